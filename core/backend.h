@@ -1,0 +1,266 @@
+/* core/backend.h — the backend op table and allocator: the only way model/
+ * and trainer/ touch tensor memory or do math.
+ *
+ * Conventions (all ops):
+ *  - Pointers are DEVICE pointers of the backend (host memory on cpu/).
+ *  - "T" = the backend's storage dtype `be->dtype` for parameters, activations
+ *    and activation gradients (fp32 on cpu/, bf16 on cuda/ with --bf16).
+ *    Parameter gradients, optimizer state, LayerNorm statistics and all loss
+ *    pieces are fp32 ("float *"). Accumulation is always fp32.
+ *  - Matrices are row-major. Activations use Megatron's [s, b, h] order
+ *    (sequence outermost) so a sequence-parallel shard is contiguous; a
+ *    "row" is one token, rows = s * b.
+ *  - Ops documented as "accumulate" add into their output (gradient
+ *    accumulation across micro-batches); all others overwrite.
+ *  - Ops are asynchronous with respect to the host where the backend allows
+ *    (cuda/ streams); anything returning a value to the host synchronises.
+ * Every op of this table is implemented by every backend; tests/unit
+ * checks that no entry is NULL.
+ */
+#ifndef MT_CORE_BACKEND_H
+#define MT_CORE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rng.h"
+
+typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2, MT_I64 = 3, MT_F64 = 4 } mt_dtype;
+
+/* Size in bytes of one element. */
+size_t mt_dtype_size(mt_dtype t);
+const char *mt_dtype_name(mt_dtype t);
+
+/* Allocator categories (the startup summary and tests read these). */
+typedef enum {
+  MT_MEM_PARAM = 0,   /* parameters (and fp32 master copies)          */
+  MT_MEM_GRAD,        /* parameter gradients                           */
+  MT_MEM_OPTIM,       /* optimizer state (Adam m, v)                   */
+  MT_MEM_ACT,         /* activations saved for backward + live temps   */
+  MT_MEM_COMM,        /* communication buffers                         */
+  MT_MEM_WORKSPACE,   /* scratch owned by ops / model                  */
+  MT_MEM_NCAT
+} mt_mem_cat;
+
+const char *mt_mem_cat_name(mt_mem_cat c);
+
+typedef struct {
+  size_t live[MT_MEM_NCAT]; /* bytes currently allocated per category */
+  size_t peak[MT_MEM_NCAT]; /* high-water mark per category            */
+  size_t live_total, peak_total;
+  int64_t n_allocs, n_frees;
+} mt_mem_stats;
+
+typedef struct mt_backend mt_backend;
+
+/* GEMM descriptor, row-major, strided-batched:
+ *   C[i] = alpha * op(A[i]) @ op(B[i]) + beta * C[i] (+ bias broadcast over rows)
+ * for i in [0, batch); op(X) = X^T when trans_x. op(A) is [m, k], op(B) is
+ * [k, n], C is [m, n]. A[i] = a + i * stride_a elements, etc. `bias` ([n],
+ * dtype T) is added after the product (NULL for none). Dtypes: a_type and
+ * b_type are T; c_type is T or MT_F32 (weight gradients accumulate in fp32). */
+typedef struct {
+  int trans_a, trans_b;
+  int m, n, k;
+  float alpha, beta;
+  const void *a; int64_t lda, stride_a;
+  const void *b; int64_t ldb, stride_b;
+  void *c; int64_t ldc, stride_c;
+  mt_dtype a_type, b_type, c_type;
+  const void *bias;
+  int batch; /* >= 1 */
+} mt_gemm_desc;
+
+/* Causal self-attention core (Megatron's "core attention"):
+ *   per micro-batch row bi and local head n:
+ *   P = softmax(scale * Q K^T + causal mask), ctx = dropout(P) V.
+ * qkv is [s, b, np, 3, hn] (per-head interleaved q, k, v: the column-parallel
+ * split of linear_qkv by heads is then contiguous), ctx is [s, b, np, hn].
+ * Attention-probability dropout of element (bi, n, q, k) uses counter
+ *   ((sample_ids[bi] * n_heads_total + head_offset + n) * s + q) * s + k
+ * with `key`, so masks are independent of tp (global head) and of dp or
+ * micro-batching (global sample id). */
+typedef struct {
+  int s, b, np, hn;
+  int head_offset, n_heads_total;
+  float scale;
+  float dropout_p;            /* 0 = off */
+  mt_rng_key_t key;
+  const int64_t *sample_ids;  /* [b], host memory */
+} mt_attn_desc;
+
+/* Dropout on a [s, b, h] tensor (local shard). Element (si, bi, hi) uses
+ * counter ((sample_ids[bi] * s_full + s_offset + si) * h_full + h_offset + hi)
+ * with `key`: keep iff uniform >= p, kept values scaled by 1/(1-p).
+ * s_offset/s_full place a sequence-parallel shard in the full sequence,
+ * h_offset/h_full a tensor-parallel shard of the hidden dimension. */
+typedef struct {
+  float p;                    /* 0 = identity */
+  mt_rng_key_t key;
+  int s, b, h;
+  int s_offset, s_full;
+  int h_offset, h_full;
+  const int64_t *sample_ids;  /* [b], host memory */
+} mt_dropout_desc;
+
+/* Decoupled-weight-decay Adam (Loshchilov & Hutter, AdamW), with Megatron's
+ * bias correction. For each element: g = grad * grad_scale;
+ * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ * master -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * master),
+ * mhat = m / (1 - b1^step), vhat = v / (1 - b2^step). */
+typedef struct {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t step;      /* >= 1, the update's 1-based count */
+  float grad_scale;  /* clipping coefficient (1 = none) */
+} mt_adamw_hparams;
+
+typedef struct {
+  /* ---- memory ---- */
+  /* Allocate `bytes` of device memory counted under `cat`; contents
+   * undefined. Aborts (mt_fatal) when out of memory. */
+  void *(*alloc)(mt_backend *be, size_t bytes, mt_mem_cat cat);
+  /* Free memory from alloc (NULL is a no-op); counters decrease. */
+  void (*free)(mt_backend *be, void *p);
+  void (*memcpy_h2d)(mt_backend *be, void *dst, const void *src_host, size_t bytes);
+  void (*memcpy_d2h)(mt_backend *be, void *dst_host, const void *src, size_t bytes);
+  void (*memcpy_d2d)(mt_backend *be, void *dst, const void *src, size_t bytes);
+  void (*memset0)(mt_backend *be, void *dst, size_t bytes);
+  /* Wait for all queued work. */
+  void (*synchronize)(mt_backend *be);
+
+  /* ---- initialisation ---- */
+  /* dst [rows, cols] (T) = std * N(key, (row_offset + r) * ld_global + col_offset + c):
+   * a shard of an unsharded tensor with `ld_global` columns. */
+  void (*init_normal)(mt_backend *be, void *dst, int64_t rows, int64_t cols, int64_t ld_global,
+                      int64_t row_offset, int64_t col_offset, mt_rng_key_t key, float std);
+  /* dst[0..n) = value; dtype `t` (T or MT_F32). */
+  void (*fill)(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n);
+  /* dst = src converted between dtypes (e.g. fp32 master -> bf16 param). */
+  void (*cast)(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dtype src_t, int64_t n);
+
+  /* ---- GEMM ---- */
+  void (*gemm)(mt_backend *be, const mt_gemm_desc *d);
+  /* db[n] (fp32, accumulate) += sum over rows of dout[rows, n] (T). */
+  void (*bias_grad)(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
+
+  /* ---- normalisation / activations ---- */
+  /* LayerNorm over the last dim h (Ba et al. 2016): out = (in - mean) * rstd * w + b.
+   * in/out [rows, h] (T), w/b [h] (T), mean/rstd [rows] (fp32, saved). */
+  void (*layernorm_fwd)(mt_backend *be, void *out, float *mean, float *rstd, const void *in,
+                        const void *w, const void *b, int64_t rows, int64_t h, float eps);
+  /* din (T) ACCUMULATES the input gradient; dw, db (fp32 [h]) accumulate. */
+  void (*layernorm_bwd)(mt_backend *be, void *din, float *dw, float *db, const void *dout,
+                        const void *in, const void *w, const float *mean, const float *rstd,
+                        int64_t rows, int64_t h);
+  /* GELU, tanh approximation (Hendrycks & Gimpel): out = gelu(in), [n] (T). */
+  void (*gelu_fwd)(mt_backend *be, void *out, const void *in, int64_t n);
+  /* din = dout * gelu'(in) (overwrite; din may alias dout). */
+  void (*gelu_bwd)(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
+
+  /* ---- attention ---- */
+  /* ctx [s, b, np*hn] (T); probs [b, np, s, s] (T) receives the pre-dropout
+   * softmax (saved for backward). */
+  void (*attn_fwd)(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs, const void *qkv);
+  /* dqkv [s, b, np*3*hn] (T, overwrite) from dctx [s, b, np*hn]; probs as
+   * saved by attn_fwd; the dropout mask is regenerated from the RNG. */
+  void (*attn_bwd)(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
+                   const void *qkv, const void *probs);
+
+  /* ---- dropout ---- */
+  /* out = residual + dropout(x) on [s, b, h] (T); out may alias residual. */
+  void (*dropout_add_fwd)(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
+                          const void *residual);
+  /* dx = mask * dout / (1 - p) (overwrite; dx may alias dout). */
+  void (*dropout_bwd)(mt_backend *be, const mt_dropout_desc *d, void *dx, const void *dout);
+
+  /* ---- embeddings ---- */
+  /* out[t, :] = w[tokens[t] - v_start, :] when v_start <= tokens[t] < v_end,
+   * else 0 (vocab-parallel embedding). tokens [n] int32 (device), w
+   * [v_end - v_start, h] (T), out [n, h] (T). */
+  void (*embedding_fwd)(mt_backend *be, void *out, const int32_t *tokens, int64_t n, const void *w,
+                        int64_t v_start, int64_t v_end, int64_t h);
+  /* dw (fp32, accumulate) rows of in-range tokens += dout rows. */
+  void (*embedding_bwd)(mt_backend *be, float *dw, const int32_t *tokens, int64_t n,
+                        const void *dout, int64_t v_start, int64_t v_end, int64_t h);
+  /* x[si, bi, :] += wpe[s_offset + si, :]; x [s, b, h] (T). */
+  void (*pos_embedding_fwd)(mt_backend *be, void *x, const void *wpe, int64_t s, int64_t b,
+                            int64_t h, int64_t s_offset);
+  /* dwpe[s_offset + si, :] (fp32, accumulate) += sum_bi dout[si, bi, :]. */
+  void (*pos_embedding_bwd)(mt_backend *be, float *dwpe, const void *dout, int64_t s, int64_t b,
+                            int64_t h, int64_t s_offset);
+
+  /* ---- (vocab-parallel) cross-entropy pieces, Megatron cross_entropy.py ----
+   * logits [n, vl] (T) hold this rank's vocabulary slice starting at global
+   * id v_start; only the first `valid` columns are real tokens (padding is
+   * excluded from the softmax). targets [n] int32 (device), global ids. */
+  /* row_max[i] = max_{j<valid} logits[i, j] (fp32). */
+  void (*xent_max)(mt_backend *be, float *row_max, const void *logits, int64_t n, int64_t vl,
+                   int64_t valid);
+  /* sumexp[i] = sum_{j<valid} exp(logits[i,j] - row_max[i]);
+   * tgt_logit[i] = logits[i, targets[i] - v_start] if in [0, valid) else 0. */
+  void (*xent_stats)(mt_backend *be, float *sumexp, float *tgt_logit, const void *logits,
+                     const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
+                     int64_t valid, int64_t v_start);
+  /* loss[i] = log(sumexp[i]) + row_max[i] - tgt_logit[i] (fp32, nats). */
+  void (*xent_loss)(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
+                    const float *tgt_logit, int64_t n);
+  /* In place: logits <- scale * (softmax - onehot(target)) for j < valid,
+   * 0 for padding columns (the gradient of scale * sum_i loss[i]). */
+  void (*xent_bwd)(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
+                   const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
+                   float scale);
+
+  /* ---- elementwise and reductions ---- */
+  /* out = a + b, [n] (T); out may alias a or b. */
+  void (*add)(mt_backend *be, void *out, const void *a, const void *b, int64_t n);
+  /* y += alpha * x (fp32). */
+  void (*axpy_f32)(mt_backend *be, float *y, float alpha, const float *x, int64_t n);
+  /* x *= alpha (fp32). */
+  void (*scale_f32)(mt_backend *be, float *x, float alpha, int64_t n);
+  /* Returns sum_i x[i]^2 (fp32 input, double accumulation); synchronises. */
+  double (*sumsq_f32)(mt_backend *be, const float *x, int64_t n);
+  /* Returns sum_i x[i] (fp32 input, double accumulation); synchronises. */
+  double (*sum_f32)(mt_backend *be, const float *x, int64_t n);
+
+  /* ---- optimizer ---- */
+  /* AdamW step on n elements: master (fp32) updated in place, m/v fp32,
+   * grad fp32. If param_lowp != NULL it receives master cast to T. */
+  void (*adamw)(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m, float *v,
+                const float *grad, void *param_lowp, int64_t n);
+} mt_backend_ops;
+
+/* Number of function pointers in mt_backend_ops (for completeness tests). */
+#define MT_BACKEND_N_OPS (sizeof(mt_backend_ops) / sizeof(void (*)(void)))
+
+struct mt_backend {
+  const mt_backend_ops *ops;
+  const char *name;  /* "cpu" | "cuda" */
+  mt_dtype dtype;    /* storage dtype T */
+  mt_mem_stats mem;  /* allocator counters, updated via mt_mem_account */
+  void *impl;        /* backend-private state */
+  void (*destroy)(mt_backend *be); /* frees impl and the struct */
+};
+
+typedef struct {
+  const char *device;  /* "cpu" | "cuda" */
+  int num_threads;     /* cpu: OpenMP/OpenBLAS threads (0 = library default) */
+  int local_rank;      /* cuda: device ordinal selection */
+  mt_dtype dtype;      /* requested storage dtype */
+} mt_backend_options;
+
+/* Create a backend by name; returns NULL and writes a message to err when the
+ * device is unknown or unusable (e.g. no GPU). */
+mt_backend *mt_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
+void mt_backend_destroy(mt_backend *be);
+
+/* Allocator bookkeeping used by backend implementations: add (bytes > 0) or
+ * remove (bytes < 0) bytes under a category, updating live and peak. */
+void mt_mem_account(mt_mem_stats *st, mt_mem_cat cat, int64_t bytes);
+/* Reset peaks to the current live values (e.g. before measuring one step). */
+void mt_mem_reset_peak(mt_mem_stats *st);
+
+/* Backend constructors (cpu/cpu_backend.c, cuda/cuda_backend.c). */
+mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
+mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
+
+#endif

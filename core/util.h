@@ -1,0 +1,52 @@
+/* core/util.h — error handling and small helpers shared by every layer.
+ *
+ * Errors come in two kinds (docs/architecture.md, "Errors"):
+ *  - bad user input: reported by the caller with a message and exit status 2
+ *    (config) or 1 (data/checkpoint); never through these macros;
+ *  - broken invariants / failed library calls: MT_ASSERT / MT_CHECK print
+ *    "[rank N] file:line: message" and abort the whole job through the abort
+ *    hook (MPI_Abort once the distributed runtime is up), so no rank hangs.
+ */
+#ifndef MT_CORE_UTIL_H
+#define MT_CORE_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Process-wide identity used only to prefix messages. Set once by the
+ * distributed runtime at start-up (parallel/dist.c); -1 until then. This is
+ * the single piece of process state outside context structs: it is written
+ * once before any thread starts and only read afterwards. */
+void mt_set_log_rank(int rank);
+int mt_log_rank(void);
+
+/* Hook called by mt_fatal after printing; the distributed runtime installs
+ * one that calls MPI_Abort so every rank exits non-zero. Default: abort(). */
+typedef void (*mt_abort_fn)(int code);
+void mt_set_abort_hook(mt_abort_fn fn);
+
+/* Print "[rank N] file:line: <fmt>" to stderr and abort the job. */
+void mt_fatal_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 3, 4)));
+#define mt_fatal(...) mt_fatal_at(__FILE__, __LINE__, __VA_ARGS__)
+
+#define MT_ASSERT(cond)                                                        \
+  do {                                                                         \
+    if (!(cond)) mt_fatal("assertion failed: %s", #cond);                      \
+  } while (0)
+
+/* Allocation on the host that cannot fail silently (host bookkeeping only;
+ * tensors go through the backend allocator). */
+void *mt_xmalloc(size_t n);
+void *mt_xcalloc(size_t n, size_t sz);
+void *mt_xrealloc(void *p, size_t n);
+char *mt_xstrdup(const char *s);
+
+/* Wall clock in seconds (CLOCK_MONOTONIC). */
+double mt_now(void);
+
+/* Round n up to a multiple of m (m > 0). */
+static inline int64_t mt_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+#endif

@@ -1,0 +1,54 @@
+/* data/gpt_dataset.h — Megatron GPTDataset semantics over indexed data.
+ *
+ * Documents of the (blended) corpus are split train/valid/test by the
+ * `split` weights ("969,30,1", by documents, Megatron's rule); within a split
+ * documents are concatenated (each already ends with EOD when preprocessed
+ * with --append-eod) and cut into samples of seq_length + 1 tokens that cross
+ * document boundaries; a deterministic shuffle from `seed` orders them and
+ * epochs repeat until num_samples[split] samples exist. The sample index is a
+ * pure function of (data files, split, seq_length, seed, num_samples).
+ *
+ * A global batch of iteration `it` is samples [it * gbs, (it + 1) * gbs) of
+ * the split; data-parallel rank r takes the contiguous slice
+ * [r * gbs / dp, (r + 1) * gbs / dp) of it, so dp never changes which samples
+ * form a global batch.
+ */
+#ifndef MT_DATA_GPT_DATASET_H
+#define MT_DATA_GPT_DATASET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { MT_SPLIT_TRAIN = 0, MT_SPLIT_VALID = 1, MT_SPLIT_TEST = 2, MT_NUM_SPLITS = 3 };
+
+typedef struct mt_gpt_dataset mt_gpt_dataset;
+
+typedef struct {
+  int n_paths;
+  const char *const *paths;  /* prefixes of .bin/.idx pairs, or llm.c .bin shards */
+  const double *weights;     /* blend weights, n_paths entries (NULL = equal) */
+  const char *split;         /* "969,30,1" */
+  int seq_length;
+  uint64_t seed;
+  int64_t num_samples[MT_NUM_SPLITS]; /* samples each split must supply */
+  const char *cache_dir;     /* where to cache index files (NULL = no cache) */
+} mt_gpt_dataset_options;
+
+/* Open the data, build (or load from cache) the sample index of every split
+ * with num_samples > 0. Returns NULL and writes a one-line message naming the
+ * file into err on bad input (missing/truncated/corrupt files, empty split). */
+mt_gpt_dataset *mt_gpt_dataset_open(const mt_gpt_dataset_options *opt, char *err, size_t errlen);
+
+/* Samples available in a split (>= requested num_samples for that split). */
+int64_t mt_gpt_dataset_num_samples(const mt_gpt_dataset *ds, int split);
+
+/* Vocabulary bound check helper: largest token id in the data (or -1). */
+int64_t mt_gpt_dataset_max_token(const mt_gpt_dataset *ds);
+
+/* Copy sample `idx` (0-based within the split, taken modulo its size) as
+ * seq_length + 1 int32 token ids into tokens_out. */
+void mt_gpt_dataset_get(const mt_gpt_dataset *ds, int split, int64_t idx, int32_t *tokens_out);
+
+void mt_gpt_dataset_close(mt_gpt_dataset *ds);
+
+#endif

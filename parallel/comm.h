@@ -1,0 +1,108 @@
+/* parallel/comm.h — the group API: process runtime, group handles and
+ * collectives, with per-group per-op counters.
+ *
+ * Two engines behind one interface: MPI (host buffers; the CPU backend and
+ * bootstrap) and NCCL (device buffers; the CUDA backend). model/ and trainer/
+ * call only these functions; they never see MPI or NCCL.
+ *
+ * Counters (nccl-tests' definitions, docs/communication.md): for a call on a
+ * group of n ranks moving `count` elements of size S (count = the per-rank
+ * buffer for all-reduce/broadcast, the TOTAL gathered/scattered buffer for
+ * all-gather/reduce-scatter, the total send buffer for all-to-all):
+ *   bytes     = count * S
+ *   bus_bytes = bytes * 2(n-1)/n (all-reduce), bytes * (n-1)/n (all-gather,
+ *               reduce-scatter, all-to-all), bytes (broadcast, send/recv).
+ * Groups of size 1 are valid: collectives become copies and count nothing.
+ */
+#ifndef MT_PARALLEL_COMM_H
+#define MT_PARALLEL_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/backend.h"
+
+typedef enum { MT_OP_SUM = 0, MT_OP_MAX = 1 } mt_redop;
+
+typedef enum {
+  MT_COLL_ALLREDUCE = 0,
+  MT_COLL_ALLGATHER,
+  MT_COLL_REDUCE_SCATTER,
+  MT_COLL_ALLTOALL,
+  MT_COLL_ALLTOALLV,
+  MT_COLL_BROADCAST,
+  MT_COLL_SENDRECV,
+  MT_COLL_BARRIER,
+  MT_COLL_N
+} mt_coll_kind;
+
+typedef struct {
+  int64_t calls;
+  int64_t elements;
+  int64_t bytes;
+  int64_t bus_bytes;
+} mt_coll_counter;
+
+typedef enum { MT_ENGINE_MPI = 0, MT_ENGINE_NCCL = 1 } mt_comm_engine;
+
+typedef struct mt_dist mt_dist;
+typedef struct mt_group mt_group;
+
+/* Process runtime. Initialises MPI (works under mpirun, srun --mpi=pmix, or as
+ * a plain process of world size 1), records rank/size/local rank, sets the log
+ * rank and installs an abort hook so a fatal error on one rank ends the job. */
+mt_dist *mt_dist_init(int *argc, char ***argv);
+void mt_dist_finalize(mt_dist *d);
+int mt_dist_rank(const mt_dist *d);
+int mt_dist_size(const mt_dist *d);
+int mt_dist_local_rank(const mt_dist *d);
+/* Group of all ranks (owned by d). */
+mt_group *mt_dist_world(mt_dist *d);
+
+/* Create the group of `ranks` (world ranks, n entries, increasing) that
+ * contains the calling rank. Collective over the world: every rank calls it
+ * with its own group's list, in the same order of group kinds. `name` labels
+ * counters ("tp", "dp", ...). The engine is MPI for host-memory backends and
+ * NCCL for device memory. */
+mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
+                          mt_comm_engine engine);
+void mt_group_destroy(mt_group *g);
+
+int mt_group_size(const mt_group *g);
+int mt_group_rank(const mt_group *g);
+const char *mt_group_name(const mt_group *g);
+/* World rank of group member i. */
+int mt_group_world_rank(const mt_group *g, int i);
+
+/* In-place all-reduce of buf[count]. */
+void mt_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op);
+/* recv[n * count_per_rank] = concat over ranks of send[count_per_rank]
+ * (send may equal recv + rank * count_per_rank: in place). */
+void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t);
+/* recv[count_per_rank] = reduction over ranks of send[rank * count_per_rank ...]. */
+void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
+                       mt_dtype t, mt_redop op);
+/* Equal splits: rank i's send block j goes to rank j's recv block i. */
+void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t);
+/* Variable splits (element counts and displacements per peer). */
+void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
+                  const int64_t *send_displs, void *recv, const int64_t *recv_counts,
+                  const int64_t *recv_displs, mt_dtype t);
+void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root);
+/* Batched point-to-point: post all sends and receives (group ranks), wait for all. */
+typedef struct {
+  int peer;        /* group rank */
+  int is_send;
+  void *buf;
+  int64_t count;
+  mt_dtype dtype;
+} mt_p2p_op;
+void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops);
+void mt_barrier(mt_group *g);
+
+/* Counters of one group. */
+const mt_coll_counter *mt_group_counters(const mt_group *g); /* [MT_COLL_N] */
+void mt_group_reset_counters(mt_group *g);
+const char *mt_coll_name(mt_coll_kind k);
+
+#endif

@@ -1,0 +1,139 @@
+/* trainer/config.h — the run configuration: one JSON file (cJSON) with
+ * sections model, parallel, training, data, checkpoint, logging and the
+ * top-level "device". Names are Megatron-LM's arguments in snake_case
+ * (DeepSpeed's zero_stage); defaults are Megatron's. docs/config.md is the
+ * reference for every key.
+ */
+#ifndef MT_TRAINER_CONFIG_H
+#define MT_TRAINER_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MT_MAX_DATA_PATHS 16
+#define MT_PATH_MAX 1024
+
+typedef struct {
+  int num_layers;                 /* default 12 */
+  int hidden_size;                /* default 768 */
+  int num_attention_heads;        /* default 12 */
+  int ffn_hidden_size;            /* default 4 * hidden_size (0 in JSON = derive) */
+  int seq_length;                 /* default 1024 */
+  int max_position_embeddings;    /* default seq_length */
+  int vocab_size;                 /* default 50257 (GPT-2) */
+  int make_vocab_size_divisible_by; /* default 128 */
+  float hidden_dropout;           /* default 0.1 */
+  float attention_dropout;        /* default 0.1 */
+  float init_method_std;          /* default 0.02 */
+  float layernorm_epsilon;        /* default 1e-5 */
+  int untie_embeddings_and_output_weights; /* default false */
+  char recompute_granularity[16]; /* "" (none) | "selective" | "full" */
+  int recompute_num_layers;       /* default 1 */
+  /* MoE (issue 8); num_experts = 0 means dense */
+  int num_experts;
+  int moe_router_topk;            /* default 2 */
+  int moe_ffn_hidden_size;        /* default ffn_hidden_size */
+  int moe_layer_freq;             /* default 1 */
+  float moe_aux_loss_coeff;       /* default 0 */
+  float moe_z_loss_coeff;         /* default 0 */
+  float moe_expert_capacity_factor; /* <= 0: dropless */
+  char moe_token_drop_policy[16]; /* "probs" | "position" */
+  int moe_router_pre_softmax;
+  int moe_pad_expert_input_to_capacity;
+} mt_model_config;
+
+typedef struct {
+  int tensor_model_parallel_size;   /* default 1 */
+  int pipeline_model_parallel_size; /* default 1 */
+  int virtual_pipeline_model_parallel_size; /* default 1 (no interleaving) */
+  int sequence_parallel;            /* default false */
+  int expert_model_parallel_size;   /* default 1 */
+  int expert_tensor_parallel_size;  /* default = tp */
+  int context_parallel_size;        /* fixed 1 for now */
+  int zero_stage;                   /* 0..3, DeepSpeed's name; default 0 */
+  int64_t ddp_bucket_size;          /* elements; default 40000000 (Megatron) */
+  int zero_prefetch_layers;         /* default 1 */
+} mt_parallel_config;
+
+typedef struct {
+  int micro_batch_size;           /* default 1 */
+  int global_batch_size;          /* default micro_batch_size * dp */
+  int64_t train_iters;            /* required */
+  uint64_t seed;                  /* default 1234 */
+  float lr;                       /* required */
+  float min_lr;                   /* default 0 */
+  char lr_decay_style[16];        /* "constant" | "linear" | "cosine" (default linear) */
+  int64_t lr_warmup_iters;        /* default 0 */
+  int64_t lr_decay_iters;         /* default train_iters */
+  float weight_decay;             /* default 0.01 */
+  float adam_beta1, adam_beta2;   /* 0.9, 0.999 */
+  float adam_eps;                 /* 1e-8 */
+  float clip_grad;                /* default 1.0; 0 = off */
+  int64_t eval_interval;          /* default 1000; 0 = never */
+  int64_t eval_iters;             /* default 100 */
+  char precision[8];              /* "fp32" | "bf16" */
+  int max_nan_iters;              /* consecutive non-finite steps before abort; default 10 */
+  int num_threads;                /* cpu threads per rank; 0 = OMP default */
+} mt_training_config;
+
+typedef struct {
+  int n_paths;
+  char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */
+  double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */
+  char split[64];                                 /* "969,30,1" */
+  char vocab_file[MT_PATH_MAX];                   /* optional, for decoding samples */
+  char merge_file[MT_PATH_MAX];
+} mt_data_config;
+
+typedef struct {
+  char save[MT_PATH_MAX];   /* "" = do not save */
+  char load[MT_PATH_MAX];   /* "" = fresh start */
+  int64_t save_interval;    /* 0 = only at the end */
+} mt_checkpoint_config;
+
+typedef struct {
+  int64_t log_interval;          /* default 100 */
+  char metrics_file[MT_PATH_MAX]; /* "" = none */
+} mt_logging_config;
+
+typedef struct {
+  char device[8];                /* "cpu" | "cuda" */
+  mt_model_config model;
+  mt_parallel_config parallel;
+  mt_training_config training;
+  mt_data_config data;
+  mt_checkpoint_config checkpoint;
+  mt_logging_config logging;
+  char source_path[MT_PATH_MAX]; /* file it was read from */
+  char *json;                    /* canonical JSON of the resolved config (owned) */
+} mt_config;
+
+/* Fill cfg with Megatron's defaults (what an empty section means). */
+void mt_config_defaults(mt_config *cfg);
+
+/* Read and validate a config: parse `path` with cJSON, apply `n_overrides`
+ * "section.key=value" strings (value parsed as JSON when it parses, else taken
+ * as a string), check every key (unknown keys with a did-you-mean, types,
+ * ranges, consistency such as hidden_size % num_attention_heads) given
+ * `world_size` ranks. Returns 0 on success; otherwise writes one message that
+ * names the key and the file into err and returns 2 (the exit status). Nothing
+ * is allocated on failure. */
+int mt_config_load(mt_config *cfg, const char *path, const char *const *overrides,
+                   int n_overrides, int world_size, char *err, size_t errlen);
+
+/* Same as mt_config_load but from a JSON string (checkpoint configs, tests). */
+int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
+                          const char *const *overrides, int n_overrides, int world_size,
+                          char *err, size_t errlen);
+
+/* Release what mt_config_load allocated. */
+void mt_config_free(mt_config *cfg);
+
+/* Derived sizes. */
+int mt_config_data_parallel_size(const mt_config *cfg, int world_size);
+/* Padded vocabulary: vocab_size rounded up to make_vocab_size_divisible_by * tp. */
+int64_t mt_config_padded_vocab(const mt_config *cfg);
+/* 64-bit FNV hash of the canonical JSON (cross-rank agreement check). */
+uint64_t mt_config_hash(const mt_config *cfg);
+
+#endif
