@@ -1,0 +1,140 @@
+/* cpu/cpu_backend.c — the fp32 CPU backend: construction, destruction,
+ * the counting allocator, memory ops, and the op table.
+ *
+ * Allocations are 64-byte aligned and carry a 64-byte header in front of the
+ * returned pointer recording the size and category, so `free` can update
+ * the per-category counters (mt_mem_account) without a lookup table.
+ */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "cpu_internal.h"
+
+#define CPU_ALIGN 64
+#define CPU_MAGIC 0x6D74637075616C6Cull /* "mtcpuall" */
+
+typedef struct {
+  uint64_t magic;
+  uint64_t bytes;
+  uint32_t cat;
+} cpu_alloc_header;
+
+_Static_assert(sizeof(cpu_alloc_header) <= CPU_ALIGN, "header fits the alignment pad");
+
+static void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
+  MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
+  size_t total = CPU_ALIGN + (size_t)mt_round_up((int64_t)(bytes ? bytes : 1), CPU_ALIGN);
+  char *base = aligned_alloc(CPU_ALIGN, total);
+  if (!base)
+    mt_fatal("cpu backend: out of memory allocating %zu bytes (%s)", bytes, mt_mem_cat_name(cat));
+  cpu_alloc_header *hd = (cpu_alloc_header *)base;
+  hd->magic = CPU_MAGIC;
+  hd->bytes = bytes;
+  hd->cat = (uint32_t)cat;
+  mt_mem_account(&be->mem, cat, (int64_t)bytes);
+  return base + CPU_ALIGN;
+}
+
+static void cpu_free(mt_backend *be, void *p) {
+  if (!p) return;
+  char *base = (char *)p - CPU_ALIGN;
+  cpu_alloc_header *hd = (cpu_alloc_header *)base;
+  MT_ASSERT(hd->magic == CPU_MAGIC);
+  hd->magic = 0;
+  mt_mem_account(&be->mem, (mt_mem_cat)hd->cat, -(int64_t)hd->bytes);
+  free(base);
+}
+
+void *cpu_workspace(mt_backend *be, size_t bytes) {
+  cpu_impl *im = cpu_impl_of(be);
+  if (bytes > im->ws_bytes) {
+    cpu_free(be, im->ws);
+    im->ws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
+    im->ws_bytes = bytes;
+  }
+  return im->ws;
+}
+
+static void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes) {
+  (void)be;
+  if (bytes && dst != src) memcpy(dst, src, bytes);
+}
+
+static void cpu_memset0(mt_backend *be, void *dst, size_t bytes) {
+  (void)be;
+  if (bytes) memset(dst, 0, bytes);
+}
+
+static void cpu_synchronize(mt_backend *be) { (void)be; }
+
+static void cpu_destroy(mt_backend *be) {
+  if (!be) return;
+  cpu_impl *im = cpu_impl_of(be);
+  if (im) {
+    cpu_free(be, im->ws);
+    free(im);
+  }
+  free(be);
+}
+
+static const mt_backend_ops cpu_ops = {
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memcpy_h2d = cpu_memcpy,
+    .memcpy_d2h = cpu_memcpy,
+    .memcpy_d2d = cpu_memcpy,
+    .memset0 = cpu_memset0,
+    .synchronize = cpu_synchronize,
+    .init_normal = cpu_init_normal,
+    .fill = cpu_fill,
+    .cast = cpu_cast,
+    .gemm = cpu_gemm,
+    .bias_grad = cpu_bias_grad,
+    .layernorm_fwd = cpu_layernorm_fwd,
+    .layernorm_bwd = cpu_layernorm_bwd,
+    .gelu_fwd = cpu_gelu_fwd,
+    .gelu_bwd = cpu_gelu_bwd,
+    .attn_fwd = cpu_attn_fwd,
+    .attn_bwd = cpu_attn_bwd,
+    .dropout_add_fwd = cpu_dropout_add_fwd,
+    .dropout_bwd = cpu_dropout_bwd,
+    .embedding_fwd = cpu_embedding_fwd,
+    .embedding_bwd = cpu_embedding_bwd,
+    .pos_embedding_fwd = cpu_pos_embedding_fwd,
+    .pos_embedding_bwd = cpu_pos_embedding_bwd,
+    .xent_max = cpu_xent_max,
+    .xent_stats = cpu_xent_stats,
+    .xent_loss = cpu_xent_loss,
+    .xent_bwd = cpu_xent_bwd,
+    .add = cpu_add,
+    .axpy_f32 = cpu_axpy_f32,
+    .scale_f32 = cpu_scale_f32,
+    .sumsq_f32 = cpu_sumsq_f32,
+    .sum_f32 = cpu_sum_f32,
+    .adamw = cpu_adamw,
+};
+
+mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {
+  if (opt && opt->dtype != MT_F32) {
+    snprintf(err, errlen, "cpu backend supports only fp32 storage (requested %s)",
+             mt_dtype_name(opt->dtype));
+    return NULL;
+  }
+  if (opt && opt->num_threads > 0) {
+    omp_set_num_threads(opt->num_threads);
+    openblas_set_num_threads(opt->num_threads);
+  }
+  mt_backend *be = mt_xcalloc(1, sizeof *be);
+  cpu_impl *im = mt_xcalloc(1, sizeof *im);
+  im->num_threads = omp_get_max_threads();
+  be->ops = &cpu_ops;
+  be->name = "cpu";
+  be->dtype = MT_F32;
+  be->impl = im;
+  be->destroy = cpu_destroy;
+  return be;
+}

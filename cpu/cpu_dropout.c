@@ -1,0 +1,108 @@
+/* cpu/cpu_dropout.c — hidden-state dropout (fused with the residual add) and
+ * its backward, plus the block-wise Philox uniform generator shared with
+ * attention dropout. Masks are pure functions of (key, global coordinate)
+ * (core/rng.h), so the backward regenerates exactly the forward mask. */
+#include "core/util.h"
+#include "cpu_internal.h"
+
+#define RNG_BLOCKS 16 /* Philox blocks (4 uniforms each) per batch */
+
+/* Same rounds as mt_philox4x32 in core/rng.h, written with scalars and a
+ * fully unrolled round loop so gcc vectorises it across blocks; the unit
+ * tests check it bitwise against mt_rng_uniform. */
+static inline void philox_uniform4(uint64_t blk, mt_rng_key_t key, float *o) {
+  uint32_t c0 = (uint32_t)blk, c1 = (uint32_t)(blk >> 32), c2 = 1u, c3 = 0u;
+  uint32_t k0 = key.k[0], k1 = key.k[1];
+#pragma GCC unroll 10
+  for (int r = 0; r < 10; r++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0;
+    uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
+    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  o[0] = mt_u32_to_unit(c0);
+  o[1] = mt_u32_to_unit(c1);
+  o[2] = mt_u32_to_unit(c2);
+  o[3] = mt_u32_to_unit(c3);
+}
+
+void cpu_rng_uniform_range(mt_rng_key_t key, uint64_t start, int64_t n, float *out) {
+  if (n <= 0) return;
+  const uint64_t end = start + (uint64_t)n;
+  const uint64_t b0 = start >> 2, b1 = (end + 3) >> 2;
+  for (uint64_t blk = b0; blk < b1; blk += RNG_BLOCKS) {
+    float tmp[4 * RNG_BLOCKS];
+#pragma omp simd
+    for (int j = 0; j < RNG_BLOCKS; j++) philox_uniform4(blk + (uint64_t)j, key, tmp + 4 * j);
+    uint64_t lo = blk * 4 > start ? blk * 4 : start;
+    uint64_t hi = (blk + RNG_BLOCKS) * 4 < end ? (blk + RNG_BLOCKS) * 4 : end;
+    for (uint64_t i = lo; i < hi; i++) out[i - start] = tmp[i - blk * 4];
+  }
+}
+
+#define DROP_CHUNK 512
+
+/* Counter of element (si, bi, 0) of the local shard. */
+static uint64_t drop_row_counter(const mt_dropout_desc *d, int64_t si, int64_t bi) {
+  return ((uint64_t)d->sample_ids[bi] * (uint64_t)d->s_full + (uint64_t)(d->s_offset + si)) *
+             (uint64_t)d->h_full +
+         (uint64_t)d->h_offset;
+}
+
+void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out_, const void *x_,
+                         const void *residual_) {
+  (void)be;
+  float *out = (float *)out_;
+  const float *x = (const float *)x_, *res = (const float *)residual_;
+  const int64_t rows = (int64_t)d->s * d->b, h = d->h;
+  if (d->p <= 0.0f) {
+#pragma omp parallel for simd schedule(static) if (rows * h >= CPU_PAR_MIN)
+    for (int64_t i = 0; i < rows * h; i++) out[i] = res[i] + x[i];
+    return;
+  }
+  const float p = d->p, inv = 1.0f / (1.0f - d->p);
+#pragma omp parallel for schedule(static) if (rows * h >= CPU_PAR_MIN)
+  for (int64_t r = 0; r < rows; r++) {
+    uint64_t base = drop_row_counter(d, r / d->b, r % d->b);
+    float u[DROP_CHUNK];
+    for (int64_t j0 = 0; j0 < h; j0 += DROP_CHUNK) {
+      int64_t nj = h - j0 < DROP_CHUNK ? h - j0 : DROP_CHUNK;
+      cpu_rng_uniform_range(d->key, base + (uint64_t)j0, nj, u);
+      const float *xr = x + r * h + j0, *rr = res + r * h + j0;
+      float *orow = out + r * h + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < nj; j++) orow[j] = rr[j] + (u[j] >= p ? xr[j] * inv : 0.0f);
+    }
+  }
+}
+
+void cpu_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx_, const void *dout_) {
+  (void)be;
+  float *dx = (float *)dx_;
+  const float *dout = (const float *)dout_;
+  const int64_t rows = (int64_t)d->s * d->b, h = d->h;
+  if (d->p <= 0.0f) {
+    if (dx != dout) memcpy(dx, dout, (size_t)(rows * h) * sizeof(float));
+    return;
+  }
+  const float p = d->p, inv = 1.0f / (1.0f - d->p);
+#pragma omp parallel for schedule(static) if (rows * h >= CPU_PAR_MIN)
+  for (int64_t r = 0; r < rows; r++) {
+    uint64_t base = drop_row_counter(d, r / d->b, r % d->b);
+    float u[DROP_CHUNK];
+    for (int64_t j0 = 0; j0 < h; j0 += DROP_CHUNK) {
+      int64_t nj = h - j0 < DROP_CHUNK ? h - j0 : DROP_CHUNK;
+      cpu_rng_uniform_range(d->key, base + (uint64_t)j0, nj, u);
+      const float *g = dout + r * h + j0;
+      float *o = dx + r * h + j0;
+#pragma omp simd
+      for (int64_t j = 0; j < nj; j++) o[j] = u[j] >= p ? g[j] * inv : 0.0f;
+    }
+  }
+}

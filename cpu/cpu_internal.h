@@ -1,0 +1,124 @@
+/* cpu/cpu_internal.h — private declarations of the fp32 CPU backend
+ * (OpenBLAS sgemm + OpenMP). Every op here implements the entry of the same
+ * name in core/backend.h (see the doc comments there for the spec); this
+ * header only adds the backend-private state and shared math helpers.
+ *
+ * Determinism: every op uses static OpenMP schedules and fixed-order
+ * reductions, so results are bitwise identical run to run for the same
+ * thread count (most ops are even independent of the thread count; the
+ * exceptions are layernorm_bwd's dw/db, which reduce per-thread partials in
+ * thread order, and sgemm inside OpenBLAS).
+ */
+#ifndef MT_CPU_INTERNAL_H
+#define MT_CPU_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/backend.h"
+
+/* Backend-private state (be->impl). */
+typedef struct {
+  int num_threads;   /* OpenMP threads used by parallel regions (>= 1)   */
+  void *ws;          /* op workspace (attention, layernorm partials);   */
+  size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
+} cpu_impl;
+
+static inline cpu_impl *cpu_impl_of(mt_backend *be) { return (cpu_impl *)be->impl; }
+
+/* Workspace of at least `bytes` (64-byte aligned), owned by the backend and
+ * reused across calls; contents undefined; valid until the next call. */
+void *cpu_workspace(mt_backend *be, size_t bytes);
+
+/* Elements per parallel chunk below which elementwise ops stay serial. */
+#define CPU_PAR_MIN 16384
+
+/* ---- math helpers (vectorisable; same results on every call) ---- */
+
+/* exp(x) in float: Cody-Waite range reduction x = n ln2 + r, degree-6
+ * polynomial for e^r, scaling by 2^n through the exponent bits. Max relative
+ * error ~2 ulp on [-87, 88]; inputs are clamped to that range (so exp of a
+ * very negative number returns ~1e-38 instead of 0). Written branch-free so
+ * gcc vectorises loops calling it. */
+static inline float cpu_expf(float x) {
+  x = x < 88.0f ? x : 88.0f;
+  x = x > -87.0f ? x : -87.0f;
+  /* round to nearest integer by the 1.5*2^23 trick (|value| < 2^22) */
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;    /* ln2 high part */
+  r = r + n * 2.12194440e-4f;         /* ln2 low part  */
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  union {
+    int32_t i;
+    float f;
+  } sc;
+  sc.i = ((int32_t)n + 127) << 23;
+  return p * sc.f;
+}
+
+/* out[j] = mt_rng_uniform(key, start + j) for j in [0, n), computing one
+ * Philox block per 4 consecutive counters (bitwise equal to rng.h). */
+void cpu_rng_uniform_range(mt_rng_key_t key, uint64_t start, int64_t n, float *out);
+
+/* ---- ops (cpu_backend.c: memory; the rest by file name) ---- */
+void cpu_init_normal(mt_backend *be, void *dst, int64_t rows, int64_t cols, int64_t ld_global,
+                     int64_t row_offset, int64_t col_offset, mt_rng_key_t key, float std);
+void cpu_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n);
+void cpu_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dtype src_t,
+              int64_t n);
+
+void cpu_gemm(mt_backend *be, const mt_gemm_desc *d);
+void cpu_bias_grad(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
+
+void cpu_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,
+                       const void *w, const void *b, int64_t rows, int64_t h, float eps);
+void cpu_layernorm_bwd(mt_backend *be, void *din, float *dw, float *db, const void *dout,
+                       const void *in, const void *w, const float *mean, const float *rstd,
+                       int64_t rows, int64_t h);
+void cpu_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t n);
+void cpu_gelu_bwd(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
+
+void cpu_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
+                  const void *qkv);
+void cpu_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
+                  const void *qkv, const void *probs);
+
+void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
+                         const void *residual);
+void cpu_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx, const void *dout);
+
+void cpu_embedding_fwd(mt_backend *be, void *out, const int32_t *tokens, int64_t n,
+                       const void *w, int64_t v_start, int64_t v_end, int64_t h);
+void cpu_embedding_bwd(mt_backend *be, float *dw, const int32_t *tokens, int64_t n,
+                       const void *dout, int64_t v_start, int64_t v_end, int64_t h);
+void cpu_pos_embedding_fwd(mt_backend *be, void *x, const void *wpe, int64_t s, int64_t b,
+                           int64_t h, int64_t s_offset);
+void cpu_pos_embedding_bwd(mt_backend *be, float *dwpe, const void *dout, int64_t s, int64_t b,
+                           int64_t h, int64_t s_offset);
+
+void cpu_xent_max(mt_backend *be, float *row_max, const void *logits, int64_t n, int64_t vl,
+                  int64_t valid);
+void cpu_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void *logits,
+                    const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
+                    int64_t valid, int64_t v_start);
+void cpu_xent_loss(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
+                   const float *tgt_logit, int64_t n);
+void cpu_xent_bwd(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
+                  const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
+                  float scale);
+
+void cpu_add(mt_backend *be, void *out, const void *a, const void *b, int64_t n);
+void cpu_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t n);
+void cpu_scale_f32(mt_backend *be, float *x, float alpha, int64_t n);
+double cpu_sumsq_f32(mt_backend *be, const float *x, int64_t n);
+double cpu_sum_f32(mt_backend *be, const float *x, int64_t n);
+void cpu_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m, float *v,
+               const float *grad, void *param_lowp, int64_t n);
+
+#endif

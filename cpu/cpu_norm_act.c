@@ -1,0 +1,127 @@
+/* cpu/cpu_norm_act.c — LayerNorm forward/backward and tanh-GELU.
+ *
+ * LayerNorm (Ba et al. 2016) statistics are computed in fp32 with a two-pass
+ * variance. The backward's dw/db reduce fixed 32-row chunk partials in chunk
+ * order, so they are bitwise independent of the thread count.
+ *
+ * GELU (Hendrycks & Gimpel 2016), tanh form:
+ *   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3),
+ * evaluated through the identity 0.5 (1 + tanh(u)) = sigmoid(2u), i.e.
+ * gelu(x) = x / (1 + exp(-2u)), which has no cancellation for x << 0 and
+ * vectorises with cpu_expf.
+ */
+#include <math.h>
+#include <omp.h>
+
+#include "core/util.h"
+#include "cpu_internal.h"
+
+void cpu_layernorm_fwd(mt_backend *be, void *out_, float *mean, float *rstd, const void *in_,
+                       const void *w_, const void *b_, int64_t rows, int64_t h, float eps) {
+  (void)be;
+  float *out = (float *)out_;
+  const float *in = (const float *)in_, *w = (const float *)w_, *b = (const float *)b_;
+#pragma omp parallel for schedule(static) if (rows * h >= CPU_PAR_MIN)
+  for (int64_t r = 0; r < rows; r++) {
+    const float *x = in + r * h;
+    float *y = out + r * h;
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < h; j++) s += x[j];
+    float mu = s / (float)h;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int64_t j = 0; j < h; j++) {
+      float t = x[j] - mu;
+      v += t * t;
+    }
+    float rs = 1.0f / sqrtf(v / (float)h + eps);
+#pragma omp simd
+    for (int64_t j = 0; j < h; j++) y[j] = (x[j] - mu) * rs * w[j] + b[j];
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
+#define LN_CHUNK 32
+void cpu_layernorm_bwd(mt_backend *be, void *din_, float *dw, float *db, const void *dout_,
+                       const void *in_, const void *w_, const float *mean, const float *rstd,
+                       int64_t rows, int64_t h) {
+  float *din = (float *)din_;
+  const float *dout = (const float *)dout_, *in = (const float *)in_, *w = (const float *)w_;
+  int64_t nchunk = (rows + LN_CHUNK - 1) / LN_CHUNK;
+  /* part[c] = {dw partial [h], db partial [h]} of rows [c*32, c*32+32) */
+  float *part = cpu_workspace(be, (size_t)(nchunk * 2 * h) * sizeof(float));
+  int par = rows * h >= CPU_PAR_MIN;
+#pragma omp parallel if (par)
+  {
+#pragma omp for schedule(static)
+    for (int64_t c = 0; c < nchunk; c++) {
+      float *pdw = part + c * 2 * h, *pdb = pdw + h;
+      for (int64_t j = 0; j < h; j++) pdw[j] = pdb[j] = 0.0f;
+      int64_t r1 = (c + 1) * LN_CHUNK < rows ? (c + 1) * LN_CHUNK : rows;
+      for (int64_t r = c * LN_CHUNK; r < r1; r++) {
+        const float *x = in + r * h, *g = dout + r * h;
+        float *dx = din + r * h;
+        float mu = mean[r], rs = rstd[r];
+        float sg = 0.0f, sgx = 0.0f; /* sum(g*w), sum(g*w*xhat) */
+#pragma omp simd reduction(+ : sg, sgx)
+        for (int64_t j = 0; j < h; j++) {
+          float xh = (x[j] - mu) * rs;
+          float gw = g[j] * w[j];
+          sg += gw;
+          sgx += gw * xh;
+          pdw[j] += g[j] * xh;
+          pdb[j] += g[j];
+        }
+        float mg = sg / (float)h, mgx = sgx / (float)h;
+#pragma omp simd
+        for (int64_t j = 0; j < h; j++) {
+          float xh = (x[j] - mu) * rs;
+          dx[j] += rs * (g[j] * w[j] - mg - xh * mgx);
+        }
+      }
+    }
+    /* implicit barrier; reduce partials in chunk order */
+#pragma omp for schedule(static)
+    for (int64_t j = 0; j < h; j++) {
+      float aw = 0.0f, ab = 0.0f;
+      for (int64_t c = 0; c < nchunk; c++) {
+        aw += part[c * 2 * h + j];
+        ab += part[c * 2 * h + h + j];
+      }
+      dw[j] += aw;
+      db[j] += ab;
+    }
+  }
+}
+
+#define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
+#define GELU_K1 0.044715f
+
+void cpu_gelu_fwd(mt_backend *be, void *out_, const void *in_, int64_t n) {
+  (void)be;
+  float *out = (float *)out_;
+  const float *in = (const float *)in_;
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    float x = in[i];
+    float u = GELU_K0 * (x + GELU_K1 * x * x * x);
+    out[i] = x / (1.0f + cpu_expf(-2.0f * u));
+  }
+}
+
+void cpu_gelu_bwd(mt_backend *be, void *din_, const void *in_, const void *dout_, int64_t n) {
+  (void)be;
+  float *din = (float *)din_;
+  const float *in = (const float *)in_, *dout = (const float *)dout_;
+#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+  for (int64_t i = 0; i < n; i++) {
+    float x = in[i];
+    float x2 = x * x;
+    float u = GELU_K0 * (x + GELU_K1 * x2 * x);
+    float s = 1.0f / (1.0f + cpu_expf(-2.0f * u));
+    float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
+    din[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
+  }
+}
