@@ -1,0 +1,27 @@
+/* data/data_util.h — small helpers shared by the data/ files: whole-file
+ * reads, read-only memory maps and a 64-bit byte hash. */
+#ifndef MT_DATA_UTIL_H
+#define MT_DATA_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Read a whole file into a malloc'ed, NUL-terminated buffer (length in *len).
+ * Returns NULL and writes "cannot read PATH: reason" into err on failure. */
+char *mt_data_read_file(const char *path, size_t *len, char *err, size_t errlen);
+
+/* A read-only private memory map of a whole file (size 0 maps nothing). */
+typedef struct {
+  const uint8_t *data;
+  size_t size;
+} mt_mmap;
+
+/* Map `path`; returns 0, or -1 with "cannot open PATH: reason" in err. */
+int mt_mmap_open(mt_mmap *m, const char *path, char *err, size_t errlen);
+void mt_mmap_close(mt_mmap *m);
+
+/* 64-bit hash of bytes (FNV-1a style over 8-byte words, with final mix);
+ * `h` chains calls (start with 0). */
+uint64_t mt_hash_bytes(const void *p, size_t n, uint64_t h);
+
+#endif
