@@ -56,8 +56,13 @@ void mt_dist_finalize(mt_dist *d);
 int mt_dist_rank(const mt_dist *d);
 int mt_dist_size(const mt_dist *d);
 int mt_dist_local_rank(const mt_dist *d);
-/* Group of all ranks (owned by d). */
+/* Group of all ranks (owned by d; MPI engine, host buffers). */
 mt_group *mt_dist_world(mt_dist *d);
+/* Check that `value` (e.g. a config hash) is equal on every rank. Collective
+ * over the world. Returns 0 when all agree; otherwise -1 on every rank, with
+ * err[errlen] = "<what> differs across ranks: rank 0 has 0x..; ranks 2,3 have
+ * other values (rank 2: 0x..)". */
+int mt_dist_check_agree(mt_dist *d, uint64_t value, const char *what, char *err, size_t errlen);
 
 /* Create the group of `ranks` (world ranks, n entries, increasing) that
  * contains the calling rank. Collective over the world: every rank calls it
@@ -66,7 +71,18 @@ mt_group *mt_dist_world(mt_dist *d);
  * NCCL for device memory. */
 mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
                           mt_comm_engine engine);
-void mt_group_destroy(mt_group *g);
+/* A rank that belongs to no group of a kind (e.g. a middle pipeline stage for
+ * the embedding group) passes ranks = NULL, n = 0: it takes part in the
+ * collective creation and gets NULL. The calling rank must be in `ranks`,
+ * and every rank must pass the same list as the other members of its group
+ * (checked: mt_fatal otherwise). MT_ENGINE_NCCL without a CUDA device, or in
+ * a build without NCCL, is fatal with the CUDA error name. The NCCL engine
+ * binds the process to GPU (local rank % device count) at its first group. */
+void mt_group_destroy(mt_group *g); /* NULL is a no-op */
+/* NCCL engine: enqueue this group's calls on `cuda_stream` (a cudaStream_t;
+ * default NULL = the legacy default stream). No-op for the MPI engine. */
+void mt_group_set_cuda_stream(mt_group *g, void *cuda_stream);
+mt_comm_engine mt_group_engine(const mt_group *g);
 
 int mt_group_size(const mt_group *g);
 int mt_group_rank(const mt_group *g);
@@ -74,22 +90,34 @@ const char *mt_group_name(const mt_group *g);
 /* World rank of group member i. */
 int mt_group_world_rank(const mt_group *g, int i);
 
-/* In-place all-reduce of buf[count]. */
+/* Collectives below are called by every member of the group with the same
+ * count/dtype/op/root. Buffers are host memory (MPI engine) or device memory
+ * (NCCL engine; calls are asynchronous on the group's stream). Counts that
+ * MPI cannot express (> INT_MAX per call for all but all-reduce/broadcast,
+ * which are chunked) are fatal. bf16 reductions round each partial sum to
+ * bf16 on the MPI engine.
+ *
+ * In-place all-reduce of buf[count]. */
 void mt_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op);
 /* recv[n * count_per_rank] = concat over ranks of send[count_per_rank]
  * (send may equal recv + rank * count_per_rank: in place). */
 void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t);
-/* recv[count_per_rank] = reduction over ranks of send[rank * count_per_rank ...]. */
+/* recv[count_per_rank] = reduction over ranks of send[rank * count_per_rank ...]
+ * (recv may lie inside send, e.g. recv = send + rank * count_per_rank). */
 void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                        mt_dtype t, mt_redop op);
-/* Equal splits: rank i's send block j goes to rank j's recv block i. */
+/* Equal splits: rank i's send block j goes to rank j's recv block i.
+ * send and recv must not overlap (alltoall and alltoallv). */
 void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t);
-/* Variable splits (element counts and displacements per peer). */
+/* Variable splits (element counts and displacements per peer, in elements).
+ * Counters: bytes = sum(send_counts) * S, bus_bytes = bytes * (n-1)/n. */
 void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
                   const int64_t *send_displs, void *recv, const int64_t *recv_counts,
                   const int64_t *recv_displs, mt_dtype t);
 void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root);
-/* Batched point-to-point: post all sends and receives (group ranks), wait for all. */
+/* Batched point-to-point: post all sends and receives (group ranks), wait for
+ * all. Messages between two ranks match in posting order. Counters: one call
+ * per batch; elements/bytes/bus_bytes = the elements/bytes SENT by this rank. */
 typedef struct {
   int peer;        /* group rank */
   int is_send;
@@ -100,7 +128,8 @@ typedef struct {
 void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops);
 void mt_barrier(mt_group *g);
 
-/* Counters of one group. */
+/* Counters of one group. bus_bytes is rounded down per call (integer
+ * arithmetic: bytes * 2(n-1) / n). A barrier counts calls only. */
 const mt_coll_counter *mt_group_counters(const mt_group *g); /* [MT_COLL_N] */
 void mt_group_reset_counters(mt_group *g);
 const char *mt_coll_name(mt_coll_kind k);

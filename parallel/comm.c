@@ -1,0 +1,189 @@
+/* parallel/comm.c — group creation (MPI_Comm_split over the world), argument
+ * checks, engine dispatch and the nccl-tests byte counters. See comm.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+
+static const char *const coll_names[MT_COLL_N] = {
+    "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+    "all_to_allv", "broadcast",  "send_recv",      "barrier"};
+
+const char *mt_coll_name(mt_coll_kind k) {
+  return (k >= 0 && k < MT_COLL_N) ? coll_names[k] : "?";
+}
+
+mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
+                          mt_comm_engine engine) {
+  int member = ranks != NULL && n > 0;
+  int color = MPI_UNDEFINED, key = 0;
+  if (member) {
+    color = ranks[0]; /* the smallest rank names the group */
+    int found = 0;
+    for (int i = 0; i < n; i++) {
+      if (ranks[i] < 0 || ranks[i] >= d->size || (i > 0 && ranks[i] <= ranks[i - 1]))
+        mt_fatal("group '%s': rank list must be increasing world ranks < %d", name, d->size);
+      if (ranks[i] == d->rank) key = i, found = 1;
+    }
+    if (!found) mt_fatal("group '%s': calling rank %d is not in its rank list", name, d->rank);
+  }
+  MPI_Comm comm;
+  MT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
+  if (!member) return NULL;
+
+  /* Every member must have passed the same list. */
+  int size;
+  MT_MPI_CHECK(MPI_Comm_size(comm, &size));
+  int *got = mt_xmalloc(sizeof(int) * (size_t)size);
+  MT_MPI_CHECK(MPI_Allgather(&d->rank, 1, MPI_INT, got, 1, MPI_INT, comm));
+  int same = size == n;
+  for (int i = 0; same && i < n; i++) same = got[i] == ranks[i];
+  free(got);
+  if (!same) mt_fatal("group '%s': members passed different rank lists", name);
+
+  mt_group *g = mt_xcalloc(1, sizeof(mt_group));
+  g->d = d;
+  snprintf(g->name, sizeof g->name, "%s", name ? name : "?");
+  g->engine = engine;
+  g->ops = engine == MT_ENGINE_NCCL ? &mt_comm_nccl_engine : &mt_comm_mpi_engine;
+  g->size = n;
+  g->rank = key;
+  g->world_ranks = mt_xmalloc(sizeof(int) * (size_t)n);
+  memcpy(g->world_ranks, ranks, sizeof(int) * (size_t)n);
+  g->comm = comm;
+  g->ops->init(g);
+  return g;
+}
+
+void mt_group_destroy(mt_group *g) {
+  if (!g) return;
+  g->ops->fini(g);
+  MPI_Comm_free(&g->comm);
+  free(g->world_ranks);
+  free(g);
+}
+
+void mt_group_set_cuda_stream(mt_group *g, void *cuda_stream) { g->cuda_stream = cuda_stream; }
+mt_comm_engine mt_group_engine(const mt_group *g) { return g->engine; }
+int mt_group_size(const mt_group *g) { return g->size; }
+int mt_group_rank(const mt_group *g) { return g->rank; }
+const char *mt_group_name(const mt_group *g) { return g->name; }
+int mt_group_world_rank(const mt_group *g, int i) {
+  MT_ASSERT(i >= 0 && i < g->size);
+  return g->world_ranks[i];
+}
+
+const mt_coll_counter *mt_group_counters(const mt_group *g) { return g->ctr; }
+void mt_group_reset_counters(mt_group *g) { memset(g->ctr, 0, sizeof g->ctr); }
+
+/* Record one call moving `elems` elements (nccl-tests' definitions). */
+static void record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t) {
+  if (g->size <= 1) return;
+  int64_t n = g->size, bytes = elems * (int64_t)mt_dtype_size(t), bus;
+  switch (k) {
+    case MT_COLL_ALLREDUCE: bus = bytes * 2 * (n - 1) / n; break;
+    case MT_COLL_ALLGATHER:
+    case MT_COLL_REDUCE_SCATTER:
+    case MT_COLL_ALLTOALL:
+    case MT_COLL_ALLTOALLV: bus = bytes * (n - 1) / n; break;
+    default: bus = bytes; break;
+  }
+  mt_coll_counter *c = &g->ctr[k];
+  c->calls++;
+  c->elements += elems;
+  c->bytes += bytes;
+  c->bus_bytes += bus;
+}
+
+static void check_count(const mt_group *g, int64_t count, const char *what) {
+  if (count < 0) mt_fatal("group '%s': %s with negative count %lld", g->name, what, (long long)count);
+}
+
+static void check_disjoint(const mt_group *g, const void *a, size_t na, const void *b, size_t nb,
+                           const char *what) {
+  const char *a0 = a, *b0 = b;
+  if (na && nb && a0 < b0 + nb && b0 < a0 + na)
+    mt_fatal("group '%s': %s send and recv buffers overlap", g->name, what);
+}
+
+void mt_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
+  check_count(g, count, "all-reduce");
+  g->ops->allreduce(g, buf, count, t, op);
+  record(g, MT_COLL_ALLREDUCE, count, t);
+}
+
+void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
+  check_count(g, count_per_rank, "all-gather");
+  g->ops->allgather(g, send, recv, count_per_rank, t);
+  record(g, MT_COLL_ALLGATHER, count_per_rank * g->size, t);
+}
+
+void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
+                       mt_dtype t, mt_redop op) {
+  check_count(g, count_per_rank, "reduce-scatter");
+  g->ops->reduce_scatter(g, send, recv, count_per_rank, t, op);
+  record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t);
+}
+
+void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
+  check_count(g, count_per_rank, "all-to-all");
+  size_t bytes = (size_t)(count_per_rank * g->size) * mt_dtype_size(t);
+  check_disjoint(g, send, bytes, recv, bytes, "all-to-all");
+  g->ops->alltoall(g, send, recv, count_per_rank, t);
+  record(g, MT_COLL_ALLTOALL, count_per_rank * g->size, t);
+}
+
+void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
+                  const int64_t *send_displs, void *recv, const int64_t *recv_counts,
+                  const int64_t *recv_displs, mt_dtype t) {
+  int64_t total = 0, s_end = 0, r_end = 0;
+  for (int i = 0; i < g->size; i++) {
+    check_count(g, send_counts[i], "all-to-allv send");
+    check_count(g, recv_counts[i], "all-to-allv recv");
+    if (send_displs[i] < 0 || recv_displs[i] < 0)
+      mt_fatal("group '%s': all-to-allv with a negative displacement", g->name);
+    total += send_counts[i];
+    if (send_counts[i] && send_displs[i] + send_counts[i] > s_end)
+      s_end = send_displs[i] + send_counts[i];
+    if (recv_counts[i] && recv_displs[i] + recv_counts[i] > r_end)
+      r_end = recv_displs[i] + recv_counts[i];
+  }
+  size_t es = mt_dtype_size(t);
+  check_disjoint(g, send, (size_t)s_end * es, recv, (size_t)r_end * es, "all-to-allv");
+  g->ops->alltoallv(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+  record(g, MT_COLL_ALLTOALLV, total, t);
+}
+
+void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
+  check_count(g, count, "broadcast");
+  if (root < 0 || root >= g->size)
+    mt_fatal("group '%s': broadcast root %d out of range [0, %d)", g->name, root, g->size);
+  g->ops->broadcast(g, buf, count, t, root);
+  record(g, MT_COLL_BROADCAST, count, t);
+}
+
+void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
+  int64_t sent = 0, sent_bytes = 0;
+  for (int i = 0; i < n_ops; i++) {
+    if (ops[i].peer < 0 || ops[i].peer >= g->size)
+      mt_fatal("group '%s': send/recv peer %d out of range [0, %d)", g->name, ops[i].peer, g->size);
+    check_count(g, ops[i].count, "send/recv");
+    if (ops[i].is_send) {
+      sent += ops[i].count;
+      sent_bytes += ops[i].count * (int64_t)mt_dtype_size(ops[i].dtype);
+    }
+  }
+  if (n_ops > 0) g->ops->batch_send_recv(g, ops, n_ops);
+  if (g->size > 1) {
+    mt_coll_counter *c = &g->ctr[MT_COLL_SENDRECV];
+    c->calls++;
+    c->elements += sent;
+    c->bytes += sent_bytes;
+    c->bus_bytes += sent_bytes;
+  }
+}
+
+void mt_barrier(mt_group *g) {
+  g->ops->barrier(g);
+  if (g->size > 1) g->ctr[MT_COLL_BARRIER].calls++;
+}

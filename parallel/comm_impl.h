@@ -1,0 +1,68 @@
+/* parallel/comm_impl.h — private to parallel/comm*.c and dist.c: the layout
+ * of mt_dist / mt_group and the engine table each engine implements. */
+#ifndef MT_PARALLEL_COMM_IMPL_H
+#define MT_PARALLEL_COMM_IMPL_H
+
+#include <mpi.h>
+
+#include "../core/util.h"
+#include "comm.h"
+
+/* Wrap an MPI call: on failure, fatal with the call text and MPI's message. */
+#define MT_MPI_CHECK(call)                                                     \
+  do {                                                                         \
+    int mt_rc_ = (call);                                                       \
+    if (mt_rc_ != MPI_SUCCESS) {                                               \
+      char mt_msg_[MPI_MAX_ERROR_STRING];                                      \
+      int mt_len_ = 0;                                                         \
+      MPI_Error_string(mt_rc_, mt_msg_, &mt_len_);                             \
+      mt_fatal("%s failed: %s", #call, mt_msg_);                               \
+    }                                                                          \
+  } while (0)
+
+struct mt_dist {
+  int rank, size, local_rank, local_size;
+  int own_mpi;          /* we called MPI_Init_thread, so we finalize */
+  MPI_Op bf16_sum, bf16_max;
+  int cuda_device;      /* GPU bound by the NCCL engine, -1 before */
+  mt_group *world;
+};
+
+/* One engine: the collectives on already-validated arguments. */
+typedef struct {
+  void (*init)(mt_group *g);   /* after g->comm exists */
+  void (*fini)(mt_group *g);
+  void (*allreduce)(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op);
+  void (*allgather)(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t);
+  void (*reduce_scatter)(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t,
+                         mt_redop op);
+  void (*alltoall)(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t);
+  void (*alltoallv)(mt_group *g, const void *send, const int64_t *sc, const int64_t *sd,
+                    void *recv, const int64_t *rc, const int64_t *rd, mt_dtype t);
+  void (*broadcast)(mt_group *g, void *buf, int64_t count, mt_dtype t, int root);
+  void (*batch_send_recv)(mt_group *g, const mt_p2p_op *ops, int n_ops);
+  void (*barrier)(mt_group *g);
+} mt_comm_engine_ops;
+
+extern const mt_comm_engine_ops mt_comm_mpi_engine;
+extern const mt_comm_engine_ops mt_comm_nccl_engine;
+
+struct mt_group {
+  mt_dist *d;
+  char name[32];
+  mt_comm_engine engine;
+  const mt_comm_engine_ops *ops;
+  int size, rank;
+  int *world_ranks;     /* [size] */
+  MPI_Comm comm;        /* always present (bootstrap, barrier, MPI engine) */
+  void *engine_state;   /* NCCL: communicator + stream */
+  void *cuda_stream;    /* requested stream (NCCL) */
+  mt_coll_counter ctr[MT_COLL_N];
+};
+
+/* MPI datatype of a dtype (bf16 travels as MPI_UINT16_T). */
+MPI_Datatype mt_mpi_dtype(mt_dtype t);
+/* MPI reduction op for (dtype, op): bf16 uses the user ops in d. */
+MPI_Op mt_mpi_op(const mt_dist *d, mt_dtype t, mt_redop op);
+
+#endif

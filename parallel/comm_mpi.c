@@ -1,0 +1,121 @@
+/* parallel/comm_mpi.c — the MPI engine: collectives on host buffers over the
+ * group's MPI communicator (created by MPI_Comm_split in comm.c). */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+
+MPI_Datatype mt_mpi_dtype(mt_dtype t) {
+  switch (t) {
+    case MT_F32: return MPI_FLOAT;
+    case MT_BF16: return MPI_UINT16_T;
+    case MT_I32: return MPI_INT32_T;
+    case MT_I64: return MPI_INT64_T;
+    case MT_F64: return MPI_DOUBLE;
+  }
+  mt_fatal("unknown dtype %d", (int)t);
+}
+
+MPI_Op mt_mpi_op(const mt_dist *d, mt_dtype t, mt_redop op) {
+  if (t == MT_BF16) return op == MT_OP_SUM ? d->bf16_sum : d->bf16_max;
+  return op == MT_OP_SUM ? MPI_SUM : MPI_MAX;
+}
+
+static int to_int(int64_t n, const mt_group *g, const char *what) {
+  if (n < 0 || n > INT_MAX)
+    mt_fatal("group '%s': %s count %lld does not fit an MPI int", g->name, what, (long long)n);
+  return (int)n;
+}
+
+/* Chunk size (elements) for calls whose count may exceed INT_MAX. */
+#define MT_MPI_CHUNK ((int64_t)1 << 30)
+
+static void mpi_init(mt_group *g) { (void)g; }
+static void mpi_fini(mt_group *g) { (void)g; }
+
+static void mpi_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
+  size_t es = mt_dtype_size(t);
+  for (int64_t off = 0; off < count; off += MT_MPI_CHUNK) {
+    int64_t n = count - off < MT_MPI_CHUNK ? count - off : MT_MPI_CHUNK;
+    MT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)n, mt_mpi_dtype(t),
+                               mt_mpi_op(g->d, t, op), g->comm));
+  }
+}
+
+static void mpi_allgather(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
+  int n = to_int(cpr, g, "all-gather");
+  const void *s = send == (const char *)recv + (size_t)g->rank * (size_t)cpr * mt_dtype_size(t)
+                      ? MPI_IN_PLACE
+                      : send;
+  MT_MPI_CHECK(MPI_Allgather(s, n, mt_mpi_dtype(t), recv, n, mt_mpi_dtype(t), g->comm));
+}
+
+static void mpi_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t cpr,
+                               mt_dtype t, mt_redop op) {
+  int n = to_int(cpr, g, "reduce-scatter");
+  to_int(cpr * g->size, g, "reduce-scatter total");
+  size_t bytes = (size_t)cpr * mt_dtype_size(t);
+  const char *s0 = send, *s1 = s0 + bytes * (size_t)g->size;
+  const char *r0 = recv, *r1 = r0 + bytes;
+  if (bytes > 0 && r0 < s1 && s0 < r1) { /* recv overlaps send: reduce into scratch */
+    void *tmp = mt_xmalloc(bytes);
+    MT_MPI_CHECK(MPI_Reduce_scatter_block(send, tmp, n, mt_mpi_dtype(t), mt_mpi_op(g->d, t, op),
+                                          g->comm));
+    memcpy(recv, tmp, bytes);
+    free(tmp);
+    return;
+  }
+  MT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mt_mpi_dtype(t), mt_mpi_op(g->d, t, op),
+                                        g->comm));
+}
+
+static void mpi_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
+  int n = to_int(cpr, g, "all-to-all");
+  to_int(cpr * g->size, g, "all-to-all total");
+  MT_MPI_CHECK(MPI_Alltoall(send, n, mt_mpi_dtype(t), recv, n, mt_mpi_dtype(t), g->comm));
+}
+
+static void mpi_alltoallv(mt_group *g, const void *send, const int64_t *sc, const int64_t *sd,
+                          void *recv, const int64_t *rc, const int64_t *rd, mt_dtype t) {
+  int n = g->size;
+  int *v = mt_xmalloc(sizeof(int) * 4 * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    v[i] = to_int(sc[i], g, "all-to-allv send");
+    v[n + i] = to_int(sd[i], g, "all-to-allv send displacement");
+    v[2 * n + i] = to_int(rc[i], g, "all-to-allv recv");
+    v[3 * n + i] = to_int(rd[i], g, "all-to-allv recv displacement");
+  }
+  MT_MPI_CHECK(MPI_Alltoallv(send, v, v + n, mt_mpi_dtype(t), recv, v + 2 * n, v + 3 * n,
+                             mt_mpi_dtype(t), g->comm));
+  free(v);
+}
+
+static void mpi_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
+  size_t es = mt_dtype_size(t);
+  for (int64_t off = 0; off < count; off += MT_MPI_CHUNK) {
+    int64_t n = count - off < MT_MPI_CHUNK ? count - off : MT_MPI_CHUNK;
+    MT_MPI_CHECK(MPI_Bcast((char *)buf + off * es, (int)n, mt_mpi_dtype(t), root, g->comm));
+  }
+}
+
+static void mpi_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
+  MPI_Request *req = mt_xmalloc(sizeof(MPI_Request) * (size_t)(n_ops ? n_ops : 1));
+  for (int i = 0; i < n_ops; i++) {
+    const mt_p2p_op *o = &ops[i];
+    int n = to_int(o->count, g, o->is_send ? "send" : "recv");
+    if (o->is_send)
+      MT_MPI_CHECK(MPI_Isend(o->buf, n, mt_mpi_dtype(o->dtype), o->peer, 0, g->comm, &req[i]));
+    else
+      MT_MPI_CHECK(MPI_Irecv(o->buf, n, mt_mpi_dtype(o->dtype), o->peer, 0, g->comm, &req[i]));
+  }
+  MT_MPI_CHECK(MPI_Waitall(n_ops, req, MPI_STATUSES_IGNORE));
+  free(req);
+}
+
+static void mpi_barrier(mt_group *g) { MT_MPI_CHECK(MPI_Barrier(g->comm)); }
+
+const mt_comm_engine_ops mt_comm_mpi_engine = {
+    mpi_init,      mpi_fini,      mpi_allreduce,       mpi_allgather, mpi_reduce_scatter,
+    mpi_alltoall,  mpi_alltoallv, mpi_broadcast,       mpi_batch_send_recv, mpi_barrier,
+};

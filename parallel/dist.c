@@ -1,0 +1,123 @@
+/* parallel/dist.c — process runtime: MPI start-up (mpirun, srun --mpi=pmix,
+ * or a plain process = world size 1), local rank, abort hook, the world
+ * group, bf16 reduction ops and the cross-rank agreement check. */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm_impl.h"
+
+/* Any mt_fatal on any rank ends the whole job. */
+static void abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code ? code : 1); }
+
+static float bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Round to nearest even; NaN stays NaN. */
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+}
+
+static void bf16_max_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  (void)dt;
+  const uint16_t *a = in;
+  uint16_t *b = inout;
+  for (int i = 0; i < *len; i++)
+    if (bf16_to_f32(a[i]) > bf16_to_f32(b[i])) b[i] = a[i];
+}
+
+mt_dist *mt_dist_init(int *argc, char ***argv) {
+  mt_dist *d = mt_xcalloc(1, sizeof(mt_dist));
+  int inited = 0;
+  MPI_Initialized(&inited);
+  if (!inited) {
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+      mt_fatal("MPI_Init_thread failed");
+    d->own_mpi = 1;
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
+  MT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &d->size));
+  mt_set_log_rank(d->rank);
+  mt_set_abort_hook(abort_job);
+
+  MPI_Comm local;
+  MT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL,
+                                   &local));
+  MT_MPI_CHECK(MPI_Comm_rank(local, &d->local_rank));
+  MT_MPI_CHECK(MPI_Comm_size(local, &d->local_size));
+  MPI_Comm_free(&local);
+
+  MT_MPI_CHECK(MPI_Op_create(bf16_sum_fn, 1, &d->bf16_sum));
+  MT_MPI_CHECK(MPI_Op_create(bf16_max_fn, 1, &d->bf16_max));
+  d->cuda_device = -1;
+
+  int *all = mt_xmalloc(sizeof(int) * (size_t)d->size);
+  for (int i = 0; i < d->size; i++) all[i] = i;
+  d->world = mt_group_create(d, all, d->size, "world", MT_ENGINE_MPI);
+  free(all);
+  return d;
+}
+
+void mt_dist_finalize(mt_dist *d) {
+  if (!d) return;
+  mt_group_destroy(d->world);
+  MPI_Op_free(&d->bf16_sum);
+  MPI_Op_free(&d->bf16_max);
+  if (d->own_mpi) {
+    mt_set_abort_hook(NULL);
+    MPI_Finalize();
+  }
+  free(d);
+}
+
+int mt_dist_rank(const mt_dist *d) { return d->rank; }
+int mt_dist_size(const mt_dist *d) { return d->size; }
+int mt_dist_local_rank(const mt_dist *d) { return d->local_rank; }
+mt_group *mt_dist_world(mt_dist *d) { return d->world; }
+
+int mt_dist_check_agree(mt_dist *d, uint64_t value, const char *what, char *err, size_t errlen) {
+  uint64_t *all = mt_xmalloc(sizeof(uint64_t) * (size_t)d->size);
+  MT_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD));
+  int bad = 0, first_bad = -1;
+  for (int r = 1; r < d->size; r++)
+    if (all[r] != all[0]) {
+      if (first_bad < 0) first_bad = r;
+      bad++;
+    }
+  if (bad && err && errlen) {
+    size_t p = (size_t)snprintf(err, errlen, "%s differs across ranks: rank 0 has 0x%016" PRIx64
+                                             "; ranks ", what, all[0]);
+    int listed = 0;
+    for (int r = 1; r < d->size && p < errlen; r++)
+      if (all[r] != all[0]) {
+        if (listed == 16) {
+          p += (size_t)snprintf(err + p, errlen - p, ",...");
+          break;
+        }
+        p += (size_t)snprintf(err + p, errlen - p, listed ? ",%d" : "%d", r);
+        listed++;
+      }
+    if (p < errlen)
+      snprintf(err + p, errlen - p, " have other values (rank %d: 0x%016" PRIx64 ")", first_bad,
+               all[first_bad]);
+  }
+  free(all);
+  return bad ? -1 : 0;
+}

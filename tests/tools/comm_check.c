@@ -1,0 +1,284 @@
+/* tests/tools/comm_check.c — multi-rank check of the group API (MPI engine).
+ * Run under mpirun/srun: builds the topology for the given sizes, creates
+ * every group kind, and on each group runs every collective in every dtype
+ * against a serial reference (each rank can compute every rank's input),
+ * including uneven all-to-allv splits, zero-length messages, sum and max,
+ * in-place variants and batched send/recv, then checks the byte counters
+ * exactly. Exits 0 and rank 0 prints "comm_check OK ..." on success; any
+ * mismatch is fatal (aborts the job).
+ * Usage: comm_check [--tp N] [--pp N] [--ep N] [--etp N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "parallel/comm.h"
+#include "parallel/parallel_state.h"
+
+static const mt_dtype dtypes[] = {MT_F32, MT_BF16, MT_I32, MT_I64, MT_F64};
+#define N_DT ((int)(sizeof dtypes / sizeof dtypes[0]))
+
+/* Small integers: exact in every dtype, sums of <= 32 of them too. */
+static double val(int wrank, int64_t i, int salt) {
+  return (double)((wrank * 7 + i * 3 + salt * 5) % 11) - 5.0;
+}
+
+static void put(void *p, mt_dtype t, int64_t i, double v) {
+  switch (t) {
+    case MT_F32: ((float *)p)[i] = (float)v; break;
+    case MT_BF16: { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); ((uint16_t *)p)[i] = (uint16_t)(u >> 16); } break;
+    case MT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case MT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
+    case MT_F64: ((double *)p)[i] = v; break;
+  }
+}
+
+static double get(const void *p, mt_dtype t, int64_t i) {
+  switch (t) {
+    case MT_F32: return ((const float *)p)[i];
+    case MT_BF16: { uint32_t u = (uint32_t)((const uint16_t *)p)[i] << 16; float f; memcpy(&f, &u, 4); return f; }
+    case MT_I32: return ((const int32_t *)p)[i];
+    case MT_I64: return (double)((const int64_t *)p)[i];
+    case MT_F64: return ((const double *)p)[i];
+  }
+  return 0;
+}
+
+typedef struct {
+  mt_group *g;
+  int n, r;
+  mt_coll_counter want[MT_COLL_N];
+} ctx;
+
+static void expect(const ctx *c, const char *what, mt_dtype t, int64_t i, double got, double want) {
+  if (got != want)
+    mt_fatal("group '%s' (size %d, rank %d): %s %s: element %lld = %g, want %g",
+             mt_group_name(c->g), c->n, c->r, what, mt_dtype_name(t), (long long)i, got, want);
+}
+
+static void want_count(ctx *c, mt_coll_kind k, int64_t elems, mt_dtype t) {
+  if (c->n <= 1) return;
+  int64_t b = elems * (int64_t)mt_dtype_size(t), n = c->n;
+  c->want[k].calls++;
+  c->want[k].elements += elems;
+  c->want[k].bytes += b;
+  c->want[k].bus_bytes += k == MT_COLL_ALLREDUCE ? b * 2 * (n - 1) / n
+                          : (k == MT_COLL_BROADCAST || k == MT_COLL_SENDRECV) ? b
+                                                                              : b * (n - 1) / n;
+}
+
+static int W(const ctx *c, int j) { return mt_group_world_rank(c->g, j); }
+
+static void check_allreduce(ctx *c, mt_dtype t, int64_t count, mt_redop op) {
+  void *buf = mt_xmalloc((size_t)count * mt_dtype_size(t));
+  for (int64_t i = 0; i < count; i++) put(buf, t, i, val(W(c, c->r), i, 1));
+  mt_allreduce(c->g, buf, count, t, op);
+  want_count(c, MT_COLL_ALLREDUCE, count, t);
+  for (int64_t i = 0; i < count; i++) {
+    double w = op == MT_OP_SUM ? 0 : -1e9;
+    for (int j = 0; j < c->n; j++) {
+      double v = val(W(c, j), i, 1);
+      w = op == MT_OP_SUM ? w + v : (v > w ? v : w);
+    }
+    expect(c, op == MT_OP_SUM ? "all-reduce sum" : "all-reduce max", t, i, get(buf, t, i), w);
+  }
+  free(buf);
+}
+
+static void check_allgather(ctx *c, mt_dtype t, int64_t cpr, int in_place) {
+  size_t es = mt_dtype_size(t);
+  char *recv = mt_xmalloc((size_t)(cpr * c->n) * es);
+  char *send = in_place ? recv + (size_t)(c->r * cpr) * es : mt_xmalloc((size_t)cpr * es);
+  for (int64_t i = 0; i < cpr; i++) put(send, t, i, val(W(c, c->r), i, 2));
+  mt_allgather(c->g, send, recv, cpr, t);
+  want_count(c, MT_COLL_ALLGATHER, cpr * c->n, t);
+  for (int j = 0; j < c->n; j++)
+    for (int64_t i = 0; i < cpr; i++)
+      expect(c, "all-gather", t, j * cpr + i, get(recv, t, j * cpr + i), val(W(c, j), i, 2));
+  if (!in_place) free(send);
+  free(recv);
+}
+
+static void check_reduce_scatter(ctx *c, mt_dtype t, int64_t cpr, mt_redop op, int in_place) {
+  size_t es = mt_dtype_size(t);
+  char *send = mt_xmalloc((size_t)(cpr * c->n) * es);
+  char *recv = in_place ? send + (size_t)(c->r * cpr) * es : mt_xmalloc((size_t)cpr * es);
+  for (int64_t i = 0; i < cpr * c->n; i++) put(send, t, i, val(W(c, c->r), i, 3));
+  mt_reduce_scatter(c->g, send, recv, cpr, t, op);
+  want_count(c, MT_COLL_REDUCE_SCATTER, cpr * c->n, t);
+  for (int64_t i = 0; i < cpr; i++) {
+    double w = op == MT_OP_SUM ? 0 : -1e9;
+    for (int j = 0; j < c->n; j++) {
+      double v = val(W(c, j), c->r * cpr + i, 3);
+      w = op == MT_OP_SUM ? w + v : (v > w ? v : w);
+    }
+    expect(c, "reduce-scatter", t, i, get(recv, t, i), w);
+  }
+  if (!in_place) free(recv);
+  free(send);
+}
+
+static void check_alltoall(ctx *c, mt_dtype t, int64_t cpr) {
+  size_t es = mt_dtype_size(t);
+  char *send = mt_xmalloc((size_t)(cpr * c->n) * es), *recv = mt_xmalloc((size_t)(cpr * c->n) * es);
+  for (int64_t i = 0; i < cpr * c->n; i++) put(send, t, i, val(W(c, c->r), i, 4));
+  mt_alltoall(c->g, send, recv, cpr, t);
+  want_count(c, MT_COLL_ALLTOALL, cpr * c->n, t);
+  for (int j = 0; j < c->n; j++)
+    for (int64_t i = 0; i < cpr; i++)
+      expect(c, "all-to-all", t, j * cpr + i, get(recv, t, j * cpr + i),
+             val(W(c, j), c->r * cpr + i, 4));
+  free(send);
+  free(recv);
+}
+
+/* Uneven splits with zeros: rank a sends cnt(a, b) elements to rank b;
+ * displacements leave gaps that must stay untouched. */
+static int64_t cnt(int a, int b, int salt) { return (a * 3 + b * 5 + salt) % 4 * (salt + 1); }
+
+static void check_alltoallv(ctx *c, mt_dtype t, int salt) {
+  int n = c->n;
+  int64_t *v = mt_xcalloc((size_t)(4 * n), sizeof(int64_t));
+  int64_t *sc = v, *sd = v + n, *rc = v + 2 * n, *rd = v + 3 * n, stot = 0, rtot = 0, sent = 0;
+  for (int b = 0; b < n; b++) {
+    sc[b] = cnt(c->r, b, salt), sd[b] = stot, stot += sc[b] + 1, sent += sc[b];
+    rc[b] = cnt(b, c->r, salt), rd[b] = rtot, rtot += rc[b] + 2;
+  }
+  void *send = mt_xmalloc((size_t)stot * mt_dtype_size(t)), *recv = mt_xmalloc((size_t)rtot * mt_dtype_size(t));
+  for (int b = 0; b < n; b++)
+    for (int64_t i = 0; i < sc[b]; i++) put(send, t, sd[b] + i, val(W(c, c->r), b * 100 + i, salt));
+  for (int64_t i = 0; i < rtot; i++) put(recv, t, i, 99);
+  mt_alltoallv(c->g, send, sc, sd, recv, rc, rd, t);
+  want_count(c, MT_COLL_ALLTOALLV, sent, t);
+  for (int b = 0; b < n; b++) {
+    for (int64_t i = 0; i < rc[b]; i++)
+      expect(c, "all-to-allv", t, rd[b] + i, get(recv, t, rd[b] + i), val(W(c, b), c->r * 100 + i, salt));
+    for (int64_t i = rc[b]; i < rc[b] + 2; i++)
+      expect(c, "all-to-allv gap", t, rd[b] + i, get(recv, t, rd[b] + i), 99);
+  }
+  free(send);
+  free(recv);
+  free(v);
+}
+
+static void check_broadcast(ctx *c, mt_dtype t, int64_t count) {
+  void *buf = mt_xmalloc((size_t)count * mt_dtype_size(t));
+  for (int root = 0; root < c->n; root++) {
+    for (int64_t i = 0; i < count; i++) put(buf, t, i, val(W(c, c->r), i, 5));
+    mt_broadcast(c->g, buf, count, t, root);
+    want_count(c, MT_COLL_BROADCAST, count, t);
+    for (int64_t i = 0; i < count; i++) expect(c, "broadcast", t, i, get(buf, t, i), val(W(c, root), i, 5));
+  }
+  free(buf);
+}
+
+/* Ring exchange: two messages of different sizes to the next rank, two
+ * receives from the previous one (matched in posting order), one empty. */
+static void check_p2p(ctx *c, mt_dtype t) {
+  int next = (c->r + 1) % c->n, prev = (c->r + c->n - 1) % c->n;
+  const int64_t n1 = 17, n2 = 5;
+  size_t es = mt_dtype_size(t);
+  char *s1 = mt_xmalloc(n1 * es), *s2 = mt_xmalloc(n2 * es), *r1 = mt_xmalloc(n1 * es), *r2 = mt_xmalloc(n2 * es);
+  for (int64_t i = 0; i < n1; i++) put(s1, t, i, val(W(c, c->r), i, 6));
+  for (int64_t i = 0; i < n2; i++) put(s2, t, i, val(W(c, c->r), i, 7));
+  mt_p2p_op ops[6] = {
+      {prev, 0, r1, n1, t}, {next, 1, s1, n1, t}, {next, 1, s2, n2, t},
+      {prev, 0, r2, n2, t}, {next, 1, s2, 0, t},  {prev, 0, r2, 0, t},
+  };
+  mt_batch_send_recv(c->g, ops, 6);
+  if (c->n > 1) {
+    c->want[MT_COLL_SENDRECV].calls++;
+    c->want[MT_COLL_SENDRECV].elements += n1 + n2;
+    c->want[MT_COLL_SENDRECV].bytes += (n1 + n2) * (int64_t)es;
+    c->want[MT_COLL_SENDRECV].bus_bytes += (n1 + n2) * (int64_t)es;
+  }
+  for (int64_t i = 0; i < n1; i++) expect(c, "recv 1", t, i, get(r1, t, i), val(W(c, prev), i, 6));
+  for (int64_t i = 0; i < n2; i++) expect(c, "recv 2", t, i, get(r2, t, i), val(W(c, prev), i, 7));
+  free(s1), free(s2), free(r1), free(r2);
+}
+
+static void check_group(mt_group *g) {
+  ctx c = {.g = g, .n = mt_group_size(g), .r = mt_group_rank(g)};
+  mt_group_reset_counters(g);
+  for (int k = 0; k < N_DT; k++) {
+    mt_dtype t = dtypes[k];
+    const int64_t counts[] = {0, 1, 7, 1000};
+    for (int j = 0; j < 4; j++) {
+      check_allreduce(&c, t, counts[j], MT_OP_SUM);
+      check_allreduce(&c, t, counts[j], MT_OP_MAX);
+      check_allgather(&c, t, counts[j], 0);
+      check_allgather(&c, t, counts[j], 1);
+      check_reduce_scatter(&c, t, counts[j], MT_OP_SUM, 0);
+      check_reduce_scatter(&c, t, counts[j], MT_OP_SUM, 1);
+      check_reduce_scatter(&c, t, counts[j], MT_OP_MAX, 0);
+      check_alltoall(&c, t, counts[j]);
+      check_broadcast(&c, t, counts[j]);
+    }
+    check_alltoallv(&c, t, 0);
+    check_alltoallv(&c, t, 2);
+    check_p2p(&c, t);
+  }
+  mt_barrier(g);
+  if (c.n > 1) c.want[MT_COLL_BARRIER].calls++;
+  const mt_coll_counter *got = mt_group_counters(g);
+  for (int k = 0; k < MT_COLL_N; k++)
+    if (memcmp(&got[k], &c.want[k], sizeof got[k]) != 0)
+      mt_fatal("group '%s': counter %s: calls %lld elements %lld bytes %lld bus %lld, want %lld %lld %lld %lld",
+               mt_group_name(g), mt_coll_name((mt_coll_kind)k), (long long)got[k].calls,
+               (long long)got[k].elements, (long long)got[k].bytes, (long long)got[k].bus_bytes,
+               (long long)c.want[k].calls, (long long)c.want[k].elements, (long long)c.want[k].bytes,
+               (long long)c.want[k].bus_bytes);
+}
+
+int main(int argc, char **argv) {
+  mt_dist *d = mt_dist_init(&argc, &argv);
+  mt_topology_sizes sz = {1, 1, 1, 0, 1};
+  for (int i = 1; i + 1 < argc; i += 2) {
+    int v = atoi(argv[i + 1]);
+    if (!strcmp(argv[i], "--tp")) sz.tensor_model_parallel_size = v;
+    else if (!strcmp(argv[i], "--pp")) sz.pipeline_model_parallel_size = v;
+    else if (!strcmp(argv[i], "--ep")) sz.expert_model_parallel_size = v;
+    else if (!strcmp(argv[i], "--etp")) sz.expert_tensor_parallel_size = v;
+    else mt_fatal("unknown option %s", argv[i]);
+  }
+  mt_topology t;
+  char err[512];
+  if (mt_topology_build(&t, mt_dist_size(d), &sz, err, sizeof err) != 0) mt_fatal("%s", err);
+  mt_parallel_state *ps = mt_parallel_state_create(d, &t, MT_ENGINE_MPI);
+  /* Membership: each handle holds exactly the topology's group. */
+  for (int k = 0; k < MT_GK_N; k++) {
+    int n;
+    const int *ranks = mt_topology_group_of(&t, (mt_group_kind)k, ps->rank, &n);
+    mt_group *g = ps->by_kind[k];
+    MT_ASSERT((g == NULL) == (ranks == NULL));
+    if (!g) continue;
+    MT_ASSERT(mt_group_size(g) == n);
+    for (int i = 0; i < n; i++) MT_ASSERT(mt_group_world_rank(g, i) == ranks[i]);
+    MT_ASSERT(ranks[mt_group_rank(g)] == ps->rank);
+  }
+  for (int k = 0; k < MT_GK_N; k++)
+    if (ps->by_kind[k]) check_group(ps->by_kind[k]);
+  check_group(ps->world_group);
+  check_group(mt_dist_world(d));
+
+  /* Agreement check. */
+  MT_ASSERT(mt_dist_check_agree(d, 0x1234, "config hash", err, sizeof err) == 0);
+  int last = mt_dist_size(d) - 1;
+  int rc = mt_dist_check_agree(d, ps->rank == last ? 0x99 : 0x1234, "config hash", err, sizeof err);
+  if (last > 0) {
+    char want[64];
+    snprintf(want, sizeof want, "ranks %d have other values", last);
+    if (rc != -1 || !strstr(err, want) || !strstr(err, "config hash differs"))
+      mt_fatal("check_agree: rc %d, message '%s'", rc, err);
+  } else {
+    MT_ASSERT(rc == 0);
+  }
+  if (ps->rank == 0)
+    printf("comm_check OK world=%d tp=%d pp=%d dp=%d ep=%d etp=%d edp=%d (%s)\n", t.world, t.tp,
+           t.pp, t.dp, t.ep, t.etp, t.edp, last > 0 ? err : "single rank");
+  mt_parallel_state_destroy(ps);
+  mt_topology_free(&t);
+  mt_dist_finalize(d);
+  return 0;
+}
