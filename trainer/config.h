@@ -106,6 +106,9 @@ typedef struct {
   mt_logging_config logging;
   char source_path[MT_PATH_MAX]; /* file it was read from */
   char *json;                    /* canonical JSON of the resolved config (owned) */
+  char notes[512];               /* adjustments worth telling the user, one per line
+                                    (e.g. sequence_parallel turned off for tp = 1);
+                                    "" if none; not part of json */
 } mt_config;
 
 /* Fill cfg with Megatron's defaults (what an empty section means). */

@@ -1,0 +1,402 @@
+/* tests/unit/test_config.c — trainer/config: the example config of the
+ * issue, Megatron defaults and derived values, --set overrides, the error
+ * messages (return 2, key named, did-you-mean), JSON syntax errors with line
+ * and caret, canonical JSON round trip and hash. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "trainer/config.h"
+
+static const char *EXAMPLE =
+    "{\n"
+    "  \"device\": \"cpu\",\n"
+    "  \"model\": {\"num_layers\": 4, \"hidden_size\": 256, \"num_attention_heads\": 4, "
+    "\"ffn_hidden_size\": 1024,\n"
+    "            \"seq_length\": 128, \"max_position_embeddings\": 128, \"vocab_size\": 50257, "
+    "\"make_vocab_size_divisible_by\": 128,\n"
+    "            \"hidden_dropout\": 0.1, \"attention_dropout\": 0.1, \"init_method_std\": 0.02, "
+    "\"untie_embeddings_and_output_weights\": false},\n"
+    "  \"parallel\": {\"tensor_model_parallel_size\": 1, \"pipeline_model_parallel_size\": 1, "
+    "\"sequence_parallel\": false, \"zero_stage\": 0},\n"
+    "  \"training\": {\"micro_batch_size\": 8, \"global_batch_size\": 16, \"train_iters\": 200, "
+    "\"seed\": 1234,\n"
+    "               \"lr\": 1e-3, \"min_lr\": 1e-4, \"lr_decay_style\": \"cosine\", "
+    "\"lr_warmup_iters\": 20, \"lr_decay_iters\": 200,\n"
+    "               \"weight_decay\": 0.1, \"adam_beta1\": 0.9, \"adam_beta2\": 0.95, "
+    "\"adam_eps\": 1e-8, \"clip_grad\": 1.0,\n"
+    "               \"eval_interval\": 50, \"eval_iters\": 10},\n"
+    "  \"data\": {\"data_path\": [\"data/corpus_text_document\"], \"split\": \"969,30,1\"},\n"
+    "  \"checkpoint\": {\"save\": \"checkpoints/gpt-tiny\", \"load\": null, \"save_interval\": 100},\n"
+    "  \"logging\": {\"log_interval\": 10, \"metrics_file\": \"checkpoints/gpt-tiny/metrics.jsonl\"}\n"
+    "}\n";
+
+/* Smallest valid config: only the required keys (+ micro_batch_size 2). */
+static const char *MINIMAL =
+    "{\"model\": {\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+    "\"seq_length\": 32},\n"
+    " \"training\": {\"train_iters\": 10, \"lr\": 0.1, \"micro_batch_size\": 2},\n"
+    " \"data\": {\"data_path\": \"prefix\"}}\n";
+
+static const char *SRC = "configs/x.json";
+
+static char *write_tmp(const char *text) {
+  char *path = malloc(64);
+  snprintf(path, 64, "/tmp/mt_test_config_XXXXXX");
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  size_t n = strlen(text);
+  assert_int_equal(write(fd, text, n), (ssize_t)n);
+  close(fd);
+  return path;
+}
+
+static void test_example_file(void **state) {
+  (void)state;
+  char *path = write_tmp(EXAMPLE);
+  mt_config cfg;
+  char err[1024] = "";
+  int rc = mt_config_load(&cfg, path, NULL, 0, 1, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_string_equal(cfg.device, "cpu");
+  assert_int_equal(cfg.model.num_layers, 4);
+  assert_int_equal(cfg.model.hidden_size, 256);
+  assert_int_equal(cfg.model.ffn_hidden_size, 1024);
+  assert_int_equal(cfg.model.max_position_embeddings, 128);
+  assert_true(cfg.model.hidden_dropout == 0.1f);
+  assert_true(cfg.model.init_method_std == 0.02f);
+  assert_true(cfg.model.layernorm_epsilon == 1e-5f);
+  assert_int_equal(cfg.model.untie_embeddings_and_output_weights, 0);
+  assert_string_equal(cfg.model.recompute_granularity, "");
+  assert_int_equal(cfg.model.moe_ffn_hidden_size, 1024);
+  assert_int_equal(cfg.parallel.expert_tensor_parallel_size, 1);
+  assert_int_equal(cfg.parallel.virtual_pipeline_model_parallel_size, 1);
+  assert_int_equal(cfg.parallel.ddp_bucket_size, 40000000);
+  assert_int_equal(cfg.training.micro_batch_size, 8);
+  assert_int_equal(cfg.training.global_batch_size, 16);
+  assert_int_equal(cfg.training.train_iters, 200);
+  assert_int_equal(cfg.training.seed, 1234);
+  assert_true(cfg.training.lr == 1e-3f);
+  assert_true(cfg.training.min_lr == 1e-4f);
+  assert_string_equal(cfg.training.lr_decay_style, "cosine");
+  assert_true(cfg.training.adam_beta2 == 0.95f);
+  assert_true(cfg.training.adam_eps == 1e-8f);
+  assert_string_equal(cfg.training.precision, "fp32");
+  assert_int_equal(cfg.training.max_nan_iters, 10);
+  assert_int_equal(cfg.data.n_paths, 1);
+  assert_string_equal(cfg.data.data_path[0], "data/corpus_text_document");
+  assert_true(cfg.data.data_weight[0] == 1.0);
+  assert_string_equal(cfg.data.split, "969,30,1");
+  assert_string_equal(cfg.checkpoint.save, "checkpoints/gpt-tiny");
+  assert_string_equal(cfg.checkpoint.load, "");
+  assert_int_equal(cfg.checkpoint.save_interval, 100);
+  assert_int_equal(cfg.logging.log_interval, 10);
+  assert_string_equal(cfg.logging.metrics_file, "checkpoints/gpt-tiny/metrics.jsonl");
+  assert_string_equal(cfg.source_path, path);
+  assert_string_equal(cfg.notes, "");
+  assert_int_equal(mt_config_padded_vocab(&cfg), 50304);
+  assert_int_equal(mt_config_data_parallel_size(&cfg, 1), 1);
+  assert_non_null(cfg.json);
+  assert_non_null(strstr(cfg.json, "\"hidden_size\":256"));
+  assert_non_null(strstr(cfg.json, "\"hidden_dropout\":0.1,"));
+  assert_non_null(strstr(cfg.json, "\"load\":null"));
+  const char *head = "{\"device\":\"cpu\",\"model\":{\"num_layers\":4,";
+  assert_true(strncmp(cfg.json, head, strlen(head)) == 0);
+
+  /* The canonical JSON loads back to the same config and hash. */
+  mt_config again;
+  rc = mt_config_load_string(&again, cfg.json, "checkpoint", NULL, 0, 1, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_string_equal(again.json, cfg.json);
+  assert_true(mt_config_hash(&again) == mt_config_hash(&cfg));
+  const char *ov[] = {"training.seed=1235"};
+  mt_config other;
+  assert_int_equal(mt_config_load(&other, path, ov, 1, 1, err, sizeof err), 0);
+  assert_true(mt_config_hash(&other) != mt_config_hash(&cfg));
+  mt_config_free(&other);
+  mt_config_free(&again);
+  mt_config_free(&cfg);
+  assert_null(cfg.json);
+  unlink(path);
+  free(path);
+}
+
+static void test_defaults(void **state) {
+  (void)state;
+  mt_config d;
+  mt_config_defaults(&d);
+  assert_string_equal(d.device, "cpu");
+  assert_int_equal(d.training.micro_batch_size, 1);
+  assert_int_equal(d.training.seed, 1234);
+  assert_true(d.training.weight_decay == 0.01f);
+  assert_true(d.training.adam_beta2 == 0.999f);
+  assert_string_equal(d.training.lr_decay_style, "linear");
+  assert_string_equal(d.model.moe_token_drop_policy, "probs");
+  assert_null(d.json);
+
+  mt_config cfg;
+  char err[1024] = "";
+  int rc = mt_config_load_string(&cfg, MINIMAL, SRC, NULL, 0, 4, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(cfg.model.ffn_hidden_size, 256);          /* 4 * hidden */
+  assert_int_equal(cfg.model.max_position_embeddings, 32);   /* seq_length */
+  assert_int_equal(cfg.model.moe_ffn_hidden_size, 256);      /* ffn_hidden_size */
+  assert_int_equal(cfg.training.global_batch_size, 8);       /* mbs 2 x dp 4 */
+  assert_int_equal(cfg.training.lr_decay_iters, 10);         /* train_iters */
+  assert_int_equal(cfg.model.vocab_size, 50257);
+  assert_int_equal(cfg.model.make_vocab_size_divisible_by, 128);
+  assert_true(cfg.model.attention_dropout == 0.1f);
+  assert_int_equal(cfg.model.moe_router_topk, 2);
+  assert_int_equal(cfg.model.moe_layer_freq, 1);
+  assert_int_equal(cfg.model.num_experts, 0);
+  assert_int_equal(cfg.parallel.zero_prefetch_layers, 1);
+  assert_int_equal(cfg.training.eval_interval, 1000);
+  assert_int_equal(cfg.training.eval_iters, 100);
+  assert_true(cfg.training.clip_grad == 1.0f);
+  assert_true(cfg.training.min_lr == 0.0f);
+  assert_int_equal(cfg.training.lr_warmup_iters, 0);
+  assert_int_equal(cfg.logging.log_interval, 100);
+  assert_int_equal(cfg.checkpoint.save_interval, 0);
+  assert_string_equal(cfg.data.split, "969,30,1");
+  assert_string_equal(cfg.data.data_path[0], "prefix");
+  assert_string_equal(cfg.checkpoint.save, "");
+  assert_string_equal(cfg.logging.metrics_file, "");
+  assert_int_equal(mt_config_data_parallel_size(&cfg, 4), 4);
+  mt_config_free(&cfg);
+
+  /* tp = 2 on 4 ranks: dp 2, expert tp = tp, padded vocab multiple of 256. */
+  const char *ov[] = {"parallel.tensor_model_parallel_size=2", "model.ffn_hidden_size=0"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, ov, 2, 4, err, sizeof err), 0);
+  assert_int_equal(cfg.parallel.expert_tensor_parallel_size, 2);
+  assert_int_equal(cfg.training.global_batch_size, 4);
+  assert_int_equal(cfg.model.ffn_hidden_size, 256);
+  assert_int_equal(mt_config_data_parallel_size(&cfg, 4), 2);
+  assert_int_equal(mt_config_padded_vocab(&cfg), 50432);
+  mt_config_free(&cfg);
+}
+
+static void test_overrides(void **state) {
+  (void)state;
+  const char *ov[] = {
+      "model.hidden_size=128",             /* number */
+      "training.lr=3e-4",                  /* number with exponent */
+      "model.untie_embeddings_and_output_weights=true", /* bool */
+      "checkpoint.load=null",              /* null */
+      "data.data_path=[\"a\", \"b\"]",     /* list */
+      "training.lr_decay_style=cosine",    /* not JSON: taken as a string */
+      "checkpoint.save=out/run 1",         /* string with a space */
+      "logging.log_interval=5",            /* section absent from the file */
+      "device=cuda",                       /* top-level key */
+      "parallel.sequence_parallel=true",   /* tp = 1: allowed, noted, off */
+      "model.recompute_granularity=\"full\"", /* quoted JSON string */
+  };
+  mt_config cfg;
+  char err[1024] = "";
+  int rc = mt_config_load_string(&cfg, MINIMAL, SRC, ov, (int)(sizeof ov / sizeof ov[0]), 1, err,
+                                 sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(cfg.model.hidden_size, 128);
+  assert_int_equal(cfg.model.ffn_hidden_size, 512);
+  assert_true(cfg.training.lr == 3e-4f);
+  assert_int_equal(cfg.model.untie_embeddings_and_output_weights, 1);
+  assert_string_equal(cfg.checkpoint.load, "");
+  assert_int_equal(cfg.data.n_paths, 2);
+  assert_string_equal(cfg.data.data_path[1], "b");
+  assert_string_equal(cfg.training.lr_decay_style, "cosine");
+  assert_string_equal(cfg.checkpoint.save, "out/run 1");
+  assert_int_equal(cfg.logging.log_interval, 5);
+  assert_string_equal(cfg.device, "cuda");
+  assert_int_equal(cfg.parallel.sequence_parallel, 0);
+  assert_non_null(strstr(cfg.notes, "sequence_parallel"));
+  assert_string_equal(cfg.model.recompute_granularity, "full");
+  mt_config_free(&cfg);
+
+  /* Weighted data paths: numbers or numeric strings before each prefix. */
+  const char *w1[] = {"data.data_path=[0.7, \"a\", 0.3, \"b\"]"};
+  const char *w2[] = {"data.data_path=[\"0.7\", \"a\", \"0.3\", \"b\"]"};
+  mt_config c1, c2;
+  assert_int_equal(mt_config_load_string(&c1, MINIMAL, SRC, w1, 1, 1, err, sizeof err), 0);
+  assert_int_equal(mt_config_load_string(&c2, MINIMAL, SRC, w2, 1, 1, err, sizeof err), 0);
+  assert_int_equal(c1.data.n_paths, 2);
+  assert_true(c1.data.data_weight[0] == 0.7 && c1.data.data_weight[1] == 0.3);
+  assert_string_equal(c1.data.data_path[0], "a");
+  assert_string_equal(c1.json, c2.json);
+  assert_non_null(strstr(c1.json, "\"data_path\":[0.7,\"a\",0.3,\"b\"]"));
+  mt_config_free(&c1);
+  mt_config_free(&c2);
+}
+
+typedef struct {
+  const char *json;       /* NULL = MINIMAL */
+  const char *ov[3];      /* overrides */
+  int world;
+  const char *want[3];    /* substrings the message must contain */
+} err_case;
+
+static const err_case CASES[] = {
+    /* unknown keys / sections with did-you-mean */
+    {"{\"model\": {\"hiden_size\": 64}}", {0}, 1,
+     {"configs/x.json: model.hiden_size: unknown key", "did you mean 'hidden_size'?"}},
+    {"{\"modle\": {}}", {0}, 1, {"modle", "unknown section", "did you mean 'model'?"}},
+    {"{\"model\": {\"lr\": 1}}", {0}, 1, {"model.lr", "did you mean 'training.lr'?"}},
+    {NULL, {"model.hiden_size=3"}, 1, {"model.hiden_size (from --set)", "did you mean 'hidden_size'?"}},
+    {NULL, {"training.lr_warmup=3"}, 1, {"training.lr_warmup", "did you mean 'lr_warmup_iters'?"}},
+    {NULL, {"trainig.lr=3"}, 1, {"trainig", "did you mean 'training'?"}},
+    {NULL, {"no_equals_sign"}, 1, {"--set", "section.key=value"}},
+    {NULL, {"model=3"}, 1, {"--set", "section"}},
+    /* types */
+    {NULL, {"model.hidden_size=\"256\""}, 1, {"model.hidden_size", "expected an integer", "string"}},
+    {NULL, {"model.hidden_size=abc"}, 1, {"model.hidden_size", "expected an integer"}},
+    {NULL, {"model.num_layers=2.5"}, 1, {"model.num_layers", "expected an integer", "2.5"}},
+    {NULL, {"model.untie_embeddings_and_output_weights=1"}, 1,
+     {"model.untie_embeddings_and_output_weights", "expected true or false"}},
+    {NULL, {"checkpoint.save=3"}, 1, {"checkpoint.save", "expected a string"}},
+    {NULL, {"training.lr=null"}, 1, {"training.lr", "expected a number", "null"}},
+    {NULL, {"training.seed=-1"}, 1, {"training.seed", "non-negative integer"}},
+    {NULL, {"training.train_iters=1e20"}, 1, {"training.train_iters", "expected an integer"}},
+    {"{\"model\": 3}", {0}, 1, {"configs/x.json: model:", "expected an object"}},
+    {"[1, 2]", {0}, 1, {"top level", "JSON object"}},
+    {"{\"model\": {\"num_layers\": 2, \"num_layers\": 3}}", {0}, 1, {"model.num_layers", "twice"}},
+    /* ranges */
+    {NULL, {"model.hidden_size=-4"}, 1, {"model.hidden_size", "out of range", ">= 1"}},
+    {NULL, {"model.hidden_dropout=1"}, 1, {"model.hidden_dropout", "[0, 1)"}},
+    {NULL, {"model.attention_dropout=-0.1"}, 1, {"model.attention_dropout", "[0, 1)"}},
+    {NULL, {"training.lr=0"}, 1, {"training.lr", "> 0"}},
+    {NULL, {"training.lr=-1"}, 1, {"training.lr", "out of range"}},
+    {NULL, {"parallel.zero_stage=4"}, 1, {"parallel.zero_stage", "[0, 3]"}},
+    {NULL, {"training.adam_beta1=1"}, 1, {"training.adam_beta1", "[0, 1)"}},
+    {NULL, {"training.adam_beta2=-0.5"}, 1, {"training.adam_beta2"}},
+    {NULL, {"training.micro_batch_size=0"}, 1, {"training.micro_batch_size", ">= 1"}},
+    {NULL, {"logging.log_interval=0"}, 1, {"logging.log_interval"}},
+    {NULL, {"model.ffn_hidden_size=-8"}, 1, {"model.ffn_hidden_size", "derived"}},
+    {NULL, {"training.lr_decay_style=cosin"}, 1, {"training.lr_decay_style", "constant|linear|cosine"}},
+    {NULL, {"device=tpu"}, 1, {"configs/x.json: device", "cpu|cuda"}},
+    {NULL, {"training.precision=fp16"}, 1, {"training.precision", "fp32|bf16"}},
+    {NULL, {"model.recompute_granularity=some"}, 1, {"model.recompute_granularity", "selective|full"}},
+    {NULL, {"data.split=abc"}, 1, {"data.split", "969,30,1"}},
+    {NULL, {"data.split=1,2,3,4"}, 1, {"data.split"}},
+    {NULL, {"data.data_path=[]"}, 1, {"data.data_path", "empty"}},
+    {NULL, {"data.data_path=[0.5, \"a\", 0.5]"}, 1, {"data.data_path", "pairs"}},
+    {NULL, {"data.data_path=[-1, \"a\"]"}, 1, {"data.data_path", "weight"}},
+    {NULL, {"data.data_path=[\"a\", 3]"}, 1, {"data.data_path", "element 1"}},
+    {NULL, {"parallel.context_parallel_size=2"}, 2, {"parallel.context_parallel_size", "expected 1"}},
+    /* required */
+    {"{\"model\": {\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+     "\"seq_length\": 32}, \"training\": {\"train_iters\": 10}, \"data\": {\"data_path\": \"p\"}}",
+     {0}, 1, {"training.lr", "required"}},
+    {"{\"model\": {\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+     "\"seq_length\": 32}, \"training\": {\"train_iters\": 10, \"lr\": 1}}",
+     {0}, 1, {"data.data_path", "required"}},
+    /* consistency */
+    {NULL, {"model.num_attention_heads=5"}, 1, {"model.num_attention_heads", "hidden_size (64)"}},
+    {NULL, {"parallel.tensor_model_parallel_size=3"}, 4, {"parallel.tensor_model_parallel_size", "world size 4"}},
+    {NULL, {"parallel.pipeline_model_parallel_size=4"}, 4, {"model.num_layers", "pipeline"}},
+    {NULL, {"parallel.tensor_model_parallel_size=8"}, 8, {"model.num_attention_heads", "tensor"}},
+    {NULL, {"training.global_batch_size=12"}, 4, {"training.global_batch_size", "micro_batch_size (2)"}},
+    {NULL, {"model.max_position_embeddings=16"}, 1, {"model.seq_length", "max_position_embeddings"}},
+    {NULL, {"training.min_lr=1"}, 1, {"training.min_lr", "lr"}},
+    {NULL, {"training.lr_warmup_iters=20"}, 1, {"training.lr_warmup_iters", "lr_decay_iters"}},
+    {NULL, {"parallel.virtual_pipeline_model_parallel_size=2"}, 1,
+     {"parallel.virtual_pipeline_model_parallel_size", "pipeline_model_parallel_size > 1"}},
+    {NULL, {"parallel.sequence_parallel=true", "parallel.tensor_model_parallel_size=2", "model.seq_length=31"}, 2,
+     {"parallel.sequence_parallel", "seq_length (31)"}},
+    {NULL, {"parallel.expert_model_parallel_size=2"}, 2, {"parallel.expert_model_parallel_size", "num_experts"}},
+    {NULL, {"model.num_experts=6", "parallel.expert_model_parallel_size=4"}, 4,
+     {"parallel.expert_model_parallel_size", "num_experts 6"}},
+    {NULL, {"model.num_experts=8", "parallel.expert_model_parallel_size=8"}, 4,
+     {"parallel.expert_model_parallel_size", "world size 4"}},
+    {NULL, {"model.num_experts=2", "model.moe_router_topk=3"}, 1, {"model.moe_router_topk", "num_experts 2"}},
+    {NULL, {"model.num_experts=2", "model.moe_pad_expert_input_to_capacity=true"}, 1,
+     {"model.moe_pad_expert_input_to_capacity", "capacity_factor"}},
+    {NULL, {"model.recompute_granularity=full", "model.recompute_num_layers=3"}, 1,
+     {"model.recompute_num_layers"}},
+};
+
+static void test_errors(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+    const err_case *tc = &CASES[i];
+    int n = 0;
+    while (n < 3 && tc->ov[n]) n++;
+    mt_config cfg;
+    memset(&cfg, 0x5a, sizeof cfg);
+    cfg.json = (char *)"untouched";
+    char err[1024] = "";
+    int rc = mt_config_load_string(&cfg, tc->json ? tc->json : MINIMAL, SRC, tc->ov, n,
+                                   tc->world, err, sizeof err);
+    print_message("case %zu: %s\n", i, err);
+    assert_int_equal(rc, 2);
+    assert_string_equal(cfg.json, "untouched"); /* nothing written or allocated */
+    assert_non_null(strstr(err, SRC));
+    for (int w = 0; w < 3 && tc->want[w]; w++) {
+      if (!strstr(err, tc->want[w])) print_message("case %zu: missing \"%s\"\n", i, tc->want[w]);
+      assert_non_null(strstr(err, tc->want[w]));
+    }
+  }
+}
+
+static void test_syntax_error(void **state) {
+  (void)state;
+  const char *bad =
+      "{\n"
+      "  \"model\": {\n"
+      "    \"hidden_size\": 256,,\n"
+      "    \"num_layers\": 2\n"
+      "  }\n"
+      "}\n";
+  char *path = write_tmp(bad);
+  mt_config cfg;
+  char err[1024] = "";
+  assert_int_equal(mt_config_load(&cfg, path, NULL, 0, 1, err, sizeof err), 2);
+  print_message("%s\n", err);
+  assert_non_null(strstr(err, path));
+  assert_non_null(strstr(err, "line 3"));
+  assert_non_null(strstr(err, "\"hidden_size\": 256,,"));
+  assert_non_null(strstr(err, "^"));
+  /* The caret sits at the second comma or just after it (cJSON reports the
+   * position after the character it could not use). */
+  const char *snip = strstr(err, "\"hidden_size\"");
+  const char *caret = strchr(snip, '^');
+  const char *caret_line = strrchr(err, '\n') + 1;
+  const char *snip_line = snip;
+  while (snip_line[-1] != '\n') snip_line--;
+  long comma2 = (long)(strstr(snip, ",,") + 1 - snip_line);
+  assert_in_range(caret - caret_line, comma2, comma2 + 1);
+  unlink(path);
+  free(path);
+
+  /* Truncated input and an empty file. */
+  assert_int_equal(mt_config_load_string(&cfg, "{\"model\": {", SRC, NULL, 0, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "line 1"));
+  assert_int_equal(mt_config_load_string(&cfg, "", SRC, NULL, 0, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "JSON syntax error"));
+
+  /* A missing file is named. */
+  assert_int_equal(mt_config_load(&cfg, "/nonexistent/cfg.json", NULL, 0, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "/nonexistent/cfg.json"));
+  /* A tiny error buffer is fine. */
+  char tiny[8];
+  assert_int_equal(mt_config_load_string(&cfg, "{", SRC, NULL, 0, 1, tiny, sizeof tiny), 2);
+  assert_int_equal(strlen(tiny), 7);
+  assert_int_equal(mt_config_load_string(&cfg, "{", SRC, NULL, 0, 1, NULL, 0), 2);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_example_file), cmocka_unit_test(test_defaults),
+      cmocka_unit_test(test_overrides),    cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_syntax_error),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,518 @@
+/* trainer/config.c — reading a config: defaults, JSON parsing with located
+ * syntax errors, --set overrides, the walk that type-checks every key (with
+ * did-you-mean for unknown ones), and the public API of trainer/config.h.
+ * Range and consistency checks are in config_check.c, the key table in
+ * config_keys.c. */
+#include "trainer/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "trainer/config_internal.h"
+
+void mt_config_defaults(mt_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  snprintf(cfg->device, sizeof cfg->device, "cpu");
+  mt_model_config *m = &cfg->model;
+  m->num_layers = 12;
+  m->hidden_size = 768;
+  m->num_attention_heads = 12;
+  m->ffn_hidden_size = 4 * 768;
+  m->seq_length = 1024;
+  m->max_position_embeddings = 1024;
+  m->vocab_size = 50257;
+  m->make_vocab_size_divisible_by = 128;
+  m->hidden_dropout = 0.1f;
+  m->attention_dropout = 0.1f;
+  m->init_method_std = 0.02f;
+  m->layernorm_epsilon = 1e-5f;
+  m->recompute_num_layers = 1;
+  m->moe_router_topk = 2;
+  m->moe_ffn_hidden_size = 4 * 768;
+  m->moe_layer_freq = 1;
+  snprintf(m->moe_token_drop_policy, sizeof m->moe_token_drop_policy, "probs");
+  mt_parallel_config *p = &cfg->parallel;
+  p->tensor_model_parallel_size = 1;
+  p->pipeline_model_parallel_size = 1;
+  p->virtual_pipeline_model_parallel_size = 1;
+  p->expert_model_parallel_size = 1;
+  p->expert_tensor_parallel_size = 1;
+  p->context_parallel_size = 1;
+  p->ddp_bucket_size = 40000000;
+  p->zero_prefetch_layers = 1;
+  mt_training_config *t = &cfg->training;
+  t->micro_batch_size = 1;
+  t->global_batch_size = 1;
+  t->seed = 1234;
+  snprintf(t->lr_decay_style, sizeof t->lr_decay_style, "linear");
+  t->weight_decay = 0.01f;
+  t->adam_beta1 = 0.9f;
+  t->adam_beta2 = 0.999f;
+  t->adam_eps = 1e-8f;
+  t->clip_grad = 1.0f;
+  t->eval_interval = 1000;
+  t->eval_iters = 100;
+  snprintf(t->precision, sizeof t->precision, "fp32");
+  t->max_nan_iters = 10;
+  snprintf(cfg->data.split, sizeof cfg->data.split, "969,30,1");
+  cfg->logging.log_interval = 100;
+}
+
+/* ---- did-you-mean ------------------------------------------------------ */
+
+static int edit_distance(const char *a, const char *b) {
+  enum { N = 64 };
+  int la = (int)strlen(a), lb = (int)strlen(b);
+  if (la >= N || lb >= N) return N;
+  int row[N];
+  for (int j = 0; j <= lb; j++) row[j] = j;
+  for (int i = 1; i <= la; i++) {
+    int diag = row[0];
+    row[0] = i;
+    for (int j = 1; j <= lb; j++) {
+      int up = row[j];
+      int best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[lb];
+}
+
+/* Is `cand` a plausible intended spelling of `name`? Smaller score = closer;
+ * -1 = not plausible. */
+static int closeness(const char *name, const char *cand) {
+  int d = edit_distance(name, cand);
+  int len = (int)strlen(name);
+  int limit = len / 3 > 2 ? len / 3 : 2;
+  if (d <= limit) return d;
+  if (len >= 3 && (strstr(cand, name) || strstr(name, cand))) return 100 + d;
+  return -1;
+}
+
+static int find_section(const char *name) {
+  for (int s = 1; s < MT_CFG_NSECTIONS; s++)
+    if (strcmp(mt_cfg_sections[s], name) == 0) return s;
+  return -1;
+}
+
+/* Writes " (did you mean 'x'?)" for an unknown key `name` of section `sec`
+ * (sec = 0: the top level, where sections are the candidates), or "". */
+static void suggest(int sec, const char *name, char *out, size_t n) {
+  out[0] = '\0';
+  /* The key exists, but in another section. */
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    const mt_cfg_key *kd = &mt_cfg_keys[k];
+    if (kd->sec != sec && strcmp(kd->name, name) == 0) {
+      if (kd->sec == 0)
+        snprintf(out, n, " (did you mean the top-level key '%s'?)", kd->name);
+      else
+        snprintf(out, n, " (did you mean '%s.%s'?)", mt_cfg_sections[kd->sec], kd->name);
+      return;
+    }
+  }
+  const char *best = NULL;
+  int best_score = -1;
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    if (mt_cfg_keys[k].sec != sec) continue;
+    int sc = closeness(name, mt_cfg_keys[k].name);
+    if (sc >= 0 && (best_score < 0 || sc < best_score)) best = mt_cfg_keys[k].name, best_score = sc;
+  }
+  if (sec == 0)
+    for (int s = 1; s < MT_CFG_NSECTIONS; s++) {
+      int sc = closeness(name, mt_cfg_sections[s]);
+      if (sc >= 0 && (best_score < 0 || sc < best_score)) best = mt_cfg_sections[s], best_score = sc;
+    }
+  if (best) snprintf(out, n, " (did you mean '%s'?)", best);
+}
+
+static int fail_unknown(mt_cfg_ctx *c, int sec, const char *name, int from_set) {
+  char hint[160], label[192];
+  suggest(sec, name, hint, sizeof hint);
+  const char *via = from_set ? " (from --set)" : "";
+  if (sec == 0) {
+    snprintf(label, sizeof label, "%s%s", name, via);
+    return mt_cfg_fail_label(c, label,
+                             "unknown section%s (expected one of device, model, parallel, "
+                             "training, data, checkpoint, logging)",
+                             hint);
+  }
+  snprintf(label, sizeof label, "%s.%s%s", mt_cfg_sections[sec], name, via);
+  return mt_cfg_fail_label(c, label, "unknown key%s (docs/config.md lists the keys of '%s')", hint,
+                           mt_cfg_sections[sec]);
+}
+
+/* ---- values ------------------------------------------------------------ */
+
+/* "a string (\"abc\")", "2.5", "true", ... for messages. */
+static const char *describe(const cJSON *v, char *buf, size_t n) {
+  if (cJSON_IsString(v)) snprintf(buf, n, "a string (\"%.40s\")", v->valuestring);
+  else if (cJSON_IsNumber(v)) snprintf(buf, n, "%.17g", v->valuedouble);
+  else if (cJSON_IsTrue(v)) snprintf(buf, n, "true");
+  else if (cJSON_IsFalse(v)) snprintf(buf, n, "false");
+  else if (cJSON_IsNull(v)) snprintf(buf, n, "null");
+  else if (cJSON_IsArray(v)) snprintf(buf, n, "a list");
+  else if (cJSON_IsObject(v)) snprintf(buf, n, "an object");
+  else snprintf(buf, n, "an invalid value");
+  return buf;
+}
+
+static int integral(const cJSON *v, double lo, double hi) {
+  double d = v->valuedouble;
+  return cJSON_IsNumber(v) && isfinite(d) && d == floor(d) && d >= lo && d <= hi;
+}
+
+static int is_weight(const cJSON *v, double *w) {
+  if (cJSON_IsNumber(v)) {
+    *w = v->valuedouble;
+    return 1;
+  }
+  if (cJSON_IsString(v) && v->valuestring[0]) {
+    char *end;
+    errno = 0;
+    *w = strtod(v->valuestring, &end);
+    return *end == '\0' && errno == 0;
+  }
+  return 0;
+}
+
+/* data.data_path: "prefix" | ["a", "b"] | [w, "a", w, "b"] (w number or
+ * numeric string). */
+static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
+  char buf[80];
+  d->n_paths = 0;
+  if (cJSON_IsString(v)) {
+    if (!v->valuestring[0]) return mt_cfg_fail(c, k, "empty path (expected a path prefix)");
+    if (strlen(v->valuestring) >= MT_PATH_MAX)
+      return mt_cfg_fail(c, k, "path longer than %d characters", MT_PATH_MAX - 1);
+    snprintf(d->data_path[0], MT_PATH_MAX, "%s", v->valuestring);
+    d->data_weight[0] = 1.0;
+    d->n_paths = 1;
+    return 0;
+  }
+  if (!cJSON_IsArray(v))
+    return mt_cfg_fail(c, k,
+                       "expected a path prefix or a list of them (optionally weighted: "
+                       "[0.7, \"a\", 0.3, \"b\"]), got %s",
+                       describe(v, buf, sizeof buf));
+  int n = cJSON_GetArraySize(v);
+  if (n == 0) return mt_cfg_fail(c, k, "empty list (expected at least one path prefix)");
+  double w0;
+  int weighted = is_weight(v->child, &w0);
+  if (weighted && n % 2)
+    return mt_cfg_fail(c, k,
+                       "weighted form needs pairs, got %d elements (expected [weight, prefix, "
+                       "weight, prefix, ...])",
+                       n);
+  int np = weighted ? n / 2 : n;
+  if (np > MT_MAX_DATA_PATHS)
+    return mt_cfg_fail(c, k, "%d paths (expected at most %d)", np, MT_MAX_DATA_PATHS);
+  const cJSON *e = v->child;
+  for (int i = 0; i < np; i++) {
+    double w = 1.0;
+    if (weighted) {
+      if (!is_weight(e, &w) || !isfinite(w) || w <= 0)
+        return mt_cfg_fail(c, k, "element %d is %s (expected a weight > 0 before each prefix)",
+                           2 * i, describe(e, buf, sizeof buf));
+      e = e->next;
+    }
+    int idx = weighted ? 2 * i + 1 : i;
+    if (!cJSON_IsString(e) || !e->valuestring[0])
+      return mt_cfg_fail(c, k, "element %d is %s (expected a path prefix string)", idx,
+                         describe(e, buf, sizeof buf));
+    if (strlen(e->valuestring) >= MT_PATH_MAX)
+      return mt_cfg_fail(c, k, "element %d is longer than %d characters", idx, MT_PATH_MAX - 1);
+    snprintf(d->data_path[i], MT_PATH_MAX, "%s", e->valuestring);
+    d->data_weight[i] = w;
+    e = e->next;
+  }
+  d->n_paths = np;
+  return 0;
+}
+
+static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
+  const mt_cfg_key *kd = &mt_cfg_keys[k];
+  void *p = mt_cfg_field(cfg, k);
+  char buf[80];
+  if (c->present[k]) return mt_cfg_fail(c, k, "given twice (expected each key once)");
+  c->present[k] = 1;
+  if (cJSON_IsNull(v) && (kd->flags & (MT_CK_NULLABLE | MT_CK_DERIVED)) &&
+      kd->type != MT_CT_PATHS) {
+    memset(p, 0, kd->size); /* "" / 0: off, or derive */
+    return 0;
+  }
+  const double two53 = 9007199254740992.0;
+  switch (kd->type) {
+    case MT_CT_INT:
+      if (!integral(v, INT_MIN, INT_MAX))
+        return mt_cfg_fail(c, k, "expected an integer, got %s", describe(v, buf, sizeof buf));
+      *(int *)p = (int)v->valuedouble;
+      return 0;
+    case MT_CT_I64:
+      if (!integral(v, -two53, two53))
+        return mt_cfg_fail(c, k, "expected an integer, got %s", describe(v, buf, sizeof buf));
+      *(int64_t *)p = (int64_t)v->valuedouble;
+      return 0;
+    case MT_CT_U64:
+      if (!integral(v, 0, two53))
+        return mt_cfg_fail(c, k, "expected a non-negative integer (at most 2^53), got %s",
+                           describe(v, buf, sizeof buf));
+      *(uint64_t *)p = (uint64_t)v->valuedouble;
+      return 0;
+    case MT_CT_FLOAT:
+      if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+        return mt_cfg_fail(c, k, "expected a number, got %s", describe(v, buf, sizeof buf));
+      if (fabs(v->valuedouble) > 3.0e38)
+        return mt_cfg_fail(c, k, "%g does not fit a float", v->valuedouble);
+      *(float *)p = (float)v->valuedouble;
+      return 0;
+    case MT_CT_BOOL:
+      if (!cJSON_IsBool(v))
+        return mt_cfg_fail(c, k, "expected true or false, got %s", describe(v, buf, sizeof buf));
+      *(int *)p = cJSON_IsTrue(v) ? 1 : 0;
+      return 0;
+    case MT_CT_STR: {
+      if (!cJSON_IsString(v))
+        return mt_cfg_fail(c, k, "expected %s, got %s",
+                           kd->choices ? "a string" : (kd->flags & MT_CK_NULLABLE) ? "a string or null" : "a string",
+                           describe(v, buf, sizeof buf));
+      const char *s = v->valuestring;
+      if (kd->choices && !((kd->flags & MT_CK_NULLABLE) && s[0] == '\0')) {
+        size_t len = strlen(s);
+        const char *q = kd->choices;
+        int ok = 0;
+        while (*q && !ok) {
+          const char *bar = strchr(q, '|');
+          size_t n = bar ? (size_t)(bar - q) : strlen(q);
+          ok = n == len && strncmp(q, s, n) == 0;
+          q += n + (bar != NULL);
+        }
+        if (!ok)
+          return mt_cfg_fail(c, k, "unknown value \"%.40s\" (expected one of %s%s)", s, kd->choices,
+                             (kd->flags & MT_CK_NULLABLE) ? ", or null" : "");
+      }
+      if (strlen(s) >= kd->size)
+        return mt_cfg_fail(c, k, "longer than %zu characters", kd->size - 1);
+      snprintf((char *)p, kd->size, "%s", s);
+      return 0;
+    }
+    case MT_CT_PATHS:
+      return set_paths(c, k, v, &cfg->data);
+  }
+  return 0;
+}
+
+/* ---- overrides --------------------------------------------------------- */
+
+static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
+  const char *eq = strchr(ov, '=');
+  char key[128];
+  if (!eq || eq == ov || (size_t)(eq - ov) >= sizeof key)
+    return mt_cfg_fail_label(c, "--set", "\"%.100s\" is not of the form section.key=value", ov);
+  memcpy(key, ov, (size_t)(eq - ov));
+  key[eq - ov] = '\0';
+  const char *val = eq + 1;
+  int sec = 0;
+  const char *name = key;
+  char *dot = strchr(key, '.');
+  if (dot) {
+    *dot = '\0';
+    sec = find_section(key);
+    if (sec < 0) return fail_unknown(c, 0, key, 1);
+    name = dot + 1;
+  } else if (find_section(key) > 0) {
+    return mt_cfg_fail_label(c, "--set", "\"%s\" is a section (expected section.key=value)", key);
+  }
+  int k = mt_cfg_find_key(sec, name);
+  if (k < 0) return fail_unknown(c, sec, name, 1);
+  cJSON *v = cJSON_ParseWithOpts(val, NULL, 1);
+  if (!v) v = cJSON_CreateString(val);
+  MT_ASSERT(v != NULL);
+  cJSON *obj = root;
+  if (sec > 0) {
+    obj = cJSON_GetObjectItemCaseSensitive(root, mt_cfg_sections[sec]);
+    if (!obj) obj = cJSON_AddObjectToObject(root, mt_cfg_sections[sec]);
+    MT_ASSERT(obj != NULL);
+    if (!cJSON_IsObject(obj)) {
+      cJSON_Delete(v);
+      return mt_cfg_fail_label(c, mt_cfg_sections[sec], "expected an object");
+    }
+  }
+  if (cJSON_GetObjectItemCaseSensitive(obj, name))
+    cJSON_ReplaceItemInObjectCaseSensitive(obj, name, v);
+  else
+    cJSON_AddItemToObject(obj, name, v);
+  c->overridden[k] = 1;
+  return 0;
+}
+
+/* ---- parsing ----------------------------------------------------------- */
+
+/* "<src>:<line>:<col>: JSON syntax error" plus the line and a caret. */
+static int fail_syntax(mt_cfg_ctx *c, const char *text, const char *at) {
+  if (!at || at < text) at = text;
+  size_t len = strlen(text);
+  if ((size_t)(at - text) > len) at = text + len;
+  /* cJSON often reports the position after the offending character (a
+   * newline or the end of input): point at the last token instead. */
+  const char *back = at;
+  while (back > text && (*back == '\0' || isspace((unsigned char)*back))) back--;
+  if (back >= text && *back && !isspace((unsigned char)*back)) at = back;
+  int line = 1;
+  const char *ls = text;
+  for (const char *q = text; q < at; q++)
+    if (*q == '\n') line++, ls = q + 1;
+  const char *le = ls;
+  while (*le && *le != '\n') le++;
+  if (le > ls && le[-1] == '\r') le--;
+  int col = (int)(at - ls) + 1;
+  /* Show at most 100 characters around the error position. */
+  const char *from = ls, *to = le;
+  if (at - from > 60) from = at - 60;
+  if (to - from > 100) to = from + 100;
+  char snip[128];
+  int n = 0;
+  for (const char *q = from; q < to; q++) snip[n++] = (*q == '\t' || *q == '\r') ? ' ' : *q;
+  snip[n] = '\0';
+  char label[MT_PATH_MAX + 32];
+  snprintf(label, sizeof label, "line %d, column %d", line, col);
+  return mt_cfg_fail_label(c, label,
+                           "JSON syntax error (expected valid JSON: check commas, quotes and "
+                           "brackets)\n    %s\n    %*s^",
+                           snip, (int)(at - from), "");
+}
+
+static int walk(mt_cfg_ctx *c, const cJSON *root, mt_config *cfg) {
+  char buf[80];
+  for (const cJSON *it = root->child; it; it = it->next) {
+    int s = find_section(it->string);
+    if (s < 0) {
+      int k = mt_cfg_find_key(0, it->string);
+      if (k < 0) return fail_unknown(c, 0, it->string, 0);
+      if (set_value(c, k, it, cfg)) return 2;
+      continue;
+    }
+    if (!cJSON_IsObject(it))
+      return mt_cfg_fail_label(c, it->string, "expected an object, got %s",
+                               describe(it, buf, sizeof buf));
+    for (const cJSON *kv = it->child; kv; kv = kv->next) {
+      int k = mt_cfg_find_key(s, kv->string);
+      if (k < 0) return fail_unknown(c, s, kv->string, 0);
+      if (set_value(c, k, kv, cfg)) return 2;
+    }
+  }
+  for (int k = 0; k < mt_cfg_nkeys; k++)
+    if ((mt_cfg_keys[k].flags & MT_CK_REQUIRED) && !c->present[k])
+      return mt_cfg_fail(c, k, "required key is missing");
+  return 0;
+}
+
+int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
+                          const char *const *overrides, int n_overrides, int world_size,
+                          char *err, size_t errlen) {
+  mt_cfg_ctx c;
+  memset(&c, 0, sizeof c);
+  c.src = source_name ? source_name : "<config>";
+  c.err = err;
+  c.errlen = errlen;
+  if (err && errlen) err[0] = '\0';
+
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithOpts(json ? json : "", &end, 1);
+  if (!root) return fail_syntax(&c, json ? json : "", end ? end : cJSON_GetErrorPtr());
+  if (!cJSON_IsObject(root)) {
+    cJSON_Delete(root);
+    return mt_cfg_fail_label(&c, "top level", "expected a JSON object ({ ... })");
+  }
+  int rc = 0;
+  for (int i = 0; i < n_overrides && rc == 0; i++) rc = apply_override(&c, root, overrides[i]);
+
+  mt_config tmp;
+  mt_config_defaults(&tmp);
+  /* Derived keys start at 0 (= derive) so absence can be told apart. */
+  for (int k = 0; k < mt_cfg_nkeys; k++)
+    if (mt_cfg_keys[k].flags & MT_CK_DERIVED) memset(mt_cfg_field(&tmp, k), 0, mt_cfg_keys[k].size);
+  if (rc == 0) rc = walk(&c, root, &tmp);
+  cJSON_Delete(root);
+  if (rc == 0) rc = mt_cfg_check(&c, &tmp, world_size);
+  if (rc) return 2;
+
+  snprintf(tmp.source_path, sizeof tmp.source_path, "%s", c.src);
+  snprintf(tmp.notes, sizeof tmp.notes, "%s", c.notes);
+  cJSON *canon = mt_cfg_to_json(&tmp);
+  char *s = cJSON_PrintUnformatted(canon);
+  cJSON_Delete(canon);
+  MT_ASSERT(s != NULL);
+  tmp.json = mt_xstrdup(s);
+  cJSON_free(s);
+  *cfg = tmp;
+  return 0;
+}
+
+int mt_config_load(mt_config *cfg, const char *path, const char *const *overrides,
+                   int n_overrides, int world_size, char *err, size_t errlen) {
+  mt_cfg_ctx c;
+  memset(&c, 0, sizeof c);
+  c.src = path;
+  c.err = err;
+  c.errlen = errlen;
+  FILE *f = fopen(path, "rb");
+  if (!f) return mt_cfg_fail_label(&c, "cannot open config file", "%s", strerror(errno));
+  const long max_bytes = 16l << 20;
+  char *text = NULL;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= max_bytes &&
+      fseek(f, 0, SEEK_SET) == 0) {
+    text = mt_xmalloc((size_t)n + 1);
+    if (fread(text, 1, (size_t)n, f) != (size_t)n) n = -1;
+    else text[n] = '\0';
+  }
+  int rerr = ferror(f);
+  fclose(f);
+  if (!text || n < 0 || rerr) {
+    free(text);
+    return mt_cfg_fail_label(&c, "cannot read config file",
+                             n > max_bytes ? "larger than 16 MiB" : "read error");
+  }
+  int rc = mt_config_load_string(cfg, text, path, overrides, n_overrides, world_size, err, errlen);
+  free(text);
+  return rc;
+}
+
+void mt_config_free(mt_config *cfg) {
+  if (!cfg) return;
+  free(cfg->json);
+  cfg->json = NULL;
+}
+
+int mt_config_data_parallel_size(const mt_config *cfg, int world_size) {
+  const mt_parallel_config *p = &cfg->parallel;
+  int mp = p->tensor_model_parallel_size * p->pipeline_model_parallel_size *
+           p->context_parallel_size;
+  if (world_size <= 0) world_size = 1;
+  return mp > 0 ? world_size / mp : 0;
+}
+
+int64_t mt_config_padded_vocab(const mt_config *cfg) {
+  int64_t m = (int64_t)cfg->model.make_vocab_size_divisible_by *
+              cfg->parallel.tensor_model_parallel_size;
+  if (m <= 0) m = 1;
+  return mt_round_up(cfg->model.vocab_size, m);
+}
+
+uint64_t mt_config_hash(const mt_config *cfg) {
+  uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
+  for (const unsigned char *p = (const unsigned char *)(cfg->json ? cfg->json : ""); *p; p++) {
+    h ^= *p;
+    h *= 1099511628211ull; /* FNV prime */
+  }
+  return h;
+}

@@ -1,0 +1,262 @@
+/* trainer/config_check.c — derived defaults, per-key ranges and the
+ * cross-key consistency rules of a config (Megatron's validate_args()
+ * checks that apply to megatrain). Each failure writes one message naming
+ * the key and returns 2. */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer/config_internal.h"
+
+static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
+
+/* tp x pp x cp when it divides world_size and all are >= 1, else 0. */
+static int data_parallel(const mt_config *cfg, int world) {
+  const mt_parallel_config *p = &cfg->parallel;
+  if (p->tensor_model_parallel_size < 1 || p->pipeline_model_parallel_size < 1 ||
+      p->context_parallel_size < 1)
+    return 0;
+  int64_t mp = (int64_t)p->tensor_model_parallel_size * p->pipeline_model_parallel_size *
+               p->context_parallel_size;
+  return world % mp == 0 ? (int)(world / mp) : 0;
+}
+
+/* Fields that are 0 after the walk were absent, null or 0: derive them. */
+static void derive(mt_config *cfg, int world) {
+  mt_model_config *m = &cfg->model;
+  mt_parallel_config *p = &cfg->parallel;
+  mt_training_config *t = &cfg->training;
+  if (m->ffn_hidden_size == 0) m->ffn_hidden_size = clamp_int(4 * (int64_t)m->hidden_size);
+  if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
+  if (m->moe_ffn_hidden_size == 0) m->moe_ffn_hidden_size = m->ffn_hidden_size;
+  if (p->virtual_pipeline_model_parallel_size == 0) p->virtual_pipeline_model_parallel_size = 1;
+  if (p->expert_tensor_parallel_size == 0)
+    p->expert_tensor_parallel_size = p->tensor_model_parallel_size;
+  if (t->lr_decay_iters == 0) t->lr_decay_iters = t->train_iters;
+  if (t->global_batch_size == 0) {
+    int dp = data_parallel(cfg, world);
+    /* With an invalid layout the consistency check reports the layout. */
+    t->global_batch_size = clamp_int((int64_t)t->micro_batch_size * (dp > 0 ? dp : 1));
+  }
+}
+
+static double numeric(const mt_config *cfg, int k) {
+  const void *p = mt_cfg_cfield(cfg, k);
+  switch (mt_cfg_keys[k].type) {
+    case MT_CT_INT: return *(const int *)p;
+    case MT_CT_I64: return (double)*(const int64_t *)p;
+    case MT_CT_U64: return (double)*(const uint64_t *)p;
+    case MT_CT_FLOAT: return *(const float *)p;
+    default: return 0;
+  }
+}
+
+/* "an integer >= 1", "a number in [0, 1)", ... */
+static const char *expected(const mt_cfg_key *kd, char *buf, size_t n) {
+  const char *what = kd->type == MT_CT_FLOAT ? "a number" : "an integer";
+  unsigned f = kd->flags;
+  int has_lo = (f & (MT_CK_GE | MT_CK_GT)) != 0, has_hi = (f & (MT_CK_LE | MT_CK_LT)) != 0;
+  if (has_lo && has_hi)
+    snprintf(buf, n, "%s in %c%g, %g%c", what, (f & MT_CK_GE) ? '[' : '(', kd->lo, kd->hi,
+             (f & MT_CK_LE) ? ']' : ')');
+  else if (has_lo)
+    snprintf(buf, n, "%s %s %g", what, (f & MT_CK_GE) ? ">=" : ">", kd->lo);
+  else if (has_hi)
+    snprintf(buf, n, "%s %s %g", what, (f & MT_CK_LE) ? "<=" : "<", kd->hi);
+  else
+    snprintf(buf, n, "%s", what);
+  return buf;
+}
+
+static int check_ranges(mt_cfg_ctx *c, const mt_config *cfg) {
+  char buf[64];
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    const mt_cfg_key *kd = &mt_cfg_keys[k];
+    unsigned f = kd->flags;
+    if (!(f & (MT_CK_GE | MT_CK_GT | MT_CK_LE | MT_CK_LT))) continue;
+    double v = numeric(cfg, k);
+    int bad = ((f & MT_CK_GE) && !(v >= kd->lo)) || ((f & MT_CK_GT) && !(v > kd->lo)) ||
+              ((f & MT_CK_LE) && !(v <= kd->hi)) || ((f & MT_CK_LT) && !(v < kd->hi));
+    if (bad)
+      return mt_cfg_fail(c, k, "%g is out of range (expected %s%s)", v, expected(kd, buf, sizeof buf),
+                         (f & MT_CK_DERIVED) ? "; absent, null or 0 = derived" : "");
+  }
+  return 0;
+}
+
+/* data.split: up to three non-negative weights separated by ',' or '/',
+ * summing to > 0 (Megatron's --split). */
+static int check_split(mt_cfg_ctx *c, const char *split) {
+  int k = mt_cfg_find_key(4, "split");
+  const char *q = split;
+  double sum = 0;
+  int n = 0, ok = 1;
+  while (ok) {
+    char *end;
+    double w = strtod(q, &end);
+    if (end == q || !isfinite(w) || w < 0 || ++n > 3) ok = 0;
+    sum += w;
+    q = end;
+    while (*q == ' ') q++;
+    if (*q == '\0') break;
+    if (*q != ',' && *q != '/') ok = 0;
+    q++;
+  }
+  if (!ok || !(sum > 0))
+    return mt_cfg_fail(c, k,
+                       "\"%s\" is not a valid split (expected up to three non-negative "
+                       "train,valid,test weights with a positive sum, like \"969,30,1\")",
+                       split);
+  return 0;
+}
+
+static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
+
+static void note(mt_cfg_ctx *c, const char *msg) {
+  size_t used = strlen(c->notes);
+  snprintf(c->notes + used, sizeof c->notes - used, "%s%s", used ? "\n" : "", msg);
+}
+
+static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  mt_model_config *m = &cfg->model;
+  mt_parallel_config *p = &cfg->parallel;
+  mt_training_config *t = &cfg->training;
+  int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
+  int vpp = p->virtual_pipeline_model_parallel_size;
+  if (p->context_parallel_size != 1)
+    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
+                       "%d is not supported (expected 1: context parallelism is not implemented)",
+                       p->context_parallel_size);
+  int dp = data_parallel(cfg, world);
+  if (dp == 0)
+    return mt_cfg_fail(c,
+                       key(tp == 1 ? "parallel.pipeline_model_parallel_size"
+                                   : "parallel.tensor_model_parallel_size"),
+                       "tensor_model_parallel_size (%d) x pipeline_model_parallel_size (%d) = %lld "
+                       "does not divide the world size %d (expected the number of ranks to be a "
+                       "multiple of tp x pp; data-parallel size = world / (tp x pp))",
+                       tp, pp, (long long)tp * pp, world);
+  if (m->hidden_size % m->num_attention_heads)
+    return mt_cfg_fail(c, key("model.num_attention_heads"),
+                       "hidden_size (%d) is not divisible by num_attention_heads (%d) (expected a "
+                       "divisor of hidden_size)",
+                       m->hidden_size, m->num_attention_heads);
+  if (m->num_attention_heads % tp)
+    return mt_cfg_fail(c, key("model.num_attention_heads"),
+                       "%d heads cannot be split over tensor_model_parallel_size %d (expected a "
+                       "multiple of tp)",
+                       m->num_attention_heads, tp);
+  if (m->ffn_hidden_size % tp)
+    return mt_cfg_fail(c, key("model.ffn_hidden_size"),
+                       "%d is not divisible by tensor_model_parallel_size %d (expected a multiple "
+                       "of tp)",
+                       m->ffn_hidden_size, tp);
+  if (m->num_layers % pp)
+    return mt_cfg_fail(c, key("model.num_layers"),
+                       "%d layers cannot be split over pipeline_model_parallel_size %d (expected "
+                       "a multiple of pp)",
+                       m->num_layers, pp);
+  if (vpp > 1 && pp == 1)
+    return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
+                       "%d needs pipeline_model_parallel_size > 1 (expected 1 without pipelining)",
+                       vpp);
+  if (m->num_layers % ((int64_t)pp * vpp))
+    return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
+                       "num_layers (%d) is not divisible by pipeline_model_parallel_size (%d) x "
+                       "virtual_pipeline_model_parallel_size (%d) (expected equal chunks)",
+                       m->num_layers, pp, vpp);
+  if (m->seq_length > m->max_position_embeddings)
+    return mt_cfg_fail(c, key("model.seq_length"),
+                       "%d is larger than max_position_embeddings %d (expected seq_length <= "
+                       "max_position_embeddings)",
+                       m->seq_length, m->max_position_embeddings);
+  if (p->sequence_parallel && tp == 1) {
+    p->sequence_parallel = 0;
+    note(c, "parallel.sequence_parallel: ignored because tensor_model_parallel_size is 1 "
+            "(as in Megatron)");
+  }
+  if (p->sequence_parallel && m->seq_length % tp)
+    return mt_cfg_fail(c, key("parallel.sequence_parallel"),
+                       "seq_length (%d) is not divisible by tensor_model_parallel_size (%d) "
+                       "(expected a multiple of tp with sequence parallelism)",
+                       m->seq_length, tp);
+  int64_t per_step = (int64_t)t->micro_batch_size * dp;
+  if (t->global_batch_size % per_step)
+    return mt_cfg_fail(c, key("training.global_batch_size"),
+                       "%d is not divisible by micro_batch_size (%d) x data-parallel size (%d) = "
+                       "%lld (expected a multiple of it)",
+                       t->global_batch_size, t->micro_batch_size, dp, (long long)per_step);
+  int64_t n_micro = t->global_batch_size / per_step;
+  if (vpp > 1 && n_micro % pp)
+    return mt_cfg_fail(c, key("training.global_batch_size"),
+                       "gives %lld micro-batches per step, which the interleaved schedule "
+                       "(virtual_pipeline_model_parallel_size %d) needs to be a multiple of "
+                       "pipeline_model_parallel_size %d",
+                       (long long)n_micro, vpp, pp);
+  if (m->recompute_granularity[0] && strcmp(m->recompute_granularity, "full") == 0 &&
+      m->recompute_num_layers > m->num_layers / pp)
+    return mt_cfg_fail(c, key("model.recompute_num_layers"),
+                       "%d is more than the %d layers of a pipeline stage (expected 1..%d)",
+                       m->recompute_num_layers, m->num_layers / pp, m->num_layers / pp);
+  return 0;
+}
+
+static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
+  const mt_model_config *m = &cfg->model;
+  const mt_parallel_config *p = &cfg->parallel;
+  int ep = p->expert_model_parallel_size, etp = p->expert_tensor_parallel_size;
+  int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
+  if (m->num_experts == 0) {
+    if (ep > 1)
+      return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
+                         "%d needs model.num_experts > 0 (expected 1 for a dense model)", ep);
+    return 0;
+  }
+  if (m->moe_router_topk > m->num_experts)
+    return mt_cfg_fail(c, key("model.moe_router_topk"),
+                       "%d is more than num_experts %d (expected 1..num_experts)",
+                       m->moe_router_topk, m->num_experts);
+  if (m->num_experts % ep)
+    return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
+                       "%d does not divide num_experts %d (expected a divisor of num_experts)", ep,
+                       m->num_experts);
+  int64_t egroup = (int64_t)etp * ep * pp;
+  if (world % egroup)
+    return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
+                       "expert_tensor_parallel_size (%d) x expert_model_parallel_size (%d) x "
+                       "pipeline_model_parallel_size (%d) = %lld does not divide the world size "
+                       "%d (expected a divisor)",
+                       etp, ep, pp, (long long)egroup, world);
+  if (m->moe_ffn_hidden_size % etp)
+    return mt_cfg_fail(c, key("model.moe_ffn_hidden_size"),
+                       "%d is not divisible by expert_tensor_parallel_size %d (expected a "
+                       "multiple)",
+                       m->moe_ffn_hidden_size, etp);
+  if (ep > 1 && tp > 1 && !p->sequence_parallel)
+    return mt_cfg_fail(c, key("parallel.sequence_parallel"),
+                       "must be true when expert_model_parallel_size (%d) and "
+                       "tensor_model_parallel_size (%d) are both > 1 (as in Megatron)",
+                       ep, tp);
+  if (m->moe_pad_expert_input_to_capacity && !(m->moe_expert_capacity_factor > 0))
+    return mt_cfg_fail(c, key("model.moe_pad_expert_input_to_capacity"),
+                       "needs model.moe_expert_capacity_factor > 0 (expected false when dropless)");
+  return 0;
+}
+
+int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
+  if (world_size < 1) world_size = 1;
+  derive(cfg, world_size);
+  if (check_ranges(c, cfg) || check_split(c, cfg->data.split)) return 2;
+  if (check_layout(c, cfg, world_size) || check_moe(c, cfg, world_size)) return 2;
+  const mt_training_config *t = &cfg->training;
+  if (t->min_lr > t->lr)
+    return mt_cfg_fail(c, key("training.min_lr"), "%g is larger than lr %g (expected min_lr <= lr)",
+                       (double)t->min_lr, (double)t->lr);
+  if (t->lr_warmup_iters > t->lr_decay_iters)
+    return mt_cfg_fail(c, key("training.lr_warmup_iters"),
+                       "%lld is larger than lr_decay_iters %lld (expected warmup <= decay iters)",
+                       (long long)t->lr_warmup_iters, (long long)t->lr_decay_iters);
+  return 0;
+}
