@@ -18,7 +18,7 @@ MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP \
            -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
-LDLIBS  += $(MPI_LIBS) -lopenblas -lcjson -lpcre2-8 -lm -fopenmp
+LDLIBS  += $(MPI_LIBS) -lopenblas -lcjson -lpcre2-8 -lz -lm -fopenmp
 
 LIB_SRCS := $(wildcard core/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c)
 

@@ -28,6 +28,13 @@ void mt_fatal_at(const char *file, int line, const char *fmt, ...) {
   abort();
 }
 
+void mt_abort_job(int code) {
+  fflush(stdout);
+  fflush(stderr);
+  if (g_abort) g_abort(code);
+  exit(code);
+}
+
 void *mt_xmalloc(size_t n) {
   void *p = malloc(n ? n : 1);
   if (!p) mt_fatal("out of host memory (%zu bytes)", n);

@@ -26,6 +26,10 @@ int mt_log_rank(void);
 typedef void (*mt_abort_fn)(int code);
 void mt_set_abort_hook(mt_abort_fn fn);
 
+/* End the whole job with exit status `code` through the abort hook (every
+ * rank exits non-zero); a plain exit(code) when no hook is installed. */
+void mt_abort_job(int code) __attribute__((noreturn));
+
 /* Print "[rank N] file:line: <fmt>" to stderr and abort the job. */
 void mt_fatal_at(const char *file, int line, const char *fmt, ...)
     __attribute__((noreturn, format(printf, 3, 4)));

@@ -1,0 +1,115 @@
+/* main.c — the megatrain command line.
+ *
+ *   megatrain [train] --config FILE [--set section.key=value]...
+ *   megatrain preprocess --input FILE --output-prefix P --vocab-file V --merge-file M ...
+ *   megatrain topology --config FILE --world-size N [--json]
+ *   megatrain --help | --version
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "data/preprocess.h"
+#include "parallel/comm.h"
+#include "trainer/cli.h"
+#include "trainer/config.h"
+#include "trainer/train.h"
+
+#define MT_VERSION "0.1.0"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "megatrain " MT_VERSION " — Megatron-style GPT training in C\n"
+          "\n"
+          "usage:\n"
+          "  megatrain [train] --config FILE [--set section.key=VALUE]...\n"
+          "      train the model described by FILE (JSON; see docs/config.md). Run under\n"
+          "      mpirun / srun --mpi=pmix for several ranks. --set overrides one key; VALUE\n"
+          "      is parsed as JSON when it parses (numbers, true/false, null, lists), else\n"
+          "      taken as a string. Repeatable.\n"
+          "  megatrain preprocess --input FILE --output-prefix PREFIX --vocab-file VOCAB\n"
+          "      --merge-file MERGES [--json-keys text] [--append-eod] [--workers N]\n"
+          "      tokenize text with the GPT-2 BPE into Megatron's .bin/.idx format\n"
+          "  megatrain topology --config FILE --world-size N [--json]\n"
+          "      print every rank's coordinates and process groups without launching\n"
+          "  megatrain --help | --version\n"
+          "\n"
+          "exit status: 0 success, 1 runtime/data/checkpoint error, 2 bad config or usage\n");
+}
+
+typedef struct {
+  const char *config;
+  const char **sets;
+  int n_sets;
+} train_args;
+
+static int parse_train_args(int argc, char **argv, train_args *a) {
+  a->sets = calloc((size_t)argc + 1, sizeof(char *));
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) a->config = argv[++i];
+    else if (!strncmp(argv[i], "--config=", 9)) a->config = argv[i] + 9;
+    else if (!strcmp(argv[i], "--set") && i + 1 < argc) a->sets[a->n_sets++] = argv[++i];
+    else if (!strncmp(argv[i], "--set=", 6)) a->sets[a->n_sets++] = argv[i] + 6;
+    else {
+      fprintf(stderr, "megatrain: error: unknown argument '%s' (see megatrain --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!a->config) {
+    fprintf(stderr, "megatrain: error: --config FILE is required (see megatrain --help)\n");
+    return 2;
+  }
+  return 0;
+}
+
+static int cmd_train(int argc, char **argv) {
+  train_args a = {0};
+  int rc = parse_train_args(argc, argv, &a);
+  if (rc) {
+    free(a.sets);
+    return rc;
+  }
+  mt_dist *dist = mt_dist_init(&argc, &argv);
+  int rank = mt_dist_rank(dist);
+  mt_config cfg;
+  char err[4096];
+  rc = mt_config_load(&cfg, a.config, a.sets, a.n_sets, mt_dist_size(dist), err, sizeof err);
+  free(a.sets);
+  if (rc) {
+    if (rank == 0) fprintf(stderr, "megatrain: error: %s\n", err);
+    mt_dist_finalize(dist);
+    return rc;
+  }
+  if (mt_dist_check_agree(dist, mt_config_hash(&cfg), "config", err, sizeof err) != 0) {
+    fprintf(stderr, "[rank %d] megatrain: error: %s\n", rank, err);
+    mt_config_free(&cfg);
+    mt_dist_finalize(dist);
+    return 2;
+  }
+  rc = mt_train(&cfg, dist);
+  mt_config_free(&cfg);
+  if (rc != 0 && mt_dist_size(dist) > 1) mt_abort_job(rc); /* every rank exits non-zero */
+  mt_dist_finalize(dist);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("megatrain %s\n", MT_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "preprocess")) return mt_preprocess_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "topology")) return mt_cli_topology(argc - 2, argv + 2);
+  if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
+  return cmd_train(argc - 1, argv + 1);
+}

@@ -1,0 +1,77 @@
+/* model/gpt.h — GPT (Radford et al. 2019) as Megatron-LM builds it, expressed
+ * only through the backend op table (core/backend.h).
+ *
+ * Architecture: token + learned absolute position embeddings, embedding
+ * dropout, num_layers pre-LayerNorm blocks (LN -> fused QKV -> causal
+ * attention -> proj -> dropout + residual; LN -> fc1 -> GELU(tanh) -> fc2 ->
+ * dropout + residual), final LayerNorm, output layer tied to the word
+ * embedding (or untied), cross-entropy over the real vocabulary only (padded
+ * logit columns never enter the softmax).
+ *
+ * Activations are [s, b, h] (Megatron order). Parameter names follow
+ * Megatron-core (embedding.word_embeddings.weight,
+ * decoder.layers.N.self_attention.linear_qkv.weight, ...). linear_qkv's
+ * output features are ordered [heads, 3 (q, k, v), head_dim] as in Megatron,
+ * so splitting by heads is a contiguous row block.
+ *
+ * Initialisation (Megatron): weights N(0, init_method_std); linear_proj and
+ * linear_fc2 N(0, init_method_std / sqrt(2 num_layers)); LayerNorm weight 1,
+ * bias 0; linear biases 0. Values come from the counter-based RNG keyed by
+ * (seed, parameter name) and the element's index in the unsharded tensor
+ * (docs/rng.md), so any sharding reproduces them exactly.
+ */
+#ifndef MT_MODEL_GPT_H
+#define MT_MODEL_GPT_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "model/params.h"
+
+typedef struct {
+  int num_layers;
+  int hidden_size;
+  int num_attention_heads;
+  int ffn_hidden_size;
+  int seq_length;
+  int max_position_embeddings;
+  int64_t vocab_size;        /* real vocabulary */
+  int64_t padded_vocab_size; /* multiple of make_vocab_size_divisible_by * tp */
+  float hidden_dropout, attention_dropout;
+  float init_method_std;
+  float layernorm_epsilon;
+  int untie_embeddings_and_output_weights;
+  int micro_batch_size;      /* b: sizes the activation buffers */
+  uint64_t seed;
+} mt_gpt_config;
+
+typedef struct mt_gpt mt_gpt;
+
+/* Create the model on backend `be`: registers parameters, allocates the flat
+ * parameter buffer (MT_MEM_PARAM, dtype T), gradient buffer (MT_MEM_GRAD,
+ * fp32) and activation/workspace buffers for one micro-batch. Parameters are
+ * initialised (see above). */
+mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg);
+void mt_gpt_destroy(mt_gpt *m);
+
+const mt_gpt_config *mt_gpt_get_config(const mt_gpt *m);
+const mt_param_list *mt_gpt_params(const mt_gpt *m);
+/* Flat buffers: params (T) and grads (fp32), mt_gpt_params()->numel elements. */
+void *mt_gpt_param_buffer(mt_gpt *m);
+float *mt_gpt_grad_buffer(mt_gpt *m);
+
+/* Number of parameters of the unsharded model (tied output counted once). */
+int64_t mt_gpt_num_parameters(const mt_gpt *m);
+
+/* Zero the gradient buffer (start of an iteration). */
+void mt_gpt_zero_grad(mt_gpt *m);
+
+/* One micro-batch. tokens: host int32 [b, s + 1] (sample rows; inputs are
+ * tokens[:, :s], targets tokens[:, 1:]). sample_ids: host [b] global sample
+ * ids (key the dropout RNG). If `train`, dropout is on and the backward pass
+ * runs, ACCUMULATING into the gradient buffer d(loss_scale * sum of token
+ * losses)/dparams. Returns the SUM of the b*s token losses (nats, fp64). */
+double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *sample_ids,
+                               int train, float loss_scale);
+
+#endif

@@ -1,0 +1,172 @@
+/* model/gpt_block.c — one pre-LayerNorm transformer layer, forward and
+ * backward, through the backend op table (Megatron's TransformerLayer:
+ * input_layernorm -> self_attention -> dropout + residual ->
+ * pre_mlp_layernorm -> mlp -> dropout + residual). */
+#include <math.h>
+
+#include "core/util.h"
+#include "model/gpt_internal.h"
+
+void mt_linear_fwd(mt_backend *be, void *y, const void *x, const void *w, const void *bias,
+                   int64_t M, int64_t out, int64_t in) {
+  mt_gemm_desc d = {0};
+  d.trans_a = 0;
+  d.trans_b = 1;
+  d.m = (int)M;
+  d.n = (int)out;
+  d.k = (int)in;
+  d.alpha = 1.0f;
+  d.beta = 0.0f;
+  d.a = x;
+  d.lda = in;
+  d.b = w;
+  d.ldb = in;
+  d.c = y;
+  d.ldc = out;
+  d.a_type = d.b_type = d.c_type = be->dtype;
+  d.bias = bias;
+  d.batch = 1;
+  be->ops->gemm(be, &d);
+}
+
+void mt_linear_bwd(mt_backend *be, void *dx, float *dw, float *db, const void *dy, const void *x,
+                   const void *w, int64_t M, int64_t out, int64_t in) {
+  mt_gemm_desc d = {0};
+  /* dW[out, in] += dy[M, out]^T @ x[M, in] */
+  d.trans_a = 1;
+  d.trans_b = 0;
+  d.m = (int)out;
+  d.n = (int)in;
+  d.k = (int)M;
+  d.alpha = 1.0f;
+  d.beta = 1.0f;
+  d.a = dy;
+  d.lda = out;
+  d.b = x;
+  d.ldb = in;
+  d.c = dw;
+  d.ldc = in;
+  d.a_type = d.b_type = be->dtype;
+  d.c_type = MT_F32;
+  d.batch = 1;
+  be->ops->gemm(be, &d);
+  if (db) be->ops->bias_grad(be, db, dy, M, out);
+  if (dx) {
+    /* dx[M, in] = dy[M, out] @ W[out, in] */
+    mt_gemm_desc e = {0};
+    e.m = (int)M;
+    e.n = (int)in;
+    e.k = (int)out;
+    e.alpha = 1.0f;
+    e.beta = 0.0f;
+    e.a = dy;
+    e.lda = out;
+    e.b = w;
+    e.ldb = in;
+    e.c = dx;
+    e.ldc = in;
+    e.a_type = e.b_type = e.c_type = be->dtype;
+    e.batch = 1;
+    be->ops->gemm(be, &e);
+  }
+}
+
+/* Dropout site descriptors: hidden dropout after proj / fc2 of layer l. */
+static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *site) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_dropout_desc d = {0};
+  d.p = m->train ? c->hidden_dropout : 0.0f;
+  d.key = mt_rng_key(c->seed, site, (uint64_t)l, 0);
+  d.s = c->seq_length;
+  d.b = c->micro_batch_size;
+  d.h = c->hidden_size;
+  d.s_offset = 0;
+  d.s_full = c->seq_length;
+  d.h_offset = 0;
+  d.h_full = c->hidden_size;
+  d.sample_ids = m->sample_ids;
+  return d;
+}
+
+static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_attn_desc d = {0};
+  d.s = c->seq_length;
+  d.b = c->micro_batch_size;
+  d.np = c->num_attention_heads;
+  d.hn = c->hidden_size / c->num_attention_heads;
+  d.head_offset = 0;
+  d.n_heads_total = c->num_attention_heads;
+  d.scale = 1.0f / sqrtf((float)d.hn);
+  d.dropout_p = m->train ? c->attention_dropout : 0.0f;
+  d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
+  d.sample_ids = m->sample_ids;
+  return d;
+}
+
+void mt_gpt_layer_forward(mt_gpt *m, int l) {
+  mt_backend *be = m->be;
+  const mt_gpt_config *c = &m->cfg;
+  mt_layer_acts *a = &m->acts[l];
+  const int *P = m->layer_p[l];
+  const int64_t sb = (int64_t)c->seq_length * c->micro_batch_size, h = c->hidden_size;
+  const int64_t f = c->ffn_hidden_size;
+#define W(k) mt_gpt_param_ptr(m, P[k])
+
+  /* attention block */
+  be->ops->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->resid[l], W(MT_LP_LN1_W),
+                         W(MT_LP_LN1_B), sb, h, c->layernorm_epsilon);
+  mt_linear_fwd(be, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), sb, 3 * h, h);
+  mt_attn_desc ad = attn_desc(m, l);
+  be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  mt_linear_fwd(be, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), sb, h, h);
+  mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
+  be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, m->resid[l]);
+
+  /* MLP block */
+  be->ops->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W),
+                         W(MT_LP_LN2_B), sb, h, c->layernorm_epsilon);
+  mt_linear_fwd(be, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B), sb, f, h);
+  be->ops->gelu_fwd(be, a->gelu, a->fc1, sb * f);
+  mt_linear_fwd(be, m->tmp_h, a->gelu, W(MT_LP_FC2_W), W(MT_LP_FC2_B), sb, h, f);
+  dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
+  be->ops->dropout_add_fwd(be, &dd, m->resid[l + 1], m->tmp_h, a->x1);
+#undef W
+}
+
+void mt_gpt_layer_backward(mt_gpt *m, int l) {
+  mt_backend *be = m->be;
+  const mt_gpt_config *c = &m->cfg;
+  mt_layer_acts *a = &m->acts[l];
+  const int *P = m->layer_p[l];
+  const int64_t sb = (int64_t)c->seq_length * c->micro_batch_size, h = c->hidden_size;
+  const int64_t f = c->ffn_hidden_size;
+#define W(k) mt_gpt_param_ptr(m, P[k])
+#define G(k) mt_gpt_grad_ptr(m, P[k])
+
+  /* MLP block: resid[l+1] = x1 + dropout(fc2(gelu(fc1(ln2(x1))))) */
+  mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
+  be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
+  mt_linear_bwd(be, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->gelu, W(MT_LP_FC2_W),
+                sb, h, f);
+  be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, sb * f);
+  mt_linear_bwd(be, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2, W(MT_LP_FC1_W),
+                sb, f, h);
+  /* dresid (residual path) += LN2 backward */
+  be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1,
+                         W(MT_LP_LN2_W), a->ln2_mean, a->ln2_rstd, sb, h);
+
+  /* attention block: x1 = resid[l] + dropout(proj(attn(qkv(ln1(resid[l]))))) */
+  dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
+  be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
+  mt_linear_bwd(be, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
+                W(MT_LP_PROJ_W), sb, h, h);
+  mt_attn_desc ad = attn_desc(m, l);
+  be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
+  mt_linear_bwd(be, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), m->dqkv, a->ln1, W(MT_LP_QKV_W),
+                sb, 3 * h, h);
+  be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, m->resid[l],
+                         W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, sb, h);
+#undef W
+#undef G
+}

@@ -1,0 +1,151 @@
+/* tests/tools/gpt_dump.c — dumps a small GPT's initial parameters, one batch,
+ * the loss and every parameter gradient, and a 10-step AdamW loss curve, for
+ * the PyTorch parity test (tests/reference/test_gpt_parity.py).
+ *
+ * usage: gpt_dump OUTDIR [layers hidden heads seq batch vocab ffn untie steps]
+ * Writes OUTDIR/meta.json and OUTDIR/<tensor>.bin (raw little-endian).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/backend.h"
+#include "core/util.h"
+#include "model/gpt.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/optimizer.h"
+
+static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+  FILE *f = fopen(path, "wb");
+  if (!f || fwrite(p, 1, bytes, f) != bytes) mt_fatal("cannot write %s", path);
+  fclose(f);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: gpt_dump OUTDIR [layers hidden heads seq batch vocab ffn untie steps]\n");
+    return 2;
+  }
+  const char *dir = argv[1];
+  int a[9] = {2, 64, 4, 16, 3, 500, 0, 0, 10};
+  for (int i = 0; i < 9 && i + 2 < argc; i++) a[i] = atoi(argv[i + 2]);
+  mkdir(dir, 0755);
+  char err[512];
+  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
+  if (!be) mt_fatal("%s", err);
+  mt_gpt_config c = {0};
+  c.num_layers = a[0];
+  c.hidden_size = a[1];
+  c.num_attention_heads = a[2];
+  c.seq_length = a[3];
+  c.micro_batch_size = a[4];
+  c.vocab_size = a[5];
+  c.ffn_hidden_size = a[6] ? a[6] : 4 * a[1];
+  c.untie_embeddings_and_output_weights = a[7];
+  c.max_position_embeddings = c.seq_length + 3;
+  c.padded_vocab_size = mt_round_up(c.vocab_size, 128);
+  c.init_method_std = 0.02f;
+  c.layernorm_epsilon = 1e-5f;
+  c.seed = 1234;
+  int steps = a[8];
+  mt_gpt *m = mt_gpt_create(be, &c);
+  const mt_param_list *pl = mt_gpt_params(m);
+  float *host = mt_xmalloc((size_t)pl->numel * sizeof(float));
+
+  cJSON *meta = cJSON_CreateObject();
+  cJSON *jc = cJSON_AddObjectToObject(meta, "config");
+  cJSON_AddNumberToObject(jc, "num_layers", c.num_layers);
+  cJSON_AddNumberToObject(jc, "hidden_size", c.hidden_size);
+  cJSON_AddNumberToObject(jc, "num_attention_heads", c.num_attention_heads);
+  cJSON_AddNumberToObject(jc, "ffn_hidden_size", c.ffn_hidden_size);
+  cJSON_AddNumberToObject(jc, "seq_length", c.seq_length);
+  cJSON_AddNumberToObject(jc, "micro_batch_size", c.micro_batch_size);
+  cJSON_AddNumberToObject(jc, "vocab_size", (double)c.vocab_size);
+  cJSON_AddNumberToObject(jc, "padded_vocab_size", (double)c.padded_vocab_size);
+  cJSON_AddNumberToObject(jc, "max_position_embeddings", c.max_position_embeddings);
+  cJSON_AddBoolToObject(jc, "untie", c.untie_embeddings_and_output_weights);
+  cJSON *jp = cJSON_AddArrayToObject(meta, "params");
+
+  be->ops->memcpy_d2h(be, host, mt_gpt_param_buffer(m), (size_t)pl->numel * sizeof(float));
+  for (int i = 0; i < pl->n; i++) {
+    const mt_param *p = &pl->p[i];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", p->name);
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->rows));
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->cols));
+    cJSON_AddBoolToObject(o, "no_weight_decay", p->no_weight_decay);
+    cJSON_AddItemToArray(jp, o);
+    char nm[160];
+    snprintf(nm, sizeof nm, "init.%s", p->name);
+    write_raw(dir, nm, host + p->offset, (size_t)p->numel * sizeof(float));
+  }
+
+  /* batches: deterministic pseudo-random tokens, one per step */
+  const int s = c.seq_length, b = c.micro_batch_size;
+  int32_t *tokens = mt_xmalloc((size_t)(steps + 1) * b * (s + 1) * sizeof(int32_t));
+  uint64_t x = 88172645463325252ull;
+  for (int64_t i = 0; i < (int64_t)(steps + 1) * b * (s + 1); i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    tokens[i] = (int32_t)(x % (uint64_t)c.vocab_size);
+  }
+  write_raw(dir, "tokens", tokens, (size_t)(steps + 1) * b * (s + 1) * sizeof(int32_t));
+  int64_t ids[64];
+  for (int j = 0; j < b; j++) ids[j] = j;
+
+  /* one forward/backward on batch 0: loss = mean token loss */
+  float scale = 1.0f / (float)(b * s);
+  mt_gpt_zero_grad(m);
+  double loss = mt_gpt_forward_backward(m, tokens, ids, 1, scale) / (b * s);
+  cJSON_AddNumberToObject(meta, "loss", loss);
+  be->ops->memcpy_d2h(be, host, mt_gpt_grad_buffer(m), (size_t)pl->numel * sizeof(float));
+  for (int i = 0; i < pl->n; i++) {
+    char nm[160];
+    snprintf(nm, sizeof nm, "grad.%s", pl->p[i].name);
+    write_raw(dir, nm, host + pl->p[i].offset, (size_t)pl->p[i].numel * sizeof(float));
+  }
+
+  /* AdamW curve: step k trains on batch k (k = 0..steps-1), no clipping */
+  mt_adamw opt;
+  mt_adamw_init(&opt, be, pl, mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f, 0.95f, 1e-8f,
+                0.1f);
+  mt_lr_schedule sch = {.max_lr = 1e-3f, .min_lr = 1e-4f, .warmup_iters = 2,
+                        .decay_iters = steps, .style = MT_LR_COSINE};
+  cJSON *curve = cJSON_AddArrayToObject(meta, "adamw_losses");
+  cJSON *lrs = cJSON_AddArrayToObject(meta, "adamw_lrs");
+  cJSON *jo = cJSON_AddObjectToObject(meta, "adamw");
+  cJSON_AddNumberToObject(jo, "beta1", 0.9);
+  cJSON_AddNumberToObject(jo, "beta2", 0.95);
+  cJSON_AddNumberToObject(jo, "eps", 1e-8);
+  cJSON_AddNumberToObject(jo, "weight_decay", 0.1);
+  for (int k = 0; k <= steps; k++) {
+    mt_gpt_zero_grad(m);
+    double l = mt_gpt_forward_backward(m, tokens + (int64_t)k * b * (s + 1), ids, k < steps, scale) /
+               (b * s);
+    cJSON_AddItemToArray(curve, cJSON_CreateNumber(l));
+    if (k == steps) break;
+    float lr = mt_lr_at(&sch, k + 1);
+    cJSON_AddItemToArray(lrs, cJSON_CreateNumber(lr));
+    mt_adamw_step(&opt, lr, 1.0f);
+  }
+  char *js = cJSON_Print(meta);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/meta.json", dir);
+  FILE *f = fopen(path, "w");
+  fputs(js, f);
+  fclose(f);
+  cJSON_free(js);
+  cJSON_Delete(meta);
+  mt_adamw_free(&opt);
+  free(tokens);
+  free(host);
+  mt_gpt_destroy(m);
+  mt_backend_destroy(be);
+  return 0;
+}

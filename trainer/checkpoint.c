@@ -1,0 +1,452 @@
+/* trainer/checkpoint.c — see checkpoint.h. */
+#include "trainer/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <zlib.h>
+
+#include "core/util.h"
+#include "trainer/metrics.h"
+
+#define CKPT_MAGIC "MTCKPT\0\1"
+#define CKPT_VERSION 1u
+enum { REC_PARAM = 0, REC_EXP_AVG = 1, REC_EXP_AVG_SQ = 2, REC_MASTER = 3 };
+static const char *k_rec_names[] = {"param", "exp_avg", "exp_avg_sq", "master"};
+
+/* ---------- growable byte buffer ---------- */
+typedef struct {
+  unsigned char *p;
+  size_t n, cap;
+} buf_t;
+
+static void buf_put(buf_t *b, const void *src, size_t n) {
+  if (b->n + n > b->cap) {
+    b->cap = (b->n + n) * 2 + 4096;
+    b->p = mt_xrealloc(b->p, b->cap);
+  }
+  memcpy(b->p + b->n, src, n);
+  b->n += n;
+}
+#define PUT(b, v) buf_put((b), &(v), sizeof(v))
+
+static void mp_dir_name(char *out, size_t n, const mt_ckpt_layout *L) {
+  if (L->pp_size > 1) snprintf(out, n, "mp_rank_%02d_%03d", L->tp_rank, L->pp_rank);
+  else snprintf(out, n, "mp_rank_%02d", L->tp_rank);
+}
+
+static int write_file_synced(const char *path, const void *data, size_t n, char *err,
+                             size_t errlen) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  const unsigned char *p = data;
+  size_t left = n;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      snprintf(err, errlen, "write to '%s' failed: %s", path, strerror(errno));
+      close(fd);
+      return -1;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    snprintf(err, errlen, "fsync/close of '%s' failed: %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static void fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+static int rm_rf(const char *path) {
+  DIR *d = opendir(path);
+  if (!d) return unlink(path);
+  struct dirent *e;
+  char sub[4096];
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+    rm_rf(sub);
+  }
+  closedir(d);
+  return rmdir(path);
+}
+
+/* Serialise this rank's state into b (without the CRC trailer). */
+static void serialise(buf_t *b, const mt_ckpt_state *st, const mt_adamw *opt) {
+  mt_backend *be = opt->be;
+  const mt_param_list *pl = opt->params;
+  int has_master = opt->master != opt->param_buf;
+  uint32_t version = CKPT_VERSION, nrec = (uint32_t)pl->n * (has_master ? 4u : 3u);
+  buf_put(b, CKPT_MAGIC, 8);
+  PUT(b, version);
+  PUT(b, nrec);
+  PUT(b, st->iteration);
+  PUT(b, st->consumed_samples);
+  PUT(b, opt->step);
+  PUT(b, st->skipped_iters);
+  PUT(b, st->nan_iters);
+  PUT(b, st->seed);
+  size_t es = mt_dtype_size(be->dtype);
+  for (uint32_t kind = 0; kind < (has_master ? 4u : 3u); kind++) {
+    for (int i = 0; i < pl->n; i++) {
+      const mt_param *p = &pl->p[i];
+      uint32_t name_len = (uint32_t)strlen(p->name);
+      uint32_t dtype = kind == REC_PARAM ? (uint32_t)be->dtype : (uint32_t)MT_F32;
+      size_t el = kind == REC_PARAM ? es : sizeof(float);
+      uint64_t nbytes = (uint64_t)p->numel * el;
+      PUT(b, name_len);
+      buf_put(b, p->name, name_len);
+      PUT(b, kind);
+      PUT(b, dtype);
+      int64_t shape[6] = {p->rows, p->cols, p->local_rows, p->local_cols, p->row_offset,
+                          p->col_offset};
+      buf_put(b, shape, sizeof shape);
+      PUT(b, nbytes);
+      const void *src;
+      switch (kind) {
+        case REC_PARAM: src = (const char *)opt->param_buf + (size_t)p->offset * es; break;
+        case REC_EXP_AVG: src = opt->m + p->offset; break;
+        case REC_EXP_AVG_SQ: src = opt->v + p->offset; break;
+        default: src = opt->master + p->offset; break;
+      }
+      if (b->n + nbytes > b->cap) {
+        b->cap = (b->n + nbytes) * 2 + 4096;
+        b->p = mt_xrealloc(b->p, b->cap);
+      }
+      be->ops->memcpy_d2h(be, b->p + b->n, src, nbytes);
+      b->n += nbytes;
+    }
+  }
+}
+
+/* Agree on a status over all ranks: returns the max of the local values. */
+static int agree(mt_group *world, int local) {
+  int32_t v = local;
+  if (world) mt_allreduce(world, &v, 1, MT_I32, MT_OP_MAX);
+  return v;
+}
+
+int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char *config_json,
+                       const mt_adamw *opt, const mt_ckpt_layout *layout, char *err,
+                       size_t errlen) {
+  char final_dir[4096], tmp_dir[4200], mp[64], path[4400];
+  snprintf(final_dir, sizeof final_dir, "%s/iter_%07lld", save_dir, (long long)st->iteration);
+  snprintf(tmp_dir, sizeof tmp_dir, "%s.tmp", final_dir);
+  mp_dir_name(mp, sizeof mp, layout);
+  int is_root = !layout->world || mt_group_rank(layout->world) == 0;
+  int rc = 0;
+  err[0] = '\0';
+  if (is_root) {
+    rm_rf(tmp_dir); /* leftovers of a crashed save */
+    if (mt_mkdirs(tmp_dir) != 0) {
+      snprintf(err, errlen, "cannot create checkpoint directory '%s': %s", tmp_dir,
+               strerror(errno));
+      rc = 1;
+    }
+  }
+  if (agree(layout->world, rc)) {
+    if (!err[0]) snprintf(err, errlen, "checkpoint save failed on another rank");
+    return -1;
+  }
+  uint32_t crc = 0;
+  if (layout->writer) {
+    buf_t b = {0};
+    serialise(&b, st, opt);
+    crc = (uint32_t)crc32(0L, b.p, (uInt)0);
+    /* zlib's crc32 takes uInt lengths: feed in chunks */
+    for (size_t off = 0; off < b.n; off += (1u << 30)) {
+      size_t len = b.n - off < (1u << 30) ? b.n - off : (1u << 30);
+      crc = (uint32_t)crc32(crc, b.p + off, (uInt)len);
+    }
+    buf_put(&b, &crc, sizeof crc);
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
+    if (mt_mkdirs(path) != 0) {
+      snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+      rc = 1;
+    } else {
+      snprintf(path, sizeof path, "%s/%s/model_optim_rng.bin", tmp_dir, mp);
+      rc = write_file_synced(path, b.p, b.n, err, errlen) ? 1 : 0;
+      snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
+      fsync_dir(path);
+    }
+    free(b.p);
+  }
+  if (agree(layout->world, rc)) {
+    if (!err[0]) snprintf(err, errlen, "checkpoint save failed on another rank");
+    return -1;
+  }
+  if (is_root) {
+    /* metadata.json, then atomically publish the directory and "latest" */
+    FILE *f;
+    snprintf(path, sizeof path, "%s/metadata.json", tmp_dir);
+    f = fopen(path, "w");
+    if (!f) {
+      snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+      rc = 1;
+    } else {
+      fprintf(f,
+              "{\"iteration\": %lld, \"consumed_samples\": %lld, \"format\": \"megatrain-v%u\", "
+              "\"config\": %s}\n",
+              (long long)st->iteration, (long long)st->consumed_samples, CKPT_VERSION,
+              config_json ? config_json : "null");
+      fflush(f);
+      fsync(fileno(f));
+      fclose(f);
+      fsync_dir(tmp_dir);
+      char old_dir[4300];
+      snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
+      rm_rf(old_dir);
+      if (access(final_dir, F_OK) == 0) rename(final_dir, old_dir);
+      if (rename(tmp_dir, final_dir) != 0) {
+        snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp_dir, final_dir,
+                 strerror(errno));
+        rc = 1;
+      } else {
+        rm_rf(old_dir);
+        fsync_dir(save_dir);
+        char latest[4400], latest_tmp[4500], num[32];
+        snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", save_dir);
+        snprintf(latest_tmp, sizeof latest_tmp, "%s.tmp", latest);
+        int n = snprintf(num, sizeof num, "%lld\n", (long long)st->iteration);
+        if (write_file_synced(latest_tmp, num, (size_t)n, err, errlen) != 0 ||
+            rename(latest_tmp, latest) != 0) {
+          if (!err[0]) snprintf(err, errlen, "cannot update '%s': %s", latest, strerror(errno));
+          rc = 1;
+        }
+        fsync_dir(save_dir);
+      }
+    }
+  }
+  if (agree(layout->world, rc)) {
+    if (!err[0]) snprintf(err, errlen, "checkpoint save failed on rank 0");
+    return -1;
+  }
+  return 0;
+}
+
+int64_t mt_checkpoint_latest(const char *dir) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long long it = -1;
+  if (fscanf(f, "%lld", &it) != 1) it = -1;
+  fclose(f);
+  return it;
+}
+
+/* ---------- loading ---------- */
+typedef struct {
+  const unsigned char *p;
+  size_t n, off;
+  int bad;
+} rd_t;
+
+static void rd(rd_t *r, void *dst, size_t n) {
+  if (r->bad || r->off + n > r->n) {
+    r->bad = 1;
+    memset(dst, 0, n);
+    return;
+  }
+  memcpy(dst, r->p + r->off, n);
+  r->off += n;
+}
+#define GET(r, v) rd((r), &(v), sizeof(v))
+
+static unsigned char *read_whole(const char *path, size_t *n, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "cannot open checkpoint file '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  fseek(f, 0, SEEK_END);
+  long sz = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  if (sz < 0) {
+    fclose(f);
+    snprintf(err, errlen, "cannot size '%s'", path);
+    return NULL;
+  }
+  unsigned char *p = mt_xmalloc((size_t)sz);
+  size_t got = fread(p, 1, (size_t)sz, f);
+  fclose(f);
+  if (got != (size_t)sz) {
+    free(p);
+    snprintf(err, errlen, "short read on '%s'", path);
+    return NULL;
+  }
+  *n = (size_t)sz;
+  return p;
+}
+
+/* Validate and apply one checkpoint file; returns 0 or -1 with err. */
+static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *err,
+                     size_t errlen) {
+  size_t n = 0;
+  unsigned char *data = read_whole(path, &n, err, errlen);
+  if (!data) return -1;
+  int rc = -1;
+  if (n < 8 + 4 + 4 || memcmp(data, CKPT_MAGIC, 8) != 0) {
+    snprintf(err, errlen, "'%s' is not a megatrain checkpoint (bad magic or truncated)", path);
+    goto out;
+  }
+  uint32_t stored_crc;
+  memcpy(&stored_crc, data + n - 4, 4);
+  uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  for (size_t off = 0; off < n - 4; off += (1u << 30)) {
+    size_t len = n - 4 - off < (1u << 30) ? n - 4 - off : (1u << 30);
+    crc = (uint32_t)crc32(crc, data + off, (uInt)len);
+  }
+  if (crc != stored_crc) {
+    snprintf(err, errlen, "checksum mismatch in '%s' (file corrupt or truncated)", path);
+    goto out;
+  }
+  rd_t r = {data, n - 4, 8, 0};
+  uint32_t version, nrec;
+  mt_ckpt_state s;
+  int64_t step;
+  GET(&r, version);
+  GET(&r, nrec);
+  GET(&r, s.iteration);
+  GET(&r, s.consumed_samples);
+  GET(&r, step);
+  GET(&r, s.skipped_iters);
+  GET(&r, s.nan_iters);
+  GET(&r, s.seed);
+  if (version != CKPT_VERSION) {
+    snprintf(err, errlen, "'%s' has format version %u, this megatrain reads %u", path, version,
+             CKPT_VERSION);
+    goto out;
+  }
+  mt_backend *be = opt->be;
+  const mt_param_list *pl = opt->params;
+  int has_master = opt->master != opt->param_buf;
+  /* pass 1: validate everything; pass 2: copy */
+  for (int pass = 0; pass < 2; pass++) {
+    r.off = 8 + 8 + 8 * 6;
+    r.bad = 0;
+    int seen[4] = {0, 0, 0, 0};
+    for (uint32_t k = 0; k < nrec; k++) {
+      uint32_t name_len, kind, dtype;
+      char name[MT_PARAM_NAME_MAX + 1];
+      int64_t shape[6];
+      uint64_t nbytes;
+      GET(&r, name_len);
+      if (r.bad || name_len > MT_PARAM_NAME_MAX) {
+        snprintf(err, errlen, "'%s': malformed record %u", path, k);
+        goto out;
+      }
+      rd(&r, name, name_len);
+      name[name_len] = '\0';
+      GET(&r, kind);
+      GET(&r, dtype);
+      rd(&r, shape, sizeof shape);
+      GET(&r, nbytes);
+      if (r.bad || kind > REC_MASTER || r.off + nbytes > r.n) {
+        snprintf(err, errlen, "'%s': truncated or malformed record '%s'", path, name);
+        goto out;
+      }
+      int idx = mt_params_find(pl, name);
+      if (idx < 0) {
+        snprintf(err, errlen,
+                 "checkpoint tensor '%s' does not exist in the model built from the config "
+                 "(model shape differs from the checkpoint)",
+                 name);
+        goto out;
+      }
+      const mt_param *p = &pl->p[idx];
+      if (shape[0] != p->rows || shape[1] != p->cols || shape[2] != p->local_rows ||
+          shape[3] != p->local_cols || shape[4] != p->row_offset || shape[5] != p->col_offset) {
+        snprintf(err, errlen,
+                 "checkpoint tensor '%s' has shape [%lld, %lld] (local [%lld, %lld]) but the "
+                 "config gives [%lld, %lld] (local [%lld, %lld])",
+                 name, (long long)shape[0], (long long)shape[1], (long long)shape[2],
+                 (long long)shape[3], (long long)p->rows, (long long)p->cols,
+                 (long long)p->local_rows, (long long)p->local_cols);
+        goto out;
+      }
+      size_t el = kind == REC_PARAM ? mt_dtype_size(be->dtype) : sizeof(float);
+      if ((kind == REC_PARAM && dtype != (uint32_t)be->dtype) ||
+          nbytes != (uint64_t)p->numel * el) {
+        snprintf(err, errlen, "checkpoint tensor '%s' (%s) has dtype/size that does not match",
+                 name, k_rec_names[kind]);
+        goto out;
+      }
+      if (pass == 1) {
+        void *dst = NULL;
+        switch (kind) {
+          case REC_PARAM: dst = (char *)opt->param_buf + (size_t)p->offset * el; break;
+          case REC_EXP_AVG: dst = opt->m + p->offset; break;
+          case REC_EXP_AVG_SQ: dst = opt->v + p->offset; break;
+          default: dst = has_master ? (void *)(opt->master + p->offset) : NULL; break;
+        }
+        if (dst) be->ops->memcpy_h2d(be, dst, r.p + r.off, nbytes);
+      }
+      seen[kind]++;
+      r.off += nbytes;
+    }
+    if (pass == 0) {
+      for (int k = 0; k < 3; k++)
+        if (seen[k] != pl->n) {
+          snprintf(err, errlen, "'%s': has %d %s tensors, the model has %d", path, seen[k],
+                   k_rec_names[k], pl->n);
+          goto out;
+        }
+    }
+  }
+  *st = s;
+  opt->step = step;
+  rc = 0;
+out:
+  free(data);
+  return rc;
+}
+
+int mt_checkpoint_load(const char *load_dir, mt_ckpt_state *st, mt_adamw *opt,
+                       const mt_ckpt_layout *layout, char *err, size_t errlen) {
+  err[0] = '\0';
+  int rc = 0;
+  int64_t it = mt_checkpoint_latest(load_dir);
+  char mp[64], path[4400];
+  if (it < 0) {
+    snprintf(err, errlen,
+             "no checkpoint to load: '%s/latest_checkpointed_iteration.txt' is missing or "
+             "unreadable",
+             load_dir);
+    rc = 1;
+  } else {
+    mp_dir_name(mp, sizeof mp, layout);
+    snprintf(path, sizeof path, "%s/iter_%07lld/%s/model_optim_rng.bin", load_dir,
+             (long long)it, mp);
+    if (load_file(path, st, opt, err, errlen) != 0) rc = 1;
+    else if (st->iteration != it) {
+      snprintf(err, errlen, "'%s' holds iteration %lld, expected %lld", path,
+               (long long)st->iteration, (long long)it);
+      rc = 1;
+    }
+  }
+  if (agree(layout->world, rc)) {
+    if (!err[0]) snprintf(err, errlen, "checkpoint load failed on another rank");
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,117 @@
+/* trainer/metrics.c — see metrics.h. */
+#include "trainer/metrics.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+double mt_flops_per_iteration(int64_t global_batch, int64_t seq, int64_t layers, int64_t hidden,
+                              int64_t ffn, int64_t padded_vocab) {
+  double B = (double)global_batch, s = (double)seq, L = (double)layers, h = (double)hidden;
+  double terms = (2.0 + s / h) + (double)ffn / h + (double)padded_vocab / (2.0 * L * h);
+  return 12.0 * B * s * L * h * h * terms;
+}
+
+void mt_log_line(FILE *f, const mt_log_record *r) {
+  char ts[32];
+  time_t now = time(NULL);
+  struct tm tmv;
+  localtime_r(&now, &tmv);
+  strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", &tmv);
+  fprintf(f,
+          " [%s] iteration %8lld/%8lld | consumed samples: %12lld | elapsed time per iteration "
+          "(ms): %.1f | tokens/s: %.1f | throughput per device (TFLOP/s/device): %.3f |",
+          ts, (long long)r->iteration, (long long)r->train_iters, (long long)r->consumed_samples,
+          r->elapsed_ms, r->tokens_per_s, r->tflops_per_device);
+  if (r->mfu >= 0) fprintf(f, " MFU: %.1f%% |", 100.0 * r->mfu);
+  fprintf(f,
+          " learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.4f |"
+          " number of skipped iterations: %3lld | number of nan iterations: %3lld | ETA: %.0f s |\n",
+          (double)r->lr, (long long)r->global_batch_size, r->lm_loss, r->grad_norm,
+          (long long)r->skipped_iters, (long long)r->nan_iters, r->eta_s);
+  fflush(f);
+}
+
+int mt_mkdirs(const char *path) {
+  char buf[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return -1;
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      char c = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+}
+
+int mt_metrics_open(mt_metrics_file *mf, const char *path, int append, char *err, size_t errlen) {
+  mf->f = NULL;
+  if (!path || !path[0]) return 0;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash) {
+    *slash = '\0';
+    if (dir[0] && mt_mkdirs(dir) != 0) {
+      snprintf(err, errlen, "cannot create directory '%s' for logging.metrics_file: %s", dir,
+               strerror(errno));
+      return -1;
+    }
+  }
+  mf->f = fopen(path, append ? "a" : "w");
+  if (!mf->f) {
+    snprintf(err, errlen, "cannot open logging.metrics_file '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+static void emit(mt_metrics_file *mf, cJSON *o) {
+  char *s = cJSON_PrintUnformatted(o);
+  fputs(s, mf->f);
+  fputc('\n', mf->f);
+  fflush(mf->f);
+  cJSON_free(s);
+  cJSON_Delete(o);
+}
+
+void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_loss) {
+  if (!mf->f) return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "iteration", (double)r->iteration);
+  cJSON_AddNumberToObject(o, "consumed_samples", (double)r->consumed_samples);
+  cJSON_AddNumberToObject(o, "lm_loss", r->lm_loss);
+  cJSON_AddNumberToObject(o, "grad_norm", r->grad_norm);
+  cJSON_AddNumberToObject(o, "lr", (double)r->lr);
+  cJSON_AddNumberToObject(o, "global_batch_size", (double)r->global_batch_size);
+  cJSON_AddNumberToObject(o, "elapsed_ms", r->elapsed_ms);
+  cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+  cJSON_AddNumberToObject(o, "tflops_per_device", r->tflops_per_device);
+  if (r->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", r->mfu);
+  cJSON_AddNumberToObject(o, "skipped_iterations", (double)r->skipped_iters);
+  cJSON_AddNumberToObject(o, "nan_iterations", (double)r->nan_iters);
+  if (val_loss >= 0) cJSON_AddNumberToObject(o, "val_loss", val_loss);
+  emit(mf, o);
+}
+
+void mt_metrics_write_eval(mt_metrics_file *mf, int64_t iteration, double val_loss) {
+  if (!mf->f) return;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "iteration", (double)iteration);
+  cJSON_AddNumberToObject(o, "val_loss", val_loss);
+  cJSON_AddNumberToObject(o, "val_ppl", exp(val_loss < 700 ? val_loss : 700));
+  emit(mf, o);
+}
+
+void mt_metrics_close(mt_metrics_file *mf) {
+  if (mf->f) fclose(mf->f);
+  mf->f = NULL;
+}

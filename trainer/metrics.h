@@ -1,0 +1,54 @@
+/* trainer/metrics.h — throughput accounting and the Megatron-style log line
+ * plus one JSON object per iteration in the metrics file (JSONL).
+ */
+#ifndef MT_TRAINER_METRICS_H
+#define MT_TRAINER_METRICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Model FLOPs of one iteration (forward + backward, no recomputation), as
+ * Megatron-LM's num_floating_point_operations() computes them for a GPT with
+ * MHA and a non-gated MLP:
+ *   12 * B * s * L * h^2 * ((1 + 1 + s/h) + ffn/h + V_padded / (2 L h))
+ * (Narayanan et al. 2021, arXiv:2104.04473 §5.1, extended for ffn != 4h).
+ * B = global batch size (samples), s = seq length. */
+double mt_flops_per_iteration(int64_t global_batch, int64_t seq, int64_t layers, int64_t hidden,
+                              int64_t ffn, int64_t padded_vocab);
+
+typedef struct {
+  int64_t iteration, train_iters;
+  int64_t consumed_samples;
+  double elapsed_ms;        /* per iteration, averaged over the log interval */
+  double tokens_per_s;      /* whole job */
+  double tflops_per_device;
+  double mfu;               /* < 0: unknown peak */
+  float lr;
+  int64_t global_batch_size;
+  double lm_loss;
+  double grad_norm;
+  int64_t skipped_iters, nan_iters;
+  double eta_s;             /* estimated time to finish */
+} mt_log_record;
+
+/* Print the Megatron-style line for r to f. */
+void mt_log_line(FILE *f, const mt_log_record *r);
+
+typedef struct {
+  FILE *f; /* NULL = disabled */
+} mt_metrics_file;
+
+/* Open (append when resuming, else truncate) the JSONL file; creates parent
+ * directories. Returns 0, or -1 with a message in err. */
+int mt_metrics_open(mt_metrics_file *mf, const char *path, int append, char *err, size_t errlen);
+/* Write one object: training record (val_loss < 0 means absent). Floats
+ * round-trip (%.17g). */
+void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_loss);
+/* Write one validation-only object {"iteration", "val_loss", "val_ppl"}. */
+void mt_metrics_write_eval(mt_metrics_file *mf, int64_t iteration, double val_loss);
+void mt_metrics_close(mt_metrics_file *mf);
+
+/* mkdir -p; returns 0 or -1 (errno set). */
+int mt_mkdirs(const char *path);
+
+#endif

@@ -1,0 +1,49 @@
+/* trainer/optimizer.h — AdamW over the model's flat buffers, global gradient
+ * norm and clipping (Megatron optimizer/ and clip_grads.py).
+ *
+ * State: Adam moments m, v (fp32, MT_MEM_OPTIM) for every local parameter
+ * element, an fp32 master copy when the backend stores parameters in a lower
+ * precision, and the update counter `step` (saved in checkpoints: the bias
+ * correction depends on it).
+ */
+#ifndef MT_TRAINER_OPTIMIZER_H
+#define MT_TRAINER_OPTIMIZER_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "model/params.h"
+
+typedef struct {
+  mt_backend *be;
+  const mt_param_list *params;
+  void *param_buf;   /* model's flat parameters (T) */
+  float *grad_buf;   /* model's flat gradients (fp32) */
+  float *master;     /* fp32 master weights; == param_buf when T is fp32 */
+  float *m, *v;      /* fp32 moments, params->numel elements */
+  int64_t numel;
+  int64_t step;      /* updates applied so far */
+  float beta1, beta2, eps, weight_decay;
+} mt_adamw;
+
+/* Allocate optimizer state for the parameters in `params` (zeroed moments). */
+void mt_adamw_init(mt_adamw *opt, mt_backend *be, const mt_param_list *params, void *param_buf,
+                   float *grad_buf, float beta1, float beta2, float eps, float weight_decay);
+void mt_adamw_free(mt_adamw *opt);
+
+/* Sum of squares of this rank's local gradients (fp64). Tensors marked
+ * tp_replicated are counted only when `count_replicated` (the caller passes
+ * tp_rank == 0 so that summing over the model-parallel group counts each
+ * replicated tensor once). */
+double mt_grad_sumsq(const mt_adamw *opt, int count_replicated);
+
+/* One AdamW update with learning rate `lr`, gradients multiplied by
+ * `grad_scale` (clip coefficient); no weight decay on biases/LayerNorm.
+ * Increments opt->step. */
+void mt_adamw_step(mt_adamw *opt, float lr, float grad_scale);
+
+/* Megatron's clip coefficient: min(1, max_norm / (norm + 1e-6)); 1 when
+ * max_norm <= 0. */
+float mt_clip_coefficient(double grad_norm, float max_norm);
+
+#endif

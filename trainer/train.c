@@ -1,0 +1,213 @@
+/* trainer/train.c — the training loop: micro-batches with gradient
+ * accumulation, data-parallel gradient reduction, global grad norm and
+ * clipping, AdamW with the LR schedule, evaluation, logging, checkpoints.
+ * It sequences work; the math happens in model/ and the backend. */
+#include "trainer/train.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "data/gpt_dataset.h"
+#include "model/gpt.h"
+#include "trainer/checkpoint.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+#include "trainer/train_internal.h"
+
+static void say(const mt_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(const mt_trainer *t, const char *fmt, ...) {
+  if (!t->is_logger) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  fflush(stdout);
+}
+
+static void rank_error(const mt_trainer *t, const char *msg) {
+  fprintf(stderr, "[rank %d] megatrain: error: %s\n", t->rank, msg);
+  fflush(stderr);
+}
+
+/* Gather one micro-batch (rows [first, first + mbs) of this rank's slice of
+ * global batch `gb` in `split`) into t->tokens / t->sample_ids. */
+static void load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first) {
+  const int s = t->cfg->model.seq_length, b = t->cfg->training.micro_batch_size;
+  for (int j = 0; j < b; j++) {
+    int64_t id = base_sample + first + j;
+    t->sample_ids[j] = id;
+    mt_gpt_dataset_get(t->data, split, id, t->tokens + (int64_t)j * (s + 1));
+  }
+}
+
+/* Forward (and backward when train) over this rank's share of one global
+ * batch that starts at sample `base`; returns the global token-loss sum. */
+static double run_global_batch(mt_trainer *t, int split, int64_t base, int train) {
+  const mt_config *c = t->cfg;
+  const int64_t gbs = c->training.global_batch_size, mbs = c->training.micro_batch_size;
+  const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
+  const float loss_scale = (float)(1.0 / ((double)gbs * c->model.seq_length));
+  double loss_sum = 0.0;
+  for (int64_t mb = 0; mb < n_micro; mb++) {
+    load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
+    loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
+  }
+  mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
+  return loss_sum;
+}
+
+double mt_trainer_evaluate(mt_trainer *t) {
+  const mt_config *c = t->cfg;
+  const int64_t gbs = c->training.global_batch_size;
+  double sum = 0.0;
+  for (int64_t i = 0; i < c->training.eval_iters; i++)
+    sum += run_global_batch(t, MT_SPLIT_VALID, i * gbs, 0);
+  return sum / ((double)c->training.eval_iters * gbs * c->model.seq_length);
+}
+
+mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
+  const mt_config *c = t->cfg;
+  mt_step_result r = {0};
+  mt_gpt_zero_grad(t->model);
+  double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
+  mt_trainer_reduce_gradients(t);
+  r.lm_loss = loss_sum / ((double)c->training.global_batch_size * c->model.seq_length);
+  double sumsq = mt_grad_sumsq(&t->opt, 1);
+  r.grad_norm = sqrt(sumsq);
+  r.lr = mt_lr_at(&t->sched, iteration);
+  if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
+    r.skipped = 1;
+  } else {
+    mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
+  }
+  t->consumed_samples += c->training.global_batch_size;
+  return r;
+}
+
+static void print_summary(const mt_trainer *t) {
+  const mt_config *c = t->cfg;
+  const mt_mem_stats *ms = &t->be->mem;
+  say(t, "> megatrain: device %s (%s), world size %d: tp=%d pp=%d dp=%d\n", c->device,
+      mt_dtype_name(t->be->dtype), t->world_size, c->parallel.tensor_model_parallel_size,
+      c->parallel.pipeline_model_parallel_size, t->dp);
+  say(t, "> model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %lld)\n",
+      c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
+      c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
+      (long long)mt_config_padded_vocab(c));
+  say(t, "> number of parameters: %lld (%.2fM); per rank: %lld\n",
+      (long long)mt_gpt_num_parameters(t->model), mt_gpt_num_parameters(t->model) / 1e6,
+      (long long)mt_gpt_params(t->model)->numel);
+  say(t, "> batch: micro %d, global %d (%lld micro-batches per rank), %lld tokens/iteration\n",
+      c->training.micro_batch_size, c->training.global_batch_size,
+      (long long)(c->training.global_batch_size / t->dp / c->training.micro_batch_size),
+      (long long)c->training.global_batch_size * c->model.seq_length);
+  say(t, "> memory per rank (allocator, MiB):");
+  for (int k = 0; k < MT_MEM_NCAT; k++)
+    say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
+  say(t, " | total %.1f\n", ms->live_total / 1048576.0);
+  say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
+}
+
+int mt_train(const mt_config *cfg, mt_dist *dist) {
+  mt_trainer T, *t = &T;
+  char err[2048];
+  if (mt_trainer_setup(t, cfg, dist, err, sizeof err) != 0) {
+    rank_error(t, err);
+    mt_trainer_teardown(t);
+    return 1;
+  }
+  print_summary(t);
+  const mt_training_config *tc = &cfg->training;
+  int64_t start = t->iteration;
+  if (start > 0) say(t, "> resumed from iteration %lld (consumed samples %lld)\n",
+                     (long long)start, (long long)t->consumed_samples);
+  double t_log = mt_now(), t_start = mt_now(), acc_loss = 0.0, acc_norm = 0.0;
+  int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0;
+  int status = 0;
+  for (int64_t it = start + 1; it <= tc->train_iters; it++) {
+    mt_step_result r = mt_trainer_step(t, it);
+    t->iteration = it;
+    iters_done++;
+    if (r.skipped) {
+      t->skipped_iters++;
+      t->nan_iters++;
+      if (++consecutive_nan >= tc->max_nan_iters) {
+        snprintf(err, sizeof err,
+                 "%lld consecutive iterations had a non-finite loss or grad norm (last: loss %g, "
+                 "grad norm %g); giving up (training.max_nan_iters = %d)",
+                 (long long)consecutive_nan, r.lm_loss, r.grad_norm, tc->max_nan_iters);
+        rank_error(t, err);
+        status = 1;
+        break;
+      }
+    } else {
+      consecutive_nan = 0;
+      acc_loss += r.lm_loss;
+      acc_norm += r.grad_norm;
+      n_acc++;
+    }
+    double now = mt_now();
+    mt_log_record rec = {0};
+    rec.iteration = it;
+    rec.train_iters = tc->train_iters;
+    rec.consumed_samples = t->consumed_samples;
+    rec.lr = r.lr;
+    rec.global_batch_size = tc->global_batch_size;
+    rec.lm_loss = r.lm_loss;
+    rec.grad_norm = r.grad_norm;
+    rec.skipped_iters = t->skipped_iters;
+    rec.nan_iters = t->nan_iters;
+    rec.elapsed_ms = 1e3 * (now - t_log);
+    rec.tokens_per_s = (double)tc->global_batch_size * cfg->model.seq_length / (now - t_log);
+    rec.tflops_per_device = t->flops_per_iter / (now - t_log) / t->world_size / 1e12;
+    rec.mfu = -1;
+    double val = -1.0;
+    if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
+      val = mt_trainer_evaluate(t);
+      say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
+          (long long)it, val, exp(val < 700 ? val : 700));
+    }
+    if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);
+    if (it % cfg->logging.log_interval == 0 || it == tc->train_iters) {
+      /* the printed line averages loss/norm/time over the interval (Megatron) */
+      int64_t n_iv = it % cfg->logging.log_interval ? it % cfg->logging.log_interval
+                                                    : cfg->logging.log_interval;
+      if (n_iv > iters_done) n_iv = iters_done;
+      double per_it = (now - t_start) / (double)iters_done;
+      mt_log_record line = rec;
+      line.lm_loss = n_acc ? acc_loss / n_acc : r.lm_loss;
+      line.grad_norm = n_acc ? acc_norm / n_acc : r.grad_norm;
+      line.elapsed_ms = 1e3 * (now - t->t_interval) / (double)n_iv;
+      line.tokens_per_s =
+          (double)tc->global_batch_size * cfg->model.seq_length * n_iv / (now - t->t_interval);
+      line.tflops_per_device =
+          t->flops_per_iter * n_iv / (now - t->t_interval) / t->world_size / 1e12;
+      line.eta_s = per_it * (double)(tc->train_iters - it);
+      if (t->is_logger) mt_log_line(stdout, &line);
+      acc_loss = acc_norm = 0.0;
+      n_acc = 0;
+      t->t_interval = mt_now();
+    }
+    if (cfg->checkpoint.save[0] &&
+        ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
+         it == tc->train_iters)) {
+      if (mt_trainer_save(t, err, sizeof err) != 0) {
+        rank_error(t, err);
+        status = 1;
+        break;
+      }
+      say(t, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->checkpoint.save);
+    }
+    t_log = mt_now();
+  }
+  if (status == 0 && t->is_logger)
+    printf("> training done: %lld iterations in %.1f s\n", (long long)iters_done,
+           mt_now() - t_start);
+  mt_trainer_teardown(t);
+  return status;
+}

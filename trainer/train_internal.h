@@ -1,0 +1,72 @@
+/* trainer/train_internal.h — the trainer's context and its pieces, shared by
+ * trainer/train.c (the loop) and trainer/train_setup.c (construction, data
+ * parallel reduction, checkpoint glue). Tests use it to drive steps. */
+#ifndef MT_TRAINER_TRAIN_INTERNAL_H
+#define MT_TRAINER_TRAIN_INTERNAL_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "data/gpt_dataset.h"
+#include "model/gpt.h"
+#include "parallel/comm.h"
+#include "trainer/config.h"
+#include "trainer/lr_schedule.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+
+typedef struct {
+  const mt_config *cfg;
+  mt_dist *dist;
+  int rank, world_size;
+  int dp, dp_rank;
+  mt_group *dp_group;       /* data-parallel group (gradient reduction) */
+  mt_group *world;
+  mt_group *owned_dp_group; /* created here (NULL when dp group = world) */
+  int is_logger;            /* prints logs: first rank of the last pipeline stage */
+  mt_backend *be;
+  mt_gpt_dataset *data;
+  int has_valid;
+  mt_gpt *model;
+  mt_adamw opt;
+  mt_lr_schedule sched;
+  mt_metrics_file metrics;
+  int32_t *tokens;          /* host [mbs, s + 1] */
+  int64_t *sample_ids;      /* host [mbs] */
+  int64_t iteration;        /* last completed iteration */
+  int64_t consumed_samples;
+  int64_t skipped_iters, nan_iters;
+  double flops_per_iter;
+  double t_interval;
+} mt_trainer;
+
+typedef struct {
+  double lm_loss, grad_norm;
+  float lr;
+  int skipped;
+} mt_step_result;
+
+/* Build everything for cfg; loads the checkpoint named by checkpoint.load.
+ * Returns 0, or -1 with a message in err (t is then safe to tear down). */
+int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *err,
+                     size_t errlen);
+void mt_trainer_teardown(mt_trainer *t);
+
+/* One training iteration (1-based `iteration`): forward/backward over the
+ * global batch, gradient reduction, norm, clipping, AdamW update. */
+mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration);
+
+/* Sum gradients over the data-parallel group in buckets of
+ * parallel.ddp_bucket_size elements (all-reduce, MT_OP_SUM). The loss is
+ * already normalised by the global token count, so the sum is the global
+ * mean gradient. */
+void mt_trainer_reduce_gradients(mt_trainer *t);
+
+/* Mean validation loss over eval_iters global batches of the valid split
+ * (the same fixed batches at every evaluation). */
+double mt_trainer_evaluate(mt_trainer *t);
+
+/* Save a checkpoint of the current state to checkpoint.save. */
+int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);
+
+#endif

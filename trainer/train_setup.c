@@ -1,0 +1,169 @@
+/* trainer/train_setup.c — building the trainer from a config, data-parallel
+ * gradient reduction, and checkpoint glue (see train_internal.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "trainer/checkpoint.h"
+#include "trainer/train_internal.h"
+
+static mt_gpt_config model_config(const mt_config *c) {
+  mt_gpt_config g = {0};
+  g.num_layers = c->model.num_layers;
+  g.hidden_size = c->model.hidden_size;
+  g.num_attention_heads = c->model.num_attention_heads;
+  g.ffn_hidden_size = c->model.ffn_hidden_size;
+  g.seq_length = c->model.seq_length;
+  g.max_position_embeddings = c->model.max_position_embeddings;
+  g.vocab_size = c->model.vocab_size;
+  g.padded_vocab_size = mt_config_padded_vocab(c);
+  g.hidden_dropout = c->model.hidden_dropout;
+  g.attention_dropout = c->model.attention_dropout;
+  g.init_method_std = c->model.init_method_std;
+  g.layernorm_epsilon = c->model.layernorm_epsilon;
+  g.untie_embeddings_and_output_weights = c->model.untie_embeddings_and_output_weights;
+  g.micro_batch_size = c->training.micro_batch_size;
+  g.seed = c->training.seed;
+  return g;
+}
+
+static int open_data(mt_trainer *t, char *err, size_t errlen) {
+  const mt_config *c = t->cfg;
+  const char *paths[MT_MAX_DATA_PATHS];
+  for (int i = 0; i < c->data.n_paths; i++) paths[i] = c->data.data_path[i];
+  mt_gpt_dataset_options o = {0};
+  o.n_paths = c->data.n_paths;
+  o.paths = paths;
+  o.weights = c->data.data_weight;
+  o.split = c->data.split;
+  o.seq_length = c->model.seq_length;
+  o.seed = c->training.seed;
+  o.num_samples[MT_SPLIT_TRAIN] = c->training.train_iters * c->training.global_batch_size;
+  o.num_samples[MT_SPLIT_VALID] =
+      c->training.eval_interval > 0 ? c->training.eval_iters * c->training.global_batch_size : 0;
+  o.num_samples[MT_SPLIT_TEST] = 0;
+  t->data = mt_gpt_dataset_open(&o, err, errlen);
+  if (!t->data) return -1;
+  t->has_valid = o.num_samples[MT_SPLIT_VALID] > 0 &&
+                 mt_gpt_dataset_num_samples(t->data, MT_SPLIT_VALID) > 0;
+  int64_t max_tok = mt_gpt_dataset_max_token(t->data);
+  if (max_tok >= c->model.vocab_size) {
+    snprintf(err, errlen,
+             "data contains token id %lld but model.vocab_size is %d (token ids must be < "
+             "vocab_size)",
+             (long long)max_tok, c->model.vocab_size);
+    return -1;
+  }
+  return 0;
+}
+
+static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
+  mt_ckpt_layout L = {0};
+  L.tp_rank = 0;
+  L.pp_rank = 0;
+  L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
+  L.writer = t->dp_rank == 0;
+  L.world = t->world;
+  return L;
+}
+
+int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *err,
+                     size_t errlen) {
+  memset(t, 0, sizeof *t);
+  t->cfg = cfg;
+  t->dist = dist;
+  t->rank = mt_dist_rank(dist);
+  t->world_size = mt_dist_size(dist);
+  t->world = mt_dist_world(dist);
+  if (cfg->parallel.tensor_model_parallel_size != 1 ||
+      cfg->parallel.pipeline_model_parallel_size != 1) {
+    snprintf(err, errlen,
+             "tensor/pipeline model parallelism is not implemented yet in this build "
+             "(parallel.tensor_model_parallel_size and pipeline_model_parallel_size must be 1)");
+    return -1;
+  }
+  t->dp = t->world_size;
+  t->dp_rank = t->rank;
+  t->dp_group = t->world;
+  t->is_logger = t->rank == 0;
+
+  mt_backend_options bo = {.device = cfg->device,
+                           .num_threads = cfg->training.num_threads,
+                           .local_rank = mt_dist_local_rank(dist),
+                           .dtype = strcmp(cfg->training.precision, "bf16") ? MT_F32 : MT_BF16};
+  t->be = mt_backend_create(&bo, err, errlen);
+  if (!t->be) return -1;
+  if (open_data(t, err, errlen) != 0) return -1;
+
+  mt_gpt_config gc = model_config(cfg);
+  t->model = mt_gpt_create(t->be, &gc);
+  mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
+                mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1, cfg->training.adam_beta2,
+                cfg->training.adam_eps, cfg->training.weight_decay);
+  t->sched.max_lr = cfg->training.lr;
+  t->sched.min_lr = cfg->training.min_lr;
+  t->sched.warmup_iters = cfg->training.lr_warmup_iters;
+  t->sched.decay_iters = cfg->training.lr_decay_iters;
+  t->sched.style = mt_lr_style_parse(cfg->training.lr_decay_style);
+  const int s = cfg->model.seq_length, b = cfg->training.micro_batch_size;
+  t->tokens = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
+  t->sample_ids = mt_xmalloc((size_t)b * sizeof(int64_t));
+  t->flops_per_iter = mt_flops_per_iteration(
+      cfg->training.global_batch_size, s, cfg->model.num_layers, cfg->model.hidden_size,
+      cfg->model.ffn_hidden_size, mt_config_padded_vocab(cfg));
+
+  if (cfg->checkpoint.load[0]) {
+    mt_ckpt_state st = {0};
+    mt_ckpt_layout L = ckpt_layout(t);
+    if (mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen) != 0) return -1;
+    if (st.seed != cfg->training.seed) {
+      snprintf(err, errlen,
+               "checkpoint in '%s' was trained with training.seed %llu but the config says %llu",
+               cfg->checkpoint.load, (unsigned long long)st.seed,
+               (unsigned long long)cfg->training.seed);
+      return -1;
+    }
+    t->iteration = st.iteration;
+    t->consumed_samples = st.consumed_samples;
+    t->skipped_iters = st.skipped_iters;
+    t->nan_iters = st.nan_iters;
+  }
+  if (t->is_logger &&
+      mt_metrics_open(&t->metrics, cfg->logging.metrics_file, t->iteration > 0, err, errlen) != 0)
+    return -1;
+  t->t_interval = mt_now();
+  return 0;
+}
+
+void mt_trainer_teardown(mt_trainer *t) {
+  mt_metrics_close(&t->metrics);
+  mt_adamw_free(&t->opt);
+  mt_gpt_destroy(t->model);
+  if (t->data) mt_gpt_dataset_close(t->data);
+  if (t->be) mt_backend_destroy(t->be);
+  free(t->tokens);
+  free(t->sample_ids);
+  memset(t, 0, sizeof *t);
+}
+
+void mt_trainer_reduce_gradients(mt_trainer *t) {
+  if (t->dp == 1) return;
+  float *g = mt_gpt_grad_buffer(t->model);
+  int64_t n = mt_gpt_params(t->model)->numel;
+  int64_t bucket = t->cfg->parallel.ddp_bucket_size > 0 ? t->cfg->parallel.ddp_bucket_size : n;
+  for (int64_t off = 0; off < n; off += bucket) {
+    int64_t len = n - off < bucket ? n - off : bucket;
+    mt_allreduce(t->dp_group, g + off, len, MT_F32, MT_OP_SUM);
+  }
+}
+
+int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
+  mt_ckpt_state st = {.iteration = t->iteration,
+                      .consumed_samples = t->consumed_samples,
+                      .skipped_iters = t->skipped_iters,
+                      .nan_iters = t->nan_iters,
+                      .seed = t->cfg->training.seed};
+  mt_ckpt_layout L = ckpt_layout(t);
+  return mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
+}
