@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# tests/integration/test_config_errors.sh — bad configs make ./megatrain exit
+# with status 2 and one stderr message ("megatrain: error: ...") that names
+# the offending key (and the file). Nothing is trained: every case fails in
+# config validation, before any allocation.
+set -u
+cd "$(dirname "$0")/../.."
+bin="${MEGATRAIN:-./megatrain}"   # MEGATRAIN=path tests another build
+if [ ! -x "$bin" ]; then
+  echo "SKIP: $bin not built"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+
+# A valid base; each case edits it with a Python-free sed or writes its own file.
+cat >"$tmp/good.json" <<'EOF'
+{
+  "device": "cpu",
+  "model": {"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "seq_length": 32},
+  "parallel": {"tensor_model_parallel_size": 1},
+  "training": {"micro_batch_size": 2, "train_iters": 10, "lr": 1e-3},
+  "data": {"data_path": ["/nonexistent/corpus_text_document"]},
+  "checkpoint": {"save": null, "load": null},
+  "logging": {"log_interval": 1}
+}
+EOF
+
+# expect NAME FILE "needle1" ["needle2" ...] -- [megatrain args after --config FILE]
+expect() {
+  local name="$1" file="$2"; shift 2
+  local needles=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  local rc
+  timeout 120 "$bin" --config "$file" "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  local ok=1
+  [ $rc -eq 2 ] || { echo "FAIL $name: exit status $rc (expected 2)"; ok=0; }
+  grep -q "megatrain: error: " "$tmp/err" || { echo "FAIL $name: no 'megatrain: error: ' on stderr"; ok=0; }
+  for n in "${needles[@]}"; do
+    grep -qF -- "$n" "$tmp/err" || { echo "FAIL $name: stderr lacks '$n'"; ok=0; }
+  done
+  if [ $ok -eq 1 ]; then
+    echo "ok   $name: $(head -n 1 "$tmp/err")"
+  else
+    fails=$((fails + 1)); sed 's/^/     | /' "$tmp/err" | head -n 10
+  fi
+}
+
+sed 's/"hidden_size"/"hiden_size"/' "$tmp/good.json" >"$tmp/typo.json"
+expect typo_key "$tmp/typo.json" "model.hiden_size" "did you mean 'hidden_size'?" "typo.json"
+
+sed 's/"parallel"/"paralel"/' "$tmp/good.json" >"$tmp/section.json"
+expect unknown_section "$tmp/section.json" "paralel" "did you mean 'parallel'?"
+
+sed 's/"lr": 1e-3/"lr": "fast"/' "$tmp/good.json" >"$tmp/type.json"
+expect wrong_type "$tmp/type.json" "training.lr" "expected a number"
+
+sed 's/"num_attention_heads": 4/"num_attention_heads": 5/' "$tmp/good.json" >"$tmp/heads.json"
+expect heads_divide "$tmp/heads.json" "model.num_attention_heads" "hidden_size (64)"
+
+sed 's/"micro_batch_size": 2,/"micro_batch_size": 2, "global_batch_size": 3,/' "$tmp/good.json" >"$tmp/gbs.json"
+expect batch_divide "$tmp/gbs.json" "training.global_batch_size"
+
+sed 's/"seq_length": 32}/"seq_length": 32},,/' "$tmp/good.json" >"$tmp/syntax.json"
+expect json_syntax "$tmp/syntax.json" "syntax.json" "line 3" "^"
+
+sed 's/"lr": 1e-3//; s/"train_iters": 10,/"train_iters": 10/' "$tmp/good.json" >"$tmp/required.json"
+expect required "$tmp/required.json" "training.lr" "required"
+
+expect set_unknown "$tmp/good.json" "training.lrr" "did you mean 'lr'?" -- --set training.lrr=0.1
+expect set_range "$tmp/good.json" "parallel.zero_stage" "[0, 3]" -- --set parallel.zero_stage=7
+expect set_device "$tmp/good.json" "device" "cpu|cuda" -- --set device=tpu
+expect missing_file "$tmp/nope.json" "nope.json"
+
+if [ $fails -ne 0 ]; then
+  echo "$fails case(s) failed"
+  exit 1
+fi
+echo "all config error cases passed"
