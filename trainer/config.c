@@ -334,6 +334,13 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
   int k = mt_cfg_find_key(sec, name);
   if (k < 0) return fail_unknown(c, sec, name, 1);
   cJSON *v = cJSON_ParseWithOpts(val, NULL, 1);
+  /* String keys take the text as written when it reads as a number or bool
+   * (--set checkpoint.save=2024 is the directory "2024"). */
+  if (v && (cJSON_IsNumber(v) || cJSON_IsBool(v)) &&
+      (mt_cfg_keys[k].type == MT_CT_STR || mt_cfg_keys[k].type == MT_CT_PATHS)) {
+    cJSON_Delete(v);
+    v = NULL;
+  }
   if (!v) v = cJSON_CreateString(val);
   MT_ASSERT(v != NULL);
   cJSON *obj = root;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
 
 #include "trainer/config.h"
@@ -199,6 +200,7 @@ static void test_overrides(void **state) {
       "device=cuda",                       /* top-level key */
       "parallel.sequence_parallel=true",   /* tp = 1: allowed, noted, off */
       "model.recompute_granularity=\"full\"", /* quoted JSON string */
+      "data.vocab_file=2024",              /* string key: number text kept */
   };
   mt_config cfg;
   char err[1024] = "";
@@ -220,6 +222,7 @@ static void test_overrides(void **state) {
   assert_int_equal(cfg.parallel.sequence_parallel, 0);
   assert_non_null(strstr(cfg.notes, "sequence_parallel"));
   assert_string_equal(cfg.model.recompute_granularity, "full");
+  assert_string_equal(cfg.data.vocab_file, "2024");
   mt_config_free(&cfg);
 
   /* Weighted data paths: numbers or numeric strings before each prefix. */
@@ -261,7 +264,8 @@ static const err_case CASES[] = {
     {NULL, {"model.num_layers=2.5"}, 1, {"model.num_layers", "expected an integer", "2.5"}},
     {NULL, {"model.untie_embeddings_and_output_weights=1"}, 1,
      {"model.untie_embeddings_and_output_weights", "expected true or false"}},
-    {NULL, {"checkpoint.save=3"}, 1, {"checkpoint.save", "expected a string"}},
+    {"{\"checkpoint\": {\"save\": 3}}", {0}, 1, {"checkpoint.save", "expected a string or null"}},
+    {NULL, {"checkpoint.save=[1]"}, 1, {"checkpoint.save (from --set)", "expected a string"}},
     {NULL, {"training.lr=null"}, 1, {"training.lr", "expected a number", "null"}},
     {NULL, {"training.seed=-1"}, 1, {"training.seed", "non-negative integer"}},
     {NULL, {"training.train_iters=1e20"}, 1, {"training.train_iters", "expected an integer"}},
@@ -392,11 +396,45 @@ static void test_syntax_error(void **state) {
   assert_int_equal(mt_config_load_string(&cfg, "{", SRC, NULL, 0, 1, NULL, 0), 2);
 }
 
+/* Every key of the canonical JSON is documented in docs/config.md (the test
+ * runs from the repository root; skipped elsewhere). */
+static void test_docs_list_every_key(void **state) {
+  (void)state;
+  FILE *f = fopen("docs/config.md", "rb");
+  if (!f) {
+    print_message("docs/config.md not found from here; skipping\n");
+    skip();
+  }
+  static char doc[1 << 17];
+  size_t n = fread(doc, 1, sizeof doc - 1, f);
+  fclose(f);
+  doc[n] = '\0';
+  mt_config cfg;
+  char err[1024] = "";
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, NULL, 0, 1, err, sizeof err), 0);
+  cJSON *root = cJSON_Parse(cfg.json);
+  assert_non_null(root);
+  int nkeys = 0;
+  for (cJSON *sec = root->child; sec; sec = sec->next) {
+    cJSON *items = cJSON_IsObject(sec) ? sec->child : sec;
+    for (cJSON *it = items; it; it = cJSON_IsObject(sec) ? it->next : NULL) {
+      char want[128];
+      snprintf(want, sizeof want, "| `%s` |", it->string);
+      if (!strstr(doc, want)) print_message("docs/config.md lacks a row for %s\n", it->string);
+      assert_non_null(strstr(doc, want));
+      nkeys++;
+    }
+  }
+  assert_true(nkeys > 60);
+  cJSON_Delete(root);
+  mt_config_free(&cfg);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_example_file), cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_overrides),    cmocka_unit_test(test_errors),
-      cmocka_unit_test(test_syntax_error),
+      cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_docs_list_every_key),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
