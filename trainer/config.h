@@ -118,9 +118,11 @@ void mt_config_defaults(mt_config *cfg);
  * "section.key=value" strings (value parsed as JSON when it parses, else taken
  * as a string), check every key (unknown keys with a did-you-mean, types,
  * ranges, consistency such as hidden_size % num_attention_heads) given
- * `world_size` ranks. Returns 0 on success; otherwise writes one message that
- * names the key and the file into err and returns 2 (the exit status). Nothing
- * is allocated on failure. */
+ * `world_size` ranks (< 1 is taken as 1). Returns 0 on success; otherwise writes
+ * one message that names the key and the file into err and returns 2 (the exit
+ * status). Nothing is allocated on failure and cfg is written only on success
+ * (free a previously loaded cfg first). Adjustments the user should hear about
+ * are left in cfg->notes. */
 int mt_config_load(mt_config *cfg, const char *path, const char *const *overrides,
                    int n_overrides, int world_size, char *err, size_t errlen);
 
