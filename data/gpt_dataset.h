@@ -32,11 +32,15 @@ typedef struct {
   uint64_t seed;
   int64_t num_samples[MT_NUM_SPLITS]; /* samples each split must supply */
   const char *cache_dir;     /* where to cache index files (NULL = no cache) */
+  int64_t vocab_size;        /* > 0: open fails when a token id >= vocab_size */
 } mt_gpt_dataset_options;
 
 /* Open the data, build (or load from cache) the sample index of every split
  * with num_samples > 0. Returns NULL and writes a one-line message naming the
- * file into err on bad input (missing/truncated/corrupt files, empty split). */
+ * file into err on bad input (missing/truncated/corrupt files, token id >=
+ * vocab_size, an empty train split). An empty valid/test split is not an
+ * error: its num_samples is then 0. Single-threaded; docs/data.md describes
+ * the index and the cache files (cache_dir/gpt_index_<key>.bin). */
 mt_gpt_dataset *mt_gpt_dataset_open(const mt_gpt_dataset_options *opt, char *err, size_t errlen);
 
 /* Samples available in a split (>= requested num_samples for that split). */
@@ -46,9 +50,17 @@ int64_t mt_gpt_dataset_num_samples(const mt_gpt_dataset *ds, int split);
 int64_t mt_gpt_dataset_max_token(const mt_gpt_dataset *ds);
 
 /* Copy sample `idx` (0-based within the split, taken modulo its size) as
- * seq_length + 1 int32 token ids into tokens_out. */
+ * seq_length + 1 int32 token ids into tokens_out. Thread-safe (read-only). */
 void mt_gpt_dataset_get(const mt_gpt_dataset *ds, int split, int64_t idx, int32_t *tokens_out);
 
 void mt_gpt_dataset_close(mt_gpt_dataset *ds);
+
+/* Sample id (within the split) of micro-sample j of data-parallel rank r at
+ * iteration `it`: it * gbs + r * (gbs / dp) + j, 0 <= j < gbs / dp. After
+ * resuming from a checkpoint with consumed_samples = it * gbs the same ids
+ * follow, whatever dp is. */
+static inline int64_t mt_gpt_sample_id(int64_t it, int64_t gbs, int dp, int r, int64_t j) {
+  return it * gbs + (int64_t)r * (gbs / dp) + j;
+}
 
 #endif
