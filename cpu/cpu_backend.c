@@ -124,13 +124,19 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
              mt_dtype_name(opt->dtype));
     return NULL;
   }
-  if (opt && opt->num_threads > 0) {
-    omp_set_num_threads(opt->num_threads);
+  const char *mode = getenv("MT_CPU_GEMM");
+  int gemm_omp = !(mode && !strcmp(mode, "blas"));
+  if (opt && opt->num_threads > 0) omp_set_num_threads(opt->num_threads);
+  /* OpenBLAS threads: 1 when GEMMs are split over OpenMP threads, else the
+   * requested count (0 = keep the library default / OPENBLAS_NUM_THREADS). */
+  if (gemm_omp)
+    openblas_set_num_threads(1);
+  else if (opt && opt->num_threads > 0)
     openblas_set_num_threads(opt->num_threads);
-  }
   mt_backend *be = mt_xcalloc(1, sizeof *be);
   cpu_impl *im = mt_xcalloc(1, sizeof *im);
   im->num_threads = omp_get_max_threads();
+  im->gemm_omp = gemm_omp;
   be->ops = &cpu_ops;
   be->name = "cpu";
   be->dtype = MT_F32;

@@ -1,58 +1,84 @@
 /* cpu/cpu_gemm.c — GEMM through OpenBLAS cblas_sgemm (row-major) and the
- * bias gradient (column sums). */
+ * bias gradient (column sums).
+ *
+ * Threading (cpu_impl.gemm_omp, default on): OpenBLAS runs single-threaded
+ * and large products are split into one column (or row) slab per OpenMP
+ * thread. One thread pool for every op avoids OpenMP and OpenBLAS worker
+ * threads spinning against each other on a small machine. With
+ * MT_CPU_GEMM=blas the whole product goes to OpenBLAS's own threads. */
 #include <cblas.h>
+#include <omp.h>
 
 #include "core/util.h"
 #include "cpu_internal.h"
 
-/* C rows = bias (each of the m rows of C gets bias[0..n)). */
-static void fill_rows_with_bias(float *c, int64_t ldc, const float *bias, int m, int n) {
-#pragma omp parallel for schedule(static) if ((int64_t)m * n >= CPU_PAR_MIN)
-  for (int i = 0; i < m; i++) memcpy(c + (int64_t)i * ldc, bias, (size_t)n * sizeof(float));
+/* One block C[m0:m1, n0:n1] of the product (rows of op(A), columns of
+ * op(B)), with the bias pre-fill when beta == 0. */
+static void gemm_block(const mt_gemm_desc *d, const float *a, const float *b, float *c,
+                       int m0, int m1, int n0, int n1) {
+  const int64_t lda = d->lda, ldb = d->ldb, ldc = d->ldc;
+  const float *ap = d->trans_a ? a + m0 : a + (int64_t)m0 * lda;
+  const float *bp = d->trans_b ? b + (int64_t)n0 * ldb : b + n0;
+  float *cp = c + (int64_t)m0 * ldc + n0;
+  const float *bias = d->bias ? (const float *)d->bias + n0 : NULL;
+  const int m = m1 - m0, n = n1 - n0;
+  float beta = d->beta;
+  if (m <= 0 || n <= 0) return;
+  if (bias && beta == 0.0f) {
+    /* pre-fill with the bias and accumulate the product onto it */
+    for (int i = 0; i < m; i++) memcpy(cp + (int64_t)i * ldc, bias, (size_t)n * sizeof(float));
+    beta = 1.0f;
+    bias = NULL;
+  }
+  if (d->k == 0) {
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++)
+        cp[(int64_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * cp[(int64_t)i * ldc + j];
+  } else {
+    cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
+                d->trans_b ? CblasTrans : CblasNoTrans, m, n, d->k, d->alpha, ap, (blasint)lda,
+                bp, (blasint)ldb, beta, cp, (blasint)ldc);
+  }
+  if (bias)
+    for (int i = 0; i < m; i++) {
+      float *row = cp + (int64_t)i * ldc;
+#pragma omp simd
+      for (int j = 0; j < n; j++) row[j] += bias[j];
+    }
 }
 
-static void add_bias_rows(float *c, int64_t ldc, const float *bias, int m, int n) {
-#pragma omp parallel for schedule(static) if ((int64_t)m * n >= CPU_PAR_MIN)
-  for (int i = 0; i < m; i++) {
-    float *row = c + (int64_t)i * ldc;
-#pragma omp simd
-    for (int j = 0; j < n; j++) row[j] += bias[j];
-  }
-}
+/* Products below this many multiply-adds run as one single-threaded call. */
+#define GEMM_PAR_MIN (1 << 20)
 
 void cpu_gemm(mt_backend *be, const mt_gemm_desc *d) {
-  (void)be;
   MT_ASSERT(d->a_type == MT_F32 && d->b_type == MT_F32 && d->c_type == MT_F32);
   MT_ASSERT(d->batch >= 1 && d->m >= 0 && d->n >= 0 && d->k >= 0);
   if (d->m == 0 || d->n == 0) return;
-  const enum CBLAS_TRANSPOSE ta = d->trans_a ? CblasTrans : CblasNoTrans;
-  const enum CBLAS_TRANSPOSE tb = d->trans_b ? CblasTrans : CblasNoTrans;
-  const float *bias = (const float *)d->bias;
-  for (int i = 0; i < d->batch; i++) {
-    const float *a = (const float *)d->a + (int64_t)i * d->stride_a;
-    const float *b = (const float *)d->b + (int64_t)i * d->stride_b;
-    float *c = (float *)d->c + (int64_t)i * d->stride_c;
-    float beta = d->beta;
-    /* With beta == 0 the bias is pre-filled and the product accumulated
-     * onto it (one pass over C instead of two). */
-    int bias_after = 0;
-    if (bias && beta == 0.0f) {
-      fill_rows_with_bias(c, d->ldc, bias, d->m, d->n);
-      beta = 1.0f;
-    } else if (bias) {
-      bias_after = 1;
+  const cpu_impl *im = cpu_impl_of(be);
+  const int nthr = im->gemm_omp ? omp_get_max_threads() : 1;
+  const int64_t work = (int64_t)d->m * d->n * (d->k ? d->k : 1);
+  for (int bt = 0; bt < d->batch; bt++) {
+    const float *a = (const float *)d->a + (int64_t)bt * d->stride_a;
+    const float *b = (const float *)d->b + (int64_t)bt * d->stride_b;
+    float *c = (float *)d->c + (int64_t)bt * d->stride_c;
+    if (nthr == 1 || work < GEMM_PAR_MIN) {
+      gemm_block(d, a, b, c, 0, d->m, 0, d->n);
+      continue;
     }
-    if (d->k == 0) {
-      /* sgemm with k == 0 only scales C by beta. */
-      if (beta != 1.0f)
-        for (int r = 0; r < d->m; r++)
-          for (int j = 0; j < d->n; j++)
-            c[(int64_t)r * d->ldc + j] = beta == 0.0f ? 0.0f : beta * c[(int64_t)r * d->ldc + j];
-    } else {
-      cblas_sgemm(CblasRowMajor, ta, tb, d->m, d->n, d->k, d->alpha, a, (blasint)d->lda, b,
-                  (blasint)d->ldb, beta, c, (blasint)d->ldc);
+    /* OpenMP threads each run single-threaded sgemm on a fixed slab of C:
+     * columns when n >= m, else rows; slab edges on multiples of 16. */
+    const int split_n = d->n >= d->m;
+    const int len = split_n ? d->n : d->m;
+#pragma omp parallel num_threads(nthr)
+    {
+      int t = omp_get_thread_num(), T = omp_get_num_threads();
+      int per = (int)mt_round_up((len + T - 1) / T, 16);
+      int lo = t * per < len ? t * per : len, hi = lo + per < len ? lo + per : len;
+      if (split_n)
+        gemm_block(d, a, b, c, 0, d->m, lo, hi);
+      else
+        gemm_block(d, a, b, c, lo, hi, 0, d->n);
     }
-    if (bias_after) add_bias_rows(c, d->ldc, bias, d->m, d->n);
   }
 }
 

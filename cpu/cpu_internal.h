@@ -20,6 +20,9 @@
 /* Backend-private state (be->impl). */
 typedef struct {
   int num_threads;   /* OpenMP threads used by parallel regions (>= 1)   */
+  int gemm_omp;      /* 1: split GEMMs over OpenMP threads, OpenBLAS at 1
+                      * thread (default); 0: OpenBLAS threads (env
+                      * MT_CPU_GEMM=blas)                                */
   void *ws;          /* op workspace (attention, layernorm partials);   */
   size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
 } cpu_impl;

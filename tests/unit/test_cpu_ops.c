@@ -204,7 +204,12 @@ static void test_gemm(void **state) {
       run_gemm_case(be, ta, tb, 13, 7, 9, 1.0f, 0.0f, 1, 2);
       run_gemm_case(be, ta, tb, 9, 11, 3, -0.5f, 1.0f, 1, 1);
     }
-  run_gemm_case(be, 0, 1, 70, 130, 67, 1.0f, 0.0f, 1, 1); /* bigger: threaded bias fill */
+  /* above the threading threshold: slabs over columns and over rows */
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      run_gemm_case(be, ta, tb, 90, 171, 80, 1.0f, 0.0f, 1, 1);
+      run_gemm_case(be, ta, tb, 173, 90, 81, 0.5f, 0.5f, 1, 2);
+    }
   be->destroy(be);
 }
 
