@@ -188,7 +188,7 @@ static void tokenize_batch(pp_ctx *c) {
   {
     int t = omp_get_thread_num();
     mt_tokvec out = c->out[t]; /* thread-local copy: no false sharing */
-#pragma omp for schedule(dynamic, 16)
+#pragma omp for schedule(dynamic, 4)
     for (size_t i = 0; i < c->nb; i++) {
       const span *d = &c->docs[i];
       c->doc_err[i] = NULL;
