@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,15 @@ static void buf_put(buf_t *b, const void *src, size_t n) {
 static void mp_dir_name(char *out, size_t n, const mt_ckpt_layout *L) {
   if (L->pp_size > 1) snprintf(out, n, "mp_rank_%02d_%03d", L->tp_rank, L->pp_rank);
   else snprintf(out, n, "mp_rank_%02d", L->tp_rank);
+}
+
+/* Fault injection for the crash-during-save test: with
+ * MEGATRAIN_FAILPOINT=checkpoint_write:N the process writes half of its
+ * checkpoint file of iteration N and then kills itself with SIGKILL. */
+static int failpoint_hit(int64_t iteration) {
+  const char *fp = getenv("MEGATRAIN_FAILPOINT");
+  if (!fp || strncmp(fp, "checkpoint_write:", 17) != 0) return 0;
+  return atoll(fp + 17) == iteration;
 }
 
 static int write_file_synced(const char *path, const void *data, size_t n, char *err,
@@ -184,6 +194,10 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
       rc = 1;
     } else {
       snprintf(path, sizeof path, "%s/%s/model_optim_rng.bin", tmp_dir, mp);
+      if (failpoint_hit(st->iteration)) {
+        write_file_synced(path, b.p, b.n / 2, err, errlen);
+        raise(SIGKILL);
+      }
       rc = write_file_synced(path, b.p, b.n, err, errlen) ? 1 : 0;
       snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
       fsync_dir(path);

@@ -73,6 +73,7 @@ typedef struct {
   int64_t eval_iters;             /* default 100 */
   char precision[8];              /* "fp32" | "bf16" */
   int max_nan_iters;              /* consecutive non-finite steps before abort; default 10 */
+  int64_t exit_interval;          /* save and exit after an iteration divisible by it; 0 = off */
   int num_threads;                /* cpu threads per rank; 0 = OMP default */
 } mt_training_config;
 

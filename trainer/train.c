@@ -193,9 +193,10 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       n_acc = 0;
       t->t_interval = mt_now();
     }
+    int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
-         it == tc->train_iters)) {
+         it == tc->train_iters || exiting)) {
       if (mt_trainer_save(t, err, sizeof err) != 0) {
         rank_error(t, err);
         status = 1;
@@ -204,6 +205,19 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       say(t, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->checkpoint.save);
     }
     t_log = mt_now();
+    if (exiting) {
+      say(t, "> exiting after iteration %lld (training.exit_interval = %lld)\n", (long long)it,
+          (long long)tc->exit_interval);
+      break;
+    }
+  }
+  if (status == 0 && t->dp > 1) {
+    if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
+      rank_error(t, err);
+      status = 1;
+    } else {
+      say(t, "> parameters are bitwise identical on all %d data-parallel ranks\n", t->dp);
+    }
   }
   if (status == 0 && t->is_logger)
     printf("> training done: %lld iterations in %.1f s\n", (long long)iters_done,

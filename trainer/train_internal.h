@@ -10,6 +10,8 @@
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
 #include "parallel/comm.h"
+#include "parallel/parallel_state.h"
+#include "parallel/topology.h"
 #include "trainer/config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
@@ -20,9 +22,10 @@ typedef struct {
   mt_dist *dist;
   int rank, world_size;
   int dp, dp_rank;
+  mt_topology topo;         /* rank coordinates and group lists */
+  mt_parallel_state *ps;    /* this rank's group handles */
   mt_group *dp_group;       /* data-parallel group (gradient reduction) */
   mt_group *world;
-  mt_group *owned_dp_group; /* created here (NULL when dp group = world) */
   int is_logger;            /* prints logs: first rank of the last pipeline stage */
   mt_backend *be;
   mt_gpt_dataset *data;
@@ -65,6 +68,11 @@ void mt_trainer_reduce_gradients(mt_trainer *t);
 /* Mean validation loss over eval_iters global batches of the valid split
  * (the same fixed batches at every evaluation). */
 double mt_trainer_evaluate(mt_trainer *t);
+
+/* Check that the parameters are bitwise identical on every rank of the
+ * data-parallel group (64-bit FNV-1a hash of the flat buffer compared with
+ * an all-reduce of max and min). Returns 0, or -1 with a message. */
+int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
 
 /* Save a checkpoint of the current state to checkpoint.save. */
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);

@@ -60,8 +60,8 @@ static int open_data(mt_trainer *t, char *err, size_t errlen) {
 
 static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
   mt_ckpt_layout L = {0};
-  L.tp_rank = 0;
-  L.pp_rank = 0;
+  L.tp_rank = t->ps->tp_rank;
+  L.pp_rank = t->ps->pp_rank;
   L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
   L.writer = t->dp_rank == 0;
   L.world = t->world;
@@ -77,16 +77,27 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->world_size = mt_dist_size(dist);
   t->world = mt_dist_world(dist);
   if (cfg->parallel.tensor_model_parallel_size != 1 ||
-      cfg->parallel.pipeline_model_parallel_size != 1) {
+      cfg->parallel.pipeline_model_parallel_size != 1 || cfg->model.num_experts > 0) {
     snprintf(err, errlen,
-             "tensor/pipeline model parallelism is not implemented yet in this build "
-             "(parallel.tensor_model_parallel_size and pipeline_model_parallel_size must be 1)");
+             "tensor, pipeline and expert parallelism and MoE are not implemented yet in this "
+             "build (parallel.tensor_model_parallel_size and pipeline_model_parallel_size must "
+             "be 1, model.num_experts 0)");
     return -1;
   }
-  t->dp = t->world_size;
-  t->dp_rank = t->rank;
-  t->dp_group = t->world;
-  t->is_logger = t->rank == 0;
+  mt_topology_sizes sz = {
+      .tensor_model_parallel_size = cfg->parallel.tensor_model_parallel_size,
+      .pipeline_model_parallel_size = cfg->parallel.pipeline_model_parallel_size,
+      .expert_model_parallel_size = cfg->parallel.expert_model_parallel_size,
+      .expert_tensor_parallel_size = cfg->parallel.expert_tensor_parallel_size,
+      .context_parallel_size = cfg->parallel.context_parallel_size};
+  if (mt_topology_build(&t->topo, t->world_size, &sz, err, errlen) != 0) return -1;
+  t->ps = mt_parallel_state_create(dist, &t->topo,
+                                   strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
+  t->dp = t->topo.dp;
+  t->dp_rank = t->ps->dp_rank;
+  t->dp_group = t->ps->dp;
+  /* Megatron logs from the first rank of the last pipeline stage */
+  t->is_logger = t->ps->is_last_stage && t->ps->tp_rank == 0 && t->ps->dp_rank == 0;
 
   mt_backend_options bo = {.device = cfg->device,
                            .num_threads = cfg->training.num_threads,
@@ -142,6 +153,8 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
   if (t->be) mt_backend_destroy(t->be);
+  mt_parallel_state_destroy(t->ps);
+  mt_topology_free(&t->topo);
   free(t->tokens);
   free(t->sample_ids);
   memset(t, 0, sizeof *t);
@@ -166,4 +179,22 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
                       .seed = t->cfg->training.seed};
   mt_ckpt_layout L = ckpt_layout(t);
   return mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
+}
+
+int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
+  const mt_param_list *pl = mt_gpt_params(t->model);
+  size_t bytes = (size_t)pl->numel * mt_dtype_size(t->be->dtype);
+  unsigned char *host = mt_xmalloc(bytes);
+  t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_buffer(t->model), bytes);
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ host[i]) * 0x100000001B3ull;
+  free(host);
+  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)}; /* max and -min */
+  mt_allreduce(t->dp_group, &v[0], 1, MT_I64, MT_OP_MAX);
+  mt_allreduce(t->dp_group, &v[1], 1, MT_I64, MT_OP_MAX);
+  if (v[0] != -v[1]) {
+    snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
+    return -1;
+  }
+  return 0;
 }

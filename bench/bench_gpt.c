@@ -1,0 +1,179 @@
+/* bench/bench_gpt.c — training throughput of one GPT shape on the CPU
+ * backend: tokens/s and achieved GFLOP/s (Megatron's FLOPs formula), plus a
+ * profile of where the time goes (time per backend op, measured by wrapping
+ * the op table).
+ *
+ * usage: bench_gpt [layers hidden heads seq micro_batch threads steps]
+ * default: the GPT-2 124M shape, seq 64, micro-batch 4, 2 threads, 5 steps.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "core/util.h"
+#include "model/gpt.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+
+/* ---- op-table profiler: each wrapped op adds its wall time to a slot ---- */
+enum { P_GEMM, P_ATTN_F, P_ATTN_B, P_LN_F, P_LN_B, P_GELU_F, P_GELU_B, P_XENT, P_DROP, P_EMB,
+       P_BIASG, P_ADAM, P_OTHER, P_N };
+static const char *k_names[P_N] = {"gemm", "attn_fwd", "attn_bwd", "layernorm_fwd",
+                                   "layernorm_bwd", "gelu_fwd", "gelu_bwd", "cross_entropy",
+                                   "dropout/residual", "embedding", "bias_grad", "adamw", "other"};
+typedef struct {
+  mt_backend_ops ops;       /* wrapped table */
+  const mt_backend_ops *in; /* real table */
+  double t[P_N];
+  long calls[P_N];
+} prof_t;
+static prof_t *g_prof; /* bench-only: the profiler shims need to find their state */
+
+#define SHIM(slot, name, params, args)                  \
+  static void sh_##name params {                          \
+    double t0 = mt_now();                                 \
+    g_prof->in->name args;                                \
+    g_prof->t[slot] += mt_now() - t0;                     \
+    g_prof->calls[slot]++;                                \
+  }
+SHIM(P_GEMM, gemm, (mt_backend * be, const mt_gemm_desc *d), (be, d))
+SHIM(P_ATTN_F, attn_fwd, (mt_backend * be, const mt_attn_desc *d, void *c, void *p, const void *q),
+     (be, d, c, p, q))
+SHIM(P_ATTN_B, attn_bwd,
+     (mt_backend * be, const mt_attn_desc *d, void *dq, const void *dc, const void *q,
+      const void *p),
+     (be, d, dq, dc, q, p))
+SHIM(P_LN_F, layernorm_fwd,
+     (mt_backend * be, void *o, float *m, float *r, const void *i, const void *w, const void *b,
+      int64_t rows, int64_t h, float eps),
+     (be, o, m, r, i, w, b, rows, h, eps))
+SHIM(P_LN_B, layernorm_bwd,
+     (mt_backend * be, void *di, float *dw, float *db, const void *d, const void *i,
+      const void *w, const float *m, const float *r, int64_t rows, int64_t h),
+     (be, di, dw, db, d, i, w, m, r, rows, h))
+SHIM(P_GELU_F, gelu_fwd, (mt_backend * be, void *o, const void *i, int64_t n), (be, o, i, n))
+SHIM(P_GELU_B, gelu_bwd, (mt_backend * be, void *di, const void *i, const void *d, int64_t n),
+     (be, di, i, d, n))
+SHIM(P_XENT, xent_max,
+     (mt_backend * be, float *mx, const void *l, int64_t n, int64_t vl, int64_t valid),
+     (be, mx, l, n, vl, valid))
+SHIM(P_XENT, xent_stats,
+     (mt_backend * be, float *se, float *tl, const void *l, const float *mx, const int32_t *t,
+      int64_t n, int64_t vl, int64_t valid, int64_t v0),
+     (be, se, tl, l, mx, t, n, vl, valid, v0))
+SHIM(P_XENT, xent_bwd,
+     (mt_backend * be, void *l, const float *mx, const float *se, const int32_t *t, int64_t n,
+      int64_t vl, int64_t valid, int64_t v0, float sc),
+     (be, l, mx, se, t, n, vl, valid, v0, sc))
+SHIM(P_DROP, dropout_add_fwd,
+     (mt_backend * be, const mt_dropout_desc *d, void *o, const void *x, const void *r),
+     (be, d, o, x, r))
+SHIM(P_DROP, dropout_bwd, (mt_backend * be, const mt_dropout_desc *d, void *dx, const void *dy),
+     (be, d, dx, dy))
+SHIM(P_EMB, embedding_bwd,
+     (mt_backend * be, float *dw, const int32_t *t, int64_t n, const void *d, int64_t v0,
+      int64_t v1, int64_t h),
+     (be, dw, t, n, d, v0, v1, h))
+SHIM(P_BIASG, bias_grad, (mt_backend * be, float *db, const void *d, int64_t rows, int64_t n),
+     (be, db, d, rows, n))
+SHIM(P_ADAM, adamw,
+     (mt_backend * be, const mt_adamw_hparams *hp, float *ms, float *m, float *v, const float *g,
+      void *lp, int64_t n),
+     (be, hp, ms, m, v, g, lp, n))
+
+static void prof_install(prof_t *p, mt_backend *be) {
+  p->in = be->ops;
+  p->ops = *be->ops;
+  p->ops.gemm = sh_gemm;
+  p->ops.attn_fwd = sh_attn_fwd;
+  p->ops.attn_bwd = sh_attn_bwd;
+  p->ops.layernorm_fwd = sh_layernorm_fwd;
+  p->ops.layernorm_bwd = sh_layernorm_bwd;
+  p->ops.gelu_fwd = sh_gelu_fwd;
+  p->ops.gelu_bwd = sh_gelu_bwd;
+  p->ops.xent_max = sh_xent_max;
+  p->ops.xent_stats = sh_xent_stats;
+  p->ops.xent_bwd = sh_xent_bwd;
+  p->ops.dropout_add_fwd = sh_dropout_add_fwd;
+  p->ops.dropout_bwd = sh_dropout_bwd;
+  p->ops.embedding_bwd = sh_embedding_bwd;
+  p->ops.bias_grad = sh_bias_grad;
+  p->ops.adamw = sh_adamw;
+  be->ops = &p->ops;
+  g_prof = p;
+}
+
+int main(int argc, char **argv) {
+  int a[7] = {12, 768, 12, 64, 4, 2, 5};
+  for (int i = 0; i < 7 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
+  char err[512];
+  mt_backend_options bo = {.device = "cpu", .num_threads = a[5], .dtype = MT_F32};
+  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
+  if (!be) mt_fatal("%s", err);
+  mt_gpt_config c = {0};
+  c.num_layers = a[0];
+  c.hidden_size = a[1];
+  c.num_attention_heads = a[2];
+  c.seq_length = a[3];
+  c.micro_batch_size = a[4];
+  c.ffn_hidden_size = 4 * a[1];
+  c.max_position_embeddings = 1024;
+  c.vocab_size = 50257;
+  c.padded_vocab_size = mt_round_up(50257, 128);
+  c.init_method_std = 0.02f;
+  c.layernorm_epsilon = 1e-5f;
+  c.seed = 1234;
+  mt_gpt *m = mt_gpt_create(be, &c);
+  mt_adamw opt;
+  mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
+                0.95f, 1e-8f, 0.1f);
+  const int s = c.seq_length, b = c.micro_batch_size, steps = a[6];
+  int32_t *tok = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
+  int64_t ids[256];
+  for (int j = 0; j < b; j++) ids[j] = j;
+  uint64_t x = 1;
+  for (int i = 0; i < b * (s + 1); i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    tok[i] = (int32_t)((x >> 33) % 50257);
+  }
+  double flops = mt_flops_per_iteration(b, s, c.num_layers, c.hidden_size, c.ffn_hidden_size,
+                                        c.padded_vocab_size);
+  printf("bench_gpt: layers %d hidden %d heads %d seq %d micro-batch %d threads %d, %lld "
+         "parameters, %.1f GFLOP/step (Megatron formula)\n",
+         c.num_layers, c.hidden_size, c.num_attention_heads, s, b, a[5],
+         (long long)mt_gpt_num_parameters(m), flops / 1e9);
+  /* warm-up step (first-touch page faults), then profiled steps */
+  mt_gpt_zero_grad(m);
+  mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));
+  mt_adamw_step(&opt, 1e-4f, 1.0f);
+  prof_t prof;
+  memset(&prof, 0, sizeof prof);
+  prof_install(&prof, be);
+  double t0 = mt_now();
+  double loss = 0;
+  for (int it = 0; it < steps; it++) {
+    mt_gpt_zero_grad(m);
+    loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s)) / (b * s);
+    double norm = mt_grad_sumsq(&opt, 1);
+    mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
+  }
+  double dt = (mt_now() - t0) / steps;
+  printf("step time %.1f ms | tokens/s %.1f | achieved %.1f GFLOP/s | loss %.4f\n", 1e3 * dt,
+         b * s / dt, flops / dt / 1e9, loss);
+  double tot = 0;
+  for (int k = 0; k < P_N; k++) tot += prof.t[k];
+  printf("profile (ms per step, share of step time):\n");
+  for (int k = 0; k < P_N; k++)
+    if (prof.calls[k])
+      printf("  %-18s %8.2f ms  %5.1f%%  (%ld calls/step)\n", k_names[k], 1e3 * prof.t[k] / steps,
+             100.0 * prof.t[k] / steps / dt, prof.calls[k] / steps);
+  printf("  %-18s %8.2f ms  %5.1f%%\n", "unwrapped ops/host", 1e3 * (dt - tot / steps),
+         100.0 * (dt - tot / steps) / dt);
+  be->ops = prof.in;
+  mt_adamw_free(&opt);
+  free(tok);
+  mt_gpt_destroy(m);
+  mt_backend_destroy(be);
+  return 0;
+}

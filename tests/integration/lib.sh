@@ -1,0 +1,58 @@
+# tests/integration/lib.sh — shared helpers for integration tests (sourced).
+# Prepares build/testdata/tinyshakespeare_text_document from ../shared/data
+# once, and offers metric comparison helpers.
+set -eu
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+SHARED=${MT_SHARED_DATA:-$ROOT/../shared/data}
+MT=$ROOT/megatrain
+export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ -x "$MT" ] || { echo "SKIP: ./megatrain not built"; exit 77; }
+[ -f "$SHARED/tinyshakespeare.txt" ] || { echo "SKIP: $SHARED/tinyshakespeare.txt not found"; exit 77; }
+TS=build/testdata/tinyshakespeare_text_document
+if [ ! -f "$TS.idx" ]; then
+  mkdir -p build/testdata
+  "$MT" preprocess --input "$SHARED/tinyshakespeare.txt" --output-prefix "$TS.tmp" \
+    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
+    --append-eod --workers 2 >/dev/null
+  mv "$TS.tmp.bin" "$TS.bin"; mv "$TS.tmp.idx" "$TS.idx"
+fi
+CFG=tests/configs/gpt-test.json
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+
+# metrics_field FILE KEY -> one line per training record: "iteration value"
+metrics_field() {
+  /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    o = json.loads(line)
+    if sys.argv[2] in o and "lm_loss" in o:
+        print(o["iteration"], repr(o[sys.argv[2]]))' "$1" "$2"
+}
+
+# compare_metrics A B RELTOL: lm_loss and grad_norm per iteration within RELTOL
+# (0 = bitwise); prints the worst relative difference.
+compare_metrics() {
+  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+def load(p):
+    d = {}
+    for line in open(p):
+        o = json.loads(line)
+        if "lm_loss" in o:
+            d[o["iteration"]] = o
+    return d
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+assert a.keys() == b.keys() and a, "iterations differ: %s vs %s" % (sorted(a), sorted(b))
+worst = 0.0
+for it in sorted(a):
+    for k in ("lm_loss", "grad_norm"):
+        x, y = a[it][k], b[it][k]
+        r = abs(x - y) / max(abs(y), 1e-30)
+        worst = max(worst, r)
+        if (tol == 0 and x != y) or r > tol:
+            sys.exit("iteration %d %s: %r vs %r (rel %.3e > %g)" % (it, k, x, y, r, tol))
+print("metrics agree over %d iterations (worst rel diff %.3e, tolerance %g)" % (len(a), worst, tol))
+PY
+}
