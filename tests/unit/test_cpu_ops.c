@@ -204,6 +204,10 @@ static void test_gemm(void **state) {
       run_gemm_case(be, ta, tb, 13, 7, 9, 1.0f, 0.0f, 1, 2);
       run_gemm_case(be, ta, tb, 9, 11, 3, -0.5f, 1.0f, 1, 1);
     }
+  /* kernel edge cases: many small odd shapes */
+  for (int it = 0; it < 40; it++)
+    run_gemm_case(be, it & 1, (it >> 1) & 1, 1 + (int)tc_rand(0, 40), 1 + (int)tc_rand(0, 40),
+                  1 + (int)tc_rand(0, 40), 1.0f, it % 3 == 0 ? 0.0f : 1.0f, it % 5 == 0, 1);
   /* above the threading threshold: slabs over columns and over rows */
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) {
