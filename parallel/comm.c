@@ -59,8 +59,18 @@ void mt_group_destroy(mt_group *g) {
   if (!g) return;
   g->ops->fini(g);
   MPI_Comm_free(&g->comm);
+  free(g->scratch);
   free(g->world_ranks);
   free(g);
+}
+
+void *mt_group_scratch(mt_group *g, size_t bytes) {
+  if (bytes > g->scratch_bytes) {
+    free(g->scratch);
+    g->scratch = mt_xmalloc(bytes);
+    g->scratch_bytes = bytes;
+  }
+  return g->scratch;
 }
 
 void mt_group_set_cuda_stream(mt_group *g, void *cuda_stream) { g->cuda_stream = cuda_stream; }

@@ -58,7 +58,12 @@ struct mt_group {
   void *engine_state;   /* NCCL: communicator + stream */
   void *cuda_stream;    /* requested stream (NCCL) */
   mt_coll_counter ctr[MT_COLL_N];
+  void *scratch;        /* host scratch, grow-only (fresh pages are slow) */
+  size_t scratch_bytes;
 };
+
+/* Host scratch of at least `bytes`, owned by g (valid until the next call). */
+void *mt_group_scratch(mt_group *g, size_t bytes);
 
 /* MPI datatype of a dtype (bf16 travels as MPI_UINT16_T). */
 MPI_Datatype mt_mpi_dtype(mt_dtype t);

@@ -34,13 +34,68 @@ static int to_int(int64_t n, const mt_group *g, const char *what) {
 static void mpi_init(mt_group *g) { (void)g; }
 static void mpi_fini(mt_group *g) { (void)g; }
 
+/* Ring reduce-scatter over chunks (cnt[i], off[i] elements of `in`) with a
+ * cached scratch buffer. Step s sends the partial of chunk (r-1-s) to the
+ * next rank and adds this rank's own chunk (r-2-s) to the partial received
+ * from the previous one; after n-1 steps chunk r holds all n contributions,
+ * combined in a fixed ring order (deterministic), and is copied to `out`,
+ * which may overlap `in` (written only at the end). OpenMPI 4.1's
+ * MPI_Reduce_scatter_block / large MPI_Allreduce allocate temporaries per
+ * call, and fresh pages are slow on the test VM (docs/communication.md). */
+static void ring_reduce_scatter(mt_group *g, const char *in, const int *cnt, const int64_t *off,
+                                char *out, mt_dtype t, mt_redop op) {
+  int n = g->size, r = g->rank, next = (r + 1) % n, prev = (r + n - 1) % n, maxc = 0;
+  size_t es = mt_dtype_size(t);
+  for (int i = 0; i < n; i++) maxc = cnt[i] > maxc ? cnt[i] : maxc;
+  MPI_Datatype dt = mt_mpi_dtype(t);
+  MPI_Op mop = mt_mpi_op(g->d, t, op);
+  char *scratch = mt_group_scratch(g, 2 * (size_t)maxc * es);
+  char *buf[2] = {scratch, scratch + (size_t)maxc * es};
+  int sc = (r + n - 1) % n;
+  const char *partial = in + (size_t)off[sc] * es;
+  for (int s = 0; s < n - 1; s++) {
+    int rc = ((r - 2 - s) % n + 2 * n) % n; /* chunk received and reduced now */
+    char *rb = buf[s & 1];
+    MT_MPI_CHECK(MPI_Sendrecv(partial, cnt[sc], dt, next, 1, rb, cnt[rc], dt, prev, 1, g->comm,
+                              MPI_STATUS_IGNORE));
+    if (cnt[rc]) MT_MPI_CHECK(MPI_Reduce_local(in + (size_t)off[rc] * es, rb, cnt[rc], dt, mop));
+    partial = rb;
+    sc = rc;
+  }
+  if (cnt[r]) memcpy(out, partial, (size_t)cnt[r] * es);
+}
+
+/* Messages below this size use MPI_Allreduce (latency-bound). */
+#define MT_RING_MIN_BYTES ((size_t)64 << 10)
+
+/* Large: ring reduce-scatter over n near-equal chunks, then an in-place
+ * MPI_Allgatherv, so every rank gets bitwise the same result. */
 static void mpi_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   size_t es = mt_dtype_size(t);
-  for (int64_t off = 0; off < count; off += MT_MPI_CHUNK) {
-    int64_t n = count - off < MT_MPI_CHUNK ? count - off : MT_MPI_CHUNK;
-    MT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)n, mt_mpi_dtype(t),
-                               mt_mpi_op(g->d, t, op), g->comm));
+  int n = g->size;
+  int *cnt = mt_xmalloc(sizeof(int) * 2 * (size_t)n);
+  int64_t *off = mt_xmalloc(sizeof(int64_t) * (size_t)n);
+  for (int64_t base = 0; base < count; base += MT_MPI_CHUNK) {
+    int64_t m = count - base < MT_MPI_CHUNK ? count - base : MT_MPI_CHUNK;
+    char *p = (char *)buf + base * es;
+    if (n == 1) break;
+    if ((size_t)m * es < MT_RING_MIN_BYTES) {
+      MT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, (int)m, mt_mpi_dtype(t), mt_mpi_op(g->d, t, op),
+                                 g->comm));
+      continue;
+    }
+    int *displ = cnt + n;
+    for (int i = 0; i < n; i++) {
+      off[i] = m * i / n;
+      cnt[i] = (int)(m * (i + 1) / n - off[i]);
+      displ[i] = (int)off[i];
+    }
+    ring_reduce_scatter(g, p, cnt, off, p + (size_t)off[g->rank] * es, t, op);
+    MT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, cnt, displ,
+                                mt_mpi_dtype(t), g->comm));
   }
+  free(cnt);
+  free(off);
 }
 
 static void mpi_allgather(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
@@ -53,21 +108,18 @@ static void mpi_allgather(mt_group *g, const void *send, void *recv, int64_t cpr
 
 static void mpi_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t cpr,
                                mt_dtype t, mt_redop op) {
-  int n = to_int(cpr, g, "reduce-scatter");
-  to_int(cpr * g->size, g, "reduce-scatter total");
-  size_t bytes = (size_t)cpr * mt_dtype_size(t);
-  const char *s0 = send, *s1 = s0 + bytes * (size_t)g->size;
-  const char *r0 = recv, *r1 = r0 + bytes;
-  if (bytes > 0 && r0 < s1 && s0 < r1) { /* recv overlaps send: reduce into scratch */
-    void *tmp = mt_xmalloc(bytes);
-    MT_MPI_CHECK(MPI_Reduce_scatter_block(send, tmp, n, mt_mpi_dtype(t), mt_mpi_op(g->d, t, op),
-                                          g->comm));
-    memcpy(recv, tmp, bytes);
-    free(tmp);
+  int n = g->size, c = to_int(cpr, g, "reduce-scatter");
+  to_int(cpr * n, g, "reduce-scatter total");
+  if (n == 1 || cpr == 0) {
+    if (cpr) memmove(recv, send, (size_t)cpr * mt_dtype_size(t));
     return;
   }
-  MT_MPI_CHECK(MPI_Reduce_scatter_block(send, recv, n, mt_mpi_dtype(t), mt_mpi_op(g->d, t, op),
-                                        g->comm));
+  int *cnt = mt_xmalloc(sizeof(int) * (size_t)n);
+  int64_t *off = mt_xmalloc(sizeof(int64_t) * (size_t)n);
+  for (int i = 0; i < n; i++) cnt[i] = c, off[i] = (int64_t)i * cpr;
+  ring_reduce_scatter(g, send, cnt, off, recv, t, op);
+  free(cnt);
+  free(off);
 }
 
 static void mpi_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {

@@ -21,9 +21,9 @@ rc=0
 layouts=(
   "1:"
   "2:" "2:--tp 2" "2:--pp 2" "2:--ep 2 --etp 1"
-  "4:--tp 2 --pp 2" "4:--tp 4" "4:--pp 4" "4:--ep 4 --etp 1" "4:--tp 2 --ep 2" "4:--pp 2 --ep 2"
+  "4:--tp 2 --pp 2" "4:--pp 4" "4:--ep 4 --etp 1" "4:--tp 2 --ep 2"
   "8:--tp 2 --pp 4" "8:--tp 2 --ep 4 --etp 1" "8:--tp 2 --pp 2 --ep 2 --etp 1"
-  "8:--pp 2 --ep 4" "8:--tp 2 --pp 2 --ep 2" "8:--tp 4 --ep 2 --etp 1"
+  "8:--tp 2 --pp 2 --ep 2" "8:--tp 4 --ep 2 --etp 1"
 )
 for l in "${layouts[@]}"; do
   np=${l%%:*}; args=${l#*:}

@@ -215,6 +215,11 @@ static void check_group(mt_group *g) {
       check_alltoall(&c, t, counts[j]);
       check_broadcast(&c, t, counts[j]);
     }
+    if (t != MT_I32 && t != MT_I64) { /* large: the ring path (>= 64 KiB) */
+      check_allreduce(&c, t, 40001, MT_OP_SUM);
+      check_allreduce(&c, t, 33333, MT_OP_MAX);
+      check_reduce_scatter(&c, t, 9001, MT_OP_SUM, 1);
+    }
     check_alltoallv(&c, t, 0);
     check_alltoallv(&c, t, 2);
     check_p2p(&c, t);
