@@ -105,6 +105,12 @@ static void alloc_buffers(mt_gpt *m) {
   be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
   m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
   be->ops->memset0(be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
+  m->param_ptr = mt_xcalloc((size_t)m->params.n, sizeof(void *));
+  m->grad_ptr = mt_xcalloc((size_t)m->params.n, sizeof(float *));
+  for (int i = 0; i < m->params.n; i++) {
+    m->param_ptr[i] = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
+    m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
+  }
 
   m->acts = mt_xcalloc((size_t)L, sizeof(mt_layer_acts));
   m->resid = mt_xcalloc((size_t)L + 1, sizeof(void *));
@@ -176,6 +182,8 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->acts);
   free(m->resid);
   free(m->layer_p);
+  free(m->param_ptr);
+  free(m->grad_ptr);
   free(m->host_tokens);
   free(m->host_targets);
   mt_params_free(&m->params);
@@ -187,11 +195,24 @@ const mt_param_list *mt_gpt_params(const mt_gpt *m) { return &m->params; }
 void *mt_gpt_param_buffer(mt_gpt *m) { return m->param_buf; }
 float *mt_gpt_grad_buffer(mt_gpt *m) { return m->grad_buf; }
 
-void *mt_gpt_param_ptr(mt_gpt *m, int idx) {
-  return (char *)m->param_buf + (size_t)m->params.p[idx].offset * mt_dtype_size(m->be->dtype);
-}
+void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return m->param_ptr[idx]; }
+float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return m->grad_ptr[idx]; }
+void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { m->param_ptr[idx] = p; }
+void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { m->grad_ptr[idx] = g; }
+void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h) { m->hooks = *h; }
 
-float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return m->grad_buf + m->params.p[idx].offset; }
+void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last) {
+  if (layer == MT_GPT_EMBEDDING) {
+    *first = m->p_wte;
+    *last = m->p_wpe;
+  } else if (layer == MT_GPT_HEAD) {
+    *first = m->p_lnf_w;
+    *last = m->params.n - 1;
+  } else {
+    *first = m->layer_p[layer][0];
+    *last = m->layer_p[layer][MT_LP_N - 1];
+  }
+}
 
 int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;

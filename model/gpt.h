@@ -60,6 +60,33 @@ const mt_param_list *mt_gpt_params(const mt_gpt *m);
 void *mt_gpt_param_buffer(mt_gpt *m);
 float *mt_gpt_grad_buffer(mt_gpt *m);
 
+/* Hooks around each stage of the pass, for runtimes that manage parameter
+ * and gradient memory (ZeRO-2/3): `layer` is 0..num_layers-1 for transformer
+ * layers, MT_GPT_EMBEDDING for the embedding and MT_GPT_HEAD for the final
+ * LayerNorm + output layer + loss. Backward runs HEAD, layers L-1..0, then
+ * EMBEDDING; after_backward(l) means the gradients of that part's parameters
+ * are complete for this micro-batch (with tied embeddings the word-embedding
+ * gradient completes only after EMBEDDING). NULL members are skipped. */
+enum { MT_GPT_EMBEDDING = -1, MT_GPT_HEAD = 1 << 20 };
+typedef struct {
+  void *ctx;
+  void (*before_forward)(void *ctx, int layer);
+  void (*after_forward)(void *ctx, int layer);
+  void (*before_backward)(void *ctx, int layer);
+  void (*after_backward)(void *ctx, int layer);
+} mt_gpt_hooks;
+void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h);
+
+/* Device pointer of parameter idx (T) and of its gradient (fp32). They point
+ * into the flat buffers unless re-pointed with the setters (ZeRO-3 gathers a
+ * layer into a working buffer and points its parameters there). */
+void *mt_gpt_param_ptr(mt_gpt *m, int idx);
+float *mt_gpt_grad_ptr(mt_gpt *m, int idx);
+void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p);
+void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g);
+/* Parameter indices [first, last] belonging to `layer` (as in the hooks). */
+void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last);
+
 /* Number of parameters of the unsharded model (tied output counted once). */
 int64_t mt_gpt_num_parameters(const mt_gpt *m);
 

@@ -93,13 +93,29 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
   m->sample_ids = sample_ids;
   m->train = train;
   load_tokens(m, tokens);
+  MT_HOOK(m, before_forward, MT_GPT_EMBEDDING);
   embedding_forward(m);
-  for (int l = 0; l < m->cfg.num_layers; l++) mt_gpt_layer_forward(m, l);
+  MT_HOOK(m, after_forward, MT_GPT_EMBEDDING);
+  for (int l = 0; l < m->cfg.num_layers; l++) {
+    MT_HOOK(m, before_forward, l);
+    mt_gpt_layer_forward(m, l);
+    MT_HOOK(m, after_forward, l);
+  }
+  MT_HOOK(m, before_forward, MT_GPT_HEAD);
   double loss_sum = head_forward(m);
+  MT_HOOK(m, after_forward, MT_GPT_HEAD);
   if (train) {
+    MT_HOOK(m, before_backward, MT_GPT_HEAD);
     head_backward(m, loss_scale);
-    for (int l = m->cfg.num_layers - 1; l >= 0; l--) mt_gpt_layer_backward(m, l);
+    MT_HOOK(m, after_backward, MT_GPT_HEAD);
+    for (int l = m->cfg.num_layers - 1; l >= 0; l--) {
+      MT_HOOK(m, before_backward, l);
+      mt_gpt_layer_backward(m, l);
+      MT_HOOK(m, after_backward, l);
+    }
+    MT_HOOK(m, before_backward, MT_GPT_EMBEDDING);
     embedding_backward(m);
+    MT_HOOK(m, after_backward, MT_GPT_EMBEDDING);
   }
   m->sample_ids = NULL;
   return loss_sum;

