@@ -75,9 +75,13 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   mt_step_result r = {0};
   mt_gpt_zero_grad(t->model);
   double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
+  mt_gpt_finalize_grads(t->model);
   mt_trainer_reduce_gradients(t);
   r.lm_loss = loss_sum / ((double)c->training.global_batch_size * c->model.seq_length);
-  double sumsq = mt_grad_sumsq(&t->opt, 1);
+  /* squares of sharded tensors from every model-parallel rank, replicated
+   * tensors once (tp rank 0) */
+  double sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0);
+  mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
   r.grad_norm = sqrt(sumsq);
   r.lr = mt_lr_at(&t->sched, iteration);
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
@@ -211,12 +215,13 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       break;
     }
   }
-  if (status == 0 && t->dp > 1) {
+  if (status == 0 && (t->dp > 1 || t->topo.tp > 1)) {
     if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
       status = 1;
     } else {
-      say(t, "> parameters are bitwise identical on all %d data-parallel ranks\n", t->dp);
+      say(t, "> parameters are bitwise identical on all %d data-parallel ranks; replicated "
+             "parameters identical on all %d tensor-parallel ranks\n", t->dp, t->topo.tp);
     }
   }
   if (status == 0 && t->is_logger)
