@@ -73,6 +73,10 @@ double mt_trainer_evaluate(mt_trainer *t) {
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   const mt_config *c = t->cfg;
   mt_step_result r = {0};
+  for (int k = 0; k <= MT_GK_N; k++) {
+    mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
+    if (g) mt_group_reset_counters(g);
+  }
   mt_gpt_zero_grad(t->model);
   double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
   mt_gpt_finalize_grads(t->model);
@@ -90,6 +94,12 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
   t->consumed_samples += c->training.global_batch_size;
+  for (int k = 0; k <= MT_GK_N; k++) {
+    mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
+    if (!g) continue;
+    const mt_coll_counter *cc = mt_group_counters(g);
+    for (int op = 0; op < MT_COLL_N; op++) r.comm_bytes[k] += cc[op].bytes;
+  }
   return r;
 }
 
@@ -170,6 +180,17 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.tokens_per_s = (double)tc->global_batch_size * cfg->model.seq_length / (now - t_log);
     rec.tflops_per_device = t->flops_per_iter / (now - t_log) / t->world_size / 1e12;
     rec.mfu = -1;
+    for (int k = 0; k <= MT_GK_N && rec.n_comm < 16; k++) {
+      if (!r.comm_bytes[k]) continue;
+      rec.comm_group[rec.n_comm] = k < MT_GK_N ? mt_group_kind_name((mt_group_kind)k) : "world";
+      rec.comm_bytes[rec.n_comm++] = r.comm_bytes[k];
+    }
+    if (tc->check_replicas_interval > 0 && it % tc->check_replicas_interval == 0 &&
+        mt_trainer_check_replicas(t, err, sizeof err) != 0) {
+      rank_error(t, err);
+      status = 1;
+      break;
+    }
     double val = -1.0;
     if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
       val = mt_trainer_evaluate(t);
