@@ -171,6 +171,10 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   cpu_impl *im = mt_xcalloc(1, sizeof *im);
   im->num_threads = omp_get_max_threads();
   im->gemm_omp = gemm_omp;
+  const char *pm = getenv("MT_CPU_PAR_MIN");
+  im->par_min = pm && atoll(pm) > 0 ? atoll(pm) : CPU_PAR_MIN_DEFAULT;
+  const char *slabs = getenv("MT_CPU_GEMM_SLABS");
+  im->gemm_slabs_per_thread = slabs && atoi(slabs) > 0 ? atoi(slabs) : 4;
   be->ops = &cpu_ops;
   be->name = "cpu";
   be->dtype = MT_F32;
