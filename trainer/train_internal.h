@@ -47,6 +47,7 @@ typedef struct {
   double lm_loss, grad_norm;
   float lr;
   int skipped;
+  int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
 } mt_step_result;
 
 /* Build everything for cfg; loads the checkpoint named by checkpoint.load.
