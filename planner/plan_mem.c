@@ -13,9 +13,9 @@
  * sharding of 2205.05198 Table 2: tensor parallelism divides qkv, probs, ctx,
  * fc1, gelu by t; sequence parallelism also divides the residual/LayerNorm
  * tensors. Dropout masks are regenerated from the counter-based RNG, so no
- * mask bytes. Selective recomputation drops probs; full recomputation keeps
- * only each layer's input plus one recomputed group of recompute_num_layers
- * layers. Pipeline stage k holds min(p - k, m) micro-batches (1F1B) or
+ * mask bytes. Selective recomputation keeps one probs buffer shared by all
+ * layers; full recomputation keeps only each layer's input plus
+ * recompute_num_layers full sets shared by all chunks. Pipeline stage k holds min(p - k, m) micro-batches (1F1B) or
  * (p - k - 1) * 2 + (v - 1) * p + 1 model chunks (interleaved, Megatron's
  * warm-up count; stage 0 gives 2205.05198's L (1 + (p-1)/(p v))).
  */
@@ -154,22 +154,26 @@ static void stage_memory(const mt_plan_dims *d, int k, double out[MT_PM_N], doub
                      moe_frac * layer_act_bytes(d, 1, d->recompute);
   double layers = inflight_layers(d, k);
   double xs = d->sp ? x / t : x, rows = d->sp ? d->b * d->s / t : d->b * d->s;
+  double probs = d->b * (d->a / t) * d->s * d->s * e;
   double act;
   if (d->recompute == 2) {
-    /* layer inputs kept; one group of rc_layers layers recomputed at a time */
+    /* layer inputs kept; recompute_num_layers full sets (without the input)
+     * shared by all chunks (model/gpt.c n_act_sets) */
     double group = fmin(d->rc_layers, d->L / d->p);
-    act = layers / group * xs * e + group * layer_act_bytes(d, moe_frac > 0.5, 0);
-    per_layer = xs * e * 1.0 / group;
+    act = layers * xs * e + group * (layer_act_bytes(d, moe_frac > 0.5, 0) - xs * e);
+    per_layer = xs * e;
   } else {
     act = layers * per_layer;
+    if (d->recompute == 1) act += probs; /* one shared probs buffer, recomputed per layer */
   }
   if (k == (int)d->p - 1) /* stack output, final LN, logits, loss pieces, one micro-batch */
     act += xs * e + xs * e + 2 * rows * 4 + d->b * d->s * d->Vp / t * e + 4 * d->b * d->s * 4;
   if (k == 0 || k == (int)d->p - 1) act += 2 * d->b * d->s * 4; /* token ids, targets */
   out[MT_PM_ACT] = act;
-  /* workspace reused by every layer: gathered input, residual grads, dqkv, dctx, dffn */
-  double xg = d->sp ? x : xs;
-  out[MT_PM_WORKSPACE] = (3 * xg + 3 * x / t + x / t + d->b * d->s * d->f / t) * e;
+  /* workspace reused by every layer: residual grads (3 xs), dqkv, dctx, dffn,
+   * and with tp > 1 the gather and gradient buffers of the full sequence */
+  out[MT_PM_WORKSPACE] =
+      (3 * xs + 3 * x / t + x / t + d->b * d->s * d->f / t + (t > 1 ? 2 * x : 0)) * e;
   *act_layer = per_layer;
   *infl = layers;
 }

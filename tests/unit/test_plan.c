@@ -139,10 +139,15 @@ static void test_paper_reproduction(void **state) {
 
 /* ---- memory: prediction vs the allocator on the CPU backend ---- */
 
-static void check_memory(const char *json, int steps) {
+static void check_memory(const char *json, int steps, const char *recompute, int rc_layers) {
   char err[2048];
   mt_config cfg;
-  int rc = mt_config_load_string(&cfg, json, "test", NULL, 0, 1, err, sizeof err);
+  char o1[96], o2[96];
+  snprintf(o1, sizeof o1, "model.recompute_granularity=\"%s\"", recompute);
+  snprintf(o2, sizeof o2, "model.recompute_num_layers=%d", rc_layers);
+  const char *ov[] = {o1, o2};
+  printf("%s recompute=%s/%d\n", json, recompute[0] ? recompute : "none", rc_layers);
+  int rc = mt_config_load_string(&cfg, json, "test", ov, 2, 1, err, sizeof err);
   if (rc) fprintf(stderr, "%s\n", err);
   assert_int_equal(rc, 0);
   mt_plan_memory pred;
@@ -167,6 +172,11 @@ static void check_memory(const char *json, int steps) {
   g.untie_embeddings_and_output_weights = cfg.model.untie_embeddings_and_output_weights;
   g.micro_batch_size = cfg.training.micro_batch_size;
   g.seed = 1;
+  g.tp_size = 1;
+  g.recompute = !strcmp(recompute, "selective") ? MT_RECOMPUTE_SELECTIVE
+                : !strcmp(recompute, "full")    ? MT_RECOMPUTE_FULL
+                                                : MT_RECOMPUTE_NONE;
+  g.recompute_num_layers = rc_layers;
   mt_gpt *m = mt_gpt_create(be, &g);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
@@ -206,15 +216,20 @@ static void check_memory(const char *json, int steps) {
 
 static void test_memory_vs_allocator(void **state) {
   (void)state;
-  check_memory("{\"model\":{\"num_layers\":2,\"hidden_size\":64,\"num_attention_heads\":4,"
-               "\"seq_length\":32,\"vocab_size\":50257},"
-               "\"training\":{\"micro_batch_size\":2,\"train_iters\":1,\"lr\":1e-3},\"data\":{\"data_path\":\"x\"}}",
-               2);
-  check_memory("{\"model\":{\"num_layers\":3,\"hidden_size\":96,\"num_attention_heads\":6,"
-               "\"ffn_hidden_size\":200,\"seq_length\":48,\"max_position_embeddings\":64,"
-               "\"vocab_size\":1000,\"untie_embeddings_and_output_weights\":true},"
-               "\"training\":{\"micro_batch_size\":3,\"train_iters\":1,\"lr\":1e-3},\"data\":{\"data_path\":\"x\"}}",
-               1);
+  const char *a = "{\"model\":{\"num_layers\":2,\"hidden_size\":64,\"num_attention_heads\":4,"
+                  "\"seq_length\":32,\"vocab_size\":50257},"
+                  "\"training\":{\"micro_batch_size\":2,\"train_iters\":1,\"lr\":1e-3},"
+                  "\"data\":{\"data_path\":\"x\"}}";
+  const char *b = "{\"model\":{\"num_layers\":4,\"hidden_size\":96,\"num_attention_heads\":6,"
+                  "\"ffn_hidden_size\":200,\"seq_length\":48,\"max_position_embeddings\":64,"
+                  "\"vocab_size\":1000,\"untie_embeddings_and_output_weights\":true},"
+                  "\"training\":{\"micro_batch_size\":3,\"train_iters\":1,\"lr\":1e-3},"
+                  "\"data\":{\"data_path\":\"x\"}}";
+  check_memory(a, 2, "", 1);
+  check_memory(b, 1, "", 1);
+  check_memory(b, 1, "selective", 1);
+  check_memory(b, 1, "full", 1);
+  check_memory(b, 1, "full", 2);
 }
 
 /* ---- errors ---- */
