@@ -143,6 +143,14 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
   for (int i = 0; i < s->n_actions; i++) {
     const mt_pp_action *a = &s->actions[i];
     int pc;
+    if (!md->backward) { /* forward only: release micro-batches whose output has left */
+      for (int k = 0; k < cap; k++)
+        if (fwd_send[k] && mt_test(fwd_send[k])) {
+          fwd_send[k] = NULL;
+          md->end(md->ctx, k % v, k / v);
+          in_flight--;
+        }
+    }
     if (a->fwd) {
       md->begin(md->ctx, a->chunk, a->mb);
       if (++in_flight > max_in_flight) max_in_flight = in_flight;
@@ -159,11 +167,11 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
         fwd_send[a->mb * v + a->chunk] =
             mt_isend(pp, next, tag_of(v, pc, a->mb, 0), md->output_buffer(md->ctx, a->chunk, a->mb),
                      md->count, md->dtype);
-      if (!md->backward) { /* forward only: done with this micro-batch */
-        mt_wait(fwd_send[a->mb * v + a->chunk]);
-        fwd_send[a->mb * v + a->chunk] = NULL;
-        md->end(md->ctx, a->chunk, a->mb);
-        in_flight--;
+      if (!md->backward) { /* forward only: end once the output has left */
+        if (!fwd_send[a->mb * v + a->chunk]) {
+          md->end(md->ctx, a->chunk, a->mb);
+          in_flight--;
+        }
       }
     } else {
       int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
@@ -189,7 +197,11 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
     }
   }
   pool_reap(&pool, 1);
-  for (int i = 0; i < cap; i++) mt_wait(fwd_send[i]);
+  for (int k = 0; k < cap; k++)
+    if (fwd_send[k]) {
+      mt_wait(fwd_send[k]);
+      if (!md->backward) md->end(md->ctx, k % v, k / v);
+    }
   for (int i = 0; i < pool.n; i++) md->be->ops->free(md->be, pool.buf[i]);
   free(pool.buf);
   free(pool.req);

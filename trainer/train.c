@@ -120,7 +120,7 @@ static void print_summary(const mt_trainer *t) {
       c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
       (long long)mt_config_padded_vocab(c));
   say(t, "> number of parameters: %lld (%.2fM); per rank: %lld\n",
-      (long long)mt_gpt_num_parameters(t->model), mt_gpt_num_parameters(t->model) / 1e6,
+      (long long)t->n_params_total, t->n_params_total / 1e6,
       (long long)mt_gpt_params(t->model)->numel);
   say(t, "> batch: micro %d, global %d (%lld micro-batches per rank), %lld tokens/iteration\n",
       c->training.micro_batch_size, c->training.global_batch_size,

@@ -41,6 +41,7 @@ typedef struct {
   int64_t consumed_samples;
   int64_t skipped_iters, nan_iters;
   double flops_per_iter;
+  int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double t_interval;
   /* pipeline parallelism */
   mt_pp_schedule sched_train, sched_eval;

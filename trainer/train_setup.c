@@ -131,6 +131,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->tokens = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   t->sample_ids = mt_xmalloc((size_t)b * sizeof(int64_t));
   if (t->topo.pp > 1 && mt_trainer_pipeline_setup(t, err, errlen) != 0) return -1;
+  t->n_params_total = mt_gpt_num_parameters(t->model);
+  mt_allreduce(t->ps->pp, &t->n_params_total, 1, MT_I64, MT_OP_SUM);
   t->flops_per_iter = mt_flops_per_iteration(
       cfg->training.global_batch_size, s, cfg->model.num_layers, cfg->model.hidden_size,
       cfg->model.ffn_hidden_size, mt_config_padded_vocab(cfg));

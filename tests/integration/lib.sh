@@ -31,7 +31,7 @@ for line in open(sys.argv[1]):
         print(o["iteration"], repr(o[sys.argv[2]]))' "$1" "$2"
 }
 
-# compare_metrics A B RELTOL: lm_loss and grad_norm per iteration within RELTOL
+# compare_metrics A B RELTOL: lm_loss, grad_norm (and val_loss) per iteration within RELTOL
 # (0 = bitwise); prints the worst relative difference.
 compare_metrics() {
   /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
@@ -47,7 +47,10 @@ a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
 assert a.keys() == b.keys() and a, "iterations differ: %s vs %s" % (sorted(a), sorted(b))
 worst = 0.0
 for it in sorted(a):
-    for k in ("lm_loss", "grad_norm"):
+    for k in ("lm_loss", "grad_norm", "val_loss"):
+        if k not in a[it] and k not in b[it]:
+            continue
+        assert k in a[it] and k in b[it], "iteration %d: %s only in one run" % (it, k)
         x, y = a[it][k], b[it][k]
         r = abs(x - y) / max(abs(y), 1e-30)
         worst = max(worst, r)
