@@ -29,6 +29,9 @@ typedef struct {
   double grad_norm;
   int64_t skipped_iters, nan_iters;
   double eta_s;             /* estimated time to finish */
+  int64_t comm_bytes;       /* this rank's collective bytes in the step (comm.h counters;
+                               0 = none / not recorded: omitted from JSONL) */
+  int64_t comm_bus_bytes;   /* the same as bus bytes */
 } mt_log_record;
 
 /* Print the Megatron-style line for r to f. */

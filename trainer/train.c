@@ -56,6 +56,7 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   for (int64_t mb = 0; mb < n_micro; mb++) {
     load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
     loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
+    if (t->zero) mt_zero_opt_flush(t->zero);
   }
   mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
   return loss_sum;
@@ -73,19 +74,27 @@ double mt_trainer_evaluate(mt_trainer *t) {
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   const mt_config *c = t->cfg;
   mt_step_result r = {0};
-  mt_gpt_zero_grad(t->model);
+  int64_t bytes0, bus0;
+  mt_trainer_comm_totals(t, &bytes0, &bus0);
+  if (t->zero) mt_zero_opt_zero_grad(t->zero);
+  else mt_gpt_zero_grad(t->model);
   double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
   mt_trainer_reduce_gradients(t);
   r.lm_loss = loss_sum / ((double)c->training.global_batch_size * c->model.seq_length);
-  double sumsq = mt_grad_sumsq(&t->opt, 1);
+  double sumsq = t->zero ? mt_zero_opt_grad_sumsq(t->zero) : mt_grad_sumsq(&t->opt, 1);
   r.grad_norm = sqrt(sumsq);
   r.lr = mt_lr_at(&t->sched, iteration);
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
     r.skipped = 1;
+  } else if (t->zero) {
+    mt_zero_opt_step(t->zero, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   } else {
     mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
   t->consumed_samples += c->training.global_batch_size;
+  mt_trainer_comm_totals(t, &r.comm_bytes, &r.comm_bus_bytes);
+  r.comm_bytes -= bytes0;
+  r.comm_bus_bytes -= bus0;
   return r;
 }
 
@@ -110,6 +119,7 @@ static void print_summary(const mt_trainer *t) {
   for (int k = 0; k < MT_MEM_NCAT; k++)
     say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
   say(t, " | total %.1f\n", ms->live_total / 1048576.0);
+  if (t->zero && t->is_logger) mt_zero_opt_print_summary(t->zero, stdout);
   say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
 }
 
@@ -160,6 +170,8 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.global_batch_size = tc->global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;
+    rec.comm_bytes = r.comm_bytes;
+    rec.comm_bus_bytes = r.comm_bus_bytes;
     rec.skipped_iters = t->skipped_iters;
     rec.nan_iters = t->nan_iters;
     rec.elapsed_ms = 1e3 * (now - t_log);

@@ -109,9 +109,13 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 
   mt_gpt_config gc = model_config(cfg);
   t->model = mt_gpt_create(t->be, &gc);
-  mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
-                mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1, cfg->training.adam_beta2,
-                cfg->training.adam_eps, cfg->training.weight_decay);
+  if (cfg->parallel.zero_stage > 0) {
+    t->zero = mt_trainer_zero_create(t);
+  } else {
+    mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
+                  mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1,
+                  cfg->training.adam_beta2, cfg->training.adam_eps, cfg->training.weight_decay);
+  }
   t->sched.max_lr = cfg->training.lr;
   t->sched.min_lr = cfg->training.min_lr;
   t->sched.warmup_iters = cfg->training.lr_warmup_iters;
@@ -150,6 +154,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 void mt_trainer_teardown(mt_trainer *t) {
   mt_metrics_close(&t->metrics);
   mt_adamw_free(&t->opt);
+  mt_trainer_zero_destroy(t->zero);
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
   if (t->be) mt_backend_destroy(t->be);
@@ -161,6 +166,10 @@ void mt_trainer_teardown(mt_trainer *t) {
 }
 
 void mt_trainer_reduce_gradients(mt_trainer *t) {
+  if (t->zero) {
+    mt_zero_opt_reduce_gradients(t->zero);
+    return;
+  }
   if (t->dp == 1) return;
   float *g = mt_gpt_grad_buffer(t->model);
   int64_t n = mt_gpt_params(t->model)->numel;
@@ -185,7 +194,8 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
   const mt_param_list *pl = mt_gpt_params(t->model);
   size_t bytes = (size_t)pl->numel * mt_dtype_size(t->be->dtype);
   unsigned char *host = mt_xmalloc(bytes);
-  t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_buffer(t->model), bytes);
+  if (t->zero) mt_trainer_zero_full_params_host(t, host); /* stage 3: all-gathered */
+  else t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_buffer(t->model), bytes);
   uint64_t h = 0xCBF29CE484222325ull;
   for (size_t i = 0; i < bytes; i++) h = (h ^ host[i]) * 0x100000001B3ull;
   free(host);
