@@ -65,6 +65,11 @@ static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
   L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
   L.writer = t->dp_rank == 0;
   L.world = t->world;
+  if (t->zero) {
+    L.shard_save = mt_zero_ckpt_save;
+    L.shard_load = mt_zero_ckpt_load;
+    L.shard_ctx = t->zero;
+  }
   return L;
 }
 
@@ -132,6 +137,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
     mt_ckpt_state st = {0};
     mt_ckpt_layout L = ckpt_layout(t);
     if (mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen) != 0) return -1;
+    if (t->zero) mt_zero_opt_sync_params(t->zero);
     if (st.seed != cfg->training.seed) {
       snprintf(err, errlen,
                "checkpoint in '%s' was trained with training.seed %llu but the config says %llu",

@@ -29,6 +29,7 @@
 #include "model/gpt.h"
 #include "parallel/comm.h"
 #include "parallel/zero.h"
+#include "trainer/checkpoint.h"
 
 /* One owned piece of one parameter: flat [flat_off, flat_off + n) of the
  * model's buffers is shard [shard_off, shard_off + n) of this rank. */
@@ -109,6 +110,18 @@ void mt_zero_opt_expected_bytes(const mt_zero_opt *z, size_t out[MT_MEM_NCAT]);
 
 /* Print "> ZeRO stage S over dp=N: ..." lines (layout and per-rank state). */
 void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
+
+/* Checkpoint shard files (trainer/zero_checkpoint.c), plugged into
+ * mt_ckpt_layout.shard_save / shard_load with ctx = the mt_zero_opt. Load
+ * refuses another zero_stage, dp size, bucket size, dtype or model with a
+ * message. After a successful load on every rank, call
+ * mt_zero_opt_sync_params (stages 1/2: all-gather the loaded shards into the
+ * full parameter buffer; collective over dp). */
+int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
+                      size_t errlen);
+int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err,
+                      size_t errlen);
+void mt_zero_opt_sync_params(mt_zero_opt *z);
 
 /* Install the stage 2/3 hooks on the model (trainer/zero_hooks.c). */
 void mt_zero_hooks_install(mt_zero_opt *z);
