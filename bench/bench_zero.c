@@ -29,7 +29,12 @@ static void run_stage(mt_dist *dist, const char *path, const char **sets, int n_
   mt_barrier(T.world);
   double t0 = mt_now();
   int64_t comm = 0;
-  for (int i = 0; i < steps; i++) comm += mt_trainer_step(&T, 2 + i).comm_bus_bytes;
+  for (int i = 0; i < steps; i++) {
+    mt_trainer_step(&T, 2 + i); /* counters restart at every step */
+    int64_t bytes, bus;
+    mt_trainer_comm_totals(&T, &bytes, &bus);
+    comm += bus;
+  }
   mt_barrier(T.world);
   double dt = mt_now() - t0;
   const mt_mem_stats *ms = &T.be->mem;

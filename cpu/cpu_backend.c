@@ -85,18 +85,28 @@ static void cpu_destroy(mt_backend *be) {
 /* OpenBLAS kernel choice. OpenBLAS picks its kernels when the library loads,
  * from OPENBLAS_CORETYPE or CPU detection; on the AVX-512 dev machine its
  * own pick (Cooperlake) runs sgemm ~2x faster than the AVX2 "Haswell"
- * kernels (bench/bench_ops: ~200 vs ~105 GFLOP/s per core). Setting
- * MT_OPENBLAS_CORETYPE=<core> (e.g. SkylakeX, Cooperlake, Haswell) switches
- * OpenBLAS to that core at backend creation — overriding an
- * OPENBLAS_CORETYPE inherited from the environment — by re-running its
- * dynamic-arch selection (entry points exported by DYNAMIC_ARCH builds only,
- * hence weak references) before any BLAS call is in flight. */
+ * kernels that its environment forces (bench/bench_ops: ~200 vs ~105
+ * GFLOP/s per core). MT_OPENBLAS_CORETYPE switches OpenBLAS at backend
+ * creation, overriding an inherited OPENBLAS_CORETYPE:
+ *   <core> (e.g. SkylakeX, Cooperlake, Haswell): that core;
+ *   auto: SkylakeX when the CPU reports AVX-512 F/CD/BW/DQ/VL, else no change.
+ * Unset: no change. Switching re-runs OpenBLAS's dynamic-arch selection
+ * (entry points exported by DYNAMIC_ARCH builds only, hence weak
+ * references) before any BLAS call is in flight. */
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 
 static void cpu_pick_openblas_kernels(void) {
   const char *want = getenv("MT_OPENBLAS_CORETYPE");
   if (!want || !*want || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
+  if (strcasecmp(want, "auto") == 0) {
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512cd") ||
+        !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512dq") ||
+        !__builtin_cpu_supports("avx512vl"))
+      return;
+    want = "SkylakeX";
+  }
   const char *core = openblas_get_corename();
   if (core && strcasecmp(core, want) == 0) return;
   setenv("OPENBLAS_CORETYPE", want, 1);

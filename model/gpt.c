@@ -19,38 +19,58 @@ static const char *k_layer_param_names[MT_LP_N] = {
     "mlp.linear_fc2.weight",          "mlp.linear_fc2.bias",
 };
 
+/* Parameter shards of this TP rank (Megatron's column/row/vocab split):
+ * column-parallel weights (linear_qkv, linear_fc1) and their biases split
+ * the output features (rows of W), row-parallel weights (linear_proj,
+ * linear_fc2) the input features (columns of W), the word embedding and an
+ * untied output layer the (padded) vocabulary rows. LayerNorms, the position
+ * embedding and row-parallel biases are replicated. */
 static void register_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_param_list *pl = &m->params;
   const int64_t h = c->hidden_size, f = c->ffn_hidden_size, V = c->padded_vocab_size;
+  const int64_t tr = c->tp_rank, hl = m->hl, fl = m->fl, vl = m->vl;
+  const int sp = c->sequence_parallel && c->tp_size > 1;
   char name[MT_PARAM_NAME_MAX];
-  m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, V, h, 0, 0,
+  m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
                            MT_INIT_NORMAL, 0, 0);
   m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
                            c->max_position_embeddings, h, c->max_position_embeddings, h, 0, 0,
                            MT_INIT_NORMAL, 0, 1);
-  /* global shapes [rows, cols] of each layer parameter, in enum order */
-  const int64_t shp[MT_LP_N][2] = {{1, h}, {1, h}, {3 * h, h}, {1, 3 * h}, {h, h}, {1, h},
-                                   {1, h}, {1, h}, {f, h},     {1, f},     {h, f}, {1, h}};
+  pl->p[m->p_wpe].sp_partial = sp;
+  /* global [rows, cols], local [rows, cols], offsets [row, col] per slot */
+  const int64_t g[MT_LP_N][6] = {
+      {1, h, 1, h, 0, 0},                   {1, h, 1, h, 0, 0},
+      {3 * h, h, 3 * hl, h, tr * 3 * hl, 0}, {1, 3 * h, 1, 3 * hl, 0, tr * 3 * hl},
+      {h, h, h, hl, 0, tr * hl},            {1, h, 1, h, 0, 0},
+      {1, h, 1, h, 0, 0},                   {1, h, 1, h, 0, 0},
+      {f, h, fl, h, tr * fl, 0},            {1, f, 1, fl, 0, tr * fl},
+      {h, f, h, fl, 0, tr * fl},            {1, h, 1, h, 0, 0}};
   const mt_init_kind init[MT_LP_N] = {MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_NORMAL, MT_INIT_ZEROS,
                                       MT_INIT_SCALED, MT_INIT_ZEROS, MT_INIT_ONES,   MT_INIT_ZEROS,
                                       MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
+  const int is_ln[MT_LP_N] = {1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
   m->layer_p = mt_xcalloc((size_t)c->num_layers, sizeof(*m->layer_p));
   for (int l = 0; l < c->num_layers; l++) {
     for (int k = 0; k < MT_LP_N; k++) {
       snprintf(name, sizeof name, "decoder.layers.%d.%s", l, k_layer_param_names[k]);
-      int no_wd = shp[k][0] == 1; /* biases and LayerNorm */
-      m->layer_p[l][k] = mt_params_add(pl, name, shp[k][0], shp[k][1], shp[k][0], shp[k][1], 0,
-                                       0, init[k], no_wd, 0);
+      int no_wd = g[k][0] == 1; /* biases and LayerNorm */
+      int replicated = g[k][1] == g[k][3] && g[k][0] == g[k][2];
+      int idx = mt_params_add(pl, name, g[k][0], g[k][1], g[k][2], g[k][3], g[k][4], g[k][5],
+                              init[k], no_wd, replicated);
+      pl->p[idx].sp_partial = sp && is_ln[k];
+      m->layer_p[l][k] = idx;
     }
   }
   m->p_lnf_w = mt_params_add(pl, "decoder.final_layernorm.weight", 1, h, 1, h, 0, 0,
                              MT_INIT_ONES, 1, 1);
   m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
                              MT_INIT_ZEROS, 1, 1);
+  pl->p[m->p_lnf_w].sp_partial = pl->p[m->p_lnf_b].sp_partial = sp;
   m->p_out = m->p_wte;
   if (c->untie_embeddings_and_output_weights)
-    m->p_out = mt_params_add(pl, "output_layer.weight", V, h, V, h, 0, 0, MT_INIT_NORMAL, 0, 0);
+    m->p_out = mt_params_add(pl, "output_layer.weight", V, h, vl, h, m->v_start, 0,
+                             MT_INIT_NORMAL, 0, 0);
 }
 
 static void init_params(mt_gpt *m) {
@@ -75,13 +95,13 @@ static void init_params(mt_gpt *m) {
   }
   /* Padded vocabulary rows are never trained: keep them exactly zero so the
    * value is independent of how the padding is split (tp). */
-  if (c->padded_vocab_size > c->vocab_size) {
+  if (m->v_valid < m->vl) {
     size_t es = mt_dtype_size(be->dtype);
     int outs[2] = {m->p_wte, m->p_out};
     for (int j = 0; j < (m->p_out == m->p_wte ? 1 : 2); j++) {
       char *w = mt_gpt_param_ptr(m, outs[j]);
-      be->ops->memset0(be, w + (size_t)c->vocab_size * c->hidden_size * es,
-                       (size_t)(c->padded_vocab_size - c->vocab_size) * c->hidden_size * es);
+      be->ops->memset0(be, w + (size_t)m->v_valid * c->hidden_size * es,
+                       (size_t)(m->vl - m->v_valid) * c->hidden_size * es);
     }
   }
 }
@@ -94,12 +114,36 @@ static void *wsp(mt_gpt *m, int64_t n, mt_dtype t) {
   return m->be->ops->alloc(m->be, (size_t)n * mt_dtype_size(t), MT_MEM_WORKSPACE);
 }
 
+static void alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_dtype T = m->be->dtype;
+  const int64_t h = c->hidden_size, s = c->seq_length, b = c->micro_batch_size;
+  a->ln1 = act(m, m->rows_l * h, T);
+  a->ln1_mean = act(m, m->rows_l, MT_F32);
+  a->ln1_rstd = act(m, m->rows_l, MT_F32);
+  a->qkv = act(m, m->rows * 3 * m->hl, T);
+  a->probs = with_probs ? act(m, b * m->np * s * s, T) : m->probs_shared;
+  a->ctx = act(m, m->rows * m->hl, T);
+  a->x1 = act(m, m->rows_l * h, T);
+  a->ln2 = act(m, m->rows_l * h, T);
+  a->ln2_mean = act(m, m->rows_l, MT_F32);
+  a->ln2_rstd = act(m, m->rows_l, MT_F32);
+  a->fc1 = act(m, m->rows * m->fl, T);
+  a->gelu = act(m, m->rows * m->fl, T);
+}
+
+static void free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
+  void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->ctx, a->x1,
+                  a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
+  for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
+  if (a->probs != m->probs_shared) m->be->ops->free(m->be, a->probs);
+}
+
 static void alloc_buffers(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
   const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
-  const int64_t f = c->ffn_hidden_size, nh = c->num_attention_heads, sb = s * b;
   const int L = c->num_layers;
   m->param_buf = be->ops->alloc(be, (size_t)m->params.numel * mt_dtype_size(T), MT_MEM_PARAM);
   be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
@@ -112,43 +156,60 @@ static void alloc_buffers(mt_gpt *m) {
     m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
   }
 
-  m->acts = mt_xcalloc((size_t)L, sizeof(mt_layer_acts));
+  /* Activation sets: one per layer; under full recompute one per layer of a
+   * chunk, shared by all chunks. Selective recompute shares one probs buffer. */
+  int selective = c->recompute == MT_RECOMPUTE_SELECTIVE;
+  if (selective) m->probs_shared = act(m, b * m->np * s * s, T);
+  m->n_act_sets = c->recompute == MT_RECOMPUTE_FULL ? c->recompute_num_layers : L;
+  if (m->n_act_sets > L) m->n_act_sets = L;
+  m->act_sets = mt_xcalloc((size_t)m->n_act_sets, sizeof(mt_layer_acts));
+  for (int k = 0; k < m->n_act_sets; k++) alloc_layer_acts(m, &m->act_sets[k], !selective);
+  m->acts = mt_xcalloc((size_t)L, sizeof(mt_layer_acts *));
+  for (int l = 0; l < L; l++) m->acts[l] = &m->act_sets[l % m->n_act_sets];
   m->resid = mt_xcalloc((size_t)L + 1, sizeof(void *));
-  for (int l = 0; l <= L; l++) m->resid[l] = act(m, sb * h, T);
-  for (int l = 0; l < L; l++) {
-    mt_layer_acts *a = &m->acts[l];
-    a->ln1 = act(m, sb * h, T);
-    a->ln1_mean = act(m, sb, MT_F32);
-    a->ln1_rstd = act(m, sb, MT_F32);
-    a->qkv = act(m, sb * 3 * h, T);
-    a->probs = act(m, b * nh * s * s, T);
-    a->ctx = act(m, sb * h, T);
-    a->x1 = act(m, sb * h, T);
-    a->ln2 = act(m, sb * h, T);
-    a->ln2_mean = act(m, sb, MT_F32);
-    a->ln2_rstd = act(m, sb, MT_F32);
-    a->fc1 = act(m, sb * f, T);
-    a->gelu = act(m, sb * f, T);
-  }
-  m->lnf = act(m, sb * h, T);
-  m->lnf_mean = act(m, sb, MT_F32);
-  m->lnf_rstd = act(m, sb, MT_F32);
-  m->logits = act(m, sb * c->padded_vocab_size, T);
-  m->row_max = act(m, sb, MT_F32);
-  m->sumexp = act(m, sb, MT_F32);
-  m->tgt_logit = act(m, sb, MT_F32);
-  m->loss = act(m, sb, MT_F32);
-  m->tokens = act(m, sb, MT_I32);
-  m->targets = act(m, sb, MT_I32);
+  for (int l = 0; l <= L; l++) m->resid[l] = act(m, m->rows_l * h, T);
+  m->lnf = act(m, m->rows_l * h, T);
+  m->lnf_mean = act(m, m->rows_l, MT_F32);
+  m->lnf_rstd = act(m, m->rows_l, MT_F32);
+  m->logits = act(m, m->rows * m->vl, T);
+  m->row_max = act(m, m->rows, MT_F32);
+  m->stats = act(m, 2 * m->rows, MT_F32);
+  m->loss = act(m, m->rows, MT_F32);
+  m->tokens = act(m, m->rows, MT_I32);
+  m->targets = act(m, m->rows, MT_I32);
 
-  m->tmp_h = wsp(m, sb * h, T);
-  m->dresid = wsp(m, sb * h, T);
-  m->dtmp_h = wsp(m, sb * h, T);
-  m->dqkv = wsp(m, sb * 3 * h, T);
-  m->dctx = wsp(m, sb * h, T);
-  m->dffn = wsp(m, sb * f, T);
-  m->host_tokens = mt_xmalloc((size_t)sb * sizeof(int32_t));
-  m->host_targets = mt_xmalloc((size_t)sb * sizeof(int32_t));
+  m->tmp_h = wsp(m, m->rows_l * h, T);
+  m->dresid = wsp(m, m->rows_l * h, T);
+  m->dtmp_h = wsp(m, m->rows_l * h, T);
+  m->dqkv = wsp(m, m->rows * 3 * m->hl, T);
+  m->dctx = wsp(m, m->rows * m->hl, T);
+  m->dffn = wsp(m, m->rows * m->fl, T);
+  if (c->tp_size > 1) {
+    m->gather_ws = wsp(m, m->rows * h, T);
+    m->grad_ws = wsp(m, m->rows * h, T);
+  }
+  m->host_tokens = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+  m->host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+}
+
+static void local_sizes(mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  const int tp = c->tp_size > 0 ? c->tp_size : 1;
+  MT_ASSERT(c->num_attention_heads % tp == 0 && c->ffn_hidden_size % tp == 0);
+  MT_ASSERT(c->padded_vocab_size % tp == 0);
+  m->hn = c->hidden_size / c->num_attention_heads;
+  m->np = c->num_attention_heads / tp;
+  m->hl = (int64_t)m->np * m->hn;
+  m->fl = c->ffn_hidden_size / tp;
+  m->vl = c->padded_vocab_size / tp;
+  m->v_start = (int64_t)c->tp_rank * m->vl;
+  int64_t valid = c->vocab_size - m->v_start;
+  m->v_valid = valid < 0 ? 0 : (valid > m->vl ? m->vl : valid);
+  int sp = c->sequence_parallel && tp > 1;
+  MT_ASSERT(!sp || c->seq_length % tp == 0);
+  m->sl = sp ? c->seq_length / tp : c->seq_length;
+  m->rows = (int64_t)c->seq_length * c->micro_batch_size;
+  m->rows_l = m->sl * c->micro_batch_size;
 }
 
 mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
@@ -158,9 +219,21 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   MT_ASSERT(cfg->hidden_size % cfg->num_attention_heads == 0);
   MT_ASSERT(cfg->seq_length <= cfg->max_position_embeddings);
   MT_ASSERT(cfg->padded_vocab_size >= cfg->vocab_size);
+  if (m->cfg.tp_size < 1) m->cfg.tp_size = 1;
+  if (m->cfg.recompute_num_layers < 1) m->cfg.recompute_num_layers = 1;
+  local_sizes(m);
   register_params(m);
   alloc_buffers(m);
   init_params(m);
+  m->tp.be = be;
+  m->tp.tp = m->cfg.tp_size > 1 ? m->cfg.tp_group : NULL;
+  m->tp.tp_size = m->cfg.tp_size;
+  m->tp.tp_rank = m->cfg.tp_rank;
+  m->tp.sp = m->cfg.sequence_parallel;
+  m->tp.s = m->cfg.seq_length;
+  m->tp.b = m->cfg.micro_batch_size;
+  m->tp.gather_ws = m->gather_ws;
+  m->tp.grad_ws = m->grad_ws;
   return m;
 }
 
@@ -168,17 +241,15 @@ void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
   void (*fr)(mt_backend *, void *) = be->ops->free;
-  for (int l = 0; l < m->cfg.num_layers; l++) {
-    mt_layer_acts *a = &m->acts[l];
-    void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->probs, a->ctx,
-                    a->x1,  a->ln2,      a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
-    for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) fr(be, ptrs[i]);
-  }
+  for (int k = 0; k < m->n_act_sets; k++) free_layer_acts(m, &m->act_sets[k]);
+  fr(be, m->probs_shared);
   for (int l = 0; l <= m->cfg.num_layers; l++) fr(be, m->resid[l]);
-  void *rest[] = {m->lnf,    m->lnf_mean, m->lnf_rstd, m->logits, m->row_max, m->sumexp,
-                  m->tgt_logit, m->loss,  m->tokens,   m->targets, m->tmp_h,  m->dresid,
-                  m->dtmp_h, m->dqkv,     m->dctx,     m->dffn,    m->param_buf, m->grad_buf};
+  void *rest[] = {m->lnf,   m->lnf_mean, m->lnf_rstd, m->logits,    m->row_max, m->stats,
+                  m->loss,  m->tokens,   m->targets,  m->tmp_h,     m->dresid,  m->dtmp_h,
+                  m->dqkv,  m->dctx,     m->dffn,     m->gather_ws, m->grad_ws, m->param_buf,
+                  m->grad_buf};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) fr(be, rest[i]);
+  free(m->act_sets);
   free(m->acts);
   free(m->resid);
   free(m->layer_p);
@@ -231,6 +302,14 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;
   for (int i = 0; i < m->params.n; i++) n += m->params.p[i].rows * m->params.p[i].cols;
   return n;
+}
+
+void mt_gpt_finalize_grads(mt_gpt *m) {
+  if (!(m->cfg.sequence_parallel && m->cfg.tp_size > 1)) return;
+  for (int i = 0; i < m->params.n; i++)
+    if (m->params.p[i].sp_partial)
+      mt_allreduce(m->cfg.tp_group, mt_gpt_grad_ptr(m, i), m->params.p[i].numel, MT_F32,
+                   MT_OP_SUM);
 }
 
 void mt_gpt_zero_grad(mt_gpt *m) {

@@ -27,6 +27,14 @@
 
 #include "core/backend.h"
 #include "model/params.h"
+#include "parallel/comm.h"
+
+/* Activation recomputation (Korthikanti et al. 2022 §5): none; selective
+ * (the attention core QK^T, softmax, dropout, ·V is recomputed in backward,
+ * its [b, np, s, s] probabilities are not stored); full (each chunk of
+ * recompute_num_layers layers stores only its input and is re-run before its
+ * backward; Megatron's "uniform" method). All are bit-identical in results. */
+enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
 
 typedef struct {
   int num_layers;
@@ -43,6 +51,12 @@ typedef struct {
   int untie_embeddings_and_output_weights;
   int micro_batch_size;      /* b: sizes the activation buffers */
   uint64_t seed;
+  /* tensor / sequence parallelism (Megatron); tp_group NULL when tp_size 1 */
+  int tp_size, tp_rank;
+  int sequence_parallel;
+  mt_group *tp_group;
+  int recompute;             /* MT_RECOMPUTE_* */
+  int recompute_num_layers;  /* chunk size for MT_RECOMPUTE_FULL */
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;
@@ -92,6 +106,12 @@ void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last)
  * and every per-parameter pointer into it return NULL until re-pointed with
  * the setters; mt_gpt_zero_grad is then a no-op. */
 void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads);
+
+/* After the last micro-batch of an iteration: sum over the TP group the
+ * gradients of parameters that sequence parallelism leaves partial
+ * (LayerNorms, position embedding: each rank saw only its sequence shard).
+ * No-op without sp. Communicates over cfg->tp_group. */
+void mt_gpt_finalize_grads(mt_gpt *m);
 
 /* Number of parameters of the unsharded model (tied output counted once). */
 int64_t mt_gpt_num_parameters(const mt_gpt *m);

@@ -71,16 +71,17 @@ void mt_linear_bwd(mt_backend *be, void *dx, float *dw, float *db, const void *d
   }
 }
 
-/* Dropout site descriptors: hidden dropout after proj / fc2 of layer l. */
+/* Hidden dropout after proj / fc2 of layer l, on this rank's [sl, b, h]
+ * shard (s_offset places it in the full sequence). */
 static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *site) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
   d.p = m->train ? c->hidden_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, site, (uint64_t)l, 0);
-  d.s = c->seq_length;
+  d.s = (int)m->sl;
   d.b = c->micro_batch_size;
   d.h = c->hidden_size;
-  d.s_offset = 0;
+  d.s_offset = m->sl < c->seq_length ? (int)(c->tp_rank * m->sl) : 0;
   d.s_full = c->seq_length;
   d.h_offset = 0;
   d.h_full = c->hidden_size;
@@ -88,14 +89,15 @@ static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *s
   return d;
 }
 
+/* Core attention over this TP rank's heads (global head offset tp_rank·np). */
 static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_attn_desc d = {0};
   d.s = c->seq_length;
   d.b = c->micro_batch_size;
-  d.np = c->num_attention_heads;
-  d.hn = c->hidden_size / c->num_attention_heads;
-  d.head_offset = 0;
+  d.np = m->np;
+  d.hn = m->hn;
+  d.head_offset = c->tp_rank * m->np;
   d.n_heads_total = c->num_attention_heads;
   d.scale = 1.0f / sqrtf((float)d.hn);
   d.dropout_p = m->train ? c->attention_dropout : 0.0f;
@@ -107,28 +109,28 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
 void mt_gpt_layer_forward(mt_gpt *m, int l) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  mt_layer_acts *a = &m->acts[l];
+  mt_layer_acts *a = m->acts[l];
+  mt_tp_ctx *tp = &m->tp;
   const int *P = m->layer_p[l];
-  const int64_t sb = (int64_t)c->seq_length * c->micro_batch_size, h = c->hidden_size;
-  const int64_t f = c->ffn_hidden_size;
+  const int64_t h = c->hidden_size;
 #define W(k) mt_gpt_param_ptr(m, P[k])
 
-  /* attention block */
+  /* attention block: LN -> ColumnParallel(qkv) -> core attention -> RowParallel(proj) */
   be->ops->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->resid[l], W(MT_LP_LN1_W),
-                         W(MT_LP_LN1_B), sb, h, c->layernorm_epsilon);
-  mt_linear_fwd(be, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), sb, 3 * h, h);
+                         W(MT_LP_LN1_B), m->rows_l, h, c->layernorm_epsilon);
+  mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), 3 * m->hl, h);
   mt_attn_desc ad = attn_desc(m, l);
   be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
-  mt_linear_fwd(be, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), sb, h, h);
+  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, m->resid[l]);
 
-  /* MLP block */
+  /* MLP block: LN -> ColumnParallel(fc1) -> GELU -> RowParallel(fc2) */
   be->ops->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W),
-                         W(MT_LP_LN2_B), sb, h, c->layernorm_epsilon);
-  mt_linear_fwd(be, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B), sb, f, h);
-  be->ops->gelu_fwd(be, a->gelu, a->fc1, sb * f);
-  mt_linear_fwd(be, m->tmp_h, a->gelu, W(MT_LP_FC2_W), W(MT_LP_FC2_B), sb, h, f);
+                         W(MT_LP_LN2_B), m->rows_l, h, c->layernorm_epsilon);
+  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B), m->fl, h);
+  be->ops->gelu_fwd(be, a->gelu, a->fc1, m->rows * m->fl);
+  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->gelu, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   be->ops->dropout_add_fwd(be, &dd, m->resid[l + 1], m->tmp_h, a->x1);
 #undef W
@@ -137,36 +139,39 @@ void mt_gpt_layer_forward(mt_gpt *m, int l) {
 void mt_gpt_layer_backward(mt_gpt *m, int l) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  mt_layer_acts *a = &m->acts[l];
+  mt_layer_acts *a = m->acts[l];
+  mt_tp_ctx *tp = &m->tp;
   const int *P = m->layer_p[l];
-  const int64_t sb = (int64_t)c->seq_length * c->micro_batch_size, h = c->hidden_size;
-  const int64_t f = c->ffn_hidden_size;
+  const int64_t h = c->hidden_size;
 #define W(k) mt_gpt_param_ptr(m, P[k])
 #define G(k) mt_gpt_grad_ptr(m, P[k])
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(gelu(fc1(ln2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
-  mt_linear_bwd(be, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->gelu, W(MT_LP_FC2_W),
-                sb, h, f);
-  be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, sb * f);
-  mt_linear_bwd(be, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2, W(MT_LP_FC1_W),
-                sb, f, h);
+  mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->gelu,
+                             W(MT_LP_FC2_W), h, m->fl);
+  be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
+  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2,
+                                W(MT_LP_FC1_W), m->fl, h);
   /* dresid (residual path) += LN2 backward */
   be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1,
-                         W(MT_LP_LN2_W), a->ln2_mean, a->ln2_rstd, sb, h);
+                         W(MT_LP_LN2_W), a->ln2_mean, a->ln2_rstd, m->rows_l, h);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(qkv(ln1(resid[l]))))) */
+  mt_attn_desc ad = attn_desc(m, l);
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* rebuild the probabilities (ctx is rewritten
+                                                  with identical values) */
+    be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
-  mt_linear_bwd(be, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
-                W(MT_LP_PROJ_W), sb, h, h);
-  mt_attn_desc ad = attn_desc(m, l);
+  mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
+                             W(MT_LP_PROJ_W), h, m->hl);
   be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
-  mt_linear_bwd(be, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), m->dqkv, a->ln1, W(MT_LP_QKV_W),
-                sb, 3 * h, h);
+  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), m->dqkv, a->ln1,
+                                W(MT_LP_QKV_W), 3 * m->hl, h);
   be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, m->resid[l],
-                         W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, sb, h);
+                         W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, m->rows_l, h);
 #undef W
 #undef G
 }

@@ -4,6 +4,7 @@
 #define MT_MODEL_GPT_INTERNAL_H
 
 #include "model/gpt.h"
+#include "model/tensor_parallel.h"
 
 /* Per-layer parameter slots, in registration order. */
 enum {
@@ -11,18 +12,20 @@ enum {
   MT_LP_LN2_W, MT_LP_LN2_B, MT_LP_FC1_W, MT_LP_FC1_B, MT_LP_FC2_W, MT_LP_FC2_B, MT_LP_N
 };
 
-/* Activations one layer saves for its backward pass (one micro-batch). */
+/* Activations one layer saves for its backward pass (one micro-batch).
+ * sl = s / tp under sequence parallelism, else s; np, hl = np·hn and fl are
+ * this TP rank's heads, attention width and ffn width. */
 typedef struct {
-  void *ln1;                 /* [s, b, h]   input_layernorm output            */
-  float *ln1_mean, *ln1_rstd; /* [s*b]                                        */
+  void *ln1;                 /* [sl, b, h]  input_layernorm output            */
+  float *ln1_mean, *ln1_rstd; /* [sl*b]                                       */
   void *qkv;                 /* [s, b, np, 3, hn]                             */
-  void *probs;               /* [b, np, s, s] pre-dropout softmax             */
-  void *ctx;                 /* [s, b, h]   attention context                 */
-  void *x1;                  /* [s, b, h]   residual after attention          */
-  void *ln2;                 /* [s, b, h]   pre_mlp_layernorm output          */
+  void *probs;               /* [b, np, s, s] pre-dropout softmax (shared under selective recompute) */
+  void *ctx;                 /* [s, b, hl]  attention context                 */
+  void *x1;                  /* [sl, b, h]  residual after attention          */
+  void *ln2;                 /* [sl, b, h]  pre_mlp_layernorm output          */
   float *ln2_mean, *ln2_rstd;
-  void *fc1;                 /* [s, b, ffn] fc1 output (GELU input)           */
-  void *gelu;                /* [s, b, ffn] GELU output (fc2 input)           */
+  void *fc1;                 /* [s, b, fl]  fc1 output (GELU input)           */
+  void *gelu;                /* [s, b, fl]  GELU output (fc2 input)           */
 } mt_layer_acts;
 
 struct mt_gpt {
@@ -37,17 +40,30 @@ struct mt_gpt {
   float **grad_ptr;          /* [n params] current device pointer of each gradient */
   mt_gpt_hooks hooks;
 
-  void **resid;              /* [L + 1] x [s, b, h]: input of layer l; resid[L] = stack output */
-  mt_layer_acts *acts;       /* [L] */
-  void *lnf;                 /* [s, b, h] */
+  /* this rank's sizes */
+  int np, hn;                /* local heads, head dim */
+  int64_t hl, fl;            /* local attention width np*hn, local ffn width */
+  int64_t vl, v_start, v_valid; /* local vocab slice [v_start, v_start+vl), real columns */
+  int64_t sl, rows, rows_l;  /* local sequence, s*b, sl*b */
+  mt_tp_ctx tp;
+
+  void **resid;              /* [L + 1] x [sl, b, h]: input of layer l; resid[L] = stack output */
+  mt_layer_acts **acts;      /* [L] -> activation set of layer l (shared under full recompute) */
+  mt_layer_acts *act_sets;   /* owned activation sets */
+  int n_act_sets;
+  void *probs_shared;        /* selective recompute: one [b, np, s, s] buffer */
+  void *lnf;                 /* [sl, b, h] */
   float *lnf_mean, *lnf_rstd;
-  void *logits;              /* [s*b, padded_vocab]; reused in place for dlogits */
-  float *row_max, *sumexp, *tgt_logit, *loss; /* [s*b] */
+  void *logits;              /* [s*b, vl]; reused in place for dlogits */
+  float *row_max, *stats, *loss; /* [s*b], [2, s*b] (sumexp, target logit), [s*b] */
   int32_t *tokens, *targets; /* [s*b] device, [s, b] order */
   int32_t *host_tokens, *host_targets;
 
   /* workspace reused by every layer */
-  void *tmp_h, *dresid, *dtmp_h, *dqkv, *dctx, *dffn;
+  void *tmp_h;               /* [sl, b, h] */
+  void *dresid, *dtmp_h;     /* [sl, b, h] */
+  void *dqkv, *dctx, *dffn;  /* [s, b, 3hl], [s, b, hl], [s, b, fl] */
+  void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces) */
 
   const int64_t *sample_ids; /* current micro-batch (host) */
   int train;

@@ -33,6 +33,7 @@ typedef struct {
   mt_init_kind init;
   int no_weight_decay;          /* biases and LayerNorm parameters */
   int tp_replicated;            /* identical on every TP rank (counted once in norms) */
+  int sp_partial;               /* gradient partial per TP rank under sequence parallelism */
 } mt_param;
 
 typedef struct {

@@ -40,8 +40,9 @@ static void mpi_fini(mt_group *g) { (void)g; }
  * from the previous one; after n-1 steps chunk r holds all n contributions,
  * combined in a fixed ring order (deterministic), and is copied to `out`,
  * which may overlap `in` (written only at the end). OpenMPI 4.1's
- * MPI_Reduce_scatter_block / large MPI_Allreduce allocate temporaries per
- * call, and fresh pages are slow on the test VM (docs/communication.md). */
+ * MPI_Reduce_scatter_block allocates temporaries per call and ran at
+ * ~0.1 GB/s above 1 MB on the test VM (fresh pages are slow there);
+ * this ring reached 4-8 GB/s on 2 ranks (docs/communication.md). */
 static void ring_reduce_scatter(mt_group *g, const char *in, const int *cnt, const int64_t *off,
                                 char *out, mt_dtype t, mt_redop op) {
   int n = g->size, r = g->rank, next = (r + 1) % n, prev = (r + n - 1) % n, maxc = 0;
@@ -65,37 +66,16 @@ static void ring_reduce_scatter(mt_group *g, const char *in, const int *cnt, con
   if (cnt[r]) memcpy(out, partial, (size_t)cnt[r] * es);
 }
 
-/* Messages below this size use MPI_Allreduce (latency-bound). */
-#define MT_RING_MIN_BYTES ((size_t)64 << 10)
-
-/* Large: ring reduce-scatter over n near-equal chunks, then an in-place
- * MPI_Allgatherv, so every rank gets bitwise the same result. */
+/* MPI_Allreduce, chunked below INT_MAX elements. (A ring reduce-scatter +
+ * all-gather was measured 1.5-3x slower with 8 ranks on 2 cores, and equal
+ * on 2 ranks, so all-reduce stays with OpenMPI's tuned algorithms.) */
 static void mpi_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   size_t es = mt_dtype_size(t);
-  int n = g->size;
-  int *cnt = mt_xmalloc(sizeof(int) * 2 * (size_t)n);
-  int64_t *off = mt_xmalloc(sizeof(int64_t) * (size_t)n);
-  for (int64_t base = 0; base < count; base += MT_MPI_CHUNK) {
-    int64_t m = count - base < MT_MPI_CHUNK ? count - base : MT_MPI_CHUNK;
-    char *p = (char *)buf + base * es;
-    if (n == 1) break;
-    if ((size_t)m * es < MT_RING_MIN_BYTES) {
-      MT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, p, (int)m, mt_mpi_dtype(t), mt_mpi_op(g->d, t, op),
-                                 g->comm));
-      continue;
-    }
-    int *displ = cnt + n;
-    for (int i = 0; i < n; i++) {
-      off[i] = m * i / n;
-      cnt[i] = (int)(m * (i + 1) / n - off[i]);
-      displ[i] = (int)off[i];
-    }
-    ring_reduce_scatter(g, p, cnt, off, p + (size_t)off[g->rank] * es, t, op);
-    MT_MPI_CHECK(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, p, cnt, displ,
-                                mt_mpi_dtype(t), g->comm));
+  for (int64_t off = 0; off < count; off += MT_MPI_CHUNK) {
+    int64_t n = count - off < MT_MPI_CHUNK ? count - off : MT_MPI_CHUNK;
+    MT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * es, (int)n, mt_mpi_dtype(t),
+                               mt_mpi_op(g->d, t, op), g->comm));
   }
-  free(cnt);
-  free(off);
 }
 
 static void mpi_allgather(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {

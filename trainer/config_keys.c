@@ -81,6 +81,7 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_TRAIN, "precision", MT_CT_STR, FLD(training.precision), 0, 0, 0, "fp32|bf16"},
     {S_TRAIN, "max_nan_iters", MT_CT_INT, FLD(training.max_nan_iters), GE(1), NULL},
     {S_TRAIN, "exit_interval", MT_CT_I64, FLD(training.exit_interval), GE(0), NULL},
+    {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0), NULL},
     {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL},
 
     {S_DATA, "data_path", MT_CT_PATHS, 0, 0, REQ, 0, 0, NULL},

@@ -98,9 +98,10 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
   if (r->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", r->mfu);
   cJSON_AddNumberToObject(o, "skipped_iterations", (double)r->skipped_iters);
   cJSON_AddNumberToObject(o, "nan_iterations", (double)r->nan_iters);
-  if (r->comm_bytes > 0) {
-    cJSON_AddNumberToObject(o, "comm_bytes", (double)r->comm_bytes);
-    cJSON_AddNumberToObject(o, "comm_bus_bytes", (double)r->comm_bus_bytes);
+  if (r->n_comm > 0) {
+    cJSON *cb = cJSON_AddObjectToObject(o, "comm_bytes");
+    for (int i = 0; i < r->n_comm; i++)
+      cJSON_AddNumberToObject(cb, r->comm_group[i], (double)r->comm_bytes[i]);
   }
   if (val_loss >= 0) cJSON_AddNumberToObject(o, "val_loss", val_loss);
   emit(mf, o);

@@ -29,9 +29,10 @@ typedef struct {
   double grad_norm;
   int64_t skipped_iters, nan_iters;
   double eta_s;             /* estimated time to finish */
-  int64_t comm_bytes;       /* this rank's collective bytes in the step (comm.h counters;
-                               0 = none / not recorded: omitted from JSONL) */
-  int64_t comm_bus_bytes;   /* the same as bus bytes */
+  /* bytes this rank sent into collectives during the step, per group */
+  int n_comm;
+  const char *comm_group[16];
+  int64_t comm_bytes[16];
 } mt_log_record;
 
 /* Print the Megatron-style line for r to f. */

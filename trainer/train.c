@@ -74,14 +74,26 @@ double mt_trainer_evaluate(mt_trainer *t) {
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   const mt_config *c = t->cfg;
   mt_step_result r = {0};
-  int64_t bytes0, bus0;
-  mt_trainer_comm_totals(t, &bytes0, &bus0);
+  for (int k = 0; k <= MT_GK_N; k++) {
+    mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
+    if (g) mt_group_reset_counters(g);
+  }
   if (t->zero) mt_zero_opt_zero_grad(t->zero);
   else mt_gpt_zero_grad(t->model);
   double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
+  /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
+  if (!t->zero || t->zero->o.stage == 1) mt_gpt_finalize_grads(t->model);
   mt_trainer_reduce_gradients(t);
   r.lm_loss = loss_sum / ((double)c->training.global_batch_size * c->model.seq_length);
-  double sumsq = t->zero ? mt_zero_opt_grad_sumsq(t->zero) : mt_grad_sumsq(&t->opt, 1);
+  /* squares of sharded tensors from every model-parallel rank, replicated
+   * tensors once (tp rank 0) */
+  double sumsq;
+  if (t->zero) {
+    sumsq = mt_zero_opt_grad_sumsq(t->zero); /* over dp and mp */
+  } else {
+    sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0);
+    mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
+  }
   r.grad_norm = sqrt(sumsq);
   r.lr = mt_lr_at(&t->sched, iteration);
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
@@ -92,9 +104,12 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
   t->consumed_samples += c->training.global_batch_size;
-  mt_trainer_comm_totals(t, &r.comm_bytes, &r.comm_bus_bytes);
-  r.comm_bytes -= bytes0;
-  r.comm_bus_bytes -= bus0;
+  for (int k = 0; k <= MT_GK_N; k++) {
+    mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
+    if (!g) continue;
+    const mt_coll_counter *cc = mt_group_counters(g);
+    for (int op = 0; op < MT_COLL_N; op++) r.comm_bytes[k] += cc[op].bytes;
+  }
   return r;
 }
 
@@ -170,14 +185,23 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.global_batch_size = tc->global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;
-    rec.comm_bytes = r.comm_bytes;
-    rec.comm_bus_bytes = r.comm_bus_bytes;
     rec.skipped_iters = t->skipped_iters;
     rec.nan_iters = t->nan_iters;
     rec.elapsed_ms = 1e3 * (now - t_log);
     rec.tokens_per_s = (double)tc->global_batch_size * cfg->model.seq_length / (now - t_log);
     rec.tflops_per_device = t->flops_per_iter / (now - t_log) / t->world_size / 1e12;
     rec.mfu = -1;
+    for (int k = 0; k <= MT_GK_N && rec.n_comm < 16; k++) {
+      if (!r.comm_bytes[k]) continue;
+      rec.comm_group[rec.n_comm] = k < MT_GK_N ? mt_group_kind_name((mt_group_kind)k) : "world";
+      rec.comm_bytes[rec.n_comm++] = r.comm_bytes[k];
+    }
+    if (tc->check_replicas_interval > 0 && it % tc->check_replicas_interval == 0 &&
+        mt_trainer_check_replicas(t, err, sizeof err) != 0) {
+      rank_error(t, err);
+      status = 1;
+      break;
+    }
     double val = -1.0;
     if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
       val = mt_trainer_evaluate(t);
@@ -223,12 +247,13 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       break;
     }
   }
-  if (status == 0 && t->dp > 1) {
+  if (status == 0 && (t->dp > 1 || t->topo.tp > 1)) {
     if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
       status = 1;
     } else {
-      say(t, "> parameters are bitwise identical on all %d data-parallel ranks\n", t->dp);
+      say(t, "> parameters are bitwise identical on all %d data-parallel ranks; replicated "
+             "parameters identical on all %d tensor-parallel ranks\n", t->dp, t->topo.tp);
     }
   }
   if (status == 0 && t->is_logger)

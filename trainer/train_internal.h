@@ -49,7 +49,7 @@ typedef struct {
   double lm_loss, grad_norm;
   float lr;
   int skipped;
-  int64_t comm_bytes, comm_bus_bytes; /* this rank's collectives during the step */
+  int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
 } mt_step_result;
 
 /* Build everything for cfg; loads the checkpoint named by checkpoint.load.
@@ -84,8 +84,8 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
 mt_zero_opt *mt_trainer_zero_create(mt_trainer *t);
 void mt_trainer_zero_destroy(mt_zero_opt *z);
 void mt_trainer_zero_full_params_host(mt_trainer *t, void *host);
-/* Bytes and bus bytes moved by this rank's collectives so far, summed over
- * all of its groups (counters of parallel/comm.h). */
+/* Bytes and bus bytes moved by this rank's collectives since the counters were
+ * last reset (every step resets them), summed over all of its groups. */
 void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_bytes);
 
 /* Save a checkpoint of the current state to checkpoint.save. */

@@ -8,8 +8,16 @@
 #include "trainer/checkpoint.h"
 #include "trainer/train_internal.h"
 
-static mt_gpt_config model_config(const mt_config *c) {
+static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *ps) {
   mt_gpt_config g = {0};
+  g.tp_size = c->parallel.tensor_model_parallel_size;
+  g.tp_rank = ps->tp_rank;
+  g.tp_group = ps->tp;
+  g.sequence_parallel = c->parallel.sequence_parallel;
+  g.recompute = !strcmp(c->model.recompute_granularity, "selective") ? MT_RECOMPUTE_SELECTIVE
+                : !strcmp(c->model.recompute_granularity, "full")    ? MT_RECOMPUTE_FULL
+                                                                     : MT_RECOMPUTE_NONE;
+  g.recompute_num_layers = c->model.recompute_num_layers;
   g.num_layers = c->model.num_layers;
   g.hidden_size = c->model.hidden_size;
   g.num_attention_heads = c->model.num_attention_heads;
@@ -81,12 +89,10 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->rank = mt_dist_rank(dist);
   t->world_size = mt_dist_size(dist);
   t->world = mt_dist_world(dist);
-  if (cfg->parallel.tensor_model_parallel_size != 1 ||
-      cfg->parallel.pipeline_model_parallel_size != 1 || cfg->model.num_experts > 0) {
+  if (cfg->parallel.pipeline_model_parallel_size != 1 || cfg->model.num_experts > 0) {
     snprintf(err, errlen,
-             "tensor, pipeline and expert parallelism and MoE are not implemented yet in this "
-             "build (parallel.tensor_model_parallel_size and pipeline_model_parallel_size must "
-             "be 1, model.num_experts 0)");
+             "pipeline and expert parallelism and MoE are not implemented yet in this build "
+             "(parallel.pipeline_model_parallel_size must be 1, model.num_experts 0)");
     return -1;
   }
   mt_topology_sizes sz = {
@@ -112,7 +118,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   if (!t->be) return -1;
   if (open_data(t, err, errlen) != 0) return -1;
 
-  mt_gpt_config gc = model_config(cfg);
+  mt_gpt_config gc = model_config(cfg, t->ps);
   t->model = mt_gpt_create(t->be, &gc);
   if (cfg->parallel.zero_stage > 0) {
     t->zero = mt_trainer_zero_create(t);
@@ -196,20 +202,50 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   return mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
 }
 
-int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
+/* FNV-1a over the bytes of the parameters selected by `only_replicated`. */
+static uint64_t param_hash(mt_trainer *t, int only_replicated) {
   const mt_param_list *pl = mt_gpt_params(t->model);
-  size_t bytes = (size_t)pl->numel * mt_dtype_size(t->be->dtype);
-  unsigned char *host = mt_xmalloc(bytes);
-  if (t->zero) mt_trainer_zero_full_params_host(t, host); /* stage 3: all-gathered */
-  else t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_buffer(t->model), bytes);
+  size_t es = mt_dtype_size(t->be->dtype);
   uint64_t h = 0xCBF29CE484222325ull;
-  for (size_t i = 0; i < bytes; i++) h = (h ^ host[i]) * 0x100000001B3ull;
+  unsigned char *host = NULL, *full = NULL;
+  size_t cap = 0;
+  if (t->zero && t->zero->o.stage == 3) { /* sharded parameters: all-gather over dp */
+    full = mt_xmalloc((size_t)pl->numel * es);
+    mt_trainer_zero_full_params_host(t, full);
+  }
+  for (int i = 0; i < pl->n; i++) {
+    if (only_replicated && !pl->p[i].tp_replicated) continue;
+    size_t bytes = (size_t)pl->p[i].numel * es;
+    const unsigned char *src = full ? full + (size_t)pl->p[i].offset * es : NULL;
+    if (!src) {
+      if (bytes > cap) host = mt_xrealloc(host, cap = bytes);
+      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, i), bytes);
+      src = host;
+    }
+    for (size_t k = 0; k < bytes; k++) h = (h ^ src[k]) * 0x100000001B3ull;
+  }
   free(host);
-  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)}; /* max and -min */
-  mt_allreduce(t->dp_group, &v[0], 1, MT_I64, MT_OP_MAX);
-  mt_allreduce(t->dp_group, &v[1], 1, MT_I64, MT_OP_MAX);
-  if (v[0] != -v[1]) {
+  free(full);
+  return h;
+}
+
+/* 1 when the 64-bit value is equal on all ranks of g (all-reduce of max and -min). */
+static int agree_u64(mt_group *g, uint64_t h) {
+  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
+  mt_allreduce(g, &v[0], 1, MT_I64, MT_OP_MAX);
+  mt_allreduce(g, &v[1], 1, MT_I64, MT_OP_MAX);
+  return v[0] == -v[1];
+}
+
+int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
+  if (t->dp > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
     snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
+    return -1;
+  }
+  if (t->topo.tp > 1 && !agree_u64(t->ps->tp, param_hash(t, 1))) {
+    snprintf(err, errlen,
+             "replicated parameters (LayerNorms, position embedding, row-parallel biases) "
+             "differ across the tensor-parallel group");
     return -1;
   }
   return 0;

@@ -123,6 +123,20 @@ static void before_step(mt_zero_opt *z, int i) {
   }
 }
 
+/* Sequence parallelism leaves some gradients partial per TP rank (LayerNorms,
+ * position embedding): sum them over TP before the dp reduce-scatter, as
+ * mt_gpt_finalize_grads does for the full buffer. */
+static void finalize_sp(mt_zero_opt *z, int s) {
+  const mt_gpt_config *c = mt_gpt_get_config(z->model);
+  if (!(c->sequence_parallel && c->tp_size > 1)) return;
+  int first, last;
+  mt_gpt_layer_param_range(z->model, layer_of_seg(z, s), &first, &last);
+  for (int i = first; i <= last; i++)
+    if (z->params->p[i].sp_partial)
+      mt_allreduce(c->tp_group, mt_gpt_grad_ptr(z->model, i), z->params->p[i].numel, MT_F32,
+                   MT_OP_SUM);
+}
+
 static void after_step(mt_zero_opt *z, int i) {
   const int S = n_seg(z);
   if (z->o.stage == 3) {
@@ -134,6 +148,7 @@ static void after_step(mt_zero_opt *z, int i) {
     for (int k = 0; k < n; k++) {
       int s = g[k];
       if (2 * S - 1 - s != i || !z->gwork[s]) continue; /* not complete yet */
+      finalize_sp(z, s);
       mt_zero_reduce_scatter_segment(z->dp_group, z->be, &z->L, s, z->gwork[s], z->grad_shard);
       z->be->ops->free(z->be, z->gwork[s]);
       z->gwork[s] = NULL;

@@ -89,12 +89,12 @@ static int check_stage(mt_dist *dist, const char *path, const char **sets, int n
   if (rank == 0)
     printf("stage %d dp %d: psi %lld | model state %zu B (params %zu, grads %zu, optim %zu; "
            "layout %zu) vs formula %.0f (rel %.2e) | stage-3 working params peak %zu B | "
-           "dp comm %lld elements vs %d*psi = %lld (|diff| %lld <= %lld) | comm bytes %lld | "
+           "dp comm %lld elements vs %d*psi = %lld (|diff| %lld <= %lld) | dp comm bytes %lld | "
            "loss %.6f %s\n",
            stage, N, (long long)psi, live, ms->live[MT_MEM_PARAM], ms->live[MT_MEM_GRAD],
            ms->live[MT_MEM_OPTIM], exact_total, formula, mem_dev / formula,
            stage == 3 ? work_peak : 0, (long long)elems, k, (long long)k * psi,
-           (long long)comm_dev, (long long)comm_tol, (long long)r.comm_bytes, r.lm_loss,
+           (long long)comm_dev, (long long)comm_tol, (long long)r.comm_bytes[MT_GK_DP], r.lm_loss,
            ok ? "OK" : "MISMATCH");
   if (!ok)
     fprintf(stderr, "zero_check: [rank %d] stage %d: memory %zu (layout %zu, formula %.0f) comm %lld\n",

@@ -426,6 +426,15 @@ static void test_adamw(void **state) {
   be->destroy(be);
 }
 
+/* MT_OPENBLAS_CORETYPE=auto re-selects OpenBLAS kernels at backend creation
+ * (SkylakeX on AVX-512 CPUs); GEMM results must stay correct. Runs last: it
+ * changes process-wide OpenBLAS state. */
+static void test_gemm_after_coretype_switch(void **state) {
+  setenv("MT_OPENBLAS_CORETYPE", "auto", 1);
+  test_gemm(state);
+  unsetenv("MT_OPENBLAS_CORETYPE");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ops_table_complete),
@@ -441,6 +450,7 @@ int main(void) {
       cmocka_unit_test(test_xent_fwd),
       cmocka_unit_test(test_elementwise_reductions),
       cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_gemm_after_coretype_switch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

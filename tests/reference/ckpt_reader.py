@@ -1,0 +1,101 @@
+"""Reader of megatrain checkpoints (trainer/checkpoint.c format v1) that
+reassembles tensor-parallel shards into global tensors.
+
+usage as a tool:
+  /usr/bin/python3 tests/reference/ckpt_reader.py compare DIR_A DIR_B [RELTOL]
+      compare the parameters of the latest checkpoints under DIR_A and DIR_B
+      (any TP layouts): the whole model's relative L2 difference
+      ||a - b|| / ||b|| over all parameters must be <= RELTOL (default 1e-5);
+      the worst single tensor is printed too. Element-wise comparison is not
+      meaningful after AdamW steps: gradients that are zero up to rounding
+      (e.g. the key bias, to which softmax is invariant) are normalised by
+      Adam into full-size steps of random sign, so such elements differ
+      between any two summation orders.
+"""
+import glob
+import os
+import struct
+import sys
+import zlib
+
+import numpy as np
+
+KINDS = ["param", "exp_avg", "exp_avg_sq", "master"]
+
+
+def read_file(path):
+    data = open(path, "rb").read()
+    assert data[:8] == b"MTCKPT\x00\x01", "bad magic in " + path
+    (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+    assert zlib.crc32(data[:-4]) & 0xFFFFFFFF == crc, "checksum mismatch in " + path
+    off = 8
+    version, nrec = struct.unpack_from("<II", data, off)
+    off += 8
+    iteration, consumed, step, skipped, nan, seed = struct.unpack_from("<qqqqqQ", data, off)
+    off += 48
+    recs = []
+    for _ in range(nrec):
+        (nl,) = struct.unpack_from("<I", data, off)
+        off += 4
+        name = data[off:off + nl].decode()
+        off += nl
+        kind, dtype = struct.unpack_from("<II", data, off)
+        off += 8
+        shape = struct.unpack_from("<6q", data, off)
+        off += 48
+        (nbytes,) = struct.unpack_from("<Q", data, off)
+        off += 8
+        arr = np.frombuffer(data, dtype=np.float32, count=nbytes // 4, offset=off)
+        off += nbytes
+        recs.append((name, KINDS[kind], shape, arr))
+    return {"iteration": iteration, "consumed": consumed, "step": step, "records": recs}
+
+
+def load_global(ckpt_dir, kind="param"):
+    """{name: global np.ndarray [rows, cols]} from all mp_rank_* files."""
+    it = int(open(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")).read())
+    files = sorted(glob.glob(os.path.join(ckpt_dir, "iter_%07d" % it, "mp_rank_*", "model_optim_rng.bin")))
+    assert files, "no checkpoint files under " + ckpt_dir
+    out, seen = {}, {}
+    for f in files:
+        for name, k, shape, arr in read_file(f)["records"]:
+            if k != kind:
+                continue
+            rows, cols, lr, lc, ro, co = shape
+            if name not in out:
+                out[name] = np.full((rows, cols), np.nan, dtype=np.float32)
+            out[name][ro:ro + lr, co:co + lc] = arr.reshape(lr, lc)
+    for name, a in out.items():
+        assert not np.isnan(a).any(), "tensor %s not fully covered by the shards" % name
+    return out
+
+
+def compare(a_dir, b_dir, tol):
+    a, b = load_global(a_dir), load_global(b_dir)
+    assert a.keys() == b.keys(), "tensor sets differ"
+    worst = ("", 0.0)
+    num = den = 0.0
+    for name in a:
+        x, y = a[name], b[name]
+        if x.shape != y.shape:  # vocabulary padding depends on tp: extra rows must be zero
+            r = min(x.shape[0], y.shape[0])
+            assert x.shape[1] == y.shape[1] and not x[r:].any() and not y[r:].any(), name
+            x, y = x[:r], y[:r]
+        diff = (x.astype(np.float64) - y.astype(np.float64))
+        num += float((diff ** 2).sum())
+        den += float((y.astype(np.float64) ** 2).sum())
+        d = np.abs(diff).max() / max(np.abs(y).max(), 1e-30)
+        if d > worst[1]:
+            worst = (name, d)
+    rel = (num / den) ** 0.5
+    ok = rel <= tol
+    print("%s parameters (%d tensors, shards gathered): relative L2 difference %.3e (tolerance %g); "
+          "worst tensor %s max-abs rel %.3e" % ("agree:" if ok else "DIFFER:", len(a), rel, tol, worst[0], worst[1]))
+    return ok
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 4 and sys.argv[1] == "compare":
+        sys.exit(0 if compare(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 1e-5) else 1)
+    print(__doc__)
+    sys.exit(2)

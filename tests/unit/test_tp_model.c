@@ -1,0 +1,152 @@
+/* tests/unit/test_tp_model.c — tensor-parallel model construction without
+ * communication: (1) every TP shard's initial parameters are bitwise the
+ * matching slice of the tp=1 model's (layout-independent init), for tp 2 and 4
+ * and a vocabulary (50257... scaled down: 1000) that does not divide;
+ * (2) the allocator's activation bytes equal docs/memory.md's formula for
+ * every combination of tp {1,2,4} x sp x recompute {none, selective, full}. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/backend.h"
+#include "core/util.h"
+#include "model/gpt.h"
+
+static mt_gpt_config base_config(void) {
+  mt_gpt_config c = {0};
+  c.num_layers = 3;
+  c.hidden_size = 64;
+  c.num_attention_heads = 8;
+  c.ffn_hidden_size = 256;
+  c.seq_length = 16;
+  c.max_position_embeddings = 20;
+  c.vocab_size = 1000;
+  c.init_method_std = 0.02f;
+  c.layernorm_epsilon = 1e-5f;
+  c.micro_batch_size = 2;
+  c.seed = 77;
+  c.tp_size = 1;
+  return c;
+}
+
+static mt_backend *cpu(void) {
+  char err[256];
+  mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backend *be = mt_backend_create(&o, err, sizeof err);
+  assert_non_null(be);
+  return be;
+}
+
+static float *host_params(mt_backend *be, mt_gpt *m) {
+  const mt_param_list *pl = mt_gpt_params(m);
+  float *h = mt_xmalloc((size_t)pl->numel * sizeof(float));
+  be->ops->memcpy_d2h(be, h, mt_gpt_param_buffer(m), (size_t)pl->numel * sizeof(float));
+  return h;
+}
+
+static void test_init_shards_bitwise(void **state) {
+  (void)state;
+  mt_backend *be = cpu();
+  mt_gpt_config c1 = base_config();
+  c1.padded_vocab_size = mt_round_up(c1.vocab_size, 128 * 4); /* same padding for all tp */
+  mt_gpt *full = mt_gpt_create(be, &c1);
+  float *F = host_params(be, full);
+  const mt_param_list *fl = mt_gpt_params(full);
+  for (int tp = 2; tp <= 4; tp *= 2) {
+    for (int r = 0; r < tp; r++) {
+      mt_gpt_config c = c1;
+      c.tp_size = tp;
+      c.tp_rank = r;
+      mt_gpt *sh = mt_gpt_create(be, &c);
+      float *S = host_params(be, sh);
+      const mt_param_list *sl = mt_gpt_params(sh);
+      assert_int_equal(sl->n, fl->n);
+      for (int i = 0; i < sl->n; i++) {
+        const mt_param *p = &sl->p[i];
+        const mt_param *q = &fl->p[mt_params_find(fl, p->name)];
+        assert_int_equal(p->rows, q->rows);
+        assert_int_equal(p->cols, q->cols);
+        for (int64_t rr = 0; rr < p->local_rows; rr++)
+          for (int64_t cc = 0; cc < p->local_cols; cc++) {
+            float a = S[p->offset + rr * p->local_cols + cc];
+            float b = F[q->offset + (p->row_offset + rr) * q->cols + p->col_offset + cc];
+            if (memcmp(&a, &b, sizeof a) != 0)
+              fail_msg("tp=%d rank %d %s[%lld,%lld]: %g != %g", tp, r, p->name,
+                       (long long)(p->row_offset + rr), (long long)(p->col_offset + cc), a, b);
+          }
+      }
+      free(S);
+      mt_gpt_destroy(sh);
+    }
+  }
+  free(F);
+  mt_gpt_destroy(full);
+  mt_backend_destroy(be);
+}
+
+/* docs/memory.md: activation elements of this implementation. */
+static int64_t expected_act_bytes(const mt_gpt_config *c, int tp, int sp, int recompute, int n_rc) {
+  const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t f = c->ffn_hidden_size, a = c->num_attention_heads, L = c->num_layers;
+  const int64_t Vp = c->padded_vocab_size;
+  const int64_t tsp = sp && tp > 1 ? tp : 1;
+  /* one layer's saved set (elements), probabilities separately */
+  int64_t layer = s * b * h * 3 / tsp          /* ln1, x1, ln2 */
+                  + 4 * s * b / tsp            /* LN means and rstds */
+                  + s * b * 4 * h / tp         /* qkv (3h) and ctx (h) */
+                  + 2 * s * b * f / tp;        /* fc1 and gelu outputs */
+  int64_t probs = b * (a / tp) * s * s;
+  int64_t total;
+  if (recompute == MT_RECOMPUTE_NONE) total = L * (layer + probs);
+  else if (recompute == MT_RECOMPUTE_SELECTIVE) total = L * layer + probs;
+  else total = n_rc * (layer + probs);
+  total += (L + 1) * s * b * h / tsp;          /* residual stream: layer inputs + output */
+  total += s * b * h / tsp + 2 * s * b / tsp;  /* final LayerNorm output, mean, rstd */
+  total += s * b * Vp / tp;                    /* logits */
+  total += 4 * s * b + 2 * s * b;              /* row max, (sumexp, target), loss; tokens, targets */
+  return total * 4;
+}
+
+static void test_activation_bytes(void **state) {
+  (void)state;
+  mt_backend *be = cpu();
+  for (int tp = 1; tp <= 4; tp *= 2)
+    for (int sp = 0; sp <= 1; sp++)
+      for (int rc = 0; rc <= 2; rc++) {
+        mt_gpt_config c = base_config();
+        c.padded_vocab_size = mt_round_up(c.vocab_size, 128 * tp);
+        c.tp_size = tp;
+        c.sequence_parallel = sp;
+        c.recompute = rc;
+        c.recompute_num_layers = 2;
+        size_t before = be->mem.live[MT_MEM_ACT];
+        mt_gpt *m = mt_gpt_create(be, &c);
+        int64_t got = (int64_t)(be->mem.live[MT_MEM_ACT] - before);
+        int64_t want = expected_act_bytes(&c, tp, sp, rc, 2);
+        if (got != want)
+          fail_msg("tp=%d sp=%d recompute=%d: allocator %lld bytes, formula %lld", tp, sp, rc,
+                   (long long)got, (long long)want);
+        mt_gpt_destroy(m);
+      }
+  /* the paper's claim: TP + SP + selective stores ~1/tp of tp=1's layer activations */
+  mt_gpt_config c = base_config();
+  c.padded_vocab_size = mt_round_up(c.vocab_size, 512);
+  int64_t one = expected_act_bytes(&c, 1, 0, MT_RECOMPUTE_SELECTIVE, 1);
+  int64_t four = expected_act_bytes(&c, 4, 1, MT_RECOMPUTE_SELECTIVE, 1);
+  print_message("selective: tp=1 %lld bytes, tp=4+sp %lld bytes (ratio %.3f)\n", (long long)one,
+                (long long)four, (double)four / (double)one);
+  mt_backend_destroy(be);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_init_shards_bitwise),
+      cmocka_unit_test(test_activation_bytes),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
