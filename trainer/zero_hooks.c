@@ -93,9 +93,12 @@ static void mark_wanted(mt_zero_opt *z, int from, int to) {
   }
 }
 
+/* Free gathered segments that are not wanted and not in use by a step that
+ * has begun and not ended (full recomputation begins the backward steps of
+ * a chunk of layers before any of them ends). */
 static void release_unwanted(mt_zero_opt *z) {
   for (int s = 0; s < n_seg(z); s++)
-    if (!z->want[s]) release(z, s);
+    if (!z->want[s] && z->nopen[s] == 0) release(z, s);
 }
 
 static void before_step(mt_zero_opt *z, int i) {
@@ -109,6 +112,8 @@ static void before_step(mt_zero_opt *z, int i) {
       int need[2], n = pneed(z, j, need);
       for (int k = 0; k < n; k++) gather(z, need[k]);
     }
+    int need[2], n = pneed(z, i, need);
+    for (int k = 0; k < n; k++) z->nopen[need[k]]++;
   }
   if (i >= S) {
     int g[2], n = gneed(z, i, g);
@@ -140,6 +145,9 @@ static void finalize_sp(mt_zero_opt *z, int s) {
 static void after_step(mt_zero_opt *z, int i) {
   const int S = n_seg(z);
   if (z->o.stage == 3) {
+    int need[2], n = pneed(z, i, need);
+    for (int k = 0; k < n; k++)
+      if (z->nopen[need[k]] > 0) z->nopen[need[k]]--;
     mark_wanted(z, i + 1, i + (z->o.prefetch > 1 ? z->o.prefetch : 1));
     release_unwanted(z);
   }
@@ -186,6 +194,7 @@ void mt_zero_hooks_install(mt_zero_opt *z) {
 void mt_zero_hooks_release_all(mt_zero_opt *z) {
   if (!z->pwork) return;
   for (int s = 0; s < n_seg(z); s++) {
+    z->nopen[s] = 0;
     release(z, s);
     MT_ASSERT(z->gwork[s] == NULL);
   }

@@ -110,6 +110,7 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *d
     z->pwork = mt_xcalloc((size_t)n_seg, sizeof(void *));
     z->gwork = mt_xcalloc((size_t)n_seg, sizeof(float *));
     z->want = mt_xcalloc((size_t)n_seg, 1);
+    z->nopen = mt_xcalloc((size_t)n_seg, sizeof(int));
     mt_zero_hooks_install(z);
   }
 }
@@ -128,6 +129,7 @@ void mt_zero_opt_free(mt_zero_opt *z) {
   free(z->pwork);
   free(z->gwork);
   free(z->want);
+  free(z->nopen);
   free(z->chunk);
   mt_zero_layout_free(&z->L);
   memset(z, 0, sizeof *z);

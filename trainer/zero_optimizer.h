@@ -67,6 +67,7 @@ typedef struct {
   void **pwork;            /* [n_seg] gathered parameters (T) or NULL */
   float **gwork;           /* [n_seg] gradient working buffers or NULL */
   char *want;              /* [n_seg] scratch */
+  int *nopen;              /* [n_seg] steps begun (before hook) but not ended that need it */
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded

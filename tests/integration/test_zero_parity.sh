@@ -33,3 +33,19 @@ for dp in 2 4; do
     compare_metrics "$TMP/d${dp}s$st.jsonl" "$TMP/one.jsonl" 1e-5
   done
 done
+# ZeRO composes with TP and SP: tp=2 x dp=2, sequence parallel on, stage 3
+# with full recomputation of 2-layer chunks (the backward hooks of a chunk
+# begin before any of its layers ends), replicated parameters checked on
+# every step, against one process (the default hidden size 64 so heads split).
+TPS="--set training.clip_grad=1.0 --set parallel.ddp_bucket_size=50001"
+"$MT" --config $CFG $TPS --set logging.metrics_file="$TMP/one64.jsonl" >"$TMP/one64.log"
+mpirun -np 4 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
+  -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$MT" --config $CFG $TPS \
+  --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
+  --set parallel.zero_stage=3 --set model.recompute_granularity=full \
+  --set model.recompute_num_layers=2 --set training.check_replicas_interval=1 \
+  --set logging.metrics_file="$TMP/tp2sp.jsonl" >"$TMP/tp2sp.log" 2>&1 \
+  || { tail -20 "$TMP/tp2sp.log"; exit 1; }
+grep -q "bitwise identical on all 2" "$TMP/tp2sp.log"
+echo -n "tp=2 dp=2 sp zero_stage=3 full recompute vs one process: "
+compare_metrics "$TMP/tp2sp.jsonl" "$TMP/one64.jsonl" 1e-5
