@@ -2,7 +2,9 @@
  * shapes (h=768, 12 heads, seq 64, micro-batch 4 -> 256 rows, vocab 50304).
  * Prints ms per call and GFLOP/s (GEMM, attention) or GB/s (memory-bound
  * ops), then an estimate of one training micro-batch step from these.
- * Usage: build/bench/bench_ops [threads] [reps]   (threads 0 = default) */
+ * Usage: build/bench/bench_ops [threads] [reps] [gemm]   (threads 0 = default;
+ * "gemm" stops after the GEMM section). Env knobs of the backend:
+ * MT_OPENBLAS_CORETYPE, MT_CPU_GEMM, MT_CPU_GEMM_SLABS (cpu/cpu_backend.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +153,10 @@ int main(int argc, char **argv) {
   printf("  => GEMM per micro-batch step: %.1f ms, %.1f GFLOP/s average\n", layer * L + head,
          gemm_flops / ((layer * L + head) * 1e6));
 
+  if (argc > 3 && !strcmp(argv[3], "gemm")) {
+    g_be->destroy(g_be);
+    return 0;
+  }
   printf("attention (s=%d b=%d np=%d hn=%d):\n", S, B, NP, HN);
   int64_t sid[4] = {0, 1, 2, 3};
   attn_arg at = {.d = {.s = S, .b = B, .np = NP, .hn = HN, .head_offset = 0, .n_heads_total = NP,

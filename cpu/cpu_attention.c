@@ -6,7 +6,7 @@
  * are strided by b*np*3*hn and the ctx rows by b*np*hn, so each product is a
  * single cblas_sgemm with that leading dimension and no copies.
  *
- * The (bi, head) pairs are distributed over OpenMP threads (static), each
+ * The (bi, head) pairs are handed out dynamically to OpenMP threads, each
  * calling single-threaded sgemm on its own slice of the per-thread workspace
  * (OpenBLAS is switched to 1 thread for the region and restored after).
  * Every output element is written by exactly one thread, so the result does
@@ -81,7 +81,7 @@ void cpu_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, void *probs
   const float *qkv = (const float *)qkv_;
   float *ctx = (float *)ctx_, *probs = (float *)probs_;
   int prev = attn_blas_single();
-#pragma omp parallel for schedule(static) num_threads(nthr)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
   for (int pair = 0; pair < b * np; pair++) {
     int bi = pair / np, n = pair % np;
     const float *q = qkv + ((int64_t)bi * np + n) * 3 * hn;
@@ -117,7 +117,7 @@ void cpu_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_, const void
   float *dqkv = (float *)dqkv_;
   const float scale = d->scale;
   int prev = attn_blas_single();
-#pragma omp parallel for schedule(static) num_threads(nthr)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
   for (int pair = 0; pair < b * np; pair++) {
     int bi = pair / np, n = pair % np;
     int64_t off = ((int64_t)bi * np + n) * 3 * hn;

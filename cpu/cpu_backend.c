@@ -1,6 +1,14 @@
 /* cpu/cpu_backend.c — the fp32 CPU backend: construction, destruction,
  * the counting allocator, memory ops, and the op table.
  *
+ * Threads: opt->num_threads > 0 sets the OpenMP thread count; every op
+ * (GEMM included) parallelises with OpenMP, and OpenBLAS runs one thread per
+ * call. Environment knobs (read once at creation):
+ *   MT_OPENBLAS_CORETYPE  <core>|auto: switch OpenBLAS kernels (see below)
+ *   MT_CPU_GEMM=blas      let OpenBLAS thread GEMMs itself (num_threads)
+ *   MT_CPU_GEMM_SLABS     GEMM slabs per thread (default 4)
+ *   MT_CPU_PAR_MIN        elements from which elementwise ops go parallel
+ *
  * Allocations are 64-byte aligned and carry a 64-byte header in front of the
  * returned pointer recording the size and category, so `free` can update
  * the per-category counters (mt_mem_account) without a lookup table.
@@ -171,6 +179,10 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   cpu_impl *im = mt_xcalloc(1, sizeof *im);
   im->num_threads = omp_get_max_threads();
   im->gemm_omp = gemm_omp;
+  const char *pm = getenv("MT_CPU_PAR_MIN");
+  im->par_min = pm && atoll(pm) > 0 ? atoll(pm) : CPU_PAR_MIN_DEFAULT;
+  const char *slabs = getenv("MT_CPU_GEMM_SLABS");
+  im->gemm_slabs_per_thread = slabs && atoi(slabs) > 0 ? atoi(slabs) : 4;
   be->ops = &cpu_ops;
   be->name = "cpu";
   be->dtype = MT_F32;

@@ -62,12 +62,12 @@ void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out_, c
   const float *x = (const float *)x_, *res = (const float *)residual_;
   const int64_t rows = (int64_t)d->s * d->b, h = d->h;
   if (d->p <= 0.0f) {
-#pragma omp parallel for simd schedule(static) if (rows * h >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (rows * h >= cpu_par_min(be))
     for (int64_t i = 0; i < rows * h; i++) out[i] = res[i] + x[i];
     return;
   }
   const float p = d->p, inv = 1.0f / (1.0f - d->p);
-#pragma omp parallel for schedule(static) if (rows * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * h >= cpu_par_min(be))
   for (int64_t r = 0; r < rows; r++) {
     uint64_t base = drop_row_counter(d, r / d->b, r % d->b);
     float u[DROP_CHUNK];
@@ -92,7 +92,7 @@ void cpu_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx_, const 
     return;
   }
   const float p = d->p, inv = 1.0f / (1.0f - d->p);
-#pragma omp parallel for schedule(static) if (rows * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * h >= cpu_par_min(be))
   for (int64_t r = 0; r < rows; r++) {
     uint64_t base = drop_row_counter(d, r / d->b, r % d->b);
     float u[DROP_CHUNK];

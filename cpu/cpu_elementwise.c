@@ -39,7 +39,7 @@ void cpu_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n) {
   (void)be;
   if (t == MT_F32) {
     float *o = (float *)dst;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
     for (int64_t i = 0; i < n; i++) o[i] = value;
   } else if (t == MT_BF16) {
     uint16_t *o = (uint16_t *)dst, v = f32_to_bf16(value);
@@ -57,12 +57,12 @@ void cpu_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dty
   } else if (dst_t == MT_BF16 && src_t == MT_F32) {
     uint16_t *o = (uint16_t *)dst;
     const float *s = (const float *)src;
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
     for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(s[i]);
   } else if (dst_t == MT_F32 && src_t == MT_BF16) {
     float *o = (float *)dst;
     const uint16_t *s = (const uint16_t *)src;
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
     for (int64_t i = 0; i < n; i++) o[i] = bf16_to_f32(s[i]);
   } else {
     mt_fatal("cpu cast: unsupported %s -> %s", mt_dtype_name(src_t), mt_dtype_name(dst_t));
@@ -73,28 +73,28 @@ void cpu_add(mt_backend *be, void *out_, const void *a_, const void *b_, int64_t
   (void)be;
   float *out = (float *)out_;
   const float *a = (const float *)a_, *b = (const float *)b_;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
 void cpu_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t n) {
   (void)be;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) y[i] += alpha * x[i];
 }
 
 void cpu_scale_f32(mt_backend *be, float *x, float alpha, int64_t n) {
   (void)be;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) x[i] *= alpha;
 }
 
 #define RED_CHUNKS 64
 
-static double reduce_f32(const float *x, int64_t n, int squares) {
+static double reduce_f32(mt_backend *be, const float *x, int64_t n, int squares) {
   double part[RED_CHUNKS];
   int64_t chunk = (n + RED_CHUNKS - 1) / RED_CHUNKS;
-#pragma omp parallel for schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
   for (int c = 0; c < RED_CHUNKS; c++) {
     int64_t i0 = c * chunk, i1 = i0 + chunk < n ? i0 + chunk : n;
     double acc = 0.0;
@@ -113,13 +113,11 @@ static double reduce_f32(const float *x, int64_t n, int squares) {
 }
 
 double cpu_sumsq_f32(mt_backend *be, const float *x, int64_t n) {
-  (void)be;
-  return reduce_f32(x, n, 1);
+  return reduce_f32(be, x, n, 1);
 }
 
 double cpu_sum_f32(mt_backend *be, const float *x, int64_t n) {
-  (void)be;
-  return reduce_f32(x, n, 0);
+  return reduce_f32(be, x, n, 0);
 }
 
 /* AdamW in fp32 per element; the bias corrections 1 - beta^step are
@@ -133,7 +131,7 @@ void cpu_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float 
   const float bc1 = (float)(1.0 - pow((double)hp->beta1, (double)hp->step));
   const float bc2 = (float)(1.0 - pow((double)hp->beta2, (double)hp->step));
   float *pl = (float *)param_lowp;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     float g = grad[i] * gs;
     float mi = b1 * m[i] + (1.0f - b1) * g;

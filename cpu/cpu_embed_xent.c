@@ -13,7 +13,7 @@ void cpu_embedding_fwd(mt_backend *be, void *out_, const int32_t *tokens, int64_
   (void)be;
   float *out = (float *)out_;
   const float *w = (const float *)w_;
-#pragma omp parallel for schedule(static) if (n * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n * h >= cpu_par_min(be))
   for (int64_t t = 0; t < n; t++) {
     int64_t id = tokens[t];
     if (id >= v_start && id < v_end)
@@ -29,7 +29,7 @@ void cpu_embedding_bwd(mt_backend *be, float *dw, const int32_t *tokens, int64_t
   (void)be;
   const float *dout = (const float *)dout_;
   int64_t nblk = (h + EMB_COLS - 1) / EMB_COLS;
-#pragma omp parallel for schedule(static) if (n * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n * h >= cpu_par_min(be))
   for (int64_t blk = 0; blk < nblk; blk++) {
     int64_t j0 = blk * EMB_COLS, nj = h - j0 < EMB_COLS ? h - j0 : EMB_COLS;
     for (int64_t t = 0; t < n; t++) {
@@ -48,7 +48,7 @@ void cpu_pos_embedding_fwd(mt_backend *be, void *x_, const void *wpe_, int64_t s
   (void)be;
   float *x = (float *)x_;
   const float *wpe = (const float *)wpe_;
-#pragma omp parallel for schedule(static) if (s * b * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (s * b * h >= cpu_par_min(be))
   for (int64_t r = 0; r < s * b; r++) {
     float *row = x + r * h;
     const float *p = wpe + (s_offset + r / b) * h;
@@ -61,7 +61,7 @@ void cpu_pos_embedding_bwd(mt_backend *be, float *dwpe, const void *dout_, int64
                            int64_t h, int64_t s_offset) {
   (void)be;
   const float *dout = (const float *)dout_;
-#pragma omp parallel for schedule(static) if (s * b * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (s * b * h >= cpu_par_min(be))
   for (int64_t si = 0; si < s; si++) {
     float *dst = dwpe + (s_offset + si) * h;
     for (int64_t bi = 0; bi < b; bi++) {
@@ -77,7 +77,7 @@ void cpu_xent_max(mt_backend *be, float *row_max, const void *logits_, int64_t n
   (void)be;
   const float *logits = (const float *)logits_;
   MT_ASSERT(valid <= vl);
-#pragma omp parallel for schedule(static) if (n * valid >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n * valid >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     const float *row = logits + i * vl;
     float mx = -INFINITY;
@@ -92,7 +92,7 @@ void cpu_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void 
                     int64_t valid, int64_t v_start) {
   (void)be;
   const float *logits = (const float *)logits_;
-#pragma omp parallel for schedule(static) if (n * valid >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n * valid >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     const float *row = logits + i * vl;
     const float mx = row_max[i];
@@ -116,7 +116,7 @@ void cpu_xent_bwd(mt_backend *be, void *logits_, const float *row_max, const flo
                   float scale) {
   (void)be;
   float *logits = (float *)logits_;
-#pragma omp parallel for schedule(static) if (n * vl >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (n * vl >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     float *row = logits + i * vl;
     const float mx = row_max[i], f = scale / sumexp[i];

@@ -65,15 +65,20 @@ void cpu_gemm(mt_backend *be, const mt_gemm_desc *d) {
       gemm_block(d, a, b, c, 0, d->m, 0, d->n);
       continue;
     }
-    /* OpenMP threads each run single-threaded sgemm on a fixed slab of C:
-     * columns when n >= m, else rows; slab edges on multiples of 16. */
+    /* Fixed slabs of C (columns when n >= m, else rows; edges on multiples
+     * of 16), each one single-threaded sgemm, handed out dynamically so a
+     * thread that the OS preempts does not stall the others. Slab bounds
+     * depend only on the shape and thread count, and each C element is
+     * computed by one slab, so results are deterministic. */
     const int split_n = d->n >= d->m;
     const int len = split_n ? d->n : d->m;
-#pragma omp parallel num_threads(nthr)
-    {
-      int t = omp_get_thread_num(), T = omp_get_num_threads();
-      int per = (int)mt_round_up((len + T - 1) / T, 16);
-      int lo = t * per < len ? t * per : len, hi = lo + per < len ? lo + per : len;
+    int nslab = nthr * im->gemm_slabs_per_thread;
+    int per = (int)mt_round_up((len + nslab - 1) / nslab, 16);
+    if (per < 64) per = 64;
+    nslab = (len + per - 1) / per;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+    for (int sl = 0; sl < nslab; sl++) {
+      int lo = sl * per, hi = lo + per < len ? lo + per : len;
       if (split_n)
         gemm_block(d, a, b, c, 0, d->m, lo, hi);
       else
@@ -89,7 +94,7 @@ void cpu_bias_grad(mt_backend *be, float *db, const void *dout_, int64_t rows, i
   (void)be;
   const float *dout = (const float *)dout_;
   int64_t nblk = (n + BG_COLS - 1) / BG_COLS;
-#pragma omp parallel for schedule(static) if (rows * n >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * n >= cpu_par_min(be))
   for (int64_t blk = 0; blk < nblk; blk++) {
     int64_t j0 = blk * BG_COLS, nj = n - j0 < BG_COLS ? n - j0 : BG_COLS;
     float acc[BG_COLS] = {0};

@@ -23,18 +23,29 @@ typedef struct {
   int gemm_omp;      /* 1: split GEMMs over OpenMP threads, OpenBLAS at 1
                       * thread (default); 0: OpenBLAS threads (env
                       * MT_CPU_GEMM=blas)                                */
+  int64_t par_min;   /* see CPU_PAR_MIN_DEFAULT                         */
+  int gemm_slabs_per_thread; /* GEMM slabs per OpenMP thread (dynamic
+                              * schedule; env MT_CPU_GEMM_SLABS, default 4) */
   void *ws;          /* op workspace (attention, layernorm partials);   */
   size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
 } cpu_impl;
 
 static inline cpu_impl *cpu_impl_of(mt_backend *be) { return (cpu_impl *)be->impl; }
 
+/* Element count from which elementwise ops use OpenMP threads. */
+static inline int64_t cpu_par_min(mt_backend *be) { return cpu_impl_of(be)->par_min; }
+
 /* Workspace of at least `bytes` (64-byte aligned), owned by the backend and
  * reused across calls; contents undefined; valid until the next call. */
 void *cpu_workspace(mt_backend *be, size_t bytes);
 
-/* Elements per parallel chunk below which elementwise ops stay serial. */
-#define CPU_PAR_MIN 16384
+/* Default element count below which elementwise ops stay serial. A
+ * [256, 768] tensor (the 124M micro-batch) is below: such an op takes ~50 us
+ * on one core, and a parallel region costs a whole scheduler tick (~4 ms)
+ * whenever another process preempts one of our threads on a shared machine.
+ * Env MT_CPU_PAR_MIN overrides it (the unit tests use 1 to exercise the
+ * parallel paths on small shapes). */
+#define CPU_PAR_MIN_DEFAULT (1 << 18)
 
 /* ---- math helpers (vectorisable; same results on every call) ---- */
 

@@ -21,7 +21,7 @@ void cpu_layernorm_fwd(mt_backend *be, void *out_, float *mean, float *rstd, con
   (void)be;
   float *out = (float *)out_;
   const float *in = (const float *)in_, *w = (const float *)w_, *b = (const float *)b_;
-#pragma omp parallel for schedule(static) if (rows * h >= CPU_PAR_MIN)
+#pragma omp parallel for schedule(static) if (rows * h >= cpu_par_min(be))
   for (int64_t r = 0; r < rows; r++) {
     const float *x = in + r * h;
     float *y = out + r * h;
@@ -52,7 +52,7 @@ void cpu_layernorm_bwd(mt_backend *be, void *din_, float *dw, float *db, const v
   int64_t nchunk = (rows + LN_CHUNK - 1) / LN_CHUNK;
   /* part[c] = {dw partial [h], db partial [h]} of rows [c*32, c*32+32) */
   float *part = cpu_workspace(be, (size_t)(nchunk * 2 * h) * sizeof(float));
-  int par = rows * h >= CPU_PAR_MIN;
+  int par = rows * h >= cpu_par_min(be);
 #pragma omp parallel if (par)
   {
 #pragma omp for schedule(static)
@@ -103,7 +103,7 @@ void cpu_gelu_fwd(mt_backend *be, void *out_, const void *in_, int64_t n) {
   (void)be;
   float *out = (float *)out_;
   const float *in = (const float *)in_;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     float x = in[i];
     float u = GELU_K0 * (x + GELU_K1 * x * x * x);
@@ -115,7 +115,7 @@ void cpu_gelu_bwd(mt_backend *be, void *din_, const void *in_, const void *dout_
   (void)be;
   float *din = (float *)din_;
   const float *in = (const float *)in_, *dout = (const float *)dout_;
-#pragma omp parallel for simd schedule(static) if (n >= CPU_PAR_MIN)
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     float x = in[i];
     float x2 = x * x;

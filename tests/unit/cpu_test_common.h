@@ -17,7 +17,10 @@
 #include "core/backend.h"
 #include "core/rng.h"
 
+/* Backend with every elementwise op on the OpenMP path (MT_CPU_PAR_MIN=1),
+ * so small test shapes exercise the parallel code. */
 static inline mt_backend *tc_backend(void) {
+  setenv("MT_CPU_PAR_MIN", "1", 1);
   mt_backend_options o = {.device = "cpu", .num_threads = 0, .dtype = MT_F32};
   char err[256];
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
