@@ -62,7 +62,9 @@ void mt_trainer_teardown(mt_trainer *t);
  * global batch, gradient reduction, norm, clipping, AdamW update. */
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration);
 
-/* Sum gradients over the data-parallel group in buckets of
+/* ZeRO (t->zero): stage 1 reduce-scatters instead, stages 2/3 do nothing
+ * here (their hooks reduced each layer during backward). Otherwise:
+ * sum gradients over the data-parallel group in buckets of
  * parallel.ddp_bucket_size elements (all-reduce, MT_OP_SUM). The loss is
  * already normalised by the global token count, so the sum is the global
  * mean gradient. */

@@ -73,8 +73,8 @@ typedef struct {
 /* Build the layout over the model's flat buffers, allocate the sharded
  * optimizer state (master copies taken from the model's initial parameters),
  * and for stages 2/3 release the model's full gradient (and, stage 3,
- * parameter) buffer and install the hooks. Collective over dp_group only if
- * it communicates (it does not). Fatal on a caller bug. */
+ * parameter) buffer and install the hooks. No communication (every rank
+ * starts from the same initial parameters). Fatal on a caller bug. */
 void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *dp_group,
                       mt_group *mp_group, int tp_rank, const mt_zero_options *o);
 void mt_zero_opt_free(mt_zero_opt *z);
