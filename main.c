@@ -3,6 +3,7 @@
  *   megatrain [train] --config FILE [--set section.key=value]...
  *   megatrain preprocess --input FILE --output-prefix P --vocab-file V --merge-file M ...
  *   megatrain topology --config FILE --world-size N [--json]
+ *   megatrain plan --config FILE --world-size N --hardware H [--json] [--sweep]
  *   megatrain --help | --version
  */
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include "core/util.h"
 #include "data/preprocess.h"
 #include "parallel/comm.h"
+#include "planner/plan.h"
 #include "trainer/cli.h"
 #include "trainer/config.h"
 #include "trainer/train.h"
@@ -33,6 +35,8 @@ static void usage(FILE *f) {
           "      tokenize text with the GPT-2 BPE into Megatron's .bin/.idx format\n"
           "  megatrain topology --config FILE --world-size N [--json]\n"
           "      print every rank's coordinates and process groups without launching\n"
+          "  megatrain plan --config FILE --world-size N --hardware H [--json] [--sweep]\n"
+          "      predict memory per rank and iteration time on N GPUs (docs/planner.md)\n"
           "  megatrain --help | --version\n"
           "\n"
           "exit status: 0 success, 1 runtime/data/checkpoint error, 2 bad config or usage\n");
@@ -110,6 +114,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(cmd, "preprocess")) return mt_preprocess_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "topology")) return mt_cli_topology(argc - 2, argv + 2);
+  if (!strcmp(cmd, "plan")) return mt_plan_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
   return cmd_train(argc - 1, argv + 1);
 }

@@ -1,6 +1,7 @@
 /* model/gpt.c — GPT construction, parameters and buffers (see gpt.h).
- * The forward/backward passes live in model/gpt_block.c (one transformer
- * layer) and model/gpt_forward.c (embedding, stack, head, loss). */
+ * Activation slots live in model/gpt_slots.c, one transformer layer in
+ * model/gpt_block.c, the chunk passes (embedding, stack, head, loss) in
+ * model/gpt_forward.c. */
 #include "model/gpt_internal.h"
 
 #include <math.h>
@@ -19,25 +20,53 @@ static const char *k_layer_param_names[MT_LP_N] = {
     "mlp.linear_fc2.weight",          "mlp.linear_fc2.bias",
 };
 
-/* Parameter shards of this TP rank (Megatron's column/row/vocab split):
- * column-parallel weights (linear_qkv, linear_fc1) and their biases split
- * the output features (rows of W), row-parallel weights (linear_proj,
- * linear_fc2) the input features (columns of W), the word embedding and an
- * untied output layer the (padded) vocabulary rows. LayerNorms, the position
- * embedding and row-parallel biases are replicated. */
+/* Layer ranges of this rank's model chunks (Megatron's assignment). */
+static void assign_chunks(mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  const int p = c->pp_size, v = c->vpp_size, L = c->num_layers;
+  MT_ASSERT(L % (p * v) == 0);
+  const int per = L / (p * v);
+  m->n_chunks = v;
+  m->chunks = mt_xcalloc((size_t)v, sizeof(mt_chunk));
+  int base = 0;
+  for (int k = 0; k < v; k++) {
+    int g = k * p + c->pp_rank;
+    mt_chunk *ch = &m->chunks[k];
+    ch->first_layer = g * per;
+    ch->n_layers = per;
+    ch->pre = g == 0;
+    ch->post = g == p * v - 1;
+    ch->layer_base = base;
+    base += per;
+  }
+  m->n_local_layers = base;
+}
+
+/* Parameter shards of this rank (Megatron's column/row/vocab split, see
+ * model/tensor_parallel.h): column-parallel weights (linear_qkv, linear_fc1)
+ * and their biases split the output features, row-parallel weights
+ * (linear_proj, linear_fc2) the input features, the word embedding and an
+ * untied output layer the padded vocabulary rows. LayerNorms, the position
+ * embedding and row-parallel biases are replicated over TP. Registration
+ * order: embedding, layers (ascending), head — so the flat buffers keep one
+ * contiguous range per hook "layer". */
 static void register_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_param_list *pl = &m->params;
   const int64_t h = c->hidden_size, f = c->ffn_hidden_size, V = c->padded_vocab_size;
   const int64_t tr = c->tp_rank, hl = m->hl, fl = m->fl, vl = m->vl;
   const int sp = c->sequence_parallel && c->tp_size > 1;
+  const int has_pre = m->chunks[0].pre, has_post = m->chunks[m->n_chunks - 1].post;
   char name[MT_PARAM_NAME_MAX];
-  m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
-                           MT_INIT_NORMAL, 0, 0);
-  m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
-                           c->max_position_embeddings, h, c->max_position_embeddings, h, 0, 0,
-                           MT_INIT_NORMAL, 0, 1);
-  pl->p[m->p_wpe].sp_partial = sp;
+  m->p_wte = m->p_wpe = m->p_lnf_w = m->p_lnf_b = m->p_out = -1;
+  if (has_pre) {
+    m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
+                             MT_INIT_NORMAL, 0, 0);
+    m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
+                             c->max_position_embeddings, h, c->max_position_embeddings, h, 0, 0,
+                             MT_INIT_NORMAL, 0, 1);
+    pl->p[m->p_wpe].sp_partial = sp;
+  }
   /* global [rows, cols], local [rows, cols], offsets [row, col] per slot */
   const int64_t g[MT_LP_N][6] = {
       {1, h, 1, h, 0, 0},                   {1, h, 1, h, 0, 0},
@@ -50,27 +79,41 @@ static void register_params(mt_gpt *m) {
                                       MT_INIT_SCALED, MT_INIT_ZEROS, MT_INIT_ONES,   MT_INIT_ZEROS,
                                       MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
   const int is_ln[MT_LP_N] = {1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
-  m->layer_p = mt_xcalloc((size_t)c->num_layers, sizeof(*m->layer_p));
-  for (int l = 0; l < c->num_layers; l++) {
-    for (int k = 0; k < MT_LP_N; k++) {
-      snprintf(name, sizeof name, "decoder.layers.%d.%s", l, k_layer_param_names[k]);
-      int no_wd = g[k][0] == 1; /* biases and LayerNorm */
-      int replicated = g[k][1] == g[k][3] && g[k][0] == g[k][2];
-      int idx = mt_params_add(pl, name, g[k][0], g[k][1], g[k][2], g[k][3], g[k][4], g[k][5],
-                              init[k], no_wd, replicated);
-      pl->p[idx].sp_partial = sp && is_ln[k];
-      m->layer_p[l][k] = idx;
+  m->layer_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_p));
+  for (int k = 0; k < m->n_chunks; k++) {
+    const mt_chunk *ch = &m->chunks[k];
+    for (int lc = 0; lc < ch->n_layers; lc++) {
+      for (int j = 0; j < MT_LP_N; j++) {
+        snprintf(name, sizeof name, "decoder.layers.%d.%s", ch->first_layer + lc,
+                 k_layer_param_names[j]);
+        int no_wd = g[j][0] == 1; /* biases and LayerNorm */
+        int replicated = g[j][1] == g[j][3] && g[j][0] == g[j][2];
+        int idx = mt_params_add(pl, name, g[j][0], g[j][1], g[j][2], g[j][3], g[j][4], g[j][5],
+                                init[j], no_wd, replicated);
+        pl->p[idx].sp_partial = sp && is_ln[j];
+        m->layer_p[ch->layer_base + lc][j] = idx;
+      }
     }
   }
-  m->p_lnf_w = mt_params_add(pl, "decoder.final_layernorm.weight", 1, h, 1, h, 0, 0,
-                             MT_INIT_ONES, 1, 1);
-  m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
-                             MT_INIT_ZEROS, 1, 1);
-  pl->p[m->p_lnf_w].sp_partial = pl->p[m->p_lnf_b].sp_partial = sp;
-  m->p_out = m->p_wte;
-  if (c->untie_embeddings_and_output_weights)
-    m->p_out = mt_params_add(pl, "output_layer.weight", V, h, vl, h, m->v_start, 0,
-                             MT_INIT_NORMAL, 0, 0);
+  if (has_post) {
+    m->p_lnf_w = mt_params_add(pl, "decoder.final_layernorm.weight", 1, h, 1, h, 0, 0,
+                               MT_INIT_ONES, 1, 1);
+    m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
+                               MT_INIT_ZEROS, 1, 1);
+    pl->p[m->p_lnf_w].sp_partial = pl->p[m->p_lnf_b].sp_partial = sp;
+    if (c->untie_embeddings_and_output_weights) {
+      m->p_out = mt_params_add(pl, "output_layer.weight", V, h, vl, h, m->v_start, 0,
+                               MT_INIT_NORMAL, 0, 0);
+    } else if (has_pre) {
+      m->p_out = m->p_wte;
+    } else {
+      /* last stage's copy of the tied word embedding: same name, so the same
+       * initial values; its gradient joins the first stage's in finalize */
+      m->p_out = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
+                               MT_INIT_NORMAL, 0, 0);
+      pl->p[m->p_out].shared_copy = 1;
+    }
+  }
 }
 
 static void init_params(mt_gpt *m) {
@@ -98,7 +141,8 @@ static void init_params(mt_gpt *m) {
   if (m->v_valid < m->vl) {
     size_t es = mt_dtype_size(be->dtype);
     int outs[2] = {m->p_wte, m->p_out};
-    for (int j = 0; j < (m->p_out == m->p_wte ? 1 : 2); j++) {
+    for (int j = 0; j < 2; j++) {
+      if (outs[j] < 0 || (j == 1 && outs[1] == outs[0])) continue;
       char *w = mt_gpt_param_ptr(m, outs[j]);
       be->ops->memset0(be, w + (size_t)m->v_valid * c->hidden_size * es,
                        (size_t)(m->vl - m->v_valid) * c->hidden_size * es);
@@ -106,37 +150,8 @@ static void init_params(mt_gpt *m) {
   }
 }
 
-static void *act(mt_gpt *m, int64_t n, mt_dtype t) {
-  return m->be->ops->alloc(m->be, (size_t)n * mt_dtype_size(t), MT_MEM_ACT);
-}
-
 static void *wsp(mt_gpt *m, int64_t n, mt_dtype t) {
   return m->be->ops->alloc(m->be, (size_t)n * mt_dtype_size(t), MT_MEM_WORKSPACE);
-}
-
-static void alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
-  const mt_gpt_config *c = &m->cfg;
-  mt_dtype T = m->be->dtype;
-  const int64_t h = c->hidden_size, s = c->seq_length, b = c->micro_batch_size;
-  a->ln1 = act(m, m->rows_l * h, T);
-  a->ln1_mean = act(m, m->rows_l, MT_F32);
-  a->ln1_rstd = act(m, m->rows_l, MT_F32);
-  a->qkv = act(m, m->rows * 3 * m->hl, T);
-  a->probs = with_probs ? act(m, b * m->np * s * s, T) : m->probs_shared;
-  a->ctx = act(m, m->rows * m->hl, T);
-  a->x1 = act(m, m->rows_l * h, T);
-  a->ln2 = act(m, m->rows_l * h, T);
-  a->ln2_mean = act(m, m->rows_l, MT_F32);
-  a->ln2_rstd = act(m, m->rows_l, MT_F32);
-  a->fc1 = act(m, m->rows * m->fl, T);
-  a->gelu = act(m, m->rows * m->fl, T);
-}
-
-static void free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
-  void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->ctx, a->x1,
-                  a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
-  for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
-  if (a->probs != m->probs_shared) m->be->ops->free(m->be, a->probs);
 }
 
 static void alloc_buffers(mt_gpt *m) {
@@ -144,7 +159,6 @@ static void alloc_buffers(mt_gpt *m) {
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
   const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
-  const int L = c->num_layers;
   m->param_buf = be->ops->alloc(be, (size_t)m->params.numel * mt_dtype_size(T), MT_MEM_PARAM);
   be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
   m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
@@ -155,28 +169,21 @@ static void alloc_buffers(mt_gpt *m) {
     m->param_ptr[i] = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
     m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
   }
-
-  /* Activation sets: one per layer; under full recompute one per layer of a
-   * chunk, shared by all chunks. Selective recompute shares one probs buffer. */
-  int selective = c->recompute == MT_RECOMPUTE_SELECTIVE;
-  if (selective) m->probs_shared = act(m, b * m->np * s * s, T);
-  m->n_act_sets = c->recompute == MT_RECOMPUTE_FULL ? c->recompute_num_layers : L;
-  if (m->n_act_sets > L) m->n_act_sets = L;
-  m->act_sets = mt_xcalloc((size_t)m->n_act_sets, sizeof(mt_layer_acts));
-  for (int k = 0; k < m->n_act_sets; k++) alloc_layer_acts(m, &m->act_sets[k], !selective);
-  m->acts = mt_xcalloc((size_t)L, sizeof(mt_layer_acts *));
-  for (int l = 0; l < L; l++) m->acts[l] = &m->act_sets[l % m->n_act_sets];
-  m->resid = mt_xcalloc((size_t)L + 1, sizeof(void *));
-  for (int l = 0; l <= L; l++) m->resid[l] = act(m, m->rows_l * h, T);
-  m->lnf = act(m, m->rows_l * h, T);
-  m->lnf_mean = act(m, m->rows_l, MT_F32);
-  m->lnf_rstd = act(m, m->rows_l, MT_F32);
-  m->logits = act(m, m->rows * m->vl, T);
-  m->row_max = act(m, m->rows, MT_F32);
-  m->stats = act(m, 2 * m->rows, MT_F32);
-  m->loss = act(m, m->rows, MT_F32);
-  m->tokens = act(m, m->rows, MT_I32);
-  m->targets = act(m, m->rows, MT_I32);
+  /* Shared activation storage: selective recompute keeps one probabilities
+   * buffer; full recompute keeps recompute_num_layers layer sets that every
+   * chunk and micro-batch reuses while it re-runs a chunk of layers. */
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE)
+    m->probs_shared = be->ops->alloc(be, (size_t)(b * m->np * s * s) * mt_dtype_size(T), MT_MEM_ACT);
+  if (c->recompute == MT_RECOMPUTE_FULL) {
+    int maxn = 0;
+    for (int k = 0; k < m->n_chunks; k++)
+      if (m->chunks[k].n_layers > maxn) maxn = m->chunks[k].n_layers;
+    m->n_rc_sets = c->recompute_num_layers < maxn ? c->recompute_num_layers : maxn;
+    m->rc_sets = mt_xcalloc((size_t)(m->n_rc_sets ? m->n_rc_sets : 1), sizeof(mt_layer_acts));
+    for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_alloc_layer_acts(m, &m->rc_sets[k], 1);
+  }
+  m->slots = mt_xcalloc((size_t)m->n_chunks, sizeof(mt_slot **));
+  m->n_slots = mt_xcalloc((size_t)m->n_chunks, sizeof(int));
 
   m->tmp_h = wsp(m, m->rows_l * h, T);
   m->dresid = wsp(m, m->rows_l * h, T);
@@ -194,7 +201,7 @@ static void alloc_buffers(mt_gpt *m) {
 
 static void local_sizes(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  const int tp = c->tp_size > 0 ? c->tp_size : 1;
+  const int tp = c->tp_size;
   MT_ASSERT(c->num_attention_heads % tp == 0 && c->ffn_hidden_size % tp == 0);
   MT_ASSERT(c->padded_vocab_size % tp == 0);
   m->hn = c->hidden_size / c->num_attention_heads;
@@ -216,22 +223,26 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   mt_gpt *m = mt_xcalloc(1, sizeof *m);
   m->be = be;
   m->cfg = *cfg;
-  MT_ASSERT(cfg->hidden_size % cfg->num_attention_heads == 0);
-  MT_ASSERT(cfg->seq_length <= cfg->max_position_embeddings);
-  MT_ASSERT(cfg->padded_vocab_size >= cfg->vocab_size);
-  if (m->cfg.tp_size < 1) m->cfg.tp_size = 1;
-  if (m->cfg.recompute_num_layers < 1) m->cfg.recompute_num_layers = 1;
+  mt_gpt_config *c = &m->cfg;
+  if (c->tp_size < 1) c->tp_size = 1;
+  if (c->pp_size < 1) c->pp_size = 1;
+  if (c->vpp_size < 1) c->vpp_size = 1;
+  if (c->recompute_num_layers < 1) c->recompute_num_layers = 1;
+  MT_ASSERT(c->hidden_size % c->num_attention_heads == 0);
+  MT_ASSERT(c->seq_length <= c->max_position_embeddings);
+  MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
   local_sizes(m);
+  assign_chunks(m);
   register_params(m);
   alloc_buffers(m);
   init_params(m);
   m->tp.be = be;
-  m->tp.tp = m->cfg.tp_size > 1 ? m->cfg.tp_group : NULL;
-  m->tp.tp_size = m->cfg.tp_size;
-  m->tp.tp_rank = m->cfg.tp_rank;
-  m->tp.sp = m->cfg.sequence_parallel;
-  m->tp.s = m->cfg.seq_length;
-  m->tp.b = m->cfg.micro_batch_size;
+  m->tp.tp = c->tp_size > 1 ? c->tp_group : NULL;
+  m->tp.tp_size = c->tp_size;
+  m->tp.tp_rank = c->tp_rank;
+  m->tp.sp = c->sequence_parallel;
+  m->tp.s = c->seq_length;
+  m->tp.b = c->micro_batch_size;
   m->tp.gather_ws = m->gather_ws;
   m->tp.grad_ws = m->grad_ws;
   return m;
@@ -240,18 +251,16 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
 void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
-  void (*fr)(mt_backend *, void *) = be->ops->free;
-  for (int k = 0; k < m->n_act_sets; k++) free_layer_acts(m, &m->act_sets[k]);
-  fr(be, m->probs_shared);
-  for (int l = 0; l <= m->cfg.num_layers; l++) fr(be, m->resid[l]);
-  void *rest[] = {m->lnf,   m->lnf_mean, m->lnf_rstd, m->logits,    m->row_max, m->stats,
-                  m->loss,  m->tokens,   m->targets,  m->tmp_h,     m->dresid,  m->dtmp_h,
-                  m->dqkv,  m->dctx,     m->dffn,     m->gather_ws, m->grad_ws, m->param_buf,
-                  m->grad_buf};
-  for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) fr(be, rest[i]);
-  free(m->act_sets);
-  free(m->acts);
-  free(m->resid);
+  mt_gpt_slots_free(m);
+  for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
+  free(m->rc_sets);
+  be->ops->free(be, m->probs_shared);
+  void *rest[] = {m->tmp_h, m->dresid,  m->dtmp_h,    m->dqkv,      m->dctx,
+                  m->dffn,  m->gather_ws, m->grad_ws, m->param_buf, m->grad_buf};
+  for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
+  free(m->slots);
+  free(m->n_slots);
+  free(m->chunks);
   free(m->layer_p);
   free(m->param_ptr);
   free(m->grad_ptr);
@@ -273,15 +282,27 @@ void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { m->grad_ptr[idx] = g; }
 void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h) { m->hooks = *h; }
 
 void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last) {
+  *first = 0;
+  *last = -1;
   if (layer == MT_GPT_EMBEDDING) {
-    *first = m->p_wte;
-    *last = m->p_wpe;
+    if (m->p_wte >= 0) {
+      *first = m->p_wte;
+      *last = m->p_wpe;
+    }
   } else if (layer == MT_GPT_HEAD) {
-    *first = m->p_lnf_w;
-    *last = m->params.n - 1;
+    if (m->p_lnf_w >= 0) {
+      *first = m->p_lnf_w;
+      *last = m->params.n - 1;
+    }
   } else {
-    *first = m->layer_p[layer][0];
-    *last = m->layer_p[layer][MT_LP_N - 1];
+    for (int k = 0; k < m->n_chunks; k++) {
+      const mt_chunk *ch = &m->chunks[k];
+      if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers) {
+        int lc = ch->layer_base + layer - ch->first_layer;
+        *first = m->layer_p[lc][0];
+        *last = m->layer_p[lc][MT_LP_N - 1];
+      }
+    }
   }
 }
 
@@ -300,19 +321,35 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
 
 int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;
-  for (int i = 0; i < m->params.n; i++) n += m->params.p[i].rows * m->params.p[i].cols;
+  for (int i = 0; i < m->params.n; i++)
+    if (!m->params.p[i].shared_copy) n += m->params.p[i].rows * m->params.p[i].cols;
   return n;
 }
 
 void mt_gpt_finalize_grads(mt_gpt *m) {
-  if (!(m->cfg.sequence_parallel && m->cfg.tp_size > 1)) return;
-  for (int i = 0; i < m->params.n; i++)
-    if (m->params.p[i].sp_partial)
-      mt_allreduce(m->cfg.tp_group, mt_gpt_grad_ptr(m, i), m->params.p[i].numel, MT_F32,
+  const mt_gpt_config *c = &m->cfg;
+  if (c->sequence_parallel && c->tp_size > 1) {
+    for (int i = 0; i < m->params.n; i++)
+      if (m->params.p[i].sp_partial)
+        mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.p[i].numel, MT_F32,
+                     MT_OP_SUM);
+  }
+  /* tied word embedding split over the first and last stage */
+  if (c->pp_size > 1 && !c->untie_embeddings_and_output_weights && c->embd_group) {
+    int idx = m->p_wte >= 0 ? m->p_wte : m->p_out;
+    if (idx >= 0)
+      mt_allreduce(c->embd_group, mt_gpt_grad_ptr(m, idx), m->params.p[idx].numel, MT_F32,
                    MT_OP_SUM);
+  }
 }
 
 void mt_gpt_zero_grad(mt_gpt *m) {
   if (!m->grad_buf) return;
   m->be->ops->memset0(m->be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
 }
+
+int mt_gpt_num_chunks(const mt_gpt *m) { return m->n_chunks; }
+int mt_gpt_chunk_is_first(const mt_gpt *m, int c) { return m->chunks[c].pre; }
+int mt_gpt_chunk_is_last(const mt_gpt *m, int c) { return m->chunks[c].post; }
+int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.hidden_size; }
+void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->dresid; }

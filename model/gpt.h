@@ -57,14 +57,26 @@ typedef struct {
   mt_group *tp_group;
   int recompute;             /* MT_RECOMPUTE_* */
   int recompute_num_layers;  /* chunk size for MT_RECOMPUTE_FULL */
+  /* pipeline parallelism (Narayanan et al. 2021): stage pp_rank of pp_size
+   * holds vpp_size model chunks; chunk c is global model chunk c·pp + pp_rank
+   * with layers [g·L/(pp·vpp), (g+1)·L/(pp·vpp)) (Megatron's interleaved
+   * assignment; vpp_size 1 = contiguous stages). The first stage holds the
+   * embedding, the last the final LayerNorm, output layer and loss; with tied
+   * embeddings and pp > 1 the last stage keeps its own copy of the word
+   * embedding (same name, same initial values) whose gradient is summed with
+   * the first stage's over embd_group in mt_gpt_finalize_grads. */
+  int pp_size, pp_rank, vpp_size;
+  mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;
 
-/* Create the model on backend `be`: registers parameters, allocates the flat
- * parameter buffer (MT_MEM_PARAM, dtype T), gradient buffer (MT_MEM_GRAD,
- * fp32) and activation/workspace buffers for one micro-batch. Parameters are
- * initialised (see above). */
+/* Create this rank's part of the model on backend `be`: registers its
+ * parameters, allocates the flat parameter buffer (MT_MEM_PARAM, dtype T),
+ * gradient buffer (MT_MEM_GRAD, fp32) and workspaces, and initialises the
+ * parameters (see above). Activations are allocated per micro-batch slot on
+ * first use (MT_MEM_ACT) and reused, so the allocator's activation peak is
+ * the number of micro-batches a schedule keeps in flight. */
 mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg);
 void mt_gpt_destroy(mt_gpt *m);
 
@@ -81,7 +93,7 @@ float *mt_gpt_grad_buffer(mt_gpt *m);
  * EMBEDDING; after_backward(l) means the gradients of that part's parameters
  * are complete for this micro-batch (with tied embeddings the word-embedding
  * gradient completes only after EMBEDDING). NULL members are skipped. */
-enum { MT_GPT_EMBEDDING = -1, MT_GPT_HEAD = 1 << 20 };
+enum { MT_GPT_EMBEDDING = -1, MT_GPT_HEAD = 1 << 20 }; /* layers use global indices */
 typedef struct {
   void *ctx;
   void (*before_forward)(void *ctx, int layer);
@@ -109,8 +121,10 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads);
 
 /* After the last micro-batch of an iteration: sum over the TP group the
  * gradients of parameters that sequence parallelism leaves partial
- * (LayerNorms, position embedding: each rank saw only its sequence shard).
- * No-op without sp. Communicates over cfg->tp_group. */
+ * (LayerNorms, position embedding: each rank saw only its sequence shard),
+ * and over the embedding group (first and last pipeline stage) the gradient
+ * of the tied word embedding. Communicates over cfg->tp_group and
+ * cfg->embd_group. */
 void mt_gpt_finalize_grads(mt_gpt *m);
 
 /* Number of parameters of the unsharded model (tied output counted once). */
@@ -119,12 +133,43 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m);
 /* Zero the gradient buffer (start of an iteration). */
 void mt_gpt_zero_grad(mt_gpt *m);
 
-/* One micro-batch. tokens: host int32 [b, s + 1] (sample rows; inputs are
- * tokens[:, :s], targets tokens[:, 1:]). sample_ids: host [b] global sample
- * ids (key the dropout RNG). If `train`, dropout is on and the backward pass
- * runs, ACCUMULATING into the gradient buffer d(loss_scale * sum of token
- * losses)/dparams. Returns the SUM of the b*s token losses (nats, fp64). */
+/* One micro-batch through the whole model when it lives on this rank
+ * (pp_size 1, one chunk). tokens: host int32 [b, s + 1] (sample rows; inputs
+ * are tokens[:, :s], targets tokens[:, 1:]). sample_ids: host [b] global
+ * sample ids (key the dropout RNG). If `train`, dropout is on and the
+ * backward pass runs, ACCUMULATING into the gradient buffer
+ * d(loss_scale * sum of token losses)/dparams. Returns the SUM of the b*s
+ * token losses (nats, fp64). */
 double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *sample_ids,
                                int train, float loss_scale);
+
+/* ---- pipeline-parallel interface: one model chunk, one micro-batch ----
+ * A micro-batch `mb` (any id unique among those in flight) goes through
+ * begin -> [receive input into mt_gpt_chunk_input] -> forward ->
+ * [send mt_gpt_chunk_output] ... [receive output gradient into
+ * mt_gpt_grad_buffer] -> backward -> [send mt_gpt_grad_buffer] -> end. */
+int mt_gpt_num_chunks(const mt_gpt *m);
+/* 1 when chunk c holds the embedding (model input) / the head (loss). */
+int mt_gpt_chunk_is_first(const mt_gpt *m, int c);
+int mt_gpt_chunk_is_last(const mt_gpt *m, int c);
+/* Elements of the tensor passed between stages: [sl, b, h]. */
+int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m);
+/* Take an activation slot for (c, mb); tokens/sample_ids as above (tokens are
+ * uploaded when the chunk has the embedding or the head). */
+void mt_gpt_chunk_begin(mt_gpt *m, int c, int mb, const int32_t *tokens,
+                        const int64_t *sample_ids, int train);
+/* Device buffer [sl, b, h] receiving the chunk's input (not the first chunk). */
+void *mt_gpt_chunk_input(mt_gpt *m, int c, int mb);
+/* Forward; returns the sum of token losses for the last chunk, else 0. */
+double mt_gpt_chunk_forward(mt_gpt *m, int c, int mb);
+/* Device buffer [sl, b, h] with the chunk's output after forward. */
+void *mt_gpt_chunk_output(mt_gpt *m, int c, int mb);
+/* Workspace [sl, b, h]: holds the output gradient before chunk_backward (not
+ * the last chunk) and the input gradient after it (not the first chunk). */
+void *mt_gpt_grad_buffer_stage(mt_gpt *m);
+/* Backward; the last chunk seeds it with loss_scale · d(sum of losses). */
+void mt_gpt_chunk_backward(mt_gpt *m, int c, int mb, float loss_scale);
+/* Release the slot of (c, mb). */
+void mt_gpt_chunk_end(mt_gpt *m, int c, int mb);
 
 #endif

@@ -106,24 +106,27 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   return d;
 }
 
-void mt_gpt_layer_forward(mt_gpt *m, int l) {
+void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  mt_layer_acts *a = m->acts[l];
+  const mt_chunk *ch = &m->chunks[ci];
+  const int l = ch->first_layer + lc; /* global layer: keys the dropout RNG */
+  mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
+  void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
-  const int *P = m->layer_p[l];
+  const int *P = m->layer_p[ch->layer_base + lc];
   const int64_t h = c->hidden_size;
 #define W(k) mt_gpt_param_ptr(m, P[k])
 
   /* attention block: LN -> ColumnParallel(qkv) -> core attention -> RowParallel(proj) */
-  be->ops->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, m->resid[l], W(MT_LP_LN1_W),
+  be->ops->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], W(MT_LP_LN1_W),
                          W(MT_LP_LN1_B), m->rows_l, h, c->layernorm_epsilon);
   mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), 3 * m->hl, h);
   mt_attn_desc ad = attn_desc(m, l);
   be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, m->resid[l]);
+  be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, resid[0]);
 
   /* MLP block: LN -> ColumnParallel(fc1) -> GELU -> RowParallel(fc2) */
   be->ops->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W),
@@ -132,16 +135,19 @@ void mt_gpt_layer_forward(mt_gpt *m, int l) {
   be->ops->gelu_fwd(be, a->gelu, a->fc1, m->rows * m->fl);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->gelu, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  be->ops->dropout_add_fwd(be, &dd, m->resid[l + 1], m->tmp_h, a->x1);
+  be->ops->dropout_add_fwd(be, &dd, resid[1], m->tmp_h, a->x1);
 #undef W
 }
 
-void mt_gpt_layer_backward(mt_gpt *m, int l) {
+void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  mt_layer_acts *a = m->acts[l];
+  const mt_chunk *ch = &m->chunks[ci];
+  const int l = ch->first_layer + lc;
+  mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
+  void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
-  const int *P = m->layer_p[l];
+  const int *P = m->layer_p[ch->layer_base + lc];
   const int64_t h = c->hidden_size;
 #define W(k) mt_gpt_param_ptr(m, P[k])
 #define G(k) mt_gpt_grad_ptr(m, P[k])
@@ -170,7 +176,7 @@ void mt_gpt_layer_backward(mt_gpt *m, int l) {
   be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
   mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), m->dqkv, a->ln1,
                                 W(MT_LP_QKV_W), 3 * m->hl, h);
-  be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, m->resid[l],
+  be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, resid[0],
                          W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, m->rows_l, h);
 #undef W
 #undef G

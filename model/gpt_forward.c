@@ -26,7 +26,7 @@ static int64_t s_offset(const mt_gpt *m) {
 }
 
 /* Upload inputs/targets in [s, b] order from host [b, s + 1] samples. */
-static void load_tokens(mt_gpt *m, const int32_t *tokens) {
+static void load_tokens(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
   const int s = m->cfg.seq_length, b = m->cfg.micro_batch_size;
   for (int si = 0; si < s; si++)
     for (int bi = 0; bi < b; bi++) {
@@ -34,25 +34,25 @@ static void load_tokens(mt_gpt *m, const int32_t *tokens) {
       m->host_targets[si * b + bi] = tokens[(int64_t)bi * (s + 1) + si + 1];
     }
   size_t bytes = (size_t)s * b * sizeof(int32_t);
-  m->be->ops->memcpy_h2d(m->be, m->tokens, m->host_tokens, bytes);
-  m->be->ops->memcpy_h2d(m->be, m->targets, m->host_targets, bytes);
+  m->be->ops->memcpy_h2d(m->be, sl->tokens, m->host_tokens, bytes);
+  m->be->ops->memcpy_h2d(m->be, sl->targets, m->host_targets, bytes);
 }
 
 /* VocabParallelEmbedding + position embedding + embedding dropout ->
  * resid[0] [sl, b, h]. */
-static void embedding_forward(mt_gpt *m) {
+static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
-  mt_vocab_parallel_embedding_fwd(&m->tp, m->resid[0], m->tokens, mt_gpt_param_ptr(m, m->p_wte),
-                                  m->v_start, m->v_start + m->vl, h);
-  be->ops->pos_embedding_fwd(be, m->resid[0], mt_gpt_param_ptr(m, m->p_wpe), m->sl, b, h,
+  mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens,
+                                  mt_gpt_param_ptr(m, m->p_wte), m->v_start, m->v_start + m->vl, h);
+  be->ops->pos_embedding_fwd(be, sl->resid[0], mt_gpt_param_ptr(m, m->p_wpe), m->sl, b, h,
                              s_offset(m));
   mt_dropout_desc d = embedding_dropout_desc(m);
-  if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, m->resid[0], m->resid[0]); /* same mask op */
+  if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, sl->resid[0], sl->resid[0]); /* same mask op */
 }
 
-static void embedding_backward(mt_gpt *m) {
+static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
@@ -60,91 +60,142 @@ static void embedding_backward(mt_gpt *m) {
   if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, m->dresid, m->dresid);
   be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe), m->dresid, m->sl, b, h,
                              s_offset(m));
-  mt_vocab_parallel_embedding_bwd(&m->tp, mt_gpt_grad_ptr(m, m->p_wte), m->tokens, m->dresid,
+  mt_vocab_parallel_embedding_bwd(&m->tp, mt_gpt_grad_ptr(m, m->p_wte), sl->tokens, m->dresid,
                                   m->v_start, m->v_start + m->vl, h);
 }
 
 /* Final LayerNorm, logits = lnf @ W_out^T on this rank's vocabulary slice
  * (ColumnParallelLinear without bias), vocab-parallel cross-entropy. Returns
  * the sum of token losses. */
-static double head_forward(mt_gpt *m) {
+static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->hidden_size;
-  be->ops->layernorm_fwd(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->resid[c->num_layers],
+  be->ops->layernorm_fwd(be, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x,
                          mt_gpt_param_ptr(m, m->p_lnf_w), mt_gpt_param_ptr(m, m->p_lnf_b),
                          m->rows_l, h, c->layernorm_epsilon);
-  mt_column_parallel_linear_fwd(&m->tp, m->logits, m->lnf, mt_gpt_param_ptr(m, m->p_out), NULL,
+  mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), NULL,
                                 m->vl, h);
-  return mt_vocab_parallel_cross_entropy_fwd(&m->tp, m->loss, m->row_max, m->stats, m->logits,
-                                             m->targets, m->vl, m->v_valid, m->v_start);
+  return mt_vocab_parallel_cross_entropy_fwd(&m->tp, sl->loss, sl->row_max, sl->stats,
+                                             sl->logits, sl->targets, m->vl, m->v_valid,
+                                             m->v_start);
 }
 
-static void head_backward(mt_gpt *m, float loss_scale) {
+static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->hidden_size;
-  mt_vocab_parallel_cross_entropy_bwd(&m->tp, m->logits, m->row_max, m->stats, m->targets, m->vl,
-                                      m->v_valid, m->v_start, loss_scale);
-  mt_column_parallel_linear_bwd(&m->tp, m->dtmp_h, mt_gpt_grad_ptr(m, m->p_out), NULL, m->logits,
-                                m->lnf, mt_gpt_param_ptr(m, m->p_out), m->vl, h);
+  mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
+                                      m->vl, m->v_valid, m->v_start, loss_scale);
+  mt_column_parallel_linear_bwd(&m->tp, m->dtmp_h, mt_gpt_grad_ptr(m, m->p_out), NULL,
+                                sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), m->vl, h);
   be->ops->memset0(be, m->dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
   be->ops->layernorm_bwd(be, m->dresid, mt_gpt_grad_ptr(m, m->p_lnf_w),
-                         mt_gpt_grad_ptr(m, m->p_lnf_b), m->dtmp_h, m->resid[c->num_layers],
-                         mt_gpt_param_ptr(m, m->p_lnf_w), m->lnf_mean, m->lnf_rstd, m->rows_l, h);
+                         mt_gpt_grad_ptr(m, m->p_lnf_b), m->dtmp_h, x,
+                         mt_gpt_param_ptr(m, m->p_lnf_w), sl->lnf_mean, sl->lnf_rstd, m->rows_l,
+                         h);
 }
 
-/* Backward through the transformer stack. Under full recomputation each
- * chunk of recompute_num_layers layers is first re-run forward from its
- * stored input (same RNG counters, so identical values), then backward. */
-static void stack_backward(mt_gpt *m) {
-  const int L = m->cfg.num_layers;
+/* Backward through the chunk's layers. Under full recomputation each group
+ * of recompute_num_layers layers is first re-run forward from its stored
+ * input (same RNG counters, so identical values), then backward. */
+static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
+  const mt_chunk *ch = &m->chunks[ci];
+  const int L = ch->n_layers, l0 = ch->first_layer;
   if (m->cfg.recompute != MT_RECOMPUTE_FULL) {
-    for (int l = L - 1; l >= 0; l--) {
-      MT_HOOK(m, before_backward, l);
-      mt_gpt_layer_backward(m, l);
-      MT_HOOK(m, after_backward, l);
+    for (int lc = L - 1; lc >= 0; lc--) {
+      MT_HOOK(m, before_backward, l0 + lc);
+      mt_gpt_layer_backward(m, ci, sl, lc);
+      MT_HOOK(m, after_backward, l0 + lc);
     }
     return;
   }
-  const int n = m->n_act_sets;
+  const int n = m->n_rc_sets;
   for (int c1 = L; c1 > 0;) {
     int c0 = (c1 - 1) / n * n;
-    for (int l = c0; l < c1; l++) MT_HOOK(m, before_backward, l);
-    for (int l = c0; l < c1; l++) mt_gpt_layer_forward(m, l);
-    for (int l = c1 - 1; l >= c0; l--) {
-      mt_gpt_layer_backward(m, l);
-      MT_HOOK(m, after_backward, l);
+    for (int lc = c0; lc < c1; lc++) MT_HOOK(m, before_backward, l0 + lc);
+    for (int lc = c0; lc < c1; lc++) mt_gpt_layer_forward(m, ci, sl, lc);
+    for (int lc = c1 - 1; lc >= c0; lc--) {
+      mt_gpt_layer_backward(m, ci, sl, lc);
+      MT_HOOK(m, after_backward, l0 + lc);
     }
     c1 = c0;
   }
 }
 
-double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *sample_ids,
-                               int train, float loss_scale) {
-  m->sample_ids = sample_ids;
-  m->train = train;
-  load_tokens(m, tokens);
-  MT_HOOK(m, before_forward, MT_GPT_EMBEDDING);
-  embedding_forward(m);
-  MT_HOOK(m, after_forward, MT_GPT_EMBEDDING);
-  for (int l = 0; l < m->cfg.num_layers; l++) {
-    MT_HOOK(m, before_forward, l);
-    mt_gpt_layer_forward(m, l);
-    MT_HOOK(m, after_forward, l);
+static void use_slot(mt_gpt *m, mt_slot *sl) {
+  m->sample_ids = sl->sample_ids;
+  m->train = sl->train;
+}
+
+void mt_gpt_chunk_begin(mt_gpt *m, int c, int mb, const int32_t *tokens,
+                        const int64_t *sample_ids, int train) {
+  mt_slot *sl = mt_gpt_slot_acquire(m, c, mb);
+  sl->train = train;
+  memcpy(sl->sample_ids, sample_ids, (size_t)m->cfg.micro_batch_size * sizeof(int64_t));
+  if (m->chunks[c].pre || m->chunks[c].post) load_tokens(m, sl, tokens);
+}
+
+void *mt_gpt_chunk_input(mt_gpt *m, int c, int mb) {
+  return mt_gpt_slot_find(m, c, mb)->resid[0];
+}
+
+void *mt_gpt_chunk_output(mt_gpt *m, int c, int mb) {
+  return mt_gpt_slot_find(m, c, mb)->resid[m->chunks[c].n_layers];
+}
+
+double mt_gpt_chunk_forward(mt_gpt *m, int c, int mb) {
+  const mt_chunk *ch = &m->chunks[c];
+  mt_slot *sl = mt_gpt_slot_find(m, c, mb);
+  use_slot(m, sl);
+  if (ch->pre) {
+    MT_HOOK(m, before_forward, MT_GPT_EMBEDDING);
+    embedding_forward(m, sl);
+    MT_HOOK(m, after_forward, MT_GPT_EMBEDDING);
   }
-  MT_HOOK(m, before_forward, MT_GPT_HEAD);
-  double loss_sum = head_forward(m);
-  MT_HOOK(m, after_forward, MT_GPT_HEAD);
-  if (train) {
+  for (int lc = 0; lc < ch->n_layers; lc++) {
+    MT_HOOK(m, before_forward, ch->first_layer + lc);
+    mt_gpt_layer_forward(m, c, sl, lc);
+    MT_HOOK(m, after_forward, ch->first_layer + lc);
+  }
+  double loss_sum = 0.0;
+  if (ch->post) {
+    MT_HOOK(m, before_forward, MT_GPT_HEAD);
+    loss_sum = head_forward(m, sl, sl->resid[ch->n_layers]);
+    MT_HOOK(m, after_forward, MT_GPT_HEAD);
+  }
+  m->sample_ids = NULL;
+  return loss_sum;
+}
+
+void mt_gpt_chunk_backward(mt_gpt *m, int c, int mb, float loss_scale) {
+  const mt_chunk *ch = &m->chunks[c];
+  mt_slot *sl = mt_gpt_slot_find(m, c, mb);
+  use_slot(m, sl);
+  if (ch->post) {
     MT_HOOK(m, before_backward, MT_GPT_HEAD);
-    head_backward(m, loss_scale);
+    head_backward(m, sl, sl->resid[ch->n_layers], loss_scale);
     MT_HOOK(m, after_backward, MT_GPT_HEAD);
-    stack_backward(m);
+  }
+  stack_backward(m, c, sl);
+  if (ch->pre) {
     MT_HOOK(m, before_backward, MT_GPT_EMBEDDING);
-    embedding_backward(m);
+    embedding_backward(m, sl);
     MT_HOOK(m, after_backward, MT_GPT_EMBEDDING);
   }
   m->sample_ids = NULL;
+}
+
+void mt_gpt_chunk_end(mt_gpt *m, int c, int mb) {
+  mt_gpt_slot_release(m, mt_gpt_slot_find(m, c, mb));
+}
+
+double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *sample_ids,
+                               int train, float loss_scale) {
+  MT_ASSERT(m->n_chunks == 1 && m->chunks[0].pre && m->chunks[0].post);
+  mt_gpt_chunk_begin(m, 0, 0, tokens, sample_ids, train);
+  double loss_sum = mt_gpt_chunk_forward(m, 0, 0);
+  if (train) mt_gpt_chunk_backward(m, 0, 0, loss_scale);
+  mt_gpt_chunk_end(m, 0, 0);
   return loss_sum;
 }

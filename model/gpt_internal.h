@@ -1,5 +1,6 @@
 /* model/gpt_internal.h — private state of the GPT model shared by
- * model/gpt.c, model/gpt_block.c and model/gpt_forward.c. */
+ * model/gpt.c (construction), model/gpt_slots.c (activation slots),
+ * model/gpt_block.c (one layer) and model/gpt_forward.c (chunk passes). */
 #ifndef MT_MODEL_GPT_INTERNAL_H
 #define MT_MODEL_GPT_INTERNAL_H
 
@@ -28,12 +29,40 @@ typedef struct {
   void *gelu;                /* [s, b, fl]  GELU output (fc2 input)           */
 } mt_layer_acts;
 
+/* One model chunk: a contiguous range of global layers on this rank, with the
+ * embedding when it is the model's first chunk (Megatron's pre_process) and
+ * the head when it is the last (post_process). */
+typedef struct {
+  int first_layer;           /* global index of its first layer */
+  int n_layers;
+  int pre, post;
+  int layer_base;            /* index of its first layer in m->layer_p */
+} mt_chunk;
+
+/* Everything one micro-batch keeps alive in one chunk between its forward
+ * and its backward (allocated on first use, reused afterwards). */
+typedef struct {
+  int in_use, mb;
+  void **resid;              /* [n_layers + 1] x [sl, b, h]; resid[0] = chunk input */
+  mt_layer_acts *sets;       /* [n_layers]; NULL under full recompute */
+  void *lnf;                 /* post: [sl, b, h] */
+  float *lnf_mean, *lnf_rstd;
+  void *logits;              /* post: [s*b, vl]; reused in place for dlogits */
+  float *row_max, *stats, *loss; /* post: [s*b], [2, s*b], [s*b] */
+  int32_t *tokens, *targets; /* pre/post: [s*b] device, [s, b] order */
+  int64_t *sample_ids;       /* [b] host */
+  int train;
+} mt_slot;
+
 struct mt_gpt {
   mt_backend *be;
   mt_gpt_config cfg;
   mt_param_list params;
-  int p_wte, p_wpe, p_lnf_w, p_lnf_b, p_out;
-  int (*layer_p)[MT_LP_N];   /* [num_layers][MT_LP_N] parameter indices */
+  int p_wte, p_wpe, p_lnf_w, p_lnf_b, p_out; /* -1 when not on this rank */
+  int (*layer_p)[MT_LP_N];   /* [local layers][MT_LP_N] parameter indices */
+  int n_local_layers;
+  mt_chunk *chunks;          /* [n_chunks] */
+  int n_chunks;
   void *param_buf;           /* flat, T */
   float *grad_buf;           /* flat, fp32 */
   void **param_ptr;          /* [n params] current device pointer of each parameter */
@@ -47,36 +76,46 @@ struct mt_gpt {
   int64_t sl, rows, rows_l;  /* local sequence, s*b, sl*b */
   mt_tp_ctx tp;
 
-  void **resid;              /* [L + 1] x [sl, b, h]: input of layer l; resid[L] = stack output */
-  mt_layer_acts **acts;      /* [L] -> activation set of layer l (shared under full recompute) */
-  mt_layer_acts *act_sets;   /* owned activation sets */
-  int n_act_sets;
+  /* activation slots per chunk (grown on demand) */
+  mt_slot ***slots;          /* [n_chunks][n_slots[c]] */
+  int *n_slots;
+  mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
+  int n_rc_sets;
   void *probs_shared;        /* selective recompute: one [b, np, s, s] buffer */
-  void *lnf;                 /* [sl, b, h] */
-  float *lnf_mean, *lnf_rstd;
-  void *logits;              /* [s*b, vl]; reused in place for dlogits */
-  float *row_max, *stats, *loss; /* [s*b], [2, s*b] (sumexp, target logit), [s*b] */
-  int32_t *tokens, *targets; /* [s*b] device, [s, b] order */
-  int32_t *host_tokens, *host_targets;
 
   /* workspace reused by every layer */
   void *tmp_h;               /* [sl, b, h] */
   void *dresid, *dtmp_h;     /* [sl, b, h] */
   void *dqkv, *dctx, *dffn;  /* [s, b, 3hl], [s, b, hl], [s, b, fl] */
   void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces) */
+  int32_t *host_tokens, *host_targets;
 
-  const int64_t *sample_ids; /* current micro-batch (host) */
+  /* the micro-batch being processed (set by the chunk functions) */
+  const int64_t *sample_ids;
   int train;
 };
 
 #define MT_HOOK(m, which, layer) \
   do { if ((m)->hooks.which) (m)->hooks.which((m)->hooks.ctx, (layer)); } while (0)
 
-/* One transformer layer on the micro-batch in m: resid[l] -> resid[l + 1]. */
-void mt_gpt_layer_forward(mt_gpt *m, int l);
-/* Backward of layer l: m->dresid holds dL/d resid[l+1] on entry and
- * dL/d resid[l] on exit; parameter gradients accumulate. */
-void mt_gpt_layer_backward(mt_gpt *m, int l);
+/* Slot of (chunk, mb): acquire a free one (allocating on first use) or find
+ * the one in use. */
+mt_slot *mt_gpt_slot_acquire(mt_gpt *m, int chunk, int mb);
+mt_slot *mt_gpt_slot_find(mt_gpt *m, int chunk, int mb);
+void mt_gpt_slot_release(mt_gpt *m, mt_slot *s);
+void mt_gpt_slots_free(mt_gpt *m);
+void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs);
+void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
+
+/* Activation set of local layer lc of chunk c in slot s. */
+mt_layer_acts *mt_gpt_layer_acts(mt_gpt *m, mt_slot *s, int lc);
+
+/* One transformer layer: local layer lc of chunk c for slot s,
+ * s->resid[lc] -> s->resid[lc + 1]. */
+void mt_gpt_layer_forward(mt_gpt *m, int c, mt_slot *s, int lc);
+/* Backward of that layer: m->dresid holds dL/d resid[lc+1] on entry and
+ * dL/d resid[lc] on exit; parameter gradients accumulate. */
+void mt_gpt_layer_backward(mt_gpt *m, int c, mt_slot *s, int lc);
 
 /* y[M, out] = x[M, in] @ W[out, in]^T (+ bias) — Megatron's linear layer. */
 void mt_linear_fwd(mt_backend *be, void *y, const void *x, const void *w, const void *bias,

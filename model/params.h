@@ -34,6 +34,8 @@ typedef struct {
   int no_weight_decay;          /* biases and LayerNorm parameters */
   int tp_replicated;            /* identical on every TP rank (counted once in norms) */
   int sp_partial;               /* gradient partial per TP rank under sequence parallelism */
+  int shared_copy;              /* a copy of a tensor owned by another stage (tied word
+                                   embedding on the last stage): not counted in norms */
 } mt_param;
 
 typedef struct {

@@ -128,6 +128,20 @@ typedef struct {
 void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops);
 void mt_barrier(mt_group *g);
 
+/* Non-blocking point-to-point with a tag (pipeline schedules): post a send or
+ * receive of buf[count] to/from group rank `peer`; messages match by (peer,
+ * tag) and are non-overtaking per (peer, tag). The buffer must stay untouched
+ * until mt_wait returns (or mt_test returns 1). Sends are counted under
+ * MT_COLL_SENDRECV when posted. MPI engine only (the NCCL engine aborts with
+ * a message: pipeline parallelism on GPUs needs its stream-ordered form). */
+typedef struct mt_request mt_request;
+mt_request *mt_isend(mt_group *g, int peer, int tag, const void *buf, int64_t count, mt_dtype t);
+mt_request *mt_irecv(mt_group *g, int peer, int tag, void *buf, int64_t count, mt_dtype t);
+/* Complete and free the request. */
+void mt_wait(mt_request *r);
+/* 1 (and the request is freed) when complete, else 0. */
+int mt_test(mt_request *r);
+
 /* Counters of one group. bus_bytes is rounded down per call (integer
  * arithmetic: bytes * 2(n-1) / n). A barrier counts calls only. */
 const mt_coll_counter *mt_group_counters(const mt_group *g); /* [MT_COLL_N] */

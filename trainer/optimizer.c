@@ -44,7 +44,7 @@ double mt_grad_sumsq(const mt_adamw *opt, int count_replicated) {
   const mt_param_list *pl = opt->params;
   for (int i = 0; i < pl->n; i++) {
     const mt_param *p = &pl->p[i];
-    if (p->tp_replicated && !count_replicated) continue;
+    if (p->shared_copy || (p->tp_replicated && !count_replicated)) continue;
     s += opt->be->ops->sumsq_f32(opt->be, opt->grad_buf + p->offset, p->numel);
   }
   return s;

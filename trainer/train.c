@@ -36,7 +36,7 @@ static void rank_error(const mt_trainer *t, const char *msg) {
 
 /* Gather one micro-batch (rows [first, first + mbs) of this rank's slice of
  * global batch `gb` in `split`) into t->tokens / t->sample_ids. */
-static void load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first) {
+void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first) {
   const int s = t->cfg->model.seq_length, b = t->cfg->training.micro_batch_size;
   for (int j = 0; j < b; j++) {
     int64_t id = base_sample + first + j;
@@ -53,10 +53,16 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
   const float loss_scale = (float)(1.0 / ((double)gbs * c->model.seq_length));
   double loss_sum = 0.0;
-  for (int64_t mb = 0; mb < n_micro; mb++) {
-    load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
-    loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
-    if (t->zero) mt_zero_opt_flush(t->zero);
+  if (t->topo.pp > 1) {
+    /* the last stage computes the loss; the others contribute 0 */
+    loss_sum = mt_trainer_run_pipeline(t, split, base, train, loss_scale);
+    mt_allreduce(t->ps->pp, &loss_sum, 1, MT_F64, MT_OP_SUM);
+  } else {
+    for (int64_t mb = 0; mb < n_micro; mb++) {
+      mt_trainer_load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
+      loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
+      if (t->zero) mt_zero_opt_flush(t->zero);
+    }
   }
   mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
   return loss_sum;
@@ -91,7 +97,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   if (t->zero) {
     sumsq = mt_zero_opt_grad_sumsq(t->zero); /* over dp and mp */
   } else {
-    sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0);
+    sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0); /* skips pipeline copies */
     mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
   }
   r.grad_norm = sqrt(sumsq);
@@ -247,13 +253,15 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       break;
     }
   }
-  if (status == 0 && (t->dp > 1 || t->topo.tp > 1)) {
+  if (status == 0 && (t->dp > 1 || t->topo.tp > 1 || t->topo.pp > 1)) {
     if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
       status = 1;
     } else {
       say(t, "> parameters are bitwise identical on all %d data-parallel ranks; replicated "
-             "parameters identical on all %d tensor-parallel ranks\n", t->dp, t->topo.tp);
+             "parameters identical on all %d tensor-parallel ranks; word-embedding copies "
+             "identical on the first and last of %d pipeline stages\n", t->dp, t->topo.tp,
+          t->topo.pp);
     }
   }
   if (status == 0 && t->is_logger)

@@ -11,6 +11,7 @@
 #include "model/gpt.h"
 #include "parallel/comm.h"
 #include "parallel/parallel_state.h"
+#include "parallel/pipeline.h"
 #include "parallel/topology.h"
 #include "trainer/config.h"
 #include "trainer/lr_schedule.h"
@@ -43,6 +44,13 @@ typedef struct {
   int64_t skipped_iters, nan_iters;
   double flops_per_iter;
   double t_interval;
+  /* pipeline parallelism */
+  mt_pp_schedule sched_train, sched_eval;
+  mt_pp_stats pp_stats;     /* of the last training iteration */
+  double pp_loss;           /* loss sum accumulated by the last stage's callbacks */
+  int pp_split, pp_train;
+  int64_t pp_base;
+  float pp_loss_scale;
 } mt_trainer;
 
 typedef struct {
@@ -69,6 +77,19 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration);
  * already normalised by the global token count, so the sum is the global
  * mean gradient. */
 void mt_trainer_reduce_gradients(mt_trainer *t);
+
+/* Fill t->tokens / t->sample_ids with micro-batch rows [first, first + mbs)
+ * of the global batch starting at sample base_sample of `split`. */
+void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first);
+
+/* Build the 1F1B / interleaved schedules of this stage (train and eval). */
+int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen);
+void mt_trainer_pipeline_free(mt_trainer *t);
+/* Run this stage's schedule over this rank's share of one global batch
+ * (parallel/pipeline.h); returns the sum of token losses on the last stage,
+ * 0 elsewhere. */
+double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train,
+                               float loss_scale);
 
 /* Mean validation loss over eval_iters global batches of the valid split
  * (the same fixed batches at every evaluation). */

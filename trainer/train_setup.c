@@ -18,6 +18,10 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
                 : !strcmp(c->model.recompute_granularity, "full")    ? MT_RECOMPUTE_FULL
                                                                      : MT_RECOMPUTE_NONE;
   g.recompute_num_layers = c->model.recompute_num_layers;
+  g.pp_size = c->parallel.pipeline_model_parallel_size;
+  g.pp_rank = ps->pp_rank;
+  g.vpp_size = c->parallel.virtual_pipeline_model_parallel_size;
+  g.embd_group = ps->embd;
   g.num_layers = c->model.num_layers;
   g.hidden_size = c->model.hidden_size;
   g.num_attention_heads = c->model.num_attention_heads;
@@ -89,10 +93,10 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->rank = mt_dist_rank(dist);
   t->world_size = mt_dist_size(dist);
   t->world = mt_dist_world(dist);
-  if (cfg->parallel.pipeline_model_parallel_size != 1 || cfg->model.num_experts > 0) {
+  if (cfg->model.num_experts > 0) {
     snprintf(err, errlen,
-             "pipeline and expert parallelism and MoE are not implemented yet in this build "
-             "(parallel.pipeline_model_parallel_size must be 1, model.num_experts 0)");
+             "expert parallelism and MoE are not implemented yet in this build "
+             "(model.num_experts must be 0)");
     return -1;
   }
   mt_topology_sizes sz = {
@@ -102,6 +106,13 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       .expert_tensor_parallel_size = cfg->parallel.expert_tensor_parallel_size,
       .context_parallel_size = cfg->parallel.context_parallel_size};
   if (mt_topology_build(&t->topo, t->world_size, &sz, err, errlen) != 0) return -1;
+  if (cfg->parallel.zero_stage >= 2 && t->topo.pp > 1) {
+    snprintf(err, errlen,
+             "parallel.zero_stage %d with pipeline parallelism is not implemented yet "
+             "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
+             cfg->parallel.zero_stage, t->topo.pp);
+    return -1;
+  }
   t->ps = mt_parallel_state_create(dist, &t->topo,
                                    strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
   t->dp = t->topo.dp;
@@ -135,6 +146,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   const int s = cfg->model.seq_length, b = cfg->training.micro_batch_size;
   t->tokens = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   t->sample_ids = mt_xmalloc((size_t)b * sizeof(int64_t));
+  if (t->topo.pp > 1 && mt_trainer_pipeline_setup(t, err, errlen) != 0) return -1;
   t->flops_per_iter = mt_flops_per_iteration(
       cfg->training.global_batch_size, s, cfg->model.num_layers, cfg->model.hidden_size,
       cfg->model.ffn_hidden_size, mt_config_padded_vocab(cfg));
@@ -170,6 +182,7 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
   if (t->be) mt_backend_destroy(t->be);
+  mt_trainer_pipeline_free(t);
   mt_parallel_state_destroy(t->ps);
   mt_topology_free(&t->topo);
   free(t->tokens);
@@ -241,6 +254,24 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
   if (t->dp > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
     snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
     return -1;
+  }
+  /* tied word embedding: first stage's and last stage's copies */
+  if (t->topo.pp > 1 && !t->cfg->model.untie_embeddings_and_output_weights && t->ps->embd) {
+    int idx = mt_params_find(mt_gpt_params(t->model), "embedding.word_embeddings.weight");
+    uint64_t h = 0xCBF29CE484222325ull;
+    if (idx >= 0) {
+      const mt_param *p = &mt_gpt_params(t->model)->p[idx];
+      size_t bytes = (size_t)p->numel * mt_dtype_size(t->be->dtype);
+      unsigned char *host = mt_xmalloc(bytes);
+      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, idx), bytes);
+      for (size_t k = 0; k < bytes; k++) h = (h ^ host[k]) * 0x100000001B3ull;
+      free(host);
+    }
+    if (!agree_u64(t->ps->embd, h)) {
+      snprintf(err, errlen, "the word-embedding copies of the first and last pipeline stage "
+                            "differ");
+      return -1;
+    }
   }
   if (t->topo.tp > 1 && !agree_u64(t->ps->tp, param_hash(t, 1))) {
     snprintf(err, errlen,

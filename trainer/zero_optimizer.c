@@ -80,7 +80,17 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *d
   z->tied = !mt_gpt_get_config(model)->untie_embeddings_and_output_weights;
   int n_seg = z->n_layers + 2;
   int64_t *bounds = mt_xmalloc(sizeof(int64_t) * 2 * (size_t)n_seg);
-  segment_bounds(model, z->params, z->n_layers, bounds);
+  if (mt_gpt_get_config(model)->pp_size > 1) {
+    /* a pipeline stage holds some layers (and maybe the embedding / head):
+     * stage 1 needs no per-layer units, so one segment covers its params */
+    MT_ASSERT(o->stage == 1);
+    const mt_param *last = &z->params->p[z->params->n - 1];
+    n_seg = 1;
+    bounds[0] = z->params->p[0].offset;
+    bounds[1] = last->offset + last->numel;
+  } else {
+    segment_bounds(model, z->params, z->n_layers, bounds);
+  }
   mt_zero_layout_build(&z->L, bounds, n_seg, z->params->numel, o->bucket_size,
                        mt_group_size(dp_group), mt_group_rank(dp_group));
   free(bounds);
@@ -154,6 +164,7 @@ double mt_zero_opt_grad_sumsq(mt_zero_opt *z) {
   for (int i = 0; i < z->n_chunk; i++) {
     const mt_zero_chunk *c = &z->chunk[i];
     if (z->params->p[c->param].tp_replicated && z->tp_rank != 0) continue;
+    if (z->params->p[c->param].shared_copy) continue; /* owned by another stage */
     s += z->be->ops->sumsq_f32(z->be, grad_loc(z, c), c->n);
   }
   mt_allreduce(z->dp_group, &s, 1, MT_F64, MT_OP_SUM);

@@ -49,3 +49,19 @@ mpirun -np 4 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
 grep -q "bitwise identical on all 2" "$TMP/tp2sp.log"
 echo -n "tp=2 dp=2 sp zero_stage=3 full recompute vs one process: "
 compare_metrics "$TMP/tp2sp.jsonl" "$TMP/one64.jsonl" 1e-5
+# ZeRO-1 composes with pipeline parallelism (pp=2 x dp=2, tied embedding
+# copies on the first and last stage); stages 2/3 with pp are refused.
+mpirun -np 4 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
+  -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$MT" --config $CFG $TPS \
+  --set parallel.pipeline_model_parallel_size=2 --set parallel.zero_stage=1 \
+  --set training.check_replicas_interval=1 \
+  --set logging.metrics_file="$TMP/pp2.jsonl" >"$TMP/pp2.log" 2>&1 \
+  || { tail -20 "$TMP/pp2.log"; exit 1; }
+grep -q "bitwise identical on all 2" "$TMP/pp2.log"
+echo -n "pp=2 dp=2 zero_stage=1 vs one process: "
+compare_metrics "$TMP/pp2.jsonl" "$TMP/one64.jsonl" 1e-5
+if mpirun -np 4 --oversubscribe --bind-to none "$MT" --config $CFG $TPS \
+     --set parallel.pipeline_model_parallel_size=2 --set parallel.zero_stage=3 >"$TMP/pp3.log" 2>&1; then
+  echo "zero_stage 3 with pp=2 should be refused"; exit 1
+fi
+grep -q "zero_stage 3 with pipeline parallelism is not implemented" "$TMP/pp3.log"

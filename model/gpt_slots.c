@@ -1,0 +1,129 @@
+/* model/gpt_slots.c — activation slots: what one micro-batch keeps alive in
+ * one model chunk between its forward and backward passes. A slot is
+ * allocated (MT_MEM_ACT) the first time a chunk has more micro-batches in
+ * flight than slots, and reused afterwards, so the allocator's activation
+ * peak equals the schedule's maximum number of in-flight micro-batches per
+ * chunk (docs/memory.md). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "model/gpt_internal.h"
+
+static void *act(mt_gpt *m, int64_t n, mt_dtype t) {
+  return m->be->ops->alloc(m->be, (size_t)n * mt_dtype_size(t), MT_MEM_ACT);
+}
+
+void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_dtype T = m->be->dtype;
+  const int64_t h = c->hidden_size, s = c->seq_length, b = c->micro_batch_size;
+  a->ln1 = act(m, m->rows_l * h, T);
+  a->ln1_mean = act(m, m->rows_l, MT_F32);
+  a->ln1_rstd = act(m, m->rows_l, MT_F32);
+  a->qkv = act(m, m->rows * 3 * m->hl, T);
+  a->probs = with_probs ? act(m, b * m->np * s * s, T) : m->probs_shared;
+  a->ctx = act(m, m->rows * m->hl, T);
+  a->x1 = act(m, m->rows_l * h, T);
+  a->ln2 = act(m, m->rows_l * h, T);
+  a->ln2_mean = act(m, m->rows_l, MT_F32);
+  a->ln2_rstd = act(m, m->rows_l, MT_F32);
+  a->fc1 = act(m, m->rows * m->fl, T);
+  a->gelu = act(m, m->rows * m->fl, T);
+}
+
+void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
+  void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->ctx, a->x1,
+                  a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
+  for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
+  if (a->probs != m->probs_shared) m->be->ops->free(m->be, a->probs);
+}
+
+static mt_slot *slot_new(mt_gpt *m, int chunk) {
+  const mt_chunk *ch = &m->chunks[chunk];
+  const mt_gpt_config *c = &m->cfg;
+  mt_dtype T = m->be->dtype;
+  const int64_t h = c->hidden_size;
+  mt_slot *s = mt_xcalloc(1, sizeof *s);
+  s->resid = mt_xcalloc((size_t)ch->n_layers + 1, sizeof(void *));
+  for (int l = 0; l <= ch->n_layers; l++) s->resid[l] = act(m, m->rows_l * h, T);
+  if (c->recompute != MT_RECOMPUTE_FULL && ch->n_layers > 0) {
+    s->sets = mt_xcalloc((size_t)ch->n_layers, sizeof(mt_layer_acts));
+    for (int l = 0; l < ch->n_layers; l++)
+      mt_gpt_alloc_layer_acts(m, &s->sets[l], c->recompute != MT_RECOMPUTE_SELECTIVE);
+  }
+  if (ch->post) {
+    s->lnf = act(m, m->rows_l * h, T);
+    s->lnf_mean = act(m, m->rows_l, MT_F32);
+    s->lnf_rstd = act(m, m->rows_l, MT_F32);
+    s->logits = act(m, m->rows * m->vl, T);
+    s->row_max = act(m, m->rows, MT_F32);
+    s->stats = act(m, 2 * m->rows, MT_F32);
+    s->loss = act(m, m->rows, MT_F32);
+  }
+  if (ch->pre || ch->post) {
+    s->tokens = act(m, m->rows, MT_I32);
+    s->targets = act(m, m->rows, MT_I32);
+  }
+  s->sample_ids = mt_xcalloc((size_t)c->micro_batch_size, sizeof(int64_t));
+  return s;
+}
+
+static void slot_free(mt_gpt *m, int chunk, mt_slot *s) {
+  mt_backend *be = m->be;
+  for (int l = 0; l <= m->chunks[chunk].n_layers; l++) be->ops->free(be, s->resid[l]);
+  if (s->sets)
+    for (int l = 0; l < m->chunks[chunk].n_layers; l++) mt_gpt_free_layer_acts(m, &s->sets[l]);
+  void *rest[] = {s->lnf,  s->lnf_mean, s->lnf_rstd, s->logits,  s->row_max,
+                  s->stats, s->loss,    s->tokens,   s->targets};
+  for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
+  free(s->resid);
+  free(s->sets);
+  free(s->sample_ids);
+  free(s);
+}
+
+mt_slot *mt_gpt_slot_find(mt_gpt *m, int chunk, int mb) {
+  for (int i = 0; i < m->n_slots[chunk]; i++) {
+    mt_slot *s = m->slots[chunk][i];
+    if (s->in_use && s->mb == mb) return s;
+  }
+  mt_fatal("no activation slot for chunk %d micro-batch %d (forward not begun)", chunk, mb);
+}
+
+mt_slot *mt_gpt_slot_acquire(mt_gpt *m, int chunk, int mb) {
+  mt_slot *s = NULL;
+  for (int i = 0; i < m->n_slots[chunk]; i++) {
+    mt_slot *q = m->slots[chunk][i];
+    MT_ASSERT(!(q->in_use && q->mb == mb));
+    if (!q->in_use && !s) s = q;
+  }
+  if (!s) {
+    int n = m->n_slots[chunk];
+    m->slots[chunk] = mt_xrealloc(m->slots[chunk], (size_t)(n + 1) * sizeof(mt_slot *));
+    s = m->slots[chunk][n] = slot_new(m, chunk);
+    m->n_slots[chunk] = n + 1;
+  }
+  s->in_use = 1;
+  s->mb = mb;
+  return s;
+}
+
+void mt_gpt_slot_release(mt_gpt *m, mt_slot *s) {
+  (void)m;
+  s->in_use = 0;
+}
+
+void mt_gpt_slots_free(mt_gpt *m) {
+  for (int c = 0; c < m->n_chunks; c++) {
+    for (int i = 0; i < m->n_slots[c]; i++) slot_free(m, c, m->slots[c][i]);
+    free(m->slots[c]);
+    m->slots[c] = NULL;
+    m->n_slots[c] = 0;
+  }
+}
+
+mt_layer_acts *mt_gpt_layer_acts(mt_gpt *m, mt_slot *s, int lc) {
+  if (m->cfg.recompute == MT_RECOMPUTE_FULL) return &m->rc_sets[lc % m->n_rc_sets];
+  return &s->sets[lc];
+}

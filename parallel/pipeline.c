@@ -1,0 +1,202 @@
+/* parallel/pipeline.c — schedules and their executor (see pipeline.h). */
+#include "parallel/pipeline.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+/* Interleaved: chunk of virtual micro-batch k (Megatron get_model_chunk_id). */
+static int chunk_of(int k, int p, int v, int fwd) {
+  int c = (k % (p * v)) / p;
+  return fwd ? c : v - 1 - c;
+}
+
+/* Interleaved: micro-batch of virtual micro-batch k
+ * (Megatron get_microbatch_id_in_model_chunk). */
+static int mb_of(int k, int p, int v) { return (k / (p * v)) * p + k % p; }
+
+int mt_pp_schedule_build(mt_pp_schedule *s, int p, int v, int m, int r, int forward_only,
+                         char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  if (p < 1 || v < 1 || m < 1 || r < 0 || r >= p) {
+    snprintf(err, errlen, "invalid pipeline schedule: p=%d v=%d m=%d stage %d", p, v, m, r);
+    return -1;
+  }
+  if (v > 1 && m % p != 0) {
+    snprintf(err, errlen,
+             "the interleaved schedule needs the number of micro-batches (%d) to be a multiple "
+             "of pipeline_model_parallel_size (%d)",
+             m, p);
+    return -1;
+  }
+  const int total = m * v;
+  s->actions = mt_xcalloc((size_t)(2 * total), sizeof(mt_pp_action));
+  int n = 0;
+  if (forward_only) {
+    for (int k = 0; k < total; k++) {
+      mt_pp_action a = {1, v > 1 ? chunk_of(k, p, v, 1) : 0, v > 1 ? mb_of(k, p, v) : k};
+      s->actions[n++] = a;
+    }
+    s->n_actions = n;
+    s->n_warmup = total;
+    return 0;
+  }
+  int warm;
+  if (v == 1) warm = p - r - 1 < m ? p - r - 1 : m;
+  else if (m == p) warm = total;
+  else {
+    warm = (p - r - 1) * 2 + (v - 1) * p;
+    if (warm > total) warm = total;
+  }
+  const int steady = total - warm;
+  for (int k = 0; k < warm; k++) {
+    mt_pp_action a = {1, v > 1 ? chunk_of(k, p, v, 1) : 0, v > 1 ? mb_of(k, p, v) : k};
+    s->actions[n++] = a;
+  }
+  for (int k = 0; k < steady; k++) {
+    int kf = k + warm;
+    mt_pp_action f = {1, v > 1 ? chunk_of(kf, p, v, 1) : 0, v > 1 ? mb_of(kf, p, v) : kf};
+    mt_pp_action b = {0, v > 1 ? chunk_of(k, p, v, 0) : 0, v > 1 ? mb_of(k, p, v) : k};
+    s->actions[n++] = f;
+    s->actions[n++] = b;
+  }
+  for (int k = steady; k < total; k++) {
+    mt_pp_action b = {0, v > 1 ? chunk_of(k, p, v, 0) : 0, v > 1 ? mb_of(k, p, v) : k};
+    s->actions[n++] = b;
+  }
+  s->n_actions = n;
+  s->n_warmup = warm;
+  s->n_steady = steady;
+  s->n_cooldown = warm;
+  return 0;
+}
+
+void mt_pp_schedule_free(mt_pp_schedule *s) {
+  free(s->actions);
+  memset(s, 0, sizeof *s);
+}
+
+int mt_pp_prev_stage(int p, int v, int r, int chunk, int *peer_chunk) {
+  if (r == 0 && chunk == 0) return -1;
+  *peer_chunk = r > 0 ? chunk : chunk - 1;
+  (void)v;
+  return (r + p - 1) % p;
+}
+
+int mt_pp_next_stage(int p, int v, int r, int chunk, int *peer_chunk) {
+  if (r == p - 1 && chunk == v - 1) return -1;
+  *peer_chunk = r < p - 1 ? chunk : chunk + 1;
+  return (r + 1) % p;
+}
+
+/* Tag of a message for (receiver chunk, micro-batch, direction). */
+static int tag_of(int v, int chunk, int mb, int is_grad) {
+  int tag = ((mb * v) + chunk) * 2 + is_grad;
+  MT_ASSERT(tag >= 0 && tag < 32768);
+  return tag;
+}
+
+/* Pool of gradient send buffers (device memory, MT_MEM_COMM). */
+typedef struct {
+  void **buf;
+  mt_request **req; /* NULL when free */
+  int n;
+} send_pool;
+
+static void pool_reap(send_pool *sp, int block) {
+  for (int i = 0; i < sp->n; i++)
+    if (sp->req[i]) {
+      if (block) {
+        mt_wait(sp->req[i]);
+        sp->req[i] = NULL;
+      } else if (mt_test(sp->req[i])) {
+        sp->req[i] = NULL;
+      }
+    }
+}
+
+static int pool_get(send_pool *sp, const mt_pp_model *md) {
+  pool_reap(sp, 0);
+  for (int i = 0; i < sp->n; i++)
+    if (!sp->req[i]) return i;
+  sp->buf = mt_xrealloc(sp->buf, (size_t)(sp->n + 1) * sizeof(void *));
+  sp->req = mt_xrealloc(sp->req, (size_t)(sp->n + 1) * sizeof(mt_request *));
+  sp->buf[sp->n] = md->be->ops->alloc(md->be, (size_t)md->count * mt_dtype_size(md->dtype),
+                                      MT_MEM_COMM);
+  sp->req[sp->n] = NULL;
+  return sp->n++;
+}
+
+void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const mt_pp_model *md,
+               mt_pp_stats *stats) {
+  const double t0 = mt_now();
+  double wait = 0.0;
+  int in_flight = 0, max_in_flight = 0;
+  /* forward-output sends, one per (chunk, mb) in flight */
+  int cap = 0;
+  for (int i = 0; i < s->n_actions; i++)
+    if ((s->actions[i].mb + 1) * v > cap) cap = (s->actions[i].mb + 1) * v;
+  mt_request **fwd_send = mt_xcalloc((size_t)(cap ? cap : 1), sizeof(mt_request *));
+  send_pool pool = {0};
+  for (int i = 0; i < s->n_actions; i++) {
+    const mt_pp_action *a = &s->actions[i];
+    int pc;
+    if (a->fwd) {
+      md->begin(md->ctx, a->chunk, a->mb);
+      if (++in_flight > max_in_flight) max_in_flight = in_flight;
+      int prev = mt_pp_prev_stage(p, v, r, a->chunk, &pc);
+      if (prev >= 0) {
+        double tw = mt_now();
+        mt_wait(mt_irecv(pp, prev, tag_of(v, a->chunk, a->mb, 0),
+                         md->input_buffer(md->ctx, a->chunk, a->mb), md->count, md->dtype));
+        wait += mt_now() - tw;
+      }
+      md->forward(md->ctx, a->chunk, a->mb);
+      int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
+      if (next >= 0)
+        fwd_send[a->mb * v + a->chunk] =
+            mt_isend(pp, next, tag_of(v, pc, a->mb, 0), md->output_buffer(md->ctx, a->chunk, a->mb),
+                     md->count, md->dtype);
+      if (!md->backward) { /* forward only: done with this micro-batch */
+        mt_wait(fwd_send[a->mb * v + a->chunk]);
+        fwd_send[a->mb * v + a->chunk] = NULL;
+        md->end(md->ctx, a->chunk, a->mb);
+        in_flight--;
+      }
+    } else {
+      int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
+      if (next >= 0) {
+        double tw = mt_now();
+        mt_wait(mt_irecv(pp, next, tag_of(v, a->chunk, a->mb, 1), md->grad_buffer(md->ctx),
+                         md->count, md->dtype));
+        wait += mt_now() - tw;
+      }
+      md->backward(md->ctx, a->chunk, a->mb);
+      int prev = mt_pp_prev_stage(p, v, r, a->chunk, &pc);
+      if (prev >= 0) {
+        int k = pool_get(&pool, md);
+        md->be->ops->memcpy_d2d(md->be, pool.buf[k], md->grad_buffer(md->ctx),
+                                (size_t)md->count * mt_dtype_size(md->dtype));
+        pool.req[k] = mt_isend(pp, prev, tag_of(v, pc, a->mb, 1), pool.buf[k], md->count, md->dtype);
+      }
+      /* the next stage consumed our output before sending this gradient */
+      mt_wait(fwd_send[a->mb * v + a->chunk]);
+      fwd_send[a->mb * v + a->chunk] = NULL;
+      md->end(md->ctx, a->chunk, a->mb);
+      in_flight--;
+    }
+  }
+  pool_reap(&pool, 1);
+  for (int i = 0; i < cap; i++) mt_wait(fwd_send[i]);
+  for (int i = 0; i < pool.n; i++) md->be->ops->free(md->be, pool.buf[i]);
+  free(pool.buf);
+  free(pool.req);
+  free(fwd_send);
+  if (stats) {
+    stats->wall_s = mt_now() - t0;
+    stats->wait_s = wait;
+    stats->max_in_flight = max_in_flight;
+  }
+}

@@ -1,0 +1,79 @@
+/* parallel/pipeline.h — pipeline-parallel schedules (Narayanan et al. 2021,
+ * arXiv:2104.04473 §2.2: 1F1B "PipeDream-Flush" and the interleaved 1F1B
+ * schedule; Megatron-LM pipeline_parallel/schedules.py) and their executor.
+ * Knows nothing of the Transformer: the model is reached through callbacks
+ * and the tensors passed between stages are opaque buffers.
+ */
+#ifndef MT_PARALLEL_PIPELINE_H
+#define MT_PARALLEL_PIPELINE_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "parallel/comm.h"
+
+typedef struct {
+  int fwd;   /* 1 forward, 0 backward */
+  int chunk; /* model chunk on this stage (0..v-1) */
+  int mb;    /* micro-batch (0..m-1) */
+} mt_pp_action;
+
+typedef struct {
+  int n_actions;        /* 2·m·v (m·v when forward only) */
+  int n_warmup;         /* forwards before the first backward */
+  int n_steady;         /* forward+backward pairs */
+  int n_cooldown;       /* backwards after the last forward */
+  mt_pp_action *actions;
+} mt_pp_schedule;
+
+/* Build stage r's order of compute for m micro-batches, p stages, v model
+ * chunks per stage. v == 1: 1F1B — min(p−r−1, m) warm-up forwards, then
+ * alternating one forward and one backward, then the remaining backwards.
+ * v > 1: Megatron's interleaved 1F1B — warm-up (p−r−1)·2 + (v−1)·p forwards
+ * (all m·v when m == p), micro-batches taken in groups of p per chunk
+ * (forward chunk = (k mod p·v) div p, backward chunk reversed); requires
+ * m % p == 0. forward_only: the m·v forwards in order. Returns 0, or -1 with
+ * a message naming the numbers. */
+int mt_pp_schedule_build(mt_pp_schedule *s, int p, int v, int m, int r, int forward_only,
+                         char *err, size_t errlen);
+void mt_pp_schedule_free(mt_pp_schedule *s);
+
+/* Peers of an action on stage r: where its forward input comes from / its
+ * output goes (and, reversed, its gradients). -1 when none (the model's
+ * first chunk has no input, its last no output). *peer_chunk receives the
+ * chunk index on the peer stage. */
+int mt_pp_prev_stage(int p, int v, int r, int chunk, int *peer_chunk);
+int mt_pp_next_stage(int p, int v, int r, int chunk, int *peer_chunk);
+
+/* The model, as the executor sees it. Buffers are device memory of
+ * `count` elements of `dtype` ([s/tp, b, h] activations). */
+typedef struct {
+  void *ctx;
+  mt_backend *be;       /* comm buffers (MT_MEM_COMM) and copies */
+  int64_t count;
+  mt_dtype dtype;
+  void (*begin)(void *ctx, int chunk, int mb);
+  void *(*input_buffer)(void *ctx, int chunk, int mb);
+  void (*forward)(void *ctx, int chunk, int mb);
+  void *(*output_buffer)(void *ctx, int chunk, int mb);
+  void *(*grad_buffer)(void *ctx); /* output grad in, input grad out */
+  void (*backward)(void *ctx, int chunk, int mb);
+  void (*end)(void *ctx, int chunk, int mb);
+} mt_pp_model;
+
+typedef struct {
+  double wall_s;        /* time in mt_pp_run */
+  double wait_s;        /* time blocked waiting for another stage (idle: the bubble) */
+  int max_in_flight;    /* most micro-batches begun but not ended at once */
+} mt_pp_stats;
+
+/* Run schedule s on stage r over the pipeline group pp (group rank = stage):
+ * receives each forward input from the previous stage and each output
+ * gradient from the next one (blocking, counted as wait time), sends outputs
+ * and input gradients without blocking (gradients from a pool of copies), and
+ * waits for every send before returning. Deadlock-free for the schedules of
+ * mt_pp_schedule_build. */
+void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const mt_pp_model *md,
+               mt_pp_stats *stats);
+
+#endif

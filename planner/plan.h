@@ -1,0 +1,146 @@
+/* planner/plan.h — `megatrain plan`: predict per-rank memory and step time of
+ * a training config on a described cluster, and rank layouts (docs/planner.md).
+ *
+ * The planner reads the same config as training (trainer/config.h) and a
+ * small hardware description (configs/hardware/NAME.json). It is pure
+ * arithmetic: no backend, BLAS or MPI call. Layer: main.c -> planner/ ->
+ * trainer/config + parallel/topology.
+ *
+ * Sources: activation memory per layer follows Korthikanti et al. 2022
+ * (arXiv:2205.05198 §4, Table 2) adapted to this implementation's buffers
+ * (model/gpt.c alloc_buffers); FLOPs follow Narayanan et al. 2021
+ * (arXiv:2104.04473 §5.1, Appendix) and 2205.05198 Appendix A; the pipeline
+ * bubble (p-1)/m and (p-1)/(v m) is 2104.04473 §2.2; collectives use the
+ * ring alpha-beta cost model (Thakur et al. 2005; nccl-tests' bus bandwidth).
+ */
+#ifndef MT_PLANNER_PLAN_H
+#define MT_PLANNER_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "trainer/config.h"
+
+/* A GPU model and its node/network (configs/hardware/<name>.json). Vendor
+ * figures are peaks; the `efficiency` section holds the achievable fractions
+ * the time model uses (docs/throughput.md says which were fitted). */
+typedef struct {
+  char name[64];
+  char source_path[MT_PATH_MAX];
+  double peak_tflops_bf16;      /* dense bf16/fp16 tensor-core peak, TFLOP/s */
+  double peak_tflops_fp32;      /* dense fp32 (TF32 tensor core) peak, TFLOP/s */
+  double hbm_gib;               /* HBM capacity per GPU, GiB */
+  double hbm_gbs;               /* HBM bandwidth, GB/s */
+  double intra_node_gbs;        /* NVLink/NVSwitch bandwidth per GPU per direction, GB/s */
+  int gpus_per_node;
+  double inter_node_gbs;        /* network bandwidth per GPU per direction, GB/s */
+  double intra_latency_us;      /* alpha of one ring step inside a node, us */
+  double inter_latency_us;      /* alpha of one ring step across nodes, us */
+  double reserved_gib;          /* memory not available to tensors (context, allocator), GiB */
+  /* efficiency (fractions of the peaks above) */
+  double gemm_eff_max;          /* large-GEMM fraction of the tensor peak */
+  double gemm_dim_half;         /* c in eff = max / (1 + c/M + c/N + c/K), elements */
+  double hbm_eff;               /* achievable fraction of HBM bandwidth (elementwise) */
+  double link_eff;              /* achievable fraction of link bandwidth (bus bandwidth) */
+  double overhead_per_iter_ms;  /* fixed per-iteration host overhead (launch, logging) */
+} mt_hardware;
+
+/* Read and check a hardware file. Returns 0, or 2 with a message naming the
+ * file and the key in err (unknown file, bad JSON, missing/non-positive key). */
+int mt_hardware_load(mt_hardware *hw, const char *path, char *err, size_t errlen);
+
+/* Planner options that are not (yet) config keys. */
+typedef struct {
+  int overlap_grad_reduce;      /* DP/ZeRO gradient reduction overlaps backward */
+} mt_plan_options;
+
+/* Memory categories, mirroring the allocator's (core/backend.h mt_mem_cat). */
+enum {
+  MT_PM_PARAM = 0, MT_PM_GRAD, MT_PM_OPTIM, MT_PM_ACT, MT_PM_COMM, MT_PM_WORKSPACE, MT_PM_N
+};
+const char *mt_plan_mem_name(int cat);
+
+typedef struct {
+  double bytes[MT_PM_N];  /* on the worst rank */
+  double total;           /* sum of bytes[] */
+  double capacity;        /* hbm - reserved, bytes */
+  int fits;               /* total <= capacity */
+  int worst_stage;        /* pipeline stage of the worst rank */
+  double act_layer_bytes; /* activations one layer keeps for one micro-batch */
+  double inflight_layers; /* layer-micro-batches of activations held at peak */
+  int64_t params_per_rank, params_total;
+} mt_plan_memory;
+
+/* Time components of one iteration on the critical path, seconds. */
+enum {
+  MT_PT_GEMM = 0,     /* linear layers + logits GEMMs (fwd + bwd)          */
+  MT_PT_ATTN,         /* attention score/context GEMMs + softmax/dropout   */
+  MT_PT_ELEMWISE,     /* LayerNorm, bias/GeLU/dropout/residual, loss        */
+  MT_PT_RECOMPUTE,    /* extra forward work of activation recomputation    */
+  MT_PT_TP_COMM,      /* exposed TP/SP all-reduce / all-gather / reduce-scatter */
+  MT_PT_EP_COMM,      /* MoE token all-to-all                              */
+  MT_PT_PP_COMM,      /* pipeline send/recv                                */
+  MT_PT_BUBBLE,       /* pipeline fill/drain idle time                     */
+  MT_PT_DP_COMM,      /* exposed DP/ZeRO reduction and gathers             */
+  MT_PT_OPTIM,        /* optimizer step, grad norm, zeroing                */
+  MT_PT_OTHER,        /* fixed per-iteration overhead                      */
+  MT_PT_N
+};
+const char *mt_plan_time_name(int comp);
+
+typedef struct {
+  double comp[MT_PT_N];       /* seconds per iteration on the critical path */
+  double t_iter;              /* seconds */
+  double model_flops;         /* per iteration, Megatron's formula (no recompute) */
+  double hw_flops;            /* per iteration, including recomputation */
+  double tflops_per_gpu;      /* model FLOPs / t_iter / world, TFLOP/s */
+  double hw_tflops_per_gpu;   /* hardware FLOPs / t_iter / world */
+  double mfu, hfu;            /* fractions of the peak */
+  double tokens_per_s;
+  double bubble_fraction;     /* (p-1)/(v m) */
+} mt_plan_time;
+
+/* One layout and its predictions. */
+typedef struct {
+  int world, tp, pp, vpp, dp, ep, etp, zero, sp, mbs, gbs, n_micro;
+  int recompute; /* 0 none, 1 selective, 2 full */
+  int recompute_num_layers;
+  int bf16;
+  int tp_intra, dp_intra, pp_intra; /* groups inside one node (rank order) */
+  mt_plan_memory mem;
+  mt_plan_time time;
+} mt_plan;
+
+/* Predict memory and time of `cfg` (loaded for `world` ranks, so the layout
+ * is valid) on `hw`. Returns 0, or 2 with a message in err when the layout
+ * cannot be built (parallel/topology's checks). */
+int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
+                    const mt_plan_options *opt, mt_plan *out, char *err, size_t errlen);
+
+/* Memory part only (used by tests against the allocator). */
+void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
+                            mt_plan_memory *mem);
+
+/* Hardware FLOPs of one iteration: Megatron's model FLOPs plus the forward
+ * work recomputation repeats (selective: 4 B s^2 h L; full: one more forward
+ * of every layer, 2205.05198 Appendix A eq. 8 and 2104.04473 eq. 3). */
+double mt_plan_hw_flops(const mt_config *cfg);
+
+/* Print one plan: a human table or (json) one JSON object. */
+void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const mt_plan *p,
+                   int json);
+
+/* --sweep: every valid layout of `cfg`'s model on `world` ranks (tp, pp, v,
+ * ep, zero, recompute, micro-batch; SP on when tp > 1), ranked by predicted
+ * tokens/s among those that fit. Writes up to `top` rows (all when <= 0).
+ * Returns 0, or 2 with a message in err when nothing is valid. */
+int mt_plan_sweep(const mt_config *cfg, int world, const mt_hardware *hw,
+                  const mt_plan_options *opt, int top, int json, FILE *f, char *err,
+                  size_t errlen);
+
+/* `megatrain plan ...` (argv[0] = "plan"). Exit status 0, or 2 for bad
+ * usage, config or hardware file. */
+int mt_plan_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,192 @@
+/* planner/plan_cli.c — `megatrain plan`: argument parsing and output.
+ *
+ *   megatrain plan --config FILE --world-size N --hardware H [--set k=v]...
+ *                  [--overlap-grad-reduce] [--json] [--sweep [--top K]]
+ * H is a path or a name under configs/hardware/ (a100-80gb, h100-sxm, h200-sxm).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "planner/plan.h"
+
+#define GIB 1073741824.0
+
+static const char *rc_name(int r) { return r == 1 ? "selective" : r == 2 ? "full" : "none"; }
+
+static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, const mt_plan *p) {
+  fprintf(f, "{\"config\":\"%s\",\"hardware\":\"%s\",\"world_size\":%d,", cfg->source_path,
+          hw->name, p->world);
+  fprintf(f,
+          "\"layout\":{\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,"
+          "\"sequence_parallel\":%s,\"zero_stage\":%d,\"recompute\":\"%s\","
+          "\"recompute_num_layers\":%d,\"micro_batch_size\":%d,\"global_batch_size\":%d,"
+          "\"micro_batches\":%d,\"precision\":\"%s\",\"tp_intra_node\":%s,"
+          "\"dp_intra_node\":%s,\"pp_intra_node\":%s},",
+          p->tp, p->pp, p->vpp, p->dp, p->ep, p->etp, p->sp ? "true" : "false", p->zero,
+          rc_name(p->recompute), p->recompute_num_layers, p->mbs, p->gbs, p->n_micro,
+          p->bf16 ? "bf16" : "fp32", p->tp_intra ? "true" : "false",
+          p->dp_intra ? "true" : "false", p->pp_intra ? "true" : "false");
+  const mt_plan_memory *m = &p->mem;
+  fprintf(f, "\"memory\":{\"worst_stage\":%d,\"bytes\":{", m->worst_stage);
+  for (int i = 0; i < MT_PM_N; i++)
+    fprintf(f, "%s\"%s\":%.0f", i ? "," : "", mt_plan_mem_name(i), m->bytes[i]);
+  fprintf(f,
+          "},\"total\":%.0f,\"capacity\":%.0f,\"fits\":%s,\"activation_bytes_per_layer\":%.0f,"
+          "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld},",
+          m->total, m->capacity, m->fits ? "true" : "false", m->act_layer_bytes,
+          m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total);
+  const mt_plan_time *t = &p->time;
+  fprintf(f, "\"time\":{\"iteration_s\":%.6g,\"breakdown_s\":{", t->t_iter);
+  for (int i = 0; i < MT_PT_N; i++)
+    fprintf(f, "%s\"%s\":%.6g", i ? "," : "", mt_plan_time_name(i), t->comp[i]);
+  fprintf(f,
+          "},\"model_flops\":%.6g,\"hardware_flops\":%.6g,\"tflops_per_gpu\":%.6g,"
+          "\"hw_tflops_per_gpu\":%.6g,\"mfu\":%.6g,\"hfu\":%.6g,\"tokens_per_s\":%.6g,"
+          "\"bubble_fraction\":%.6g}}\n",
+          t->model_flops, t->hw_flops, t->tflops_per_gpu, t->hw_tflops_per_gpu, t->mfu, t->hfu,
+          t->tokens_per_s, t->bubble_fraction);
+}
+
+void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const mt_plan *p,
+                   int json) {
+  if (json) {
+    print_json(f, cfg, hw, p);
+    return;
+  }
+  const mt_plan_memory *m = &p->mem;
+  const mt_plan_time *t = &p->time;
+  fprintf(f, "megatrain plan: %s on %d x %s (%d GPUs per node)\n", cfg->source_path, p->world,
+          hw->name, hw->gpus_per_node);
+  fprintf(f, "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, padded vocab %lld, "
+          "%.3fB parameters\n", cfg->model.num_layers, cfg->model.hidden_size,
+          cfg->model.num_attention_heads, cfg->model.ffn_hidden_size, cfg->model.seq_length,
+          (long long)mt_config_padded_vocab(cfg), m->params_total / 1e9);
+  fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ep %d | sequence parallel %s | zero %d "
+          "| recompute %s | micro-batch %d, global %d (%d micro-batches) | %s\n",
+          p->tp, p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,
+          p->pp > 1 ? (p->pp_intra ? " intra-node" : " inter-node") : "", p->dp,
+          p->dp > 1 ? (p->dp_intra ? " intra-node" : " inter-node") : "", p->ep,
+          p->sp ? "on" : "off", p->zero, rc_name(p->recompute), p->mbs, p->gbs, p->n_micro,
+          p->bf16 ? "bf16 (fp32 master, fp32 grads)" : "fp32");
+  fprintf(f, "\nmemory per rank (worst rank: pipeline stage %d), GiB\n", m->worst_stage);
+  for (int i = 0; i < MT_PM_N; i++)
+    fprintf(f, "  %-15s %10.2f\n", mt_plan_mem_name(i), m->bytes[i] / GIB);
+  fprintf(f, "  %-15s %10.2f  of %.2f available -> %s\n", "total", m->total / GIB,
+          m->capacity / GIB, m->fits ? "fits" : "DOES NOT FIT");
+  fprintf(f, "  (activations: %.1f MiB per layer per micro-batch, %.4g layer-micro-batches "
+          "in flight)\n", m->act_layer_bytes / 1048576.0, m->inflight_layers);
+  fprintf(f, "\ntime per iteration: %.4g s\n", t->t_iter);
+  fprintf(f, "  %-16s %10s %7s\n", "component", "seconds", "share");
+  for (int i = 0; i < MT_PT_N; i++)
+    if (t->comp[i] > 0)
+      fprintf(f, "  %-16s %10.4g %6.1f%%\n", mt_plan_time_name(i), t->comp[i],
+              100 * t->comp[i] / t->t_iter);
+  fprintf(f, "\nthroughput: %.1f TFLOP/s per GPU (model FLOPs; %.1f with recomputation), "
+          "MFU %.1f%%, HFU %.1f%%, %.4g tokens/s\n", t->tflops_per_gpu, t->hw_tflops_per_gpu,
+          100 * t->mfu, 100 * t->hfu, t->tokens_per_s);
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: megatrain plan --config FILE --world-size N --hardware H [--set k=v]...\n"
+          "                      [--overlap-grad-reduce] [--json] [--sweep [--top K]]\n"
+          "  predict per-rank memory and iteration time of the config on N GPUs of type H\n"
+          "  (a JSON file, or a name under configs/hardware/: a100-80gb, h100-sxm, h200-sxm).\n"
+          "  --sweep ranks every valid layout (tp, pp, v, ep, zero, recompute, micro-batch)\n"
+          "  that fits by predicted throughput. See docs/planner.md.\n");
+}
+
+/* "a100-80gb" -> configs/hardware/a100-80gb.json when the argument is not a file. */
+static void resolve_hw(const char *arg, char *out, size_t n) {
+  if (access(arg, F_OK) == 0 || strchr(arg, '/')) {
+    snprintf(out, n, "%s", arg);
+    return;
+  }
+  size_t len = strlen(arg);
+  snprintf(out, n, "configs/hardware/%s%s", arg,
+           len > 5 && !strcmp(arg + len - 5, ".json") ? "" : ".json");
+}
+
+int mt_plan_main(int argc, char **argv) {
+  const char *config = NULL, *hw_arg = NULL;
+  int world = 0, json = 0, sweep = 0, top = 20;
+  mt_plan_options opt = {0};
+  const char **sets = calloc((size_t)argc + 8, sizeof(char *));
+  int n_sets = 0, rc = 0;
+  for (int i = 1; i < argc && !rc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--config") && val) config = argv[++i];
+    else if (!strcmp(a, "--world-size") && val) {
+      char *end;
+      long w = strtol(argv[++i], &end, 10);
+      if (*end || w < 1 || w > 1000000) {
+        fprintf(stderr, "megatrain plan: error: --world-size '%s' (expected an integer >= 1)\n",
+                argv[i]);
+        rc = 2;
+      }
+      world = (int)w;
+    } else if (!strcmp(a, "--hardware") && val) hw_arg = argv[++i];
+    else if (!strcmp(a, "--set") && val) sets[n_sets++] = argv[++i];
+    else if (!strcmp(a, "--top") && val) top = atoi(argv[++i]);
+    else if (!strcmp(a, "--json")) json = 1;
+    else if (!strcmp(a, "--sweep")) sweep = 1;
+    else if (!strcmp(a, "--overlap-grad-reduce")) opt.overlap_grad_reduce = 1;
+    else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(stdout);
+      free(sets);
+      return 0;
+    } else {
+      fprintf(stderr, "megatrain plan: error: unknown argument '%s'\n", a);
+      usage(stderr);
+      rc = 2;
+    }
+  }
+  if (!rc && (!config || !hw_arg || world < 1)) {
+    fprintf(stderr, "megatrain plan: error: --config FILE, --world-size N and --hardware H are "
+            "required\n");
+    usage(stderr);
+    rc = 2;
+  }
+  if (rc) {
+    free(sets);
+    return rc;
+  }
+  char err[4096], hw_path[MT_PATH_MAX + 64];
+  mt_hardware hw;
+  resolve_hw(hw_arg, hw_path, sizeof hw_path);
+  if (mt_hardware_load(&hw, hw_path, err, sizeof err) != 0) {
+    fprintf(stderr, "megatrain plan: error: %s\n", err);
+    free(sets);
+    return 2;
+  }
+  mt_config cfg;
+  /* a sweep replaces the layout, so the file's own layout need not fit N:
+   * load it as a single-rank layout and let each candidate override it */
+  static const char *const k_single[] = {
+      "parallel.tensor_model_parallel_size=1", "parallel.pipeline_model_parallel_size=1",
+      "parallel.virtual_pipeline_model_parallel_size=1", "parallel.sequence_parallel=false",
+      "parallel.expert_model_parallel_size=1", "parallel.expert_tensor_parallel_size=1",
+      "training.micro_batch_size=1"};
+  if (sweep)
+    for (size_t i = 0; i < sizeof k_single / sizeof *k_single; i++) sets[n_sets++] = k_single[i];
+  rc = mt_config_load(&cfg, config, sets, n_sets, sweep ? 1 : world, err, sizeof err);
+  free(sets);
+  if (rc) {
+    fprintf(stderr, "megatrain plan: error: %s\n", err);
+    return rc;
+  }
+  if (!sweep && cfg.notes[0] && !json) fprintf(stdout, "note: %s\n", cfg.notes);
+  if (sweep) {
+    rc = mt_plan_sweep(&cfg, world, &hw, &opt, top, json, stdout, err, sizeof err);
+  } else {
+    mt_plan p;
+    rc = mt_plan_compute(&cfg, world, &hw, &opt, &p, err, sizeof err);
+    if (!rc) mt_plan_print(stdout, &cfg, &hw, &p, json);
+  }
+  if (rc) fprintf(stderr, "megatrain plan: error: %s\n", err);
+  mt_config_free(&cfg);
+  return rc;
+}

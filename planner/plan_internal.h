@@ -1,0 +1,29 @@
+/* planner/plan_internal.h — derived sizes shared by the planner's files. */
+#ifndef MT_PLANNER_PLAN_INTERNAL_H
+#define MT_PLANNER_PLAN_INTERNAL_H
+
+#include "planner/plan.h"
+
+/* Model and layout sizes as doubles (products of large ints overflow int). */
+typedef struct {
+  double b, s, h, a, f, L, Vp, maxpos; /* micro-batch, seq, hidden, heads, ffn, layers, vocab */
+  double t, p, v, d;                   /* tp, pp, virtual stages, dp */
+  double m;                            /* micro-batches per iteration per pipeline */
+  double e;                            /* bytes per stored element (2 bf16, 4 fp32) */
+  int sp, recompute, rc_layers, zero, untied, prefetch;
+  /* MoE: E experts (0 = dense), top-k, expert ffn, every `freq`-th layer, ep, etp */
+  double E, topk, fm, freq, ep, etp;
+  double n_moe_layers;                 /* MoE layers of the whole model */
+  double bucket;                       /* ddp_bucket_size, elements */
+} mt_plan_dims;
+
+void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d);
+
+/* Parameters held by one rank of pipeline stage `stage` (before ZeRO). */
+double mt_plan_stage_params(const mt_plan_dims *d, int stage);
+/* Parameters of the whole (unsharded) model, tied output counted once. */
+double mt_plan_total_params(const mt_plan_dims *d);
+/* Layers of stage `stage` that are MoE layers (fractional average). */
+double mt_plan_stage_moe_layers(const mt_plan_dims *d);
+
+#endif

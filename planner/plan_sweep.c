@@ -1,0 +1,121 @@
+/* planner/plan_sweep.c — `megatrain plan --sweep`: enumerate layouts of one
+ * model on a world size and rank the ones that fit by predicted tokens/s.
+ *
+ * Each candidate is the user's config with the layout keys overridden and
+ * re-validated by mt_config_load_string (the same rules training applies),
+ * so every listed layout is one `--set` list away from a run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "planner/plan.h"
+
+typedef struct {
+  mt_plan p;
+  char sets[10][96];
+  int n_sets;
+} cand;
+
+static int by_throughput(const void *a, const void *b) {
+  const cand *x = a, *y = b;
+  if (x->p.mem.fits != y->p.mem.fits) return y->p.mem.fits - x->p.mem.fits;
+  double d = y->p.time.tokens_per_s - x->p.time.tokens_per_s;
+  return d > 0 ? 1 : d < 0 ? -1 : 0;
+}
+
+static const char *k_rc[3] = {"", "selective", "full"};
+
+int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
+                  const mt_plan_options *opt, int top, int json, FILE *f, char *err,
+                  size_t errlen) {
+  const mt_model_config *m = &base->model;
+  int gbs = base->training.global_batch_size, E = m->num_experts;
+  size_t cap = 256, n = 0;
+  cand *c = malloc(cap * sizeof *c);
+  long tried = 0;
+  char e2[1024];
+  for (int tp = 1; tp <= world && tp <= 64; tp++) {
+    if (world % tp || m->num_attention_heads % tp) continue;
+    for (int pp = 1; pp <= world / tp; pp++) {
+      if ((world / tp) % pp || m->num_layers % pp) continue;
+      int dp = world / tp / pp;
+      if (gbs % dp) continue;
+      for (int v = 1; v <= (pp > 1 ? 8 : 1); v++) {
+        if (m->num_layers % (pp * v)) continue;
+        for (int mbs = 1; mbs <= 16; mbs++) {
+          if ((gbs / dp) % mbs || gbs % (dp * mbs)) continue;
+          for (int ep = 1; ep <= (E > 0 ? E : 1); ep++) {
+            if (E > 0 && (E % ep || (tp * dp) % ep)) continue;
+            for (int rc = 0; rc < 3; rc++) {
+              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
+                cand k;
+                memset(&k, 0, sizeof k);
+                const char *ov[10];
+                snprintf(k.sets[0], 96, "parallel.tensor_model_parallel_size=%d", tp);
+                snprintf(k.sets[1], 96, "parallel.pipeline_model_parallel_size=%d", pp);
+                snprintf(k.sets[2], 96, "parallel.virtual_pipeline_model_parallel_size=%d", v);
+                snprintf(k.sets[3], 96, "parallel.sequence_parallel=%s", tp > 1 ? "true" : "false");
+                snprintf(k.sets[4], 96, "parallel.zero_stage=%d", zero);
+                snprintf(k.sets[5], 96, "training.micro_batch_size=%d", mbs);
+                snprintf(k.sets[6], 96, "model.recompute_granularity=\"%s\"", k_rc[rc]);
+                snprintf(k.sets[7], 96, "parallel.expert_model_parallel_size=%d", ep);
+                snprintf(k.sets[8], 96, "parallel.expert_tensor_parallel_size=%d", tp);
+                k.n_sets = 9;
+                for (int i = 0; i < k.n_sets; i++) ov[i] = k.sets[i];
+                tried++;
+                mt_config cfg;
+                if (mt_config_load_string(&cfg, base->json, base->source_path, ov, k.n_sets,
+                                          world, e2, sizeof e2) != 0)
+                  continue;
+                snprintf(cfg.source_path, sizeof cfg.source_path, "%s", base->source_path);
+                int bad = mt_plan_compute(&cfg, world, hw, opt, &k.p, e2, sizeof e2);
+                mt_config_free(&cfg);
+                if (bad) continue;
+                if (n == cap) c = realloc(c, (cap *= 2) * sizeof *c);
+                c[n++] = k;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (n == 0) {
+    snprintf(err, errlen, "no valid layout of %s on %d ranks (tried %ld; check num_layers, "
+             "num_attention_heads and global_batch_size divisibility)", base->source_path,
+             world, tried);
+    free(c);
+    return 2;
+  }
+  qsort(c, n, sizeof *c, by_throughput);
+  size_t n_fit = 0;
+  for (size_t i = 0; i < n; i++) n_fit += c[i].p.mem.fits;
+  size_t show = top > 0 && (size_t)top < n ? (size_t)top : n;
+  if (json) {
+    fprintf(f, "{\"config\":\"%s\",\"hardware\":\"%s\",\"world_size\":%d,\"valid\":%zu,"
+            "\"fit\":%zu,\"layouts\":[\n", base->source_path, hw->name, world, n, n_fit);
+    for (size_t i = 0; i < show; i++) {
+      mt_plan_print(f, base, hw, &c[i].p, 1);
+      if (i + 1 < show) fprintf(f, ",");
+    }
+    fprintf(f, "]}\n");
+  } else {
+    fprintf(f, "megatrain plan --sweep: %s on %d x %s: %zu valid layouts, %zu fit; ranked by "
+            "predicted throughput\n", base->source_path, world, hw->name, n, n_fit);
+    fprintf(f, "%4s %3s %3s %2s %4s %3s %2s %4s %-9s %4s %8s %7s %6s %6s %10s  %s\n", "rank",
+            "tp", "pp", "v", "dp", "ep", "sp", "zero", "recompute", "mbs", "mem_GiB", "iter_s",
+            "TFLOPs", "MFU%", "tokens/s", "fits");
+    for (size_t i = 0; i < show; i++) {
+      const mt_plan *p = &c[i].p;
+      fprintf(f, "%4zu %3d %3d %2d %4d %3d %2s %4d %-9s %4d %8.2f %7.4g %6.1f %6.1f %10.4g  %s\n",
+              i + 1, p->tp, p->pp, p->vpp, p->dp, p->ep, p->sp ? "y" : "n", p->zero,
+              p->recompute == 1 ? "selective" : p->recompute == 2 ? "full" : "none", p->mbs,
+              p->mem.total / 1073741824.0, p->time.t_iter, p->time.tflops_per_gpu,
+              100 * p->time.mfu, p->time.tokens_per_s, p->mem.fits ? "yes" : "NO");
+    }
+    if (n_fit == 0) fprintf(f, "no layout fits in %.1f GiB per GPU\n", hw->hbm_gib);
+  }
+  free(c);
+  return 0;
+}

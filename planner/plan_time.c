@@ -1,0 +1,291 @@
+/* planner/plan_time.c — step-time model of one iteration (docs/planner.md).
+ *
+ * Per micro-batch and pipeline stage, one GPU:
+ *  - GEMMs: 2 M N K FLOPs at peak * eff(M, N, K), eff = gemm_max / (1 + c/M +
+ *    c/N + c/K): a saturating curve in each GEMM dimension (tile and wave
+ *    quantisation make small dimensions inefficient; NVIDIA "Matrix
+ *    Multiplication Background User's Guide"); gemm_max and c are fitted
+ *    (docs/throughput.md). Backward = 2x forward (data + weight gradients).
+ *  - Attention (no flash attention, as Megatron 2021-22 and model/): the
+ *    batched QK^T and PV GEMMs plus softmax and dropout passes over
+ *    [b, a/t, s, s] counted as bytes over HBM bandwidth.
+ *  - Elementwise: LayerNorm, bias+GeLU, bias+dropout+residual passes as bytes
+ *    over HBM bandwidth (10 residual-stream tensors + 2 ffn tensors forward,
+ *    twice that backward); SP divides the residual-stream ones by t.
+ *  - TP: 2 all-reduces forward and 2 backward (SP: all-gather +
+ *    reduce-scatter pairs, the same bytes), ring alpha-beta over NVLink when
+ *    the TP group is inside a node (tp varies fastest in the rank order).
+ *    Backward collectives overlap the weight-gradient GEMMs (Megatron's
+ *    async TP all-reduce): only the excess is exposed.
+ *  - Recomputation: selective repeats the attention core forward; full
+ *    repeats the whole layer forward (including its TP collectives).
+ *  - Pipeline: iteration = m * (slowest stage) + (p - 1)/v * (mean stage)
+ *    (bubble (p-1)/(v m), 2104.04473 §2.2), plus 2 v send/recv per
+ *    micro-batch per stage of b s h / t elements (scatter/gather).
+ *  - DP/ZeRO: gradient all-reduce (ZeRO-1/2: reduce-scatter + parameter
+ *    all-gather; ZeRO-3 also gathers parameters per micro-batch), exposed
+ *    unless overlap_grad_reduce, then only what the last backward cannot hide.
+ *  - Optimizer: bytes of the Adam update, norm and grad zeroing over HBM.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "planner/plan_internal.h"
+#include "trainer/metrics.h"
+
+static const char *k_time_names[MT_PT_N] = {
+    "gemm", "attention", "elementwise", "recompute", "tp_comm", "ep_comm",
+    "pp_comm", "pipeline_bubble", "dp_comm", "optimizer", "other"};
+const char *mt_plan_time_name(int c) { return c >= 0 && c < MT_PT_N ? k_time_names[c] : "?"; }
+
+typedef struct {
+  const mt_hardware *hw;
+  double peak;  /* FLOP/s */
+  double hbm;   /* bytes/s achievable */
+} ctx_t;
+
+static double gemm(const ctx_t *c, double M, double N, double K, double batch) {
+  double cc = c->hw->gemm_dim_half;
+  double eff = c->hw->gemm_eff_max / (1 + cc / M + cc / N + cc / K);
+  return 2 * M * N * K * batch / (c->peak * eff);
+}
+
+static double mem(const ctx_t *c, double bytes) { return bytes / c->hbm; }
+
+enum { C_AR, C_AG, C_RS, C_A2A, C_P2P };
+
+/* Ring alpha-beta time of one collective of `bytes` (the full tensor) over
+ * n ranks inside a node (intra) or across nodes. */
+static double coll(const mt_hardware *hw, int kind, double n, double bytes, int intra) {
+  if (n <= 1 && kind != C_P2P) return 0;
+  double bw = (intra ? hw->intra_node_gbs : hw->inter_node_gbs) * 1e9 * hw->link_eff;
+  double a = (intra ? hw->intra_latency_us : hw->inter_latency_us) * 1e-6;
+  switch (kind) {
+    case C_AR: return 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * a;
+    case C_AG:
+    case C_RS:
+    case C_A2A: return (n - 1) / n * bytes / bw + (n - 1) * a;
+    default: return bytes / bw + a;
+  }
+}
+
+/* Per micro-batch pieces of one pass, seconds. */
+typedef struct {
+  double gemm, attn, elem, tp, ep, rc; /* fwd + bwd + recompute, exposed comm */
+  double fwd, bwd;                     /* totals of the two passes */
+} piece;
+
+static void add(piece *a, const piece *b, double k) {
+  a->gemm += k * b->gemm; a->attn += k * b->attn; a->elem += k * b->elem;
+  a->tp += k * b->tp; a->ep += k * b->ep; a->rc += k * b->rc;
+  a->fwd += k * b->fwd; a->bwd += k * b->bwd;
+}
+
+/* One transformer layer (dense or MoE) for one micro-batch. */
+static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra, int ep_intra) {
+  const mt_hardware *hw = c->hw;
+  double b = d->b, s = d->s, h = d->h, t = d->t, e = d->e, M = b * s;
+  double x = M * h, xs = d->sp ? x / t : x;
+  double g_attn_lin = gemm(c, M, 3 * h / t, h, 1) + gemm(c, M, h, h / t, 1);
+  double g_mlp, mlp_elem, ep_f = 0;
+  if (!moe) {
+    g_mlp = gemm(c, M, d->f / t, h, 1) + gemm(c, M, h, d->f / t, 1);
+    mlp_elem = 2 * M * d->f / t * e;
+  } else {
+    /* router, then each token's top-k experts; balanced load over ep ranks */
+    double Mt = M * d->topk;
+    g_mlp = gemm(c, M, d->E, h, 1) + gemm(c, Mt, d->fm / d->etp, h, 1) +
+            gemm(c, Mt, h, d->fm / d->etp, 1);
+    mlp_elem = 2 * Mt * d->fm / d->etp * e + 2 * Mt * h * e;
+    ep_f = 2 * coll(hw, C_A2A, d->ep, Mt * h * e, ep_intra); /* dispatch + combine */
+  }
+  double hd = h / d->a, heads = b * d->a / t;
+  double attn_g = gemm(c, s, s, hd, heads) + gemm(c, s, hd, s, heads);
+  double S = heads * s * s;
+  double attn_m = mem(c, 4 * S * e); /* scale-mask-softmax r/w + dropout r/w */
+  double elem_f = mem(c, 10 * xs * e + mlp_elem);
+  double tp_f = 0, tp_b = 0;
+  if (t > 1) {
+    if (d->sp) {
+      tp_f = 2 * (coll(hw, C_AG, t, x * e, tp_intra) + coll(hw, C_RS, t, x * e, tp_intra));
+      tp_b = tp_f + 2 * coll(hw, C_AG, t, x * e, tp_intra); /* re-gather LN outputs */
+    } else {
+      tp_f = 2 * coll(hw, C_AR, t, x * e, tp_intra);
+      tp_b = tp_f;
+    }
+  }
+  double gf = g_attn_lin + g_mlp;
+  piece p;
+  memset(&p, 0, sizeof p);
+  p.gemm = 3 * gf;
+  p.attn = 3 * attn_g + 3 * attn_m;
+  p.elem = 3 * elem_f;
+  p.tp = tp_f + fmax(0, tp_b - gf); /* backward collectives hide behind wgrad GEMMs */
+  p.ep = 2 * ep_f;
+  if (d->recompute == 1) p.rc = attn_g + attn_m;
+  else if (d->recompute == 2) p.rc = gf + attn_g + attn_m + elem_f + tp_f + ep_f;
+  p.fwd = gf + attn_g + attn_m + elem_f + tp_f + ep_f;
+  p.bwd = p.gemm + p.attn + p.elem + p.tp + p.ep + p.rc - p.fwd;
+  return p;
+}
+
+/* Embedding (first stage) or final LN + logits + cross-entropy (last stage). */
+static piece ends(const ctx_t *c, const mt_plan_dims *d, int first, int last, int tp_intra) {
+  const mt_hardware *hw = c->hw;
+  double b = d->b, s = d->s, h = d->h, t = d->t, e = d->e, M = b * s;
+  double x = M * h, xs = d->sp ? x / t : x;
+  piece p;
+  memset(&p, 0, sizeof p);
+  double fwd = 0, bwd = 0;
+  if (first) {
+    double f_el = mem(c, 3 * xs * e), b_el = mem(c, 2 * x * 4);
+    double f_tp = coll(hw, d->sp ? C_RS : C_AR, t, x * e, tp_intra);
+    p.elem += f_el + b_el;
+    p.tp += f_tp;
+    fwd += f_el + f_tp;
+    bwd += b_el;
+  }
+  if (last) {
+    double g = gemm(c, M, d->Vp / t, h, 1);
+    double ce = mem(c, 2 * M * d->Vp / t * e);
+    double ln = mem(c, 2 * xs * e);
+    double f_tp = d->sp ? coll(hw, C_AG, t, x * e, tp_intra) : 0;
+    double small = 3 * coll(hw, C_AR, t, M * 4, tp_intra); /* vocab-parallel CE */
+    p.gemm += 3 * g;
+    p.elem += 2 * ce + 3 * ln;
+    p.tp += f_tp + small; /* backward collective hides behind the wgrad GEMM */
+    fwd += g + ce + ln + f_tp + small;
+    bwd += 2 * g + ce + 2 * ln;
+  }
+  p.fwd = fwd;
+  p.bwd = bwd;
+  return p;
+}
+
+double mt_plan_hw_flops(const mt_config *cfg) {
+  const mt_model_config *m = &cfg->model;
+  double B = cfg->training.global_batch_size, s = m->seq_length, h = m->hidden_size,
+         L = m->num_layers, f = m->ffn_hidden_size;
+  double model = mt_flops_per_iteration((int64_t)B, (int64_t)s, (int64_t)L, (int64_t)h,
+                                        (int64_t)f, mt_config_padded_vocab(cfg));
+  if (!strcmp(m->recompute_granularity, "selective")) return model + 4 * B * s * s * h * L;
+  if (!strcmp(m->recompute_granularity, "full"))
+    return model + L * (2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h);
+  return model;
+}
+
+static int same_node(const mt_hardware *hw, double span) { return span <= hw->gpus_per_node; }
+
+int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
+                    const mt_plan_options *opt, mt_plan *out, char *err, size_t errlen) {
+  mt_plan_dims d;
+  mt_plan_dims_from(cfg, world, &d);
+  memset(out, 0, sizeof *out);
+  if (d.t * d.p * d.d != world) {
+    snprintf(err, errlen, "tensor_model_parallel_size %d x pipeline_model_parallel_size %d does "
+             "not divide the world size %d", (int)d.t, (int)d.p, world);
+    return 2;
+  }
+  out->world = world;
+  out->tp = (int)d.t; out->pp = (int)d.p; out->vpp = (int)d.v; out->dp = (int)d.d;
+  out->ep = (int)d.ep; out->etp = (int)d.etp; out->zero = d.zero; out->sp = d.sp;
+  out->mbs = (int)d.b; out->gbs = cfg->training.global_batch_size; out->n_micro = (int)d.m;
+  out->recompute = d.recompute; out->recompute_num_layers = d.rc_layers; out->bf16 = d.e < 4;
+  /* rank order tp-cp-ep-dp-pp: tp stride 1, dp stride tp, pp stride tp*dp;
+   * expert generator: ep stride etp */
+  out->tp_intra = same_node(hw, d.t);
+  out->dp_intra = same_node(hw, d.t * d.d);
+  out->pp_intra = same_node(hw, d.t * d.d * d.p);
+  int ep_intra = same_node(hw, d.etp * d.ep);
+  mt_plan_memory_compute(cfg, world, hw, &out->mem);
+
+  ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
+             hw->hbm_gbs * 1e9 * hw->hbm_eff};
+  piece dense = layer(&c, &d, 0, out->tp_intra, ep_intra);
+  double lps = d.L / d.p, moe_l = d.E > 0 ? mt_plan_stage_moe_layers(&d) : 0;
+  piece body;
+  memset(&body, 0, sizeof body);
+  add(&body, &dense, lps - moe_l);
+  if (moe_l > 0) {
+    piece moe = layer(&c, &d, 1, out->tp_intra, ep_intra);
+    add(&body, &moe, moe_l);
+  }
+  /* pipeline p2p per micro-batch on one stage: v chunks, activation forward
+   * and gradient backward, scatter/gather over the tp ranks */
+  double p2p = 0;
+  if (d.p > 1) {
+    double bytes = d.b * d.s * d.h * d.e / d.t;
+    p2p = 2 * d.v * coll(hw, C_P2P, 2, bytes, out->pp_intra);
+  }
+  double t_max = 0, t_sum = 0;
+  piece worst = body;
+  int np = (int)d.p;
+  for (int k = 0; k < np; k++) {
+    if (k > 0 && k < np - 1 && k != 1) { /* middle stages equal stage 1 */
+      t_sum += body.fwd + body.bwd + p2p;
+      continue;
+    }
+    piece st = body, en = ends(&c, &d, k == 0, k == np - 1, out->tp_intra);
+    add(&st, &en, 1);
+    double tk = st.fwd + st.bwd + p2p;
+    t_sum += tk;
+    if (tk > t_max) {
+      t_max = tk;
+      worst = st;
+    }
+  }
+  double t_mean = t_sum / d.p;
+  double m = d.m;
+  mt_plan_time *T = &out->time;
+  T->comp[MT_PT_GEMM] = m * worst.gemm;
+  T->comp[MT_PT_ATTN] = m * worst.attn;
+  T->comp[MT_PT_ELEMWISE] = m * worst.elem;
+  T->comp[MT_PT_RECOMPUTE] = m * worst.rc;
+  T->comp[MT_PT_TP_COMM] = m * worst.tp;
+  T->comp[MT_PT_EP_COMM] = m * worst.ep;
+  T->comp[MT_PT_PP_COMM] = m * p2p;
+  T->comp[MT_PT_BUBBLE] = (d.p - 1) / d.v * t_mean;
+  T->bubble_fraction = (d.p - 1) / (d.v * m);
+
+  /* data-parallel reduction of the worst stage's gradients */
+  double n = mt_plan_stage_params(&d, out->mem.worst_stage), dp_t = 0;
+  int di = out->dp_intra;
+  double g4 = n * 4, pe = n * d.e;
+  if (d.d > 1) {
+    if (d.zero == 0) {
+      double ar = coll(hw, C_AR, d.d, g4, di);
+      dp_t = opt && opt->overlap_grad_reduce
+                 ? fmax(ar * fmin(1, d.bucket / n), ar - worst.bwd) : ar;
+    } else if (d.zero == 1) {
+      double rs = coll(hw, C_RS, d.d, g4, di), ag = coll(hw, C_AG, d.d, pe, di);
+      dp_t = (opt && opt->overlap_grad_reduce ? fmax(rs * fmin(1, d.bucket / n), rs - worst.bwd)
+                                              : rs) + ag;
+    } else {
+      double rs = coll(hw, C_RS, d.d, g4, di), ag = coll(hw, C_AG, d.d, pe, di);
+      if (d.zero == 2) dp_t = m * fmax(rs * fmin(1, d.bucket / n), rs - worst.bwd) + ag;
+      else dp_t = m * (fmax(0, ag - worst.fwd) + fmax(rs * fmin(1, d.bucket / n), ag + rs - worst.bwd));
+    }
+  }
+  if (d.p > 1 && !d.untied) /* tied embedding gradient: first + last stage */
+    dp_t += coll(hw, C_AR, 2, d.Vp * d.h / d.t * 4, out->pp_intra);
+  T->comp[MT_PT_DP_COMM] = dp_t;
+  double n_opt = d.zero >= 1 ? n / d.d : n, n_grad = d.zero >= 2 ? n / d.d : n;
+  double opt_bytes = n_opt * (4 + 16 + 8 + (d.e < 4 ? 2 : 0) + 4) + n_grad * 4;
+  T->comp[MT_PT_OPTIM] = mem(&c, opt_bytes) +
+                         coll(hw, C_AR, d.t * d.p, 8, same_node(hw, d.t * d.d * d.p));
+  T->comp[MT_PT_OTHER] = hw->overhead_per_iter_ms * 1e-3;
+  T->t_iter = 0;
+  for (int i = 0; i < MT_PT_N; i++) T->t_iter += T->comp[i];
+
+  T->model_flops = mt_flops_per_iteration(cfg->training.global_batch_size, (int64_t)d.s,
+                                          (int64_t)d.L, (int64_t)d.h, (int64_t)d.f,
+                                          (int64_t)d.Vp);
+  T->hw_flops = mt_plan_hw_flops(cfg);
+  double peak = c.peak;
+  T->tflops_per_gpu = T->model_flops / T->t_iter / world / 1e12;
+  T->hw_tflops_per_gpu = T->hw_flops / T->t_iter / world / 1e12;
+  T->mfu = T->model_flops / T->t_iter / world / peak;
+  T->hfu = T->hw_flops / T->t_iter / world / peak;
+  T->tokens_per_s = cfg->training.global_batch_size * d.s / T->t_iter;
+  return 0;
+}

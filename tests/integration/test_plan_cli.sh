@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/integration/test_plan_cli.sh — `megatrain plan` from the command line:
+# human table and --json for a paper config, --sweep ranks layouts that fit,
+# and bad inputs (unknown hardware file, layout that cannot divide the world,
+# missing arguments) exit 2 with a message naming the problem.
+set -u
+cd "$(dirname "$0")/../.."
+bin="${MEGATRAIN:-./megatrain}"
+[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+py=/usr/bin/python3
+fails=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails+1)); }
+
+# 1. human table
+"$bin" plan --config configs/papers/korthikanti22-175b.json --world-size 64 --hardware a100-80gb >"$tmp/out" 2>&1
+if [ $? -eq 0 ] && grep -q "time per iteration" "$tmp/out" && grep -q "fits" "$tmp/out" && grep -q "MFU" "$tmp/out"; then ok table; else bad table; cat "$tmp/out"; fi
+
+# 2. --json parses and carries every field
+"$bin" plan --config configs/papers/korthikanti22-175b.json --world-size 64 --hardware configs/hardware/a100-80gb.json --json >"$tmp/j" 2>&1
+if $py -c '
+import json,sys
+j=json.load(open(sys.argv[1]))
+t=j["time"]; m=j["memory"]
+assert j["layout"]["tp"]==8 and j["layout"]["pp"]==8 and j["layout"]["vpp"]==3
+assert abs(t["iteration_s"]-13.75)/13.75 < 0.10, t["iteration_s"]
+assert abs(sum(t["breakdown_s"].values())-t["iteration_s"]) < 1e-4*t["iteration_s"]
+assert m["fits"] and abs(sum(m["bytes"].values())-m["total"]) < 2
+for k in ("mfu","hfu","tokens_per_s","tflops_per_gpu"): assert t[k] > 0
+' "$tmp/j"; then ok json; else bad json; cat "$tmp/j"; fi
+
+# 3. --sweep: ranked, the first row fits, json variant parses
+"$bin" plan --config configs/papers/narayanan21-18b.json --world-size 64 --hardware h100-sxm --sweep --top 5 >"$tmp/s" 2>&1
+if [ $? -eq 0 ] && grep -q "valid layouts" "$tmp/s" && sed -n 3p "$tmp/s" | grep -q "yes$"; then ok sweep; else bad sweep; cat "$tmp/s"; fi
+"$bin" plan --config configs/papers/narayanan21-18b.json --world-size 64 --hardware h100-sxm --sweep --top 3 --json >"$tmp/sj" 2>&1
+if $py -c '
+import json,sys
+j=json.load(open(sys.argv[1])); L=j["layouts"]
+assert len(L)==3 and j["fit"]>0
+r=[x["time"]["tokens_per_s"] for x in L]; assert r==sorted(r,reverse=True)
+' "$tmp/sj"; then ok sweep_json; else bad sweep_json; head -c 600 "$tmp/sj"; fi
+
+# 4. bad inputs -> exit 2, message names the thing
+expect2() { # name needle -- args
+  local name="$1" needle="$2"; shift 3
+  "$bin" plan "$@" >"$tmp/e" 2>&1; local rc=$?
+  if [ $rc -eq 2 ] && grep -q -- "$needle" "$tmp/e"; then ok "$name"; else bad "$name (rc $rc)"; cat "$tmp/e"; fi
+}
+expect2 unknown_hw "no-such-gpu" -- --config configs/papers/korthikanti22-22b.json --world-size 8 --hardware no-such-gpu
+expect2 world_div "world size 60" -- --config configs/papers/korthikanti22-175b.json --world-size 60 --hardware a100-80gb
+expect2 missing_args "required" -- --config configs/papers/korthikanti22-22b.json
+expect2 bad_world "world-size" -- --config configs/papers/korthikanti22-22b.json --world-size zero --hardware a100-80gb
+expect2 bad_key "tensor_model_parallel_sise" -- --config configs/papers/korthikanti22-22b.json --world-size 8 --hardware a100-80gb --set parallel.tensor_model_parallel_sise=2
+echo '{"name":"x","peak_tflops_bf16":312,"bogus":1}' >"$tmp/hw.json"
+expect2 hw_key "peak_tflops_fp32" -- --config configs/papers/korthikanti22-22b.json --world-size 8 --hardware "$tmp/hw.json"
+
+# 5. a layout that does not fit is flagged
+"$bin" plan --config configs/papers/korthikanti22-175b.json --world-size 64 --hardware a100-80gb \
+  --set 'model.recompute_granularity=""' --set parallel.sequence_parallel=false >"$tmp/nf" 2>&1
+if grep -q "DOES NOT FIT" "$tmp/nf"; then ok not_fit; else bad not_fit; cat "$tmp/nf"; fi
+
+[ $fails -eq 0 ] && echo "all plan CLI checks passed"
+exit $([ $fails -eq 0 ] && echo 0 || echo 1)

@@ -1,0 +1,318 @@
+/* tests/unit/test_plan.c — the planner (planner/plan.h):
+ *  - FLOPs formula vs the papers' own MFU from their iteration times,
+ *    parameter counts vs arXiv:2104.04473 Table 1;
+ *  - predictions vs arXiv:2205.05198 Table 5 and 2104.04473 Table 1 with one
+ *    hardware file (configs/hardware/a100-80gb.json): MAE <= 5%, max <= 10%;
+ *  - predicted per-rank memory vs the CPU allocator's measured peaks;
+ *  - bad hardware files and layouts give clear errors.
+ * Run from the repository root (tests/run_tests.sh does).
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/backend.h"
+#include "model/gpt.h"
+#include "planner/plan.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+
+#define HW_A100 "configs/hardware/a100-80gb.json"
+
+/* ---- formula: model FLOPs -> the papers' MFU from their iteration times ---- */
+
+static double mfu_of(int64_t B, int64_t L, int64_t h, double t, int gpus) {
+  double F = mt_flops_per_iteration(B, 2048, L, h, 4 * h, 51200);
+  return F / (t * gpus * 312e12);
+}
+
+static void test_mfu_formula(void **state) {
+  (void)state;
+  /* 2205.05198 Table 3 layouts and Table 5 iteration times, A100 312 TFLOP/s */
+  struct { int64_t B, L, h; double t; int gpus; double mfu; } r[] = {
+      {4, 48, 6144, 1.10, 8, 0.415},       {64, 96, 12288, 13.75, 64, 0.514},
+      {280, 105, 20480, 37.83, 280, 0.560}, {512, 128, 25600, 71.49, 512, 0.563},
+      {2240, 105, 20480, 39.15, 2240, 0.542}, /* §6.3: 530B on 2240 GPUs */
+  };
+  for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+    double m = mfu_of(r[i].B, r[i].L, r[i].h, r[i].t, r[i].gpus);
+    printf("MFU row %zu: %.2f%% (paper %.1f%%)\n", i, 100 * m, 100 * r[i].mfu);
+    assert_true(fabs(m - r[i].mfu) < 0.003); /* iteration times are rounded */
+  }
+  /* HFU with the paper's eq. (8): 72 B L s h^2 (1 + s/3h + V/12hL) */
+  double hfu_paper[] = {0.437, 0.528, 0.570, 0.570};
+  for (int i = 0; i < 4; i++) {
+    double B = r[i].B, L = r[i].L, h = r[i].h, s = 2048, V = 51200;
+    double F = 72 * B * L * s * h * h * (1 + s / (3 * h) + V / (12 * h * L));
+    double hfu = F / (r[i].t * r[i].gpus * 312e12);
+    assert_true(fabs(hfu - hfu_paper[i]) < 0.003);
+  }
+}
+
+/* 2104.04473 Table 1 parameter counts (billions) vs the planner's count. */
+static const char *k_nar[10] = {"1.7b", "3.6b", "7.5b", "18b", "39b",
+                                "76b",  "145b", "310b", "530b", "1t"};
+static const int k_nar_world[10] = {32, 64, 128, 256, 512, 1024, 1536, 1920, 2520, 3072};
+static const double k_nar_params[10] = {1.7, 3.6, 7.5, 18.4, 39.1, 76.1, 145.6, 310.1, 529.6, 1008.0};
+static const double k_nar_tflops[10] = {137, 138, 142, 135, 138, 140, 148, 155, 163, 163};
+static const int k_nar_overlap[10] = {1, 1, 1, 1, 0, 0, 0, 0, 0, 0}; /* torch DDP rows */
+
+static void load_cfg(mt_config *cfg, const char *path, int world) {
+  char err[2048];
+  int rc = mt_config_load(cfg, path, NULL, 0, world, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  assert_int_equal(rc, 0);
+}
+
+static void test_param_counts(void **state) {
+  (void)state;
+  for (int i = 0; i < 10; i++) {
+    char path[256];
+    snprintf(path, sizeof path, "configs/papers/narayanan21-%s.json", k_nar[i]);
+    mt_config cfg;
+    load_cfg(&cfg, path, k_nar_world[i]);
+    mt_plan_memory mem;
+    mt_plan_memory_compute(&cfg, k_nar_world[i], NULL, &mem);
+    double b = mem.params_total / 1e9;
+    printf("%-5s %.1fB (paper %.1fB)\n", k_nar[i], b, k_nar_params[i]);
+    /* the table rounds to 0.1B */
+    assert_true(fabs(b - k_nar_params[i]) <= fmax(0.0501, 0.005 * k_nar_params[i]));
+    mt_config_free(&cfg);
+  }
+}
+
+/* ---- predictions vs the papers ---- */
+
+static void test_paper_reproduction(void **state) {
+  (void)state;
+  char err[2048];
+  mt_hardware hw;
+  assert_int_equal(mt_hardware_load(&hw, HW_A100, err, sizeof err), 0);
+  const char *kor[4] = {"22b", "175b", "530b", "1t"};
+  const int kor_world[4] = {8, 64, 280, 512};
+  const double kor_t[4] = {1.10, 13.75, 37.83, 71.49};
+  double sum = 0, worst = 0;
+  int n = 0;
+  for (int i = 0; i < 14; i++) {
+    char path[256];
+    int world;
+    double pred, paper;
+    mt_plan_options opt = {0};
+    if (i < 4) {
+      snprintf(path, sizeof path, "configs/papers/korthikanti22-%s.json", kor[i]);
+      world = kor_world[i];
+    } else {
+      snprintf(path, sizeof path, "configs/papers/narayanan21-%s.json", k_nar[i - 4]);
+      world = k_nar_world[i - 4];
+      opt.overlap_grad_reduce = k_nar_overlap[i - 4];
+    }
+    mt_config cfg;
+    load_cfg(&cfg, path, world);
+    mt_plan p;
+    assert_int_equal(mt_plan_compute(&cfg, world, &hw, &opt, &p, err, sizeof err), 0);
+    assert_true(p.mem.fits); /* the papers ran these layouts on 80 GB GPUs */
+    if (i < 4) {
+      pred = p.time.t_iter;
+      paper = kor_t[i];
+    } else {
+      pred = p.time.hw_tflops_per_gpu; /* 2104.04473 eq. (3) counts recomputation */
+      paper = k_nar_tflops[i - 4];
+    }
+    double e = (pred - paper) / paper;
+    printf("%-40s predicted %9.3f paper %8.2f error %+5.1f%%  (MFU %.1f%%)\n", path, pred, paper,
+           100 * e, 100 * p.time.mfu);
+    sum += fabs(e);
+    worst = fmax(worst, fabs(e));
+    n++;
+    mt_config_free(&cfg);
+  }
+  printf("mean absolute error %.2f%%, worst %.2f%%\n", 100 * sum / n, 100 * worst);
+  assert_true(sum / n <= 0.05);
+  assert_true(worst <= 0.10);
+}
+
+/* ---- memory: prediction vs the allocator on the CPU backend ---- */
+
+static void check_memory(const char *json, int steps, const char *recompute, int rc_layers) {
+  char err[2048];
+  mt_config cfg;
+  char o1[96], o2[96];
+  snprintf(o1, sizeof o1, "model.recompute_granularity=\"%s\"", recompute);
+  snprintf(o2, sizeof o2, "model.recompute_num_layers=%d", rc_layers);
+  const char *ov[] = {o1, o2};
+  printf("%s recompute=%s/%d\n", json, recompute[0] ? recompute : "none", rc_layers);
+  int rc = mt_config_load_string(&cfg, json, "test", ov, 2, 1, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  assert_int_equal(rc, 0);
+  mt_plan_memory pred;
+  mt_plan_memory_compute(&cfg, 1, NULL, &pred);
+
+  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
+  assert_non_null(be);
+  mt_gpt_config g = {0};
+  g.num_layers = cfg.model.num_layers;
+  g.hidden_size = cfg.model.hidden_size;
+  g.num_attention_heads = cfg.model.num_attention_heads;
+  g.ffn_hidden_size = cfg.model.ffn_hidden_size;
+  g.seq_length = cfg.model.seq_length;
+  g.max_position_embeddings = cfg.model.max_position_embeddings;
+  g.vocab_size = cfg.model.vocab_size;
+  g.padded_vocab_size = mt_config_padded_vocab(&cfg);
+  g.hidden_dropout = cfg.model.hidden_dropout;
+  g.attention_dropout = cfg.model.attention_dropout;
+  g.init_method_std = cfg.model.init_method_std;
+  g.layernorm_epsilon = cfg.model.layernorm_epsilon;
+  g.untie_embeddings_and_output_weights = cfg.model.untie_embeddings_and_output_weights;
+  g.micro_batch_size = cfg.training.micro_batch_size;
+  g.seed = 1;
+  g.tp_size = 1;
+  g.recompute = !strcmp(recompute, "selective") ? MT_RECOMPUTE_SELECTIVE
+                : !strcmp(recompute, "full")    ? MT_RECOMPUTE_FULL
+                                                : MT_RECOMPUTE_NONE;
+  g.recompute_num_layers = rc_layers;
+  mt_gpt *m = mt_gpt_create(be, &g);
+  mt_adamw opt;
+  mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
+                0.95f, 1e-8f, 0.1f);
+  int b = g.micro_batch_size, s = g.seq_length;
+  int32_t *tok = malloc(sizeof(int32_t) * (size_t)b * (s + 1));
+  int64_t ids[64];
+  for (int i = 0; i < b * (s + 1); i++) tok[i] = (i * 7919) % (int)g.vocab_size;
+  for (int i = 0; i < b; i++) ids[i] = i;
+  for (int it = 0; it < steps; it++) {
+    mt_gpt_zero_grad(m);
+    mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));
+    mt_adamw_step(&opt, 1e-3f, 1.0f);
+  }
+  const mt_mem_stats *ms = &be->mem;
+  const int cats[] = {MT_MEM_PARAM, MT_MEM_GRAD, MT_MEM_OPTIM, MT_MEM_ACT};
+  const int pcat[] = {MT_PM_PARAM, MT_PM_GRAD, MT_PM_OPTIM, MT_PM_ACT};
+  const double tol[] = {0.02, 0.02, 0.02, 0.05}; /* the tolerances */
+  for (int i = 0; i < 4; i++) {
+    double meas = (double)ms->peak[cats[i]], p = pred.bytes[pcat[i]];
+    double rel = meas > 0 ? fabs(p - meas) / meas : fabs(p);
+    printf("  %-12s measured %12.0f predicted %12.0f (%+.3f%%)\n", mt_plan_mem_name(pcat[i]),
+           meas, p, 100 * (p - meas) / (meas > 0 ? meas : 1));
+    assert_true(rel <= tol[i]);
+  }
+  /* workspace: the model's buffers are predicted; the backend adds op
+   * scratch that depends on its thread count (cpu_workspace), < 1 MiB here */
+  double ws = (double)ms->peak[MT_MEM_WORKSPACE], pw = pred.bytes[MT_PM_WORKSPACE];
+  printf("  %-12s measured %12.0f predicted %12.0f (model buffers only)\n", "workspace", ws, pw);
+  assert_true(pw <= ws && ws - pw < 1048576);
+  free(tok);
+  mt_adamw_free(&opt);
+  mt_gpt_destroy(m);
+  mt_backend_destroy(be);
+  mt_config_free(&cfg);
+}
+
+static void test_memory_vs_allocator(void **state) {
+  (void)state;
+  const char *a = "{\"model\":{\"num_layers\":2,\"hidden_size\":64,\"num_attention_heads\":4,"
+                  "\"seq_length\":32,\"vocab_size\":50257},"
+                  "\"training\":{\"micro_batch_size\":2,\"train_iters\":1,\"lr\":1e-3},"
+                  "\"data\":{\"data_path\":\"x\"}}";
+  const char *b = "{\"model\":{\"num_layers\":4,\"hidden_size\":96,\"num_attention_heads\":6,"
+                  "\"ffn_hidden_size\":200,\"seq_length\":48,\"max_position_embeddings\":64,"
+                  "\"vocab_size\":1000,\"untie_embeddings_and_output_weights\":true},"
+                  "\"training\":{\"micro_batch_size\":3,\"train_iters\":1,\"lr\":1e-3},"
+                  "\"data\":{\"data_path\":\"x\"}}";
+  check_memory(a, 2, "", 1);
+  check_memory(b, 1, "", 1);
+  check_memory(b, 1, "selective", 1);
+  check_memory(b, 1, "full", 1);
+  check_memory(b, 1, "full", 2);
+}
+
+/* ---- errors ---- */
+
+static void test_bad_inputs(void **state) {
+  (void)state;
+  char err[2048];
+  mt_hardware hw;
+  assert_int_equal(mt_hardware_load(&hw, "configs/hardware/no-such-gpu.json", err, sizeof err), 2);
+  assert_non_null(strstr(err, "no-such-gpu.json"));
+  FILE *f = fopen("build/test_plan_bad_hw.json", "w");
+  assert_non_null(f);
+  fprintf(f, "{\"name\":\"x\",\"peak_tflops_bf16\":1}");
+  fclose(f);
+  assert_int_equal(mt_hardware_load(&hw, "build/test_plan_bad_hw.json", err, sizeof err), 2);
+  assert_non_null(strstr(err, "peak_tflops_fp32"));
+  remove("build/test_plan_bad_hw.json");
+  /* a layout that cannot divide the world: the config loader names it */
+  mt_config cfg;
+  int rc = mt_config_load(&cfg, "configs/papers/korthikanti22-175b.json", NULL, 0, 60, err,
+                          sizeof err);
+  assert_int_equal(rc, 2);
+  assert_non_null(strstr(err, "world size 60"));
+  /* all three shipped hardware files load */
+  const char *files[] = {HW_A100, "configs/hardware/h100-sxm.json", "configs/hardware/h200-sxm.json"};
+  for (int i = 0; i < 3; i++) assert_int_equal(mt_hardware_load(&hw, files[i], err, sizeof err), 0);
+}
+
+/* ---- sanity: monotonic behaviour the sweep relies on ---- */
+
+static void test_model_directions(void **state) {
+  (void)state;
+  char err[2048];
+  mt_hardware hw;
+  assert_int_equal(mt_hardware_load(&hw, HW_A100, err, sizeof err), 0);
+  const char *path = "configs/papers/korthikanti22-175b.json";
+  const char *none[] = {"model.recompute_granularity=\"\""};
+  const char *base[] = {"model.recompute_granularity=\"\"", "parallel.sequence_parallel=false"};
+  const char *full[] = {"model.recompute_granularity=\"full\"", "parallel.sequence_parallel=false"};
+  const char *z1[] = {"parallel.zero_stage=1"};
+  mt_config c0, cn, cf;
+  mt_plan p0, pn, pf;
+  mt_plan_options o = {0};
+  assert_int_equal(mt_config_load(&c0, path, NULL, 0, 64, err, sizeof err), 0);
+  assert_int_equal(mt_config_load(&cn, path, none, 1, 64, err, sizeof err), 0);
+  assert_int_equal(mt_config_load(&cf, path, full, 2, 64, err, sizeof err), 0);
+  mt_plan_compute(&c0, 64, &hw, &o, &p0, err, sizeof err);
+  mt_plan_compute(&cn, 64, &hw, &o, &pn, err, sizeof err);
+  mt_plan_compute(&cf, 64, &hw, &o, &pf, err, sizeof err);
+  /* no recompute: more activation memory, less time; full: the opposite */
+  assert_true(pn.mem.bytes[MT_PM_ACT] > p0.mem.bytes[MT_PM_ACT]);
+  assert_true(pf.mem.bytes[MT_PM_ACT] < p0.mem.bytes[MT_PM_ACT]);
+  assert_true(pn.time.t_iter < p0.time.t_iter && p0.time.t_iter < pf.time.t_iter);
+  /* 2205.05198 Fig. 1: the TP-only baseline (no SP, no recompute) does not fit */
+  mt_config cb;
+  mt_plan pb;
+  assert_int_equal(mt_config_load(&cb, path, base, 2, 64, err, sizeof err), 0);
+  mt_plan_compute(&cb, 64, &hw, &o, &pb, err, sizeof err);
+  assert_false(pb.mem.fits);
+  assert_true(p0.mem.fits);
+  mt_config_free(&cb);
+  /* Table 5's full-recompute (no SP) time 18.13 s within 10% (not fitted) */
+  assert_true(fabs(pf.time.t_iter - 18.13) / 18.13 < 0.10);
+  mt_config_free(&c0);
+  mt_config_free(&cn);
+  mt_config_free(&cf);
+  /* ZeRO-1 over dp = 8 shrinks optimizer state 8x */
+  mt_config a, z;
+  mt_plan pa, pz;
+  assert_int_equal(mt_config_load(&a, "configs/papers/narayanan21-1.7b.json", NULL, 0, 32, err, sizeof err), 0);
+  assert_int_equal(mt_config_load(&z, "configs/papers/narayanan21-1.7b.json", z1, 1, 32, err, sizeof err), 0);
+  mt_plan_compute(&a, 32, &hw, &o, &pa, err, sizeof err);
+  mt_plan_compute(&z, 32, &hw, &o, &pz, err, sizeof err);
+  assert_true(fabs(pa.mem.bytes[MT_PM_OPTIM] / pz.mem.bytes[MT_PM_OPTIM] - 32) < 0.01);
+  mt_config_free(&a);
+  mt_config_free(&z);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_mfu_formula),       cmocka_unit_test(test_param_counts),
+      cmocka_unit_test(test_paper_reproduction), cmocka_unit_test(test_memory_vs_allocator),
+      cmocka_unit_test(test_bad_inputs),        cmocka_unit_test(test_model_directions),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,79 @@
+/* trainer/train_pipeline.c — glue between the training loop, the model's
+ * chunk interface (model/gpt.h) and the pipeline executor
+ * (parallel/pipeline.h): which samples a micro-batch holds, and the loss. */
+#include <stdio.h>
+
+#include "core/util.h"
+#include "trainer/train_internal.h"
+
+static void cb_begin(void *ctx, int chunk, int mb) {
+  mt_trainer *t = ctx;
+  const int64_t gbs = t->cfg->training.global_batch_size, mbs = t->cfg->training.micro_batch_size;
+  mt_trainer_load_micro_batch(t, t->pp_split, t->pp_base, t->dp_rank * (gbs / t->dp) + mb * mbs);
+  mt_gpt_chunk_begin(t->model, chunk, mb, t->tokens, t->sample_ids, t->pp_train);
+}
+
+static void *cb_input(void *ctx, int chunk, int mb) {
+  return mt_gpt_chunk_input(((mt_trainer *)ctx)->model, chunk, mb);
+}
+
+static void cb_forward(void *ctx, int chunk, int mb) {
+  mt_trainer *t = ctx;
+  t->pp_loss += mt_gpt_chunk_forward(t->model, chunk, mb);
+}
+
+static void *cb_output(void *ctx, int chunk, int mb) {
+  return mt_gpt_chunk_output(((mt_trainer *)ctx)->model, chunk, mb);
+}
+
+static void *cb_grad(void *ctx) { return mt_gpt_grad_buffer_stage(((mt_trainer *)ctx)->model); }
+
+static void cb_backward(void *ctx, int chunk, int mb) {
+  mt_trainer *t = ctx;
+  mt_gpt_chunk_backward(t->model, chunk, mb, t->pp_loss_scale);
+}
+
+static void cb_end(void *ctx, int chunk, int mb) {
+  mt_gpt_chunk_end(((mt_trainer *)ctx)->model, chunk, mb);
+}
+
+int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen) {
+  const mt_config *c = t->cfg;
+  const int p = t->topo.pp, v = c->parallel.virtual_pipeline_model_parallel_size;
+  const int m = c->training.global_batch_size / (c->training.micro_batch_size * t->dp);
+  if (mt_pp_schedule_build(&t->sched_train, p, v, m, t->ps->pp_rank, 0, err, errlen) != 0)
+    return -1;
+  int m_eval = m;
+  return mt_pp_schedule_build(&t->sched_eval, p, v, m_eval, t->ps->pp_rank, 1, err, errlen);
+}
+
+void mt_trainer_pipeline_free(mt_trainer *t) {
+  mt_pp_schedule_free(&t->sched_train);
+  mt_pp_schedule_free(&t->sched_eval);
+}
+
+double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train,
+                               float loss_scale) {
+  const mt_config *c = t->cfg;
+  mt_pp_model md = {.ctx = t,
+                    .be = t->be,
+                    .count = mt_gpt_stage_tensor_elems(t->model),
+                    .dtype = t->be->dtype,
+                    .begin = cb_begin,
+                    .input_buffer = cb_input,
+                    .forward = cb_forward,
+                    .output_buffer = cb_output,
+                    .grad_buffer = cb_grad,
+                    .backward = train ? cb_backward : NULL,
+                    .end = cb_end};
+  t->pp_loss = 0.0;
+  t->pp_split = split;
+  t->pp_base = base;
+  t->pp_train = train;
+  t->pp_loss_scale = loss_scale;
+  mt_pp_stats st;
+  mt_pp_run(t->ps->pp, t->topo.pp, c->parallel.virtual_pipeline_model_parallel_size,
+            t->ps->pp_rank, train ? &t->sched_train : &t->sched_eval, &md, &st);
+  if (train) t->pp_stats = st;
+  return t->pp_loss;
+}
