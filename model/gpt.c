@@ -306,6 +306,19 @@ void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last)
   }
 }
 
+void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
+  if (params && m->param_buf) {
+    m->be->ops->free(m->be, m->param_buf);
+    m->param_buf = NULL;
+    for (int i = 0; i < m->params.n; i++) m->param_ptr[i] = NULL;
+  }
+  if (grads && m->grad_buf) {
+    m->be->ops->free(m->be, m->grad_buf);
+    m->grad_buf = NULL;
+    for (int i = 0; i < m->params.n; i++) m->grad_ptr[i] = NULL;
+  }
+}
+
 int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;
   for (int i = 0; i < m->params.n; i++)

@@ -113,6 +113,12 @@ void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g);
 /* Parameter indices [first, last] belonging to `layer` (as in the hooks). */
 void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last);
 
+/* Free the flat parameter buffer (params != 0) and/or gradient buffer
+ * (grads != 0) once a ZeRO runtime holds sharded copies: the buffer getters
+ * and every per-parameter pointer into it return NULL until re-pointed with
+ * the setters; mt_gpt_zero_grad is then a no-op. */
+void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads);
+
 /* After the last micro-batch of an iteration: sum over the TP group the
  * gradients of parameters that sequence parallelism leaves partial
  * (LayerNorms, position embedding: each rank saw only its sequence shard),

@@ -178,7 +178,16 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
     return -1;
   }
   uint32_t crc = 0;
-  if (layout->writer) {
+  if (layout->shard_save) {
+    snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
+    if (mt_mkdirs(path) != 0) {
+      snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+      rc = 1;
+    } else {
+      rc = layout->shard_save(layout->shard_ctx, st, path, err, errlen) ? 1 : 0;
+      fsync_dir(path);
+    }
+  } else if (layout->writer) {
     buf_t b = {0};
     serialise(&b, st, opt);
     crc = (uint32_t)crc32(0L, b.p, (uInt)0);
@@ -266,6 +275,43 @@ int64_t mt_checkpoint_latest(const char *dir) {
   if (fscanf(f, "%lld", &it) != 1) it = -1;
   fclose(f);
   return it;
+}
+
+int mt_ckpt_write_with_crc(const char *path, const void *data, size_t n, char *err,
+                           size_t errlen) {
+  buf_t b = {0};
+  buf_put(&b, data, n);
+  uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  for (size_t off = 0; off < n; off += (1u << 30)) {
+    size_t len = n - off < (1u << 30) ? n - off : (1u << 30);
+    crc = (uint32_t)crc32(crc, (const unsigned char *)data + off, (uInt)len);
+  }
+  PUT(&b, crc);
+  int rc = write_file_synced(path, b.p, b.n, err, errlen);
+  free(b.p);
+  return rc;
+}
+
+static unsigned char *read_whole(const char *path, size_t *n, char *err, size_t errlen);
+
+void *mt_ckpt_read_with_crc(const char *path, size_t *n, char *err, size_t errlen) {
+  size_t len = 0;
+  unsigned char *p = read_whole(path, &len, err, errlen);
+  if (!p) return NULL;
+  uint32_t stored, crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  if (len < 4) goto bad;
+  memcpy(&stored, p + len - 4, 4);
+  for (size_t off = 0; off < len - 4; off += (1u << 30)) {
+    size_t l = len - 4 - off < (1u << 30) ? len - 4 - off : (1u << 30);
+    crc = (uint32_t)crc32(crc, p + off, (uInt)l);
+  }
+  if (crc != stored) goto bad;
+  *n = len - 4;
+  return p;
+bad:
+  free(p);
+  snprintf(err, errlen, "checksum mismatch in '%s' (file corrupt or truncated)", path);
+  return NULL;
 }
 
 /* ---------- loading ---------- */
@@ -449,10 +495,26 @@ int mt_checkpoint_load(const char *load_dir, mt_ckpt_state *st, mt_adamw *opt,
     rc = 1;
   } else {
     mp_dir_name(mp, sizeof mp, layout);
-    snprintf(path, sizeof path, "%s/iter_%07lld/%s/model_optim_rng.bin", load_dir,
-             (long long)it, mp);
-    if (load_file(path, st, opt, err, errlen) != 0) rc = 1;
-    else if (st->iteration != it) {
+    if (layout->shard_load) {
+      snprintf(path, sizeof path, "%s/iter_%07lld/%s", load_dir, (long long)it, mp);
+      if (layout->shard_load(layout->shard_ctx, st, path, err, errlen) != 0) rc = 1;
+    } else {
+      snprintf(path, sizeof path, "%s/iter_%07lld/%s/model_optim_rng.bin", load_dir,
+               (long long)it, mp);
+      if (load_file(path, st, opt, err, errlen) != 0) {
+        rc = 1;
+        char zpath[4500];
+        snprintf(zpath, sizeof zpath, "%s/iter_%07lld/%s/distrib_optim_dp000.bin", load_dir,
+                 (long long)it, mp);
+        if (access(zpath, F_OK) == 0)
+          snprintf(err, errlen,
+                   "checkpoint '%s/iter_%07lld' was saved with ZeRO (parallel.zero_stage >= 1: "
+                   "per-rank distrib_optim_dp*.bin shards) but this run has zero_stage 0; resume "
+                   "with the zero_stage and data-parallel size it was saved with",
+                   load_dir, (long long)it);
+      }
+    }
+    if (rc == 0 && st->iteration != it) {
       snprintf(err, errlen, "'%s' holds iteration %lld, expected %lld", path,
                (long long)st->iteration, (long long)it);
       rc = 1;

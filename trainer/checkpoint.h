@@ -39,7 +39,24 @@ typedef struct {
   int tp_rank, pp_rank, pp_size;
   int writer;        /* 1 on the rank that writes this model-parallel file (dp rank 0) */
   mt_group *world;   /* barrier + agreement over all ranks */
+  /* ZeRO (parallel.zero_stage >= 1, trainer/zero_checkpoint.c): when set,
+   * EVERY rank writes / reads its own shard file inside the mp_rank
+   * directory (path given as mp_dir) through these instead of
+   * model_optim_rng.bin, and `opt` is unused (may be NULL). They return 0 or
+   * -1 with a message; shard_load must modify nothing on error. */
+  int (*shard_save)(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
+                    size_t errlen);
+  int (*shard_load)(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err, size_t errlen);
+  void *shard_ctx;
 } mt_ckpt_layout;
+
+/* Write n bytes to path followed by their CRC-32 (zlib, 4 bytes little
+ * endian as stored by the host), fsynced. Returns 0 or -1 with a message. */
+int mt_ckpt_write_with_crc(const char *path, const void *data, size_t n, char *err,
+                           size_t errlen);
+/* Read a file written by mt_ckpt_write_with_crc and verify its CRC; returns
+ * a malloc'ed buffer of *n payload bytes (free()), or NULL with a message. */
+void *mt_ckpt_read_with_crc(const char *path, size_t *n, char *err, size_t errlen);
 
 /* Save iteration st->iteration under `save_dir`. `config_json` is stored in
  * metadata.json. Returns 0, or -1 with a message (I/O errors) in err; on

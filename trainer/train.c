@@ -61,6 +61,7 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
     for (int64_t mb = 0; mb < n_micro; mb++) {
       mt_trainer_load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
       loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
+      if (t->zero) mt_zero_opt_flush(t->zero);
     }
   }
   mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
@@ -83,19 +84,28 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (g) mt_group_reset_counters(g);
   }
-  mt_gpt_zero_grad(t->model);
+  if (t->zero) mt_zero_opt_zero_grad(t->zero);
+  else mt_gpt_zero_grad(t->model);
   double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
-  mt_gpt_finalize_grads(t->model);
+  /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
+  if (!t->zero || t->zero->o.stage == 1) mt_gpt_finalize_grads(t->model);
   mt_trainer_reduce_gradients(t);
   r.lm_loss = loss_sum / ((double)c->training.global_batch_size * c->model.seq_length);
   /* squares of sharded tensors from every model-parallel rank, replicated
    * tensors once (tp rank 0) */
-  double sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0);  /* skips pipeline copies */
-  mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
+  double sumsq;
+  if (t->zero) {
+    sumsq = mt_zero_opt_grad_sumsq(t->zero); /* over dp and mp */
+  } else {
+    sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0); /* skips pipeline copies */
+    mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
+  }
   r.grad_norm = sqrt(sumsq);
   r.lr = mt_lr_at(&t->sched, iteration);
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
     r.skipped = 1;
+  } else if (t->zero) {
+    mt_zero_opt_step(t->zero, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   } else {
     mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
@@ -130,6 +140,7 @@ static void print_summary(const mt_trainer *t) {
   for (int k = 0; k < MT_MEM_NCAT; k++)
     say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
   say(t, " | total %.1f\n", ms->live_total / 1048576.0);
+  if (t->zero && t->is_logger) mt_zero_opt_print_summary(t->zero, stdout);
   say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
 }
 

@@ -17,6 +17,7 @@
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
+#include "trainer/zero_optimizer.h"
 
 typedef struct {
   const mt_config *cfg;
@@ -32,7 +33,8 @@ typedef struct {
   mt_gpt_dataset *data;
   int has_valid;
   mt_gpt *model;
-  mt_adamw opt;
+  mt_adamw opt;             /* zero_stage 0 */
+  mt_zero_opt *zero;        /* zero_stage >= 1 (trainer/zero_optimizer.h), else NULL */
   mt_lr_schedule sched;
   mt_metrics_file metrics;
   int32_t *tokens;          /* host [mbs, s + 1] */
@@ -69,7 +71,9 @@ void mt_trainer_teardown(mt_trainer *t);
  * global batch, gradient reduction, norm, clipping, AdamW update. */
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration);
 
-/* Sum gradients over the data-parallel group in buckets of
+/* ZeRO (t->zero): stage 1 reduce-scatters instead, stages 2/3 do nothing
+ * here (their hooks reduced each layer during backward). Otherwise:
+ * sum gradients over the data-parallel group in buckets of
  * parallel.ddp_bucket_size elements (all-reduce, MT_OP_SUM). The loss is
  * already normalised by the global token count, so the sum is the global
  * mean gradient. */
@@ -96,6 +100,17 @@ double mt_trainer_evaluate(mt_trainer *t);
  * data-parallel group (64-bit FNV-1a hash of the flat buffer compared with
  * an all-reduce of max and min). Returns 0, or -1 with a message. */
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
+
+/* ZeRO glue (trainer/zero_trainer.c): build the sharded optimizer for
+ * parallel.zero_stage >= 1 over the dp group; destroy (NULL is a no-op);
+ * copy the full parameters into host[flat numel * sizeof(T)] (collective
+ * over dp for stage 3). */
+mt_zero_opt *mt_trainer_zero_create(mt_trainer *t);
+void mt_trainer_zero_destroy(mt_zero_opt *z);
+void mt_trainer_zero_full_params_host(mt_trainer *t, void *host);
+/* Bytes and bus bytes moved by this rank's collectives since the counters were
+ * last reset (every step resets them), summed over all of its groups. */
+void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_bytes);
 
 /* Save a checkpoint of the current state to checkpoint.save. */
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);

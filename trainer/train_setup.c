@@ -77,6 +77,11 @@ static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
   L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
   L.writer = t->dp_rank == 0;
   L.world = t->world;
+  if (t->zero) {
+    L.shard_save = mt_zero_ckpt_save;
+    L.shard_load = mt_zero_ckpt_load;
+    L.shard_ctx = t->zero;
+  }
   return L;
 }
 
@@ -101,6 +106,13 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       .expert_tensor_parallel_size = cfg->parallel.expert_tensor_parallel_size,
       .context_parallel_size = cfg->parallel.context_parallel_size};
   if (mt_topology_build(&t->topo, t->world_size, &sz, err, errlen) != 0) return -1;
+  if (cfg->parallel.zero_stage >= 2 && t->topo.pp > 1) {
+    snprintf(err, errlen,
+             "parallel.zero_stage %d with pipeline parallelism is not implemented yet "
+             "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
+             cfg->parallel.zero_stage, t->topo.pp);
+    return -1;
+  }
   t->ps = mt_parallel_state_create(dist, &t->topo,
                                    strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
   t->dp = t->topo.dp;
@@ -119,9 +131,13 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 
   mt_gpt_config gc = model_config(cfg, t->ps);
   t->model = mt_gpt_create(t->be, &gc);
-  mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
-                mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1, cfg->training.adam_beta2,
-                cfg->training.adam_eps, cfg->training.weight_decay);
+  if (cfg->parallel.zero_stage > 0) {
+    t->zero = mt_trainer_zero_create(t);
+  } else {
+    mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
+                  mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1,
+                  cfg->training.adam_beta2, cfg->training.adam_eps, cfg->training.weight_decay);
+  }
   t->sched.max_lr = cfg->training.lr;
   t->sched.min_lr = cfg->training.min_lr;
   t->sched.warmup_iters = cfg->training.lr_warmup_iters;
@@ -141,6 +157,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
     mt_ckpt_state st = {0};
     mt_ckpt_layout L = ckpt_layout(t);
     if (mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen) != 0) return -1;
+    if (t->zero) mt_zero_opt_sync_params(t->zero);
     if (st.seed != cfg->training.seed) {
       snprintf(err, errlen,
                "checkpoint in '%s' was trained with training.seed %llu but the config says %llu",
@@ -163,6 +180,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 void mt_trainer_teardown(mt_trainer *t) {
   mt_metrics_close(&t->metrics);
   mt_adamw_free(&t->opt);
+  mt_trainer_zero_destroy(t->zero);
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
   if (t->be) mt_backend_destroy(t->be);
@@ -175,6 +193,10 @@ void mt_trainer_teardown(mt_trainer *t) {
 }
 
 void mt_trainer_reduce_gradients(mt_trainer *t) {
+  if (t->zero) {
+    mt_zero_opt_reduce_gradients(t->zero);
+    return;
+  }
   if (t->dp == 1) return;
   float *g = mt_gpt_grad_buffer(t->model);
   int64_t n = mt_gpt_params(t->model)->numel;
@@ -200,16 +222,25 @@ static uint64_t param_hash(mt_trainer *t, int only_replicated) {
   const mt_param_list *pl = mt_gpt_params(t->model);
   size_t es = mt_dtype_size(t->be->dtype);
   uint64_t h = 0xCBF29CE484222325ull;
-  unsigned char *host = NULL;
+  unsigned char *host = NULL, *full = NULL;
   size_t cap = 0;
+  if (t->zero && t->zero->o.stage == 3) { /* sharded parameters: all-gather over dp */
+    full = mt_xmalloc((size_t)pl->numel * es);
+    mt_trainer_zero_full_params_host(t, full);
+  }
   for (int i = 0; i < pl->n; i++) {
     if (only_replicated && !pl->p[i].tp_replicated) continue;
     size_t bytes = (size_t)pl->p[i].numel * es;
-    if (bytes > cap) host = mt_xrealloc(host, cap = bytes);
-    t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, i), bytes);
-    for (size_t k = 0; k < bytes; k++) h = (h ^ host[k]) * 0x100000001B3ull;
+    const unsigned char *src = full ? full + (size_t)pl->p[i].offset * es : NULL;
+    if (!src) {
+      if (bytes > cap) host = mt_xrealloc(host, cap = bytes);
+      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, i), bytes);
+      src = host;
+    }
+    for (size_t k = 0; k < bytes; k++) h = (h ^ src[k]) * 0x100000001B3ull;
   }
   free(host);
+  free(full);
   return h;
 }
 

@@ -1,0 +1,159 @@
+/* parallel/zero.c — ZeRO flat-buffer layout and shard collectives (see zero.h). */
+#include "zero.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/util.h"
+
+void mt_zero_layout_build(mt_zero_layout *L, const int64_t *bounds, int n_seg,
+                          int64_t flat_numel, int64_t bucket_size, int dp, int dp_rank) {
+  memset(L, 0, sizeof *L);
+  if (dp < 1 || dp_rank < 0 || dp_rank >= dp || n_seg < 1)
+    mt_fatal("zero layout: bad arguments (dp %d, rank %d, %d segments)", dp, dp_rank, n_seg);
+  L->dp = dp;
+  L->dp_rank = dp_rank;
+  L->flat_numel = flat_numel;
+  int64_t largest = 0;
+  for (int i = 0; i < n_seg; i++) {
+    int64_t a = bounds[2 * i], e = bounds[2 * i + 1];
+    if (a < 0 || e <= a || e > flat_numel || (i > 0 && a < bounds[2 * i - 1]))
+      mt_fatal("zero layout: segment %d [%lld, %lld) is empty, overlaps or leaves the buffer", i,
+               (long long)a, (long long)e);
+    if (e - a > largest) largest = e - a;
+  }
+  int64_t bs = bucket_size > 0 ? bucket_size : largest;
+  bs = bs / dp * dp;
+  if (bs < dp) bs = dp;
+  L->bucket_size = bs;
+  L->n_seg = n_seg;
+  L->seg = mt_xcalloc((size_t)n_seg, sizeof *L->seg);
+  int n_bkt = 0;
+  for (int i = 0; i < n_seg; i++) n_bkt += (int)((bounds[2 * i + 1] - bounds[2 * i] + bs - 1) / bs);
+  L->bkt = mt_xcalloc((size_t)n_bkt, sizeof *L->bkt);
+  int b = 0;
+  int64_t shard_off = 0;
+  for (int i = 0; i < n_seg; i++) {
+    mt_zero_segment *s = &L->seg[i];
+    s->flat_start = bounds[2 * i];
+    s->len = bounds[2 * i + 1] - bounds[2 * i];
+    s->first_bucket = b;
+    s->shard_offset = shard_off;
+    for (int64_t off = 0; off < s->len; off += bs, b++) {
+      mt_zero_bucket *k = &L->bkt[b];
+      k->segment = i;
+      k->flat_start = s->flat_start + off;
+      k->len = s->len - off < bs ? s->len - off : bs;
+      int64_t plen = mt_round_up(k->len, dp);
+      k->shard_len = plen / dp;
+      k->seg_offset = off;
+      k->shard_offset = shard_off;
+      shard_off += k->shard_len;
+      L->padding += plen - k->len;
+      if (plen > L->max_bucket_padded) L->max_bucket_padded = plen;
+      s->n_buckets++;
+      s->padded_len = off + plen;
+    }
+    s->shard_len = shard_off - s->shard_offset;
+    L->sharded_numel += s->len;
+  }
+  MT_ASSERT(b == n_bkt);
+  L->n_bkt = n_bkt;
+  L->shard_numel = shard_off;
+}
+
+void mt_zero_layout_free(mt_zero_layout *L) {
+  free(L->seg);
+  free(L->bkt);
+  memset(L, 0, sizeof *L);
+}
+
+void mt_zero_owned_range(const mt_zero_layout *L, int b, int rank, int64_t *lo, int64_t *hi) {
+  const mt_zero_bucket *k = &L->bkt[b];
+  int64_t a = (int64_t)rank * k->shard_len, e = a + k->shard_len;
+  if (a > k->len) a = k->len;
+  if (e > k->len) e = k->len;
+  *lo = k->flat_start + a;
+  *hi = k->flat_start + e;
+}
+
+void mt_zero_reduce_scatter_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
+                                    float *work, float *grad_shard) {
+  const mt_zero_segment *sg = &L->seg[s];
+  for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
+    const mt_zero_bucket *k = &L->bkt[b];
+    float *send = work + k->seg_offset;
+    float *mine = send + (int64_t)L->dp_rank * k->shard_len;
+    mt_reduce_scatter(g, send, mine, k->shard_len, MT_F32, MT_OP_SUM);
+    be->ops->axpy_f32(be, grad_shard + k->shard_offset, 1.0f, mine, k->shard_len);
+  }
+}
+
+void mt_zero_allgather_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
+                               const void *shard, void *work, mt_dtype t) {
+  (void)be;
+  const mt_zero_segment *sg = &L->seg[s];
+  size_t es = mt_dtype_size(t);
+  for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
+    const mt_zero_bucket *k = &L->bkt[b];
+    mt_allgather(g, (const char *)shard + (size_t)k->shard_offset * es,
+                 (char *)work + (size_t)k->seg_offset * es, k->shard_len, t);
+  }
+}
+
+void mt_zero_reduce_scatter_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L,
+                                 float *flat, float *scratch) {
+  for (int b = 0; b < L->n_bkt; b++) {
+    const mt_zero_bucket *k = &L->bkt[b];
+    int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
+    if (plen == k->len) {
+      mt_reduce_scatter(g, flat + k->flat_start, flat + k->flat_start + mine, k->shard_len,
+                        MT_F32, MT_OP_SUM);
+      continue;
+    }
+    MT_ASSERT(scratch != NULL);
+    be->ops->memcpy_d2d(be, scratch, flat + k->flat_start, (size_t)k->len * sizeof(float));
+    be->ops->memset0(be, scratch + k->len, (size_t)(plen - k->len) * sizeof(float));
+    mt_reduce_scatter(g, scratch, scratch + mine, k->shard_len, MT_F32, MT_OP_SUM);
+    int64_t lo, hi;
+    mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
+    if (hi > lo)
+      be->ops->memcpy_d2d(be, flat + lo, scratch + mine, (size_t)(hi - lo) * sizeof(float));
+  }
+}
+
+void mt_zero_allgather_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L, void *flat,
+                            void *scratch, mt_dtype t) {
+  size_t es = mt_dtype_size(t);
+  char *f = flat, *sc = scratch;
+  for (int b = 0; b < L->n_bkt; b++) {
+    const mt_zero_bucket *k = &L->bkt[b];
+    int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
+    if (plen == k->len) {
+      char *recv = f + (size_t)k->flat_start * es;
+      mt_allgather(g, recv + (size_t)mine * es, recv, k->shard_len, t);
+      continue;
+    }
+    MT_ASSERT(scratch != NULL);
+    int64_t lo, hi;
+    mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
+    be->ops->memset0(be, sc + (size_t)mine * es, (size_t)k->shard_len * es);
+    if (hi > lo) be->ops->memcpy_d2d(be, sc + (size_t)mine * es, f + (size_t)lo * es,
+                                     (size_t)(hi - lo) * es);
+    mt_allgather(g, sc + (size_t)mine * es, sc, k->shard_len, t);
+    be->ops->memcpy_d2d(be, f + (size_t)k->flat_start * es, sc, (size_t)k->len * es);
+  }
+}
+
+void mt_zero_flat_to_shard(mt_backend *be, const mt_zero_layout *L, const void *flat, void *shard,
+                           mt_dtype t) {
+  size_t es = mt_dtype_size(t);
+  be->ops->memset0(be, shard, (size_t)L->shard_numel * es);
+  for (int b = 0; b < L->n_bkt; b++) {
+    int64_t lo, hi;
+    mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
+    if (hi > lo)
+      be->ops->memcpy_d2d(be, (char *)shard + (size_t)L->bkt[b].shard_offset * es,
+                          (const char *)flat + (size_t)lo * es, (size_t)(hi - lo) * es);
+  }
+}

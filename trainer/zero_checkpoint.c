@@ -1,0 +1,188 @@
+/* trainer/zero_checkpoint.c — ZeRO shard files of a checkpoint
+ * (trainer/checkpoint.h calls these through mt_ckpt_layout.shard_save/load).
+ *
+ * Every data-parallel rank r writes mp_rank_TT[_PPP]/distrib_optim_dp{r:03d}.bin
+ * (Megatron's distrib_optim.pt, one file per rank instead of a gathered one):
+ *   "MTZERO\0\1", u32 version, u32 zero_stage, u32 dp, u32 dp_rank,
+ *   u32 dtype (T), u32 has_master, i64 flat_numel, i64 shard_numel,
+ *   i64 bucket_size, i64 iteration, consumed_samples, step, skipped_iters,
+ *   nan_iters, u64 seed, then the shard buffers: parameters (T), exp_avg,
+ *   exp_avg_sq, [master] (fp32), each shard_numel elements, then a CRC-32.
+ * The union of the parameter shards is the full parameter buffer (every
+ * stage), so the file set is the whole training state. Loading requires the
+ * same zero_stage, dp, bucket size and model (no cross-layout resharding).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "trainer/checkpoint.h"
+#include "trainer/zero_optimizer.h"
+
+#define ZMAGIC "MTZERO\0\1"
+#define ZVERSION 1u
+
+typedef struct {
+  char magic[8];
+  uint32_t version, stage, dp, dp_rank, dtype, has_master;
+  int64_t flat_numel, shard_numel, bucket_size;
+  int64_t iteration, consumed_samples, step, skipped_iters, nan_iters;
+  uint64_t seed;
+} zhdr;
+
+static void shard_path(char *out, size_t n, const char *mp_dir, int dp_rank) {
+  snprintf(out, n, "%s/distrib_optim_dp%03d.bin", mp_dir, dp_rank);
+}
+
+int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
+                      size_t errlen) {
+  mt_zero_opt *z = ctx;
+  mt_backend *be = z->be;
+  const int64_t sn = z->L.shard_numel;
+  const size_t es = mt_dtype_size(be->dtype), fb = (size_t)sn * sizeof(float);
+  zhdr h = {.version = ZVERSION,
+            .stage = (uint32_t)z->o.stage,
+            .dp = (uint32_t)z->L.dp,
+            .dp_rank = (uint32_t)z->L.dp_rank,
+            .dtype = (uint32_t)be->dtype,
+            .has_master = z->master != NULL,
+            .flat_numel = z->L.flat_numel,
+            .shard_numel = sn,
+            .bucket_size = z->L.bucket_size,
+            .iteration = st->iteration,
+            .consumed_samples = st->consumed_samples,
+            .step = z->step,
+            .skipped_iters = st->skipped_iters,
+            .nan_iters = st->nan_iters,
+            .seed = st->seed};
+  memcpy(h.magic, ZMAGIC, 8);
+  size_t total = sizeof h + (size_t)sn * es + fb * (z->master ? 3 : 2);
+  unsigned char *buf = mt_xmalloc(total), *p = buf;
+  memcpy(p, &h, sizeof h);
+  p += sizeof h;
+  if (z->o.stage == 3) {
+    be->ops->memcpy_d2h(be, p, z->param_shard, (size_t)sn * es);
+  } else {
+    void *tmp = be->ops->alloc(be, (size_t)sn * es + 1, MT_MEM_COMM);
+    mt_zero_flat_to_shard(be, &z->L, mt_gpt_param_buffer(z->model), tmp, be->dtype);
+    be->ops->memcpy_d2h(be, p, tmp, (size_t)sn * es);
+    be->ops->free(be, tmp);
+  }
+  p += (size_t)sn * es;
+  be->ops->memcpy_d2h(be, p, z->m, fb);
+  p += fb;
+  be->ops->memcpy_d2h(be, p, z->v, fb);
+  p += fb;
+  if (z->master) be->ops->memcpy_d2h(be, p, z->master, fb);
+  char path[4600];
+  shard_path(path, sizeof path, mp_dir, z->L.dp_rank);
+  int rc = mt_ckpt_write_with_crc(path, buf, total, err, errlen);
+  free(buf);
+  return rc;
+}
+
+int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err,
+                      size_t errlen) {
+  mt_zero_opt *z = ctx;
+  mt_backend *be = z->be;
+  char path[4600];
+  shard_path(path, sizeof path, mp_dir, z->L.dp_rank);
+  size_t n = 0;
+  unsigned char *data = mt_ckpt_read_with_crc(path, &n, err, errlen);
+  if (!data) {
+    char other[4700];
+    snprintf(other, sizeof other, "%s/model_optim_rng.bin", mp_dir);
+    FILE *f = fopen(other, "rb");
+    if (f) {
+      fclose(f);
+      snprintf(err, errlen,
+               "checkpoint '%s' was saved without ZeRO (parallel.zero_stage 0) but this run "
+               "has zero_stage %d; resume with the zero_stage and data-parallel size it was "
+               "saved with",
+               mp_dir, z->o.stage);
+    } else if (z->L.dp_rank > 0) {
+      snprintf(other, sizeof other, "%s/distrib_optim_dp000.bin", mp_dir);
+      if ((f = fopen(other, "rb"))) {
+        fclose(f);
+        snprintf(err, errlen,
+                 "checkpoint '%s' has no shard for data-parallel rank %d: it was saved with a "
+                 "smaller data-parallel size (ZeRO checkpoints resume only with the same dp)",
+                 mp_dir, z->L.dp_rank);
+      }
+    }
+    return -1;
+  }
+  int rc = -1;
+  zhdr h;
+  const int64_t sn = z->L.shard_numel;
+  const size_t es = mt_dtype_size(be->dtype), fb = (size_t)sn * sizeof(float);
+  if (n < sizeof h || memcmp(data, ZMAGIC, 8) != 0) {
+    snprintf(err, errlen, "'%s' is not a megatrain ZeRO shard file (bad magic)", path);
+    goto out;
+  }
+  memcpy(&h, data, sizeof h);
+  if (h.version != ZVERSION) {
+    snprintf(err, errlen, "'%s' has ZeRO shard format version %u, this megatrain reads %u", path,
+             h.version, ZVERSION);
+    goto out;
+  }
+  if ((int)h.stage != z->o.stage || (int)h.dp != z->L.dp) {
+    snprintf(err, errlen,
+             "checkpoint '%s' was saved with parallel.zero_stage %u and data-parallel size %u "
+             "but this run has zero_stage %d and dp %d; ZeRO checkpoints resume only with the "
+             "same layout (cross-layout resharding is not implemented)",
+             mp_dir, h.stage, h.dp, z->o.stage, z->L.dp);
+    goto out;
+  }
+  if ((int)h.dp_rank != z->L.dp_rank || h.flat_numel != z->L.flat_numel ||
+      h.shard_numel != sn || h.bucket_size != z->L.bucket_size ||
+      h.dtype != (uint32_t)be->dtype || h.has_master != (z->master != NULL)) {
+    snprintf(err, errlen,
+             "'%s' does not match this run's shard layout (saved: %lld parameters, shard %lld, "
+             "bucket %lld, dtype %s; now: %lld, %lld, %lld, %s): model shape, "
+             "parallel.ddp_bucket_size or training.precision differ",
+             path, (long long)h.flat_numel, (long long)h.shard_numel, (long long)h.bucket_size,
+             mt_dtype_name((mt_dtype)h.dtype), (long long)z->L.flat_numel, (long long)sn,
+             (long long)z->L.bucket_size, mt_dtype_name(be->dtype));
+    goto out;
+  }
+  if (n != sizeof h + (size_t)sn * es + fb * (z->master ? 3 : 2)) {
+    snprintf(err, errlen, "'%s' has the wrong size for its header (truncated?)", path);
+    goto out;
+  }
+  const unsigned char *p = data + sizeof h;
+  if (z->o.stage == 3) {
+    be->ops->memcpy_h2d(be, z->param_shard, p, (size_t)sn * es);
+  } else { /* owned pieces into the full buffer; mt_zero_opt_sync_params gathers the rest */
+    char *flat = mt_gpt_param_buffer(z->model);
+    for (int b = 0; b < z->L.n_bkt; b++) {
+      int64_t lo, hi;
+      mt_zero_owned_range(&z->L, b, z->L.dp_rank, &lo, &hi);
+      if (hi > lo)
+        be->ops->memcpy_h2d(be, flat + (size_t)lo * es, p + (size_t)z->L.bkt[b].shard_offset * es,
+                            (size_t)(hi - lo) * es);
+    }
+  }
+  p += (size_t)sn * es;
+  be->ops->memcpy_h2d(be, z->m, p, fb);
+  p += fb;
+  be->ops->memcpy_h2d(be, z->v, p, fb);
+  p += fb;
+  if (z->master) be->ops->memcpy_h2d(be, z->master, p, fb);
+  z->step = h.step;
+  st->iteration = h.iteration;
+  st->consumed_samples = h.consumed_samples;
+  st->skipped_iters = h.skipped_iters;
+  st->nan_iters = h.nan_iters;
+  st->seed = h.seed;
+  rc = 0;
+out:
+  free(data);
+  return rc;
+}
+
+void mt_zero_opt_sync_params(mt_zero_opt *z) {
+  if (z->o.stage <= 2)
+    mt_zero_allgather_flat(z->dp_group, z->be, &z->L, mt_gpt_param_buffer(z->model), z->scratch,
+                           z->be->dtype);
+}

@@ -1,0 +1,133 @@
+/* trainer/zero_optimizer.h — ZeRO stages 1-3 over the data-parallel group
+ * (Rajbhandari et al. 2020; Megatron's distributed optimizer): sharded AdamW,
+ * gradient reduce-scatter, parameter all-gather, and (stages 2/3) the model
+ * hooks that gather layer parameters and reduce layer gradients during the
+ * pass. The mechanism (layout, buckets, shard collectives) is parallel/zero.h;
+ * this file maps it onto the GPT's layers. docs/zero.md has the formulas.
+ *
+ * What each stage keeps per rank (Ψ = parameters, N = dp):
+ *   stage 1: full parameters (T) and gradients (fp32); Adam m, v (and the fp32
+ *            master when T is bf16) for the owned shard only.
+ *   stage 2: as 1, but the full gradient buffer is released: each layer's
+ *            gradients live in a working buffer from its backward until they
+ *            are reduce-scattered (accumulated) into the owned gradient shard.
+ *   stage 3: as 2, and parameters are sharded too: each layer is all-gathered
+ *            into a working buffer before its forward and again before its
+ *            backward and freed after use; `prefetch` layers ahead are gathered
+ *            early (blocking all-gathers on the MPI engine, issued before the
+ *            layer that needs them starts: see docs/zero.md).
+ * Gradient accumulation: stages 2/3 reduce-scatter after every micro-batch
+ * and ADD into the owned shard; stage 1 reduce-scatters once per step.
+ */
+#ifndef MT_TRAINER_ZERO_OPTIMIZER_H
+#define MT_TRAINER_ZERO_OPTIMIZER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/backend.h"
+#include "model/gpt.h"
+#include "parallel/comm.h"
+#include "parallel/zero.h"
+#include "trainer/checkpoint.h"
+
+/* One owned piece of one parameter: flat [flat_off, flat_off + n) of the
+ * model's buffers is shard [shard_off, shard_off + n) of this rank. */
+typedef struct {
+  int param;
+  int64_t flat_off, shard_off, n;
+} mt_zero_chunk;
+
+typedef struct {
+  int stage;               /* 1, 2 or 3 */
+  int prefetch;            /* stage 3: layers gathered ahead */
+  int64_t bucket_size;     /* elements (parallel.ddp_bucket_size) */
+  float beta1, beta2, eps, weight_decay;
+} mt_zero_options;
+
+typedef struct {
+  mt_backend *be;
+  mt_gpt *model;
+  const mt_param_list *params;
+  mt_zero_options o;
+  mt_group *dp_group;      /* sharding group */
+  mt_group *mp_group;      /* model-parallel group (norm), may be NULL */
+  int tp_rank;
+  mt_zero_layout L;        /* segment i: 0 = embedding, 1..layers = layer i-1, last = head */
+  int n_layers, tied;
+  mt_zero_chunk *chunk;
+  int n_chunk;
+  void *param_shard;       /* stage 3: [shard_numel] T, MT_MEM_PARAM */
+  float *grad_shard;       /* stages 2/3: [shard_numel] fp32, MT_MEM_GRAD */
+  float *master;           /* [shard_numel] fp32, MT_MEM_OPTIM when T != fp32, else NULL */
+  float *m, *v;            /* [shard_numel] fp32, MT_MEM_OPTIM */
+  void *scratch;           /* [max_bucket_padded] fp32, MT_MEM_COMM (stages 1/2, padding) */
+  int64_t step;            /* updates applied so far */
+  /* stage 2/3 residency (trainer/zero_hooks.c) */
+  void **pwork;            /* [n_seg] gathered parameters (T) or NULL */
+  float **gwork;           /* [n_seg] gradient working buffers or NULL */
+  char *want;              /* [n_seg] scratch */
+  int *nopen;              /* [n_seg] steps begun (before hook) but not ended that need it */
+} mt_zero_opt;
+
+/* Build the layout over the model's flat buffers, allocate the sharded
+ * optimizer state (master copies taken from the model's initial parameters),
+ * and for stages 2/3 release the model's full gradient (and, stage 3,
+ * parameter) buffer and install the hooks. No communication (every rank
+ * starts from the same initial parameters). Fatal on a caller bug. */
+void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *dp_group,
+                      mt_group *mp_group, int tp_rank, const mt_zero_options *o);
+void mt_zero_opt_free(mt_zero_opt *z);
+
+/* Start of an iteration: zero the gradients this stage keeps. */
+void mt_zero_opt_zero_grad(mt_zero_opt *z);
+
+/* After all micro-batches: stage 1 reduce-scatters the full gradient buffer
+ * bucket by bucket over dp (stages 2/3 already did it during backward). */
+void mt_zero_opt_reduce_gradients(mt_zero_opt *z);
+
+/* After each forward(_backward) call: release gathered parameters that are
+ * still resident (stage 3; e.g. the head after an evaluation forward). */
+void mt_zero_opt_flush(mt_zero_opt *z);
+
+/* Global sum of squared gradients: owned shard only, tp_replicated tensors
+ * counted on tp rank 0 only, summed over dp and then the model-parallel
+ * group (fp64). Identical on every rank. Collective over dp and mp. */
+double mt_zero_opt_grad_sumsq(mt_zero_opt *z);
+
+/* AdamW on the owned shard (gradients times grad_scale), then (stages 1/2)
+ * all-gather the updated parameters over dp. Increments step. */
+void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale);
+
+/* Write the full parameter buffer [flat numel] (dtype T, device memory of
+ * be) into dst: a copy (stages 1/2) or an all-gather of every segment over
+ * dp (stage 3; collective). */
+void mt_zero_opt_full_params(mt_zero_opt *z, void *dst);
+
+/* Model-state bytes per category of this rank as the ZeRO formulas predict
+ * them for this layout (no working buffers): out[MT_MEM_PARAM], [GRAD],
+ * [OPTIM]; the allocator's live counters should match after a step. */
+void mt_zero_opt_expected_bytes(const mt_zero_opt *z, size_t out[MT_MEM_NCAT]);
+
+/* Print "> ZeRO stage S over dp=N: ..." lines (layout and per-rank state). */
+void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
+
+/* Checkpoint shard files (trainer/zero_checkpoint.c), plugged into
+ * mt_ckpt_layout.shard_save / shard_load with ctx = the mt_zero_opt. Load
+ * refuses another zero_stage, dp size, bucket size, dtype or model with a
+ * message. After a successful load on every rank, call
+ * mt_zero_opt_sync_params (stages 1/2: all-gather the loaded shards into the
+ * full parameter buffer; collective over dp). */
+int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
+                      size_t errlen);
+int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err,
+                      size_t errlen);
+void mt_zero_opt_sync_params(mt_zero_opt *z);
+
+/* Install the stage 2/3 hooks on the model (trainer/zero_hooks.c). */
+void mt_zero_hooks_install(mt_zero_opt *z);
+/* Release every working buffer (parameters); gradient buffers must already
+ * be reduced. */
+void mt_zero_hooks_release_all(mt_zero_opt *z);
+
+#endif

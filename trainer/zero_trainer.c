@@ -1,0 +1,57 @@
+/* trainer/zero_trainer.c — glue between the trainer and the ZeRO optimizer
+ * (see train_internal.h): construction from the config, full-parameter
+ * copies for the replica check, and per-step communication totals. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "trainer/train_internal.h"
+
+mt_zero_opt *mt_trainer_zero_create(mt_trainer *t) {
+  const mt_config *c = t->cfg;
+  mt_zero_options o = {.stage = c->parallel.zero_stage,
+                       .prefetch = c->parallel.zero_prefetch_layers,
+                       .bucket_size = c->parallel.ddp_bucket_size,
+                       .beta1 = c->training.adam_beta1,
+                       .beta2 = c->training.adam_beta2,
+                       .eps = c->training.adam_eps,
+                       .weight_decay = c->training.weight_decay};
+  mt_zero_opt *z = mt_xcalloc(1, sizeof *z);
+  mt_zero_opt_init(z, t->be, t->model, t->dp_group, t->ps->mp, t->ps->tp_rank, &o);
+  return z;
+}
+
+void mt_trainer_zero_destroy(mt_zero_opt *z) {
+  if (!z) return;
+  mt_zero_opt_free(z);
+  free(z);
+}
+
+void mt_trainer_zero_full_params_host(mt_trainer *t, void *host) {
+  mt_backend *be = t->be;
+  size_t bytes = (size_t)mt_gpt_params(t->model)->numel * mt_dtype_size(be->dtype);
+  void *dev = be->ops->alloc(be, bytes, MT_MEM_COMM);
+  mt_zero_opt_full_params(t->zero, dev);
+  be->ops->memcpy_d2h(be, host, dev, bytes);
+  be->ops->free(be, dev);
+}
+
+void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_bytes) {
+  int64_t b = 0, bb = 0;
+  mt_group *seen[MT_GK_N + 1];
+  int n_seen = 0;
+  for (int k = 0; k <= MT_GK_N; k++) {
+    mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
+    int dup = !g;
+    for (int j = 0; j < n_seen && !dup; j++) dup = seen[j] == g;
+    if (dup) continue;
+    seen[n_seen++] = g;
+    const mt_coll_counter *c = mt_group_counters(g);
+    for (int op = 0; op < MT_COLL_N; op++) {
+      b += c[op].bytes;
+      bb += c[op].bus_bytes;
+    }
+  }
+  *bytes = b;
+  *bus_bytes = bb;
+}
