@@ -66,6 +66,7 @@ typedef struct {
    * embedding (same name, same initial values) whose gradient is summed with
    * the first stage's over embd_group in mt_gpt_finalize_grads. */
   int pp_size, pp_rank, vpp_size;
+  int first_stage_layers, last_stage_layers; /* uneven split (vpp_size 1); 0 = equal */
   mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
 } mt_gpt_config;
 

@@ -44,6 +44,7 @@ typedef struct {
   int64_t skipped_iters, nan_iters;
   double flops_per_iter;
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
+  double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
   /* pipeline parallelism */
   mt_pp_schedule sched_train, sched_eval;
@@ -59,6 +60,10 @@ typedef struct {
   float lr;
   int skipped;
   int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
+  /* pipeline: per stage, time idle waiting for other stages / time busy */
+  int n_stages;
+  double bubble[64];
+  double bubble_slowest;  /* of the busiest stage: pure fill/drain idle time */
 } mt_step_result;
 
 /* Build everything for cfg; loads the checkpoint named by checkpoint.load.
