@@ -3,12 +3,16 @@
  * profile of where the time goes (time per backend op, measured by wrapping
  * the op table).
  *
- * usage: bench_gpt [layers hidden heads seq micro_batch threads steps]
- * default: the GPT-2 124M shape, seq 64, micro-batch 4, 2 threads, 5 steps.
+ * usage: bench_gpt [layers hidden heads seq micro_batch threads steps accum]
+ * default: the GPT-2 124M shape, seq 64, micro-batch 4, 2 threads, 5 steps,
+ * 1 micro-batch per optimizer step (accum > 1: gradient accumulation, the
+ * AdamW update amortised over accum micro-batches).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cblas.h>
 
 #include "core/backend.h"
 #include "core/util.h"
@@ -105,8 +109,9 @@ static void prof_install(prof_t *p, mt_backend *be) {
 }
 
 int main(int argc, char **argv) {
-  int a[7] = {12, 768, 12, 64, 4, 2, 5};
-  for (int i = 0; i < 7 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
+  int a[8] = {12, 768, 12, 64, 4, 2, 5, 1};
+  for (int i = 0; i < 8 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
+  const int accum = a[7] > 0 ? a[7] : 1;
   char err[512];
   mt_backend_options bo = {.device = "cpu", .num_threads = a[5], .dtype = MT_F32};
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
@@ -140,9 +145,10 @@ int main(int argc, char **argv) {
   double flops = mt_flops_per_iteration(b, s, c.num_layers, c.hidden_size, c.ffn_hidden_size,
                                         c.padded_vocab_size);
   printf("bench_gpt: layers %d hidden %d heads %d seq %d micro-batch %d threads %d, %lld "
-         "parameters, %.1f GFLOP/step (Megatron formula)\n",
+         "parameters, %.1f GFLOP per micro-batch (Megatron formula), %d micro-batch(es) per "
+         "AdamW step\n",
          c.num_layers, c.hidden_size, c.num_attention_heads, s, b, a[5],
-         (long long)mt_gpt_num_parameters(m), flops / 1e9);
+         (long long)mt_gpt_num_parameters(m), flops / 1e9, accum);
   /* warm-up step (first-touch page faults), then profiled steps */
   mt_gpt_zero_grad(m);
   mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));
@@ -154,22 +160,25 @@ int main(int argc, char **argv) {
   double loss = 0;
   for (int it = 0; it < steps; it++) {
     mt_gpt_zero_grad(m);
-    loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s)) / (b * s);
+    for (int k = 0; k < accum; k++)
+      loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s * accum)) / (b * s);
     double norm = mt_grad_sumsq(&opt, 1);
     mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
   }
-  double dt = (mt_now() - t0) / steps;
-  printf("step time %.1f ms | tokens/s %.1f | achieved %.1f GFLOP/s | loss %.4f\n", 1e3 * dt,
-         b * s / dt, flops / dt / 1e9, loss);
+  double dt = (mt_now() - t0) / steps / accum; /* per micro-batch */
+  printf("time per micro-batch %.1f ms | tokens/s %.1f | achieved %.1f GFLOP/s | loss %.4f | "
+         "OpenBLAS kernels: %s\n",
+         1e3 * dt, b * s / dt, flops / dt / 1e9, loss, openblas_get_corename());
   double tot = 0;
   for (int k = 0; k < P_N; k++) tot += prof.t[k];
-  printf("profile (ms per step, share of step time):\n");
+  const double n_mb = (double)steps * accum;
+  printf("profile (ms per micro-batch, share of its time):\n");
   for (int k = 0; k < P_N; k++)
     if (prof.calls[k])
-      printf("  %-18s %8.2f ms  %5.1f%%  (%ld calls/step)\n", k_names[k], 1e3 * prof.t[k] / steps,
-             100.0 * prof.t[k] / steps / dt, prof.calls[k] / steps);
-  printf("  %-18s %8.2f ms  %5.1f%%\n", "unwrapped ops/host", 1e3 * (dt - tot / steps),
-         100.0 * (dt - tot / steps) / dt);
+      printf("  %-18s %8.2f ms  %5.1f%%  (%.0f calls)\n", k_names[k], 1e3 * prof.t[k] / n_mb,
+             100.0 * prof.t[k] / n_mb / dt, prof.calls[k] / n_mb);
+  printf("  %-18s %8.2f ms  %5.1f%%\n", "unwrapped ops/host", 1e3 * (dt - tot / n_mb),
+         100.0 * (dt - tot / n_mb) / dt);
   be->ops = prof.in;
   mt_adamw_free(&opt);
   free(tok);
