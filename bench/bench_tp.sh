@@ -22,7 +22,7 @@ for tp in 1 2 4; do
       ./megatrain --config tests/configs/gpt-test.json --set data.data_path="[\"$DATA\"]" \
       --set model.num_layers=4 --set model.hidden_size=256 --set model.num_attention_heads=8 \
       --set model.seq_length=128 --set training.micro_batch_size=4 --set training.global_batch_size=4 \
-      --set training.train_iters=$ITERS --set training.eval_interval=0 \
+      --set training.train_iters=$ITERS --set training.lr_warmup_iters=0 --set training.eval_interval=0 \
       --set parallel.tensor_model_parallel_size=$tp --set parallel.sequence_parallel=$sp \
       --set logging.metrics_file="$m" >/dev/null
     /usr/bin/python3 - "$m" "tp=$tp$([ $sp = true ] && echo +sp)" <<'PY'

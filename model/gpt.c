@@ -24,10 +24,27 @@ static const char *k_layer_param_names[MT_LP_N] = {
 static void assign_chunks(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   const int p = c->pp_size, v = c->vpp_size, L = c->num_layers;
-  MT_ASSERT(L % (p * v) == 0);
-  const int per = L / (p * v);
   m->n_chunks = v;
   m->chunks = mt_xcalloc((size_t)v, sizeof(mt_chunk));
+  if (c->first_stage_layers > 0 || c->last_stage_layers > 0) {
+    /* uneven stages (Megatron's num_layers_in_first/last_pipeline_stage) */
+    MT_ASSERT(v == 1 && p > 1);
+    const int nf = c->first_stage_layers, nl = c->last_stage_layers;
+    const int n_free = p - (nf > 0) - (nl > 0);
+    const int share = n_free ? (L - (nf > 0 ? nf : 0) - (nl > 0 ? nl : 0)) / n_free : 0;
+    int first = 0;
+    for (int r = 0; r <= c->pp_rank; r++) {
+      int n = (r == 0 && nf > 0) ? nf : (r == p - 1 && nl > 0) ? nl : share;
+      if (r == c->pp_rank) {
+        m->chunks[0] = (mt_chunk){first, n, r == 0, r == p - 1, 0};
+        m->n_local_layers = n;
+      }
+      first += n;
+    }
+    return;
+  }
+  MT_ASSERT(L % (p * v) == 0);
+  const int per = L / (p * v);
   int base = 0;
   for (int k = 0; k < v; k++) {
     int g = k * p + c->pp_rank;

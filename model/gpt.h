@@ -67,6 +67,7 @@ typedef struct {
    * embedding (same name, same initial values) whose gradient is summed with
    * the first stage's over embd_group in mt_gpt_finalize_grads. */
   int pp_size, pp_rank, vpp_size;
+  int first_stage_layers, last_stage_layers; /* uneven split (vpp_size 1); 0 = equal */
   mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
   /* mixture of experts (model/moe.h; Megatron's names): layer l is an MoE
    * layer when num_experts > 0 and l % moe_layer_freq == 0; its MLP is then

@@ -46,6 +46,8 @@ typedef struct {
   int tensor_model_parallel_size;   /* default 1 */
   int pipeline_model_parallel_size; /* default 1 */
   int virtual_pipeline_model_parallel_size; /* default 1 (no interleaving) */
+  int num_layers_in_first_pipeline_stage;   /* 0 = equal split */
+  int num_layers_in_last_pipeline_stage;    /* 0 = equal split */
   int sequence_parallel;            /* default false */
   int expert_model_parallel_size;   /* default 1 */
   int expert_tensor_parallel_size;  /* default = tp */

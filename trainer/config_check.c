@@ -153,16 +153,36 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world) {
                        "%d is not divisible by tensor_model_parallel_size %d (expected a multiple "
                        "of tp)",
                        m->ffn_hidden_size, tp);
-  if (m->num_layers % pp)
+  int nf = p->num_layers_in_first_pipeline_stage, nl = p->num_layers_in_last_pipeline_stage;
+  if ((nf > 0 || nl > 0) && pp == 1)
+    return mt_cfg_fail(c, key(nf > 0 ? "parallel.num_layers_in_first_pipeline_stage"
+                                     : "parallel.num_layers_in_last_pipeline_stage"),
+                       "needs pipeline_model_parallel_size > 1");
+  if ((nf > 0 || nl > 0) && vpp > 1)
+    return mt_cfg_fail(c, key(nf > 0 ? "parallel.num_layers_in_first_pipeline_stage"
+                                     : "parallel.num_layers_in_last_pipeline_stage"),
+                       "uneven pipeline stages are not supported with the interleaved schedule "
+                       "(expected virtual_pipeline_model_parallel_size 1)");
+  if (nf > 0 || nl > 0) {
+    /* stages without an explicit count share the remaining layers equally */
+    int n_free = pp - (nf > 0) - (nl > 0);
+    int rest = m->num_layers - (nf > 0 ? nf : 0) - (nl > 0 ? nl : 0);
+    if (rest < 0 || (n_free == 0 && rest != 0) || (n_free > 0 && (rest % n_free || rest == 0)))
+      return mt_cfg_fail(c, key(nf > 0 ? "parallel.num_layers_in_first_pipeline_stage"
+                                       : "parallel.num_layers_in_last_pipeline_stage"),
+                         "first %d + last %d layers leave %d of num_layers %d for %d other "
+                         "stage(s) (expected an equal positive share per stage)",
+                         nf, nl, rest, m->num_layers, n_free);
+  } else if (m->num_layers % pp)
     return mt_cfg_fail(c, key("model.num_layers"),
                        "%d layers cannot be split over pipeline_model_parallel_size %d (expected "
-                       "a multiple of pp)",
+                       "a multiple of pp, or parallel.num_layers_in_first/last_pipeline_stage)",
                        m->num_layers, pp);
   if (vpp > 1 && pp == 1)
     return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
                        "%d needs pipeline_model_parallel_size > 1 (expected 1 without pipelining)",
                        vpp);
-  if (m->num_layers % ((int64_t)pp * vpp))
+  if (nf == 0 && nl == 0 && m->num_layers % ((int64_t)pp * vpp))
     return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
                        "num_layers (%d) is not divisible by pipeline_model_parallel_size (%d) x "
                        "virtual_pipeline_model_parallel_size (%d) (expected equal chunks)",

@@ -54,6 +54,8 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_PAR, "tensor_model_parallel_size", MT_CT_INT, FLD(parallel.tensor_model_parallel_size), GE(1), NULL},
     {S_PAR, "pipeline_model_parallel_size", MT_CT_INT, FLD(parallel.pipeline_model_parallel_size), GE(1), NULL},
     {S_PAR, "virtual_pipeline_model_parallel_size", MT_CT_INT, FLD(parallel.virtual_pipeline_model_parallel_size), DER | GE(1), NULL},
+    {S_PAR, "num_layers_in_first_pipeline_stage", MT_CT_INT, FLD(parallel.num_layers_in_first_pipeline_stage), NUL | GE(0), NULL},
+    {S_PAR, "num_layers_in_last_pipeline_stage", MT_CT_INT, FLD(parallel.num_layers_in_last_pipeline_stage), NUL | GE(0), NULL},
     {S_PAR, "sequence_parallel", MT_CT_BOOL, FLD(parallel.sequence_parallel), 0, 0, 0, NULL},
     {S_PAR, "expert_model_parallel_size", MT_CT_INT, FLD(parallel.expert_model_parallel_size), GE(1), NULL},
     {S_PAR, "expert_tensor_parallel_size", MT_CT_INT, FLD(parallel.expert_tensor_parallel_size), DER | GE(1), NULL},

@@ -28,6 +28,9 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
           ts, (long long)r->iteration, (long long)r->train_iters, (long long)r->consumed_samples,
           r->elapsed_ms, r->tokens_per_s, r->tflops_per_device);
   if (r->mfu >= 0) fprintf(f, " MFU: %.1f%% |", 100.0 * r->mfu);
+  if (r->n_stages > 0)
+    fprintf(f, " pipeline bubble: %.3f (theory (p-1)/(v m) = %.3f) |", r->bubble_slowest,
+            r->bubble_theory);
   fprintf(f,
           " learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.4f |",
           (double)r->lr, (long long)r->global_batch_size, r->lm_loss, r->grad_norm);
@@ -123,6 +126,12 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
     cJSON *cb = cJSON_AddObjectToObject(o, "comm_bytes");
     for (int i = 0; i < r->n_comm; i++)
       cJSON_AddNumberToObject(cb, r->comm_group[i], (double)r->comm_bytes[i]);
+  }
+  if (r->n_stages > 0) {
+    cJSON *b = cJSON_AddArrayToObject(o, "pp_bubble");
+    for (int i = 0; i < r->n_stages; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber(r->bubble[i]));
+    cJSON_AddNumberToObject(o, "pp_bubble_theory", r->bubble_theory);
+    cJSON_AddNumberToObject(o, "pp_bubble_busiest_stage", r->bubble_slowest);
   }
   if (val_loss >= 0) cJSON_AddNumberToObject(o, "val_loss", val_loss);
   emit(mf, o);

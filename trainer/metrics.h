@@ -42,6 +42,11 @@ typedef struct {
   int n_comm;
   const char *comm_group[16];
   int64_t comm_bytes[16];
+  /* pipeline bubble per stage: idle / busy time (paper: (p-1)/(v m)) */
+  int n_stages;
+  double bubble[64];
+  double bubble_theory;
+  double bubble_slowest;    /* idle/busy of the busiest stage (imbalance excluded) */
 } mt_log_record;
 
 /* Print the Megatron-style line for r to f. */

@@ -166,6 +166,19 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     const mt_coll_counter *cc = mt_group_counters(g);
     for (int op = 0; op < MT_COLL_N; op++) r.comm_bytes[k] += cc[op].bytes;
   }
+  if (t->topo.pp > 1 && t->topo.pp <= 64) {
+    /* measured bubble of every stage (gathered; not counted in comm_bytes) */
+    const mt_pp_stats *st = &t->pp_stats;
+    double mine[2] = {st->wall_s - st->wait_s, st->wait_s}, all[128];
+    mt_allgather(t->ps->pp, mine, all, 2, MT_F64);
+    r.n_stages = t->topo.pp;
+    int slow = 0;
+    for (int k = 0; k < r.n_stages; k++) {
+      r.bubble[k] = all[2 * k] > 0 ? all[2 * k + 1] / all[2 * k] : 0.0;
+      if (all[2 * k] > all[2 * slow]) slow = k;
+    }
+    r.bubble_slowest = r.bubble[slow];
+  }
   return r;
 }
 
@@ -259,6 +272,10 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       rec.comm_group[rec.n_comm] = k < MT_GK_N ? mt_group_kind_name((mt_group_kind)k) : "world";
       rec.comm_bytes[rec.n_comm++] = r.comm_bytes[k];
     }
+    rec.n_stages = r.n_stages;
+    for (int k = 0; k < r.n_stages; k++) rec.bubble[k] = r.bubble[k];
+    rec.bubble_theory = t->bubble_theory;
+    rec.bubble_slowest = r.bubble_slowest;
     if (tc->check_replicas_interval > 0 && it % tc->check_replicas_interval == 0 &&
         mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);

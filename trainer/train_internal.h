@@ -44,6 +44,7 @@ typedef struct {
   int64_t skipped_iters, nan_iters;
   double flops_per_iter;
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
+  double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
   /* pipeline parallelism */
   mt_pp_schedule sched_train, sched_eval;
@@ -64,6 +65,10 @@ typedef struct {
   double load_balancing_loss, z_loss, dropped_fraction;
   int64_t dropped_tokens;
   double tokens_per_expert_max[64], tokens_per_expert_mean[64];
+  /* pipeline: per stage, time idle waiting for other stages / time busy */
+  int n_stages;
+  double bubble[64];
+  double bubble_slowest;  /* of the busiest stage: pure fill/drain idle time */
 } mt_step_result;
 
 /* Build everything for cfg; loads the checkpoint named by checkpoint.load.

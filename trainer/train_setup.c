@@ -21,6 +21,8 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.pp_size = c->parallel.pipeline_model_parallel_size;
   g.pp_rank = ps->pp_rank;
   g.vpp_size = c->parallel.virtual_pipeline_model_parallel_size;
+  g.first_stage_layers = c->parallel.num_layers_in_first_pipeline_stage;
+  g.last_stage_layers = c->parallel.num_layers_in_last_pipeline_stage;
   g.embd_group = ps->embd;
   g.num_layers = c->model.num_layers;
   g.hidden_size = c->model.hidden_size;
@@ -210,6 +212,11 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->tokens = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   t->sample_ids = mt_xmalloc((size_t)b * sizeof(int64_t));
   if (t->topo.pp > 1 && mt_trainer_pipeline_setup(t, err, errlen) != 0) return -1;
+  if (t->topo.pp > 1) {
+    int m = cfg->training.global_batch_size / (cfg->training.micro_batch_size * t->dp);
+    t->bubble_theory = (double)(t->topo.pp - 1) /
+                       ((double)cfg->parallel.virtual_pipeline_model_parallel_size * m);
+  }
   t->n_params_total = mt_gpt_num_parameters(t->model);
   mt_allreduce(t->ps->pp, &t->n_params_total, 1, MT_I64, MT_OP_SUM);
   t->flops_per_iter = mt_flops_per_iteration(

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pipeline parallelism parity (1F1B and interleaved): p in {2, 4} with and
 # without interleaving (v=2), combined with tp=2 + SP, with dp=2 in an 8-rank
-# run, and with untied embeddings, reproduce the single-process run (8
+# run (tp=2 + SP + ZeRO-1), with an uneven 3/2/2 split over 3 stages, and
+# with untied embeddings, reproduce the single-process run (8
 # layers, dropout on): lm loss and grad norm within 1e-5 relative every step
 # over 20 steps; final parameters (gathered from all stages' checkpoints)
 # within 1e-5; the word-embedding copies of the first and last stage are
@@ -35,9 +36,14 @@ run pp4_v2 4 --set $PP=4 --set $VP=2
 check pp4_v2 base
 run pp2_tp2_sp 4 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
 check pp2_tp2_sp base
-run pp2_tp2_dp2 8 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
+run pp2_tp2_dp2 8 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
+    --set parallel.zero_stage=1
 check pp2_tp2_dp2 base
 grep -h "identical on the first and last" "$TMP/pp2_tp2_dp2.log"
+run base7 1 --set model.num_layers=7
+run pp3_uneven 3 --set model.num_layers=7 --set $PP=3 --set parallel.num_layers_in_first_pipeline_stage=3 \
+    --set parallel.num_layers_in_last_pipeline_stage=2
+check pp3_uneven base7
 run base_untied 1 --set model.untie_embeddings_and_output_weights=true
 run pp4_untied 4 --set $PP=4 --set model.untie_embeddings_and_output_weights=true
 check pp4_untied base_untied
