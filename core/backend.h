@@ -222,6 +222,25 @@ typedef struct {
   /* Returns sum_i x[i] (fp32 input, double accumulation); synchronises. */
   double (*sum_f32)(mt_backend *be, const float *x, int64_t n);
 
+  /* ---- mixture of experts (model/moe*.c) ---- */
+  /* Row gather (token permutation): dst[i, :] = src[idx[i], :] for i < n;
+   * src/dst [*, h] (T), idx [n] int32 (device). */
+  void (*moe_gather_rows)(mt_backend *be, void *dst, const void *src, const int32_t *idx,
+                          int64_t n, int64_t h);
+  /* Weighted combine (unpermute): for each token t < n_tok,
+   *   y[t, :] = sum_{j<k, slot[t*k+j] >= 0} w[t*k+j] * src[slot[t*k+j], :]
+   * (overwrite; y is 0 for a token with no kept slot). w [n_tok*k] fp32, or
+   * NULL for weights 1 (the backward of a row gather). slot [n_tok*k] int32
+   * (device), -1 = dropped. Sums run over j in order (deterministic). */
+  void (*moe_combine_fwd)(mt_backend *be, void *y, const void *src, const int32_t *slot,
+                          const float *w, int64_t n_tok, int k, int64_t h);
+  /* Backward of moe_combine_fwd with weights: for every kept (t, j) with
+   * r = slot[t*k+j]: dsrc[r, :] = w[t*k+j] * dy[t, :] (overwrite; rows not
+   * referenced are left untouched), dw[t*k+j] = dot(dy[t, :], src[r, :])
+   * (fp32, overwrite; 0 for dropped slots). Each kept r appears once. */
+  void (*moe_combine_bwd)(mt_backend *be, void *dsrc, float *dw, const void *dy, const void *src,
+                          const int32_t *slot, const float *w, int64_t n_tok, int k, int64_t h);
+
   /* ---- optimizer ---- */
   /* AdamW step on n elements: master (fp32) updated in place, m/v fp32,
    * grad fp32. If param_lowp != NULL it receives master cast to T. */

@@ -157,6 +157,9 @@ static const mt_backend_ops cpu_ops = {
     .sumsq_f32 = cpu_sumsq_f32,
     .sum_f32 = cpu_sum_f32,
     .adamw = cpu_adamw,
+    .moe_gather_rows = cpu_moe_gather_rows,
+    .moe_combine_fwd = cpu_moe_combine_fwd,
+    .moe_combine_bwd = cpu_moe_combine_bwd,
 };
 
 mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {

@@ -132,6 +132,12 @@ void cpu_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t
 void cpu_scale_f32(mt_backend *be, float *x, float alpha, int64_t n);
 double cpu_sumsq_f32(mt_backend *be, const float *x, int64_t n);
 double cpu_sum_f32(mt_backend *be, const float *x, int64_t n);
+void cpu_moe_gather_rows(mt_backend *be, void *dst, const void *src, const int32_t *idx, int64_t n,
+                         int64_t h);
+void cpu_moe_combine_fwd(mt_backend *be, void *y, const void *src, const int32_t *slot,
+                         const float *w, int64_t n_tok, int k, int64_t h);
+void cpu_moe_combine_bwd(mt_backend *be, void *dsrc, float *dw, const void *dy, const void *src,
+                         const int32_t *slot, const float *w, int64_t n_tok, int k, int64_t h);
 void cpu_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m, float *v,
                const float *grad, void *param_lowp, int64_t n);
 

@@ -59,6 +59,34 @@ static void assign_chunks(mt_gpt *m) {
   m->n_local_layers = base;
 }
 
+/* MoE layer l (local index li): the router [E, h] (dense, replicated over
+ * TP, partial over SP shards) and this rank's experts, 4 tensors each. */
+static void register_moe_params(mt_gpt *m, int li, int l) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_param_list *pl = &m->params;
+  const int64_t h = c->hidden_size, F = c->moe_ffn_hidden_size, E = c->num_experts;
+  const int El = c->num_experts / c->ep_size;
+  char name[MT_PARAM_NAME_MAX];
+  snprintf(name, sizeof name, "decoder.layers.%d.mlp.router.weight", l);
+  int r = mt_params_add(pl, name, E, h, E, h, 0, 0, MT_INIT_NORMAL, 0, 1);
+  pl->p[r].sp_partial = c->sequence_parallel && c->tp_size > 1;
+  m->moe_router_p[li] = r;
+  static const char *nm[4] = {"linear_fc1.weight", "linear_fc1.bias", "linear_fc2.weight",
+                              "linear_fc2.bias"};
+  const int64_t shp[4][2] = {{F, h}, {1, F}, {h, F}, {1, h}};
+  const mt_init_kind init[4] = {MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
+  for (int le = 0; le < El; le++) {
+    const int e = c->ep_rank * El + le;
+    for (int j = 0; j < 4; j++) {
+      snprintf(name, sizeof name, "decoder.layers.%d.mlp.experts.%d.%s", l, e, nm[j]);
+      int idx = mt_params_add(pl, name, shp[j][0], shp[j][1], shp[j][0], shp[j][1], 0, 0, init[j],
+                              shp[j][0] == 1, 0);
+      pl->p[idx].is_expert = 1;
+      if (le == 0 && j == 0) m->moe_expert_p[li] = idx;
+    }
+  }
+}
+
 /* Parameter shards of this rank (Megatron's column/row/vocab split, see
  * model/tensor_parallel.h): column-parallel weights (linear_qkv, linear_fc1)
  * and their biases split the output features, row-parallel weights
@@ -97,10 +125,20 @@ static void register_params(mt_gpt *m) {
                                       MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
   const int is_ln[MT_LP_N] = {1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
   m->layer_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_p));
+  m->layer_range = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_range));
+  m->moe_router_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
+  m->moe_expert_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
   for (int k = 0; k < m->n_chunks; k++) {
     const mt_chunk *ch = &m->chunks[k];
     for (int lc = 0; lc < ch->n_layers; lc++) {
+      const int l = ch->first_layer + lc, moe = mt_gpt_is_moe_layer(c, l);
+      m->moe_router_p[ch->layer_base + lc] = m->moe_expert_p[ch->layer_base + lc] = -1;
+      m->layer_range[ch->layer_base + lc][0] = pl->n;
       for (int j = 0; j < MT_LP_N; j++) {
+        if (moe && j >= MT_LP_FC1_W) {
+          m->layer_p[ch->layer_base + lc][j] = -1;
+          continue;
+        }
         snprintf(name, sizeof name, "decoder.layers.%d.%s", ch->first_layer + lc,
                  k_layer_param_names[j]);
         int no_wd = g[j][0] == 1; /* biases and LayerNorm */
@@ -110,6 +148,8 @@ static void register_params(mt_gpt *m) {
         pl->p[idx].sp_partial = sp && is_ln[j];
         m->layer_p[ch->layer_base + lc][j] = idx;
       }
+      if (moe) register_moe_params(m, ch->layer_base + lc, l);
+      m->layer_range[ch->layer_base + lc][1] = pl->n - 1;
     }
   }
   if (has_post) {
@@ -216,6 +256,35 @@ static void alloc_buffers(mt_gpt *m) {
   m->host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
 }
 
+static void create_moe(mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_backend *be = m->be;
+  if (c->num_experts > 0) {
+    mt_moe_config mc = {0};
+    mc.E = c->num_experts;
+    mc.k = c->moe_router_topk;
+    mc.h = c->hidden_size;
+    mc.F = c->moe_ffn_hidden_size;
+    mc.route.capacity_factor = c->moe_expert_capacity_factor;
+    mc.route.drop_position = c->moe_drop_position;
+    mc.route.pre_softmax = c->moe_router_pre_softmax;
+    mc.lb_coeff = c->moe_aux_loss_coeff;
+    mc.z_coeff = c->moe_z_loss_coeff;
+    mc.n_loc = m->rows_l;
+    mc.n_full = m->rows;
+    mc.t0 = m->rows_l < m->rows ? (int64_t)c->tp_rank * m->rows_l : 0;
+    mc.tp = m->rows_l < m->rows ? c->tp_group : NULL;
+    mc.ep = c->ep_size > 1 ? c->ep_group : NULL;
+    mc.ep_size = c->ep_size;
+    mc.ep_rank = c->ep_rank;
+    mc.n_moe_layers = mt_gpt_num_moe_layers(c);
+    m->moe = mt_moe_create(be, &mc);
+    const int El = c->num_experts / c->ep_size;
+    m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
+    m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
+  }
+}
+
 static void local_sizes(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   const int tp = c->tp_size;
@@ -245,12 +314,21 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (c->pp_size < 1) c->pp_size = 1;
   if (c->vpp_size < 1) c->vpp_size = 1;
   if (c->recompute_num_layers < 1) c->recompute_num_layers = 1;
+  if (c->ep_size < 1) c->ep_size = 1;
+  if (c->moe_layer_freq < 1) c->moe_layer_freq = 1;
+  if (c->num_experts > 0) {
+    if (c->moe_router_topk < 1) c->moe_router_topk = 1;
+    if (c->moe_ffn_hidden_size < 1) c->moe_ffn_hidden_size = c->ffn_hidden_size;
+    MT_ASSERT(c->num_experts % c->ep_size == 0 && c->moe_router_topk <= c->num_experts);
+    MT_ASSERT(c->tp_size == 1 || c->sequence_parallel); /* routing works on token shards */
+  }
   MT_ASSERT(c->hidden_size % c->num_attention_heads == 0);
   MT_ASSERT(c->seq_length <= c->max_position_embeddings);
   MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
   local_sizes(m);
   assign_chunks(m);
   register_params(m);
+  create_moe(m);
   alloc_buffers(m);
   init_params(m);
   m->tp.be = be;
@@ -279,6 +357,12 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->n_slots);
   free(m->chunks);
   free(m->layer_p);
+  free(m->layer_range);
+  free(m->moe_router_p);
+  free(m->moe_expert_p);
+  free(m->moe_wp);
+  free(m->moe_gp);
+  mt_moe_destroy(m->moe);
   free(m->param_ptr);
   free(m->grad_ptr);
   free(m->host_tokens);
@@ -316,8 +400,8 @@ void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last)
       const mt_chunk *ch = &m->chunks[k];
       if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers) {
         int lc = ch->layer_base + layer - ch->first_layer;
-        *first = m->layer_p[lc][0];
-        *last = m->layer_p[lc][MT_LP_N - 1];
+        *first = m->layer_range[lc][0];
+        *last = m->layer_range[lc][1];
       }
     }
   }
@@ -336,10 +420,30 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
   }
 }
 
+int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
+  return c->num_experts > 0 && l % (c->moe_layer_freq > 0 ? c->moe_layer_freq : 1) == 0;
+}
+
+int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
+  if (c->num_experts <= 0) return 0;
+  int f = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
+  return (c->num_layers + f - 1) / f;
+}
+
+const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {
+  return m->moe ? mt_moe_get_stats(m->moe) : NULL;
+}
+
+void mt_gpt_moe_stats_reset(mt_gpt *m) {
+  if (m->moe) mt_moe_stats_reset(m->moe);
+}
+
 int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;
   for (int i = 0; i < m->params.n; i++)
-    if (!m->params.p[i].shared_copy) n += m->params.p[i].rows * m->params.p[i].cols;
+    if (!m->params.p[i].shared_copy)
+      n += m->params.p[i].rows * m->params.p[i].cols *
+           (m->params.p[i].is_expert ? m->cfg.ep_size : 1); /* other EP ranks' experts */
   return n;
 }
 

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "core/backend.h"
+#include "model/moe.h"
 #include "model/params.h"
 #include "parallel/comm.h"
 
@@ -68,6 +69,20 @@ typedef struct {
   int pp_size, pp_rank, vpp_size;
   int first_stage_layers, last_stage_layers; /* uneven split (vpp_size 1); 0 = equal */
   mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
+  /* mixture of experts (model/moe.h; Megatron's names): layer l is an MoE
+   * layer when num_experts > 0 and l % moe_layer_freq == 0; its MLP is then
+   * a router [E, h] (decoder.layers.l.mlp.router.weight, replicated over TP)
+   * and experts decoder.layers.l.mlp.experts.e.linear_fc{1,2}.{weight,bias}
+   * (global expert index e; this rank holds e in [ep_rank·E/ep, ...)).
+   * Needs sequence parallelism when tp > 1. */
+  int num_experts;           /* 0 = dense */
+  int moe_router_topk, moe_ffn_hidden_size, moe_layer_freq;
+  float moe_expert_capacity_factor; /* <= 0: dropless */
+  int moe_drop_position;     /* moe_token_drop_policy "position" (else "probs") */
+  int moe_router_pre_softmax;
+  float moe_aux_loss_coeff, moe_z_loss_coeff;
+  int ep_size, ep_rank;
+  mt_group *ep_group;        /* NULL when ep_size 1 */
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;
@@ -130,6 +145,16 @@ void mt_gpt_finalize_grads(mt_gpt *m);
 
 /* Number of parameters of the unsharded model (tied output counted once). */
 int64_t mt_gpt_num_parameters(const mt_gpt *m);
+
+/* MoE: 1 when global layer l is an MoE layer; number of MoE layers of the
+ * whole model; routing statistics of the training forward passes since the
+ * last reset (NULL for a dense model; see model/moe.h; indices are global
+ * MoE-layer indices l / moe_layer_freq, entries of layers on other pipeline
+ * stages stay 0). */
+int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l);
+int mt_gpt_num_moe_layers(const mt_gpt_config *c);
+const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
+void mt_gpt_moe_stats_reset(mt_gpt *m);
 
 /* Zero the gradient buffer (start of an iteration). */
 void mt_gpt_zero_grad(mt_gpt *m);

@@ -106,6 +106,25 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   return d;
 }
 
+/* Pointer tables of MoE layer li's router and local experts. */
+static mt_moe_weights moe_weights(mt_gpt *m, int li) {
+  const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
+  const void **t = m->moe_wp;
+  for (int le = 0; le < El; le++)
+    for (int j = 0; j < 4; j++) t[j * El + le] = mt_gpt_param_ptr(m, p0 + 4 * le + j);
+  mt_moe_weights w = {mt_gpt_param_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
+  return w;
+}
+
+static mt_moe_grads moe_grads(mt_gpt *m, int li) {
+  const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
+  float **t = m->moe_gp;
+  for (int le = 0; le < El; le++)
+    for (int j = 0; j < 4; j++) t[j * El + le] = mt_gpt_grad_ptr(m, p0 + 4 * le + j);
+  mt_moe_grads g = {mt_gpt_grad_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
+  return g;
+}
+
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
@@ -131,6 +150,15 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   /* MLP block: LN -> ColumnParallel(fc1) -> GELU -> RowParallel(fc2) */
   be->ops->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W),
                          W(MT_LP_LN2_B), m->rows_l, h, c->layernorm_epsilon);
+  const int li = ch->layer_base + lc;
+  if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
+    mt_moe_weights mw = moe_weights(m, li);
+    int record = m->train && !m->recomputing ? l / c->moe_layer_freq : -1;
+    mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
+    dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
+    be->ops->dropout_add_fwd(be, &dd, resid[1], m->tmp_h, a->x1);
+    return;
+  }
   mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B), m->fl, h);
   be->ops->gelu_fwd(be, a->gelu, a->fc1, m->rows * m->fl);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->gelu, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
@@ -155,11 +183,22 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   /* MLP block: resid[l+1] = x1 + dropout(fc2(gelu(fc1(ln2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
-  mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->gelu,
-                             W(MT_LP_FC2_W), h, m->fl);
-  be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
-  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2,
-                                W(MT_LP_FC1_W), m->fl, h);
+  const int li = ch->layer_base + lc;
+  if (m->moe_router_p[li] >= 0) {
+    /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
+     * micro-batch of the global batch) */
+    mt_moe_weights mw = moe_weights(m, li);
+    mt_moe_grads mg = moe_grads(m, li);
+    mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
+                    m->loss_scale * (float)m->rows);
+    be->ops->memcpy_d2d(be, m->dtmp_h, m->tmp_h, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
+  } else {
+    mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->gelu,
+                               W(MT_LP_FC2_W), h, m->fl);
+    be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
+    mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2,
+                                  W(MT_LP_FC1_W), m->fl, h);
+  }
   /* dresid (residual path) += LN2 backward */
   be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1,
                          W(MT_LP_LN2_W), a->ln2_mean, a->ln2_rstd, m->rows_l, h);

@@ -114,7 +114,9 @@ static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
   for (int c1 = L; c1 > 0;) {
     int c0 = (c1 - 1) / n * n;
     for (int lc = c0; lc < c1; lc++) MT_HOOK(m, before_backward, l0 + lc);
+    m->recomputing = 1;
     for (int lc = c0; lc < c1; lc++) mt_gpt_layer_forward(m, ci, sl, lc);
+    m->recomputing = 0;
     for (int lc = c1 - 1; lc >= c0; lc--) {
       mt_gpt_layer_backward(m, ci, sl, lc);
       MT_HOOK(m, after_backward, l0 + lc);
@@ -172,6 +174,7 @@ void mt_gpt_chunk_backward(mt_gpt *m, int c, int mb, float loss_scale) {
   const mt_chunk *ch = &m->chunks[c];
   mt_slot *sl = mt_gpt_slot_find(m, c, mb);
   use_slot(m, sl);
+  m->loss_scale = loss_scale;
   if (ch->post) {
     MT_HOOK(m, before_backward, MT_GPT_HEAD);
     head_backward(m, sl, sl->resid[ch->n_layers], loss_scale);

@@ -27,6 +27,7 @@ typedef struct {
   float *ln2_mean, *ln2_rstd;
   void *fc1;                 /* [s, b, fl]  fc1 output (GELU input)           */
   void *gelu;                /* [s, b, fl]  GELU output (fc2 input)           */
+  mt_moe_acts *moe;          /* MoE layers: router / dispatch state (model/moe.h) */
 } mt_layer_acts;
 
 /* One model chunk: a contiguous range of global layers on this rank, with the
@@ -93,6 +94,16 @@ struct mt_gpt {
   /* the micro-batch being processed (set by the chunk functions) */
   const int64_t *sample_ids;
   int train;
+  int recomputing;           /* full recompute re-running a forward (no statistics) */
+  float loss_scale;          /* of the backward in progress (MoE auxiliary losses) */
+
+  /* mixture of experts (NULL / unused for a dense model) */
+  mt_moe *moe;
+  int *moe_router_p;         /* [local layers] router parameter index, -1 for dense layers */
+  int *moe_expert_p;         /* [local layers] first expert parameter (4 per local expert) */
+  int (*layer_range)[2];     /* [local layers] first and last parameter index */
+  const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
+  float **moe_gp;
 };
 
 #define MT_HOOK(m, which, layer) \

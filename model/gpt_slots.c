@@ -30,6 +30,9 @@ void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
   a->ln2_rstd = act(m, m->rows_l, MT_F32);
   a->fc1 = act(m, m->rows * m->fl, T);
   a->gelu = act(m, m->rows * m->fl, T);
+  /* MoE: every set gets routing state (sets are shared by layers under full
+   * recompute) */
+  a->moe = m->moe ? mt_moe_acts_create(m->moe) : NULL;
 }
 
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
@@ -37,6 +40,7 @@ void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
                   a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
   if (a->probs != m->probs_shared) m->be->ops->free(m->be, a->probs);
+  mt_moe_acts_free(m->moe, a->moe);
 }
 
 static mt_slot *slot_new(mt_gpt *m, int chunk) {

@@ -36,6 +36,8 @@ typedef struct {
   int sp_partial;               /* gradient partial per TP rank under sequence parallelism */
   int shared_copy;              /* a copy of a tensor owned by another stage (tied word
                                    embedding on the last stage): not counted in norms */
+  int is_expert;                /* MoE expert weight (model/moe.h): gradients reduce over the
+                                   expert-data-parallel group, norms count it once per EP rank */
 } mt_param;
 
 typedef struct {

@@ -32,9 +32,17 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
     fprintf(f, " pipeline bubble: %.3f (theory (p-1)/(v m) = %.3f) |", r->bubble_slowest,
             r->bubble_theory);
   fprintf(f,
-          " learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.4f |"
-          " number of skipped iterations: %3lld | number of nan iterations: %3lld | ETA: %.0f s |\n",
-          (double)r->lr, (long long)r->global_batch_size, r->lm_loss, r->grad_norm,
+          " learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.4f |",
+          (double)r->lr, (long long)r->global_batch_size, r->lm_loss, r->grad_norm);
+  if (r->n_moe_layers > 0) {
+    fprintf(f, " load balancing loss: %.6E | z loss: %.6E | dropped: %.4f | tokens per expert max/mean:",
+            r->load_balancing_loss, r->z_loss, r->dropped_fraction);
+    for (int l = 0; l < r->n_moe_layers && l < 64; l++)
+      fprintf(f, "%s%.0f/%.0f", l ? " " : " ", r->tokens_per_expert_max[l],
+              r->tokens_per_expert_mean[l]);
+    fprintf(f, " |");
+  }
+  fprintf(f, " number of skipped iterations: %3lld | number of nan iterations: %3lld | ETA: %.0f s |\n",
           (long long)r->skipped_iters, (long long)r->nan_iters, r->eta_s);
   fflush(f);
 }
@@ -101,6 +109,19 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
   if (r->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", r->mfu);
   cJSON_AddNumberToObject(o, "skipped_iterations", (double)r->skipped_iters);
   cJSON_AddNumberToObject(o, "nan_iterations", (double)r->nan_iters);
+  if (r->n_moe_layers > 0) {
+    int n = r->n_moe_layers < 64 ? r->n_moe_layers : 64;
+    cJSON_AddNumberToObject(o, "load_balancing_loss", r->load_balancing_loss);
+    cJSON_AddNumberToObject(o, "z_loss", r->z_loss);
+    cJSON_AddNumberToObject(o, "dropped_fraction", r->dropped_fraction);
+    cJSON_AddNumberToObject(o, "dropped_tokens", (double)r->dropped_tokens);
+    cJSON *mx = cJSON_AddArrayToObject(o, "tokens_per_expert_max");
+    cJSON *mn = cJSON_AddArrayToObject(o, "tokens_per_expert_mean");
+    for (int l = 0; l < n; l++) {
+      cJSON_AddItemToArray(mx, cJSON_CreateNumber(r->tokens_per_expert_max[l]));
+      cJSON_AddItemToArray(mn, cJSON_CreateNumber(r->tokens_per_expert_mean[l]));
+    }
+  }
   if (r->n_comm > 0) {
     cJSON *cb = cJSON_AddObjectToObject(o, "comm_bytes");
     for (int i = 0; i < r->n_comm; i++)

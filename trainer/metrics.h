@@ -29,6 +29,15 @@ typedef struct {
   double grad_norm;
   int64_t skipped_iters, nan_iters;
   double eta_s;             /* estimated time to finish */
+  /* mixture of experts (n_moe_layers 0 = dense model): auxiliary losses
+   * before their coefficients, summed over MoE layers and averaged over the
+   * micro-batches of the global batch; per MoE layer the routed token slots
+   * of the busiest expert and the mean over experts (whole global batch);
+   * dropped slots and their fraction of all routed slots */
+  int n_moe_layers;
+  double load_balancing_loss, z_loss, dropped_fraction;
+  int64_t dropped_tokens;
+  double tokens_per_expert_max[64], tokens_per_expert_mean[64];
   /* bytes this rank sent into collectives during the step, per group */
   int n_comm;
   const char *comm_group[16];

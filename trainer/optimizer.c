@@ -44,9 +44,18 @@ double mt_grad_sumsq(const mt_adamw *opt, int count_replicated) {
   const mt_param_list *pl = opt->params;
   for (int i = 0; i < pl->n; i++) {
     const mt_param *p = &pl->p[i];
-    if (p->shared_copy || (p->tp_replicated && !count_replicated)) continue;
+    if (p->shared_copy || p->is_expert || (p->tp_replicated && !count_replicated)) continue;
     s += opt->be->ops->sumsq_f32(opt->be, opt->grad_buf + p->offset, p->numel);
   }
+  return s;
+}
+
+double mt_grad_sumsq_experts(const mt_adamw *opt) {
+  double s = 0.0;
+  const mt_param_list *pl = opt->params;
+  for (int i = 0; i < pl->n; i++)
+    if (pl->p[i].is_expert)
+      s += opt->be->ops->sumsq_f32(opt->be, opt->grad_buf + pl->p[i].offset, pl->p[i].numel);
   return s;
 }
 

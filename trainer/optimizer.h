@@ -36,6 +36,10 @@ void mt_adamw_free(mt_adamw *opt);
  * tp_rank == 0 so that summing over the model-parallel group counts each
  * replicated tensor once). */
 double mt_grad_sumsq(const mt_adamw *opt, int count_replicated);
+/* Sum of squares of this rank's expert gradients (mt_param.is_expert; not
+ * counted by mt_grad_sumsq): every expert lives on exactly one rank of an EP
+ * group, so the caller sums it over the EP group and the pipeline. */
+double mt_grad_sumsq_experts(const mt_adamw *opt);
 
 /* One AdamW update with learning rate `lr`, gradients multiplied by
  * `grad_scale` (clip coefficient); no weight decay on biases/LayerNorm.

@@ -68,6 +68,48 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   return loss_sum;
 }
 
+/* MoE routing statistics of the step: summed over the data-parallel ranks
+ * (different micro-batches) and the pipeline stages (different layers); TP
+ * ranks hold identical copies. Collective over dp and pp. */
+static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
+  const mt_moe_stats *st = mt_gpt_moe_stats(t->model);
+  if (!st) return;
+  const int L = st->n_layers, E = st->E;
+  const size_t n = (size_t)L * E + 5 * (size_t)L;
+  double *v = mt_xcalloc(n, sizeof(double));
+  for (int i = 0; i < L * E; i++) v[i] = (double)st->routed[i];
+  for (int l = 0; l < L; l++) {
+    double *w = v + (size_t)L * E + 5 * (size_t)l;
+    w[0] = (double)st->dropped[l];
+    w[1] = (double)st->slots[l];
+    w[2] = st->lb[l];
+    w[3] = st->z[l];
+    w[4] = (double)st->n_mb[l];
+  }
+  mt_allreduce(t->dp_group, v, (int64_t)n, MT_F64, MT_OP_SUM);
+  mt_allreduce(t->ps->pp, v, (int64_t)n, MT_F64, MT_OP_SUM);
+  double dropped = 0, slots = 0;
+  r->n_moe_layers = L < 64 ? L : 64;
+  for (int l = 0; l < L; l++) {
+    const double *w = v + (size_t)L * E + 5 * (size_t)l;
+    double mx = 0;
+    for (int e = 0; e < E; e++) mx = v[(size_t)l * E + e] > mx ? v[(size_t)l * E + e] : mx;
+    if (l < 64) {
+      r->tokens_per_expert_max[l] = mx;
+      r->tokens_per_expert_mean[l] = w[1] / E;
+    }
+    dropped += w[0];
+    slots += w[1];
+    if (w[4] > 0) {
+      r->load_balancing_loss += w[2] / w[4];
+      r->z_loss += w[3] / w[4];
+    }
+  }
+  r->dropped_tokens = (int64_t)dropped;
+  r->dropped_fraction = slots > 0 ? dropped / slots : 0.0;
+  free(v);
+}
+
 double mt_trainer_evaluate(mt_trainer *t) {
   const mt_config *c = t->cfg;
   const int64_t gbs = c->training.global_batch_size;
@@ -86,6 +128,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   }
   if (t->zero) mt_zero_opt_zero_grad(t->zero);
   else mt_gpt_zero_grad(t->model);
+  mt_gpt_moe_stats_reset(t->model);
   double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
   /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
   if (!t->zero || t->zero->o.stage == 1) mt_gpt_finalize_grads(t->model);
@@ -99,6 +142,12 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   } else {
     sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0); /* skips pipeline copies */
     mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
+    if (c->model.num_experts > 0) { /* each expert once: over its EP group and the stages */
+      double se = mt_grad_sumsq_experts(&t->opt);
+      mt_allreduce(t->ps->ep, &se, 1, MT_F64, MT_OP_SUM);
+      mt_allreduce(t->ps->pp, &se, 1, MT_F64, MT_OP_SUM);
+      sumsq += se;
+    }
   }
   r.grad_norm = sqrt(sumsq);
   r.lr = mt_lr_at(&t->sched, iteration);
@@ -110,6 +159,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
   t->consumed_samples += c->training.global_batch_size;
+  moe_step_stats(t, &r);
   for (int k = 0; k <= MT_GK_N; k++) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (!g) continue;
@@ -204,6 +254,13 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.global_batch_size = tc->global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;
+    rec.n_moe_layers = r.n_moe_layers;
+    rec.load_balancing_loss = r.load_balancing_loss;
+    rec.z_loss = r.z_loss;
+    rec.dropped_fraction = r.dropped_fraction;
+    rec.dropped_tokens = r.dropped_tokens;
+    memcpy(rec.tokens_per_expert_max, r.tokens_per_expert_max, sizeof rec.tokens_per_expert_max);
+    memcpy(rec.tokens_per_expert_mean, r.tokens_per_expert_mean, sizeof rec.tokens_per_expert_mean);
     rec.skipped_iters = t->skipped_iters;
     rec.nan_iters = t->nan_iters;
     rec.elapsed_ms = 1e3 * (now - t_log);

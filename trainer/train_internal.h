@@ -60,6 +60,11 @@ typedef struct {
   float lr;
   int skipped;
   int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
+  /* MoE (n_moe_layers 0 = dense): see mt_log_record */
+  int n_moe_layers;
+  double load_balancing_loss, z_loss, dropped_fraction;
+  int64_t dropped_tokens;
+  double tokens_per_expert_max[64], tokens_per_expert_mean[64];
   /* pipeline: per stage, time idle waiting for other stages / time busy */
   int n_stages;
   double bubble[64];

@@ -39,6 +39,18 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.untie_embeddings_and_output_weights = c->model.untie_embeddings_and_output_weights;
   g.micro_batch_size = c->training.micro_batch_size;
   g.seed = c->training.seed;
+  g.num_experts = c->model.num_experts;
+  g.moe_router_topk = c->model.moe_router_topk;
+  g.moe_ffn_hidden_size = c->model.moe_ffn_hidden_size;
+  g.moe_layer_freq = c->model.moe_layer_freq;
+  g.moe_expert_capacity_factor = c->model.moe_expert_capacity_factor;
+  g.moe_drop_position = !strcmp(c->model.moe_token_drop_policy, "position");
+  g.moe_router_pre_softmax = c->model.moe_router_pre_softmax;
+  g.moe_aux_loss_coeff = c->model.moe_aux_loss_coeff;
+  g.moe_z_loss_coeff = c->model.moe_z_loss_coeff;
+  g.ep_size = c->parallel.expert_model_parallel_size;
+  g.ep_rank = ps->ep_rank;
+  g.ep_group = ps->ep;
   return g;
 }
 
@@ -87,6 +99,62 @@ static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
   return L;
 }
 
+/* 1 when the expert-data-parallel group of every rank holds exactly the
+ * ranks of its data-parallel group (expert_model_parallel_size equal to
+ * tensor_model_parallel_size with expert_tensor_parallel_size 1): then
+ * data-parallel replicas hold the same experts. */
+static int edp_is_dp(const mt_topology *t) {
+  for (int r = 0; r < t->world; r++) {
+    int n1, n2;
+    const int *a = mt_topology_group_of(t, MT_GK_DP, r, &n1);
+    const int *b = mt_topology_group_of(t, MT_GK_EDP, r, &n2);
+    if (n1 != n2) return 0;
+    for (int i = 0; i < n1; i++)
+      if (a[i] != b[i]) return 0;
+  }
+  return 1;
+}
+
+/* What this build's MoE supports, as config errors. */
+static int moe_layout_check(mt_trainer *t, const mt_config *cfg, char *err, size_t errlen) {
+  const mt_parallel_config *p = &cfg->parallel;
+  if (p->expert_tensor_parallel_size != 1) {
+    snprintf(err, errlen,
+             "parallel.expert_tensor_parallel_size %d is not supported yet with MoE (expected 1: "
+             "experts are not split; set it explicitly, its default is tensor_model_parallel_size)",
+             p->expert_tensor_parallel_size);
+    return -1;
+  }
+  if (p->tensor_model_parallel_size > 1 && !p->sequence_parallel) {
+    snprintf(err, errlen,
+             "parallel.sequence_parallel must be true for MoE with tensor_model_parallel_size %d "
+             "(each TP rank routes its own sequence shard)", p->tensor_model_parallel_size);
+    return -1;
+  }
+  if (strcmp(cfg->device, "cpu") != 0) {
+    snprintf(err, errlen, "MoE (model.num_experts > 0) runs on device \"cpu\" only in this build");
+    return -1;
+  }
+  const int same = edp_is_dp(&t->topo);
+  if (p->zero_stage >= 2 || (p->zero_stage == 1 && !same)) {
+    snprintf(err, errlen,
+             "parallel.zero_stage %d with MoE is not supported in this layout (supported: "
+             "zero_stage 0, or 1 when expert_model_parallel_size (%d) equals "
+             "tensor_model_parallel_size (%d), so that expert-data-parallel = data-parallel)",
+             p->zero_stage, p->expert_model_parallel_size, p->tensor_model_parallel_size);
+    return -1;
+  }
+  if (!same && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0])) {
+    snprintf(err, errlen,
+             "checkpoints with MoE need expert_model_parallel_size (%d) equal to "
+             "tensor_model_parallel_size (%d) in this build (experts are saved in the "
+             "model-parallel files written by data-parallel rank 0); unset checkpoint.save/load",
+             p->expert_model_parallel_size, p->tensor_model_parallel_size);
+    return -1;
+  }
+  return 0;
+}
+
 int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *err,
                      size_t errlen) {
   memset(t, 0, sizeof *t);
@@ -95,12 +163,6 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->rank = mt_dist_rank(dist);
   t->world_size = mt_dist_size(dist);
   t->world = mt_dist_world(dist);
-  if (cfg->model.num_experts > 0) {
-    snprintf(err, errlen,
-             "expert parallelism and MoE are not implemented yet in this build "
-             "(model.num_experts must be 0)");
-    return -1;
-  }
   mt_topology_sizes sz = {
       .tensor_model_parallel_size = cfg->parallel.tensor_model_parallel_size,
       .pipeline_model_parallel_size = cfg->parallel.pipeline_model_parallel_size,
@@ -115,6 +177,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
              cfg->parallel.zero_stage, t->topo.pp);
     return -1;
   }
+  if (cfg->model.num_experts > 0 && moe_layout_check(t, cfg, err, errlen) != 0) return -1;
   t->ps = mt_parallel_state_create(dist, &t->topo,
                                    strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
   t->dp = t->topo.dp;
@@ -204,13 +267,26 @@ void mt_trainer_reduce_gradients(mt_trainer *t) {
     mt_zero_opt_reduce_gradients(t->zero);
     return;
   }
-  if (t->dp == 1) return;
   float *g = mt_gpt_grad_buffer(t->model);
-  int64_t n = mt_gpt_params(t->model)->numel;
+  const mt_param_list *pl = mt_gpt_params(t->model);
+  int64_t n = pl->numel;
   int64_t bucket = t->cfg->parallel.ddp_bucket_size > 0 ? t->cfg->parallel.ddp_bucket_size : n;
-  for (int64_t off = 0; off < n; off += bucket) {
-    int64_t len = n - off < bucket ? n - off : bucket;
-    mt_allreduce(t->dp_group, g + off, len, MT_F32, MT_OP_SUM);
+  /* runs of dense parameters reduce over dp, runs of experts over edp (the
+   * ranks holding the same experts); both sums give the global-batch mean
+   * gradient since the loss is pre-normalised */
+  int64_t start = 0;
+  for (int i = 0; i <= pl->n; i++) {
+    int kind = i < pl->n ? pl->p[i].is_expert : -1;
+    int prev = i > 0 ? pl->p[i - 1].is_expert : kind;
+    if (i > 0 && kind == prev) continue;
+    int64_t end = i < pl->n ? pl->p[i].offset : n;
+    mt_group *grp = prev ? t->ps->edp : t->dp_group;
+    if (i > 0 && end > start && mt_group_size(grp) > 1)
+      for (int64_t off = start; off < end; off += bucket) {
+        int64_t len = end - off < bucket ? end - off : bucket;
+        mt_allreduce(grp, g + off, len, MT_F32, MT_OP_SUM);
+      }
+    start = end;
   }
 }
 
@@ -224,7 +300,8 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   return mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
 }
 
-/* FNV-1a over the bytes of the parameters selected by `only_replicated`. */
+/* FNV-1a over the bytes of the parameters selected by `only_replicated`
+ * (tp-replicated dense ones), or all dense ones (0), or the experts (2). */
 static uint64_t param_hash(mt_trainer *t, int only_replicated) {
   const mt_param_list *pl = mt_gpt_params(t->model);
   size_t es = mt_dtype_size(t->be->dtype);
@@ -236,7 +313,8 @@ static uint64_t param_hash(mt_trainer *t, int only_replicated) {
     mt_trainer_zero_full_params_host(t, full);
   }
   for (int i = 0; i < pl->n; i++) {
-    if (only_replicated && !pl->p[i].tp_replicated) continue;
+    if (only_replicated == 1 && !pl->p[i].tp_replicated) continue;
+    if ((only_replicated == 2) != (pl->p[i].is_expert != 0)) continue;
     size_t bytes = (size_t)pl->p[i].numel * es;
     const unsigned char *src = full ? full + (size_t)pl->p[i].offset * es : NULL;
     if (!src) {
@@ -262,6 +340,11 @@ static int agree_u64(mt_group *g, uint64_t h) {
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
   if (t->dp > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
     snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
+    return -1;
+  }
+  if (t->cfg->model.num_experts > 0 && mt_group_size(t->ps->edp) > 1 &&
+      !agree_u64(t->ps->edp, param_hash(t, 2))) {
+    snprintf(err, errlen, "expert parameters differ across the expert-data-parallel group");
     return -1;
   }
   /* tied word embedding: first stage's and last stage's copies */

@@ -1,0 +1,100 @@
+/* model/moe.h — a mixture-of-experts MLP block with expert parallelism
+ * (Megatron-core transformer/moe: TopKRouter, MoEAlltoAllTokenDispatcher,
+ * SequentialMLP experts; Lepikhin et al. 2020 (GShard), Fedus et al. 2021
+ * (Switch)). Replaces the dense MLP of an MoE layer: x -> router -> top-k
+ * experts (capacity, dropping) -> permute by destination expert ->
+ * all-to-all over the EP group (counts, then tokens) -> local experts (GELU
+ * MLPs, one GEMM per (source rank, expert) block through the op table) ->
+ * all-to-all back -> unpermute and combine with the gate weights.
+ *
+ * Tokens: this rank holds n_loc rows [t0, t0 + n_loc) of the micro-batch's
+ * n_full = s·b tokens ([s, b] order): its sequence-parallel shard, or all of
+ * them when tp == 1. The router logits ([n_loc, E], fp32) are all-gathered
+ * over the TP group so that the routing and capacity decisions
+ * (model/moe_router.h) are taken over the whole micro-batch, identically on
+ * every TP rank, whatever tp and ep are. Dropped slots contribute zero (the
+ * token keeps only its residual).
+ *
+ * Experts: E experts, ep ranks each holding E/ep consecutive ones
+ * (expert_tensor_parallel_size 1: an expert is never split). Expert weights:
+ * fc1 [F, h] + bias [F], fc2 [h, F] + bias [h] (T), gradients fp32.
+ *
+ * Communication per MoE layer and micro-batch, over the EP group: forward
+ * one all-to-all of E int64 counts and two all-to-allv of token rows
+ * (dispatch, combine), backward two all-to-allv (combine, dispatch), each
+ * moving (routed rows) · h elements; over TP under SP one all-gather of the
+ * [n_loc, E] fp32 logits forward.
+ */
+#ifndef MT_MODEL_MOE_H
+#define MT_MODEL_MOE_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "model/moe_router.h"
+#include "parallel/comm.h"
+
+typedef struct {
+  int E, k, h, F;
+  mt_moe_route_opts route;
+  float lb_coeff, z_coeff;    /* moe_aux_loss_coeff, moe_z_loss_coeff */
+  int64_t n_loc, n_full, t0;  /* token rows of this rank, of the micro-batch, offset */
+  mt_group *tp;               /* logits all-gather; NULL when n_loc == n_full */
+  mt_group *ep;               /* dispatch group; NULL when ep == 1 */
+  int ep_size, ep_rank;
+  int n_moe_layers;           /* global count (statistics) */
+} mt_moe_config;
+
+/* Per-layer parameter pointers: router [E, h]; local expert i of E/ep. */
+typedef struct {
+  const void *router;
+  const void **fc1_w, **fc1_b, **fc2_w, **fc2_b; /* [E/ep] each */
+} mt_moe_weights;
+typedef struct {
+  float *router;
+  float **fc1_w, **fc1_b, **fc2_w, **fc2_b;
+} mt_moe_grads;
+
+/* Statistics accumulated over training forward passes since the last reset,
+ * per MoE layer (global MoE-layer index). */
+typedef struct {
+  int n_layers, E;
+  int64_t *routed;    /* [n_layers · E] routed slots per expert */
+  int64_t *dropped;   /* [n_layers] dropped slots */
+  int64_t *slots;     /* [n_layers] routed slots (tokens · k) */
+  double *lb, *z;     /* [n_layers] sum over micro-batches (before coefficients) */
+  int64_t *n_mb;      /* [n_layers] micro-batches */
+} mt_moe_stats;
+
+typedef struct mt_moe mt_moe;
+typedef struct mt_moe_acts mt_moe_acts;
+
+/* Context of one model: scratch buffers sized for the worst case (every
+ * token of the EP group routed to this rank's experts). */
+mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c);
+void mt_moe_destroy(mt_moe *m);
+const mt_moe_config *mt_moe_get_config(const mt_moe *m);
+mt_moe_stats *mt_moe_get_stats(mt_moe *m);
+void mt_moe_stats_reset(mt_moe *m);
+
+/* What one layer keeps for backward (MT_MEM_ACT). */
+mt_moe_acts *mt_moe_acts_create(mt_moe *m);
+void mt_moe_acts_free(mt_moe *m, mt_moe_acts *a);
+
+/* Forward: out [n_loc, h] (T, overwrite) = MoE(x [n_loc, h]). Collective over
+ * TP (logits) and EP (dispatch). record >= 0: add this pass's routing
+ * statistics under MoE layer `record` (training forward, not recomputation). */
+void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *out, const void *x,
+                    int record);
+
+/* Backward: dx [n_loc, h] (T, overwrite) from dy [n_loc, h]; parameter
+ * gradients accumulate. aux_scale multiplies the coefficients of the
+ * load-balancing and z losses (the micro-batch's share of the objective:
+ * loss_scale · s · b). Collective over EP. */
+void mt_moe_backward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, const mt_moe_grads *g,
+                     void *dx, const void *dy, const void *x, float aux_scale);
+
+/* Routing of the last forward with these acts (tests, logs). */
+const mt_moe_routing *mt_moe_acts_routing(const mt_moe_acts *a);
+
+#endif
