@@ -7,68 +7,31 @@
 #include "core/util.h"
 #include "model/gpt_internal.h"
 
+/* One row-major GEMM C[m, n] = op(A) op(B) (+ beta C) (+ bias) through the
+ * op table; A and B in the storage dtype, C in c_type. */
+static void gemm(mt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k, const void *a,
+                 int64_t lda, const void *b, int64_t ldb, float beta, void *c, int64_t ldc,
+                 mt_dtype c_type, const void *bias) {
+  mt_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = (int)m, .n = (int)n, .k = (int)k,
+                    .alpha = 1.0f, .beta = beta, .a = a, .lda = lda, .b = b, .ldb = ldb,
+                    .c = c, .ldc = ldc, .a_type = be->dtype, .b_type = be->dtype,
+                    .c_type = c_type, .bias = bias, .batch = 1};
+  be->ops->gemm(be, &d);
+}
+
 void mt_linear_fwd(mt_backend *be, void *y, const void *x, const void *w, const void *bias,
                    int64_t M, int64_t out, int64_t in) {
-  mt_gemm_desc d = {0};
-  d.trans_a = 0;
-  d.trans_b = 1;
-  d.m = (int)M;
-  d.n = (int)out;
-  d.k = (int)in;
-  d.alpha = 1.0f;
-  d.beta = 0.0f;
-  d.a = x;
-  d.lda = in;
-  d.b = w;
-  d.ldb = in;
-  d.c = y;
-  d.ldc = out;
-  d.a_type = d.b_type = d.c_type = be->dtype;
-  d.bias = bias;
-  d.batch = 1;
-  be->ops->gemm(be, &d);
+  /* y[M, out] = x[M, in] @ W[out, in]^T + bias */
+  gemm(be, 0, 1, M, out, in, x, in, w, in, 0.0f, y, out, be->dtype, bias);
 }
 
 void mt_linear_bwd(mt_backend *be, void *dx, float *dw, float *db, const void *dy, const void *x,
                    const void *w, int64_t M, int64_t out, int64_t in) {
-  mt_gemm_desc d = {0};
-  /* dW[out, in] += dy[M, out]^T @ x[M, in] */
-  d.trans_a = 1;
-  d.trans_b = 0;
-  d.m = (int)out;
-  d.n = (int)in;
-  d.k = (int)M;
-  d.alpha = 1.0f;
-  d.beta = 1.0f;
-  d.a = dy;
-  d.lda = out;
-  d.b = x;
-  d.ldb = in;
-  d.c = dw;
-  d.ldc = in;
-  d.a_type = d.b_type = be->dtype;
-  d.c_type = MT_F32;
-  d.batch = 1;
-  be->ops->gemm(be, &d);
+  /* dW[out, in] += dy[M, out]^T @ x[M, in] (fp32 accumulation) */
+  gemm(be, 1, 0, out, in, M, dy, out, x, in, 1.0f, dw, in, MT_F32, NULL);
   if (db) be->ops->bias_grad(be, db, dy, M, out);
-  if (dx) {
-    /* dx[M, in] = dy[M, out] @ W[out, in] */
-    mt_gemm_desc e = {0};
-    e.m = (int)M;
-    e.n = (int)in;
-    e.k = (int)out;
-    e.alpha = 1.0f;
-    e.beta = 0.0f;
-    e.a = dy;
-    e.lda = out;
-    e.b = w;
-    e.ldb = in;
-    e.c = dx;
-    e.ldc = in;
-    e.a_type = e.b_type = e.c_type = be->dtype;
-    e.batch = 1;
-    be->ops->gemm(be, &e);
-  }
+  /* dx[M, in] = dy[M, out] @ W[out, in] */
+  if (dx) gemm(be, 0, 0, M, in, out, dy, out, w, in, 0.0f, dx, in, be->dtype, NULL);
 }
 
 /* Hidden dropout after proj / fc2 of layer l, on this rank's [sl, b, h]
