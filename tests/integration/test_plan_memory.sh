@@ -2,7 +2,7 @@
 # `megatrain plan` memory vs the CPU allocator (issue 10): for small configs
 # under mpirun — tp=2 with and without SP, pp=2 and pp=4 (1F1B), pp=2 v=2
 # (interleaved), dp=2 x ZeRO 1/2/3, tp=2 + SP + pp=2, selective and full
-# recomputation — the planner's per-stage prediction (`plan --json`,
+# recomputation, uneven stages, MoE with ep=2 (with tp=2 + SP) — the planner's per-stage prediction (`plan --json`,
 # memory.per_stage[pp_rank]) must match every rank's allocator peak over the
 # training loop (MEGATRAIN_MEM_REPORT: "megatrain-mem-peak {json}" on stderr)
 # within 2% for parameters, gradients and optimizer state, and 5% for
@@ -77,6 +77,11 @@ run tp2_sp_pp2 4 --set $TP=2 --set $SP=true --set $PP=2
 run pp2_selective 2 --set $PP=2 --set $RC='"selective"'
 run dp2_zero3_full2 2 --set $ZS=3 --set $RC='"full"' --set model.recompute_num_layers=2
 run tp2_sp_full 2 --set $TP=2 --set $SP=true --set $RC='"full"'
+run pp3_uneven 3 --set model.num_layers=7 --set $PP=3 --set parallel.num_layers_in_first_pipeline_stage=3 \
+    --set parallel.num_layers_in_last_pipeline_stage=2
+EP="parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1"
+run moe_ep2 2 --set model.num_experts=4 --set $EP
+run moe_tp2_sp_ep2 2 --set model.num_experts=4 --set $TP=2 --set $SP=true --set $EP
 echo "predicted/measured bytes per rank (one row per distinct stage); columns:"
 echo "| layout | rank | stage | parameters | gradients | optimizer | activations | communication | workspace | model state |"
 cat "$TMP/table.txt"
