@@ -62,7 +62,7 @@ enum {
 const char *mt_plan_mem_name(int cat);
 
 typedef struct {
-  double bytes[MT_PM_N];  /* on the worst rank */
+  double bytes[MT_PM_N];  /* on the worst rank, bytes */
   double total;           /* sum of bytes[] */
   double capacity;        /* hbm - reserved, bytes */
   int fits;               /* total <= capacity */
@@ -121,6 +121,12 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
 /* Memory part only (used by tests against the allocator). */
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
                             mt_plan_memory *mem);
+
+/* Bytes by category (MT_PM_*) of one rank of pipeline stage `stage`
+ * (0 .. pipeline_model_parallel_size-1) during training. Every rank of a
+ * stage gets the same sizes (TP shards, ZeRO shards and vocabulary shards
+ * are equal); the CPU backend's own op scratch is not in `workspace`. */
+void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]);
 
 /* Hardware FLOPs of one iteration: Megatron's model FLOPs plus the forward
  * work recomputation repeats (selective: 4 B s^2 h L; full: one more forward

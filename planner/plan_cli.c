@@ -34,9 +34,22 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
     fprintf(f, "%s\"%s\":%.0f", i ? "," : "", mt_plan_mem_name(i), m->bytes[i]);
   fprintf(f,
           "},\"total\":%.0f,\"capacity\":%.0f,\"fits\":%s,\"activation_bytes_per_layer\":%.0f,"
-          "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld},",
+          "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld,",
           m->total, m->capacity, m->fits ? "true" : "false", m->act_layer_bytes,
           m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total);
+  /* every stage (all ranks of a stage have the same sizes) */
+  fprintf(f, "\"per_stage\":[");
+  for (int k = 0; k < p->pp && k < 1024; k++) {
+    double b[MT_PM_N], tot = 0;
+    mt_plan_memory_stage(cfg, p->world, k, b);
+    fprintf(f, "%s{\"stage\":%d,\"bytes\":{", k ? "," : "", k);
+    for (int i = 0; i < MT_PM_N; i++) {
+      fprintf(f, "%s\"%s\":%.0f", i ? "," : "", mt_plan_mem_name(i), b[i]);
+      tot += b[i];
+    }
+    fprintf(f, "},\"total\":%.0f}", tot);
+  }
+  fprintf(f, "]},");
   const mt_plan_time *t = &p->time;
   fprintf(f, "\"time\":{\"iteration_s\":%.6g,\"breakdown_s\":{", t->t_iter);
   for (int i = 0; i < MT_PT_N; i++)

@@ -26,4 +26,21 @@ double mt_plan_total_params(const mt_plan_dims *d);
 /* Layers of stage `stage` that are MoE layers (fractional average). */
 double mt_plan_stage_moe_layers(const mt_plan_dims *d);
 
+/* Details of one stage's exact memory (planner/plan_stage.c). */
+typedef struct {
+  int64_t params;          /* parameter elements on the rank (no alignment) */
+  int64_t flat_numel;      /* elements of the flat parameter/gradient buffers */
+  int64_t shard_numel;     /* ZeRO shard buffer elements (0 without ZeRO) */
+  int64_t zero_padding;    /* ZeRO bucket padding elements */
+  int n_layers;            /* transformer layers on the stage */
+  double act_layer_bytes;  /* one layer, one micro-batch, incl. its input */
+  double inflight_layers;  /* layer-micro-batches of slots held at the peak */
+} mt_plan_stage_info;
+
+/* Bytes by category of one rank of pipeline stage r (0..p-1) during
+ * training, following the implementation's allocations exactly (see
+ * plan_stage.c for what is and is not covered). */
+void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
+                          mt_plan_stage_info *info);
+
 #endif

@@ -7,17 +7,14 @@
  * stage 2 also the gradients, stage 3 also the parameters (Rajbhandari et
  * al. 2020, arXiv:1910.02054 §5).
  *
- * Activations: exactly the buffers model/gpt.c alloc_buffers keeps per layer
- * for one micro-batch — layer input (residual stream), ln1 + mean/rstd, qkv,
- * probs [b, a/t, s, s], ctx, x1, ln2 + mean/rstd, fc1, gelu — with the
- * sharding of 2205.05198 Table 2: tensor parallelism divides qkv, probs, ctx,
- * fc1, gelu by t; sequence parallelism also divides the residual/LayerNorm
- * tensors. Dropout masks are regenerated from the counter-based RNG, so no
- * mask bytes. Selective recomputation keeps one probs buffer shared by all
- * layers; full recomputation keeps only each layer's input plus
- * recompute_num_layers full sets shared by all chunks. Pipeline stage k holds min(p - k, m) micro-batches (1F1B) or
- * (p - k - 1) * 2 + (v - 1) * p + 1 model chunks (interleaved, Megatron's
- * warm-up count; stage 0 gives 2205.05198's L (1 + (p-1)/(p v))).
+ * The per-stage figures come from plan_stage.c, which follows this
+ * implementation's allocations exactly (flat buffers with aligned offsets,
+ * the ZeRO shard layout and stage-2/3 residency, activation slots per
+ * micro-batch in flight per chunk from the pipeline schedule, shared
+ * recomputation buffers, workspaces); they are checked against the CPU
+ * allocator by tests/integration/test_plan_memory.sh. In the paper's terms
+ * a layer keeps sbh(4/t_sp + 12/t) + as^2 b/t elements (docs/memory.md), the
+ * Korthikanti et al. 2022 (arXiv:2205.05198 Table 2) sharding.
  */
 #include <math.h>
 #include <string.h>
@@ -114,68 +111,11 @@ double mt_plan_total_params(const mt_plan_dims *d) {
   return n;
 }
 
-/* Bytes one layer keeps for one micro-batch (no recomputation). */
-static double layer_act_bytes(const mt_plan_dims *d, int moe, int recompute) {
-  double e = d->e, x = d->b * d->s * d->h, t = d->t;
-  double xs = d->sp ? x / t : x;           /* residual-stream tensors */
-  double rows = d->sp ? d->b * d->s / t : d->b * d->s;
-  double probs = d->b * (d->a / t) * d->s * d->s * e;
-  double mlp = 2 * d->b * d->s * d->f / t * e;
-  if (moe) /* routed copies of the tokens: fc1 + gelu of topk experts + dispatched input */
-    mlp = d->b * d->s * d->topk * (2 * d->fm / d->etp + d->h) * e + d->b * d->s * d->E * 4;
-  double full = 4 * xs * e + 4 * rows * 4 + 3 * x / t * e + probs + x / t * e + mlp;
-  if (recompute == 1) return full - probs;
-  return full;
-}
-
-/* Micro-batches (in layer units of this stage) held at the peak of stage k. */
-static double inflight_layers(const mt_plan_dims *d, int k) {
-  double lps = d->L / d->p;
-  if (d->p <= 1) return lps;
-  if (d->v <= 1) return fmin(d->p - k, d->m) * lps;
-  double chunks = fmin((d->p - k - 1) * 2 + (d->v - 1) * d->p + 1, d->m * d->v);
-  return chunks * lps / d->v;
-}
-
-static void stage_memory(const mt_plan_dims *d, int k, double out[MT_PM_N], double *act_layer,
-                         double *infl) {
-  double e = d->e, x = d->b * d->s * d->h, t = d->t, dp = d->d;
-  double n = mt_plan_stage_params(d, k);
-  memset(out, 0, sizeof(double) * MT_PM_N);
-  double layer_n = n / (d->L / d->p); /* rough per-layer share for ZeRO-3 working buffers */
-  out[MT_PM_PARAM] = (d->zero >= 3 ? n / dp + (1 + d->prefetch) * layer_n : n) * e;
-  out[MT_PM_GRAD] = (d->zero >= 2 ? n / dp : n) * 4;
-  out[MT_PM_OPTIM] = (d->zero >= 1 ? n / dp : n) * (8 + (e < 4 ? 4 : 0));
-  if (d->zero >= 1 && dp > 1) out[MT_PM_COMM] += fmin(d->bucket, n) * 4;
-  if (d->p > 1) out[MT_PM_COMM] += 2 * (d->sp ? x / t : x) * e; /* send + recv */
-
-  double moe_frac = d->E > 0 ? mt_plan_stage_moe_layers(d) / (d->L / d->p) : 0;
-  double per_layer = (1 - moe_frac) * layer_act_bytes(d, 0, d->recompute) +
-                     moe_frac * layer_act_bytes(d, 1, d->recompute);
-  double layers = inflight_layers(d, k);
-  double xs = d->sp ? x / t : x, rows = d->sp ? d->b * d->s / t : d->b * d->s;
-  double probs = d->b * (d->a / t) * d->s * d->s * e;
-  double act;
-  if (d->recompute == 2) {
-    /* layer inputs kept; recompute_num_layers full sets (without the input)
-     * shared by all chunks (model/gpt.c n_act_sets) */
-    double group = fmin(d->rc_layers, d->L / d->p);
-    act = layers * xs * e + group * (layer_act_bytes(d, moe_frac > 0.5, 0) - xs * e);
-    per_layer = xs * e;
-  } else {
-    act = layers * per_layer;
-    if (d->recompute == 1) act += probs; /* one shared probs buffer, recomputed per layer */
-  }
-  if (k == (int)d->p - 1) /* stack output, final LN, logits, loss pieces, one micro-batch */
-    act += xs * e + xs * e + 2 * rows * 4 + d->b * d->s * d->Vp / t * e + 4 * d->b * d->s * 4;
-  if (k == 0 || k == (int)d->p - 1) act += 2 * d->b * d->s * 4; /* token ids, targets */
-  out[MT_PM_ACT] = act;
-  /* workspace reused by every layer: residual grads (3 xs), dqkv, dctx, dffn,
-   * and with tp > 1 the gather and gradient buffers of the full sequence */
-  out[MT_PM_WORKSPACE] =
-      (3 * xs + 3 * x / t + x / t + d->b * d->s * d->f / t + (t > 1 ? 2 * x : 0)) * e;
-  *act_layer = per_layer;
-  *infl = layers;
+void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]) {
+  mt_plan_dims d;
+  mt_plan_stage_info info;
+  mt_plan_dims_from(cfg, world, &d);
+  mt_plan_stage_memory(cfg, &d, stage, bytes, &info);
 }
 
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
@@ -185,19 +125,21 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
   memset(mem, 0, sizeof *mem);
   double best = -1;
   for (int k = 0; k < (int)d.p; k++) {
-    /* only the first, second and last stages can be the maximum */
+    /* the middle stages hold stage 1's parameters and fewer micro-batches:
+     * only the first, second and last stages can be the maximum */
     if (k > 1 && k < (int)d.p - 1) continue;
-    double c[MT_PM_N], al, inf, tot = 0;
-    stage_memory(&d, k, c, &al, &inf);
+    double c[MT_PM_N], tot = 0;
+    mt_plan_stage_info info;
+    mt_plan_stage_memory(cfg, &d, k, c, &info);
     for (int i = 0; i < MT_PM_N; i++) tot += c[i];
     if (tot > best) {
       best = tot;
       memcpy(mem->bytes, c, sizeof c);
       mem->total = tot;
       mem->worst_stage = k;
-      mem->act_layer_bytes = al;
-      mem->inflight_layers = inf;
-      mem->params_per_rank = (int64_t)llround(mt_plan_stage_params(&d, k));
+      mem->act_layer_bytes = info.act_layer_bytes;
+      mem->inflight_layers = info.inflight_layers;
+      mem->params_per_rank = info.params;
     }
   }
   mem->params_total = (int64_t)llround(mt_plan_total_params(&d));

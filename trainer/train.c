@@ -207,6 +207,31 @@ static void print_summary(const mt_trainer *t) {
   say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
 }
 
+/* Allocator peaks of the training loop by category: the logger prints them
+ * on stdout; with MEGATRAIN_MEM_REPORT set every rank also writes one line
+ * "megatrain-mem-peak {json}" to stderr (tests/integration/test_plan_memory.sh
+ * compares them with `megatrain plan`). */
+static void report_peaks(const mt_trainer *t) {
+  const mt_mem_stats *ms = &t->be->mem;
+  say(t, "> peak memory per rank during training (allocator, MiB):");
+  for (int k = 0; k < MT_MEM_NCAT; k++)
+    say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->peak[k] / 1048576.0);
+  say(t, " | total %.1f\n", ms->peak_total / 1048576.0);
+  if (!getenv("MEGATRAIN_MEM_REPORT")) return;
+  char line[1024];
+  int n = snprintf(line, sizeof line,
+                   "megatrain-mem-peak {\"rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,\"dp_rank\":%d,"
+                   "\"peak\":{",
+                   t->rank, t->ps->tp_rank, t->ps->pp_rank, t->dp_rank);
+  for (int k = 0; k < MT_MEM_NCAT && n < (int)sizeof line; k++)
+    n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%zu", k ? "," : "",
+                  mt_mem_cat_name((mt_mem_cat)k), ms->peak[k]);
+  if (n < (int)sizeof line)
+    snprintf(line + n, sizeof line - (size_t)n, "},\"peak_total\":%zu}", ms->peak_total);
+  fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+}
+
 int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
   char err[2048];
@@ -216,6 +241,9 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     return 1;
   }
   print_summary(t);
+  /* peaks from here on are the training loop's (not set-up transients such
+   * as ZeRO-2/3's full flat buffers before they are sharded) */
+  mt_mem_reset_peak(&t->be->mem);
   const mt_training_config *tc = &cfg->training;
   int64_t start = t->iteration;
   if (start > 0) say(t, "> resumed from iteration %lld (consumed samples %lld)\n",
@@ -327,6 +355,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       break;
     }
   }
+  if (status == 0) report_peaks(t);
   if (status == 0 && (t->dp > 1 || t->topo.tp > 1 || t->topo.pp > 1)) {
     if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
