@@ -36,7 +36,10 @@ int cuda_blas_create(cuda_impl *im, char *err, size_t errlen) {
   }
   im->cublas = h;
   s = cublasSetStream(h, im->stream);
-  if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetMathMode(h, CUBLAS_DEFAULT_MATH);
+  /* no reduced-precision (bf16) split-K reductions: accumulation stays fp32 */
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasSetMathMode(
+        h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
   if (s != CUBLAS_STATUS_SUCCESS) {
     snprintf(err, errlen, "cuBLAS setup failed: %s", cublasGetStatusString(s));
     return -1;
