@@ -24,7 +24,7 @@ LIB_SRCS := $(wildcard core/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/
 
 ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
   LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
   CU_SRCS  := $(wildcard cuda/*.cu)
   NVFLAGS  := -O3 -std=c++17 -I. $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \

@@ -1,0 +1,100 @@
+/* bench/bench_gpu.c — single-GPU training throughput of one GPT shape on the
+ * CUDA backend: tokens/s, achieved TFLOP/s (Megatron's model-FLOPs formula,
+ * trainer/metrics.h) and MFU against a dense bf16 peak (default 989 TFLOP/s,
+ * H100/H200 SXM; env MT_PEAK_TFLOPS overrides).
+ *
+ * usage: bench_gpu [layers hidden heads seq micro_batch steps accum precision]
+ *   default: GPT-2 124M (12, 768, 12), seq 1024, micro-batch 8, 5 steps,
+ *   1 micro-batch per AdamW step, precision bf16 (or fp32).
+ * Drives model/ directly (no MPI/NCCL; one process, one GPU); dropout 0.1
+ * as GPT-2. Exits 77 with "SKIP: ..." when no usable CUDA device exists.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/backend.h"
+#include "core/util.h"
+#include "model/gpt.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+
+int main(int argc, char **argv) {
+  int a[7] = {12, 768, 12, 1024, 8, 5, 1};
+  for (int i = 0; i < 7 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
+  const char *prec = argc > 8 ? argv[8] : "bf16";
+  const int accum = a[6] > 0 ? a[6] : 1;
+  const char *pk = getenv("MT_PEAK_TFLOPS");
+  const double peak = pk && atof(pk) > 0 ? atof(pk) : 989.0;
+  char err[512];
+  mt_backend_options bo = {.device = "cuda", .dtype = strcmp(prec, "fp32") ? MT_BF16 : MT_F32};
+  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
+  if (!be) {
+    printf("SKIP: %s\n", err);
+    return 77;
+  }
+  mt_gpt_config c = {0};
+  c.num_layers = a[0];
+  c.hidden_size = a[1];
+  c.num_attention_heads = a[2];
+  c.seq_length = a[3];
+  c.micro_batch_size = a[4];
+  c.ffn_hidden_size = 4 * a[1];
+  c.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
+  c.vocab_size = 50257;
+  c.padded_vocab_size = mt_round_up(50257, 128);
+  c.hidden_dropout = 0.1f;
+  c.attention_dropout = 0.1f;
+  c.init_method_std = 0.02f;
+  c.layernorm_epsilon = 1e-5f;
+  c.seed = 1234;
+  mt_gpt *m = mt_gpt_create(be, &c);
+  mt_adamw opt;
+  mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
+                0.95f, 1e-8f, 0.1f);
+  const int s = c.seq_length, b = c.micro_batch_size, steps = a[5];
+  int32_t *tok = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
+  int64_t *ids = mt_xmalloc((size_t)b * sizeof(int64_t));
+  uint64_t x = 1;
+  for (int i = 0; i < b * (s + 1); i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    tok[i] = (int32_t)((x >> 33) % 50257);
+  }
+  const double flops = mt_flops_per_iteration(b, s, c.num_layers, c.hidden_size,
+                                              c.ffn_hidden_size, c.padded_vocab_size);
+  printf("bench_gpu: layers %d hidden %d heads %d seq %d micro-batch %d %s, %lld parameters, "
+         "%.1f GFLOP per micro-batch, %d micro-batch(es) per AdamW step\n",
+         c.num_layers, c.hidden_size, c.num_attention_heads, s, b, mt_dtype_name(be->dtype),
+         (long long)mt_gpt_num_parameters(m), flops / 1e9, accum);
+  double loss = 0, t0 = 0;
+  for (int it = -1; it < steps; it++) { /* it = -1: warm-up (cuBLAS heuristics, allocations) */
+    if (it == 0) {
+      be->ops->synchronize(be);
+      mt_mem_reset_peak(&be->mem);
+      t0 = mt_now();
+    }
+    mt_gpt_zero_grad(m);
+    for (int k = 0; k < accum; k++) {
+      for (int j = 0; j < b; j++) ids[j] = (int64_t)(it + 1) * b * accum + (int64_t)k * b + j;
+      loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s * accum)) / (b * s);
+    }
+    double norm = sqrt(mt_grad_sumsq(&opt, 1));
+    mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
+    if (it == steps - 1) {
+      be->ops->synchronize(be);
+      double dt = (mt_now() - t0) / steps / accum; /* per micro-batch */
+      double tf = flops / dt / 1e12;
+      printf("RESULT layers=%d hidden=%d seq=%d mb=%d | %.1f ms/micro-batch | tokens/s %.0f | "
+             "%.1f TFLOP/s | MFU %.1f%% (peak %.0f) | loss %.4f | peak mem %.2f GiB\n",
+             c.num_layers, c.hidden_size, s, b, 1e3 * dt, b * s / dt, tf, 100.0 * tf / peak,
+             peak, loss, be->mem.peak_total / 1073741824.0);
+    }
+  }
+  mt_adamw_free(&opt);
+  free(tok);
+  free(ids);
+  mt_gpt_destroy(m);
+  mt_backend_destroy(be);
+  return 0;
+}

@@ -1,0 +1,87 @@
+/* cuda/cuda_dev.cuh — device helpers shared by the .cu files: storage types
+ * (fp32 and bf16 held as raw 16 bits), conversions bitwise equal to cpu/
+ * (bf16 round-to-nearest-even, NaN kept quiet), warp/block reductions, and
+ * the dispatch macro from mt_dtype to a kernel template argument. */
+#ifndef MT_CUDA_DEV_CUH
+#define MT_CUDA_DEV_CUH
+
+#include <stdint.h>
+
+#include "cuda_internal.h"
+
+/* bf16 storage element (raw bits; cuBLAS sees the same bytes as CUDA_R_16BF). */
+struct bf16 {
+  uint16_t x;
+};
+
+__device__ __forceinline__ float to_f(float v) { return v; }
+__device__ __forceinline__ float to_f(bf16 v) { return __uint_as_float((uint32_t)v.x << 16); }
+
+__device__ __forceinline__ uint16_t f2bf_bits(float f) {
+  uint32_t u = __float_as_uint(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float v) {
+  bf16 r;
+  r.x = f2bf_bits(v);
+  return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/* Block-wide sum / max (blockDim.x a multiple of 32, <= 1024); every thread
+ * gets the result. `sh` is __shared__ float[32]. Fixed tree: deterministic. */
+__device__ __forceinline__ float block_sum(float v, float *sh) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads(); /* sh may be in use by a previous call */
+  if (lane == 0) sh[wid] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : 0.0f;
+  return warp_sum(v);
+}
+__device__ __forceinline__ float block_max(float v, float *sh) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) sh[wid] = v;
+  __syncthreads();
+  v = lane < nw ? sh[lane] : -INFINITY;
+  return warp_max(v);
+}
+
+/* Grid for n elements at `threads` per block (grid-stride loops cover the rest). */
+static inline unsigned grid_for(int64_t n, int threads) {
+  int64_t g = (n + threads - 1) / threads;
+  if (g < 1) g = 1;
+  if (g > 65535LL * 32) g = 65535LL * 32;
+  return (unsigned)g;
+}
+
+/* Run `call` with T = float or bf16 according to mt_dtype `t`. */
+#define MT_DISPATCH(t, call)                                                            \
+  do {                                                                                  \
+    if ((t) == MT_BF16) {                                                               \
+      typedef bf16 T;                                                                   \
+      call;                                                                             \
+    } else if ((t) == MT_F32) {                                                         \
+      typedef float T;                                                                  \
+      call;                                                                             \
+    } else {                                                                            \
+      mt_fatal("cuda: unsupported storage dtype %s", mt_dtype_name(t));                 \
+    }                                                                                   \
+  } while (0)
+
+#endif

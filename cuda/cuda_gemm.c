@@ -1,0 +1,100 @@
+/* cuda/cuda_gemm.c — the GEMM op through cuBLAS.
+ *
+ * Row-major onto column-major: a row-major [m, n] matrix with leading
+ * dimension ld is, in the same memory, the column-major [n, m] matrix with
+ * the same ld, i.e. its transpose. So C = op(A) op(B) (row-major) is computed
+ * as C^T = op(B)^T op(A)^T (column-major): cuBLAS gets (B, A) swapped,
+ * dimensions (n, m, k), and each operand keeps its own transpose flag.
+ *
+ * Every product is one cublasGemmStridedBatchedEx with fp32 compute
+ * (CUBLAS_COMPUTE_32F: no TF32 unless env MT_CUDA_TF32=1 and all operands
+ * are fp32), inputs bf16 or fp32, output T or fp32. The descriptor's bias is
+ * pre-filled into C when beta == 0 (then beta = 1, so C is rounded once, as
+ * cpu/ does), otherwise added by a kernel after the product.
+ */
+#include <limits.h>
+#include <stdio.h>
+
+#include <cublas_v2.h>
+
+#include "cuda_internal.h"
+
+#define MT_CUBLAS_CHECK(call)                                                            \
+  do {                                                                                   \
+    cublasStatus_t mt_bs_ = (call);                                                      \
+    if (mt_bs_ != CUBLAS_STATUS_SUCCESS)                                                 \
+      mt_fatal("%s failed: %s", #call, cublasGetStatusString(mt_bs_));                   \
+  } while (0)
+
+int cuda_blas_create(cuda_impl *im, char *err, size_t errlen) {
+  cublasHandle_t h;
+  cublasStatus_t s = cublasCreate(&h);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errlen, "no usable CUDA device: cublasCreate failed with %s",
+             cublasGetStatusString(s));
+    return -1;
+  }
+  im->cublas = h;
+  s = cublasSetStream(h, im->stream);
+  /* no reduced-precision (bf16) split-K reductions: accumulation stays fp32 */
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasSetMathMode(
+        h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errlen, "cuBLAS setup failed: %s", cublasGetStatusString(s));
+    return -1;
+  }
+  return 0;
+}
+
+void cuda_blas_destroy(cuda_impl *im) {
+  if (im->cublas) cublasDestroy((cublasHandle_t)im->cublas);
+  im->cublas = NULL;
+}
+
+static cudaDataType_t blas_type(mt_dtype t) {
+  switch (t) {
+    case MT_F32: return CUDA_R_32F;
+    case MT_BF16: return CUDA_R_16BF;
+    default: break;
+  }
+  mt_fatal("cuda gemm: unsupported dtype %s", mt_dtype_name(t));
+}
+
+static int ld_int(int64_t ld) {
+  MT_ASSERT(ld >= 1 && ld <= INT_MAX);
+  return (int)ld;
+}
+
+void cuda_gemm(mt_backend *be, const mt_gemm_desc *d) {
+  cuda_impl *im = cuda_impl_of(be);
+  MT_ASSERT(d->batch >= 1 && d->m >= 0 && d->n >= 0 && d->k >= 0);
+  MT_ASSERT(d->a_type == d->b_type);
+  MT_ASSERT(d->c_type == d->a_type || d->c_type == MT_F32);
+  if (d->m == 0 || d->n == 0) return;
+  float beta = d->beta;
+  int bias_after = 0;
+  if (d->bias) {
+    if (beta == 0.0f) {
+      cudak_bias_rows(im->stream, d->c_type, d->a_type, d->c, d->bias, d->m, d->n, d->ldc,
+                      d->stride_c, d->batch, 1);
+      beta = 1.0f;
+    } else {
+      bias_after = 1;
+    }
+  }
+  const int all_f32 = d->a_type == MT_F32 && d->c_type == MT_F32;
+  const cublasComputeType_t ct =
+      all_f32 && im->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const float alpha = d->alpha;
+  /* column-major: C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m] */
+  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      (cublasHandle_t)im->cublas, d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+      d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, d->n, d->m, d->k, &alpha, d->b,
+      blas_type(d->b_type), ld_int(d->ldb), (long long)d->stride_b, d->a, blas_type(d->a_type),
+      ld_int(d->lda), (long long)d->stride_a, &beta, d->c, blas_type(d->c_type), ld_int(d->ldc),
+      (long long)d->stride_c, d->batch, ct, CUBLAS_GEMM_DEFAULT));
+  if (bias_after)
+    cudak_bias_rows(im->stream, d->c_type, d->a_type, d->c, d->bias, d->m, d->n, d->ldc,
+                    d->stride_c, d->batch, 0);
+}
