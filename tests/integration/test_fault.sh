@@ -4,7 +4,8 @@
 #    return non-zero within 60 s;
 #  - a config that differs on one rank is refused (exit non-zero, message
 #    naming the ranks) before training starts;
-#  - a data error on every rank exits 1 with one clear message.
+#  - a data error on every rank exits 1 with one clear message;
+#  - a run of non-finite losses skips the updates, counts them, then aborts.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
@@ -41,3 +42,13 @@ set -e
 echo "missing data on all ranks: exit $rc"
 [ $rc -ne 0 ] && grep -q "/nonexistent/corpus" "$TMP/d.log" || { cat "$TMP/d.log"; exit 1; }
 grep -m1 "nonexistent" "$TMP/d.log"
+# 4. non-finite loss: updates are skipped and counted (Megatron's "number of
+#    nan iterations"); max_nan_iters in a row abort with exit 1
+set +e
+"$MT" --config $CFG --set training.lr=1e30 --set training.clip_grad=0 --set training.lr_warmup_iters=0 \
+  --set training.max_nan_iters=3 --set logging.log_interval=1 >"$TMP/nan.log" 2>&1; rc=$?
+set -e
+echo "lr=1e30: exit $rc"
+[ $rc = 1 ] && grep -q "number of nan iterations:   2" "$TMP/nan.log" &&
+  grep -q "3 consecutive iterations had a non-finite loss" "$TMP/nan.log" || { cat "$TMP/nan.log"; exit 1; }
+grep -m1 "consecutive" "$TMP/nan.log" | cut -c1-160
