@@ -15,6 +15,7 @@
 #include "core/backend.h"
 #include "core/util.h"
 #include "model/gpt.h"
+#include "tests/tools/tiny_gpt.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 
@@ -39,20 +40,9 @@ int main(int argc, char **argv) {
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
-  mt_gpt_config c = {0};
-  c.num_layers = a[0];
-  c.hidden_size = a[1];
-  c.num_attention_heads = a[2];
-  c.seq_length = a[3];
-  c.micro_batch_size = a[4];
-  c.vocab_size = a[5];
-  c.ffn_hidden_size = a[6] ? a[6] : 4 * a[1];
+  mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[6] ? a[6] : 4 * a[1], a[3], a[5], a[4], 1234);
   c.untie_embeddings_and_output_weights = a[7];
   c.max_position_embeddings = c.seq_length + 3;
-  c.padded_vocab_size = mt_round_up(c.vocab_size, 128);
-  c.init_method_std = 0.02f;
-  c.layernorm_epsilon = 1e-5f;
-  c.seed = 1234;
   int steps = a[8];
   mt_gpt *m = mt_gpt_create(be, &c);
   const mt_param_list *pl = mt_gpt_params(m);

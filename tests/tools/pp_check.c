@@ -13,6 +13,7 @@
 #include "core/util.h"
 #include "model/gpt.h"
 #include "parallel/pipeline.h"
+#include "tests/tools/tiny_gpt.h"
 
 typedef struct {
   mt_gpt *m;
@@ -41,20 +42,7 @@ int main(int argc, char **argv) {
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
   if (!be) mt_fatal("%s", err);
-  mt_gpt_config c = {0};
-  c.num_layers = 2 * p * v;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.ffn_hidden_size = 64;
-  c.seq_length = 8;
-  c.max_position_embeddings = 8;
-  c.vocab_size = 200;
-  c.padded_vocab_size = 256;
-  c.init_method_std = 0.02f;
-  c.layernorm_epsilon = 1e-5f;
-  c.micro_batch_size = 2;
-  c.seed = 3;
-  c.tp_size = 1;
+  mt_gpt_config c = mt_tiny_gpt(2 * p * v, 32, 4, 64, 8, 200, 2, 3);
   c.pp_size = p;
   c.pp_rank = r;
   c.vpp_size = v;

@@ -21,6 +21,7 @@
 #include "model/tensor_parallel.h"
 #include "parallel/mappings.h"
 #include "parallel/parallel_state.h"
+#include "tests/tools/tiny_gpt.h"
 
 #define CHECK(c, ...)                   \
   do {                                  \
@@ -123,19 +124,8 @@ static void check_vocab_parallel_xent(mt_backend *be, mt_group *tp) {
 
 static void check_counters(mt_backend *be, mt_group *tp, int sp) {
   const int n = mt_group_size(tp), r = mt_group_rank(tp);
-  mt_gpt_config c = {0};
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_attention_heads = 4;
-  c.ffn_hidden_size = 128;
-  c.seq_length = 8;
-  c.max_position_embeddings = 8;
-  c.vocab_size = 301;
+  mt_gpt_config c = mt_tiny_gpt(2, 32, 4, 128, 8, 301, 2, 5);
   c.padded_vocab_size = mt_round_up(301, 8 * n);
-  c.init_method_std = 0.02f;
-  c.layernorm_epsilon = 1e-5f;
-  c.micro_batch_size = 2;
-  c.seed = 5;
   c.tp_size = n;
   c.tp_rank = r;
   c.tp_group = tp;

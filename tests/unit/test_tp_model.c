@@ -16,21 +16,11 @@
 #include "core/backend.h"
 #include "core/util.h"
 #include "model/gpt.h"
+#include "tests/tools/tiny_gpt.h"
 
 static mt_gpt_config base_config(void) {
-  mt_gpt_config c = {0};
-  c.num_layers = 3;
-  c.hidden_size = 64;
-  c.num_attention_heads = 8;
-  c.ffn_hidden_size = 256;
-  c.seq_length = 16;
+  mt_gpt_config c = mt_tiny_gpt(3, 64, 8, 256, 16, 1000, 2, 77);
   c.max_position_embeddings = 20;
-  c.vocab_size = 1000;
-  c.init_method_std = 0.02f;
-  c.layernorm_epsilon = 1e-5f;
-  c.micro_batch_size = 2;
-  c.seed = 77;
-  c.tp_size = 1;
   return c;
 }
 
