@@ -105,6 +105,13 @@ static void record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t) {
   c->bus_bytes += bus;
 }
 
+/* The engine for a call on `buf`: host buffers of an NCCL group go through
+ * MPI (the NCCL engine takes device memory only). */
+static const mt_comm_engine_ops *engine_for(const mt_group *g, const void *buf) {
+  if (g->engine == MT_ENGINE_NCCL && mt_comm_is_host_ptr(buf)) return &mt_comm_mpi_engine;
+  return g->ops;
+}
+
 static void check_count(const mt_group *g, int64_t count, const char *what) {
   if (count < 0) mt_fatal("group '%s': %s with negative count %lld", g->name, what, (long long)count);
 }
@@ -118,20 +125,20 @@ static void check_disjoint(const mt_group *g, const void *a, size_t na, const vo
 
 void mt_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   check_count(g, count, "all-reduce");
-  g->ops->allreduce(g, buf, count, t, op);
+  engine_for(g, buf)->allreduce(g, buf, count, t, op);
   record(g, MT_COLL_ALLREDUCE, count, t);
 }
 
 void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
   check_count(g, count_per_rank, "all-gather");
-  g->ops->allgather(g, send, recv, count_per_rank, t);
+  engine_for(g, recv)->allgather(g, send, recv, count_per_rank, t);
   record(g, MT_COLL_ALLGATHER, count_per_rank * g->size, t);
 }
 
 void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                        mt_dtype t, mt_redop op) {
   check_count(g, count_per_rank, "reduce-scatter");
-  g->ops->reduce_scatter(g, send, recv, count_per_rank, t, op);
+  engine_for(g, send)->reduce_scatter(g, send, recv, count_per_rank, t, op);
   record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t);
 }
 
@@ -139,7 +146,7 @@ void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_ra
   check_count(g, count_per_rank, "all-to-all");
   size_t bytes = (size_t)(count_per_rank * g->size) * mt_dtype_size(t);
   check_disjoint(g, send, bytes, recv, bytes, "all-to-all");
-  g->ops->alltoall(g, send, recv, count_per_rank, t);
+  engine_for(g, send)->alltoall(g, send, recv, count_per_rank, t);
   record(g, MT_COLL_ALLTOALL, count_per_rank * g->size, t);
 }
 
@@ -160,7 +167,7 @@ void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
   }
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)s_end * es, recv, (size_t)r_end * es, "all-to-allv");
-  g->ops->alltoallv(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+  engine_for(g, send)->alltoallv(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
   record(g, MT_COLL_ALLTOALLV, total, t);
 }
 
@@ -168,7 +175,7 @@ void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
   check_count(g, count, "broadcast");
   if (root < 0 || root >= g->size)
     mt_fatal("group '%s': broadcast root %d out of range [0, %d)", g->name, root, g->size);
-  g->ops->broadcast(g, buf, count, t, root);
+  engine_for(g, buf)->broadcast(g, buf, count, t, root);
   record(g, MT_COLL_BROADCAST, count, t);
 }
 

@@ -13,6 +13,8 @@
  *   bus_bytes = bytes * 2(n-1)/n (all-reduce), bytes * (n-1)/n (all-gather,
  *               reduce-scatter, all-to-all), bytes (broadcast, send/recv).
  * Groups of size 1 are valid: collectives become copies and count nothing.
+ * On an NCCL group, calls on host buffers (scalars such as loss sums and
+ * norms) run through MPI on the same ranks.
  */
 #ifndef MT_PARALLEL_COMM_H
 #define MT_PARALLEL_COMM_H

@@ -62,6 +62,11 @@ struct mt_group {
   size_t scratch_bytes;
 };
 
+/* 1 when p is host memory (always without CUDA). Collectives of an NCCL
+ * group on host buffers (loss sums, norms, flags) run through MPI on the
+ * group's communicator instead. */
+int mt_comm_is_host_ptr(const void *p);
+
 /* Host scratch of at least `bytes`, owned by g (valid until the next call). */
 void *mt_group_scratch(mt_group *g, size_t bytes);
 

@@ -135,6 +135,15 @@ const mt_comm_engine_ops mt_comm_nccl_engine = {
     nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_batch_send_recv, nccl_barrier,
 };
 
+int mt_comm_is_host_ptr(const void *p) {
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear the sticky-free error of an unknown pointer */
+    return 1;
+  }
+  return a.type == cudaMemoryTypeUnregistered || a.type == cudaMemoryTypeHost;
+}
+
 #else /* !MT_HAVE_NCCL */
 
 static void no_nccl(mt_group *g) {
@@ -144,5 +153,10 @@ static void no_nccl(mt_group *g) {
 const mt_comm_engine_ops mt_comm_nccl_engine = {
     no_nccl, no_nccl, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
+
+int mt_comm_is_host_ptr(const void *p) {
+  (void)p;
+  return 1;
+}
 
 #endif
