@@ -55,7 +55,11 @@ static int parse_train_args(int argc, char **argv, train_args *a) {
     else if (!strncmp(argv[i], "--config=", 9)) a->config = argv[i] + 9;
     else if (!strcmp(argv[i], "--set") && i + 1 < argc) a->sets[a->n_sets++] = argv[++i];
     else if (!strncmp(argv[i], "--set=", 6)) a->sets[a->n_sets++] = argv[i] + 6;
-    else {
+    else if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--set")) {
+      fprintf(stderr, "megatrain: error: %s needs a value (%s)\n", argv[i],
+              !strcmp(argv[i], "--config") ? "a JSON config FILE" : "section.key=VALUE");
+      return 2;
+    } else {
       fprintf(stderr, "megatrain: error: unknown argument '%s' (see megatrain --help)\n", argv[i]);
       return 2;
     }
@@ -91,6 +95,7 @@ static int cmd_train(int argc, char **argv) {
     mt_dist_finalize(dist);
     return 2;
   }
+  if (rank == 0 && cfg.notes[0]) fprintf(stderr, "megatrain: note: %s\n", cfg.notes);
   rc = mt_train(&cfg, dist);
   mt_config_free(&cfg);
   if (rc != 0 && mt_dist_size(dist) > 1) mt_abort_job(rc); /* every rank exits non-zero */

@@ -118,8 +118,21 @@ static void resolve_hw(const char *arg, char *out, size_t n) {
     return;
   }
   size_t len = strlen(arg);
-  snprintf(out, n, "configs/hardware/%s%s", arg,
-           len > 5 && !strcmp(arg + len - 5, ".json") ? "" : ".json");
+  const char *ext = len > 5 && !strcmp(arg + len - 5, ".json") ? "" : ".json";
+  snprintf(out, n, "configs/hardware/%s%s", arg, ext);
+  if (access(out, F_OK) == 0) return;
+  /* not run from the repository root: look next to the executable */
+  char exe[MT_PATH_MAX];
+  ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (k <= 0) return;
+  exe[k] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return;
+  *slash = '\0';
+  char alt[MT_PATH_MAX + 128];
+  snprintf(alt, sizeof alt, "%s/configs/hardware/%s%s", exe, arg, ext);
+  size_t len_alt = strlen(alt);
+  if (access(alt, F_OK) == 0 && len_alt < n) memcpy(out, alt, len_alt + 1);
 }
 
 int mt_plan_main(int argc, char **argv) {

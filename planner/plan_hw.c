@@ -88,8 +88,8 @@ int mt_hardware_load(mt_hardware *out, const char *path, char *err, size_t errle
   FILE *f = fopen(path, "rb");
   if (!f) {
     char m[300];
-    snprintf(m, sizeof m, "cannot open hardware file %s: %s (expected a JSON file such as "
-             "configs/hardware/a100-80gb.json)", path, strerror(errno));
+    snprintf(m, sizeof m, "cannot open hardware file %s: %s (expected a JSON file, or one of "
+             "the shipped names a100-80gb, h100-sxm, h200-sxm)", path, strerror(errno));
     snprintf(err, errlen, "%s", m);
     return 2;
   }

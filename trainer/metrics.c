@@ -2,6 +2,7 @@
 #include "trainer/metrics.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -63,7 +64,32 @@ int mt_mkdirs(const char *path) {
   return 0;
 }
 
-int mt_metrics_open(mt_metrics_file *mf, const char *path, int append, char *err, size_t errlen) {
+/* Keep the records of iterations <= last in the file at path. */
+static void keep_until(const char *path, int64_t last) {
+  FILE *in = fopen(path, "r");
+  if (!in) return;
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *out = fopen(tmp, "w");
+  if (!out) {
+    fclose(in);
+    return;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, in) > 0) {
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *it = o ? cJSON_GetObjectItemCaseSensitive(o, "iteration") : NULL;
+    if (cJSON_IsNumber(it) && it->valuedouble <= (double)last) fputs(line, out);
+    cJSON_Delete(o);
+  }
+  free(line);
+  fclose(in);
+  if (fclose(out) == 0) rename(tmp, path);
+}
+
+int mt_metrics_open(mt_metrics_file *mf, const char *path, int64_t resume_iteration, char *err,
+                    size_t errlen) {
   mf->f = NULL;
   if (!path || !path[0]) return 0;
   char dir[4096];
@@ -77,7 +103,8 @@ int mt_metrics_open(mt_metrics_file *mf, const char *path, int append, char *err
       return -1;
     }
   }
-  mf->f = fopen(path, append ? "a" : "w");
+  if (resume_iteration > 0) keep_until(path, resume_iteration);
+  mf->f = fopen(path, resume_iteration > 0 ? "a" : "w");
   if (!mf->f) {
     snprintf(err, errlen, "cannot open logging.metrics_file '%s': %s", path, strerror(errno));
     return -1;

@@ -56,9 +56,12 @@ typedef struct {
   FILE *f; /* NULL = disabled */
 } mt_metrics_file;
 
-/* Open (append when resuming, else truncate) the JSONL file; creates parent
- * directories. Returns 0, or -1 with a message in err. */
-int mt_metrics_open(mt_metrics_file *mf, const char *path, int append, char *err, size_t errlen);
+/* Open the JSONL file, creating parent directories. A fresh run
+ * (resume_iteration 0) truncates it; a run resumed at iteration k keeps the
+ * records of iterations <= k, drops later ones (left by a run that went
+ * further than the checkpoint) and appends. Returns 0, or -1 with a message. */
+int mt_metrics_open(mt_metrics_file *mf, const char *path, int64_t resume_iteration, char *err,
+                    size_t errlen);
 /* Write one object: training record (val_loss < 0 means absent). Floats
  * round-trip (%.17g). */
 void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_loss);

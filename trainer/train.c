@@ -310,13 +310,6 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       status = 1;
       break;
     }
-    double val = -1.0;
-    if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
-      val = mt_trainer_evaluate(t);
-      say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
-          (long long)it, val, exp(val < 700 ? val : 700));
-    }
-    if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);
     if (it % cfg->logging.log_interval == 0 || it == tc->train_iters) {
       /* the printed line averages loss/norm/time over the interval (Megatron) */
       int64_t n_iv = it % cfg->logging.log_interval ? it % cfg->logging.log_interval
@@ -337,6 +330,15 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       n_acc = 0;
       t->t_interval = mt_now();
     }
+    /* evaluation after the training line, as Megatron prints them */
+    double val = -1.0;
+    if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
+      val = mt_trainer_evaluate(t);
+      say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
+          (long long)it, val, exp(val < 700 ? val : 700));
+      t->t_interval += mt_now() - now; /* keep evaluation out of the throughput figures */
+    }
+    if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);
     int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||

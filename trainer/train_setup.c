@@ -178,6 +178,13 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
     return -1;
   }
   if (cfg->model.num_experts > 0 && moe_layout_check(t, cfg, err, errlen) != 0) return -1;
+  /* the backend first: a missing device is reported before any group needs it */
+  mt_backend_options bo = {.device = cfg->device,
+                           .num_threads = cfg->training.num_threads,
+                           .local_rank = mt_dist_local_rank(dist),
+                           .dtype = strcmp(cfg->training.precision, "bf16") ? MT_F32 : MT_BF16};
+  t->be = mt_backend_create(&bo, err, errlen);
+  if (!t->be) return -1;
   t->ps = mt_parallel_state_create(dist, &t->topo,
                                    strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
   t->dp = t->topo.dp;
@@ -186,12 +193,6 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   /* Megatron logs from the first rank of the last pipeline stage */
   t->is_logger = t->ps->is_last_stage && t->ps->tp_rank == 0 && t->ps->dp_rank == 0;
 
-  mt_backend_options bo = {.device = cfg->device,
-                           .num_threads = cfg->training.num_threads,
-                           .local_rank = mt_dist_local_rank(dist),
-                           .dtype = strcmp(cfg->training.precision, "bf16") ? MT_F32 : MT_BF16};
-  t->be = mt_backend_create(&bo, err, errlen);
-  if (!t->be) return -1;
   if (open_data(t, err, errlen) != 0) return -1;
 
   mt_gpt_config gc = model_config(cfg, t->ps);
@@ -240,8 +241,17 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
     t->skipped_iters = st.skipped_iters;
     t->nan_iters = st.nan_iters;
   }
+  if (!cfg->checkpoint.load[0] && cfg->checkpoint.save[0] && t->rank == 0) {
+    int64_t old = mt_checkpoint_latest(cfg->checkpoint.save);
+    if (old > 0)
+      fprintf(stderr,
+              "megatrain: warning: checkpoint.save '%s' already holds iteration %lld and "
+              "checkpoint.load is not set: this run starts from scratch and its checkpoints "
+              "will replace 'latest' (set checkpoint.load to resume)\n",
+              cfg->checkpoint.save, (long long)old);
+  }
   if (t->is_logger &&
-      mt_metrics_open(&t->metrics, cfg->logging.metrics_file, t->iteration > 0, err, errlen) != 0)
+      mt_metrics_open(&t->metrics, cfg->logging.metrics_file, t->iteration, err, errlen) != 0)
     return -1;
   t->t_interval = mt_now();
   return 0;
