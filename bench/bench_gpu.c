@@ -17,6 +17,7 @@
 #include "core/backend.h"
 #include "core/util.h"
 #include "model/gpt.h"
+#include "tests/tools/tiny_gpt.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 
@@ -34,21 +35,10 @@ int main(int argc, char **argv) {
     printf("SKIP: %s\n", err);
     return 77;
   }
-  mt_gpt_config c = {0};
-  c.num_layers = a[0];
-  c.hidden_size = a[1];
-  c.num_attention_heads = a[2];
-  c.seq_length = a[3];
-  c.micro_batch_size = a[4];
-  c.ffn_hidden_size = 4 * a[1];
+  mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], 4 * a[1], a[3], 50257, a[4], 1234);
   c.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
-  c.vocab_size = 50257;
-  c.padded_vocab_size = mt_round_up(50257, 128);
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
-  c.init_method_std = 0.02f;
-  c.layernorm_epsilon = 1e-5f;
-  c.seed = 1234;
   mt_gpt *m = mt_gpt_create(be, &c);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
