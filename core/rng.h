@@ -34,6 +34,9 @@ typedef struct {
 MT_HD void mt_philox4x32(const uint32_t ctr_in[4], mt_rng_key_t key, uint32_t out[4]) {
   uint32_t c0 = ctr_in[0], c1 = ctr_in[1], c2 = ctr_in[2], c3 = ctr_in[3];
   uint32_t k0 = key.k[0], k1 = key.k[1];
+#if !defined(__CUDACC__)
+#pragma GCC unroll 10 /* fully unrolled so callers can vectorise across counters */
+#endif
   for (int r = 0; r < 10; r++) {
     uint64_t p0 = (uint64_t)0xD2511F53u * c0;
     uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;

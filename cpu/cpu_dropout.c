@@ -7,29 +7,13 @@
 
 #define RNG_BLOCKS 16 /* Philox blocks (4 uniforms each) per batch */
 
-/* Same rounds as mt_philox4x32 in core/rng.h, written with scalars and a
- * fully unrolled round loop so gcc vectorises it across blocks; the unit
- * tests check it bitwise against mt_rng_uniform. */
+/* Uniforms of Philox block blk (counter {blk_lo, blk_hi, 1, 0}): elements
+ * 4·blk .. 4·blk+3 of mt_rng_uniform's stream (core/rng.h, checked bitwise
+ * by the unit tests); inlined so the loop over blocks vectorises. */
 static inline void philox_uniform4(uint64_t blk, mt_rng_key_t key, float *o) {
-  uint32_t c0 = (uint32_t)blk, c1 = (uint32_t)(blk >> 32), c2 = 1u, c3 = 0u;
-  uint32_t k0 = key.k[0], k1 = key.k[1];
-#pragma GCC unroll 10
-  for (int r = 0; r < 10; r++) {
-    uint64_t p0 = (uint64_t)0xD2511F53u * c0;
-    uint64_t p1 = (uint64_t)0xCD9E8D57u * c2;
-    uint32_t hi0 = (uint32_t)(p0 >> 32), lo0 = (uint32_t)p0;
-    uint32_t hi1 = (uint32_t)(p1 >> 32), lo1 = (uint32_t)p1;
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  o[0] = mt_u32_to_unit(c0);
-  o[1] = mt_u32_to_unit(c1);
-  o[2] = mt_u32_to_unit(c2);
-  o[3] = mt_u32_to_unit(c3);
+  uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), 1u, 0u}, w[4];
+  mt_philox4x32(ctr, key, w);
+  for (int i = 0; i < 4; i++) o[i] = mt_u32_to_unit(w[i]);
 }
 
 void cpu_rng_uniform_range(mt_rng_key_t key, uint64_t start, int64_t n, float *out) {
