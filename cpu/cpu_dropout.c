@@ -39,17 +39,12 @@ static uint64_t drop_row_counter(const mt_dropout_desc *d, int64_t si, int64_t b
          (uint64_t)d->h_offset;
 }
 
-void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out_, const void *x_,
-                         const void *residual_) {
-  (void)be;
-  float *out = (float *)out_;
-  const float *x = (const float *)x_, *res = (const float *)residual_;
+/* out = (res +) mask * x / (1 - p) over the [s, b, h] shard of d, res NULL
+ * for the plain (backward) form; the mask of each row chunk is regenerated
+ * from its global counters. */
+static void dropout_rows(mt_backend *be, const mt_dropout_desc *d, float *out, const float *x,
+                         const float *res) {
   const int64_t rows = (int64_t)d->s * d->b, h = d->h;
-  if (d->p <= 0.0f) {
-#pragma omp parallel for simd schedule(static) if (rows * h >= cpu_par_min(be))
-    for (int64_t i = 0; i < rows * h; i++) out[i] = res[i] + x[i];
-    return;
-  }
   const float p = d->p, inv = 1.0f / (1.0f - d->p);
 #pragma omp parallel for schedule(static) if (rows * h >= cpu_par_min(be))
   for (int64_t r = 0; r < rows; r++) {
@@ -58,35 +53,39 @@ void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out_, c
     for (int64_t j0 = 0; j0 < h; j0 += DROP_CHUNK) {
       int64_t nj = h - j0 < DROP_CHUNK ? h - j0 : DROP_CHUNK;
       cpu_rng_uniform_range(d->key, base + (uint64_t)j0, nj, u);
-      const float *xr = x + r * h + j0, *rr = res + r * h + j0;
+      const float *xr = x + r * h + j0;
       float *orow = out + r * h + j0;
+      if (res) {
+        const float *rr = res + r * h + j0;
 #pragma omp simd
-      for (int64_t j = 0; j < nj; j++) orow[j] = rr[j] + (u[j] >= p ? xr[j] * inv : 0.0f);
+        for (int64_t j = 0; j < nj; j++) orow[j] = rr[j] + (u[j] >= p ? xr[j] * inv : 0.0f);
+      } else {
+#pragma omp simd
+        for (int64_t j = 0; j < nj; j++) orow[j] = u[j] >= p ? xr[j] * inv : 0.0f;
+      }
     }
   }
 }
 
-void cpu_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx_, const void *dout_) {
-  (void)be;
-  float *dx = (float *)dx_;
-  const float *dout = (const float *)dout_;
-  const int64_t rows = (int64_t)d->s * d->b, h = d->h;
+void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out_, const void *x_,
+                         const void *residual_) {
+  float *out = (float *)out_;
+  const float *x = (const float *)x_, *res = (const float *)residual_;
+  const int64_t n = (int64_t)d->s * d->b * d->h;
   if (d->p <= 0.0f) {
-    if (dx != dout) memcpy(dx, dout, (size_t)(rows * h) * sizeof(float));
+#pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
+    for (int64_t i = 0; i < n; i++) out[i] = res[i] + x[i];
     return;
   }
-  const float p = d->p, inv = 1.0f / (1.0f - d->p);
-#pragma omp parallel for schedule(static) if (rows * h >= cpu_par_min(be))
-  for (int64_t r = 0; r < rows; r++) {
-    uint64_t base = drop_row_counter(d, r / d->b, r % d->b);
-    float u[DROP_CHUNK];
-    for (int64_t j0 = 0; j0 < h; j0 += DROP_CHUNK) {
-      int64_t nj = h - j0 < DROP_CHUNK ? h - j0 : DROP_CHUNK;
-      cpu_rng_uniform_range(d->key, base + (uint64_t)j0, nj, u);
-      const float *g = dout + r * h + j0;
-      float *o = dx + r * h + j0;
-#pragma omp simd
-      for (int64_t j = 0; j < nj; j++) o[j] = u[j] >= p ? g[j] * inv : 0.0f;
-    }
+  dropout_rows(be, d, out, x, res);
+}
+
+void cpu_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx_, const void *dout_) {
+  float *dx = (float *)dx_;
+  const float *dout = (const float *)dout_;
+  if (d->p <= 0.0f) {
+    if (dx != dout) memcpy(dx, dout, (size_t)d->s * d->b * d->h * sizeof(float));
+    return;
   }
+  dropout_rows(be, d, dx, dout, NULL);
 }
