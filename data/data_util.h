@@ -1,5 +1,5 @@
 /* data/data_util.h — small helpers shared by the data/ files: whole-file
- * reads, read-only memory maps and a 64-bit byte hash. */
+ * reads, read-only memory maps. */
 #ifndef MT_DATA_UTIL_H
 #define MT_DATA_UTIL_H
 
@@ -20,8 +20,7 @@ typedef struct {
 int mt_mmap_open(mt_mmap *m, const char *path, char *err, size_t errlen);
 void mt_mmap_close(mt_mmap *m);
 
-/* 64-bit hash of bytes (FNV-1a style over 8-byte words, with final mix);
- * `h` chains calls (start with 0). */
-uint64_t mt_hash_bytes(const void *p, size_t n, uint64_t h);
+/* mt_hash_bytes lives in core/hash.h. */
+#include "core/hash.h"
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/util.h"
 #include "trainer/config_internal.h"
 
@@ -516,10 +517,5 @@ int64_t mt_config_padded_vocab(const mt_config *cfg) {
 }
 
 uint64_t mt_config_hash(const mt_config *cfg) {
-  uint64_t h = 14695981039346656037ull; /* FNV-1a 64 offset basis */
-  for (const unsigned char *p = (const unsigned char *)(cfg->json ? cfg->json : ""); *p; p++) {
-    h ^= *p;
-    h *= 1099511628211ull; /* FNV prime */
-  }
-  return h;
+  return mt_fnv1a64_str(MT_FNV1A64_INIT, cfg->json);
 }

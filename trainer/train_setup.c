@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hash.h"
 #include "core/util.h"
 #include "trainer/checkpoint.h"
 #include "trainer/train_internal.h"
@@ -315,7 +316,7 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
 static uint64_t param_hash(mt_trainer *t, int only_replicated) {
   const mt_param_list *pl = mt_gpt_params(t->model);
   size_t es = mt_dtype_size(t->be->dtype);
-  uint64_t h = 0xCBF29CE484222325ull;
+  uint64_t h = MT_FNV1A64_INIT;
   unsigned char *host = NULL, *full = NULL;
   size_t cap = 0;
   if (t->zero && t->zero->o.stage == 3) { /* sharded parameters: all-gather over dp */
@@ -332,7 +333,7 @@ static uint64_t param_hash(mt_trainer *t, int only_replicated) {
       t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, i), bytes);
       src = host;
     }
-    for (size_t k = 0; k < bytes; k++) h = (h ^ src[k]) * 0x100000001B3ull;
+    h = mt_fnv1a64(h, src, bytes);
   }
   free(host);
   free(full);
@@ -360,13 +361,13 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
   /* tied word embedding: first stage's and last stage's copies */
   if (t->topo.pp > 1 && !t->cfg->model.untie_embeddings_and_output_weights && t->ps->embd) {
     int idx = mt_params_find(mt_gpt_params(t->model), "embedding.word_embeddings.weight");
-    uint64_t h = 0xCBF29CE484222325ull;
+    uint64_t h = MT_FNV1A64_INIT;
     if (idx >= 0) {
       const mt_param *p = &mt_gpt_params(t->model)->p[idx];
       size_t bytes = (size_t)p->numel * mt_dtype_size(t->be->dtype);
       unsigned char *host = mt_xmalloc(bytes);
       t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, idx), bytes);
-      for (size_t k = 0; k < bytes; k++) h = (h ^ host[k]) * 0x100000001B3ull;
+      h = mt_fnv1a64(h, host, bytes);
       free(host);
     }
     if (!agree_u64(t->ps->embd, h)) {
