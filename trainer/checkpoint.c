@@ -13,6 +13,7 @@
 
 #include <zlib.h>
 
+#include "core/fileio.h"
 #include "core/util.h"
 #include "trainer/metrics.h"
 

@@ -1,6 +1,8 @@
 /* trainer/metrics.c — see metrics.h. */
 #include "trainer/metrics.h"
 
+#include "core/fileio.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <math.h>
@@ -46,22 +48,6 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
   fprintf(f, " number of skipped iterations: %3lld | number of nan iterations: %3lld | ETA: %.0f s |\n",
           (long long)r->skipped_iters, (long long)r->nan_iters, r->eta_s);
   fflush(f);
-}
-
-int mt_mkdirs(const char *path) {
-  char buf[4096];
-  size_t n = strlen(path);
-  if (n == 0 || n >= sizeof buf) return -1;
-  memcpy(buf, path, n + 1);
-  for (size_t i = 1; i <= n; i++) {
-    if (buf[i] == '/' || buf[i] == '\0') {
-      char c = buf[i];
-      buf[i] = '\0';
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-      buf[i] = c;
-    }
-  }
-  return 0;
 }
 
 /* Keep the records of iterations <= last in the file at path. */

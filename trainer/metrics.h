@@ -69,7 +69,4 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
 void mt_metrics_write_eval(mt_metrics_file *mf, int64_t iteration, double val_loss);
 void mt_metrics_close(mt_metrics_file *mf);
 
-/* mkdir -p; returns 0 or -1 (errno set). */
-int mt_mkdirs(const char *path);
-
 #endif

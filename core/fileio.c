@@ -1,0 +1,107 @@
+/* core/fileio.c — see fileio.h. */
+#include "fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "util.h"
+
+char *mt_read_file(const char *path, size_t max_bytes, size_t *len, int *err_no) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    *err_no = errno;
+    return NULL;
+  }
+  size_t cap = 1 << 16, n = 0;
+  char *buf = mt_xmalloc(cap);
+  for (;;) {
+    if (n + 1 >= cap) buf = mt_xrealloc(buf, cap *= 2);
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    n += r;
+    if (max_bytes && n > max_bytes) {
+      fclose(f);
+      free(buf);
+      *err_no = EFBIG;
+      return NULL;
+    }
+    if (r == 0) break;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (bad) {
+    free(buf);
+    *err_no = EIO;
+    return NULL;
+  }
+  buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
+int mt_write_file_synced(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
+    return -1;
+  }
+  const unsigned char *p = data;
+  size_t left = n;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      snprintf(err, errlen, "write to '%s' failed: %s", path, strerror(errno));
+      close(fd);
+      return -1;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    snprintf(err, errlen, "fsync/close of '%s' failed: %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+void mt_fsync_dir(const char *path) {
+  int fd = open(path, O_RDONLY | O_DIRECTORY);
+  if (fd >= 0) {
+    fsync(fd);
+    close(fd);
+  }
+}
+
+int mt_mkdirs(const char *path) {
+  char buf[4096];
+  size_t n = strlen(path);
+  if (n == 0 || n >= sizeof buf) return -1;
+  memcpy(buf, path, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] == '/' || buf[i] == '\0') {
+      char c = buf[i];
+      buf[i] = '\0';
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+      buf[i] = c;
+    }
+  }
+  return 0;
+}
+
+uint32_t mt_crc32(uint32_t crc, const void *p, size_t n) {
+  const unsigned char *s = p;
+  const size_t chunk = (size_t)1 << 30; /* zlib takes uInt lengths */
+  uLong c = crc;
+  if (n == 0) return (uint32_t)crc32(c, s, 0);
+  for (size_t off = 0; off < n; off += chunk) {
+    size_t len = n - off < chunk ? n - off : chunk;
+    c = crc32(c, s + off, (uInt)len);
+  }
+  return (uint32_t)c;
+}
