@@ -1,6 +1,7 @@
-/* tests/unit/cpu_test_common.h — helpers shared by the test_cpu_*.c unit
- * tests: backend construction, deterministic random fills and tolerance
- * checks. Header-only (each test binary is one translation unit). */
+/* tests/unit/cpu_test_common.h — helpers for unit tests that drive the cpu
+ * backend directly (test_backend_props.c): backend construction and
+ * deterministic random fills. Per-op numerics live in the op-case table
+ * (op_cases.h). Header-only (each test binary is one translation unit). */
 #ifndef MT_TESTS_CPU_TEST_COMMON_H
 #define MT_TESTS_CPU_TEST_COMMON_H
 
@@ -46,38 +47,6 @@ static inline float *tc_randf(mt_backend *be, int64_t n, double lo, double hi) {
 
 static inline float *tc_allocf(mt_backend *be, int64_t n) {
   return be->ops->alloc(be, (size_t)(n ? n : 1) * sizeof(float), MT_MEM_ACT);
-}
-
-static inline double *tc_todouble(const float *x, int64_t n) {
-  double *d = malloc((size_t)(n ? n : 1) * sizeof(double));
-  for (int64_t i = 0; i < n; i++) d[i] = x[i];
-  return d;
-}
-
-/* Check |got - want| <= atol + rtol * |want| elementwise; report the worst. */
-static inline void tc_check_close(const char *what, const float *got, const double *want, int64_t n,
-                           double rtol, double atol) {
-  int64_t bad = -1;
-  double worst = 0.0;
-  for (int64_t i = 0; i < n; i++) {
-    double err = fabs((double)got[i] - want[i]);
-    double lim = atol + rtol * fabs(want[i]);
-    if (!(err <= lim) && (bad < 0 || err / (lim + 1e-300) > worst)) {
-      bad = i;
-      worst = err / (lim + 1e-300);
-    }
-  }
-  if (bad >= 0)
-    fail_msg("%s: element %lld got %.9g want %.9g (err/limit %.3g)", what, (long long)bad,
-             (double)got[bad], want[bad], worst);
-}
-
-/* Gradient check: atol scales with the largest reference magnitude. */
-static inline void tc_check_grad(const char *what, const float *got, const double *want, int64_t n,
-                          double rtol) {
-  double mx = 0.0;
-  for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs(want[i]));
-  tc_check_close(what, got, want, n, rtol, rtol * mx + 1e-12);
 }
 
 #endif

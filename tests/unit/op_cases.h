@@ -1,0 +1,238 @@
+/* tests/unit/op_cases.h — THE table of backend op cases (ggml's
+ * test-backend-ops): one row per {op, output, shape, dtype, tolerance}.
+ * Each row runs on every compiled backend (op_harness.h): fp32 rows on cpu
+ * against the double-precision reference with `tol`, and on cuda against
+ * cpu with `tolg`; bf16 rows on cuda only (cuda vs cpu on bf16-exact inputs).
+ * Shapes and parameters are documented at each runner (op_runners_*.h).
+ *
+ * Tolerances (limit = atol + rtol |want| + mtol max|want|):
+ *   cpu forward ops: rel 1e-5 elementwise (exact where the op is one float
+ *     operation or a copy); backward ops against finite differences: 1e-3 of
+ *     the largest entry plus 1e-3 relative;
+ *   cuda fp32: 1e-5 of max|cpu| (cuBLAS vs OpenBLAS summation order, FMA,
+ *     expf), LayerNorm's mean 1e-4;
+ *   cuda bf16: 2^-8 for ops that round once, 2^-6 for chains through bf16
+ *     intermediates (LayerNorm backward), 2^-5 for attention; fp32 outputs
+ *     from bf16-exact inputs keep 1e-5 (docs/cuda.md). */
+#ifndef MT_TESTS_OP_CASES_H
+#define MT_TESTS_OP_CASES_H
+
+#include "op_runners_misc.h"
+
+#define TX {0, 0, 0}               /* bitwise */
+#define TF(r, a) {r, a, 0}         /* elementwise rel r, abs a */
+#define TG(r) {r, 1e-12, r}        /* gradients vs finite differences */
+#define TM(m) {0, 0, m}            /* relative to max|want| */
+#define B8 (1.0 / 256)
+#define B6 (1.0 / 64)
+#define B5 (1.0 / 32)
+#define F32 MT_F32
+#define BF16 MT_BF16
+#define DET OT_DET
+#define MASK OT_MASK
+#define CPU OT_CPU
+
+static const op_case ot_cases[] = {
+    /* ---- gemm: ne {m, n, k, batch}, ip {ta, tb, bias, fp32 C}, fp {alpha, beta} ---- */
+    {"gemm", "c", {13, 7, 9, 1}, {0, 0, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 1}, {0, 1, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 1}, {1, 0, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 1}, {1, 1, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {5, 17, 33, 3}, {0, 0, 0, 0}, {0.7f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {5, 17, 33, 3}, {0, 1, 0, 0}, {0.7f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {5, 17, 33, 3}, {1, 0, 0, 0}, {0.7f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {5, 17, 33, 3}, {1, 1, 0, 0}, {0.7f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 2}, {0, 0, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 2}, {0, 1, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 2}, {1, 0, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {13, 7, 9, 2}, {1, 1, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {9, 11, 3, 1}, {0, 0, 1, 0}, {-0.5f, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {9, 11, 3, 1}, {0, 1, 1, 0}, {-0.5f, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {9, 11, 3, 1}, {1, 0, 1, 0}, {-0.5f, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {9, 11, 3, 1}, {1, 1, 1, 0}, {-0.5f, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    /* kernel edge cases: odd small shapes */
+    {"gemm", "c", {1, 1, 1, 1}, {0, 0, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {1, 37, 5, 1}, {1, 0, 0, 0}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {23, 1, 40, 1}, {0, 1, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {31, 29, 1, 1}, {1, 1, 1, 0}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {40, 3, 17, 1}, {0, 0, 0, 0}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {2, 40, 39, 1}, {1, 0, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {17, 33, 8, 1}, {0, 1, 0, 0}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {7, 5, 31, 1}, {1, 1, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {16, 16, 16, 1}, {0, 0, 1, 0}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {39, 2, 3, 1}, {1, 0, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    /* above the threading threshold: slabs over columns and over rows */
+    {"gemm", "c", {90, 171, 80, 1}, {0, 0, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {90, 171, 80, 1}, {0, 1, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {90, 171, 80, 1}, {1, 0, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {90, 171, 80, 1}, {1, 1, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {173, 90, 81, 2}, {0, 0, 1, 0}, {0.5f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {173, 90, 81, 2}, {0, 1, 1, 0}, {0.5f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {173, 90, 81, 2}, {1, 0, 1, 0}, {0.5f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {173, 90, 81, 2}, {1, 1, 1, 0}, {0.5f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {33, 40, 24, 1}, {1, 0, 0, 1}, {0.7f, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm", "c", {33, 40, 24, 2}, {0, 0, 1, 0}, {0.7f, 0}, BF16, TX, TM(B8), 0},
+    {"gemm", "c", {33, 40, 24, 1}, {0, 1, 1, 0}, {0.7f, 0.5f}, BF16, TX, TM(B8), 0},
+    {"gemm", "c", {33, 40, 24, 1}, {1, 0, 0, 1}, {0.7f, 1}, BF16, TX, TM(1e-5), 0},
+    /* ---- bias_grad: ne {rows, n} ---- */
+    {"bias_grad", "db", {37, 131}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"bias_grad", "db", {300, 77}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
+    {"bias_grad", "db", {70, 50}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    /* ---- layernorm: ne {rows, h} ---- */
+    {"layernorm_fwd", "y", {19, 77}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"layernorm_fwd", "mean", {19, 77}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-4), 0},
+    {"layernorm_fwd", "rstd", {19, 77}, {0}, {0}, F32, TF(1e-5, 0), TM(1e-5), 0},
+    {"layernorm_fwd", "y", {70, 96}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"layernorm_fwd", "mean", {70, 96}, {0}, {0}, BF16, TX, TM(1e-4), 0},
+    {"layernorm_fwd", "rstd", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    {"layernorm_bwd", "din", {37, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), 0},
+    {"layernorm_bwd", "dw", {37, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), 0},
+    {"layernorm_bwd", "db", {37, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), 0},
+    {"layernorm_bwd", "din", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
+    {"layernorm_bwd", "dw", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
+    {"layernorm_bwd", "db", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
+    {"layernorm_bwd", "din", {70, 96}, {0}, {0}, BF16, TX, TM(B6), 0},
+    {"layernorm_bwd", "dw", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    {"layernorm_bwd", "db", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    /* ---- gelu: ne {n}; ip[0] = also din aliasing dout ---- */
+    {"gelu_fwd", "y", {40001}, {0}, {0}, F32, TF(1e-5, 1e-7), TM(1e-5), 0},
+    {"gelu_fwd", "y", {1000}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"gelu_bwd", "din", {30011}, {1}, {0}, F32, TF(1e-3, 1e-6), TM(1e-5), 0},
+    {"gelu_bwd", "din", {1000}, {1}, {0}, BF16, TX, TM(B8), 0},
+    /* ---- attention: ne {s, b, np, hn}, fp[0] = dropout p ---- */
+    {"attn_fwd", "ctx", {13, 2, 3, 6}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"attn_fwd", "probs", {13, 2, 3, 6}, {0}, {0}, F32, TF(1e-5, 1e-7), TM(1e-5), DET},
+    {"attn_fwd", "ctx", {13, 2, 3, 6}, {0}, {0.3f}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"attn_fwd", "probs", {13, 2, 3, 6}, {0}, {0.3f}, F32, TF(1e-5, 1e-7), TM(1e-5), DET},
+    {"attn_bwd", "dqkv", {9, 2, 3, 5}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
+    {"attn_bwd", "dqkv", {9, 2, 3, 5}, {0}, {0.2f}, F32, TG(1e-3), TM(1e-5), DET},
+    {"attn_fwd", "ctx", {16, 2, 2, 8}, {0}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"attn_fwd", "probs", {16, 2, 2, 8}, {0}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"attn_bwd", "dqkv", {16, 2, 2, 8}, {0}, {0}, BF16, TX, TM(B5), 0},
+    {"attn_bwd", "dqkv", {16, 2, 2, 8}, {0}, {0.1f}, BF16, TX, TM(B5), 0},
+    /* ---- dropout: ne {s, b, h}, ip {s_off, s_full, h_off, h_full}, fp {p, unit} ---- */
+    {"dropout_add_fwd", "out", {64, 4, 256}, {0, 64, 0, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},
+    {"dropout_add_fwd", "out", {24, 4, 80}, {16, 64, 96, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},
+    {"dropout_add_fwd", "out", {9, 2, 37}, {2, 16, 3, 50}, {0.25f, 0}, F32, TF(1e-6, 1e-6), TM(1e-5), 0},
+    {"dropout_add_fwd", "out", {9, 2, 37}, {0, 9, 0, 37}, {0, 1}, F32, TX, TM(0), 0},
+    {"dropout_bwd", "dx", {64, 4, 256}, {0, 64, 0, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},
+    {"dropout_bwd", "dx", {9, 2, 37}, {2, 16, 3, 50}, {0.25f, 0}, F32, TF(1e-6, 1e-6), TM(1e-5), 0},
+    {"dropout_add_fwd", "out", {8, 2, 24}, {3, 16, 8, 48}, {0.3f, 0}, BF16, TX, TM(B8), 0},
+    {"dropout_bwd", "dx", {8, 2, 24}, {3, 16, 8, 48}, {0.3f, 1}, BF16, TX, TM(B8), MASK},
+    /* ---- embeddings: ne {n, h, v_start, v_end} / {s, b, h, s_offset} ---- */
+    {"embedding_fwd", "out", {23, 19, 10, 27}, {0}, {0}, F32, TX, TM(0), 0},
+    {"embedding_fwd", "out", {40, 20, 5, 25}, {0}, {0}, BF16, TX, TM(0), 0},
+    {"embedding_bwd", "dw", {41, 21, 8, 25}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-6), 0},
+    {"embedding_bwd", "dw", {40, 20, 5, 25}, {0}, {0}, BF16, TX, TM(1e-6), 0},
+    {"pos_embedding_fwd", "x", {5, 3, 19, 2}, {0}, {0}, F32, TX, TM(1e-5), 0},
+    {"pos_embedding_fwd", "x", {8, 3, 20, 4}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"pos_embedding_bwd", "dwpe", {6, 3, 17, 4}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-6), 0},
+    {"pos_embedding_bwd", "dwpe", {8, 3, 20, 4}, {0}, {0}, BF16, TX, TM(1e-6), 0},
+    /* ---- cross-entropy: ne {n, vl, valid, v_start}, fp[0] = backward scale ---- */
+    {"xent_max", "max", {9, 45, 37, 100}, {0}, {0.125f}, F32, TX, TM(0), 0},
+    {"xent_stats", "sumexp", {9, 45, 37, 100}, {0}, {0.125f}, F32, TF(1e-5, 0), TM(1e-5), 0},
+    {"xent_stats", "tgt_logit", {9, 45, 37, 100}, {0}, {0.125f}, F32, TX, TM(0), 0},
+    {"xent_loss", "loss", {9, 45, 37, 100}, {0}, {0.125f}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
+    {"xent_bwd", "dlogits", {7, 29, 23, 50}, {0}, {0.125f}, F32, TG(1e-3), TM(1e-5), 0},
+    {"xent_max", "max", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(0), 0},
+    {"xent_stats", "sumexp", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(1e-5), 0},
+    {"xent_stats", "tgt_logit", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(0), 0},
+    {"xent_loss", "loss", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(1e-5), 0},
+    {"xent_bwd", "dlogits", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(B8), 0},
+    /* ---- elementwise and reductions: ne {n}, fp[0] = alpha ---- */
+    {"add", "out", {100003}, {0}, {0.25f}, F32, TX, TM(1e-5), 0},
+    {"axpy_f32", "y", {100003}, {0}, {0.25f}, F32, TX, TM(1e-6), 0},
+    {"scale_f32", "x", {100003}, {0}, {-3}, F32, TX, TM(1e-6), 0},
+    {"add", "out", {5000}, {0}, {0.3f}, BF16, TX, TM(B8), 0},
+    {"axpy_f32", "y", {5000}, {0}, {0.3f}, BF16, TX, TM(1e-6), 0},
+    {"scale_f32", "x", {5000}, {0}, {-1.7f}, BF16, TX, TM(1e-6), 0},
+    {"sum_f32", "sum", {100003}, {0}, {0}, F32, TF(0, 3e-5), TF(1e-10, 0), DET},
+    {"sumsq_f32", "sumsq", {100003}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), DET},
+    {"sumsq_f32", "sumsq", {3000001}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), 0},
+    /* ---- MoE row ops: ne {n_tok, k, h, rows}, ip[0] = no weights ---- */
+    {"moe_gather_rows", "gather", {5, 2, 12, 10}, {0}, {0}, F32, TX, TM(0), 0},
+    {"moe_combine_fwd", "y", {5, 2, 12, 10}, {0}, {0}, F32, TF(1e-6, 1e-7), TM(1e-5), 0},
+    {"moe_combine_fwd", "y", {5, 2, 12, 10}, {1}, {0}, F32, TF(1e-6, 1e-7), TM(1e-5), 0},
+    {"moe_combine_bwd", "dsrc", {5, 2, 12, 10}, {0}, {0}, F32, TF(1e-6, 0), TM(1e-5), 0},
+    {"moe_combine_bwd", "dw", {5, 2, 12, 10}, {0}, {0}, F32, TF(1e-5, 1e-7), TM(1e-5), 0},
+    {"moe_gather_rows", "gather", {5, 2, 12, 10}, {0}, {0}, BF16, TX, TM(0), 0},
+    {"moe_combine_fwd", "y", {5, 2, 12, 10}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"moe_combine_fwd", "y", {5, 2, 12, 10}, {1}, {0}, BF16, TX, TM(B8), 0},
+    {"moe_combine_bwd", "dsrc", {5, 2, 12, 10}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"moe_combine_bwd", "dw", {5, 2, 12, 10}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    /* ---- AdamW: ne {n, step}, fp[0] = grad_scale ---- */
+    {"adamw", "master", {50001, 7}, {0}, {0.5f}, F32, TF(1e-5, 1e-7), TM(1e-6), 0},
+    {"adamw", "m", {50001, 7}, {0}, {0.5f}, F32, TF(1e-5, 1e-8), TM(1e-6), 0},
+    {"adamw", "v", {50001, 7}, {0}, {0.5f}, F32, TF(1e-5, 1e-10), TM(1e-6), 0},
+    {"adamw", "param_lowp", {50001, 7}, {0}, {0.5f}, F32, TF(1e-5, 1e-7), TM(1e-5), 0},
+    {"adamw", "master", {5000, 3}, {0}, {0.8f}, BF16, TX, TM(1e-6), 0},
+    {"adamw", "m", {5000, 3}, {0}, {0.8f}, BF16, TX, TM(1e-6), 0},
+    {"adamw", "v", {5000, 3}, {0}, {0.8f}, BF16, TX, TM(1e-6), 0},
+    {"adamw", "param_lowp", {5000, 3}, {0}, {0.8f}, BF16, TX, TM(B8), 0},
+    /* ---- init / fill / cast: ne {rows, cols, ld_global}, ip {row_off, col_off} ---- */
+    {"init_normal", "w", {11, 13, 13}, {0, 0}, {0}, F32, TX, TM(1e-5), 0},
+    {"init_normal", "w", {6, 7, 13}, {3, 5}, {0}, F32, TX, TM(1e-5), 0},
+    {"init_normal", "w", {7, 9, 20}, {3, 5}, {0}, BF16, TX, TM(B8), 0},
+    {"fill", "fill", {1000}, {0}, {2.5f}, F32, TX, TM(0), 0},
+    {"cast", "copy", {1000}, {0}, {2.5f}, F32, TX, TM(0), 0},
+    {"cast", "bf16", {4096}, {0}, {2.5f}, F32, TX, TM(0), 0},
+    {"fill", "fill", {63}, {0}, {3.3f}, BF16, TX, TM(B8), 0},
+};
+
+#define OT_N_CASES (sizeof ot_cases / sizeof *ot_cases)
+
+/* Runner of a backend op name (NULL when the harness has none). */
+static ot_runner ot_runner_of(const char *op) {
+  static const struct {
+    const char *op;
+    ot_runner fn;
+  } map[] = {
+      {"gemm", ot_run_gemm}, {"bias_grad", ot_run_bias_grad},
+      {"layernorm_fwd", ot_run_layernorm_fwd}, {"layernorm_bwd", ot_run_layernorm_bwd},
+      {"gelu_fwd", ot_run_gelu_fwd}, {"gelu_bwd", ot_run_gelu_bwd},
+      {"attn_fwd", ot_run_attn_fwd}, {"attn_bwd", ot_run_attn_bwd},
+      {"dropout_add_fwd", ot_run_dropout_add_fwd}, {"dropout_bwd", ot_run_dropout_bwd},
+      {"embedding_fwd", ot_run_embedding_fwd}, {"embedding_bwd", ot_run_embedding_bwd},
+      {"pos_embedding_fwd", ot_run_pos_embedding_fwd}, {"pos_embedding_bwd", ot_run_pos_embedding_bwd},
+      {"xent_max", ot_run_xent}, {"xent_stats", ot_run_xent}, {"xent_loss", ot_run_xent},
+      {"xent_bwd", ot_run_xent}, {"add", ot_run_elementwise}, {"axpy_f32", ot_run_elementwise},
+      {"scale_f32", ot_run_elementwise}, {"sum_f32", ot_run_reduce}, {"sumsq_f32", ot_run_reduce},
+      {"moe_gather_rows", ot_run_moe}, {"moe_combine_fwd", ot_run_moe},
+      {"moe_combine_bwd", ot_run_moe}, {"adamw", ot_run_adamw},
+      {"init_normal", ot_run_init_normal}, {"fill", ot_run_fill_cast}, {"cast", ot_run_fill_cast},
+  };
+  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+    if (!strcmp(map[i].op, op)) return map[i].fn;
+  return NULL;
+}
+
+/* Run every row whose op starts with `prefix` ("" = all) on cpu, and on
+ * gpu[dtype] (fp32 / bf16 storage cuda backends) where non-NULL. Returns the number of failed (row, backend) pairs; prints
+ * one line per failure and a summary per column. */
+static int ot_run_table(mt_backend *cpu, mt_backend *const gpu[2], const char *prefix) {
+  int fails = 0, ncpu = 0, ngpu = 0;
+  for (size_t i = 0; i < OT_N_CASES; i++) {
+    const op_case *c = &ot_cases[i];
+    if (strncmp(c->op, prefix, strlen(prefix))) continue;
+    ot_runner fn = ot_runner_of(c->op);
+    if (!fn) {
+      printf("FAIL op=%s: no runner\n", c->op);
+      fails++;
+      continue;
+    }
+    uint64_t seed = 0x9E3779B97F4A7C15ull ^ ((uint64_t)(i + 1) * 0xD1B54A32D192ED03ull);
+    if (c->dtype == MT_F32) {
+      ncpu++;
+      fails += !ot_case_cpu(cpu, c, fn, seed);
+    }
+    mt_backend *g = gpu && (c->dtype == MT_F32 || c->dtype == MT_BF16) ? gpu[c->dtype] : NULL;
+    if (g && !(c->flags & OT_CPU)) {
+      ngpu++;
+      fails += !ot_case_gpu(cpu, g, c, fn, seed);
+    }
+  }
+  printf("op cases '%s': %d on cpu, %d on cuda, %d failed\n", prefix, ncpu, ngpu, fails);
+  return fails;
+}
+
+#endif

@@ -1,0 +1,72 @@
+/* tests/unit/test_ops.c — every backend op, from the one table of op cases
+ * (op_cases.h, ggml's test-backend-ops): fp32 rows on the cpu backend
+ * against double-precision loops / finite differences, and on the cuda
+ * backend (fp32 and bf16 storage) against cpu when a GPU is usable (else
+ * the cuda column is skipped with a message). Each failure prints the op,
+ * the output, the shape, the dtype, the backend and the error. Properties
+ * that are not per-op numerics (op table, allocator, RNG, statistics):
+ * test_backend_props.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "op_cases.h"
+
+/* Cpu backend with every elementwise op on the OpenMP path
+ * (MT_CPU_PAR_MIN=1), so small shapes exercise the parallel code. */
+static mt_backend *cpu_backend(void) {
+  setenv("MT_CPU_PAR_MIN", "1", 1);
+  mt_backend_options o = {.device = "cpu", .num_threads = 0, .dtype = MT_F32};
+  char err[256];
+  mt_backend *be = mt_backend_create(&o, err, sizeof err);
+  if (!be) fail_msg("cpu backend create: %s", err);
+  return be;
+}
+
+/* The cuda backends (fp32, bf16 storage), or NULLs with a message. */
+static void gpu_backends(mt_backend *gpu[2]) {
+  gpu[0] = gpu[1] = NULL;
+  for (int k = 0; k < 2; k++) {
+    mt_backend_options o = {.device = "cuda", .dtype = k ? MT_BF16 : MT_F32};
+    char err[512] = "";
+    gpu[k] = mt_backend_create(&o, err, sizeof err);
+    if (!gpu[k]) {
+      printf("cuda column skipped (%s storage): %s\n", k ? "bf16" : "fp32", err);
+      return;
+    }
+  }
+}
+
+static void run_table(const char *prefix) {
+  mt_backend *cpu = cpu_backend(), *gpu[2];
+  gpu_backends(gpu);
+  int fails = ot_run_table(cpu, gpu, prefix);
+  for (int k = 0; k < 2; k++)
+    if (gpu[k]) mt_backend_destroy(gpu[k]);
+  mt_backend_destroy(cpu);
+  if (fails) fail_msg("%d op case(s) failed (lines above)", fails);
+}
+
+static void test_op_cases(void **state) {
+  (void)state;
+  run_table("");
+}
+
+/* MT_OPENBLAS_CORETYPE=auto re-selects OpenBLAS kernels at backend creation
+ * (SkylakeX on AVX-512 CPUs); GEMM results must stay correct. Runs last: it
+ * changes process-wide OpenBLAS state. */
+static void test_gemm_after_coretype_switch(void **state) {
+  (void)state;
+  setenv("MT_OPENBLAS_CORETYPE", "auto", 1);
+  run_table("gemm");
+  unsetenv("MT_OPENBLAS_CORETYPE");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_op_cases),
+      cmocka_unit_test(test_gemm_after_coretype_switch),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
