@@ -60,7 +60,9 @@ static void check_regions(mt_group *tp) {
   for (int64_t i = 0; i < shard; i++) x[i] = -val(r, i);
   mt_reduce_scatter_to_sp_region_bwd(tp, x, y, shard, MT_F32);
   for (int q = 0; q < n; q++)
-    for (int64_t i = 0; i < shard; i++) CHECK(y[q * shard + i] == -val(q, i), "rs_to_sp bwd");
+    for (int64_t i = 0; i < shard; i++)
+      CHECK(y[q * shard + i] == -val(q, i), "reduce_scatter_to_sp bwd rank %d elem %lld: %g != %g", q,
+            (long long)i, y[q * shard + i], -val(q, i));
   if (r == 0) printf("ok regions: copy/reduce/gather/reduce-scatter forward and backward on %d ranks\n", n);
 }
 

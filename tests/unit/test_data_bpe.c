@@ -16,6 +16,8 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "check.h"
+
 #include "core/util.h"
 #include "data/bpe.h"
 #include "data/data_util.h"
@@ -107,7 +109,8 @@ static void test_invalid_utf8(void **state) {
   mt_tokvec v = {0};
   mt_bpe_encode(e, bad, sizeof(bad) - 1, &v);
   assert_true(v.n > 0);
-  for (size_t i = 0; i < v.n; i++) assert_true(v.data[i] >= 0 && v.data[i] < 50256);
+  for (size_t i = 0; i < v.n; i++)
+    EXPECT(v.data[i] >= 0 && v.data[i] < 50256, "token %zu of %zu: id %d", i, v.n, (int)v.data[i]);
   size_t dl;
   char *d = mt_bpe_decode(b, v.data, v.n, &dl);
   assert_int_equal(dl, sizeof(bad) - 1);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "check.h"
+
 #include "data/data_util.h"
 #include "data/gpt_dataset.h"
 #include "data/gpt_index.h"
@@ -88,7 +90,8 @@ static void check_index(const int32_t *doc_len, int64_t b, int64_t e, int seq, i
   assert_true(ix.n_samples >= ns);
   int64_t total = 0;
   for (int64_t i = 0; i < ix.n_doc_idx; i++) {
-    assert_true(ix.doc_idx[i] >= b && ix.doc_idx[i] < e);
+    EXPECT(ix.doc_idx[i] >= b && ix.doc_idx[i] < e, "doc_idx[%lld] = %lld, docs [%lld, %lld)", (long long)i,
+           (long long)ix.doc_idx[i], (long long)b, (long long)e);
     total += doc_len[ix.doc_idx[i]];
   }
   int64_t *pos = malloc((size_t)ix.n_doc_idx * sizeof(int64_t)); /* stream start of doc_idx[i] */
@@ -100,9 +103,11 @@ static void check_index(const int32_t *doc_len, int64_t b, int64_t e, int seq, i
   char *seen = calloc((size_t)ix.n_samples, 1);
   for (int64_t s = 0; s < ix.n_samples; s++) {
     int64_t di = ix.sample_idx[2 * s], off = ix.sample_idx[2 * s + 1];
-    assert_int_equal(pos[di] + off, s * seq); /* sample s starts at s * seq */
+    EXPECT_EQ(pos[di] + off, s * seq, "sample %lld (doc_idx %lld, offset %lld)", (long long)s, (long long)di,
+              (long long)off); /* sample s starts at s * seq */
     int64_t j = ix.shuffle_idx[s];
-    assert_true(j >= 0 && j < ix.n_samples && !seen[j]);
+    EXPECT(j >= 0 && j < ix.n_samples && !seen[j], "shuffle_idx[%lld] = %lld of %lld samples", (long long)s,
+           (long long)j, (long long)ix.n_samples);
     seen[j] = 1;
   }
   assert_true(ix.n_samples * seq + 1 <= total);
@@ -160,16 +165,19 @@ static void test_samples_content(void **state) {
     mt_gpt_dataset_get(ds, MT_SPLIT_TRAIN, i, buf);
     for (int k = 0; k <= seq; k++) {
       int doc = (buf[k] % 100000) / 100, p = buf[k] % 100;
-      assert_int_equal(buf[k] / 100000, 1);
-      assert_true(doc < 485); /* train = documents [0, 485) of 500 */
-      if (k > 0 && p != 0) assert_int_equal(buf[k], buf[k - 1] + 1); /* inside a document */
-      if (k > 0 && p == 0) assert_int_equal(buf[k - 1] % 100, 2 + ((buf[k - 1] % 100000) / 100 * 7) % 23);
+      EXPECT_EQ(buf[k] / 100000, 1, "sample %lld token %d (%d)", (long long)i, k, (int)buf[k]);
+      EXPECT(doc < 485, "sample %lld token %d: doc %d", (long long)i, k, doc); /* train = documents [0, 485) of 500 */
+      if (k > 0 && p != 0) /* inside a document */
+        EXPECT_EQ(buf[k], buf[k - 1] + 1, "sample %lld token %d", (long long)i, k);
+      if (k > 0 && p == 0)
+        EXPECT_EQ(buf[k - 1] % 100, 2 + ((buf[k - 1] % 100000) / 100 * 7) % 23, "sample %lld token %d",
+                  (long long)i, k);
     }
   }
   mt_gpt_dataset_get(ds, MT_SPLIT_VALID, 3, buf);
   for (int k = 0; k <= seq; k++) {
     int doc = (buf[k] % 100000) / 100;
-    assert_true(doc >= 485 && doc < 500); /* valid = [485, 500) */
+    EXPECT(doc >= 485 && doc < 500, "valid sample 3 token %d: doc %d", k, doc); /* valid = [485, 500) */
   }
   mt_gpt_dataset_close(ds);
 }
@@ -189,7 +197,7 @@ static void test_determinism_dp_resume(void **state) {
     for (int r = 0; r < 4; r++)
       for (int j = 0; j < gbs / 4; j++)
         h4 = h4 * 31 + sample_hash(d2, 0, mt_gpt_sample_id(it, gbs, 4, r, j), seq);
-    assert_true(h1 == h4);
+    EXPECT(h1 == h4, "iteration %d: hash dp=1 %llu, dp=4 %llu", it, (unsigned long long)h1, (unsigned long long)h4);
     for (int j = 0; j < gbs; j++)
       differ += sample_hash(d1, 0, (int64_t)it * gbs + j, seq) !=
                 sample_hash(d3, 0, (int64_t)it * gbs + j, seq);
@@ -201,8 +209,9 @@ static void test_determinism_dp_resume(void **state) {
   int64_t consumed = 5 * (int64_t)gbs;
   for (int it = 5; it < iters; it++)
     for (int j = 0; j < gbs; j++)
-      assert_true(sample_hash(d1, 0, (int64_t)it * gbs + j, seq) ==
-                  sample_hash(d2, 0, consumed + (int64_t)(it - 5) * gbs + j, seq));
+      EXPECT(sample_hash(d1, 0, (int64_t)it * gbs + j, seq) ==
+                 sample_hash(d2, 0, consumed + (int64_t)(it - 5) * gbs + j, seq),
+             "iteration %d micro-sample %d after resume", it, j);
   mt_gpt_dataset_close(d1);
   mt_gpt_dataset_close(d2);
   mt_gpt_dataset_close(d3);
@@ -220,10 +229,12 @@ static void test_blend(void **state) {
   for (int64_t i = 0; i < n; i++) {
     mt_gpt_dataset_get(ds, MT_SPLIT_TRAIN, i, buf);
     int tag = buf[0] / 100000;
-    for (int k = 1; k <= seq; k++) assert_int_equal(buf[k] / 100000, tag); /* one source */
+    for (int k = 1; k <= seq; k++) /* one source */
+      EXPECT_EQ(buf[k] / 100000, tag, "sample %lld token %d", (long long)i, k);
     from_a += tag == 1;
     double want = 0.7 * (double)(i + 1);
-    assert_true((double)from_a > want - 1.5 && (double)from_a < want + 1.5);
+    EXPECT((double)from_a > want - 1.5 && (double)from_a < want + 1.5, "sample %lld: %lld from source a, want %.1f",
+           (long long)i, (long long)from_a, want);
   }
   mt_gpt_dataset_close(ds);
   /* the greedy rule itself */
@@ -231,7 +242,7 @@ static void test_blend(void **state) {
   int64_t dsi[10];
   double w2[3] = {0.5, 0.0, 0.5};
   mt_blend_build(w2, 3, 10, di, dsi);
-  for (int s = 0; s < 10; s++) assert_int_not_equal(di[s], 1);
+  for (int s = 0; s < 10; s++) EXPECT(di[s] != 1, "sample %d: dataset %d (weight 0)", s, (int)di[s]);
   assert_int_equal(di[0], 0);
   assert_int_equal(dsi[9], 4);
 }
@@ -247,15 +258,16 @@ static void test_cache(void **state) {
   assert_int_equal(system(cmd), 0); /* train + valid */
   for (int64_t i = 0; i < 300; i++) {
     uint64_t h = sample_hash(a, 0, i, 24);
-    assert_true(h == sample_hash(b, 0, i, 24));
-    assert_true(h == sample_hash(c, 0, i, 24));
+    EXPECT(h == sample_hash(b, 0, i, 24), "sample %lld (writing the cache)", (long long)i);
+    EXPECT(h == sample_hash(c, 0, i, 24), "sample %lld (reading the cache)", (long long)i);
   }
   mt_gpt_dataset_close(c);
   /* a corrupt cache file is rebuilt, not trusted */
   snprintf(cmd, sizeof(cmd), "for f in %s/gpt_index_*.bin; do truncate -s 100 $f; done", cache);
   assert_int_equal(system(cmd), 0);
   c = open_ds(1, NULL, "969,30,1", 24, 5, 300, cache);
-  for (int64_t i = 0; i < 300; i++) assert_true(sample_hash(a, 0, i, 24) == sample_hash(c, 0, i, 24));
+  for (int64_t i = 0; i < 300; i++)
+    EXPECT(sample_hash(a, 0, i, 24) == sample_hash(c, 0, i, 24), "sample %lld (rebuilt cache)", (long long)i);
   mt_gpt_dataset_close(a);
   mt_gpt_dataset_close(b);
   mt_gpt_dataset_close(c);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "check.h"
+
 #include "data/data_util.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
@@ -42,7 +44,7 @@ static void write_docs(const char *prefix, int dtype, int n_docs, int base) {
   for (int d = 0; d < n_docs; d++) {
     int32_t ids[64];
     for (int i = 0; i <= d; i++) ids[i] = base + 10 * d + i;
-    assert_int_equal(mt_mmidx_writer_add(w, ids, (size_t)d + 1, err, sizeof(err)), 0);
+    EXPECT_EQ(mt_mmidx_writer_add(w, ids, (size_t)d + 1, err, sizeof(err)), 0, "document %d: %s", d, err);
   }
   assert_int_equal(mt_mmidx_writer_finish(w, err, sizeof(err)), 0);
 }
@@ -71,11 +73,11 @@ static void test_layout_and_roundtrip(void **state) {
     assert_int_equal(s.n_docs, 5);
     assert_int_equal(s.n_mm_docs, 6);
     for (int d = 0; d < 5; d++) {
-      assert_int_equal(s.doc_len[d], d + 1);
-      assert_int_equal(s.mm_doc_index[d + 1], d + 1);
+      EXPECT_EQ(s.doc_len[d], d + 1, "pass %d document %d", pass, d);
+      EXPECT_EQ(s.mm_doc_index[d + 1], d + 1, "pass %d document %d", pass, d);
       int32_t out[64];
       mt_token_source_read(&s, d, 0, d + 1, out);
-      for (int i = 0; i <= d; i++) assert_int_equal(out[i], 100 + 10 * d + i);
+      for (int i = 0; i <= d; i++) EXPECT_EQ(out[i], 100 + 10 * d + i, "pass %d document %d token %d", pass, d, i);
     }
     int64_t lo, hi;
     mt_token_source_minmax(&s, &lo, &hi);

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "check.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +35,7 @@ static void test_hand_case(void **st) {
   mt_moe_routing_init(&r, 4, 4, 2);
   mt_moe_route(&o, lg, 4, &r);
   const int64_t want[4] = {3, 3, 1, 1};
-  for (int e = 0; e < 4; e++) assert_int_equal(r.routed[e], want[e]);
+  for (int e = 0; e < 4; e++) EXPECT_EQ(r.routed[e], want[e], "expert %d", e);
   assert_true(fabs(r.lb_loss - 1.12712) < 1e-5);
   assert_true(fabs(r.z_loss - 6.09994) < 1e-5);
   assert_int_equal(r.dropped, 0);
@@ -62,15 +64,20 @@ static void check_capacity(int k, int policy, float cf) {
   int64_t kept_total = 0, routed_total = 0;
   for (int e = 0; e < E; e++) {
     int64_t want = r.routed[e] < cap ? r.routed[e] : cap;
-    assert_int_equal(r.kept_count[e], want);
+    EXPECT_EQ(r.kept_count[e], want, "expert %d of %d (n %lld, k %d, capacity %lld)", e, E, (long long)n, k,
+              (long long)cap);
     kept_total += r.kept_count[e];
     routed_total += r.routed[e];
     /* kept slots of an over-full expert dominate its dropped ones */
     for (int64_t a = 0; a < n * k; a++)
       for (int64_t b = 0; b < n * k; b++) {
         if (r.expert[a] != e || r.expert[b] != e || !r.kept[a] || r.kept[b]) continue;
-        if (policy) assert_true(a / k < b / k);
-        else assert_true(r.gate[a] > r.gate[b] || (r.gate[a] == r.gate[b] && a / k < b / k));
+        if (policy)
+          EXPECT(a / k < b / k, "expert %d: kept slot %lld, dropped slot %lld", e, (long long)a, (long long)b);
+        else
+          EXPECT(r.gate[a] > r.gate[b] || (r.gate[a] == r.gate[b] && a / k < b / k),
+                 "expert %d: kept slot %lld (gate %.9g), dropped slot %lld (gate %.9g)", e, (long long)a,
+                 (double)r.gate[a], (long long)b, (double)r.gate[b]);
       }
   }
   assert_int_equal(routed_total, n * k);
@@ -83,7 +90,9 @@ static void check_capacity(int k, int policy, float cf) {
   mt_moe_route(&o, lg, n, &r2);
   assert_memory_equal(r.expert, r2.expert, sizeof(int) * (size_t)(n * k));
   assert_memory_equal(r.kept, r2.kept, (size_t)(n * k));
-  for (int64_t i = 0; i < n * k; i++) assert_true(fabsf(r.gate[i] - r2.gate[i]) < 1e-6f);
+  for (int64_t i = 0; i < n * k; i++)
+    EXPECT(fabsf(r.gate[i] - r2.gate[i]) < 1e-6f, "slot %lld: gate %.9g vs %.9g", (long long)i, (double)r.gate[i],
+           (double)r2.gate[i]);
   assert_true(fabs(r.lb_loss - r2.lb_loss) < 1e-9);
   mt_moe_routing_free(&r);
   mt_moe_routing_free(&r2);

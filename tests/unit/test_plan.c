@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "check.h"
+
 #include "core/backend.h"
 #include "model/gpt.h"
 #include "planner/plan.h"
@@ -43,7 +45,7 @@ static void test_mfu_formula(void **state) {
   for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
     double m = mfu_of(r[i].B, r[i].L, r[i].h, r[i].t, r[i].gpus);
     printf("MFU row %zu: %.2f%% (paper %.1f%%)\n", i, 100 * m, 100 * r[i].mfu);
-    assert_true(fabs(m - r[i].mfu) < 0.003); /* iteration times are rounded */
+    EXPECT(fabs(m - r[i].mfu) < 0.003, "row %zu: MFU %.4f, paper %.3f", i, m, r[i].mfu); /* iteration times are rounded */
   }
   /* HFU with the paper's eq. (8): 72 B L s h^2 (1 + s/3h + V/12hL) */
   double hfu_paper[] = {0.437, 0.528, 0.570, 0.570};
@@ -255,7 +257,7 @@ static void test_bad_inputs(void **state) {
   assert_non_null(strstr(err, "world size 60"));
   /* all three shipped hardware files load */
   const char *files[] = {HW_A100, "configs/hardware/h100-sxm.json", "configs/hardware/h200-sxm.json"};
-  for (int i = 0; i < 3; i++) assert_int_equal(mt_hardware_load(&hw, files[i], err, sizeof err), 0);
+  for (int i = 0; i < 3; i++) EXPECT_EQ(mt_hardware_load(&hw, files[i], err, sizeof err), 0, "%s: %s", files[i], err);
 }
 
 /* ---- sanity: monotonic behaviour the sweep relies on ---- */

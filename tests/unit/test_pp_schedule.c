@@ -17,6 +17,8 @@
 
 #include <cmocka.h>
 
+#include "check.h"
+
 #include "parallel/pipeline.h"
 
 static void check_one(int p, int v, int m) {
@@ -26,7 +28,7 @@ static void check_one(int p, int v, int m) {
     if (mt_pp_schedule_build(&s[r], p, v, m, r, 0, err, sizeof err) != 0)
       fail_msg("p=%d v=%d m=%d r=%d: %s", p, v, m, r, err);
     const mt_pp_schedule *q = &s[r];
-    assert_int_equal(q->n_actions, 2 * m * v);
+    EXPECT_EQ(q->n_actions, 2 * m * v, "p=%d v=%d m=%d r=%d", p, v, m, r);
     int warm_expected;
     if (v == 1) warm_expected = p - r - 1 < m ? p - r - 1 : m;
     else if (m == p) warm_expected = m * v;
@@ -34,28 +36,29 @@ static void check_one(int p, int v, int m) {
       warm_expected = (p - r - 1) * 2 + (v - 1) * p;
       if (warm_expected > m * v) warm_expected = m * v;
     }
-    assert_int_equal(q->n_warmup, warm_expected);
-    assert_int_equal(q->n_steady, m * v - warm_expected);
-    assert_int_equal(q->n_cooldown, warm_expected);
+    EXPECT_EQ(q->n_warmup, warm_expected, "p=%d v=%d m=%d r=%d", p, v, m, r);
+    EXPECT_EQ(q->n_steady, m * v - warm_expected, "p=%d v=%d m=%d r=%d", p, v, m, r);
+    EXPECT_EQ(q->n_cooldown, warm_expected, "p=%d v=%d m=%d r=%d", p, v, m, r);
     /* one F and one B per (chunk, mb), F before B; in-flight peak */
     int *state = calloc((size_t)(m * v), sizeof(int));
     int in_flight = 0, peak = 0;
     for (int i = 0; i < q->n_actions; i++) {
       const mt_pp_action *a = &q->actions[i];
-      assert_true(a->chunk >= 0 && a->chunk < v && a->mb >= 0 && a->mb < m);
+      EXPECT(a->chunk >= 0 && a->chunk < v && a->mb >= 0 && a->mb < m, "p=%d v=%d m=%d r=%d action %d: chunk %d mb %d", p, v,
+             m, r, i, a->chunk, a->mb);
       int *st = &state[a->mb * v + a->chunk];
       if (a->fwd) {
-        assert_int_equal(*st, 0);
+        EXPECT_EQ(*st, 0, "p=%d v=%d m=%d r=%d action %d: F of chunk %d mb %d", p, v, m, r, i, a->chunk, a->mb);
         *st = 1;
         if (++in_flight > peak) peak = in_flight;
       } else {
-        assert_int_equal(*st, 1);
+        EXPECT_EQ(*st, 1, "p=%d v=%d m=%d r=%d action %d: B of chunk %d mb %d", p, v, m, r, i, a->chunk, a->mb);
         *st = 2;
         in_flight--;
       }
     }
-    for (int k = 0; k < m * v; k++) assert_int_equal(state[k], 2);
-    if (v == 1) assert_int_equal(peak, p - r < m ? p - r : m);
+    for (int k = 0; k < m * v; k++) EXPECT_EQ(state[k], 2, "p=%d v=%d m=%d r=%d (mb, chunk) index %d", p, v, m, r, k);
+    if (v == 1) EXPECT_EQ(peak, p - r < m ? p - r : m, "p=%d v=%d m=%d r=%d in-flight peak", p, v, m, r);
     free(state);
   }
   /* Simulation: each stage executes its actions in order; a forward that has

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,10 +164,13 @@ static void test_partitions(void **state) {
             for (int k = 0; k < MT_GK_N; k++) {
               if (k == MT_GK_EMBD) continue;
               const mt_group_list *l = mt_topology_groups(&t, (mt_group_kind)k);
-              assert_int_equal(l->n_groups * l->group_size, world);
+              EXPECT_EQ(l->n_groups * l->group_size, world, "world %d tp %d pp %d ep %d etp %d kind %d", world, tp,
+                        pp, ep, etp, k);
               int *seen = calloc((size_t)world, sizeof(int));
               for (int i = 0; i < world; i++) seen[l->ranks[i]]++;
-              for (int i = 0; i < world; i++) assert_int_equal(seen[i], 1);
+              for (int i = 0; i < world; i++)
+                EXPECT_EQ(seen[i], 1, "world %d tp %d pp %d ep %d etp %d kind %d rank %d", world, tp, pp, ep, etp,
+                          k, i);
               free(seen);
             }
             for (int r = 0; r < world; r++) {

@@ -13,6 +13,8 @@
 
 #include <cmocka.h>
 
+#include "check.h"
+
 #include "core/backend.h"
 #include "core/util.h"
 #include "model/gpt.h"
@@ -59,8 +61,8 @@ static void test_init_shards_bitwise(void **state) {
       for (int i = 0; i < sl->n; i++) {
         const mt_param *p = &sl->p[i];
         const mt_param *q = &fl->p[mt_params_find(fl, p->name)];
-        assert_int_equal(p->rows, q->rows);
-        assert_int_equal(p->cols, q->cols);
+        EXPECT_EQ(p->rows, q->rows, "tensor '%s'", p->name);
+        EXPECT_EQ(p->cols, q->cols, "tensor '%s'", p->name);
         for (int64_t rr = 0; rr < p->local_rows; rr++)
           for (int64_t cc = 0; cc < p->local_cols; cc++) {
             float a = S[p->offset + rr * p->local_cols + cc];

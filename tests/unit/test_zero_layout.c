@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include "check.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,39 +22,40 @@ static void check_layout(const int64_t *bounds, int n_seg, int64_t flat, int64_t
   for (int r = 0; r < dp; r++) {
     mt_zero_layout L;
     mt_zero_layout_build(&L, bounds, n_seg, flat, bucket, dp, r);
-    assert_int_equal(L.bucket_size % dp, 0);
+    EXPECT_EQ(L.bucket_size % dp, 0, "dp %d rank %d bucket %lld", dp, r, (long long)L.bucket_size);
     if (shard_numel < 0) shard_numel = L.shard_numel;
-    assert_int_equal(L.shard_numel, shard_numel); /* equal shards on every rank */
+    EXPECT_EQ(L.shard_numel, shard_numel, "dp %d rank %d", dp, r); /* equal shards on every rank */
     int64_t pad = 0, expect_shard_off = 0;
     for (int s = 0; s < L.n_seg; s++) {
       const mt_zero_segment *sg = &L.seg[s];
-      assert_int_equal(sg->flat_start, bounds[2 * s]);
-      assert_int_equal(sg->len, bounds[2 * s + 1] - bounds[2 * s]);
-      assert_int_equal(sg->shard_offset, expect_shard_off);
+      EXPECT_EQ(sg->flat_start, bounds[2 * s], "dp %d rank %d segment %d", dp, r, s);
+      EXPECT_EQ(sg->len, bounds[2 * s + 1] - bounds[2 * s], "dp %d rank %d segment %d", dp, r, s);
+      EXPECT_EQ(sg->shard_offset, expect_shard_off, "dp %d rank %d segment %d", dp, r, s);
       for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
         const mt_zero_bucket *k = &L.bkt[b];
-        assert_int_equal(k->shard_offset, expect_shard_off);
+        EXPECT_EQ(k->shard_offset, expect_shard_off, "dp %d rank %d segment %d bucket %d", dp, r, s, b);
         expect_shard_off += k->shard_len;
         int64_t plen = k->shard_len * dp;
-        assert_true(plen >= k->len && plen - k->len < dp);
-        if (b < sg->first_bucket + sg->n_buckets - 1) assert_int_equal(plen, k->len);
+        EXPECT(plen >= k->len && plen - k->len < dp, "dp %d rank %d segment %d bucket %d: len %lld padded %lld", dp, r, s, b,
+               (long long)k->len, (long long)plen);
+        if (b < sg->first_bucket + sg->n_buckets - 1) EXPECT_EQ(plen, k->len, "dp %d rank %d segment %d bucket %d", dp, r, s, b);
         pad += plen - k->len;
         int64_t lo, hi;
         mt_zero_owned_range(&L, b, r, &lo, &hi);
-        assert_true(lo <= hi);
+        EXPECT(lo <= hi, "dp %d rank %d segment %d bucket %d: owned [%lld, %lld)", dp, r, s, b, (long long)lo, (long long)hi);
         for (int64_t i = lo; i < hi; i++) owner[i]++;
       }
       const mt_zero_bucket *last = &L.bkt[sg->first_bucket + sg->n_buckets - 1];
-      assert_int_equal(sg->padded_len, sg->len + last->shard_len * dp - last->len);
+      EXPECT_EQ(sg->padded_len, sg->len + last->shard_len * dp - last->len, "dp %d rank %d segment %d", dp, r, s);
     }
-    assert_int_equal(pad, L.padding);
-    assert_int_equal(expect_shard_off, L.shard_numel);
+    EXPECT_EQ(pad, L.padding, "dp %d rank %d", dp, r);
+    EXPECT_EQ(expect_shard_off, L.shard_numel, "dp %d rank %d", dp, r);
     mt_zero_layout_free(&L);
   }
   for (int64_t i = 0; i < flat; i++) {
     int in_seg = 0;
     for (int s = 0; s < n_seg; s++) in_seg |= i >= bounds[2 * s] && i < bounds[2 * s + 1];
-    assert_int_equal(owner[i], in_seg); /* each real element exactly once, gaps never */
+    EXPECT_EQ(owner[i], in_seg, "dp %d element %lld of %lld", dp, (long long)i, (long long)flat); /* each real element once */
   }
   free(owner);
 }
