@@ -7,6 +7,9 @@
 set -u
 cd "$(dirname "$0")/../.."
 D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+for f in gpt2-vocab.json gpt2-merges.txt; do
+  [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
+done
 make -s build/tests/tools/preprocess_cli build/tests/tools/mmidx_dump >/dev/null || exit 1
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 PP=build/tests/tools/preprocess_cli

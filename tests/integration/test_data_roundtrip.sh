@@ -7,6 +7,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+for f in gpt2-vocab.json gpt2-merges.txt tinyshakespeare.txt; do
+  [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
+done
 PY=/usr/bin/python3
 $PY -c "import numpy" 2>/dev/null || { echo "SKIP: /usr/bin/python3 with numpy not available"; exit 77; }
 make -s build/tests/tools/preprocess_cli build/tests/tools/mmidx_dump >/dev/null

@@ -7,6 +7,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+for f in gpt2-vocab.json gpt2-merges.txt; do
+  [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
+done
 command -v node >/dev/null || { echo "SKIP: node not installed"; exit 77; }
 export NODE_PATH="${MT_TIKTOKEN_NODE_PATH:-/tmp/tk/node_modules}${NODE_PATH:+:$NODE_PATH}"
 node -e 'require("tiktoken")' 2>/dev/null || { echo "SKIP: npm module tiktoken not found (NODE_PATH=$NODE_PATH)"; exit 77; }

@@ -6,6 +6,9 @@
 set -eu
 cd "$(dirname "$0")/../.."
 D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+for f in gpt2-vocab.json gpt2-merges.txt tinyshakespeare.txt tinyshakespeare.gpt2.u16; do
+  [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
+done
 REF="$D/tinyshakespeare.gpt2.u16"
 WANT_SHA=25c01b32b32f41897a6359dd222ec114992dc30c357bcafbfe6c56672f76cd31
 WANT_COUNT=338025

@@ -1,6 +1,6 @@
 /* tests/unit/cpu_test_common.h — helpers for unit tests that drive the cpu
- * backend directly (test_backend_props.c): backend construction and
- * deterministic random fills. Per-op numerics live in the op-case table
+ * backend directly (test_ops.c, test_backend_props.c): backend construction
+ * and deterministic random fills. Per-op numerics live in the op-case table
  * (op_cases.h). Header-only (each test binary is one translation unit). */
 #ifndef MT_TESTS_CPU_TEST_COMMON_H
 #define MT_TESTS_CPU_TEST_COMMON_H

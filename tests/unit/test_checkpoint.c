@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "core/fileio.h"
 #include "trainer/checkpoint.h"
 
 typedef struct {
@@ -114,21 +115,15 @@ static void load_expect(const char *w_name, int64_t w_cols, const char *needle) 
 }
 
 static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  *n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *d = malloc(*n);
-  if (fread(d, 1, *n, f) != *n) fail_msg("short read %s", path);
-  fclose(f);
+  int e = 0;
+  unsigned char *d = (unsigned char *)mt_read_file(path, (size_t)1 << 30, n, &e);
+  if (!d) fail_msg("cannot read %s: errno %d", path, e);
   return d;
 }
 
 static void spit(const char *path, const unsigned char *d, size_t n) {
-  FILE *f = fopen(path, "wb");
-  if (!f || fwrite(d, 1, n, f) != n) fail_msg("cannot write %s", path);
-  fclose(f);
+  char err[512];
+  if (mt_write_file_synced(path, d, n, err, sizeof err) != 0) fail_msg("%s", err);
 }
 
 static void test_round_trip(void **state) {

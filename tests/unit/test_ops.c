@@ -6,23 +6,8 @@
  * the output, the shape, the dtype, the backend and the error. Properties
  * that are not per-op numerics (op table, allocator, RNG, statistics):
  * test_backend_props.c. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <cmocka.h>
-
+#include "cpu_test_common.h"
 #include "op_cases.h"
-
-/* Cpu backend with every elementwise op on the OpenMP path
- * (MT_CPU_PAR_MIN=1), so small shapes exercise the parallel code. */
-static mt_backend *cpu_backend(void) {
-  setenv("MT_CPU_PAR_MIN", "1", 1);
-  mt_backend_options o = {.device = "cpu", .num_threads = 0, .dtype = MT_F32};
-  char err[256];
-  mt_backend *be = mt_backend_create(&o, err, sizeof err);
-  if (!be) fail_msg("cpu backend create: %s", err);
-  return be;
-}
 
 /* The cuda backends (fp32, bf16 storage), or NULLs with a message. */
 static void gpu_backends(mt_backend *gpu[2]) {
@@ -39,7 +24,7 @@ static void gpu_backends(mt_backend *gpu[2]) {
 }
 
 static void run_table(const char *prefix) {
-  mt_backend *cpu = cpu_backend(), *gpu[2];
+  mt_backend *cpu = tc_backend(), *gpu[2];
   gpu_backends(gpu);
   int fails = ot_run_table(cpu, gpu, prefix);
   for (int k = 0; k < 2; k++)
