@@ -1,9 +1,9 @@
-/* trainer/config.c — reading a config: defaults, JSON parsing with located
+/* config/config.c — reading a config: defaults, JSON parsing with located
  * syntax errors, --set overrides, the walk that type-checks every key (with
- * did-you-mean for unknown ones), and the public API of trainer/config.h.
+ * did-you-mean for unknown ones), and the public API of config/config.h.
  * Range and consistency checks are in config_check.c, the key table in
  * config_keys.c. */
-#include "trainer/config.h"
+#include "config/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 
 #include "core/hash.h"
 #include "core/util.h"
-#include "trainer/config_internal.h"
+#include "config/config_internal.h"
 
 void mt_config_defaults(mt_config *cfg) {
   memset(cfg, 0, sizeof *cfg);

@@ -1,4 +1,4 @@
-/* trainer/config_check.c — derived defaults, per-key ranges and the
+/* config/config_check.c — derived defaults, per-key ranges and the
  * cross-key consistency rules of a config (Megatron's validate_args()
  * checks that apply to megatrain). Each failure writes one message naming
  * the key and returns 2. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config_internal.h"
+#include "config/config_internal.h"
 
 static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
 

@@ -1,11 +1,11 @@
-/* trainer/config.h — the run configuration: one JSON file (cJSON) with
+/* config/config.h — the run configuration: one JSON file (cJSON) with
  * sections model, parallel, training, data, checkpoint, logging and the
  * top-level "device". Names are Megatron-LM's arguments in snake_case
  * (DeepSpeed's zero_stage); defaults are Megatron's. docs/config.md is the
  * reference for every key.
  */
-#ifndef MT_TRAINER_CONFIG_H
-#define MT_TRAINER_CONFIG_H
+#ifndef MT_CONFIG_CONFIG_H
+#define MT_CONFIG_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,16 +1,16 @@
-/* trainer/config_internal.h — private to trainer/config*.c: the key table
+/* config/config_internal.h — private to the config/ sources: the key table
  * (one row per config key: section, name, type, where it lives in mt_config,
  * flags and range) and the validation context shared by the loader
  * (config.c), the checks (config_check.c) and the canonical JSON writer. */
-#ifndef MT_TRAINER_CONFIG_INTERNAL_H
-#define MT_TRAINER_CONFIG_INTERNAL_H
+#ifndef MT_CONFIG_CONFIG_INTERNAL_H
+#define MT_CONFIG_CONFIG_INTERNAL_H
 
 #include <stdarg.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
 
-#include "trainer/config.h"
+#include "config/config.h"
 
 typedef enum {
   MT_CT_INT,   /* int, integral JSON number in int range */

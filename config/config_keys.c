@@ -1,6 +1,6 @@
-/* trainer/config_keys.c — the table of config keys (docs/config.md is its
+/* config/config_keys.c — the table of config keys (docs/config.md is its
  * prose form), message helpers and the canonical JSON writer. */
-#include "trainer/config_internal.h"
+#include "config/config_internal.h"
 
 #include <math.h>
 #include <stdio.h>
