@@ -1,5 +1,5 @@
-/* config/config_keys.c — the table of config keys (docs/config.md is its
- * prose form), message helpers and the canonical JSON writer. */
+/* config/config_keys.c — lookups in the key table (config_table.c), the
+ * message helpers and the canonical JSON writer. */
 #include "config/config_internal.h"
 
 #include <math.h>
@@ -8,100 +8,6 @@
 #include <string.h>
 
 #include "core/util.h"
-
-const char *const mt_cfg_sections[MT_CFG_NSECTIONS] = {
-    "", "model", "parallel", "training", "data", "checkpoint", "logging"};
-
-enum { S_TOP, S_MODEL, S_PAR, S_TRAIN, S_DATA, S_CKPT, S_LOG };
-
-#define FLD(path) offsetof(mt_config, path), sizeof(((mt_config *)0)->path)
-#define GE(x) MT_CK_GE, (x), 0
-#define GT(x) MT_CK_GT, (x), 0
-#define REQ MT_CK_REQUIRED
-#define NUL MT_CK_NULLABLE
-#define DER MT_CK_DERIVED
-
-/* Order = order of the canonical JSON. */
-const mt_cfg_key mt_cfg_keys[] = {
-    {S_TOP, "device", MT_CT_STR, FLD(device), 0, 0, 0, "cpu|cuda"},
-
-    {S_MODEL, "num_layers", MT_CT_INT, FLD(model.num_layers), REQ | GE(1), NULL},
-    {S_MODEL, "hidden_size", MT_CT_INT, FLD(model.hidden_size), REQ | GE(1), NULL},
-    {S_MODEL, "num_attention_heads", MT_CT_INT, FLD(model.num_attention_heads), REQ | GE(1), NULL},
-    {S_MODEL, "ffn_hidden_size", MT_CT_INT, FLD(model.ffn_hidden_size), DER | GE(1), NULL},
-    {S_MODEL, "seq_length", MT_CT_INT, FLD(model.seq_length), REQ | GE(1), NULL},
-    {S_MODEL, "max_position_embeddings", MT_CT_INT, FLD(model.max_position_embeddings), DER | GE(1), NULL},
-    {S_MODEL, "vocab_size", MT_CT_INT, FLD(model.vocab_size), GE(1), NULL},
-    {S_MODEL, "make_vocab_size_divisible_by", MT_CT_INT, FLD(model.make_vocab_size_divisible_by), GE(1), NULL},
-    {S_MODEL, "hidden_dropout", MT_CT_FLOAT, FLD(model.hidden_dropout), MT_CK_GE | MT_CK_LT, 0, 1, NULL},
-    {S_MODEL, "attention_dropout", MT_CT_FLOAT, FLD(model.attention_dropout), MT_CK_GE | MT_CK_LT, 0, 1, NULL},
-    {S_MODEL, "init_method_std", MT_CT_FLOAT, FLD(model.init_method_std), GT(0), NULL},
-    {S_MODEL, "layernorm_epsilon", MT_CT_FLOAT, FLD(model.layernorm_epsilon), GT(0), NULL},
-    {S_MODEL, "untie_embeddings_and_output_weights", MT_CT_BOOL, FLD(model.untie_embeddings_and_output_weights), 0, 0, 0, NULL},
-    {S_MODEL, "recompute_granularity", MT_CT_STR, FLD(model.recompute_granularity), NUL, 0, 0, "selective|full"},
-    {S_MODEL, "recompute_num_layers", MT_CT_INT, FLD(model.recompute_num_layers), GE(1), NULL},
-    {S_MODEL, "num_experts", MT_CT_INT, FLD(model.num_experts), NUL | GE(0), NULL},
-    {S_MODEL, "moe_router_topk", MT_CT_INT, FLD(model.moe_router_topk), GE(1), NULL},
-    {S_MODEL, "moe_ffn_hidden_size", MT_CT_INT, FLD(model.moe_ffn_hidden_size), DER | GE(1), NULL},
-    {S_MODEL, "moe_layer_freq", MT_CT_INT, FLD(model.moe_layer_freq), GE(1), NULL},
-    {S_MODEL, "moe_aux_loss_coeff", MT_CT_FLOAT, FLD(model.moe_aux_loss_coeff), GE(0), NULL},
-    {S_MODEL, "moe_z_loss_coeff", MT_CT_FLOAT, FLD(model.moe_z_loss_coeff), GE(0), NULL},
-    {S_MODEL, "moe_expert_capacity_factor", MT_CT_FLOAT, FLD(model.moe_expert_capacity_factor), NUL, 0, 0, NULL},
-    {S_MODEL, "moe_token_drop_policy", MT_CT_STR, FLD(model.moe_token_drop_policy), 0, 0, 0, "probs|position"},
-    {S_MODEL, "moe_router_pre_softmax", MT_CT_BOOL, FLD(model.moe_router_pre_softmax), 0, 0, 0, NULL},
-    {S_MODEL, "moe_pad_expert_input_to_capacity", MT_CT_BOOL, FLD(model.moe_pad_expert_input_to_capacity), 0, 0, 0, NULL},
-
-    {S_PAR, "tensor_model_parallel_size", MT_CT_INT, FLD(parallel.tensor_model_parallel_size), GE(1), NULL},
-    {S_PAR, "pipeline_model_parallel_size", MT_CT_INT, FLD(parallel.pipeline_model_parallel_size), GE(1), NULL},
-    {S_PAR, "virtual_pipeline_model_parallel_size", MT_CT_INT, FLD(parallel.virtual_pipeline_model_parallel_size), DER | GE(1), NULL},
-    {S_PAR, "num_layers_in_first_pipeline_stage", MT_CT_INT, FLD(parallel.num_layers_in_first_pipeline_stage), NUL | GE(0), NULL},
-    {S_PAR, "num_layers_in_last_pipeline_stage", MT_CT_INT, FLD(parallel.num_layers_in_last_pipeline_stage), NUL | GE(0), NULL},
-    {S_PAR, "sequence_parallel", MT_CT_BOOL, FLD(parallel.sequence_parallel), 0, 0, 0, NULL},
-    {S_PAR, "expert_model_parallel_size", MT_CT_INT, FLD(parallel.expert_model_parallel_size), GE(1), NULL},
-    {S_PAR, "expert_tensor_parallel_size", MT_CT_INT, FLD(parallel.expert_tensor_parallel_size), DER | GE(1), NULL},
-    {S_PAR, "context_parallel_size", MT_CT_INT, FLD(parallel.context_parallel_size), GE(1), NULL},
-    {S_PAR, "zero_stage", MT_CT_INT, FLD(parallel.zero_stage), MT_CK_GE | MT_CK_LE, 0, 3, NULL},
-    {S_PAR, "ddp_bucket_size", MT_CT_I64, FLD(parallel.ddp_bucket_size), GE(1), NULL},
-    {S_PAR, "zero_prefetch_layers", MT_CT_INT, FLD(parallel.zero_prefetch_layers), GE(0), NULL},
-
-    {S_TRAIN, "micro_batch_size", MT_CT_INT, FLD(training.micro_batch_size), GE(1), NULL},
-    {S_TRAIN, "global_batch_size", MT_CT_INT, FLD(training.global_batch_size), DER | GE(1), NULL},
-    {S_TRAIN, "train_iters", MT_CT_I64, FLD(training.train_iters), REQ | GE(1), NULL},
-    {S_TRAIN, "seed", MT_CT_U64, FLD(training.seed), 0, 0, 0, NULL},
-    {S_TRAIN, "lr", MT_CT_FLOAT, FLD(training.lr), REQ | GT(0), NULL},
-    {S_TRAIN, "min_lr", MT_CT_FLOAT, FLD(training.min_lr), GE(0), NULL},
-    {S_TRAIN, "lr_decay_style", MT_CT_STR, FLD(training.lr_decay_style), 0, 0, 0, "constant|linear|cosine"},
-    {S_TRAIN, "lr_warmup_iters", MT_CT_I64, FLD(training.lr_warmup_iters), GE(0), NULL},
-    {S_TRAIN, "lr_decay_iters", MT_CT_I64, FLD(training.lr_decay_iters), DER | GE(1), NULL},
-    {S_TRAIN, "weight_decay", MT_CT_FLOAT, FLD(training.weight_decay), GE(0), NULL},
-    {S_TRAIN, "adam_beta1", MT_CT_FLOAT, FLD(training.adam_beta1), MT_CK_GE | MT_CK_LT, 0, 1, NULL},
-    {S_TRAIN, "adam_beta2", MT_CT_FLOAT, FLD(training.adam_beta2), MT_CK_GE | MT_CK_LT, 0, 1, NULL},
-    {S_TRAIN, "adam_eps", MT_CT_FLOAT, FLD(training.adam_eps), GT(0), NULL},
-    {S_TRAIN, "clip_grad", MT_CT_FLOAT, FLD(training.clip_grad), GE(0), NULL},
-    {S_TRAIN, "eval_interval", MT_CT_I64, FLD(training.eval_interval), GE(0), NULL},
-    {S_TRAIN, "eval_iters", MT_CT_I64, FLD(training.eval_iters), GE(0), NULL},
-    {S_TRAIN, "precision", MT_CT_STR, FLD(training.precision), 0, 0, 0, "fp32|bf16"},
-    {S_TRAIN, "max_nan_iters", MT_CT_INT, FLD(training.max_nan_iters), GE(1), NULL},
-    {S_TRAIN, "exit_interval", MT_CT_I64, FLD(training.exit_interval), GE(0), NULL},
-    {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0), NULL},
-    {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL},
-
-    {S_DATA, "data_path", MT_CT_PATHS, 0, 0, REQ, 0, 0, NULL},
-    {S_DATA, "split", MT_CT_STR, FLD(data.split), 0, 0, 0, NULL},
-    {S_DATA, "vocab_file", MT_CT_STR, FLD(data.vocab_file), NUL, 0, 0, NULL},
-    {S_DATA, "merge_file", MT_CT_STR, FLD(data.merge_file), NUL, 0, 0, NULL},
-
-    {S_CKPT, "save", MT_CT_STR, FLD(checkpoint.save), NUL, 0, 0, NULL},
-    {S_CKPT, "load", MT_CT_STR, FLD(checkpoint.load), NUL, 0, 0, NULL},
-    {S_CKPT, "save_interval", MT_CT_I64, FLD(checkpoint.save_interval), GE(0), NULL},
-
-    {S_LOG, "log_interval", MT_CT_I64, FLD(logging.log_interval), GE(1), NULL},
-    {S_LOG, "metrics_file", MT_CT_STR, FLD(logging.metrics_file), NUL, 0, 0, NULL},
-};
-const int mt_cfg_nkeys = (int)(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]));
-
-_Static_assert(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]) <= MT_CFG_MAX_KEYS,
-               "raise MT_CFG_MAX_KEYS");
 
 int mt_cfg_find_key(int sec, const char *name) {
   for (int k = 0; k < mt_cfg_nkeys; k++)
