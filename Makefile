@@ -75,6 +75,13 @@ tests: $(TEST_BINS) $(TOOL_BINS)
 test: megatrain tests
 	bash tests/run_tests.sh
 
+# docs/config.md is generated from the config key table (config/config_table.c)
+# and the template docs/config.md.in; tests/integration/test_config_doc.sh checks it.
+.PHONY: docs
+docs: build/tests/tools/gen_config_doc
+	build/tests/tools/gen_config_doc docs/config.md.in > docs/config.md.tmp
+	mv docs/config.md.tmp docs/config.md
+
 clean:
 	rm -rf build megatrain
 
