@@ -20,7 +20,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP \
            -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
 LDLIBS  += $(MPI_LIBS) -lopenblas -lcjson -lpcre2-8 -lz -lm -fopenmp
 
-LIB_SRCS := $(wildcard core/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
+LIB_SRCS := $(wildcard core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
 
 ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include
@@ -74,6 +74,13 @@ tests: $(TEST_BINS) $(TOOL_BINS)
 
 test: megatrain tests
 	bash tests/run_tests.sh
+
+# docs/config.md is generated from the config key table (config/config_table.c)
+# and the template docs/config.md.in; tests/integration/test_config_doc.sh checks it.
+.PHONY: docs
+docs: build/tests/tools/gen_config_doc
+	build/tests/tools/gen_config_doc docs/config.md.in > docs/config.md.tmp
+	mv docs/config.md.tmp docs/config.md
 
 clean:
 	rm -rf build megatrain

@@ -15,7 +15,7 @@
 #include "parallel/comm.h"
 #include "planner/plan.h"
 #include "trainer/cli.h"
-#include "trainer/config.h"
+#include "config/config.h"
 #include "trainer/train.h"
 
 #define MT_VERSION "0.1.0"

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "trainer/config.h"
+#include "config/config.h"
 #include "trainer/train_internal.h"
 
 static void run_stage(mt_dist *dist, const char *path, const char **sets, int n_sets, int stage,

@@ -1,10 +1,10 @@
 /* planner/plan.h — `megatrain plan`: predict per-rank memory and step time of
  * a training config on a described cluster, and rank layouts (docs/planner.md).
  *
- * The planner reads the same config as training (trainer/config.h) and a
+ * The planner reads the same config as training (config/config.h) and a
  * small hardware description (configs/hardware/NAME.json). It is pure
  * arithmetic: no backend, BLAS or MPI call. Layer: main.c -> planner/ ->
- * trainer/config + parallel/topology.
+ * config/ + parallel/topology.
  *
  * Sources: activation memory per layer follows Korthikanti et al. 2022
  * (arXiv:2205.05198 §4, Table 2) adapted to this implementation's buffers
@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "trainer/config.h"
+#include "config/config.h"
 
 /* A GPU model and its node/network (configs/hardware/<name>.json). Vendor
  * figures are peaks; the `efficiency` section holds the achievable fractions

@@ -5,7 +5,7 @@
 
 #include "parallel/topology.h"
 #include "trainer/cli.h"
-#include "trainer/config.h"
+#include "config/config.h"
 
 int mt_cli_topology(int argc, char **argv) {
   const char *config = NULL;

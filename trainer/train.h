@@ -3,7 +3,7 @@
 #define MT_TRAINER_TRAIN_H
 
 #include "parallel/comm.h"
-#include "trainer/config.h"
+#include "config/config.h"
 
 /* Train the model described by cfg on this process's rank of `dist`: build
  * the backend, the data loader and the model, optionally load a checkpoint,

@@ -13,7 +13,7 @@
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
-#include "trainer/config.h"
+#include "config/config.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"

@@ -22,7 +22,7 @@
 
 #include "core/util.h"
 #include "parallel/comm.h"
-#include "trainer/config.h"
+#include "config/config.h"
 #include "trainer/train_internal.h"
 
 static int check_stage(mt_dist *dist, const char *path, const char **sets, int n_sets, int stage) {

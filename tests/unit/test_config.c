@@ -1,4 +1,4 @@
-/* tests/unit/test_config.c — trainer/config: the example config of the
+/* tests/unit/test_config.c — config/: the example config of the
  * issue, Megatron defaults and derived values, --set overrides, the error
  * messages (return 2, key named, did-you-mean), JSON syntax errors with line
  * and caret, canonical JSON round trip and hash. */
@@ -14,7 +14,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
-#include "trainer/config.h"
+#include "config/config.h"
 
 static const char *EXAMPLE =
     "{\n"

@@ -1,9 +1,9 @@
-/* trainer/config.c — reading a config: defaults, JSON parsing with located
+/* config/config.c — reading a config: defaults, JSON parsing with located
  * syntax errors, --set overrides, the walk that type-checks every key (with
- * did-you-mean for unknown ones), and the public API of trainer/config.h.
+ * did-you-mean for unknown ones), and the public API of config/config.h.
  * Range and consistency checks are in config_check.c, the key table in
  * config_keys.c. */
-#include "trainer/config.h"
+#include "config/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -13,56 +13,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "core/hash.h"
 #include "core/util.h"
-#include "trainer/config_internal.h"
+#include "config/config_internal.h"
 
 void mt_config_defaults(mt_config *cfg) {
-  memset(cfg, 0, sizeof *cfg);
-  snprintf(cfg->device, sizeof cfg->device, "cpu");
-  mt_model_config *m = &cfg->model;
-  m->num_layers = 12;
-  m->hidden_size = 768;
-  m->num_attention_heads = 12;
-  m->ffn_hidden_size = 4 * 768;
-  m->seq_length = 1024;
-  m->max_position_embeddings = 1024;
-  m->vocab_size = 50257;
-  m->make_vocab_size_divisible_by = 128;
-  m->hidden_dropout = 0.1f;
-  m->attention_dropout = 0.1f;
-  m->init_method_std = 0.02f;
-  m->layernorm_epsilon = 1e-5f;
-  m->recompute_num_layers = 1;
-  m->moe_router_topk = 2;
-  m->moe_ffn_hidden_size = 4 * 768;
-  m->moe_layer_freq = 1;
-  snprintf(m->moe_token_drop_policy, sizeof m->moe_token_drop_policy, "probs");
-  mt_parallel_config *p = &cfg->parallel;
-  p->tensor_model_parallel_size = 1;
-  p->pipeline_model_parallel_size = 1;
-  p->virtual_pipeline_model_parallel_size = 1;
-  p->expert_model_parallel_size = 1;
-  p->expert_tensor_parallel_size = 1;
-  p->context_parallel_size = 1;
-  p->ddp_bucket_size = 40000000;
-  p->zero_prefetch_layers = 1;
-  mt_training_config *t = &cfg->training;
-  t->micro_batch_size = 1;
-  t->global_batch_size = 1;
-  t->seed = 1234;
-  snprintf(t->lr_decay_style, sizeof t->lr_decay_style, "linear");
-  t->weight_decay = 0.01f;
-  t->adam_beta1 = 0.9f;
-  t->adam_beta2 = 0.999f;
-  t->adam_eps = 1e-8f;
-  t->clip_grad = 1.0f;
-  t->eval_interval = 1000;
-  t->eval_iters = 100;
-  snprintf(t->precision, sizeof t->precision, "fp32");
-  t->max_nan_iters = 10;
-  snprintf(cfg->data.split, sizeof cfg->data.split, "969,30,1");
-  cfg->logging.log_interval = 100;
+  mt_cfg_apply_defaults(cfg);
+  mt_cfg_derive(cfg, 1);
 }
 
 /* ---- did-you-mean ------------------------------------------------------ */
@@ -444,10 +402,7 @@ int mt_config_load_string(mt_config *cfg, const char *json, const char *source_n
   for (int i = 0; i < n_overrides && rc == 0; i++) rc = apply_override(&c, root, overrides[i]);
 
   mt_config tmp;
-  mt_config_defaults(&tmp);
-  /* Derived keys start at 0 (= derive) so absence can be told apart. */
-  for (int k = 0; k < mt_cfg_nkeys; k++)
-    if (mt_cfg_keys[k].flags & MT_CK_DERIVED) memset(mt_cfg_field(&tmp, k), 0, mt_cfg_keys[k].size);
+  mt_cfg_apply_defaults(&tmp); /* derived keys stay 0 so absence can be told apart */
   if (rc == 0) rc = walk(&c, root, &tmp);
   cJSON_Delete(root);
   if (rc == 0) rc = mt_cfg_check(&c, &tmp, world_size);
@@ -472,24 +427,13 @@ int mt_config_load(mt_config *cfg, const char *path, const char *const *override
   c.src = path;
   c.err = err;
   c.errlen = errlen;
-  FILE *f = fopen(path, "rb");
-  if (!f) return mt_cfg_fail_label(&c, "cannot open config file", "%s", strerror(errno));
-  const long max_bytes = 16l << 20;
-  char *text = NULL;
-  long n = -1;
-  if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && n <= max_bytes &&
-      fseek(f, 0, SEEK_SET) == 0) {
-    text = mt_xmalloc((size_t)n + 1);
-    if (fread(text, 1, (size_t)n, f) != (size_t)n) n = -1;
-    else text[n] = '\0';
-  }
-  int rerr = ferror(f);
-  fclose(f);
-  if (!text || n < 0 || rerr) {
-    free(text);
-    return mt_cfg_fail_label(&c, "cannot read config file",
-                             n > max_bytes ? "larger than 16 MiB" : "read error");
-  }
+  size_t len = 0;
+  int err_no = 0;
+  char *text = mt_read_file(path, (size_t)16 << 20, &len, &err_no);
+  if (!text && err_no == EFBIG)
+    return mt_cfg_fail_label(&c, "cannot read config file", "larger than 16 MiB");
+  if (!text && err_no == EIO) return mt_cfg_fail_label(&c, "cannot read config file", "read error");
+  if (!text) return mt_cfg_fail_label(&c, "cannot open config file", "%s", strerror(err_no));
   int rc = mt_config_load_string(cfg, text, path, overrides, n_overrides, world_size, err, errlen);
   free(text);
   return rc;

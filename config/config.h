@@ -1,11 +1,14 @@
-/* trainer/config.h — the run configuration: one JSON file (cJSON) with
+/* config/config.h — the run configuration: one JSON file (cJSON) with
  * sections model, parallel, training, data, checkpoint, logging and the
  * top-level "device". Names are Megatron-LM's arguments in snake_case
- * (DeepSpeed's zero_stage); defaults are Megatron's. docs/config.md is the
- * reference for every key.
+ * (DeepSpeed's zero_stage); defaults are Megatron's. Every field below is a
+ * key of the same name in its section; its type, range, default, Megatron
+ * flag and description are one row of the key table (config/config_table.c),
+ * from which docs/config.md is generated (`make docs`). Host-only; the module
+ * depends on core/ and cJSON only.
  */
-#ifndef MT_TRAINER_CONFIG_H
-#define MT_TRAINER_CONFIG_H
+#ifndef MT_CONFIG_CONFIG_H
+#define MT_CONFIG_CONFIG_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -14,28 +17,28 @@
 #define MT_PATH_MAX 1024
 
 typedef struct {
-  int num_layers;                 /* default 12 */
-  int hidden_size;                /* default 768 */
-  int num_attention_heads;        /* default 12 */
-  int ffn_hidden_size;            /* default 4 * hidden_size (0 in JSON = derive) */
-  int seq_length;                 /* default 1024 */
-  int max_position_embeddings;    /* default seq_length */
-  int vocab_size;                 /* default 50257 (GPT-2) */
-  int make_vocab_size_divisible_by; /* default 128 */
-  float hidden_dropout;           /* default 0.1 */
-  float attention_dropout;        /* default 0.1 */
-  float init_method_std;          /* default 0.02 */
-  float layernorm_epsilon;        /* default 1e-5 */
-  int untie_embeddings_and_output_weights; /* default false */
+  int num_layers;
+  int hidden_size;
+  int num_attention_heads;
+  int ffn_hidden_size;            /* derived keys: 0 after parsing = derive */
+  int seq_length;
+  int max_position_embeddings;
+  int vocab_size;                 /* before padding (mt_config_padded_vocab) */
+  int make_vocab_size_divisible_by;
+  float hidden_dropout;
+  float attention_dropout;
+  float init_method_std;
+  float layernorm_epsilon;
+  int untie_embeddings_and_output_weights;
   char recompute_granularity[16]; /* "" (none) | "selective" | "full" */
-  int recompute_num_layers;       /* default 1 */
-  /* MoE (issue 8); num_experts = 0 means dense */
+  int recompute_num_layers;
+  /* mixture of experts (docs/moe.md); num_experts = 0 means dense */
   int num_experts;
-  int moe_router_topk;            /* default 2 */
-  int moe_ffn_hidden_size;        /* default ffn_hidden_size */
-  int moe_layer_freq;             /* default 1 */
-  float moe_aux_loss_coeff;       /* default 0 */
-  float moe_z_loss_coeff;         /* default 0 */
+  int moe_router_topk;
+  int moe_ffn_hidden_size;
+  int moe_layer_freq;
+  float moe_aux_loss_coeff;
+  float moe_z_loss_coeff;
   float moe_expert_capacity_factor; /* <= 0: dropless */
   char moe_token_drop_policy[16]; /* "probs" | "position" */
   int moe_router_pre_softmax;
@@ -43,38 +46,38 @@ typedef struct {
 } mt_model_config;
 
 typedef struct {
-  int tensor_model_parallel_size;   /* default 1 */
-  int pipeline_model_parallel_size; /* default 1 */
-  int virtual_pipeline_model_parallel_size; /* default 1 (no interleaving) */
+  int tensor_model_parallel_size;
+  int pipeline_model_parallel_size;
+  int virtual_pipeline_model_parallel_size; /* 1 = no interleaving */
   int num_layers_in_first_pipeline_stage;   /* 0 = equal split */
   int num_layers_in_last_pipeline_stage;    /* 0 = equal split */
-  int sequence_parallel;            /* default false */
-  int expert_model_parallel_size;   /* default 1 */
-  int expert_tensor_parallel_size;  /* default = tp */
-  int context_parallel_size;        /* fixed 1 for now */
-  int zero_stage;                   /* 0..3, DeepSpeed's name; default 0 */
-  int64_t ddp_bucket_size;          /* elements; default 40000000 (Megatron) */
-  int zero_prefetch_layers;         /* default 1 */
+  int sequence_parallel;
+  int expert_model_parallel_size;
+  int expert_tensor_parallel_size;
+  int context_parallel_size;        /* must be 1 (not implemented) */
+  int zero_stage;                   /* 0..3, DeepSpeed's name */
+  int64_t ddp_bucket_size;          /* elements */
+  int zero_prefetch_layers;
 } mt_parallel_config;
 
 typedef struct {
-  int micro_batch_size;           /* default 1 */
-  int global_batch_size;          /* default micro_batch_size * dp */
+  int micro_batch_size;
+  int global_batch_size;
   int64_t train_iters;            /* required */
-  uint64_t seed;                  /* default 1234 */
+  uint64_t seed;
   float lr;                       /* required */
-  float min_lr;                   /* default 0 */
-  char lr_decay_style[16];        /* "constant" | "linear" | "cosine" (default linear) */
-  int64_t lr_warmup_iters;        /* default 0 */
-  int64_t lr_decay_iters;         /* default train_iters */
-  float weight_decay;             /* default 0.01 */
-  float adam_beta1, adam_beta2;   /* 0.9, 0.999 */
-  float adam_eps;                 /* 1e-8 */
-  float clip_grad;                /* default 1.0; 0 = off */
-  int64_t eval_interval;          /* default 1000; 0 = never */
-  int64_t eval_iters;             /* default 100 */
+  float min_lr;
+  char lr_decay_style[16];        /* "constant" | "linear" | "cosine" */
+  int64_t lr_warmup_iters;
+  int64_t lr_decay_iters;
+  float weight_decay;
+  float adam_beta1, adam_beta2;
+  float adam_eps;
+  float clip_grad;                /* 0 = off */
+  int64_t eval_interval;          /* 0 = never */
+  int64_t eval_iters;
   char precision[8];              /* "fp32" | "bf16" */
-  int max_nan_iters;              /* consecutive non-finite steps before abort; default 10 */
+  int max_nan_iters;              /* consecutive non-finite steps before abort */
   int64_t exit_interval;          /* save and exit after an iteration divisible by it; 0 = off */
   int64_t check_replicas_interval; /* compare replica checksums every N iterations; 0 = at the end */
   int num_threads;                /* cpu threads per rank; 0 = OMP default */
@@ -96,7 +99,7 @@ typedef struct {
 } mt_checkpoint_config;
 
 typedef struct {
-  int64_t log_interval;          /* default 100 */
+  int64_t log_interval;
   char metrics_file[MT_PATH_MAX]; /* "" = none */
 } mt_logging_config;
 
@@ -115,7 +118,8 @@ typedef struct {
                                     "" if none; not part of json */
 } mt_config;
 
-/* Fill cfg with Megatron's defaults (what an empty section means). */
+/* Fill cfg with the key table's defaults (Megatron's: what an empty section
+ * means), derived keys resolved for one rank; json stays NULL. */
 void mt_config_defaults(mt_config *cfg);
 
 /* Read and validate a config: parse `path` with cJSON, apply `n_overrides`

@@ -1,16 +1,18 @@
-/* trainer/config_internal.h — private to trainer/config*.c: the key table
- * (one row per config key: section, name, type, where it lives in mt_config,
- * flags and range) and the validation context shared by the loader
- * (config.c), the checks (config_check.c) and the canonical JSON writer. */
-#ifndef MT_TRAINER_CONFIG_INTERNAL_H
-#define MT_TRAINER_CONFIG_INTERNAL_H
+/* config/config_internal.h — private to the config/ sources: the key table
+ * (config_table.c: one row per config key holding section, name, type, where
+ * it lives in mt_config, flags, range, default, the Megatron flag it mirrors
+ * and a one-line description) and the validation context shared by the
+ * loader (config.c), the checks (config_check.c), the canonical JSON writer
+ * (config_keys.c) and the docs/config.md generator (config_doc.c). */
+#ifndef MT_CONFIG_CONFIG_INTERNAL_H
+#define MT_CONFIG_CONFIG_INTERNAL_H
 
 #include <stdarg.h>
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
 
-#include "trainer/config.h"
+#include "config/config.h"
 
 typedef enum {
   MT_CT_INT,   /* int, integral JSON number in int range */
@@ -33,14 +35,19 @@ enum {
 };
 
 typedef struct {
-  int sec;             /* index into mt_cfg_sections (0 = top level) */
-  const char *name;    /* JSON key */
+  int sec;              /* index into mt_cfg_sections (0 = top level) */
+  const char *name;     /* JSON key */
   mt_cfg_type type;
-  size_t off;          /* offset in mt_config */
-  size_t size;         /* bytes of the field (string capacity) */
-  unsigned flags;      /* MT_CK_* */
-  double lo, hi;       /* range bounds used by the MT_CK_GE/GT/LE/LT flags */
-  const char *choices; /* "a|b|c" for enumerated strings, else NULL */
+  size_t off;           /* offset in mt_config */
+  size_t size;          /* bytes of the field (string capacity) */
+  unsigned flags;       /* MT_CK_* */
+  double lo, hi;        /* range bounds used by the MT_CK_GE/GT/LE/LT flags */
+  const char *choices;  /* "a|b|c" for enumerated strings, else NULL */
+  double def;           /* default of a number or bool key (0 for derived keys) */
+  const char *def_str;  /* default of a string key (NULL = ""); for a derived key
+                           the rule, as docs/config.md shows it */
+  const char *megatron; /* the Megatron-LM (or DeepSpeed) option it mirrors, markdown */
+  const char *doc;      /* one-line description, markdown */
 } mt_cfg_key;
 
 enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 96 };
@@ -76,6 +83,14 @@ int mt_cfg_fail_label(mt_cfg_ctx *c, const char *label, const char *fmt, ...)
 /* Pointer to the field of key k inside cfg. */
 void *mt_cfg_field(mt_config *cfg, int k);
 const void *mt_cfg_cfield(const mt_config *cfg, int k);
+
+/* Write every key's default from the table into cfg (all other bytes 0);
+ * derived keys stay 0 (= derive). */
+void mt_cfg_apply_defaults(mt_config *cfg);
+
+/* Fill the derived keys that are 0 (absent, null or 0) from the others, for
+ * world_size ranks (< 1 is taken as 1). */
+void mt_cfg_derive(mt_config *cfg, int world_size);
 
 /* Fill derived defaults, check ranges and cross-key consistency given
  * world_size ranks. Returns 0 or 2 (message in c). */

@@ -1,4 +1,4 @@
-/* trainer/config_check.c — derived defaults, per-key ranges and the
+/* config/config_check.c — derived defaults, per-key ranges and the
  * cross-key consistency rules of a config (Megatron's validate_args()
  * checks that apply to megatrain). Each failure writes one message naming
  * the key and returns 2. */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/config_internal.h"
+#include "config/config_internal.h"
 
 static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
 
@@ -24,7 +24,8 @@ static int data_parallel(const mt_config *cfg, int world) {
 }
 
 /* Fields that are 0 after the walk were absent, null or 0: derive them. */
-static void derive(mt_config *cfg, int world) {
+void mt_cfg_derive(mt_config *cfg, int world) {
+  if (world < 1) world = 1;
   mt_model_config *m = &cfg->model;
   mt_parallel_config *p = &cfg->parallel;
   mt_training_config *t = &cfg->training;
@@ -271,7 +272,7 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
 
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (world_size < 1) world_size = 1;
-  derive(cfg, world_size);
+  mt_cfg_derive(cfg, world_size);
   if (check_ranges(c, cfg) || check_split(c, cfg->data.split)) return 2;
   if (check_layout(c, cfg, world_size) || check_moe(c, cfg, world_size)) return 2;
   const mt_training_config *t = &cfg->training;

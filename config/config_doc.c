@@ -1,0 +1,165 @@
+/* config/config_doc.c — renders docs/config.md from the key table: one
+ * markdown table per section, spliced into the hand-written template
+ * docs/config.md.in at its marker lines. */
+#include "config/config_doc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+/* Section index of marker line [ls, le), -2 when it is not a marker, -1 when
+ * it names no section. */
+static int marker_section(const char *ls, const char *le) {
+  size_t m = strlen(MT_CONFIG_DOC_MARKER), tail = strlen(" -->");
+  size_t n = (size_t)(le - ls);
+  if (n < m + tail || strncmp(ls, MT_CONFIG_DOC_MARKER, m) != 0 ||
+      strncmp(le - tail, " -->", tail) != 0)
+    return -2;
+  const char *name = ls + m;
+  size_t len = n - m - tail;
+  if (len == 3 && strncmp(name, "top", 3) == 0) return 0;
+  for (int s = 1; s < MT_CFG_NSECTIONS; s++)
+    if (strlen(mt_cfg_sections[s]) == len && strncmp(name, mt_cfg_sections[s], len) == 0) return s;
+  return -1;
+}
+
+/* Shortest decimal that reads back as the same float, exponent without
+ * leading zeros ("1e-5", not "1e-05"). */
+static void fmt_float(double v, char *buf, size_t n) {
+  float f = (float)v;
+  for (int prec = 1; prec <= 9; prec++) {
+    snprintf(buf, n, "%.*g", prec, (double)f);
+    if (strtof(buf, NULL) == f) break;
+  }
+  char *e = strchr(buf, 'e');
+  if (e && (e[1] == '-' || e[1] == '+')) {
+    char *d = e + 2;
+    while (d[0] == '0' && d[1]) memmove(d, d + 1, strlen(d));
+    if (e[1] == '+') memmove(e + 1, e + 2, strlen(e + 1));
+  }
+}
+
+static void fmt_type(const mt_cfg_key *kd, char *buf, size_t n) {
+  const char *base = "int";
+  switch (kd->type) {
+    case MT_CT_INT:
+    case MT_CT_I64:
+    case MT_CT_U64: base = "int"; break;
+    case MT_CT_FLOAT: base = "float"; break;
+    case MT_CT_BOOL: base = "bool"; break;
+    case MT_CT_STR: base = "string"; break;
+    case MT_CT_PATHS: base = "string or list"; break;
+  }
+  snprintf(buf, n, "%s%s%s", base, (kd->flags & MT_CK_NULLABLE) ? ", nullable" : "",
+           (kd->flags & MT_CK_DERIVED) ? ", derived" : "");
+}
+
+static void fmt_default(const mt_cfg_key *kd, char *buf, size_t n) {
+  char num[32];
+  if (kd->type == MT_CT_FLOAT) fmt_float(kd->def, num, sizeof num);
+  else snprintf(num, sizeof num, "%.0f", kd->def);
+  if (kd->flags & MT_CK_DERIVED)
+    snprintf(buf, n, "%s", kd->def_str);
+  else if (kd->flags & MT_CK_REQUIRED)
+    snprintf(buf, n, kd->def != 0 ? "required (%s)" : "required", num);
+  else if (kd->type == MT_CT_STR)
+    snprintf(buf, n, kd->def_str ? "`%s`" : "null", kd->def_str ? kd->def_str : "");
+  else if (kd->type == MT_CT_BOOL)
+    snprintf(buf, n, "%s", kd->def != 0 ? "true" : "false");
+  else
+    snprintf(buf, n, "%s", num);
+}
+
+static void fmt_range(const mt_cfg_key *kd, char *buf, size_t n) {
+  unsigned f = kd->flags;
+  char lo[32], hi[32];
+  fmt_float(kd->lo, lo, sizeof lo);
+  fmt_float(kd->hi, hi, sizeof hi);
+  int has_lo = (f & (MT_CK_GE | MT_CK_GT)) != 0, has_hi = (f & (MT_CK_LE | MT_CK_LT)) != 0;
+  buf[0] = '\0';
+  if (kd->choices) {
+    size_t used = 0;
+    for (const char *q = kd->choices; *q && used < n;) {
+      const char *bar = strchr(q, '|');
+      int len = bar ? (int)(bar - q) : (int)strlen(q);
+      used += (size_t)snprintf(buf + used, n - used, "%s`%.*s`", used ? " \\| " : "", len, q);
+      q += len + (bar != NULL);
+    }
+  } else if (has_lo && has_hi)
+    snprintf(buf, n, "%c%s, %s%c", (f & MT_CK_GE) ? '[' : '(', lo, hi, (f & MT_CK_LE) ? ']' : ')');
+  else if (has_lo)
+    snprintf(buf, n, "%s %s", (f & MT_CK_GE) ? "≥" : ">", lo);
+  else if (has_hi)
+    snprintf(buf, n, "%s %s", (f & MT_CK_LE) ? "≤" : "<", hi);
+  else if (kd->type == MT_CT_U64)
+    snprintf(buf, n, "[0, 2^53]");
+  else if (kd->type == MT_CT_PATHS)
+    snprintf(buf, n, "1 to %d prefixes", MT_MAX_DATA_PATHS);
+  else
+    snprintf(buf, n, "—");
+}
+
+static void write_table(FILE *out, int sec) {
+  fprintf(out, "| key | type | default | range | Megatron flag | description |\n");
+  fprintf(out, "|---|---|---|---|---|---|\n");
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    const mt_cfg_key *kd = &mt_cfg_keys[k];
+    if (kd->sec != sec) continue;
+    char type[64], def[128], range[128];
+    fmt_type(kd, type, sizeof type);
+    fmt_default(kd, def, sizeof def);
+    fmt_range(kd, range, sizeof range);
+    fprintf(out, "| `%s` | %s | %s | %s | %s | %s |\n", kd->name, type, def, range, kd->megatron,
+            kd->doc);
+  }
+}
+
+/* Checks the markers and the table strings; 0 or 1 with a message. */
+static int check(const char *tmpl, char *err, size_t errlen) {
+  int seen[MT_CFG_NSECTIONS] = {0};
+  int line = 0;
+  for (const char *ls = tmpl; *ls; line++) {
+    const char *le = strchr(ls, '\n');
+    if (!le) le = ls + strlen(ls);
+    int s = marker_section(ls, le);
+    if (s == -1) {
+      snprintf(err, errlen, "template line %d: marker names no config section: %.*s", line + 1,
+               (int)(le - ls), ls);
+      return 1;
+    }
+    if (s >= 0 && seen[s]++) {
+      snprintf(err, errlen, "template line %d: second marker for section '%s'", line + 1,
+               s ? mt_cfg_sections[s] : "top");
+      return 1;
+    }
+    ls = *le ? le + 1 : le;
+  }
+  for (int s = 0; s < MT_CFG_NSECTIONS; s++)
+    if (!seen[s]) {
+      snprintf(err, errlen, "template has no marker line '%s%s -->'", MT_CONFIG_DOC_MARKER,
+               s ? mt_cfg_sections[s] : "top");
+      return 1;
+    }
+  for (int k = 0; k < mt_cfg_nkeys; k++)
+    if (strchr(mt_cfg_keys[k].megatron, '|') || strchr(mt_cfg_keys[k].doc, '|')) {
+      snprintf(err, errlen, "key '%s': '|' in its Megatron flag or description", mt_cfg_keys[k].name);
+      return 1;
+    }
+  return 0;
+}
+
+int mt_config_doc_render(const char *tmpl, FILE *out, char *err, size_t errlen) {
+  if (check(tmpl, err, errlen)) return 1;
+  fprintf(out, "<!-- Generated by `make docs` from docs/config.md.in and the key table in "
+               "config/config_table.c: edit those, not this file. -->\n");
+  for (const char *ls = tmpl; *ls;) {
+    const char *le = strchr(ls, '\n');
+    if (!le) le = ls + strlen(ls);
+    int s = marker_section(ls, le);
+    if (s >= 0) write_table(out, s);
+    else fprintf(out, "%.*s\n", (int)(le - ls), ls);
+    ls = *le ? le + 1 : le;
+  }
+  return 0;
+}

@@ -1,0 +1,24 @@
+/* config/config_doc.h — docs/config.md generated from the key table
+ * (config/config_table.c): `make docs` runs build/tests/tools/gen_config_doc,
+ * which calls mt_config_doc_render on docs/config.md.in. */
+#ifndef MT_CONFIG_CONFIG_DOC_H
+#define MT_CONFIG_CONFIG_DOC_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Marker line of the template replaced by one section's table; SECTION is a
+ * section name or "top" for the top-level keys. */
+#define MT_CONFIG_DOC_MARKER "<!-- config-keys: "
+
+/* Write the reference page to `out`: a "generated" notice, then the template
+ * text `tmpl` (NUL-terminated markdown) line by line, each marker line
+ * "<!-- config-keys: SECTION -->" replaced by the markdown table of that
+ * section's keys (key | type | default | range | Megatron flag |
+ * description), in table order. Returns 0, or 1 with a message in err when a
+ * marker names an unknown section, a section has no marker or two, or a
+ * table string contains a '|' that would break the markdown table. Host-only;
+ * nothing is written to `out` on error. */
+int mt_config_doc_render(const char *tmpl, FILE *out, char *err, size_t errlen);
+
+#endif

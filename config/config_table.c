@@ -1,0 +1,247 @@
+/* config/config_table.c — the table of config keys, the single source of
+ * every key's section, name, type, range, default, Megatron flag and
+ * description. The loader applies the defaults from it, the walk and
+ * config_check.c validate types, ranges and enumerations with it, the
+ * did-you-mean searches it, the canonical JSON follows its order, and
+ * docs/config.md is generated from it (`make docs`, config_doc.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+const char *const mt_cfg_sections[MT_CFG_NSECTIONS] = {
+    "", "model", "parallel", "training", "data", "checkpoint", "logging"};
+
+enum { S_TOP, S_MODEL, S_PAR, S_TRAIN, S_DATA, S_CKPT, S_LOG };
+
+/* Row: section, name, type, FLD(field), flags + range, choices, default
+ * (number, string or derivation rule), Megatron flag, description. */
+#define FLD(path) offsetof(mt_config, path), sizeof(((mt_config *)0)->path)
+#define GE(x) MT_CK_GE, (x), 0
+#define GT(x) MT_CK_GT, (x), 0
+#define REQ MT_CK_REQUIRED
+#define NUL MT_CK_NULLABLE
+#define DER MT_CK_DERIVED
+#define NUM(x) (x), NULL   /* default of a number or bool key */
+#define STR(s) 0, (s)      /* default of a string key */
+#define RULE(s) 0, (s)     /* derived key: how it is derived */
+
+/* Order = order of the canonical JSON and of docs/config.md. */
+const mt_cfg_key mt_cfg_keys[] = {
+    {S_TOP, "device", MT_CT_STR, FLD(device), 0, 0, 0, "cpu|cuda", STR("cpu"),
+     "always CUDA / DeepSpeed accelerator",
+     "backend every rank computes on (`cuda`: one GPU per rank, NCCL)"},
+
+    {S_MODEL, "num_layers", MT_CT_INT, FLD(model.num_layers), REQ | GE(1), NULL, NUM(12),
+     "`--num-layers`", "transformer layers"},
+    {S_MODEL, "hidden_size", MT_CT_INT, FLD(model.hidden_size), REQ | GE(1), NULL, NUM(768),
+     "`--hidden-size`", "model width h"},
+    {S_MODEL, "num_attention_heads", MT_CT_INT, FLD(model.num_attention_heads), REQ | GE(1), NULL,
+     NUM(12), "`--num-attention-heads`", "attention heads; divides `hidden_size`"},
+    {S_MODEL, "ffn_hidden_size", MT_CT_INT, FLD(model.ffn_hidden_size), DER | GE(1), NULL,
+     RULE("4 × `hidden_size`"), "`--ffn-hidden-size`", "MLP inner width"},
+    {S_MODEL, "seq_length", MT_CT_INT, FLD(model.seq_length), REQ | GE(1), NULL, NUM(1024),
+     "`--seq-length`", "tokens per sample s"},
+    {S_MODEL, "max_position_embeddings", MT_CT_INT, FLD(model.max_position_embeddings),
+     DER | GE(1), NULL, RULE("`seq_length`"), "`--max-position-embeddings`",
+     "rows of the learned position embedding"},
+    {S_MODEL, "vocab_size", MT_CT_INT, FLD(model.vocab_size), GE(1), NULL, NUM(50257),
+     "set by the tokenizer (`--vocab-size`)", "tokenizer vocabulary (GPT-2) before padding"},
+    {S_MODEL, "make_vocab_size_divisible_by", MT_CT_INT, FLD(model.make_vocab_size_divisible_by),
+     GE(1), NULL, NUM(128), "`--make-vocab-size-divisible-by`",
+     "vocabulary is padded to a multiple of this × tp"},
+    {S_MODEL, "hidden_dropout", MT_CT_FLOAT, FLD(model.hidden_dropout), MT_CK_GE | MT_CK_LT, 0, 1,
+     NULL, NUM(0.1), "`--hidden-dropout`", "dropout after attention / MLP"},
+    {S_MODEL, "attention_dropout", MT_CT_FLOAT, FLD(model.attention_dropout), MT_CK_GE | MT_CK_LT,
+     0, 1, NULL, NUM(0.1), "`--attention-dropout`", "dropout on attention probabilities"},
+    {S_MODEL, "init_method_std", MT_CT_FLOAT, FLD(model.init_method_std), GT(0), NULL, NUM(0.02),
+     "`--init-method-std`", "std of the normal weight init"},
+    {S_MODEL, "layernorm_epsilon", MT_CT_FLOAT, FLD(model.layernorm_epsilon), GT(0), NULL,
+     NUM(1e-5), "`--norm-epsilon` (`--layernorm-epsilon`)", "LayerNorm ε"},
+    {S_MODEL, "untie_embeddings_and_output_weights", MT_CT_BOOL,
+     FLD(model.untie_embeddings_and_output_weights), 0, 0, 0, NULL, NUM(0),
+     "`--untie-embeddings-and-output-weights`",
+     "separate output projection instead of the word embedding"},
+    {S_MODEL, "recompute_granularity", MT_CT_STR, FLD(model.recompute_granularity), NUL, 0, 0,
+     "selective|full", STR(NULL), "`--recompute-granularity`",
+     "activation recomputation: attention core only, or whole layers; null = off"},
+    {S_MODEL, "recompute_num_layers", MT_CT_INT, FLD(model.recompute_num_layers), GE(1), NULL,
+     NUM(1), "`--recompute-num-layers`",
+     "with `full`: layers per stage recomputed; ≤ `num_layers` / pp"},
+    {S_MODEL, "num_experts", MT_CT_INT, FLD(model.num_experts), NUL | GE(0), NULL, NUM(0),
+     "`--num-experts` / DeepSpeed `num_experts`",
+     "experts per MoE layer; 0 or null = dense model"},
+    {S_MODEL, "moe_router_topk", MT_CT_INT, FLD(model.moe_router_topk), GE(1), NULL, NUM(2),
+     "`--moe-router-topk`", "experts per token; ≤ `num_experts`"},
+    {S_MODEL, "moe_ffn_hidden_size", MT_CT_INT, FLD(model.moe_ffn_hidden_size), DER | GE(1), NULL,
+     RULE("`ffn_hidden_size`"), "`--moe-ffn-hidden-size`", "expert MLP inner width"},
+    {S_MODEL, "moe_layer_freq", MT_CT_INT, FLD(model.moe_layer_freq), GE(1), NULL, NUM(1),
+     "`--moe-layer-freq`", "every k-th layer is an MoE layer"},
+    {S_MODEL, "moe_aux_loss_coeff", MT_CT_FLOAT, FLD(model.moe_aux_loss_coeff), GE(0), NULL,
+     NUM(0), "`--moe-aux-loss-coeff`", "load-balancing loss weight"},
+    {S_MODEL, "moe_z_loss_coeff", MT_CT_FLOAT, FLD(model.moe_z_loss_coeff), GE(0), NULL, NUM(0),
+     "`--moe-z-loss-coeff`", "router z-loss weight"},
+    {S_MODEL, "moe_expert_capacity_factor", MT_CT_FLOAT, FLD(model.moe_expert_capacity_factor),
+     NUL, 0, 0, NULL, NUM(0), "`--moe-expert-capacity-factor` / DeepSpeed `capacity_factor`",
+     "expert capacity = factor × tokens × topk / experts; ≤ 0 or null = dropless"},
+    {S_MODEL, "moe_token_drop_policy", MT_CT_STR, FLD(model.moe_token_drop_policy), 0, 0, 0,
+     "probs|position", STR("probs"), "`--moe-token-drop-policy`",
+     "which tokens an over-full expert drops"},
+    {S_MODEL, "moe_router_pre_softmax", MT_CT_BOOL, FLD(model.moe_router_pre_softmax), 0, 0, 0,
+     NULL, NUM(0), "`--moe-router-pre-softmax`", "softmax before top-k instead of after"},
+    {S_MODEL, "moe_pad_expert_input_to_capacity", MT_CT_BOOL,
+     FLD(model.moe_pad_expert_input_to_capacity), 0, 0, 0, NULL, NUM(0),
+     "`--moe-pad-expert-input-to-capacity`",
+     "pad every expert's input to its capacity; `true` is refused (not implemented)"},
+
+    {S_PAR, "tensor_model_parallel_size", MT_CT_INT, FLD(parallel.tensor_model_parallel_size),
+     GE(1), NULL, NUM(1), "`--tensor-model-parallel-size`",
+     "tp: ranks sharing each layer (Megatron column/row parallel)"},
+    {S_PAR, "pipeline_model_parallel_size", MT_CT_INT, FLD(parallel.pipeline_model_parallel_size),
+     GE(1), NULL, NUM(1),
+     "`--pipeline-model-parallel-size` / DeepSpeed `PipelineModule(num_stages)`",
+     "pp: pipeline stages (1F1B schedule)"},
+    {S_PAR, "virtual_pipeline_model_parallel_size", MT_CT_INT,
+     FLD(parallel.virtual_pipeline_model_parallel_size), DER | GE(1), NULL, RULE("1"),
+     "`--num-virtual-stages-per-pipeline-rank` (`--virtual-pipeline-model-parallel-size`)",
+     "model chunks per stage (interleaved 1F1B); > 1 needs pp > 1"},
+    {S_PAR, "num_layers_in_first_pipeline_stage", MT_CT_INT,
+     FLD(parallel.num_layers_in_first_pipeline_stage), NUL | GE(0), NULL, NUM(0),
+     "`--decoder-first-pipeline-num-layers`",
+     "layers on the first pipeline stage; 0 or null = equal split; the stages without an "
+     "explicit count share the rest equally; not with interleaving"},
+    {S_PAR, "num_layers_in_last_pipeline_stage", MT_CT_INT,
+     FLD(parallel.num_layers_in_last_pipeline_stage), NUL | GE(0), NULL, NUM(0),
+     "`--decoder-last-pipeline-num-layers`",
+     "layers on the last pipeline stage (which also holds the output layer and loss); 0 or "
+     "null = equal split"},
+    {S_PAR, "sequence_parallel", MT_CT_BOOL, FLD(parallel.sequence_parallel), 0, 0, 0, NULL,
+     NUM(0), "`--sequence-parallel`",
+     "shard LayerNorm/dropout activations along the sequence over tp; ignored (with a note) "
+     "when tp = 1"},
+    {S_PAR, "expert_model_parallel_size", MT_CT_INT, FLD(parallel.expert_model_parallel_size),
+     GE(1), NULL, NUM(1), "`--expert-model-parallel-size` / DeepSpeed `ep_size`",
+     "ep: ranks the experts are spread over"},
+    {S_PAR, "expert_tensor_parallel_size", MT_CT_INT, FLD(parallel.expert_tensor_parallel_size),
+     DER | GE(1), NULL, RULE("`tensor_model_parallel_size`"), "`--expert-tensor-parallel-size`",
+     "tp inside each expert (expert parallel folding)"},
+    {S_PAR, "context_parallel_size", MT_CT_INT, FLD(parallel.context_parallel_size), GE(1), NULL,
+     NUM(1), "`--context-parallel-size`",
+     "context parallelism; must be 1 (not implemented)"},
+    {S_PAR, "zero_stage", MT_CT_INT, FLD(parallel.zero_stage), MT_CK_GE | MT_CK_LE, 0, 3, NULL,
+     NUM(0),
+     "DeepSpeed `zero_optimization.stage`; Megatron `--use-distributed-optimizer` ≈ 1",
+     "ZeRO sharding over dp: 1 optimizer state, 2 + gradients, 3 + parameters"},
+    {S_PAR, "ddp_bucket_size", MT_CT_I64, FLD(parallel.ddp_bucket_size), GE(1), NULL,
+     NUM(40000000), "`--ddp-bucket-size` / DeepSpeed `reduce_bucket_size`",
+     "gradient all-reduce / reduce-scatter bucket, in elements (ZeRO: rounded down to a "
+     "multiple of dp, buckets never cross a layer; docs/zero.md)"},
+    {S_PAR, "zero_prefetch_layers", MT_CT_INT, FLD(parallel.zero_prefetch_layers), GE(0), NULL,
+     NUM(1), "DeepSpeed `stage3_prefetch_bucket_size` (in bytes there)",
+     "ZeRO-3: layers whose parameters are all-gathered ahead (on the MPI engine: gathered "
+     "early, blocking; docs/zero.md)"},
+
+    {S_TRAIN, "micro_batch_size", MT_CT_INT, FLD(training.micro_batch_size), GE(1), NULL, NUM(1),
+     "`--micro-batch-size` / DeepSpeed `train_micro_batch_size_per_gpu`",
+     "samples per rank per forward/backward"},
+    {S_TRAIN, "global_batch_size", MT_CT_INT, FLD(training.global_batch_size), DER | GE(1), NULL,
+     RULE("`micro_batch_size` × dp"), "`--global-batch-size` / DeepSpeed `train_batch_size`",
+     "samples per optimizer step; a multiple of `micro_batch_size` × dp (the quotient is the "
+     "number of accumulated micro-batches)"},
+    {S_TRAIN, "train_iters", MT_CT_I64, FLD(training.train_iters), REQ | GE(1), NULL, NUM(0),
+     "`--train-iters`", "optimizer steps"},
+    {S_TRAIN, "seed", MT_CT_U64, FLD(training.seed), 0, 0, 0, NULL, NUM(1234), "`--seed`",
+     "seed of initialization, dropout and data shuffling"},
+    {S_TRAIN, "lr", MT_CT_FLOAT, FLD(training.lr), REQ | GT(0), NULL, NUM(0), "`--lr`",
+     "peak learning rate"},
+    {S_TRAIN, "min_lr", MT_CT_FLOAT, FLD(training.min_lr), GE(0), NULL, NUM(0), "`--min-lr`",
+     "floor of the decay; ≤ `lr`"},
+    {S_TRAIN, "lr_decay_style", MT_CT_STR, FLD(training.lr_decay_style), 0, 0, 0,
+     "constant|linear|cosine", STR("linear"), "`--lr-decay-style`", "decay after warmup"},
+    {S_TRAIN, "lr_warmup_iters", MT_CT_I64, FLD(training.lr_warmup_iters), GE(0), NULL, NUM(0),
+     "`--lr-warmup-iters`", "linear warmup steps from 0 to `lr`; ≤ `lr_decay_iters`"},
+    {S_TRAIN, "lr_decay_iters", MT_CT_I64, FLD(training.lr_decay_iters), DER | GE(1), NULL,
+     RULE("`train_iters`"), "`--lr-decay-iters`", "step where the decay reaches `min_lr`"},
+    {S_TRAIN, "weight_decay", MT_CT_FLOAT, FLD(training.weight_decay), GE(0), NULL, NUM(0.01),
+     "`--weight-decay`", "AdamW decoupled weight decay"},
+    {S_TRAIN, "adam_beta1", MT_CT_FLOAT, FLD(training.adam_beta1), MT_CK_GE | MT_CK_LT, 0, 1, NULL,
+     NUM(0.9), "`--adam-beta1`", "Adam β1"},
+    {S_TRAIN, "adam_beta2", MT_CT_FLOAT, FLD(training.adam_beta2), MT_CK_GE | MT_CK_LT, 0, 1, NULL,
+     NUM(0.999), "`--adam-beta2`", "Adam β2"},
+    {S_TRAIN, "adam_eps", MT_CT_FLOAT, FLD(training.adam_eps), GT(0), NULL, NUM(1e-8),
+     "`--adam-eps`", "Adam ε"},
+    {S_TRAIN, "clip_grad", MT_CT_FLOAT, FLD(training.clip_grad), GE(0), NULL, NUM(1.0),
+     "`--clip-grad` / DeepSpeed `gradient_clipping`", "global gradient-norm clip; 0 = off"},
+    {S_TRAIN, "eval_interval", MT_CT_I64, FLD(training.eval_interval), GE(0), NULL, NUM(1000),
+     "`--eval-interval`", "validate every N steps; 0 = never"},
+    {S_TRAIN, "eval_iters", MT_CT_I64, FLD(training.eval_iters), GE(0), NULL, NUM(100),
+     "`--eval-iters`", "validation batches per evaluation"},
+    {S_TRAIN, "precision", MT_CT_STR, FLD(training.precision), 0, 0, 0, "fp32|bf16", STR("fp32"),
+     "`--bf16` / DeepSpeed `bf16.enabled`", "compute dtype (bf16 keeps fp32 master weights)"},
+    {S_TRAIN, "max_nan_iters", MT_CT_INT, FLD(training.max_nan_iters), GE(1), NULL, NUM(10),
+     "megatrain-only (Megatron's `--check-for-nan-in-loss-and-grad` aborts at once)",
+     "consecutive steps with a non-finite loss or gradient (each skipped) before aborting"},
+    {S_TRAIN, "exit_interval", MT_CT_I64, FLD(training.exit_interval), GE(0), NULL, NUM(0),
+     "`--exit-interval`",
+     "after an iteration divisible by it, save a checkpoint (when `checkpoint.save` is set) "
+     "and exit with status 0; 0 = off"},
+    {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0),
+     NULL, NUM(0), "megatrain-only",
+     "every N iterations compare checksums of the parameters across the data-parallel group "
+     "and of the replicated parameters (LayerNorms, position embedding, row-parallel biases) "
+     "across the tensor-parallel group; a mismatch is an error. 0 = only at the end of "
+     "training"},
+    {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL, NUM(0),
+     "`OMP_NUM_THREADS`", "CPU threads per rank; 0 = OpenMP default"},
+
+    {S_DATA, "data_path", MT_CT_PATHS, 0, 0, REQ, 0, 0, NULL, STR(NULL), "`--data-path`",
+     "data prefixes (`PREFIX.bin`/`PREFIX.idx` from `megatrain preprocess`, or llm.c shards). "
+     "Forms: `\"prefix\"`, `[\"a\", \"b\"]` (equal weights), or Megatron's weighted form "
+     "`[0.7, \"a\", 0.3, \"b\"]` / `[\"0.7\", \"a\", \"0.3\", \"b\"]` (a weight > 0 before "
+     "each prefix; weights are stored as given and normalized by the data code). The weighted "
+     "form is recognized by the first element being a number or numeric string."},
+    {S_DATA, "split", MT_CT_STR, FLD(data.split), 0, 0, 0, NULL, STR("969,30,1"), "`--split`",
+     "train,valid,test weights by document (up to three non-negative numbers separated by `,` "
+     "or `/`, positive sum)"},
+    {S_DATA, "vocab_file", MT_CT_STR, FLD(data.vocab_file), NUL, 0, 0, NULL, STR(NULL),
+     "`--vocab-file`", "GPT-2 `vocab.json` (for decoding samples)"},
+    {S_DATA, "merge_file", MT_CT_STR, FLD(data.merge_file), NUL, 0, 0, NULL, STR(NULL),
+     "`--merge-file`", "GPT-2 `merges.txt`"},
+
+    {S_CKPT, "save", MT_CT_STR, FLD(checkpoint.save), NUL, 0, 0, NULL, STR(NULL), "`--save`",
+     "checkpoint directory to write; null = do not save"},
+    {S_CKPT, "load", MT_CT_STR, FLD(checkpoint.load), NUL, 0, 0, NULL, STR(NULL), "`--load`",
+     "checkpoint directory to resume from; null = fresh start"},
+    {S_CKPT, "save_interval", MT_CT_I64, FLD(checkpoint.save_interval), GE(0), NULL, NUM(0),
+     "`--save-interval`", "save every N steps; 0 = only at the end (when `save` is set)"},
+
+    {S_LOG, "log_interval", MT_CT_I64, FLD(logging.log_interval), GE(1), NULL, NUM(100),
+     "`--log-interval` / DeepSpeed `steps_per_print`", "print a log line every N steps"},
+    {S_LOG, "metrics_file", MT_CT_STR, FLD(logging.metrics_file), NUL, 0, 0, NULL, STR(NULL),
+     "megatrain-only (like `--tensorboard-dir` / `--wandb-project`)",
+     "JSON-lines file of per-step metrics; null = none"},
+};
+const int mt_cfg_nkeys = (int)(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]));
+
+_Static_assert(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]) <= MT_CFG_MAX_KEYS,
+               "raise MT_CFG_MAX_KEYS");
+
+void mt_cfg_apply_defaults(mt_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    const mt_cfg_key *kd = &mt_cfg_keys[k];
+    if (kd->flags & MT_CK_DERIVED) continue; /* 0 = derive */
+    void *p = mt_cfg_field(cfg, k);
+    switch (kd->type) {
+      case MT_CT_INT:
+      case MT_CT_BOOL: *(int *)p = (int)kd->def; break;
+      case MT_CT_I64: *(int64_t *)p = (int64_t)kd->def; break;
+      case MT_CT_U64: *(uint64_t *)p = (uint64_t)kd->def; break;
+      case MT_CT_FLOAT: *(float *)p = (float)kd->def; break;
+      case MT_CT_STR:
+        if (kd->def_str) snprintf((char *)p, kd->size, "%s", kd->def_str);
+        break;
+      case MT_CT_PATHS: break; /* required, no default */
+    }
+  }
+}
