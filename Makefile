@@ -109,8 +109,9 @@ check-layers:
 	$(PYTHON) scripts/check-layers.py
 
 # ASan + UBSan, CPU only, in its own build directory; then scripts/asan-test.sh
+# (./megatrain too: the parity case prepares its data with it)
 ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
-asan:
+asan: $(BIN)
 	$(MAKE) CUDA=0 BUILD=build-asan BIN=build-asan/megatrain OPT=-O1 SAN="$(ASAN_FLAGS)" all
 	bash scripts/asan-test.sh build-asan
 
