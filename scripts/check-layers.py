@@ -7,6 +7,7 @@ violation as
 
     file:line: folder A -> folder B (include "b/x.h") not allowed
     file:line: folder A -> folder B (symbol mt_b_fn) not allowed
+    file:line: folder A -> <mpi.h> (restricted system header) not allowed
 
 Exit status: 0 when the tree keeps the layering, 1 on any violation, 2 on a
 usage error or a malformed edges file.
@@ -19,7 +20,9 @@ is where it is defined, found by parsing the sources (no build needed, both
 the CUDA and the CPU-only files are read). A reference is any use of such a
 name outside its own folder: a call, a prototype, taking its address.
 Comments and string literals are ignored; code under #if counts as if
-compiled (both branches are checked). Python 3 standard library only.
+compiled (both branches are checked). System headers named on the edges
+file's restricted: line (MPI, BLAS, OpenMP, CUDA, NCCL) may be included only
+by the folders that list them. Python 3 standard library only.
 
 Usage: check-layers.py [--root DIR] [--layers FILE] [--list-symbols]
 """
@@ -43,8 +46,9 @@ class LayersError(Exception):
 
 
 def read_layers(path):
-    """Returns (allowed: {folder: [entry]}, skip: [glob]) from the edges file."""
-    allowed, skip = {}, []
+    """Returns (allowed: {folder: [entry]}, skip: [glob], restricted: [glob])
+    from the edges file."""
+    allowed, skip, restricted = {}, [], []
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
@@ -56,16 +60,18 @@ def read_layers(path):
             head = head.strip()
             if head == "skip":
                 skip += rest.split()
+            elif head == "restricted":
+                restricted += rest.split()
             elif head in allowed:
                 raise LayersError("%s:%d: folder %s listed twice" % (path, n, head))
             else:
                 allowed[head] = rest.split()
-    return allowed, skip
+    return allowed, skip, restricted
 
 
 def layers_cycle(allowed):
     """A cycle among the folder-level edges of the list, or None."""
-    graph = {a: {re.split(r"[/:]", e, 1)[0] for e in es if e != "*"}
+    graph = {a: {re.split(r"[/:]", e, 1)[0] for e in es if e != "*" and not e.startswith("<")}
              for a, es in allowed.items()}
     state = {}
 
@@ -220,7 +226,7 @@ def edge_allowed(allowed, a, b, include=None, symbol=None):
 
 
 def check(root, layers):
-    allowed, skip = read_layers(layers)
+    allowed, skip, restricted = read_layers(layers)
     cycle = layers_cycle(allowed)
     if cycle:
         raise LayersError("%s: the allowed edges form a cycle: %s" % (layers, " -> ".join(cycle)))
@@ -247,6 +253,13 @@ def check(root, layers):
         for m in INCLUDE.finditer(no_comments):
             p = resolve_include(root, rel, m.group(2))
             if p is None:
+                sys_h = "<%s>" % m.group(2)
+                if any(fnmatch.fnmatch(sys_h, g) for g in restricted) and \
+                        not any(e in ("*", sys_h) or e.startswith("<") and fnmatch.fnmatch(sys_h, e)
+                                for e in allowed[a]):
+                    line = no_comments.count("\n", 0, m.start()) + 1
+                    violations.append("%s:%d: folder %s -> %s (restricted system header) not allowed"
+                                      % (rel, line, a, sys_h))
                 continue
             n_inc += 1
             b = folder_of(p)
