@@ -2,15 +2,15 @@
 # The layering check (scripts/check-layers.py, `make check-layers`) can fail:
 # 1. on a copy of this tree with planted violations (a model/ file that
 #    includes a trainer/ header and <mpi.h> and calls a function defined in
-#    cpu/) it exits
-#    1 and reports exactly the planted lines, file:line and edge, on top of
-#    whatever the unplanted copy reports; uses of the same names in a comment
-#    or a string and an allowed model -> core call are not reported;
+#    cpu/) it exits 1 and reports exactly the planted lines, file:line and
+#    edge, on top of whatever the unplanted copy reports; uses of the same
+#    names in a comment or a string and an allowed model -> core call are not
+#    reported;
 # 2. on a small synthetic tree it passes (exit 0) when the edges are kept,
 #    honours header-only (dir/GLOB), symbol-only (dir:GLOB) and restricted
-#    system header (<mpi.h>) edges, finds
-#    definitions inside extern "C" blocks, fails on a folder the edges file
-#    does not list and refuses (exit 2) an edges file with a cycle.
+#    system header (<mpi.h>) edges, finds definitions inside extern "C"
+#    blocks, fails on a folder the edges file does not list and refuses
+#    (exit 2) an edges file with a cycle.
 # Whether the real tree passes is `make check-layers`' business (CI runs it).
 set -eu
 cd "$(dirname "$0")/../.."
