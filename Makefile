@@ -116,6 +116,6 @@ asan: $(BIN)
 	bash scripts/asan-test.sh build-asan
 
 clean:
-	rm -rf build build-asan megatrain
+	rm -rf build build-asan build-portable megatrain
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
