@@ -2,7 +2,8 @@
 # CUDA=auto (default) builds the CUDA backend and the NCCL engine when nvcc is
 # found; CUDA=0 builds the CPU-only binary. Objects go to $(BUILD) (build/).
 # PORTABLE=1 builds without -march=native (a binary to carry to other
-# machines). Objects are rebuilt when the flags change ($(BUILD)/.flags).
+# machines). Objects are rebuilt when the flags change ($(BUILD)/.flags);
+# BUILD=build-portable BIN=build-portable/megatrain keeps a second tree.
 # Other targets: check-layers (scripts/layers.txt), asan (ASan + UBSan build
 # in build-asan/, runs the unit tests and one 2-rank parity case), clean.
 
