@@ -1,13 +1,27 @@
 # megatrain — build. `make` builds ./megatrain; `make test` runs the suite.
 # CUDA=auto (default) builds the CUDA backend and the NCCL engine when nvcc is
-# found; CUDA=0 builds the CPU-only binary. Objects go to build/.
+# found; CUDA=0 builds the CPU-only binary. Objects go to $(BUILD) (build/).
+# PORTABLE=1 builds without -march=native (a binary to carry to other
+# machines). Objects are rebuilt when the flags change ($(BUILD)/.flags);
+# BUILD=build-portable BIN=build-portable/megatrain keeps a second tree.
+# Other targets: check-layers (scripts/layers.txt), asan (ASan + UBSan build
+# in build-asan/, runs the unit tests and one 2-rank parity case), clean.
 
 CC      ?= cc
 CUDA    ?= auto
 CUDA_HOME ?= /usr/local/cuda
 CUDA_ARCH ?= 80 90
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
-OPT     ?= -O3 -march=native
+PORTABLE ?= 0
+ifeq ($(PORTABLE),1)
+  OPT   ?= -O3
+else
+  OPT   ?= -O3 -march=native
+endif
+BUILD   ?= build
+BIN     ?= megatrain
+SAN     ?=
+PYTHON  ?= /usr/bin/python3
 
 ifeq ($(CUDA),auto)
   CUDA := $(shell test -x $(NVCC) && echo 1 || echo 0)
@@ -15,10 +29,18 @@ endif
 
 MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null)
+# OpenBLAS through pkg-config; Debian's pthread flavour when it has no .pc file
+ifeq ($(shell pkg-config --exists openblas 2>/dev/null && echo 1),1)
+  BLAS_CFLAGS := $(shell pkg-config --cflags openblas)
+  BLAS_LIBS   := $(shell pkg-config --libs openblas)
+else
+  BLAS_CFLAGS := -I/usr/include/x86_64-linux-gnu/openblas-pthread
+  BLAS_LIBS   := -lopenblas
+endif
 
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP \
-           -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
-LDLIBS  += $(MPI_LIBS) -lopenblas -lcjson -lpcre2-8 -lz -lm -fopenmp
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -g -Wall -Wextra -fopenmp -MMD -MP \
+           -I. $(BLAS_CFLAGS) $(MPI_CFLAGS)
+LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -lz -lm -fopenmp
 
 LIB_SRCS := $(wildcard core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
 
@@ -34,55 +56,73 @@ else
   CU_SRCS  :=
 endif
 
-LIB_OBJS := $(LIB_SRCS:%.c=build/%.o) $(CU_SRCS:%.cu=build/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
+LIB      := $(BUILD)/libmegatrain.a
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/unit/%.c=build/tests/%)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(wildcard tests/tools/*.c bench/*.c)
-TOOL_BINS := $(TOOL_SRCS:%.c=build/%)
+TOOL_BINS := $(TOOL_SRCS:%.c=$(BUILD)/%)
+FLAGS    := $(BUILD)/.flags
+FLAGS_ID := $(subst ','\'',$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS))
 
-.PHONY: all test tests clean
-all: megatrain tests
+.PHONY: all test tests clean check-layers asan docs FORCE
+all: $(BIN) tests
 
-megatrain: build/main.o build/libmegatrain.a
+$(BIN): $(BUILD)/main.o $(LIB)
 	$(CC) -o $@ $^ $(LDLIBS)
 
-build/libmegatrain.a: $(LIB_OBJS)
+$(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-build/%.o: %.c
+# rewritten only when the compile/link flags differ from the last build's
+$(FLAGS): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(FLAGS_ID)' | cmp -s - $@ || echo '$(FLAGS_ID)' > $@
+
+$(BUILD)/%.o: %.c $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-build/%.o: %.cu
+$(BUILD)/%.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-build/tests/%: tests/unit/%.c build/libmegatrain.a
+$(BUILD)/tests/%: tests/unit/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< build/libmegatrain.a $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
-build/tests/tools/%: tests/tools/%.c build/libmegatrain.a
+$(BUILD)/tests/tools/%: tests/tools/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< build/libmegatrain.a $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
 
-build/bench/%: bench/%.c build/libmegatrain.a
+$(BUILD)/bench/%: bench/%.c $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< build/libmegatrain.a $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(TEST_BINS) $(TOOL_BINS)
 
-test: megatrain tests
+test: $(BIN) tests
 	bash tests/run_tests.sh
 
 # docs/config.md is generated from the config key table (config/config_table.c)
 # and the template docs/config.md.in; tests/integration/test_config_doc.sh checks it.
-.PHONY: docs
-docs: build/tests/tools/gen_config_doc
-	build/tests/tools/gen_config_doc docs/config.md.in > docs/config.md.tmp
+docs: $(BUILD)/tests/tools/gen_config_doc
+	$(BUILD)/tests/tools/gen_config_doc docs/config.md.in > docs/config.md.tmp
 	mv docs/config.md.tmp docs/config.md
 
-clean:
-	rm -rf build megatrain
+# every #include and cross-folder call against scripts/layers.txt
+check-layers:
+	$(PYTHON) scripts/check-layers.py
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# ASan + UBSan, CPU only, in its own build directory; then scripts/asan-test.sh
+# (./megatrain too: the parity case prepares its data with it)
+ASAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+asan: $(BIN)
+	$(MAKE) CUDA=0 BUILD=build-asan BIN=build-asan/megatrain OPT=-O1 SAN="$(ASAN_FLAGS)" all
+	bash scripts/asan-test.sh build-asan
+
+clean:
+	rm -rf build build-asan build-portable megatrain
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
