@@ -42,10 +42,14 @@ void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a) {
   a->fc1 = a->gelu = NULL;
 }
 
-/* Forward of one linear layer over every (source peer, local expert) block:
- * y[block] [n, out] = x[block] [n, in] @ W[le]^T + b[le]. */
-static void blocks_fwd(const mt_moe_experts *x, const int64_t *counts, void *y, const void *in,
-                       const void **W, const void **B, int64_t out, int64_t inw) {
+/* One linear layer [out, inw] of each local expert over every (source peer,
+ * local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
+ * in[block] [n, inw] @ W[le]^T + B[le]. Backward: dW[le], dB[le] accumulate
+ * from dy[block] [n, out] and in[block]; y[block] [n, inw] (overwrite) =
+ * dy[block] @ W[le]. */
+static void per_block(const mt_moe_experts *x, const int64_t *counts, void *y, float **dW,
+                      float **dB, const void *dy, const void *in, const void **W, const void **B,
+                      int64_t out, int64_t inw) {
   mt_backend *be = x->be;
   const int El = x->c.E_loc;
   const size_t es = mt_dtype_size(be->dtype);
@@ -53,26 +57,12 @@ static void blocks_fwd(const mt_moe_experts *x, const int64_t *counts, void *y, 
   for (int p = 0; p < x->c.ep_size; p++)
     for (int le = 0; le < El; le++) {
       int64_t n = counts[p * El + le];
-      if (n) mt_linear_fwd(be, (char *)y + off * out * es, (const char *)in + off * inw * es,
-                           W[le], B[le], n, out, inw);
-      off += n;
-    }
-}
-
-/* Backward of blocks_fwd: dW[le], dB[le] accumulate; dx[block] overwritten. */
-static void blocks_bwd(const mt_moe_experts *x, const int64_t *counts, void *dx, float **dW,
-                       float **dB, const void *dy, const void *in, const void **W, int64_t out,
-                       int64_t inw) {
-  mt_backend *be = x->be;
-  const int El = x->c.E_loc;
-  const size_t es = mt_dtype_size(be->dtype);
-  int64_t off = 0;
-  for (int p = 0; p < x->c.ep_size; p++)
-    for (int le = 0; le < El; le++) {
-      int64_t n = counts[p * El + le];
-      if (n) mt_linear_bwd(be, (char *)dx + off * inw * es, dW[le], dB[le],
-                           (const char *)dy + off * out * es, (const char *)in + off * inw * es,
-                           W[le], n, out, inw);
+      const char *inb = (const char *)in + off * inw * es;
+      if (n && dW)
+        mt_linear_bwd(be, (char *)y + off * inw * es, dW[le], dB[le],
+                      (const char *)dy + off * out * es, inb, W[le], n, out, inw);
+      else if (n)
+        mt_linear_fwd(be, (char *)y + off * out * es, inb, W[le], B[le], n, out, inw);
       off += n;
     }
 }
@@ -82,9 +72,9 @@ void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
                             const int64_t *counts, int64_t R) {
   const int64_t h = x->c.h, F = x->c.F;
   /* one GEMM per (source peer, local expert) block of rows */
-  blocks_fwd(x, counts, a->fc1, in, w->fc1_w, w->fc1_b, F, h);
+  per_block(x, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, F, h);
   if (R) x->be->ops->gelu_fwd(x->be, a->gelu, a->fc1, R * F);
-  blocks_fwd(x, counts, y, a->gelu, w->fc2_w, w->fc2_b, h, F);
+  per_block(x, counts, y, NULL, NULL, NULL, a->gelu, w->fc2_w, w->fc2_b, h, F);
 }
 
 void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
@@ -92,7 +82,7 @@ void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
                              void *dx, const void *dy, const void *in, const int64_t *counts,
                              int64_t R) {
   const int64_t h = x->c.h, F = x->c.F;
-  blocks_bwd(x, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, h, F);
+  per_block(x, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, NULL, h, F);
   if (R) x->be->ops->gelu_bwd(x->be, x->d_f, a->fc1, x->d_f, R * F);
-  blocks_bwd(x, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, F, h);
+  per_block(x, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, F, h);
 }
