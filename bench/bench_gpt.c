@@ -18,7 +18,7 @@
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
-#include "trainer/metrics.h"
+#include "model/gpt_flops.h"
 #include "trainer/optimizer.h"
 
 /* ---- op-table profiler: each wrapped op adds its wall time to a slot ---- */

@@ -1,6 +1,6 @@
 /* bench/bench_gpu.c — single-GPU training throughput of one GPT shape on the
  * CUDA backend: tokens/s, achieved TFLOP/s (Megatron's model-FLOPs formula,
- * trainer/metrics.h) and MFU against a dense bf16 peak (default 989 TFLOP/s,
+ * model/gpt_flops.h) and MFU against a dense bf16 peak (default 989 TFLOP/s,
  * H100/H200 SXM; env MT_PEAK_TFLOPS overrides).
  *
  * usage: bench_gpu [layers hidden heads seq micro_batch steps accum precision]
@@ -18,7 +18,7 @@
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
-#include "trainer/metrics.h"
+#include "model/gpt_flops.h"
 #include "trainer/optimizer.h"
 
 int main(int argc, char **argv) {

@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 #include "core/backend.h"
-#include "model/moe.h"
+#include "model/moe_layer.h"
 #include "model/params.h"
 #include "parallel/comm.h"
 
@@ -69,7 +69,7 @@ typedef struct {
   int pp_size, pp_rank, vpp_size;
   int first_stage_layers, last_stage_layers; /* uneven split (vpp_size 1); 0 = equal */
   mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
-  /* mixture of experts (model/moe.h; Megatron's names): layer l is an MoE
+  /* mixture of experts (model/moe_layer.h; Megatron's names): layer l is an MoE
    * layer when num_experts > 0 and l % moe_layer_freq == 0; its MLP is then
    * a router [E, h] (decoder.layers.l.mlp.router.weight, replicated over TP)
    * and experts decoder.layers.l.mlp.experts.e.linear_fc{1,2}.{weight,bias}
@@ -148,7 +148,7 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m);
 
 /* MoE: 1 when global layer l is an MoE layer; number of MoE layers of the
  * whole model; routing statistics of the training forward passes since the
- * last reset (NULL for a dense model; see model/moe.h; indices are global
+ * last reset (NULL for a dense model; see model/moe_layer.h; indices are global
  * MoE-layer indices l / moe_layer_freq, entries of layers on other pipeline
  * stages stay 0). */
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l);
@@ -173,7 +173,8 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
  * A micro-batch `mb` (any id unique among those in flight) goes through
  * begin -> [receive input into mt_gpt_chunk_input] -> forward ->
  * [send mt_gpt_chunk_output] ... [receive output gradient into
- * mt_gpt_grad_buffer] -> backward -> [send mt_gpt_grad_buffer] -> end. */
+ * mt_gpt_grad_buffer_stage] -> backward -> [send mt_gpt_grad_buffer_stage]
+ * -> end. */
 int mt_gpt_num_chunks(const mt_gpt *m);
 /* 1 when chunk c holds the embedding (model input) / the head (loss). */
 int mt_gpt_chunk_is_first(const mt_gpt *m, int c);

@@ -27,7 +27,7 @@ typedef struct {
   float *ln2_mean, *ln2_rstd;
   void *fc1;                 /* [s, b, fl]  fc1 output (GELU input)           */
   void *gelu;                /* [s, b, fl]  GELU output (fc2 input)           */
-  mt_moe_acts *moe;          /* MoE layers: router / dispatch state (model/moe.h) */
+  mt_moe_acts *moe;          /* MoE layers: router / dispatch state (model/moe_layer.h) */
 } mt_layer_acts;
 
 /* One model chunk: a contiguous range of global layers on this rank, with the
@@ -127,13 +127,5 @@ void mt_gpt_layer_forward(mt_gpt *m, int c, mt_slot *s, int lc);
 /* Backward of that layer: m->dresid holds dL/d resid[lc+1] on entry and
  * dL/d resid[lc] on exit; parameter gradients accumulate. */
 void mt_gpt_layer_backward(mt_gpt *m, int c, mt_slot *s, int lc);
-
-/* y[M, out] = x[M, in] @ W[out, in]^T (+ bias) — Megatron's linear layer. */
-void mt_linear_fwd(mt_backend *be, void *y, const void *x, const void *w, const void *bias,
-                   int64_t M, int64_t out, int64_t in);
-/* Backward of mt_linear_fwd: dW[out, in] += dy^T x (fp32); db[out] += colsum(dy)
- * (db may be NULL); dx[M, in] = dy @ W (dx may be NULL). */
-void mt_linear_bwd(mt_backend *be, void *dx, float *dw, float *db, const void *dy, const void *x,
-                   const void *w, int64_t M, int64_t out, int64_t in);
 
 #endif

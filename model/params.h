@@ -4,8 +4,8 @@
  *
  * Parameters live in ONE flat buffer of the backend's storage dtype T and
  * gradients in one flat fp32 buffer of the same element count and offsets
- * (design.md "Tensors and memory"); buckets, ZeRO shards, the optimizer and
- * checkpoints slice these buffers by offset.
+ * (docs/architecture.md "Tensors and memory"); buckets, ZeRO shards, the
+ * optimizer and checkpoints slice these buffers by offset.
  */
 #ifndef MT_MODEL_PARAMS_H
 #define MT_MODEL_PARAMS_H
@@ -36,7 +36,7 @@ typedef struct {
   int sp_partial;               /* gradient partial per TP rank under sequence parallelism */
   int shared_copy;              /* a copy of a tensor owned by another stage (tied word
                                    embedding on the last stage): not counted in norms */
-  int is_expert;                /* MoE expert weight (model/moe.h): gradients reduce over the
+  int is_expert;                /* MoE expert weight (model/moe_layer.h): gradients reduce over the
                                    expert-data-parallel group, norms count it once per EP rank */
 } mt_param;
 

@@ -2,7 +2,7 @@
 #include "model/tensor_parallel.h"
 
 #include "core/util.h"
-#include "model/gpt_internal.h"
+#include "model/linear.h"
 #include "parallel/mappings.h"
 
 static int tp_on(const mt_tp_ctx *c) { return c->tp_size > 1; }

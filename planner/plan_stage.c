@@ -274,7 +274,7 @@ static void zero_residency(const mt_plan_dims *d, const mt_zero_layout *L, const
 
 /* ---- activations ---- */
 
-/* Routing state of one layer set (model/moe.c mt_moe_acts_create). */
+/* Routing state of one layer set (model/moe_layer.c mt_moe_acts_create). */
 static double moe_set_bytes(const mt_plan_dims *d, double rows_l) {
   if (d->E <= 0) return 0;
   double e = d->e, k = d->topk, smax = rows_l * k, rmax = smax * d->ep, F = d->fm / d->etp;
@@ -399,7 +399,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   /* pipeline: one pooled gradient send buffer [s/t_sp, b, h] */
   if (d->p > 1 && sends_grad) out[MT_PM_COMM] += rows_l * d->h * e;
 
-  /* workspaces (model/gpt.c alloc_buffers, model/moe.c mt_moe_create) */
+  /* workspaces (model/gpt.c alloc_buffers, model/moe_layer.c mt_moe_create) */
   const double h = d->h, hl = d->h / d->t, fl = d->f / d->t;
   double ws = (3 * rows_l * h + rows * 3 * hl + rows * hl + rows * fl) * e;
   if (d->t > 1) ws += 2 * rows * h * e;

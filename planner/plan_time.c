@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "planner/plan_internal.h"
-#include "trainer/metrics.h"
+#include "model/gpt_flops.h"
 
 static const char *k_time_names[MT_PT_N] = {
     "gemm", "attention", "elementwise", "recompute", "tp_comm", "ep_comm",

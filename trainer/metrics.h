@@ -7,15 +7,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Model FLOPs of one iteration (forward + backward, no recomputation), as
- * Megatron-LM's num_floating_point_operations() computes them for a GPT with
- * MHA and a non-gated MLP:
- *   12 * B * s * L * h^2 * ((1 + 1 + s/h) + ffn/h + V_padded / (2 L h))
- * (Narayanan et al. 2021, arXiv:2104.04473 §5.1, extended for ffn != 4h).
- * B = global batch size (samples), s = seq length. */
-double mt_flops_per_iteration(int64_t global_batch, int64_t seq, int64_t layers, int64_t hidden,
-                              int64_t ffn, int64_t padded_vocab);
-
 typedef struct {
   int64_t iteration, train_iters;
   int64_t consumed_samples;

@@ -9,6 +9,7 @@
 #include "core/backend.h"
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
+#include "model/gpt_flops.h"
 #include "parallel/comm.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PyTorch parity of the MoE block (model/moe.h) on fixed inputs: output and
+# PyTorch parity of the MoE block (model/moe_layer.h) on fixed inputs: output and
 # gradients of input, router and expert weights within 1e-5 (fp32 vs
 # float64), chosen experts and kept slots identical, load-balancing and z
 # losses equal; top-1/2/4, both drop policies, pre-softmax, dropless; plus the

@@ -1,4 +1,4 @@
-"""PyTorch reference of megatrain's MoE block (model/moe.h, moe_router.h).
+"""PyTorch reference of megatrain's MoE block (model/moe_layer.h, moe_router.h).
 
 Same contract: probs = softmax over all experts; top-k by logit (ties to the
 lower index); gates = softmax over the chosen logits (or the probs with

@@ -16,7 +16,7 @@
 #include "core/backend.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "model/moe.h"
+#include "model/moe_layer.h"
 #include "parallel/comm.h"
 
 static void fill(mt_backend *be, void *d, int64_t n, const char *name, int rank, float std) {

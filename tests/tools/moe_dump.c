@@ -1,4 +1,4 @@
-/* tests/tools/moe_dump.c — runs one MoE block (model/moe.h, one process,
+/* tests/tools/moe_dump.c — runs one MoE block (model/moe_layer.h, one process,
  * fp32) forward and backward on fixed random inputs and dumps inputs,
  * weights, routing, output and every gradient for the PyTorch reference
  * (tests/reference/moe_reference.py).
@@ -16,7 +16,7 @@
 #include "core/backend.h"
 #include "core/rng.h"
 #include "core/util.h"
-#include "model/moe.h"
+#include "model/moe_layer.h"
 
 static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
   char path[1024];

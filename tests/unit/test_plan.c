@@ -22,7 +22,7 @@
 #include "core/backend.h"
 #include "model/gpt.h"
 #include "planner/plan.h"
-#include "trainer/metrics.h"
+#include "model/gpt_flops.h"
 #include "trainer/optimizer.h"
 
 #define HW_A100 "configs/hardware/a100-80gb.json"

@@ -1,11 +1,15 @@
-/* model/moe.h — a mixture-of-experts MLP block with expert parallelism
- * (Megatron-core transformer/moe: TopKRouter, MoEAlltoAllTokenDispatcher,
- * SequentialMLP experts; Lepikhin et al. 2020 (GShard), Fedus et al. 2021
- * (Switch)). Replaces the dense MLP of an MoE layer: x -> router -> top-k
- * experts (capacity, dropping) -> permute by destination expert ->
- * all-to-all over the EP group (counts, then tokens) -> local experts (GELU
- * MLPs, one GEMM per (source rank, expert) block through the op table) ->
- * all-to-all back -> unpermute and combine with the gate weights.
+/* model/moe_layer.h — a mixture-of-experts MLP block with expert parallelism
+ * (Megatron-core transformer/moe/moe_layer.py MoELayer: TopKRouter ->
+ * MoEAlltoAllTokenDispatcher -> experts; GShard, Lepikhin et al. 2020,
+ * arXiv:2006.16668; Switch, Fedus et al. 2021, arXiv:2101.03961). Replaces
+ * the dense MLP of an MoE layer and ties its parts:
+ *   router logits (x W_r^T, here) -> routing decisions (model/moe_router.h:
+ *   top-k, capacity, dropping, auxiliary losses) -> token dispatch
+ *   (model/moe_token_dispatcher.h: permute by destination expert, counts and
+ *   token all-to-all over the EP group) -> local experts
+ *   (model/moe_experts.h: GELU MLPs, one GEMM per (source rank, expert)
+ *   block) -> token combine (all-to-all back, unpermute, weighted sum with
+ *   the gate weights).
  *
  * Tokens: this rank holds n_loc rows [t0, t0 + n_loc) of the micro-batch's
  * n_full = s·b tokens ([s, b] order): its sequence-parallel shard, or all of
@@ -25,8 +29,8 @@
  * moving (routed rows) · h elements; over TP under SP one all-gather of the
  * [n_loc, E] fp32 logits forward.
  */
-#ifndef MT_MODEL_MOE_H
-#define MT_MODEL_MOE_H
+#ifndef MT_MODEL_MOE_LAYER_H
+#define MT_MODEL_MOE_LAYER_H
 
 #include <stdint.h>
 

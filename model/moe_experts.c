@@ -1,0 +1,88 @@
+/* model/moe_experts.c — the local experts' MLPs (see moe_experts.h). */
+#include "model/moe_experts.h"
+
+#include <stdlib.h>
+
+#include "core/util.h"
+#include "model/linear.h"
+
+struct mt_moe_experts {
+  mt_backend *be;
+  mt_moe_experts_config c;
+  void *d_f;                  /* [r_max, F] T: gradient of the fc2 input, then fc1 output */
+};
+
+static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
+  return be->ops->alloc(be, (size_t)(n > 0 ? n : 1) * mt_dtype_size(t), cat);
+}
+
+mt_moe_experts *mt_moe_experts_create(mt_backend *be, const mt_moe_experts_config *c) {
+  MT_ASSERT(c->E_loc >= 1 && c->ep_size >= 1);
+  mt_moe_experts *x = mt_xcalloc(1, sizeof *x);
+  x->be = be;
+  x->c = *c;
+  x->d_f = ws(be, c->r_max * c->F, be->dtype, MT_MEM_WORKSPACE);
+  return x;
+}
+
+void mt_moe_experts_destroy(mt_moe_experts *x) {
+  if (!x) return;
+  x->be->ops->free(x->be, x->d_f);
+  free(x);
+}
+
+void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a) {
+  a->fc1 = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
+  a->gelu = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
+}
+
+void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a) {
+  x->be->ops->free(x->be, a->fc1);
+  x->be->ops->free(x->be, a->gelu);
+  a->fc1 = a->gelu = NULL;
+}
+
+/* One linear layer [out, inw] of each local expert over every (source peer,
+ * local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
+ * in[block] [n, inw] @ W[le]^T + B[le]. Backward: dW[le], dB[le] accumulate
+ * from dy[block] [n, out] and in[block]; y[block] [n, inw] (overwrite) =
+ * dy[block] @ W[le]. */
+static void per_block(const mt_moe_experts *x, const int64_t *counts, void *y, float **dW,
+                      float **dB, const void *dy, const void *in, const void **W, const void **B,
+                      int64_t out, int64_t inw) {
+  mt_backend *be = x->be;
+  const int El = x->c.E_loc;
+  const size_t es = mt_dtype_size(be->dtype);
+  int64_t off = 0;
+  for (int p = 0; p < x->c.ep_size; p++)
+    for (int le = 0; le < El; le++) {
+      int64_t n = counts[p * El + le];
+      const char *inb = (const char *)in + off * inw * es;
+      if (n && dW)
+        mt_linear_bwd(be, (char *)y + off * inw * es, dW[le], dB[le],
+                      (const char *)dy + off * out * es, inb, W[le], n, out, inw);
+      else if (n)
+        mt_linear_fwd(be, (char *)y + off * out * es, inb, W[le], B[le], n, out, inw);
+      off += n;
+    }
+}
+
+void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
+                            const mt_moe_expert_weights *w, void *y, const void *in,
+                            const int64_t *counts, int64_t R) {
+  const int64_t h = x->c.h, F = x->c.F;
+  /* one GEMM per (source peer, local expert) block of rows */
+  per_block(x, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, F, h);
+  if (R) x->be->ops->gelu_fwd(x->be, a->gelu, a->fc1, R * F);
+  per_block(x, counts, y, NULL, NULL, NULL, a->gelu, w->fc2_w, w->fc2_b, h, F);
+}
+
+void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
+                             const mt_moe_expert_weights *w, const mt_moe_expert_grads *g,
+                             void *dx, const void *dy, const void *in, const int64_t *counts,
+                             int64_t R) {
+  const int64_t h = x->c.h, F = x->c.F;
+  per_block(x, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, NULL, h, F);
+  if (R) x->be->ops->gelu_bwd(x->be, x->d_f, a->fc1, x->d_f, R * F);
+  per_block(x, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, F, h);
+}

@@ -1,0 +1,63 @@
+/* model/moe_experts.h — the local experts of an MoE layer: E/ep GELU MLPs
+ * (fc1 -> GELU(tanh) -> fc2) over the rows the token dispatcher delivered
+ * (Megatron-core's moe/experts.py SequentialMLP; GShard, Lepikhin et al.
+ * 2020, arXiv:2006.16668 §2; Switch, Fedus et al. 2021, arXiv:2101.03961
+ * §2). One GEMM per (source peer, local expert) block of rows through
+ * model/linear.h; this is where a grouped GEMM (Megatron's GroupedMLP) will
+ * replace the loops.
+ *
+ * Shapes: rows x [R, h] grouped by (source peer p, local expert le) in that
+ * order, counts[p · E_loc + le] rows per block (the dispatcher's cnt_recv),
+ * R = Σ counts <= r_max. Expert weights: fc1 [F, h] + bias [F], fc2 [h, F]
+ * + bias [h] (T = backend storage dtype); their gradients fp32, accumulated.
+ * No communication: experts are never split (expert_tensor_parallel_size 1).
+ */
+#ifndef MT_MODEL_MOE_EXPERTS_H
+#define MT_MODEL_MOE_EXPERTS_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+
+typedef struct {
+  int E_loc, ep_size;         /* local experts, source peers */
+  int64_t h, F;               /* hidden size, expert ffn width */
+  int64_t r_max;              /* rows received at most */
+} mt_moe_experts_config;
+
+/* Parameter pointers of the local experts, [E_loc] each. */
+typedef struct {
+  const void **fc1_w, **fc1_b, **fc2_w, **fc2_b;
+} mt_moe_expert_weights;
+typedef struct {
+  float **fc1_w, **fc1_b, **fc2_w, **fc2_b;
+} mt_moe_expert_grads;
+
+/* What the experts of one layer keep for backward (MT_MEM_ACT). */
+typedef struct {
+  void *fc1;                  /* [r_max, F] T: fc1 output (GELU input) */
+  void *gelu;                 /* [r_max, F] T: GELU output (fc2 input) */
+} mt_moe_experts_acts;
+
+typedef struct mt_moe_experts mt_moe_experts;
+
+/* Experts of one model, with their backward scratch (MT_MEM_WORKSPACE). */
+mt_moe_experts *mt_moe_experts_create(mt_backend *be, const mt_moe_experts_config *c);
+void mt_moe_experts_destroy(mt_moe_experts *x);
+void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a);
+void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a);
+
+/* Forward: y [R, h] (T, overwrite) = fc2(GELU(fc1(x))) of each block's
+ * expert, x [R, h] (T); saves fc1 and GELU outputs in a. */
+void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
+                            const mt_moe_expert_weights *w, void *y, const void *in,
+                            const int64_t *counts, int64_t R);
+
+/* Backward: dx [R, h] (T, overwrite) from dy [R, h] (T) and the forward's
+ * input `in` and acts a; expert weight and bias gradients accumulate. */
+void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
+                             const mt_moe_expert_weights *w, const mt_moe_expert_grads *g,
+                             void *dx, const void *dy, const void *in, const int64_t *counts,
+                             int64_t R);
+
+#endif

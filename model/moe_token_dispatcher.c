@@ -1,0 +1,204 @@
+/* model/moe_token_dispatcher.c — permutation, counts exchange, token
+ * all-to-all and un-permutation of an MoE layer (see
+ * moe_token_dispatcher.h). */
+#include "model/moe_token_dispatcher.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+struct mt_moe_dispatcher {
+  mt_backend *be;
+  mt_moe_dispatcher_config c;
+  int E_loc;
+  int64_t s_max, r_max;      /* rows sent / received at most: n_loc·k, ep·n_loc·k */
+  /* scratch (MT_MEM_WORKSPACE) */
+  void *x_send, *y_recv;     /* [s_max, h], [r_max, h] */
+  void *d_yback, *d_yrecv;   /* [s_max, h], [r_max, h] */
+  void *dx_recv, *dx_send;   /* [r_max, h], [s_max, h] */
+  float *dgate_dev;          /* [n_loc, k] fp32 */
+};
+
+static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
+  return be->ops->alloc(be, (size_t)(n > 0 ? n : 1) * mt_dtype_size(t), cat);
+}
+
+mt_moe_dispatcher *mt_moe_dispatcher_create(mt_backend *be, const mt_moe_dispatcher_config *c) {
+  MT_ASSERT(c->ep_size >= 1 && c->E % c->ep_size == 0);
+  mt_moe_dispatcher *d = mt_xcalloc(1, sizeof *d);
+  d->be = be;
+  d->c = *c;
+  d->E_loc = c->E / c->ep_size;
+  d->s_max = c->n_loc * c->k;
+  d->r_max = d->s_max * c->ep_size;
+  const mt_dtype T = be->dtype;
+  const mt_mem_cat W = MT_MEM_WORKSPACE;
+  d->x_send = ws(be, d->s_max * c->h, T, W);
+  d->y_recv = ws(be, d->r_max * c->h, T, W);
+  d->d_yback = ws(be, d->s_max * c->h, T, W);
+  d->d_yrecv = ws(be, d->r_max * c->h, T, W);
+  d->dx_recv = ws(be, d->r_max * c->h, T, W);
+  d->dx_send = ws(be, d->s_max * c->h, T, W);
+  d->dgate_dev = ws(be, c->n_loc * c->k, MT_F32, W);
+  return d;
+}
+
+void mt_moe_dispatcher_destroy(mt_moe_dispatcher *d) {
+  if (!d) return;
+  mt_backend *be = d->be;
+  void *p[] = {d->x_send, d->y_recv, d->d_yback, d->d_yrecv, d->dx_recv, d->dx_send, d->dgate_dev};
+  for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
+  free(d);
+}
+
+int64_t mt_moe_dispatcher_recv_capacity(const mt_moe_dispatcher *d) { return d->r_max; }
+
+void mt_moe_dispatch_state_init(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) {
+  const mt_moe_dispatcher_config *c = &d->c;
+  mt_backend *be = d->be;
+  memset(s, 0, sizeof *s);
+  s->slot_h = mt_xmalloc(sizeof(int32_t) * (size_t)(c->n_loc * c->k));
+  s->send_idx_h = mt_xmalloc(sizeof(int32_t) * (size_t)(d->s_max + 1));
+  s->cnt_send = mt_xcalloc((size_t)c->E, sizeof(int64_t));
+  s->cnt_recv = mt_xcalloc((size_t)c->E, sizeof(int64_t));
+  s->sc = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
+  s->sd = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
+  s->rc = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
+  s->rd = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
+  s->slot = ws(be, c->n_loc * c->k, MT_I32, MT_MEM_ACT);
+  s->send_idx = ws(be, d->s_max, MT_I32, MT_MEM_ACT);
+  s->gate = ws(be, c->n_loc * c->k, MT_F32, MT_MEM_ACT);
+  s->x_recv = ws(be, d->r_max * c->h, be->dtype, MT_MEM_ACT);
+  s->y_back = ws(be, d->s_max * c->h, be->dtype, MT_MEM_ACT);
+}
+
+void mt_moe_dispatch_state_free(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) {
+  mt_backend *be = d->be;
+  void *p[] = {s->slot, s->send_idx, s->gate, s->x_recv, s->y_back};
+  for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
+  free(s->slot_h);
+  free(s->send_idx_h);
+  free(s->cnt_send);
+  free(s->cnt_recv);
+  free(s->sc);
+  free(s->sd);
+  free(s->rc);
+  free(s->rd);
+  memset(s, 0, sizeof *s);
+}
+
+/* Local send order: kept slots of this rank's tokens sorted by destination
+ * expert, then token, then slot; counts per expert and per EP peer, then the
+ * counts all-to-all (every receiver learns its splits before the tokens
+ * move, so skewed routing cannot desynchronise the group). */
+static void plan_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, const mt_moe_routing *r) {
+  const mt_moe_dispatcher_config *c = &d->c;
+  const int E = c->E, k = c->k, P = c->ep_size, El = d->E_loc;
+  memset(a->cnt_send, 0, sizeof(int64_t) * (size_t)E);
+  for (int64_t i = 0; i < c->n_loc * k; i++)
+    if (r->kept[c->t0 * k + i]) a->cnt_send[r->expert[c->t0 * k + i]]++;
+  int64_t *pos = mt_xmalloc(sizeof(int64_t) * (size_t)E);
+  int64_t acc = 0;
+  for (int e = 0; e < E; e++) {
+    pos[e] = acc;
+    acc += a->cnt_send[e];
+  }
+  a->S = acc;
+  for (int64_t i = 0; i < c->n_loc; i++)
+    for (int j = 0; j < k; j++) {
+      int64_t g = (c->t0 + i) * k + j;
+      if (!r->kept[g]) {
+        a->slot_h[i * k + j] = -1;
+        continue;
+      }
+      int64_t row = pos[r->expert[g]]++;
+      a->slot_h[i * k + j] = (int32_t)row;
+      a->send_idx_h[row] = (int32_t)i;
+    }
+  free(pos);
+  if (c->ep) mt_alltoall(c->ep, a->cnt_send, a->cnt_recv, El, MT_I64);
+  else memcpy(a->cnt_recv, a->cnt_send, sizeof(int64_t) * (size_t)E);
+  int64_t so = 0, ro = 0;
+  for (int p = 0; p < P; p++) {
+    a->sc[p] = a->rc[p] = 0;
+    for (int le = 0; le < El; le++) {
+      a->sc[p] += a->cnt_send[p * El + le];
+      a->rc[p] += a->cnt_recv[p * El + le];
+    }
+    a->sd[p] = so;
+    a->rd[p] = ro;
+    so += a->sc[p];
+    ro += a->rc[p];
+  }
+  a->R = ro;
+  MT_ASSERT(a->S <= d->s_max && a->R <= d->r_max);
+}
+
+static void scale_rows(int64_t *dst, const int64_t *src, int n, int64_t h) {
+  for (int i = 0; i < n; i++) dst[i] = src[i] * h;
+}
+
+/* all-to-allv of rows [*, h] (T): rows per peer sc/sd -> rc/rd. */
+static void a2a_rows(mt_moe_dispatcher *d, const void *send, const int64_t *sc, const int64_t *sd,
+                     void *recv, const int64_t *rc, const int64_t *rd) {
+  const int P = d->c.ep_size;
+  int64_t buf[4 * 64];
+  int64_t *tmp = P <= 64 ? buf : mt_xmalloc(sizeof(int64_t) * 4 * (size_t)P);
+  scale_rows(tmp, sc, P, d->c.h);
+  scale_rows(tmp + P, sd, P, d->c.h);
+  scale_rows(tmp + 2 * P, rc, P, d->c.h);
+  scale_rows(tmp + 3 * P, rd, P, d->c.h);
+  mt_alltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P, d->be->dtype);
+  if (tmp != buf) free(tmp);
+}
+
+void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
+                           const mt_moe_routing *r, const void *x) {
+  mt_backend *be = d->be;
+  const mt_moe_dispatcher_config *c = &d->c;
+  const int k = c->k;
+  plan_dispatch(d, a, r);
+  be->ops->memcpy_h2d(be, a->slot, a->slot_h, sizeof(int32_t) * (size_t)(c->n_loc * k));
+  be->ops->memcpy_h2d(be, a->send_idx, a->send_idx_h, sizeof(int32_t) * (size_t)a->S);
+  be->ops->memcpy_h2d(be, a->gate, r->gate + c->t0 * k, sizeof(float) * (size_t)(c->n_loc * k));
+  /* permute and dispatch */
+  void *xs = c->ep ? d->x_send : a->x_recv;
+  if (a->S) be->ops->moe_gather_rows(be, xs, x, a->send_idx, a->S, c->h);
+  if (c->ep) a2a_rows(d, d->x_send, a->sc, a->sd, a->x_recv, a->rc, a->rd);
+}
+
+void *mt_moe_dispatch_expert_out(mt_moe_dispatcher *d, mt_moe_dispatch_state *a) {
+  return d->c.ep ? d->y_recv : a->y_back;
+}
+
+void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, void *out) {
+  const mt_moe_dispatcher_config *c = &d->c;
+  if (c->ep) a2a_rows(d, d->y_recv, a->rc, a->rd, a->y_back, a->sc, a->sd);
+  /* unpermute and combine with the gate weights */
+  d->be->ops->moe_combine_fwd(d->be, out, a->y_back, a->slot, a->gate, c->n_loc, c->k, c->h);
+}
+
+const void *mt_moe_token_combine_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
+                                     const void *dy, const float **dgate) {
+  const mt_moe_dispatcher_config *c = &d->c;
+  /* combine: gradients of the returned expert rows and of the gate weights */
+  d->be->ops->moe_combine_bwd(d->be, d->d_yback, d->dgate_dev, dy, a->y_back, a->slot, a->gate,
+                              c->n_loc, c->k, c->h);
+  *dgate = d->dgate_dev;
+  if (!c->ep) return d->d_yback;
+  a2a_rows(d, d->d_yback, a->sc, a->sd, d->d_yrecv, a->rc, a->rd);
+  return d->d_yrecv;
+}
+
+void *mt_moe_dispatch_expert_dgrad(mt_moe_dispatcher *d, mt_moe_dispatch_state *a) {
+  (void)a;
+  return d->c.ep ? d->dx_recv : d->dx_send;
+}
+
+void mt_moe_token_dispatch_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, void *dx) {
+  const mt_moe_dispatcher_config *c = &d->c;
+  if (c->ep) a2a_rows(d, d->dx_recv, a->rc, a->rd, d->dx_send, a->sc, a->sd);
+  /* un-permute: each token sums the gradients of its kept slots */
+  d->be->ops->moe_combine_fwd(d->be, dx, d->dx_send, a->slot, NULL, c->n_loc, c->k, c->h);
+}

@@ -1,0 +1,97 @@
+/* model/moe_token_dispatcher.h — the all-to-all token dispatcher of an
+ * expert-parallel MoE layer (Megatron-core's MoEAlltoAllTokenDispatcher:
+ * token_dispatch / token_combine; GShard, Lepikhin et al. 2020,
+ * arXiv:2006.16668 §2.2-3.1; Switch, Fedus et al. 2021, arXiv:2101.03961
+ * §2.2).
+ *
+ * Forward (mt_moe_token_dispatch): permutation of this rank's kept token
+ * slots into send order (by destination expert, then token, then slot), the
+ * counts exchange (one all-to-all of E int64 counts, so every receiver knows
+ * its splits before tokens move), the row gather into send order and the
+ * all-to-allv of the token rows over the EP group. The experts then read
+ * x_recv [R, h], rows grouped by (source peer, local expert) with cnt_recv
+ * rows per block, and write their outputs to mt_moe_dispatch_expert_out.
+ * mt_moe_token_combine moves the outputs back (all-to-allv) and
+ * un-permutes them: out[i] = Σ_j gate[i, j] · y[slot (i, j)] over kept slots.
+ * Backward runs the same two exchanges in reverse.
+ *
+ * Shapes: n_loc token rows of this rank starting at t0 of the micro-batch's
+ * tokens ([s, b] order), k slots per token, E experts over ep ranks (E/ep
+ * consecutive local experts each), h hidden size. Token rows T (backend
+ * storage dtype), gate weights and their gradients fp32, counts int64.
+ * Communication: over the EP group (NULL when ep == 1: no collective, the
+ * permuted rows go straight to the experts). Errors: more rows than the
+ * worst case (n_loc·k sent, ep·n_loc·k received) abort the job.
+ */
+#ifndef MT_MODEL_MOE_TOKEN_DISPATCHER_H
+#define MT_MODEL_MOE_TOKEN_DISPATCHER_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "model/moe_router.h"
+#include "parallel/comm.h"
+
+typedef struct {
+  int E, k, h;
+  int64_t n_loc, t0;          /* token rows of this rank, offset in the micro-batch */
+  mt_group *ep;               /* NULL when ep == 1 */
+  int ep_size;
+} mt_moe_dispatcher_config;
+
+/* What one layer's dispatch keeps for its combine and backward. Host arrays
+ * describe the exchange; device arrays (MT_MEM_ACT) hold the permutation,
+ * the gates and the rows the experts read and return. */
+typedef struct {
+  int32_t *slot_h;            /* [n_loc·k] send row of slot (i, j), -1 when dropped */
+  int32_t *send_idx_h;        /* [n_loc·k + 1] token of each send row */
+  int64_t *cnt_send;          /* [E] rows sent to each expert */
+  int64_t *cnt_recv;          /* [ep · E/ep] rows received from peer p for local expert le */
+  int64_t *sc, *sd, *rc, *rd; /* [ep] rows sent / received per peer and displacements */
+  int64_t S, R;               /* rows sent, rows received */
+  int32_t *slot, *send_idx;   /* device copies of slot_h, send_idx_h */
+  float *gate;                /* [n_loc·k] fp32 gate weights of this rank's tokens */
+  void *x_recv;               /* [ep·n_loc·k, h] T: expert input rows */
+  void *y_back;               /* [n_loc·k, h] T: expert output rows in send order */
+} mt_moe_dispatch_state;
+
+typedef struct mt_moe_dispatcher mt_moe_dispatcher;
+
+/* Dispatcher of one model: exchange scratch (MT_MEM_WORKSPACE) sized for the
+ * worst case (every token of the EP group routed to this rank's experts). */
+mt_moe_dispatcher *mt_moe_dispatcher_create(mt_backend *be, const mt_moe_dispatcher_config *c);
+void mt_moe_dispatcher_destroy(mt_moe_dispatcher *d);
+/* Rows the experts may receive at most: ep · n_loc · k. */
+int64_t mt_moe_dispatcher_recv_capacity(const mt_moe_dispatcher *d);
+
+/* Allocate / free one layer's dispatch state (host + MT_MEM_ACT). */
+void mt_moe_dispatch_state_init(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
+void mt_moe_dispatch_state_free(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
+
+/* Forward dispatch of x [n_loc, h] (T) routed by r (slots of tokens
+ * [t0, t0 + n_loc) of the micro-batch): permutation, counts all-to-all,
+ * upload of slots and gates, row gather, token all-to-allv. Fills every
+ * field of s; s->x_recv [R, h] holds the expert input. Collective over EP. */
+void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *s,
+                           const mt_moe_routing *r, const void *x);
+/* Device buffer [R, h] (T) the experts write their outputs to. */
+void *mt_moe_dispatch_expert_out(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
+/* Forward combine: expert outputs back over EP (all-to-allv), then
+ * out [n_loc, h] (T, overwrite) = Σ_j gate[i, j] · y[slot (i, j)] over kept
+ * slots (0 for a token whose slots were all dropped). Collective over EP. */
+void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *s, void *out);
+
+/* Backward of the combine from dy [n_loc, h] (T): returns the gradient of
+ * the expert outputs [R, h] (T, in the dispatcher's scratch) and sets
+ * *dgate to the gate gradients [n_loc·k] (fp32, device, 0 for dropped
+ * slots). Collective over EP. */
+const void *mt_moe_token_combine_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *s,
+                                     const void *dy, const float **dgate);
+/* Device buffer [R, h] (T) the experts write their input gradient to. */
+void *mt_moe_dispatch_expert_dgrad(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
+/* Backward of the dispatch: input gradients back over EP (all-to-allv), then
+ * dx [n_loc, h] (T, overwrite) = Σ_j of the gradients of each token's kept
+ * slots. Collective over EP. */
+void mt_moe_token_dispatch_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *s, void *dx);
+
+#endif
