@@ -314,7 +314,7 @@ static void chunk_inflight(const mt_plan_dims *d, int r, int nc, int *out) {
   }
   mt_pp_schedule s;
   char err[256];
-  if (mt_pp_schedule_build(&s, p, v, m, r, 0, err, sizeof err) != 0) {
+  if (mt_pp_schedule_interleaved(&s, p, v, m, r, 0, err, sizeof err) != 0) {
     /* no valid schedule: Megatron's warm-up count spread over the chunks */
     double w = fmin(2.0 * (p - r - 1) + (v - 1.0) * p + 1, (double)m * v);
     for (int k = 0; k < nc; k++) out[k] = (int)ceil(w / v);
