@@ -1,4 +1,6 @@
-/* parallel/pipeline.c — schedules and their executor (see pipeline.h). */
+/* parallel/pipeline.c — the 1F1B and interleaved schedule builders (one
+ * shared three-phase emitter) and the executor that runs either (see
+ * pipeline.h). */
 #include "parallel/pipeline.h"
 
 #include <stdio.h>
@@ -17,14 +19,66 @@ static int chunk_of(int k, int p, int v, int fwd) {
  * (Megatron get_microbatch_id_in_model_chunk). */
 static int mb_of(int k, int p, int v) { return (k / (p * v)) * p + k % p; }
 
-int mt_pp_schedule_build(mt_pp_schedule *s, int p, int v, int m, int r, int forward_only,
-                         char *err, size_t errlen) {
-  memset(s, 0, sizeof *s);
+/* Virtual micro-batch k as an action: its chunk and micro-batch. With v == 1
+ * this is (chunk 0, micro-batch k), the 1F1B order. */
+static mt_pp_action action_of(int k, int p, int v, int fwd) {
+  mt_pp_action a = {fwd, v > 1 ? chunk_of(k, p, v, fwd) : 0, v > 1 ? mb_of(k, p, v) : k};
+  return a;
+}
+
+static int check_args(int p, int v, int m, int r, char *err, size_t errlen) {
   if (p < 1 || v < 1 || m < 1 || r < 0 || r >= p) {
     snprintf(err, errlen, "invalid pipeline schedule: p=%d v=%d m=%d stage %d", p, v, m, r);
     return -1;
   }
-  if (v > 1 && m % p != 0) {
+  return 0;
+}
+
+/* The shared three-phase order of both builders: `warm` forwards, then
+ * (forward, backward) pairs, then the remaining backwards, over the m·v
+ * virtual micro-batches; forward_only: the m·v forwards. */
+static void emit(mt_pp_schedule *s, int p, int v, int m, int warm, int forward_only) {
+  const int total = m * v;
+  s->actions = mt_xcalloc((size_t)(2 * total), sizeof(mt_pp_action));
+  int n = 0;
+  if (forward_only) {
+    for (int k = 0; k < total; k++) s->actions[n++] = action_of(k, p, v, 1);
+    s->n_actions = n;
+    s->n_warmup = total;
+    return;
+  }
+  const int steady = total - warm;
+  for (int k = 0; k < warm; k++) s->actions[n++] = action_of(k, p, v, 1);
+  for (int k = 0; k < steady; k++) {
+    s->actions[n++] = action_of(k + warm, p, v, 1);
+    s->actions[n++] = action_of(k, p, v, 0);
+  }
+  for (int k = steady; k < total; k++) s->actions[n++] = action_of(k, p, v, 0);
+  s->n_actions = n;
+  s->n_warmup = warm;
+  s->n_steady = steady;
+  s->n_cooldown = warm;
+}
+
+int mt_pp_schedule_1f1b(mt_pp_schedule *s, int p, int m, int r, int forward_only, char *err,
+                        size_t errlen) {
+  memset(s, 0, sizeof *s);
+  if (check_args(p, 1, m, r, err, errlen) != 0) return -1;
+  emit(s, p, 1, m, p - r - 1 < m ? p - r - 1 : m, forward_only);
+  return 0;
+}
+
+int mt_pp_schedule_interleaved(mt_pp_schedule *s, int p, int v, int m, int r, int forward_only,
+                               char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  if (check_args(p, v, m, r, err, errlen) != 0) return -1;
+  if (v < 2) {
+    snprintf(err, errlen,
+             "the interleaved schedule needs at least 2 model chunks per stage (v=%d; use 1F1B)",
+             v);
+    return -1;
+  }
+  if (m % p != 0) {
     snprintf(err, errlen,
              "the interleaved schedule needs the number of micro-batches (%d) to be a multiple "
              "of pipeline_model_parallel_size (%d)",
@@ -32,44 +86,12 @@ int mt_pp_schedule_build(mt_pp_schedule *s, int p, int v, int m, int r, int forw
     return -1;
   }
   const int total = m * v;
-  s->actions = mt_xcalloc((size_t)(2 * total), sizeof(mt_pp_action));
-  int n = 0;
-  if (forward_only) {
-    for (int k = 0; k < total; k++) {
-      mt_pp_action a = {1, v > 1 ? chunk_of(k, p, v, 1) : 0, v > 1 ? mb_of(k, p, v) : k};
-      s->actions[n++] = a;
-    }
-    s->n_actions = n;
-    s->n_warmup = total;
-    return 0;
-  }
-  int warm;
-  if (v == 1) warm = p - r - 1 < m ? p - r - 1 : m;
-  else if (m == p) warm = total;
-  else {
+  int warm = total;
+  if (m != p) {
     warm = (p - r - 1) * 2 + (v - 1) * p;
     if (warm > total) warm = total;
   }
-  const int steady = total - warm;
-  for (int k = 0; k < warm; k++) {
-    mt_pp_action a = {1, v > 1 ? chunk_of(k, p, v, 1) : 0, v > 1 ? mb_of(k, p, v) : k};
-    s->actions[n++] = a;
-  }
-  for (int k = 0; k < steady; k++) {
-    int kf = k + warm;
-    mt_pp_action f = {1, v > 1 ? chunk_of(kf, p, v, 1) : 0, v > 1 ? mb_of(kf, p, v) : kf};
-    mt_pp_action b = {0, v > 1 ? chunk_of(k, p, v, 0) : 0, v > 1 ? mb_of(k, p, v) : k};
-    s->actions[n++] = f;
-    s->actions[n++] = b;
-  }
-  for (int k = steady; k < total; k++) {
-    mt_pp_action b = {0, v > 1 ? chunk_of(k, p, v, 0) : 0, v > 1 ? mb_of(k, p, v) : k};
-    s->actions[n++] = b;
-  }
-  s->n_actions = n;
-  s->n_warmup = warm;
-  s->n_steady = steady;
-  s->n_cooldown = warm;
+  emit(s, p, v, m, warm, forward_only);
   return 0;
 }
 

@@ -7,6 +7,7 @@
 #ifndef MT_PARALLEL_PIPELINE_H
 #define MT_PARALLEL_PIPELINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/backend.h"
@@ -26,16 +27,30 @@ typedef struct {
   mt_pp_action *actions;
 } mt_pp_schedule;
 
-/* Build stage r's order of compute for m micro-batches, p stages, v model
- * chunks per stage. v == 1: 1F1B — min(p−r−1, m) warm-up forwards, then
- * alternating one forward and one backward, then the remaining backwards.
- * v > 1: Megatron's interleaved 1F1B — warm-up (p−r−1)·2 + (v−1)·p forwards
- * (all m·v when m == p), micro-batches taken in groups of p per chunk
- * (forward chunk = (k mod p·v) div p, backward chunk reversed); requires
- * m % p == 0. forward_only: the m·v forwards in order. Returns 0, or -1 with
- * a message naming the numbers. */
-int mt_pp_schedule_build(mt_pp_schedule *s, int p, int v, int m, int r, int forward_only,
-                         char *err, size_t errlen);
+/* The two builders below fill s with stage r's order of compute for m
+ * micro-batches and p stages (0 <= r < p); both produce the same three
+ * phases — n_warmup forwards, n_steady (forward, backward) pairs, then
+ * n_cooldown backwards — that mt_pp_run executes. forward_only (evaluation):
+ * the m·v forwards in order, nothing else. Return 0, or -1 with a message
+ * naming the numbers in err (p, m < 1, r out of range, and the builder's
+ * own constraints). Host memory; no communication. Free with
+ * mt_pp_schedule_free. */
+
+/* 1F1B, "PipeDream-Flush" (Narayanan et al. 2021 §2.2, Fig. 4 top; Megatron
+ * forward_backward_pipelining_without_interleaving): one model chunk per
+ * stage (every action has chunk 0); min(p−r−1, m) warm-up forwards, then
+ * alternating one forward and one backward, then the remaining backwards,
+ * so stage r holds at most min(p−r, m) micro-batches in flight. */
+int mt_pp_schedule_1f1b(mt_pp_schedule *s, int p, int m, int r, int forward_only, char *err,
+                        size_t errlen);
+
+/* Interleaved 1F1B (Narayanan et al. 2021 §2.2.2, Fig. 4 bottom; Megatron
+ * forward_backward_pipelining_with_interleaving): v >= 2 model chunks per
+ * stage; warm-up (p−r−1)·2 + (v−1)·p forwards (all m·v when m == p, capped
+ * at m·v), micro-batches taken in groups of p per chunk (forward chunk =
+ * (k mod p·v) div p, backward chunk reversed). Requires m % p == 0. */
+int mt_pp_schedule_interleaved(mt_pp_schedule *s, int p, int v, int m, int r, int forward_only,
+                               char *err, size_t errlen);
 void mt_pp_schedule_free(mt_pp_schedule *s);
 
 /* Peers of an action on stage r: where its forward input comes from / its
@@ -72,7 +87,8 @@ typedef struct {
  * gradient from the next one (blocking, counted as wait time), sends outputs
  * and input gradients without blocking (gradients from a pool of copies), and
  * waits for every send before returning. Deadlock-free for the schedules of
- * mt_pp_schedule_build. */
+ * mt_pp_schedule_1f1b and mt_pp_schedule_interleaved (v the number of chunks
+ * the schedule was built for: 1 for 1F1B). */
 void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const mt_pp_model *md,
                mt_pp_stats *stats);
 

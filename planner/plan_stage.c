@@ -7,7 +7,8 @@
  *    of a tied word embedding) gives the flat parameter/gradient buffers;
  *  - ZeRO: the exact shard layout (parallel/zero.h mt_zero_layout_build on
  *    the trainer's segments, trainer/zero_optimizer.c) and a replay of the
- *    stage-2/3 residency hooks (trainer/zero_hooks.c) over one micro-batch's
+ *    stage-2/3 residency policy (parallel/zero.h mt_zero_residency, which
+ *    trainer/zero_hooks.c carries out) over one micro-batch's
  *    hook sequence (model/gpt_forward.c, full recomputation included) for the
  *    gathered-parameter and gradient working-buffer peaks;
  *  - activations: one slot per micro-batch in flight per model chunk
@@ -126,99 +127,42 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
   f->n_seg = s;
 }
 
-/* ---- ZeRO-2/3 residency (trainer/zero_hooks.c replayed) ---- */
+/* ---- ZeRO-2/3 residency (parallel/zero.h's policy, as trainer/zero_hooks.c
+ * runs it, replayed) ---- */
 
 typedef struct {
   const mt_zero_layout *L;
-  int S, tied, stage, prefetch;
+  mt_zero_residency R;
   double es; /* parameter element size */
-  char *pw, *gw, *want;
-  int *nopen;
   double plive, glive, ppeak, gpeak;
 } zsim;
 
-static int z_pneed(const zsim *z, int i, int out[2]) {
-  int fwd = i < z->S, pos = fwd ? i : 2 * z->S - 1 - i, n = 0;
-  if (!fwd && pos == 0) return 0;
-  out[n++] = pos;
-  if (pos == z->S - 1 && z->tied) out[n++] = 0;
-  return n;
-}
-
-static int z_gneed(const zsim *z, int i, int out[2]) {
-  int pos = 2 * z->S - 1 - i, n = 0;
-  out[n++] = pos;
-  if (pos == z->S - 1 && z->tied) out[n++] = 0;
-  return n;
-}
-
-static void z_gather(zsim *z, int s) {
-  if (z->pw[s]) return;
-  z->pw[s] = 1;
-  z->plive += (double)z->L->seg[s].padded_len * z->es;
-  z->ppeak = fmax(z->ppeak, z->plive);
-}
-
-static void z_mark(zsim *z, int from, int to) {
-  memset(z->want, 0, (size_t)z->S);
-  if (to > 2 * z->S - 1) to = 2 * z->S - 1;
-  for (int j = from; j <= to; j++) {
-    int need[2], n = z_pneed(z, j, need);
-    for (int k = 0; k < n; k++) z->want[need[k]] = 1;
-  }
-}
-
-static void z_release_unwanted(zsim *z) {
-  for (int s = 0; s < z->S; s++)
-    if (!z->want[s] && z->nopen[s] == 0 && z->pw[s]) {
-      z->pw[s] = 0;
-      z->plive -= (double)z->L->seg[s].padded_len * z->es;
+/* The working-buffer bytes of the policy's decision at step i. */
+static void z_step(zsim *z, int i, int after) {
+  const int n = mt_zero_residency_step(&z->R, i, after);
+  for (int k = 0; k < n; k++) {
+    const double len = (double)z->L->seg[z->R.act[k].seg].padded_len;
+    switch (z->R.act[k].kind) {
+    case MT_ZERO_FREE_PARAMS:
+      z->plive -= len * z->es;
+      break;
+    case MT_ZERO_GATHER_PARAMS:
+      z->plive += len * z->es;
+      z->ppeak = fmax(z->ppeak, z->plive);
+      break;
+    case MT_ZERO_ALLOC_GRADS:
+      z->glive += len * 4;
+      z->gpeak = fmax(z->gpeak, z->glive);
+      break;
+    case MT_ZERO_REDUCE_GRADS:
+      z->glive -= len * 4;
+      break;
     }
-}
-
-static void z_before(zsim *z, int i) {
-  const int S = z->S;
-  if (z->stage == 3) {
-    int to = i + z->prefetch;
-    z_mark(z, i, to);
-    z_release_unwanted(z);
-    if (to > 2 * S - 1) to = 2 * S - 1;
-    for (int j = i; j <= to; j++) {
-      int need[2], n = z_pneed(z, j, need);
-      for (int k = 0; k < n; k++) z_gather(z, need[k]);
-    }
-    int need[2], n = z_pneed(z, i, need);
-    for (int k = 0; k < n; k++) z->nopen[need[k]]++;
-  }
-  if (i >= S) {
-    int g[2], n = z_gneed(z, i, g);
-    for (int k = 0; k < n; k++)
-      if (!z->gw[g[k]]) {
-        z->gw[g[k]] = 1;
-        z->glive += (double)z->L->seg[g[k]].padded_len * 4;
-        z->gpeak = fmax(z->gpeak, z->glive);
-      }
   }
 }
 
-static void z_after(zsim *z, int i) {
-  const int S = z->S;
-  if (z->stage == 3) {
-    int need[2], n = z_pneed(z, i, need);
-    for (int k = 0; k < n; k++)
-      if (z->nopen[need[k]] > 0) z->nopen[need[k]]--;
-    z_mark(z, i + 1, i + (z->prefetch > 1 ? z->prefetch : 1));
-    z_release_unwanted(z);
-  }
-  if (i >= S) {
-    int g[2], n = z_gneed(z, i, g);
-    for (int k = 0; k < n; k++)
-      if (2 * S - 1 - g[k] == i && z->gw[g[k]]) {
-        z->gw[g[k]] = 0;
-        z->glive -= (double)z->L->seg[g[k]].padded_len * 4;
-      }
-  }
-}
+static void z_before(zsim *z, int i) { z_step(z, i, 0); }
+static void z_after(zsim *z, int i) { z_step(z, i, 1); }
 
 /* One training micro-batch's hook sequence (model/gpt_forward.c): segment
  * x's forward is step x, its backward step 2S-1-x; under full
@@ -228,16 +172,10 @@ static void zero_residency(const mt_plan_dims *d, const mt_zero_layout *L, const
   zsim z;
   memset(&z, 0, sizeof z);
   z.L = L;
-  z.S = L->n_seg;
-  z.tied = !d->untied && f->has_emb && f->has_head;
-  z.stage = d->zero;
-  z.prefetch = d->prefetch;
+  mt_zero_residency_init(&z.R, L->n_seg, d->zero, d->prefetch,
+                         !d->untied && f->has_emb && f->has_head);
   z.es = d->e;
-  z.pw = calloc((size_t)z.S, 1);
-  z.gw = calloc((size_t)z.S, 1);
-  z.want = calloc((size_t)z.S, 1);
-  z.nopen = calloc((size_t)z.S, sizeof(int));
-  const int S = z.S, e0 = f->has_emb, nl = S - f->has_emb - f->has_head;
+  const int S = L->n_seg, e0 = f->has_emb, nl = S - f->has_emb - f->has_head;
   for (int x = 0; x < S; x++) {
     z_before(&z, x);
     z_after(&z, x);
@@ -266,10 +204,7 @@ static void zero_residency(const mt_plan_dims *d, const mt_zero_layout *L, const
   }
   *param_peak = z.ppeak;
   *grad_peak = z.gpeak;
-  free(z.pw);
-  free(z.gw);
-  free(z.want);
-  free(z.nopen);
+  mt_zero_residency_free(&z.R);
 }
 
 /* ---- activations ---- */
@@ -314,7 +249,7 @@ static void chunk_inflight(const mt_plan_dims *d, int r, int nc, int *out) {
   }
   mt_pp_schedule s;
   char err[256];
-  if (mt_pp_schedule_build(&s, p, v, m, r, 0, err, sizeof err) != 0) {
+  if (mt_pp_schedule_interleaved(&s, p, v, m, r, 0, err, sizeof err) != 0) {
     /* no valid schedule: Megatron's warm-up count spread over the chunks */
     double w = fmin(2.0 * (p - r - 1) + (v - 1.0) * p + 1, (double)m * v);
     for (int k = 0; k < nc; k++) out[k] = (int)ceil(w / v);

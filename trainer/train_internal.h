@@ -1,6 +1,8 @@
 /* trainer/train_internal.h — the trainer's context and its pieces, shared by
- * trainer/train.c (the loop) and trainer/train_setup.c (construction, data
- * parallel reduction, checkpoint glue). Tests use it to drive steps. */
+ * trainer/train.c (the loop), train_setup.c (construction), train_ddp.c
+ * (data-parallel gradient reduction), train_checkpoint.c (checkpoint glue),
+ * replica_check.c (cross-rank parameter checks), train_pipeline.c and
+ * zero_trainer.c. Tests use it to drive steps. */
 #ifndef MT_TRAINER_TRAIN_INTERNAL_H
 #define MT_TRAINER_TRAIN_INTERNAL_H
 
@@ -11,6 +13,7 @@
 #include "model/gpt.h"
 #include "model/gpt_flops.h"
 #include "parallel/comm.h"
+#include "parallel/ddp.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
@@ -35,6 +38,7 @@ typedef struct {
   int has_valid;
   mt_gpt *model;
   mt_adamw opt;             /* zero_stage 0 */
+  mt_ddp_buffer ddp;        /* zero_stage 0: gradient all-reduce buckets (parallel/ddp.h) */
   mt_zero_opt *zero;        /* zero_stage >= 1 (trainer/zero_optimizer.h), else NULL */
   mt_lr_schedule sched;
   mt_metrics_file metrics;
@@ -82,12 +86,18 @@ void mt_trainer_teardown(mt_trainer *t);
  * global batch, gradient reduction, norm, clipping, AdamW update. */
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration);
 
+/* zero_stage 0 (trainer/train_ddp.c): lay the flat fp32 gradient buffer out
+ * for parallel/ddp.h — runs of dense parameters over the data-parallel
+ * group, runs of expert parameters over the expert-data-parallel group, in
+ * buckets of parallel.ddp_bucket_size elements — into t->ddp. No
+ * communication. */
+void mt_trainer_ddp_init(mt_trainer *t);
+
 /* ZeRO (t->zero): stage 1 reduce-scatters instead, stages 2/3 do nothing
  * here (their hooks reduced each layer during backward). Otherwise:
- * sum gradients over the data-parallel group in buckets of
- * parallel.ddp_bucket_size elements (all-reduce, MT_OP_SUM). The loss is
- * already normalised by the global token count, so the sum is the global
- * mean gradient. */
+ * sum gradients over the buckets of t->ddp (all-reduce, MT_OP_SUM, over the
+ * dp / edp groups). The loss is already normalised by the global token
+ * count, so the sum is the global mean gradient. */
 void mt_trainer_reduce_gradients(mt_trainer *t);
 
 /* Fill t->tokens / t->sample_ids with micro-batch rows [first, first + mbs)
@@ -107,9 +117,13 @@ double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train
  * (the same fixed batches at every evaluation). */
 double mt_trainer_evaluate(mt_trainer *t);
 
-/* Check that the parameters are bitwise identical on every rank of the
- * data-parallel group (64-bit FNV-1a hash of the flat buffer compared with
- * an all-reduce of max and min). Returns 0, or -1 with a message. */
+/* Check (trainer/replica_check.c) that replicated parameters are bitwise
+ * identical: every parameter across the data-parallel group, the experts
+ * across the expert-data-parallel group, the first and last pipeline
+ * stage's copies of a tied word embedding (embedding group), and the
+ * tp-replicated tensors across the tensor-parallel group (64-bit FNV-1a hash
+ * of the bytes compared with an all-reduce of max and min). Collective over
+ * those groups. Returns 0, or -1 with a message naming the group. */
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
 
 /* ZeRO glue (trainer/zero_trainer.c): build the sharded optimizer for
@@ -123,7 +137,16 @@ void mt_trainer_zero_full_params_host(mt_trainer *t, void *host);
  * last reset (every step resets them), summed over all of its groups. */
 void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_bytes);
 
-/* Save a checkpoint of the current state to checkpoint.save. */
+/* Checkpoint glue (trainer/train_checkpoint.c). Load: when checkpoint.load
+ * is set, read it into the model and optimizer (ZeRO shards too) and
+ * restore iteration and sample counters; refuse another training.seed.
+ * When only checkpoint.save is set and already holds a checkpoint, warn on
+ * rank 0. Collective over the world (and dp for ZeRO-1/2's parameter
+ * all-gather). Returns 0, or -1 with a message. */
+int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen);
+/* Save a checkpoint of the current state to checkpoint.save (data-parallel
+ * rank 0 writes the model-parallel files, ZeRO ranks their shards).
+ * Collective over the world. Returns 0, or -1 with a message. */
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);
 
 #endif

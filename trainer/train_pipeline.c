@@ -37,14 +37,20 @@ static void cb_end(void *ctx, int chunk, int mb) {
   mt_gpt_chunk_end(((mt_trainer *)ctx)->model, chunk, mb);
 }
 
-int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen) {
+/* This stage's schedule: interleaved 1F1B with v > 1 model chunks, else 1F1B. */
+static int build_schedule(mt_trainer *t, mt_pp_schedule *s, int forward_only, char *err,
+                          size_t errlen) {
   const mt_config *c = t->cfg;
   const int p = t->topo.pp, v = c->parallel.virtual_pipeline_model_parallel_size;
   const int m = c->training.global_batch_size / (c->training.micro_batch_size * t->dp);
-  if (mt_pp_schedule_build(&t->sched_train, p, v, m, t->ps->pp_rank, 0, err, errlen) != 0)
-    return -1;
-  int m_eval = m;
-  return mt_pp_schedule_build(&t->sched_eval, p, v, m_eval, t->ps->pp_rank, 1, err, errlen);
+  if (v > 1)
+    return mt_pp_schedule_interleaved(s, p, v, m, t->ps->pp_rank, forward_only, err, errlen);
+  return mt_pp_schedule_1f1b(s, p, m, t->ps->pp_rank, forward_only, err, errlen);
+}
+
+int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen) {
+  if (build_schedule(t, &t->sched_train, 0, err, errlen) != 0) return -1;
+  return build_schedule(t, &t->sched_eval, 1, err, errlen);
 }
 
 void mt_trainer_pipeline_free(mt_trainer *t) {

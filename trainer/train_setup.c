@@ -1,12 +1,11 @@
-/* trainer/train_setup.c — building the trainer from a config, data-parallel
- * gradient reduction, and checkpoint glue (see train_internal.h). */
+/* trainer/train_setup.c — building the trainer from a config: layout
+ * checks, backend, groups, data, model, optimizer, schedules, and tearing it
+ * down again (see train_internal.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/hash.h"
 #include "core/util.h"
-#include "trainer/checkpoint.h"
 #include "trainer/train_internal.h"
 
 static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *ps) {
@@ -83,21 +82,6 @@ static int open_data(mt_trainer *t, char *err, size_t errlen) {
     return -1;
   }
   return 0;
-}
-
-static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
-  mt_ckpt_layout L = {0};
-  L.tp_rank = t->ps->tp_rank;
-  L.pp_rank = t->ps->pp_rank;
-  L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
-  L.writer = t->dp_rank == 0;
-  L.world = t->world;
-  if (t->zero) {
-    L.shard_save = mt_zero_ckpt_save;
-    L.shard_load = mt_zero_ckpt_load;
-    L.shard_ctx = t->zero;
-  }
-  return L;
 }
 
 /* 1 when the expert-data-parallel group of every rank holds exactly the
@@ -204,6 +188,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
     mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
                   mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1,
                   cfg->training.adam_beta2, cfg->training.adam_eps, cfg->training.weight_decay);
+    mt_trainer_ddp_init(t);
   }
   t->sched.max_lr = cfg->training.lr;
   t->sched.min_lr = cfg->training.min_lr;
@@ -225,32 +210,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       cfg->training.global_batch_size, s, cfg->model.num_layers, cfg->model.hidden_size,
       cfg->model.ffn_hidden_size, mt_config_padded_vocab(cfg));
 
-  if (cfg->checkpoint.load[0]) {
-    mt_ckpt_state st = {0};
-    mt_ckpt_layout L = ckpt_layout(t);
-    if (mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen) != 0) return -1;
-    if (t->zero) mt_zero_opt_sync_params(t->zero);
-    if (st.seed != cfg->training.seed) {
-      snprintf(err, errlen,
-               "checkpoint in '%s' was trained with training.seed %llu but the config says %llu",
-               cfg->checkpoint.load, (unsigned long long)st.seed,
-               (unsigned long long)cfg->training.seed);
-      return -1;
-    }
-    t->iteration = st.iteration;
-    t->consumed_samples = st.consumed_samples;
-    t->skipped_iters = st.skipped_iters;
-    t->nan_iters = st.nan_iters;
-  }
-  if (!cfg->checkpoint.load[0] && cfg->checkpoint.save[0] && t->rank == 0) {
-    int64_t old = mt_checkpoint_latest(cfg->checkpoint.save);
-    if (old > 0)
-      fprintf(stderr,
-              "megatrain: warning: checkpoint.save '%s' already holds iteration %lld and "
-              "checkpoint.load is not set: this run starts from scratch and its checkpoints "
-              "will replace 'latest' (set checkpoint.load to resume)\n",
-              cfg->checkpoint.save, (long long)old);
-  }
+  if (mt_trainer_load_checkpoint(t, err, errlen) != 0) return -1;
   if (t->is_logger &&
       mt_metrics_open(&t->metrics, cfg->logging.metrics_file, t->iteration, err, errlen) != 0)
     return -1;
@@ -261,6 +221,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 void mt_trainer_teardown(mt_trainer *t) {
   mt_metrics_close(&t->metrics);
   mt_adamw_free(&t->opt);
+  mt_ddp_buffer_free(&t->ddp);
   mt_trainer_zero_destroy(t->zero);
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
@@ -273,114 +234,3 @@ void mt_trainer_teardown(mt_trainer *t) {
   memset(t, 0, sizeof *t);
 }
 
-void mt_trainer_reduce_gradients(mt_trainer *t) {
-  if (t->zero) {
-    mt_zero_opt_reduce_gradients(t->zero);
-    return;
-  }
-  float *g = mt_gpt_grad_buffer(t->model);
-  const mt_param_list *pl = mt_gpt_params(t->model);
-  int64_t n = pl->numel;
-  int64_t bucket = t->cfg->parallel.ddp_bucket_size > 0 ? t->cfg->parallel.ddp_bucket_size : n;
-  /* runs of dense parameters reduce over dp, runs of experts over edp (the
-   * ranks holding the same experts); both sums give the global-batch mean
-   * gradient since the loss is pre-normalised */
-  int64_t start = 0;
-  for (int i = 0; i <= pl->n; i++) {
-    int kind = i < pl->n ? pl->p[i].is_expert : -1;
-    int prev = i > 0 ? pl->p[i - 1].is_expert : kind;
-    if (i > 0 && kind == prev) continue;
-    int64_t end = i < pl->n ? pl->p[i].offset : n;
-    mt_group *grp = prev ? t->ps->edp : t->dp_group;
-    if (i > 0 && end > start && mt_group_size(grp) > 1)
-      for (int64_t off = start; off < end; off += bucket) {
-        int64_t len = end - off < bucket ? end - off : bucket;
-        mt_allreduce(grp, g + off, len, MT_F32, MT_OP_SUM);
-      }
-    start = end;
-  }
-}
-
-int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
-  mt_ckpt_state st = {.iteration = t->iteration,
-                      .consumed_samples = t->consumed_samples,
-                      .skipped_iters = t->skipped_iters,
-                      .nan_iters = t->nan_iters,
-                      .seed = t->cfg->training.seed};
-  mt_ckpt_layout L = ckpt_layout(t);
-  return mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
-}
-
-/* FNV-1a over the bytes of the parameters selected by `only_replicated`
- * (tp-replicated dense ones), or all dense ones (0), or the experts (2). */
-static uint64_t param_hash(mt_trainer *t, int only_replicated) {
-  const mt_param_list *pl = mt_gpt_params(t->model);
-  size_t es = mt_dtype_size(t->be->dtype);
-  uint64_t h = MT_FNV1A64_INIT;
-  unsigned char *host = NULL, *full = NULL;
-  size_t cap = 0;
-  if (t->zero && t->zero->o.stage == 3) { /* sharded parameters: all-gather over dp */
-    full = mt_xmalloc((size_t)pl->numel * es);
-    mt_trainer_zero_full_params_host(t, full);
-  }
-  for (int i = 0; i < pl->n; i++) {
-    if (only_replicated == 1 && !pl->p[i].tp_replicated) continue;
-    if ((only_replicated == 2) != (pl->p[i].is_expert != 0)) continue;
-    size_t bytes = (size_t)pl->p[i].numel * es;
-    const unsigned char *src = full ? full + (size_t)pl->p[i].offset * es : NULL;
-    if (!src) {
-      if (bytes > cap) host = mt_xrealloc(host, cap = bytes);
-      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, i), bytes);
-      src = host;
-    }
-    h = mt_fnv1a64(h, src, bytes);
-  }
-  free(host);
-  free(full);
-  return h;
-}
-
-/* 1 when the 64-bit value is equal on all ranks of g (all-reduce of max and -min). */
-static int agree_u64(mt_group *g, uint64_t h) {
-  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
-  mt_allreduce(g, &v[0], 1, MT_I64, MT_OP_MAX);
-  mt_allreduce(g, &v[1], 1, MT_I64, MT_OP_MAX);
-  return v[0] == -v[1];
-}
-
-int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
-  if (t->dp > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
-    snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
-    return -1;
-  }
-  if (t->cfg->model.num_experts > 0 && mt_group_size(t->ps->edp) > 1 &&
-      !agree_u64(t->ps->edp, param_hash(t, 2))) {
-    snprintf(err, errlen, "expert parameters differ across the expert-data-parallel group");
-    return -1;
-  }
-  /* tied word embedding: first stage's and last stage's copies */
-  if (t->topo.pp > 1 && !t->cfg->model.untie_embeddings_and_output_weights && t->ps->embd) {
-    int idx = mt_params_find(mt_gpt_params(t->model), "embedding.word_embeddings.weight");
-    uint64_t h = MT_FNV1A64_INIT;
-    if (idx >= 0) {
-      const mt_param *p = &mt_gpt_params(t->model)->p[idx];
-      size_t bytes = (size_t)p->numel * mt_dtype_size(t->be->dtype);
-      unsigned char *host = mt_xmalloc(bytes);
-      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, idx), bytes);
-      h = mt_fnv1a64(h, host, bytes);
-      free(host);
-    }
-    if (!agree_u64(t->ps->embd, h)) {
-      snprintf(err, errlen, "the word-embedding copies of the first and last pipeline stage "
-                            "differ");
-      return -1;
-    }
-  }
-  if (t->topo.tp > 1 && !agree_u64(t->ps->tp, param_hash(t, 1))) {
-    snprintf(err, errlen,
-             "replicated parameters (LayerNorms, position embedding, row-parallel biases) "
-             "differ across the tensor-parallel group");
-    return -1;
-  }
-  return 0;
-}

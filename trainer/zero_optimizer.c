@@ -119,8 +119,7 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *d
     mt_gpt_release_flat_buffers(model, o->stage == 3, 1);
     z->pwork = mt_xcalloc((size_t)n_seg, sizeof(void *));
     z->gwork = mt_xcalloc((size_t)n_seg, sizeof(float *));
-    z->want = mt_xcalloc((size_t)n_seg, 1);
-    z->nopen = mt_xcalloc((size_t)n_seg, sizeof(int));
+    mt_zero_residency_init(&z->res, n_seg, o->stage, o->prefetch, z->tied);
     mt_zero_hooks_install(z);
   }
 }
@@ -138,8 +137,7 @@ void mt_zero_opt_free(mt_zero_opt *z) {
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->ops->free(be, bufs[i]);
   free(z->pwork);
   free(z->gwork);
-  free(z->want);
-  free(z->nopen);
+  mt_zero_residency_free(&z->res);
   free(z->chunk);
   mt_zero_layout_free(&z->L);
   memset(z, 0, sizeof *z);

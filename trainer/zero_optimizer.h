@@ -63,11 +63,12 @@ typedef struct {
   float *m, *v;            /* [shard_numel] fp32, MT_MEM_OPTIM */
   void *scratch;           /* [max_bucket_padded] fp32, MT_MEM_COMM (stages 1/2, padding) */
   int64_t step;            /* updates applied so far */
-  /* stage 2/3 residency (trainer/zero_hooks.c) */
+  /* stage 2/3 residency (trainer/zero_hooks.c): the policy's state, and the
+   * working buffers it keeps (pwork[s] != NULL iff res.param[s], gwork[s]
+   * != NULL iff res.grad[s]) */
+  mt_zero_residency res;
   void **pwork;            /* [n_seg] gathered parameters (T) or NULL */
   float **gwork;           /* [n_seg] gradient working buffers or NULL */
-  char *want;              /* [n_seg] scratch */
-  int *nopen;              /* [n_seg] steps begun (before hook) but not ended that need it */
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded

@@ -51,7 +51,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 18; i++) tok[i] = (7 * i) % 200;
   ctx_t x = {.m = model, .tok = tok};
   mt_pp_schedule s;
-  if (mt_pp_schedule_build(&s, p, v, m, r, 0, err, sizeof err) != 0) mt_fatal("%s", err);
+  int built = v > 1 ? mt_pp_schedule_interleaved(&s, p, v, m, r, 0, err, sizeof err)
+                    : mt_pp_schedule_1f1b(&s, p, m, r, 0, err, sizeof err);
+  if (built != 0) mt_fatal("%s", err);
   mt_pp_model md = {&x, be, mt_gpt_stage_tensor_elems(model), MT_F32, begin, input, fwd,
                     output, grad, bwd, end};
   /* size of one slot of chunk 0 (kept by the pool after release) */

@@ -1,5 +1,6 @@
 /* tests/unit/test_pp_schedule.c — the pipeline schedule generator
- * (parallel/pipeline.c) for p in {1,2,4,8}, v in {1,2,4}, m in {p, 2p, 8, 32}:
+ * (parallel/pipeline.c: mt_pp_schedule_1f1b for v = 1,
+ * mt_pp_schedule_interleaved for v > 1) for p in {1,2,4,8}, v in {1,2,4}, m in {p, 2p, 8, 32}:
  *   - every (chunk, micro-batch) runs exactly one forward and one backward,
  *     the forward first;
  *   - warm-up / steady / cool-down counts follow Megatron's formulas;
@@ -25,7 +26,9 @@ static void check_one(int p, int v, int m) {
   char err[256];
   mt_pp_schedule *s = calloc((size_t)p, sizeof *s);
   for (int r = 0; r < p; r++) {
-    if (mt_pp_schedule_build(&s[r], p, v, m, r, 0, err, sizeof err) != 0)
+    int built = v > 1 ? mt_pp_schedule_interleaved(&s[r], p, v, m, r, 0, err, sizeof err)
+                      : mt_pp_schedule_1f1b(&s[r], p, m, r, 0, err, sizeof err);
+    if (built != 0)
       fail_msg("p=%d v=%d m=%d r=%d: %s", p, v, m, r, err);
     const mt_pp_schedule *q = &s[r];
     EXPECT_EQ(q->n_actions, 2 * m * v, "p=%d v=%d m=%d r=%d", p, v, m, r);
@@ -122,11 +125,12 @@ static void test_invalid(void **state) {
   (void)state;
   mt_pp_schedule s;
   char err[256];
-  assert_int_equal(mt_pp_schedule_build(&s, 4, 2, 6, 0, 0, err, sizeof err), -1);
+  assert_int_equal(mt_pp_schedule_interleaved(&s, 4, 2, 6, 0, 0, err, sizeof err), -1);
   assert_non_null(strstr(err, "multiple"));
-  assert_int_equal(mt_pp_schedule_build(&s, 2, 1, 0, 0, 0, err, sizeof err), -1);
+  assert_int_equal(mt_pp_schedule_1f1b(&s, 2, 0, 0, 0, err, sizeof err), -1);
+  assert_int_equal(mt_pp_schedule_interleaved(&s, 4, 1, 8, 0, 0, err, sizeof err), -1);
   /* forward-only: m*v forwards */
-  assert_int_equal(mt_pp_schedule_build(&s, 4, 2, 8, 1, 1, err, sizeof err), 0);
+  assert_int_equal(mt_pp_schedule_interleaved(&s, 4, 2, 8, 1, 1, err, sizeof err), 0);
   assert_int_equal(s.n_actions, 16);
   mt_pp_schedule_free(&s);
 }

@@ -1,0 +1,84 @@
+/* trainer/replica_check.c — the cross-rank checks that replicated
+ * parameters are bitwise identical: data-parallel replicas, expert-data-
+ * parallel replicas, the two copies of a tied word embedding and the
+ * tensor-parallel-replicated tensors (see train_internal.h). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/hash.h"
+#include "core/util.h"
+#include "trainer/train_internal.h"
+
+/* FNV-1a over the bytes of the parameters selected by `only_replicated`
+ * (tp-replicated dense ones), or all dense ones (0), or the experts (2). */
+static uint64_t param_hash(mt_trainer *t, int only_replicated) {
+  const mt_param_list *pl = mt_gpt_params(t->model);
+  size_t es = mt_dtype_size(t->be->dtype);
+  uint64_t h = MT_FNV1A64_INIT;
+  unsigned char *host = NULL, *full = NULL;
+  size_t cap = 0;
+  if (t->zero && t->zero->o.stage == 3) { /* sharded parameters: all-gather over dp */
+    full = mt_xmalloc((size_t)pl->numel * es);
+    mt_trainer_zero_full_params_host(t, full);
+  }
+  for (int i = 0; i < pl->n; i++) {
+    if (only_replicated == 1 && !pl->p[i].tp_replicated) continue;
+    if ((only_replicated == 2) != (pl->p[i].is_expert != 0)) continue;
+    size_t bytes = (size_t)pl->p[i].numel * es;
+    const unsigned char *src = full ? full + (size_t)pl->p[i].offset * es : NULL;
+    if (!src) {
+      if (bytes > cap) host = mt_xrealloc(host, cap = bytes);
+      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, i), bytes);
+      src = host;
+    }
+    h = mt_fnv1a64(h, src, bytes);
+  }
+  free(host);
+  free(full);
+  return h;
+}
+
+/* 1 when the 64-bit value is equal on all ranks of g (all-reduce of max and -min). */
+static int agree_u64(mt_group *g, uint64_t h) {
+  int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
+  mt_allreduce(g, &v[0], 1, MT_I64, MT_OP_MAX);
+  mt_allreduce(g, &v[1], 1, MT_I64, MT_OP_MAX);
+  return v[0] == -v[1];
+}
+
+int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
+  if (t->dp > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
+    snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
+    return -1;
+  }
+  if (t->cfg->model.num_experts > 0 && mt_group_size(t->ps->edp) > 1 &&
+      !agree_u64(t->ps->edp, param_hash(t, 2))) {
+    snprintf(err, errlen, "expert parameters differ across the expert-data-parallel group");
+    return -1;
+  }
+  /* tied word embedding: first stage's and last stage's copies */
+  if (t->topo.pp > 1 && !t->cfg->model.untie_embeddings_and_output_weights && t->ps->embd) {
+    int idx = mt_params_find(mt_gpt_params(t->model), "embedding.word_embeddings.weight");
+    uint64_t h = MT_FNV1A64_INIT;
+    if (idx >= 0) {
+      const mt_param *p = &mt_gpt_params(t->model)->p[idx];
+      size_t bytes = (size_t)p->numel * mt_dtype_size(t->be->dtype);
+      unsigned char *host = mt_xmalloc(bytes);
+      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, idx), bytes);
+      h = mt_fnv1a64(h, host, bytes);
+      free(host);
+    }
+    if (!agree_u64(t->ps->embd, h)) {
+      snprintf(err, errlen, "the word-embedding copies of the first and last pipeline stage "
+                            "differ");
+      return -1;
+    }
+  }
+  if (t->topo.tp > 1 && !agree_u64(t->ps->tp, param_hash(t, 1))) {
+    snprintf(err, errlen,
+             "replicated parameters (LayerNorms, position embedding, row-parallel biases) "
+             "differ across the tensor-parallel group");
+    return -1;
+  }
+  return 0;
+}
