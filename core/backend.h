@@ -23,13 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "rng.h"
-
-typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2, MT_I64 = 3, MT_F64 = 4 } mt_dtype;
-
-/* Size in bytes of one element. */
-size_t mt_dtype_size(mt_dtype t);
-const char *mt_dtype_name(mt_dtype t);
 
 /* Allocator categories (the startup summary and tests read these). */
 typedef enum {

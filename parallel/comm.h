@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/backend.h"
+#include "../core/dtype.h"
 
 typedef enum { MT_OP_SUM = 0, MT_OP_MAX = 1 } mt_redop;
 
