@@ -20,7 +20,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -fopenmp -MMD -MP \
            -I. -I/usr/include/x86_64-linux-gnu/openblas-pthread $(MPI_CFLAGS)
 LDLIBS  += $(MPI_LIBS) -lopenblas -lcjson -lpcre2-8 -lz -lm -fopenmp
 
-LIB_SRCS := $(wildcard core/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
+LIB_SRCS := $(wildcard backends/*.c core/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
 
 ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include

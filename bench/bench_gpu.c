@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"

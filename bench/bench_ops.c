@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 
 static mt_backend *g_be;
@@ -121,6 +121,7 @@ int main(int argc, char **argv) {
   g_reps = argc > 2 ? atoi(argv[2]) : 10;
   mt_backend_options o = {.device = "cpu", .num_threads = threads, .dtype = MT_F32};
   char err[256];
+  mt_backends_process_init(&o);
   g_be = mt_backend_create(&o, err, sizeof err);
   if (!g_be) {
     fprintf(stderr, "%s\n", err);

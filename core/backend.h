@@ -262,9 +262,9 @@ typedef struct {
   mt_dtype dtype;      /* requested storage dtype */
 } mt_backend_options;
 
-/* Create a backend by name; returns NULL and writes a message to err when the
- * device is unknown or unusable (e.g. no GPU). */
-mt_backend *mt_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
+/* Backends are created by name through the registry above core/
+ * (backends/registry.h: mt_backend_create); core/ knows no backend.
+ * Destroy one (NULL is a no-op): frees its memory and state. */
 void mt_backend_destroy(mt_backend *be);
 
 /* Allocator bookkeeping used by backend implementations: add (bytes > 0) or
@@ -272,9 +272,5 @@ void mt_backend_destroy(mt_backend *be);
 void mt_mem_account(mt_mem_stats *st, mt_mem_cat cat, int64_t bytes);
 /* Reset peaks to the current live values (e.g. before measuring one step). */
 void mt_mem_reset_peak(mt_mem_stats *st);
-
-/* Backend constructors (cpu/cpu_backend.c, cuda/cuda_backend.c). */
-mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
-mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
 
 #endif

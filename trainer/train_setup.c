@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
 #include "core/hash.h"
 #include "core/util.h"
 #include "trainer/checkpoint.h"

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "model/gpt.h"
 #include "planner/plan.h"
 #include "trainer/metrics.h"
@@ -154,6 +154,7 @@ static void check_memory(const char *json, int steps, const char *recompute, int
   mt_plan_memory_compute(&cfg, 1, NULL, &pred);
 
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   assert_non_null(be);
   mt_gpt_config g = {0};
