@@ -1,6 +1,7 @@
-/* cuda/cuda_backend.c — the CUDA backend: device selection, creation and
- * destruction, the counting allocator, memory ops, host sides of the
- * reductions, and the op table (see cuda/cuda_internal.h for the file map).
+/* cuda/cuda_backend.c — the CUDA backend: creation (on the GPU chosen by
+ * cuda_device.c) and destruction, the counting allocator, memory ops, host
+ * sides of the reductions, and the op table (see cuda/cuda_internal.h for
+ * the file map).
  *
  * Allocator: cudaMalloc per request (256-byte aligned), with a host-side
  * open-addressing map from pointer to (bytes, category) so `free` updates
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "cuda_device.h"
 #include "cuda_internal.h"
 
 #define CUDA_TOMB ((void *)1)
@@ -373,15 +375,13 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
              mt_dtype_name(dt));
     return NULL;
   }
-  int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess) return create_fail(NULL, e, "cudaGetDeviceCount", err, errlen);
-  if (ndev < 1) {
-    snprintf(err, errlen, "no usable CUDA device: cudaGetDeviceCount found 0 devices "
-             "(check CUDA_VISIBLE_DEVICES)");
+  char why[256];
+  int dev = mt_cuda_select_device(opt ? opt->local_rank : 0, why, sizeof why);
+  if (dev < 0) {
+    snprintf(err, errlen, "no usable CUDA device: %s", why);
     return NULL;
   }
-  int lr = opt && opt->local_rank > 0 ? opt->local_rank : 0;
+  cudaError_t e;
   mt_backend *be = mt_xcalloc(1, sizeof *be);
   cuda_impl *im = mt_xcalloc(1, sizeof *im);
   be->impl = im;
@@ -389,9 +389,7 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
   be->name = "cuda";
   be->dtype = dt;
   be->destroy = cuda_destroy;
-  im->device = lr % ndev;
-  if ((e = cudaSetDevice(im->device)) != cudaSuccess)
-    return create_fail(be, e, "cudaSetDevice", err, errlen);
+  im->device = dev;
   if ((e = cudaStreamCreate(&im->stream)) != cudaSuccess)
     return create_fail(be, e, "cudaStreamCreate", err, errlen);
   if ((e = cudaMalloc((void **)&im->red_dev, (CUDA_RED_BLOCKS + 1) * sizeof(double))) !=

@@ -19,13 +19,6 @@
 
 #include "cuda_internal.h"
 
-#define MT_CUBLAS_CHECK(call)                                                            \
-  do {                                                                                   \
-    cublasStatus_t mt_bs_ = (call);                                                      \
-    if (mt_bs_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      mt_fatal("%s failed: %s", #call, cublasGetStatusString(mt_bs_));                   \
-  } while (0)
-
 int cuda_blas_create(cuda_impl *im, char *err, size_t errlen) {
   cublasHandle_t h;
   cublasStatus_t s = cublasCreate(&h);

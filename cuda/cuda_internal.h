@@ -1,7 +1,7 @@
 /* cuda/cuda_internal.h — private declarations of the CUDA backend.
  *
  * Every op of core/backend.h is implemented for device memory:
- *   cuda_backend.c   creation (device selection), destruction, the counting
+ *   cuda_backend.c   creation, destruction, the counting
  *                    allocator, memory ops, reductions' host side, op table;
  *   cuda_gemm.c      GEMMs through cuBLAS (cublasGemmStridedBatchedEx);
  *   cuda_attention.c attention: strided-batched cuBLAS products around the
@@ -10,7 +10,9 @@
  *                    MoE permutations, deterministic reductions;
  *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
  *                    cross-entropy pieces;
- *   cuda_attn.cu     causal softmax forward/backward with dropout.
+ *   cuda_attn.cu     causal softmax forward/backward with dropout;
+ *   cuda_device.c    GPU selection (shared with the NCCL engine);
+ *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK / MT_NCCL_CHECK.
  *
  * Storage dtype T (be->dtype) is MT_F32 or MT_BF16; kernels are templated on
  * it and always compute in fp32 (reductions of sums/sumsq in double). bf16
@@ -40,17 +42,7 @@ extern "C" {
 
 #include "core/backend.h"
 #include "core/util.h"
-
-#define MT_CUDA_CHECK(call)                                                              \
-  do {                                                                                   \
-    cudaError_t mt_ce_ = (call);                                                         \
-    if (mt_ce_ != cudaSuccess)                                                           \
-      mt_fatal("%s failed: %s (%s)", #call, cudaGetErrorName(mt_ce_),                    \
-               cudaGetErrorString(mt_ce_));                                              \
-  } while (0)
-
-/* After a kernel launch: report configuration errors at the call site. */
-#define MT_CUDA_LAUNCHED() MT_CUDA_CHECK(cudaGetLastError())
+#include "cuda/cuda_check.h"
 
 /* Allocation record of the pointer -> (size, category) map. */
 typedef struct {
