@@ -287,14 +287,14 @@ static void cuda_moe_combine_bwd(mt_backend *be, void *dsrc, float *dw, const vo
                                  int64_t n_tok, int k, int64_t h) {
   cudak_moe_combine_bwd(ST(be), be->dtype, dsrc, dw, dy, src, slot, w, n_tok, k, h);
 }
-/* Bias corrections in double, rounded to float, exactly as cpu_adamw. */
+/* Step constants (bias corrections in double, rounded to float) from
+ * mt_adamw_coef_make, exactly as cpu_adamw. */
 static void cuda_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m,
                        float *v, const float *grad, void *param_lowp, int64_t n) {
   MT_ASSERT(hp->step >= 1);
-  const float bc1 = (float)(1.0 - pow((double)hp->beta1, (double)hp->step));
-  const float bc2 = (float)(1.0 - pow((double)hp->beta2, (double)hp->step));
-  cudak_adamw(ST(be), be->dtype, hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay,
-              hp->grad_scale, bc1, bc2, master, m, v, grad, param_lowp, n);
+  const mt_adamw_coef c = mt_adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
+                                             hp->weight_decay, hp->grad_scale, hp->step);
+  cudak_adamw(ST(be), be->dtype, c, master, m, v, grad, param_lowp, n);
 }
 
 static const mt_backend_ops cuda_ops = {

@@ -41,6 +41,7 @@ extern "C" {
 #endif
 
 #include "core/backend.h"
+#include "core/scalar_math.h"
 #include "core/util.h"
 #include "cuda/cuda_check.h"
 
@@ -101,8 +102,7 @@ void cudak_scale(cudaStream_t st, float *x, float alpha, int64_t n);
  * with CUDA_RED_BLOCKS partials in red_dev[0..), result in red_dev[CUDA_RED_BLOCKS]. */
 #define CUDA_RED_BLOCKS 256
 void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares, double *red_dev);
-void cudak_adamw(cudaStream_t st, mt_dtype t, float lr, float b1, float b2, float eps, float wd,
-                 float gs, float bc1, float bc2, float *master, float *m, float *v,
+void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float *master, float *m, float *v,
                  const float *grad, void *param_lowp, int64_t n);
 /* Dropout (sample_ids already on the device). */
 void cudak_dropout_add(cudaStream_t st, mt_dtype t, const mt_dropout_desc *d,
