@@ -4,7 +4,8 @@
  * ops), then an estimate of one training micro-batch step from these.
  * Usage: build/bench/bench_ops [threads] [reps] [gemm]   (threads 0 = default;
  * "gemm" stops after the GEMM section). Env knobs of the backend:
- * MT_OPENBLAS_CORETYPE, MT_CPU_GEMM, MT_CPU_GEMM_SLABS (cpu/cpu_backend.c). */
+ * MEGATRAIN_OPENBLAS_CORETYPE, MEGATRAIN_CPU_GEMM, MEGATRAIN_CPU_GEMM_SLABS
+ * (cpu/cpu_backend.c; README "Environment variables"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,11 +5,12 @@
  * Threads: mt_cpu_process_init(num_threads > 0) sets the OpenMP thread count
  * once at start-up; every op (GEMM included) parallelises with OpenMP, and
  * OpenBLAS runs one thread per call. Environment knobs:
- *   MT_OPENBLAS_CORETYPE  <core>|auto: switch OpenBLAS kernels (see below;
- *                         read by mt_cpu_process_init)
- *   MT_CPU_GEMM=blas      let OpenBLAS thread GEMMs itself (num_threads)
- *   MT_CPU_GEMM_SLABS     GEMM slabs per thread (default 4)
- *   MT_CPU_PAR_MIN        elements from which elementwise ops go parallel
+ *   MEGATRAIN_OPENBLAS_CORETYPE  <core>|auto: switch OpenBLAS kernels (see
+ *                                below; read by mt_cpu_process_init)
+ *   MEGATRAIN_CPU_GEMM=blas      let OpenBLAS thread GEMMs itself (num_threads)
+ *   MEGATRAIN_CPU_GEMM_SLABS     GEMM slabs per thread (default 4)
+ *   MEGATRAIN_CPU_PAR_MIN        elements from which elementwise ops go
+ *                                parallel
  *
  * Allocations are 64-byte aligned and carry a 64-byte header in front of the
  * returned pointer recording the size and category, so `free` can update
@@ -97,7 +98,7 @@ static void cpu_destroy(mt_backend *be) {
  * from OPENBLAS_CORETYPE or CPU detection; on the AVX-512 dev machine its
  * own pick (Cooperlake) runs sgemm ~2x faster than the AVX2 "Haswell"
  * kernels that its environment forces (bench/bench_ops: ~200 vs ~105
- * GFLOP/s per core). MT_OPENBLAS_CORETYPE switches OpenBLAS at process
+ * GFLOP/s per core). MEGATRAIN_OPENBLAS_CORETYPE switches OpenBLAS at process
  * start-up (mt_cpu_process_init), overriding an inherited OPENBLAS_CORETYPE:
  *   <core> (e.g. SkylakeX, Cooperlake, Haswell): that core;
  *   auto: SkylakeX when the CPU reports AVX-512 F/CD/BW/DQ/VL, else no change.
@@ -108,7 +109,7 @@ extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 
 static void cpu_pick_openblas_kernels(void) {
-  const char *want = getenv("MT_OPENBLAS_CORETYPE");
+  const char *want = getenv("MEGATRAIN_OPENBLAS_CORETYPE");
   if (!want || !*want || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
   if (strcasecmp(want, "auto") == 0) {
     __builtin_cpu_init();
@@ -166,9 +167,9 @@ static const mt_backend_ops cpu_ops = {
 };
 
 /* GEMMs split over OpenMP threads (default) or left to OpenBLAS's threads
- * (MT_CPU_GEMM=blas). */
+ * (MEGATRAIN_CPU_GEMM=blas). */
 static int cpu_gemm_omp(void) {
-  const char *mode = getenv("MT_CPU_GEMM");
+  const char *mode = getenv("MEGATRAIN_CPU_GEMM");
   return !(mode && !strcmp(mode, "blas"));
 }
 
@@ -194,9 +195,9 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   cpu_impl *im = mt_xcalloc(1, sizeof *im);
   im->num_threads = omp_get_max_threads();
   im->gemm_omp = cpu_gemm_omp();
-  const char *pm = getenv("MT_CPU_PAR_MIN");
+  const char *pm = getenv("MEGATRAIN_CPU_PAR_MIN");
   im->par_min = pm && atoll(pm) > 0 ? atoll(pm) : CPU_PAR_MIN_DEFAULT;
-  const char *slabs = getenv("MT_CPU_GEMM_SLABS");
+  const char *slabs = getenv("MEGATRAIN_CPU_GEMM_SLABS");
   im->gemm_slabs_per_thread = slabs && atoi(slabs) > 0 ? atoi(slabs) : 4;
   be->ops = &cpu_ops;
   be->name = "cpu";

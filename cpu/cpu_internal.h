@@ -23,10 +23,11 @@ typedef struct {
   int num_threads;   /* OpenMP threads used by parallel regions (>= 1)   */
   int gemm_omp;      /* 1: split GEMMs over OpenMP threads, OpenBLAS at 1
                       * thread (default); 0: OpenBLAS threads (env
-                      * MT_CPU_GEMM=blas)                                */
+                      * MEGATRAIN_CPU_GEMM=blas)                         */
   int64_t par_min;   /* see CPU_PAR_MIN_DEFAULT                         */
   int gemm_slabs_per_thread; /* GEMM slabs per OpenMP thread (dynamic
-                              * schedule; env MT_CPU_GEMM_SLABS, default 4) */
+                              * schedule; env MEGATRAIN_CPU_GEMM_SLABS,
+                              * default 4) */
   void *ws;          /* op workspace (attention, layernorm partials);   */
   size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
 } cpu_impl;
@@ -44,7 +45,7 @@ void *cpu_workspace(mt_backend *be, size_t bytes);
  * [256, 768] tensor (the 124M micro-batch) is below: such an op takes ~50 us
  * on one core, and a parallel region costs a whole scheduler tick (~4 ms)
  * whenever another process preempts one of our threads on a shared machine.
- * Env MT_CPU_PAR_MIN overrides it (the unit tests use 1 to exercise the
+ * Env MEGATRAIN_CPU_PAR_MIN overrides it (the unit tests use 1 to exercise the
  * parallel paths on small shapes). */
 #define CPU_PAR_MIN_DEFAULT (1 << 18)
 

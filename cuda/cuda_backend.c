@@ -397,7 +397,7 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
     return create_fail(be, e, "cudaMalloc", err, errlen);
   if ((e = cudaMallocHost((void **)&im->red_host, sizeof(double))) != cudaSuccess)
     return create_fail(be, e, "cudaMallocHost", err, errlen);
-  const char *tf = getenv("MT_CUDA_TF32");
+  const char *tf = getenv("MEGATRAIN_CUDA_TF32");
   im->tf32 = tf && !strcmp(tf, "1");
   if (cuda_blas_create(im, err, errlen) != 0) {
     cuda_destroy(be);

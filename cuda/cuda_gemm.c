@@ -7,8 +7,8 @@
  * dimensions (n, m, k), and each operand keeps its own transpose flag.
  *
  * Every product is one cublasGemmStridedBatchedEx with fp32 compute
- * (CUBLAS_COMPUTE_32F: no TF32 unless env MT_CUDA_TF32=1 and all operands
- * are fp32), inputs bf16 or fp32, output T or fp32. The descriptor's bias is
+ * (CUBLAS_COMPUTE_32F: no TF32 unless env MEGATRAIN_CUDA_TF32=1 and all
+ * operands are fp32), inputs bf16 or fp32, output T or fp32. The descriptor's bias is
  * pre-filled into C when beta == 0 (then beta = 1, so C is rounded once, as
  * cpu/ does), otherwise added by a kernel after the product.
  */

@@ -57,7 +57,7 @@ typedef struct {
   int device;               /* CUDA ordinal in use                         */
   cudaStream_t stream;      /* the backend's stream (blocking)             */
   void *cublas;             /* cublasHandle_t                              */
-  int tf32;                 /* env MT_CUDA_TF32=1: fp32 GEMMs in TF32      */
+  int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
   cuda_alloc_rec *recs;     /* open-addressing map of live allocations     */
   size_t rec_cap, rec_used; /* capacity (power of 2), slots used incl tombs */
   void *ws;                 /* op workspace (MT_MEM_WORKSPACE), grows only */

@@ -6,7 +6,7 @@
 # merges. Invalid UTF-8 is not an error (byte-level) and round-trips.
 set -u
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 make -s build/tests/tools/preprocess_cli build/tests/tools/mmidx_dump >/dev/null || exit 1
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 PP=build/tests/tools/preprocess_cli

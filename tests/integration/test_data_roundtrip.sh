@@ -6,7 +6,7 @@
 # (several sequences per document, uint16/int32/int64/uint8) load in megatrain.
 set -eu
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 PY=/usr/bin/python3
 $PY -c "import numpy" 2>/dev/null || { echo "SKIP: /usr/bin/python3 with numpy not available"; exit 77; }
 make -s build/tests/tools/preprocess_cli build/tests/tools/mmidx_dump >/dev/null

@@ -5,7 +5,7 @@
 # cannot silently disappear; 1 and 2 workers must agree.
 set -eu
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 REF="$D/tinyshakespeare.gpt2.u16"
 WANT_SHA=25c01b32b32f41897a6359dd222ec114992dc30c357bcafbfe6c56672f76cd31
 WANT_COUNT=338025

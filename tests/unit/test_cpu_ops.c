@@ -426,13 +426,14 @@ static void test_adamw(void **state) {
   be->destroy(be);
 }
 
-/* MT_OPENBLAS_CORETYPE=auto re-selects OpenBLAS kernels at backend creation
- * (SkylakeX on AVX-512 CPUs); GEMM results must stay correct. Runs last: it
+/* MEGATRAIN_OPENBLAS_CORETYPE=auto re-selects OpenBLAS kernels in the
+ * process-wide set-up (mt_backends_process_init, run by tc_backend; SkylakeX
+ * on AVX-512 CPUs); GEMM results must stay correct. Runs last: it
  * changes process-wide OpenBLAS state. */
 static void test_gemm_after_coretype_switch(void **state) {
-  setenv("MT_OPENBLAS_CORETYPE", "auto", 1);
+  setenv("MEGATRAIN_OPENBLAS_CORETYPE", "auto", 1);
   test_gemm(state);
-  unsetenv("MT_OPENBLAS_CORETYPE");
+  unsetenv("MEGATRAIN_OPENBLAS_CORETYPE");
 }
 
 int main(void) {

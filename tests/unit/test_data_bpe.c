@@ -45,7 +45,7 @@ static const bpe_case k_cases[] = {
 static char g_vocab[1024], g_merges[1024], g_dir[900];
 
 static int setup(void **state) {
-  const char *d = getenv("MT_SHARED_DATA");
+  const char *d = getenv("MEGATRAIN_SHARED_DATA");
   snprintf(g_dir, sizeof(g_dir), "%s", d ? d : "../shared/data");
   snprintf(g_vocab, sizeof(g_vocab), "%s/gpt2-vocab.json", g_dir);
   snprintf(g_merges, sizeof(g_merges), "%s/gpt2-merges.txt", g_dir);
