@@ -257,7 +257,8 @@ struct mt_backend {
 
 typedef struct {
   const char *device;  /* "cpu" | "cuda" */
-  int num_threads;     /* cpu: OpenMP/OpenBLAS threads (0 = library default) */
+  int num_threads;     /* cpu: OpenMP/OpenBLAS threads, applied once by
+                        * mt_backends_process_init (0 = library default) */
   int local_rank;      /* cuda: device ordinal selection */
   mt_dtype dtype;      /* requested storage dtype */
 } mt_backend_options;

@@ -1,6 +1,7 @@
 /* core/scalar_math.h — per-element math that cpu/ and cuda/ share, one
  * definition each (MT_HD, core/hd.h): the AdamW element update, tanh-GELU
- * forward and backward, and the vectorisable exp of the cpu/ kernels.
+ * forward and backward, LayerNorm's dw/db partial reduction, and the
+ * vectorisable exp of the cpu/ kernels.
  *
  * The expressions are written once and compiled by both backends; the only
  * per-target choice is the elementary function underneath:
@@ -74,6 +75,21 @@ MT_HD float mt_gelu_tanh_grad(float x, float dout) {
   float s = 1.0f / (1.0f + MT_SCALAR_EXPF(-2.0f * u));
   float du = MT_GELU_K0 * (1.0f + 3.0f * MT_GELU_K1 * x2);
   return dout * (s + 2.0f * x * s * (1.0f - s) * du);
+}
+
+/* ---- LayerNorm backward: the fixed-order reduction of chunk partials ----
+ * part holds nchunk chunks of 2h floats (dw partials, then db partials);
+ * column j: dw[j] += sum_c part[c][j], db[j] += sum_c part[c][h + j], summed
+ * in chunk order (bitwise independent of threads and GPU model). */
+MT_HD void mt_layernorm_dwdb_reduce(float *dw, float *db, const float *part, int64_t nchunk,
+                                    int64_t h, int64_t j) {
+  float aw = 0.0f, ab = 0.0f;
+  for (int64_t c = 0; c < nchunk; c++) {
+    aw += part[c * 2 * h + j];
+    ab += part[c * 2 * h + h + j];
+  }
+  dw[j] += aw;
+  db[j] += ab;
 }
 
 /* ---- AdamW (Loshchilov & Hutter), Megatron's bias correction ----

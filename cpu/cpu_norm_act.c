@@ -82,15 +82,7 @@ void cpu_layernorm_bwd(mt_backend *be, void *din_, float *dw, float *db, const v
     }
     /* implicit barrier; reduce partials in chunk order */
 #pragma omp for schedule(static)
-    for (int64_t j = 0; j < h; j++) {
-      float aw = 0.0f, ab = 0.0f;
-      for (int64_t c = 0; c < nchunk; c++) {
-        aw += part[c * 2 * h + j];
-        ab += part[c * 2 * h + h + j];
-      }
-      dw[j] += aw;
-      db[j] += ab;
-    }
+    for (int64_t j = 0; j < h; j++) mt_layernorm_dwdb_reduce(dw, db, part, nchunk, h, j);
   }
 }
 

@@ -104,13 +104,7 @@ __global__ void k_ln_bwd_part(float *part, const T *dout, const T *in, const flo
 __global__ void k_ln_bwd_reduce(float *dw, float *db, const float *part, int64_t nch, int64_t h) {
   const int64_t j = (int64_t)blockIdx.x * TPB + threadIdx.x;
   if (j >= h) return;
-  float aw = 0.0f, ab = 0.0f;
-  for (int64_t c = 0; c < nch; c++) {
-    aw += part[c * 2 * h + j];
-    ab += part[c * 2 * h + h + j];
-  }
-  dw[j] += aw;
-  db[j] += ab;
+  mt_layernorm_dwdb_reduce(dw, db, part, nch, h, j);
 }
 
 extern "C" void cudak_layernorm_bwd(cudaStream_t st, mt_dtype t, void *din, float *dw, float *db,
