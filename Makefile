@@ -42,7 +42,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -g -Wall -Wextra -fopenmp -MMD -
            -I. $(BLAS_CFLAGS) $(MPI_CFLAGS)
 LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -lz -lm -fopenmp
 
-LIB_SRCS := $(wildcard core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
+LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
 
 ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include

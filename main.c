@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
 #include "core/util.h"
 #include "data/preprocess.h"
 #include "parallel/comm.h"
@@ -96,6 +97,9 @@ static int cmd_train(int argc, char **argv) {
     return 2;
   }
   if (rank == 0 && cfg.notes[0]) fprintf(stderr, "megatrain: note: %s\n", cfg.notes);
+  /* process-wide side effects (OpenBLAS kernels, thread counts) once, here */
+  mt_backends_process_init(
+      &(mt_backend_options){.device = cfg.device, .num_threads = cfg.training.num_threads});
   rc = mt_train(&cfg, dist);
   mt_config_free(&cfg);
   if (rc != 0 && mt_dist_size(dist) > 1) mt_abort_job(rc); /* every rank exits non-zero */

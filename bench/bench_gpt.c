@@ -14,7 +14,7 @@
 
 #include <cblas.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
@@ -115,6 +115,7 @@ int main(int argc, char **argv) {
   const int accum = a[7] > 0 ? a[7] : 1;
   char err[512];
   mt_backend_options bo = {.device = "cpu", .num_threads = a[5], .dtype = MT_F32};
+  mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], 4 * a[1], a[3], 50257, a[4], 1234);

@@ -1,7 +1,7 @@
 /* bench/bench_gpu.c — single-GPU training throughput of one GPT shape on the
  * CUDA backend: tokens/s, achieved TFLOP/s (Megatron's model-FLOPs formula,
  * model/gpt_flops.h) and MFU against a dense bf16 peak (default 989 TFLOP/s,
- * H100/H200 SXM; env MT_PEAK_TFLOPS overrides).
+ * H100/H200 SXM; env MEGATRAIN_PEAK_TFLOPS overrides).
  *
  * usage: bench_gpu [layers hidden heads seq micro_batch steps accum precision]
  *   default: GPT-2 124M (12, 768, 12), seq 1024, micro-batch 8, 5 steps,
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < 7 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
   const char *prec = argc > 8 ? argv[8] : "bf16";
   const int accum = a[6] > 0 ? a[6] : 1;
-  const char *pk = getenv("MT_PEAK_TFLOPS");
+  const char *pk = getenv("MEGATRAIN_PEAK_TFLOPS");
   const double peak = pk && atof(pk) > 0 ? atof(pk) : 989.0;
   char err[512];
   mt_backend_options bo = {.device = "cuda", .dtype = strcmp(prec, "fp32") ? MT_BF16 : MT_F32};

@@ -2,7 +2,7 @@
 # bench/bench_gpu.sh — single-GPU training throughput of the GPT-2 124M,
 # 350M and 1.3B shapes at seq 1024 on the CUDA backend (bf16 storage, fp32
 # master weights/grads/optimizer): tokens/s, TFLOP/s and MFU against 989
-# TFLOP/s (H100/H200 SXM dense bf16; env MT_PEAK_TFLOPS overrides).
+# TFLOP/s (H100/H200 SXM dense bf16; env MEGATRAIN_PEAK_TFLOPS overrides).
 # usage: bash bench/bench_gpu.sh [steps]   (default 5 timed steps per shape)
 set -u
 cd "$(dirname "$0")/.."

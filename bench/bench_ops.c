@@ -4,12 +4,13 @@
  * ops), then an estimate of one training micro-batch step from these.
  * Usage: build/bench/bench_ops [threads] [reps] [gemm]   (threads 0 = default;
  * "gemm" stops after the GEMM section). Env knobs of the backend:
- * MT_OPENBLAS_CORETYPE, MT_CPU_GEMM, MT_CPU_GEMM_SLABS (cpu/cpu_backend.c). */
+ * MEGATRAIN_OPENBLAS_CORETYPE, MEGATRAIN_CPU_GEMM, MEGATRAIN_CPU_GEMM_SLABS
+ * (cpu/cpu_backend.c; README "Environment variables"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 
 static mt_backend *g_be;
@@ -121,6 +122,7 @@ int main(int argc, char **argv) {
   g_reps = argc > 2 ? atoi(argv[2]) : 10;
   mt_backend_options o = {.device = "cpu", .num_threads = threads, .dtype = MT_F32};
   char err[256];
+  mt_backends_process_init(&o);
   g_be = mt_backend_create(&o, err, sizeof err);
   if (!g_be) {
     fprintf(stderr, "%s\n", err);

@@ -7,7 +7,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 MB="${1:-50}"
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 if [ -x ./megatrain ] && ./megatrain preprocess --help >/dev/null 2>&1; then PP="./megatrain preprocess"
 else make -s build/tests/tools/preprocess_cli >/dev/null; PP=build/tests/tools/preprocess_cli; fi
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT

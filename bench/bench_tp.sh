@@ -5,11 +5,11 @@
 # parallelism tp=1/2/4 with and without sequence parallelism on the CPU
 # backend (one thread per rank), from megatrain's own metrics file.
 # usage: bash bench/bench_tp.sh [iters]   (needs build/testdata from the tests,
-# or set DATA=prefix)
+# or set MEGATRAIN_BENCH_DATA=prefix)
 set -eu
 cd "$(dirname "$0")/.."
 ITERS=${1:-6}
-DATA=${DATA:-build/testdata/tinyshakespeare_text_document}
+DATA=${MEGATRAIN_BENCH_DATA:-build/testdata/tinyshakespeare_text_document}
 export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT

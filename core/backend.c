@@ -1,30 +1,6 @@
-/* core/backend.c — backend factory and allocator bookkeeping. */
+/* core/backend.c — allocator bookkeeping and backend destruction (the
+ * factory is backends/registry.c). */
 #include "backend.h"
-
-#include <stdio.h>
-#include <string.h>
-
-size_t mt_dtype_size(mt_dtype t) {
-  switch (t) {
-    case MT_F32: return 4;
-    case MT_BF16: return 2;
-    case MT_I32: return 4;
-    case MT_I64: return 8;
-    case MT_F64: return 8;
-  }
-  return 0;
-}
-
-const char *mt_dtype_name(mt_dtype t) {
-  switch (t) {
-    case MT_F32: return "fp32";
-    case MT_BF16: return "bf16";
-    case MT_I32: return "int32";
-    case MT_I64: return "int64";
-    case MT_F64: return "fp64";
-  }
-  return "?";
-}
 
 const char *mt_mem_cat_name(mt_mem_cat c) {
   static const char *names[MT_MEM_NCAT] = {"parameters", "gradients", "optimizer_state",
@@ -44,13 +20,6 @@ void mt_mem_account(mt_mem_stats *st, mt_mem_cat cat, int64_t bytes) {
 void mt_mem_reset_peak(mt_mem_stats *st) {
   for (int c = 0; c < MT_MEM_NCAT; c++) st->peak[c] = st->live[c];
   st->peak_total = st->live_total;
-}
-
-mt_backend *mt_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {
-  if (!strcmp(opt->device, "cpu")) return mt_cpu_backend_create(opt, err, errlen);
-  if (!strcmp(opt->device, "cuda")) return mt_cuda_backend_create(opt, err, errlen);
-  snprintf(err, errlen, "unknown device '%s' (expected \"cpu\" or \"cuda\")", opt->device);
-  return NULL;
 }
 
 void mt_backend_destroy(mt_backend *be) {

@@ -23,13 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dtype.h"
 #include "rng.h"
-
-typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2, MT_I64 = 3, MT_F64 = 4 } mt_dtype;
-
-/* Size in bytes of one element. */
-size_t mt_dtype_size(mt_dtype t);
-const char *mt_dtype_name(mt_dtype t);
 
 /* Allocator categories (the startup summary and tests read these). */
 typedef enum {
@@ -262,14 +257,15 @@ struct mt_backend {
 
 typedef struct {
   const char *device;  /* "cpu" | "cuda" */
-  int num_threads;     /* cpu: OpenMP/OpenBLAS threads (0 = library default) */
+  int num_threads;     /* cpu: OpenMP/OpenBLAS threads, applied once by
+                        * mt_backends_process_init (0 = library default) */
   int local_rank;      /* cuda: device ordinal selection */
   mt_dtype dtype;      /* requested storage dtype */
 } mt_backend_options;
 
-/* Create a backend by name; returns NULL and writes a message to err when the
- * device is unknown or unusable (e.g. no GPU). */
-mt_backend *mt_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
+/* Backends are created by name through the registry above core/
+ * (backends/registry.h: mt_backend_create); core/ knows no backend.
+ * Destroy one (NULL is a no-op): frees its memory and state. */
 void mt_backend_destroy(mt_backend *be);
 
 /* Allocator bookkeeping used by backend implementations: add (bytes > 0) or
@@ -277,9 +273,5 @@ void mt_backend_destroy(mt_backend *be);
 void mt_mem_account(mt_mem_stats *st, mt_mem_cat cat, int64_t bytes);
 /* Reset peaks to the current live values (e.g. before measuring one step). */
 void mt_mem_reset_peak(mt_mem_stats *st);
-
-/* Backend constructors (cpu/cpu_backend.c, cuda/cuda_backend.c). */
-mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
-mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, size_t errlen);
 
 #endif

@@ -18,7 +18,13 @@ char *mt_read_file(const char *path, size_t max_bytes, size_t *len, int *err_no)
     *err_no = errno;
     return NULL;
   }
+  /* one allocation for a regular file; the loop still handles files that
+   * grow, shrink or report no size (pipes) */
+  struct stat st;
   size_t cap = 1 << 16, n = 0;
+  if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+    cap = (size_t)st.st_size + 2; /* + NUL + room to see EOF */
+  if (max_bytes && cap > max_bytes + 2) cap = max_bytes + 2;
   char *buf = mt_xmalloc(cap);
   for (;;) {
     if (n + 1 >= cap) buf = mt_xrealloc(buf, cap *= 2);

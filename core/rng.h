@@ -20,11 +20,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#ifdef __CUDACC__
-#define MT_HD __host__ __device__ __forceinline__
-#else
-#define MT_HD static inline
-#endif
+#include "hd.h"
 
 typedef struct {
   uint32_t k[2];

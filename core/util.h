@@ -3,9 +3,12 @@
  * Errors come in two kinds (docs/architecture.md, "Errors"):
  *  - bad user input: reported by the caller with a message and exit status 2
  *    (config) or 1 (data/checkpoint); never through these macros;
- *  - broken invariants / failed library calls: MT_ASSERT / MT_CHECK print
- *    "[rank N] file:line: message" and abort the whole job through the abort
- *    hook (MPI_Abort once the distributed runtime is up), so no rank hangs.
+ *  - broken invariants / failed library calls: mt_fatal, MT_ASSERT and the
+ *    call checks built on them (MT_MPI_CHECK in parallel/comm_impl.h;
+ *    MT_CUDA_CHECK, MT_CUBLAS_CHECK, MT_NCCL_CHECK in cuda/cuda_check.h)
+ *    print "[rank N] file:line: message" and abort the whole job through the
+ *    abort hook (MPI_Abort once the distributed runtime is up), so no rank
+ *    hangs.
  */
 #ifndef MT_CORE_UTIL_H
 #define MT_CORE_UTIL_H

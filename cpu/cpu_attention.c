@@ -47,7 +47,7 @@ static void causal_softmax(float *p, int s) {
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int k = 0; k <= q; k++) {
-      float e = cpu_expf(row[k] - mx);
+      float e = mt_fast_expf(row[k] - mx);
       row[k] = e;
       sum += e;
     }

@@ -1,13 +1,16 @@
-/* cpu/cpu_backend.c — the fp32 CPU backend: construction, destruction,
- * the counting allocator, memory ops, and the op table.
+/* cpu/cpu_backend.c — the fp32 CPU backend: process-wide set-up,
+ * construction, destruction, the counting allocator, memory ops, and the op
+ * table (cpu_backend.h).
  *
- * Threads: opt->num_threads > 0 sets the OpenMP thread count; every op
- * (GEMM included) parallelises with OpenMP, and OpenBLAS runs one thread per
- * call. Environment knobs (read once at creation):
- *   MT_OPENBLAS_CORETYPE  <core>|auto: switch OpenBLAS kernels (see below)
- *   MT_CPU_GEMM=blas      let OpenBLAS thread GEMMs itself (num_threads)
- *   MT_CPU_GEMM_SLABS     GEMM slabs per thread (default 4)
- *   MT_CPU_PAR_MIN        elements from which elementwise ops go parallel
+ * Threads: mt_cpu_process_init(num_threads > 0) sets the OpenMP thread count
+ * once at start-up; every op (GEMM included) parallelises with OpenMP, and
+ * OpenBLAS runs one thread per call. Environment knobs:
+ *   MEGATRAIN_OPENBLAS_CORETYPE  <core>|auto: switch OpenBLAS kernels (see
+ *                                below; read by mt_cpu_process_init)
+ *   MEGATRAIN_CPU_GEMM=blas      let OpenBLAS thread GEMMs itself (num_threads)
+ *   MEGATRAIN_CPU_GEMM_SLABS     GEMM slabs per thread (default 4)
+ *   MEGATRAIN_CPU_PAR_MIN        elements from which elementwise ops go
+ *                                parallel
  *
  * Allocations are 64-byte aligned and carry a 64-byte header in front of the
  * returned pointer recording the size and category, so `free` can update
@@ -21,6 +24,7 @@
 #include <strings.h>
 
 #include "core/util.h"
+#include "cpu_backend.h"
 #include "cpu_internal.h"
 
 #define CPU_ALIGN 64
@@ -94,8 +98,8 @@ static void cpu_destroy(mt_backend *be) {
  * from OPENBLAS_CORETYPE or CPU detection; on the AVX-512 dev machine its
  * own pick (Cooperlake) runs sgemm ~2x faster than the AVX2 "Haswell"
  * kernels that its environment forces (bench/bench_ops: ~200 vs ~105
- * GFLOP/s per core). MT_OPENBLAS_CORETYPE switches OpenBLAS at backend
- * creation, overriding an inherited OPENBLAS_CORETYPE:
+ * GFLOP/s per core). MEGATRAIN_OPENBLAS_CORETYPE switches OpenBLAS at process
+ * start-up (mt_cpu_process_init), overriding an inherited OPENBLAS_CORETYPE:
  *   <core> (e.g. SkylakeX, Cooperlake, Haswell): that core;
  *   auto: SkylakeX when the CPU reports AVX-512 F/CD/BW/DQ/VL, else no change.
  * Unset: no change. Switching re-runs OpenBLAS's dynamic-arch selection
@@ -105,7 +109,7 @@ extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 
 static void cpu_pick_openblas_kernels(void) {
-  const char *want = getenv("MT_OPENBLAS_CORETYPE");
+  const char *want = getenv("MEGATRAIN_OPENBLAS_CORETYPE");
   if (!want || !*want || !gotoblas_dynamic_init || !gotoblas_dynamic_quit) return;
   if (strcasecmp(want, "auto") == 0) {
     __builtin_cpu_init();
@@ -162,29 +166,38 @@ static const mt_backend_ops cpu_ops = {
     .moe_combine_bwd = cpu_moe_combine_bwd,
 };
 
+/* GEMMs split over OpenMP threads (default) or left to OpenBLAS's threads
+ * (MEGATRAIN_CPU_GEMM=blas). */
+static int cpu_gemm_omp(void) {
+  const char *mode = getenv("MEGATRAIN_CPU_GEMM");
+  return !(mode && !strcmp(mode, "blas"));
+}
+
+void mt_cpu_process_init(int num_threads) {
+  cpu_pick_openblas_kernels();
+  int gemm_omp = cpu_gemm_omp();
+  if (num_threads > 0) omp_set_num_threads(num_threads);
+  /* OpenBLAS threads: 1 when GEMMs are split over OpenMP threads, else the
+   * requested count (0 = keep the library default / OPENBLAS_NUM_THREADS). */
+  if (gemm_omp)
+    openblas_set_num_threads(1);
+  else if (num_threads > 0)
+    openblas_set_num_threads(num_threads);
+}
+
 mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {
   if (opt && opt->dtype != MT_F32) {
     snprintf(err, errlen, "cpu backend supports only fp32 storage (requested %s)",
              mt_dtype_name(opt->dtype));
     return NULL;
   }
-  cpu_pick_openblas_kernels();
-  const char *mode = getenv("MT_CPU_GEMM");
-  int gemm_omp = !(mode && !strcmp(mode, "blas"));
-  if (opt && opt->num_threads > 0) omp_set_num_threads(opt->num_threads);
-  /* OpenBLAS threads: 1 when GEMMs are split over OpenMP threads, else the
-   * requested count (0 = keep the library default / OPENBLAS_NUM_THREADS). */
-  if (gemm_omp)
-    openblas_set_num_threads(1);
-  else if (opt && opt->num_threads > 0)
-    openblas_set_num_threads(opt->num_threads);
   mt_backend *be = mt_xcalloc(1, sizeof *be);
   cpu_impl *im = mt_xcalloc(1, sizeof *im);
   im->num_threads = omp_get_max_threads();
-  im->gemm_omp = gemm_omp;
-  const char *pm = getenv("MT_CPU_PAR_MIN");
+  im->gemm_omp = cpu_gemm_omp();
+  const char *pm = getenv("MEGATRAIN_CPU_PAR_MIN");
   im->par_min = pm && atoll(pm) > 0 ? atoll(pm) : CPU_PAR_MIN_DEFAULT;
-  const char *slabs = getenv("MT_CPU_GEMM_SLABS");
+  const char *slabs = getenv("MEGATRAIN_CPU_GEMM_SLABS");
   im->gemm_slabs_per_thread = slabs && atoi(slabs) > 0 ? atoi(slabs) : 4;
   be->ops = &cpu_ops;
   be->name = "cpu";

@@ -120,27 +120,19 @@ double cpu_sum_f32(mt_backend *be, const float *x, int64_t n) {
   return reduce_f32(be, x, n, 0);
 }
 
-/* AdamW in fp32 per element; the bias corrections 1 - beta^step are
- * computed once in double and rounded to float. */
+/* AdamW in fp32 per element (mt_adamw_update, core/scalar_math.h, shared
+ * with cuda/); the bias corrections 1 - beta^step are computed once in
+ * double and rounded to float (mt_adamw_coef_make). */
 void cpu_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m, float *v,
                const float *grad, void *param_lowp, int64_t n) {
   (void)be;
   MT_ASSERT(hp->step >= 1);
-  const float b1 = hp->beta1, b2 = hp->beta2, lr = hp->lr, eps = hp->eps;
-  const float wd = hp->weight_decay, gs = hp->grad_scale;
-  const float bc1 = (float)(1.0 - pow((double)hp->beta1, (double)hp->step));
-  const float bc2 = (float)(1.0 - pow((double)hp->beta2, (double)hp->step));
+  const mt_adamw_coef c = mt_adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
+                                             hp->weight_decay, hp->grad_scale, hp->step);
   float *pl = (float *)param_lowp;
 #pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
-    float g = grad[i] * gs;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float mhat = mi / bc1, vhat = vi / bc2;
-    float w = master[i];
-    w -= lr * (mhat / (__builtin_sqrtf(vhat) + eps) + wd * w);
+    float w = mt_adamw_update(c, grad[i], &m[i], &v[i], master[i]);
     master[i] = w;
     if (pl) pl[i] = w;
   }

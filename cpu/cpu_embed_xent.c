@@ -98,7 +98,7 @@ void cpu_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void 
     const float mx = row_max[i];
     float acc = 0.0f;
 #pragma omp simd reduction(+ : acc)
-    for (int64_t j = 0; j < valid; j++) acc += cpu_expf(row[j] - mx);
+    for (int64_t j = 0; j < valid; j++) acc += mt_fast_expf(row[j] - mx);
     sumexp[i] = acc;
     int64_t t = (int64_t)targets[i] - v_start;
     tgt_logit[i] = (t >= 0 && t < valid) ? row[t] : 0.0f;
@@ -121,7 +121,7 @@ void cpu_xent_bwd(mt_backend *be, void *logits_, const float *row_max, const flo
     float *row = logits + i * vl;
     const float mx = row_max[i], f = scale / sumexp[i];
 #pragma omp simd
-    for (int64_t j = 0; j < valid; j++) row[j] = f * cpu_expf(row[j] - mx);
+    for (int64_t j = 0; j < valid; j++) row[j] = f * mt_fast_expf(row[j] - mx);
     for (int64_t j = valid; j < vl; j++) row[j] = 0.0f;
     int64_t t = (int64_t)targets[i] - v_start;
     if (t >= 0 && t < valid) row[t] -= scale;

@@ -5,7 +5,7 @@
  * and large products are split into one column (or row) slab per OpenMP
  * thread. One thread pool for every op avoids OpenMP and OpenBLAS worker
  * threads spinning against each other on a small machine. With
- * MT_CPU_GEMM=blas the whole product goes to OpenBLAS's own threads. */
+ * MEGATRAIN_CPU_GEMM=blas the whole product goes to OpenBLAS's own threads. */
 #include <cblas.h>
 #include <omp.h>
 

@@ -16,16 +16,18 @@
 #include <string.h>
 
 #include "core/backend.h"
+#include "core/scalar_math.h"
 
 /* Backend-private state (be->impl). */
 typedef struct {
   int num_threads;   /* OpenMP threads used by parallel regions (>= 1)   */
   int gemm_omp;      /* 1: split GEMMs over OpenMP threads, OpenBLAS at 1
                       * thread (default); 0: OpenBLAS threads (env
-                      * MT_CPU_GEMM=blas)                                */
+                      * MEGATRAIN_CPU_GEMM=blas)                         */
   int64_t par_min;   /* see CPU_PAR_MIN_DEFAULT                         */
   int gemm_slabs_per_thread; /* GEMM slabs per OpenMP thread (dynamic
-                              * schedule; env MT_CPU_GEMM_SLABS, default 4) */
+                              * schedule; env MEGATRAIN_CPU_GEMM_SLABS,
+                              * default 4) */
   void *ws;          /* op workspace (attention, layernorm partials);   */
   size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
 } cpu_impl;
@@ -43,38 +45,13 @@ void *cpu_workspace(mt_backend *be, size_t bytes);
  * [256, 768] tensor (the 124M micro-batch) is below: such an op takes ~50 us
  * on one core, and a parallel region costs a whole scheduler tick (~4 ms)
  * whenever another process preempts one of our threads on a shared machine.
- * Env MT_CPU_PAR_MIN overrides it (the unit tests use 1 to exercise the
+ * Env MEGATRAIN_CPU_PAR_MIN overrides it (the unit tests use 1 to exercise the
  * parallel paths on small shapes). */
 #define CPU_PAR_MIN_DEFAULT (1 << 18)
 
 /* ---- math helpers (vectorisable; same results on every call) ---- */
 
-/* exp(x) in float: Cody-Waite range reduction x = n ln2 + r, degree-6
- * polynomial for e^r, scaling by 2^n through the exponent bits. Max relative
- * error ~2 ulp on [-87, 88]; inputs are clamped to that range (so exp of a
- * very negative number returns ~1e-38 instead of 0). Written branch-free so
- * gcc vectorises loops calling it. */
-static inline float cpu_expf(float x) {
-  x = x < 88.0f ? x : 88.0f;
-  x = x > -87.0f ? x : -87.0f;
-  /* round to nearest integer by the 1.5*2^23 trick (|value| < 2^22) */
-  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;    /* ln2 high part */
-  r = r + n * 2.12194440e-4f;         /* ln2 low part  */
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  union {
-    int32_t i;
-    float f;
-  } sc;
-  sc.i = ((int32_t)n + 127) << 23;
-  return p * sc.f;
-}
+/* exp: mt_fast_expf (core/scalar_math.h), branch-free and vectorisable. */
 
 /* out[j] = mt_rng_uniform(key, start + j) for j in [0, n), computing one
  * Philox block per 4 consecutive counters (bitwise equal to rng.h). */

@@ -4,11 +4,9 @@
  * variance. The backward's dw/db reduce fixed 32-row chunk partials in chunk
  * order, so they are bitwise independent of the thread count.
  *
- * GELU (Hendrycks & Gimpel 2016), tanh form:
- *   gelu(x) = 0.5 x (1 + tanh(u)),  u = sqrt(2/pi) (x + 0.044715 x^3),
- * evaluated through the identity 0.5 (1 + tanh(u)) = sigmoid(2u), i.e.
- * gelu(x) = x / (1 + exp(-2u)), which has no cancellation for x << 0 and
- * vectorises with cpu_expf.
+ * GELU (Hendrycks & Gimpel 2016), tanh form: the per-element math is
+ * mt_gelu_tanh / mt_gelu_tanh_grad (core/scalar_math.h, shared with cuda/),
+ * vectorised over the loop with mt_fast_expf.
  */
 #include <math.h>
 #include <omp.h>
@@ -84,31 +82,16 @@ void cpu_layernorm_bwd(mt_backend *be, void *din_, float *dw, float *db, const v
     }
     /* implicit barrier; reduce partials in chunk order */
 #pragma omp for schedule(static)
-    for (int64_t j = 0; j < h; j++) {
-      float aw = 0.0f, ab = 0.0f;
-      for (int64_t c = 0; c < nchunk; c++) {
-        aw += part[c * 2 * h + j];
-        ab += part[c * 2 * h + h + j];
-      }
-      dw[j] += aw;
-      db[j] += ab;
-    }
+    for (int64_t j = 0; j < h; j++) mt_layernorm_dwdb_reduce(dw, db, part, nchunk, h, j);
   }
 }
-
-#define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
-#define GELU_K1 0.044715f
 
 void cpu_gelu_fwd(mt_backend *be, void *out_, const void *in_, int64_t n) {
   (void)be;
   float *out = (float *)out_;
   const float *in = (const float *)in_;
 #pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
-  for (int64_t i = 0; i < n; i++) {
-    float x = in[i];
-    float u = GELU_K0 * (x + GELU_K1 * x * x * x);
-    out[i] = x / (1.0f + cpu_expf(-2.0f * u));
-  }
+  for (int64_t i = 0; i < n; i++) out[i] = mt_gelu_tanh(in[i]);
 }
 
 void cpu_gelu_bwd(mt_backend *be, void *din_, const void *in_, const void *dout_, int64_t n) {
@@ -116,12 +99,5 @@ void cpu_gelu_bwd(mt_backend *be, void *din_, const void *in_, const void *dout_
   float *din = (float *)din_;
   const float *in = (const float *)in_, *dout = (const float *)dout_;
 #pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
-  for (int64_t i = 0; i < n; i++) {
-    float x = in[i];
-    float x2 = x * x;
-    float u = GELU_K0 * (x + GELU_K1 * x2 * x);
-    float s = 1.0f / (1.0f + cpu_expf(-2.0f * u));
-    float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
-    din[i] = dout[i] * (s + 2.0f * x * s * (1.0f - s) * du);
-  }
+  for (int64_t i = 0; i < n; i++) din[i] = mt_gelu_tanh_grad(in[i], dout[i]);
 }

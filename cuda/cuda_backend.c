@@ -1,6 +1,7 @@
-/* cuda/cuda_backend.c — the CUDA backend: device selection, creation and
- * destruction, the counting allocator, memory ops, host sides of the
- * reductions, and the op table (see cuda/cuda_internal.h for the file map).
+/* cuda/cuda_backend.c — the CUDA backend: creation (on the GPU chosen by
+ * cuda_device.c) and destruction, the counting allocator, memory ops, host
+ * sides of the reductions, and the op table (see cuda/cuda_internal.h for
+ * the file map).
  *
  * Allocator: cudaMalloc per request (256-byte aligned), with a host-side
  * open-addressing map from pointer to (bytes, category) so `free` updates
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "cuda_backend.h"
+#include "cuda_device.h"
 #include "cuda_internal.h"
 
 #define CUDA_TOMB ((void *)1)
@@ -285,14 +287,14 @@ static void cuda_moe_combine_bwd(mt_backend *be, void *dsrc, float *dw, const vo
                                  int64_t n_tok, int k, int64_t h) {
   cudak_moe_combine_bwd(ST(be), be->dtype, dsrc, dw, dy, src, slot, w, n_tok, k, h);
 }
-/* Bias corrections in double, rounded to float, exactly as cpu_adamw. */
+/* Step constants (bias corrections in double, rounded to float) from
+ * mt_adamw_coef_make, exactly as cpu_adamw. */
 static void cuda_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m,
                        float *v, const float *grad, void *param_lowp, int64_t n) {
   MT_ASSERT(hp->step >= 1);
-  const float bc1 = (float)(1.0 - pow((double)hp->beta1, (double)hp->step));
-  const float bc2 = (float)(1.0 - pow((double)hp->beta2, (double)hp->step));
-  cudak_adamw(ST(be), be->dtype, hp->lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay,
-              hp->grad_scale, bc1, bc2, master, m, v, grad, param_lowp, n);
+  const mt_adamw_coef c = mt_adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
+                                             hp->weight_decay, hp->grad_scale, hp->step);
+  cudak_adamw(ST(be), be->dtype, c, master, m, v, grad, param_lowp, n);
 }
 
 static const mt_backend_ops cuda_ops = {
@@ -373,15 +375,13 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
              mt_dtype_name(dt));
     return NULL;
   }
-  int ndev = 0;
-  cudaError_t e = cudaGetDeviceCount(&ndev);
-  if (e != cudaSuccess) return create_fail(NULL, e, "cudaGetDeviceCount", err, errlen);
-  if (ndev < 1) {
-    snprintf(err, errlen, "no usable CUDA device: cudaGetDeviceCount found 0 devices "
-             "(check CUDA_VISIBLE_DEVICES)");
+  char why[256];
+  int dev = mt_cuda_select_device(opt ? opt->local_rank : 0, why, sizeof why);
+  if (dev < 0) {
+    snprintf(err, errlen, "no usable CUDA device: %s", why);
     return NULL;
   }
-  int lr = opt && opt->local_rank > 0 ? opt->local_rank : 0;
+  cudaError_t e;
   mt_backend *be = mt_xcalloc(1, sizeof *be);
   cuda_impl *im = mt_xcalloc(1, sizeof *im);
   be->impl = im;
@@ -389,9 +389,7 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
   be->name = "cuda";
   be->dtype = dt;
   be->destroy = cuda_destroy;
-  im->device = lr % ndev;
-  if ((e = cudaSetDevice(im->device)) != cudaSuccess)
-    return create_fail(be, e, "cudaSetDevice", err, errlen);
+  im->device = dev;
   if ((e = cudaStreamCreate(&im->stream)) != cudaSuccess)
     return create_fail(be, e, "cudaStreamCreate", err, errlen);
   if ((e = cudaMalloc((void **)&im->red_dev, (CUDA_RED_BLOCKS + 1) * sizeof(double))) !=
@@ -399,7 +397,7 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
     return create_fail(be, e, "cudaMalloc", err, errlen);
   if ((e = cudaMallocHost((void **)&im->red_host, sizeof(double))) != cudaSuccess)
     return create_fail(be, e, "cudaMallocHost", err, errlen);
-  const char *tf = getenv("MT_CUDA_TF32");
+  const char *tf = getenv("MEGATRAIN_CUDA_TF32");
   im->tf32 = tf && !strcmp(tf, "1");
   if (cuda_blas_create(im, err, errlen) != 0) {
     cuda_destroy(be);

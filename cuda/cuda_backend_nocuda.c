@@ -2,7 +2,7 @@
  * that this binary has no CUDA backend. */
 #include <stdio.h>
 
-#include "core/backend.h"
+#include "cuda/cuda_backend.h"
 
 mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {
   (void)opt;

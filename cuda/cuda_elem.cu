@@ -143,33 +143,24 @@ extern "C" void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squ
   MT_CUDA_LAUNCHED();
 }
 
-/* ---- AdamW (formulas of cpu_adamw) ---- */
+/* ---- AdamW: mt_adamw_update (core/scalar_math.h), shared with cpu/ ---- */
 
 template <typename T>
-__global__ void k_adamw(float lr, float b1, float b2, float eps, float wd, float gs, float bc1,
-                        float bc2, float *master, float *m, float *v, const float *grad,
+__global__ void k_adamw(mt_adamw_coef c, float *master, float *m, float *v, const float *grad,
                         T *param_lowp, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
        i += (int64_t)gridDim.x * blockDim.x) {
-    float g = grad[i] * gs;
-    float mi = b1 * m[i] + (1.0f - b1) * g;
-    float vi = b2 * v[i] + (1.0f - b2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    float mhat = mi / bc1, vhat = vi / bc2;
-    float w = master[i];
-    w -= lr * (mhat / (sqrtf(vhat) + eps) + wd * w);
+    float w = mt_adamw_update(c, grad[i], &m[i], &v[i], master[i]);
     master[i] = w;
     if (param_lowp) param_lowp[i] = from_f<T>(w);
   }
 }
 
-extern "C" void cudak_adamw(cudaStream_t st, mt_dtype t, float lr, float b1, float b2, float eps,
-                            float wd, float gs, float bc1, float bc2, float *master, float *m,
-                            float *v, const float *grad, void *param_lowp, int64_t n) {
+extern "C" void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float *master,
+                            float *m, float *v, const float *grad, void *param_lowp, int64_t n) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_adamw<T><<<grid_for(n, TPB), TPB, 0, st>>>(
-                     lr, b1, b2, eps, wd, gs, bc1, bc2, master, m, v, grad, (T *)param_lowp, n)));
+  MT_DISPATCH(t, (k_adamw<T><<<grid_for(n, TPB), TPB, 0, st>>>(c, master, m, v, grad,
+                                                               (T *)param_lowp, n)));
   MT_CUDA_LAUNCHED();
 }
 

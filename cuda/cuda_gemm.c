@@ -7,8 +7,8 @@
  * dimensions (n, m, k), and each operand keeps its own transpose flag.
  *
  * Every product is one cublasGemmStridedBatchedEx with fp32 compute
- * (CUBLAS_COMPUTE_32F: no TF32 unless env MT_CUDA_TF32=1 and all operands
- * are fp32), inputs bf16 or fp32, output T or fp32. The descriptor's bias is
+ * (CUBLAS_COMPUTE_32F: no TF32 unless env MEGATRAIN_CUDA_TF32=1 and all
+ * operands are fp32), inputs bf16 or fp32, output T or fp32. The descriptor's bias is
  * pre-filled into C when beta == 0 (then beta = 1, so C is rounded once, as
  * cpu/ does), otherwise added by a kernel after the product.
  */
@@ -18,13 +18,6 @@
 #include <cublas_v2.h>
 
 #include "cuda_internal.h"
-
-#define MT_CUBLAS_CHECK(call)                                                            \
-  do {                                                                                   \
-    cublasStatus_t mt_bs_ = (call);                                                      \
-    if (mt_bs_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      mt_fatal("%s failed: %s", #call, cublasGetStatusString(mt_bs_));                   \
-  } while (0)
 
 int cuda_blas_create(cuda_impl *im, char *err, size_t errlen) {
   cublasHandle_t h;

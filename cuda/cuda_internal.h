@@ -1,7 +1,7 @@
 /* cuda/cuda_internal.h — private declarations of the CUDA backend.
  *
  * Every op of core/backend.h is implemented for device memory:
- *   cuda_backend.c   creation (device selection), destruction, the counting
+ *   cuda_backend.c   creation, destruction, the counting
  *                    allocator, memory ops, reductions' host side, op table;
  *   cuda_gemm.c      GEMMs through cuBLAS (cublasGemmStridedBatchedEx);
  *   cuda_attention.c attention: strided-batched cuBLAS products around the
@@ -10,7 +10,9 @@
  *                    MoE permutations, deterministic reductions;
  *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
  *                    cross-entropy pieces;
- *   cuda_attn.cu     causal softmax forward/backward with dropout.
+ *   cuda_attn.cu     causal softmax forward/backward with dropout;
+ *   cuda_device.c    GPU selection (shared with the NCCL engine);
+ *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK / MT_NCCL_CHECK.
  *
  * Storage dtype T (be->dtype) is MT_F32 or MT_BF16; kernels are templated on
  * it and always compute in fp32 (reductions of sums/sumsq in double). bf16
@@ -39,18 +41,9 @@ extern "C" {
 #endif
 
 #include "core/backend.h"
+#include "core/scalar_math.h"
 #include "core/util.h"
-
-#define MT_CUDA_CHECK(call)                                                              \
-  do {                                                                                   \
-    cudaError_t mt_ce_ = (call);                                                         \
-    if (mt_ce_ != cudaSuccess)                                                           \
-      mt_fatal("%s failed: %s (%s)", #call, cudaGetErrorName(mt_ce_),                    \
-               cudaGetErrorString(mt_ce_));                                              \
-  } while (0)
-
-/* After a kernel launch: report configuration errors at the call site. */
-#define MT_CUDA_LAUNCHED() MT_CUDA_CHECK(cudaGetLastError())
+#include "cuda/cuda_check.h"
 
 /* Allocation record of the pointer -> (size, category) map. */
 typedef struct {
@@ -64,7 +57,7 @@ typedef struct {
   int device;               /* CUDA ordinal in use                         */
   cudaStream_t stream;      /* the backend's stream (blocking)             */
   void *cublas;             /* cublasHandle_t                              */
-  int tf32;                 /* env MT_CUDA_TF32=1: fp32 GEMMs in TF32      */
+  int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
   cuda_alloc_rec *recs;     /* open-addressing map of live allocations     */
   size_t rec_cap, rec_used; /* capacity (power of 2), slots used incl tombs */
   void *ws;                 /* op workspace (MT_MEM_WORKSPACE), grows only */
@@ -109,8 +102,7 @@ void cudak_scale(cudaStream_t st, float *x, float alpha, int64_t n);
  * with CUDA_RED_BLOCKS partials in red_dev[0..), result in red_dev[CUDA_RED_BLOCKS]. */
 #define CUDA_RED_BLOCKS 256
 void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares, double *red_dev);
-void cudak_adamw(cudaStream_t st, mt_dtype t, float lr, float b1, float b2, float eps, float wd,
-                 float gs, float bc1, float bc2, float *master, float *m, float *v,
+void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float *master, float *m, float *v,
                  const float *grad, void *param_lowp, int64_t n);
 /* Dropout (sample_ids already on the device). */
 void cudak_dropout_add(cudaStream_t st, mt_dtype t, const mt_dropout_desc *d,

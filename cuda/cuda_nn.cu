@@ -104,13 +104,7 @@ __global__ void k_ln_bwd_part(float *part, const T *dout, const T *in, const flo
 __global__ void k_ln_bwd_reduce(float *dw, float *db, const float *part, int64_t nch, int64_t h) {
   const int64_t j = (int64_t)blockIdx.x * TPB + threadIdx.x;
   if (j >= h) return;
-  float aw = 0.0f, ab = 0.0f;
-  for (int64_t c = 0; c < nch; c++) {
-    aw += part[c * 2 * h + j];
-    ab += part[c * 2 * h + h + j];
-  }
-  dw[j] += aw;
-  db[j] += ab;
+  mt_layernorm_dwdb_reduce(dw, db, part, nch, h, j);
 }
 
 extern "C" void cudak_layernorm_bwd(cudaStream_t st, mt_dtype t, void *din, float *dw, float *db,
@@ -132,28 +126,19 @@ extern "C" void cudak_layernorm_bwd(cudaStream_t st, mt_dtype t, void *din, floa
   MT_CUDA_LAUNCHED();
 }
 
-/* ---- GELU, tanh form via 0.5 (1 + tanh u) = sigmoid(2u) (as cpu/) ---- */
-#define GELU_K0 0.7978845608028654f
-#define GELU_K1 0.044715f
+/* ---- GELU, tanh form: mt_gelu_tanh / mt_gelu_tanh_grad (core/scalar_math.h),
+ * shared with cpu/; on the device their exp is CUDA's expf ---- */
 
 template <typename T> __global__ void k_gelu_fwd(T *out, const T *in, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float x = to_f(in[i]);
-    float u = GELU_K0 * (x + GELU_K1 * x * x * x);
-    out[i] = from_f<T>(x / (1.0f + expf(-2.0f * u)));
-  }
+       i += (int64_t)gridDim.x * blockDim.x)
+    out[i] = from_f<T>(mt_gelu_tanh(to_f(in[i])));
 }
 
 template <typename T> __global__ void k_gelu_bwd(T *din, const T *in, const T *dout, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float x = to_f(in[i]), x2 = x * x;
-    float u = GELU_K0 * (x + GELU_K1 * x2 * x);
-    float s = 1.0f / (1.0f + expf(-2.0f * u));
-    float du = GELU_K0 * (1.0f + 3.0f * GELU_K1 * x2);
-    din[i] = from_f<T>(to_f(dout[i]) * (s + 2.0f * x * s * (1.0f - s) * du));
-  }
+       i += (int64_t)gridDim.x * blockDim.x)
+    din[i] = from_f<T>(mt_gelu_tanh_grad(to_f(in[i]), to_f(dout[i])));
 }
 
 extern "C" void cudak_gelu_fwd(cudaStream_t st, mt_dtype t, void *out, const void *in, int64_t n) {

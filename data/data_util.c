@@ -10,31 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/util.h"
+#include "core/fileio.h"
 
 char *mt_data_read_file(const char *path, size_t *len, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
-    return NULL;
-  }
-  size_t cap = 1 << 16, n = 0;
-  char *buf = mt_xmalloc(cap);
-  for (;;) {
-    if (n + 1 >= cap) buf = mt_xrealloc(buf, cap *= 2);
-    size_t r = fread(buf + n, 1, cap - n - 1, f);
-    n += r;
-    if (r == 0) break;
-  }
-  int bad = ferror(f);
-  fclose(f);
-  if (bad) {
-    snprintf(err, errlen, "cannot read %s: I/O error", path);
-    free(buf);
-    return NULL;
-  }
-  buf[n] = 0;
-  *len = n;
+  int e = 0;
+  char *buf = mt_read_file(path, 0, len, &e);
+  if (!buf)
+    snprintf(err, errlen, "cannot read %s: %s", path, e == EIO ? "I/O error" : strerror(e));
   return buf;
 }
 

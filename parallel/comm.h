@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/backend.h"
+#include "../core/dtype.h"
 
 typedef enum { MT_OP_SUM = 0, MT_OP_MAX = 1 } mt_redop;
 
@@ -79,7 +79,8 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
  * and every rank must pass the same list as the other members of its group
  * (checked: mt_fatal otherwise). MT_ENGINE_NCCL without a CUDA device, or in
  * a build without NCCL, is fatal with the CUDA error name. The NCCL engine
- * binds the process to GPU (local rank % device count) at its first group. */
+ * binds the process to GPU (local rank % device count) at its first group,
+ * through cuda/'s one selection point (mt_cuda_select_device). */
 void mt_group_destroy(mt_group *g); /* NULL is a no-op */
 /* NCCL engine: enqueue this group's calls on `cuda_stream` (a cudaStream_t;
  * default NULL = the legacy default stream). No-op for the MPI engine. */

@@ -11,17 +11,8 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#define MT_NCCL_CHECK(call)                                                    \
-  do {                                                                         \
-    ncclResult_t mt_r_ = (call);                                               \
-    if (mt_r_ != ncclSuccess) mt_fatal("%s failed: %s", #call, ncclGetErrorString(mt_r_)); \
-  } while (0)
-#define MT_CUDA_CHECK(call)                                                    \
-  do {                                                                         \
-    cudaError_t mt_e_ = (call);                                                \
-    if (mt_e_ != cudaSuccess)                                                  \
-      mt_fatal("%s failed: %s (%s)", #call, cudaGetErrorName(mt_e_), cudaGetErrorString(mt_e_)); \
-  } while (0)
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_device.h"
 
 typedef struct {
   ncclComm_t comm;
@@ -46,14 +37,10 @@ static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncc
 static void nccl_init(mt_group *g) {
   mt_dist *d = g->d;
   if (d->cuda_device < 0) {
-    int ndev = 0;
-    cudaError_t e = cudaGetDeviceCount(&ndev);
-    if (e != cudaSuccess)
-      mt_fatal("group '%s': NCCL engine needs a CUDA device, but cudaGetDeviceCount failed: %s",
-               g->name, cudaGetErrorName(e));
-    if (ndev < 1) mt_fatal("group '%s': NCCL engine needs a CUDA device, found 0", g->name);
-    d->cuda_device = d->local_rank % ndev;
-    MT_CUDA_CHECK(cudaSetDevice(d->cuda_device));
+    char why[256];
+    d->cuda_device = mt_cuda_select_device(d->local_rank, why, sizeof why);
+    if (d->cuda_device < 0)
+      mt_fatal("group '%s': NCCL engine needs a CUDA device, but %s", g->name, why);
   }
   ncclUniqueId id;
   if (g->rank == 0) MT_NCCL_CHECK(ncclGetUniqueId(&id));

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fileio.h"
 #include "planner/plan.h"
 
 typedef struct {
@@ -85,22 +86,16 @@ static int read_keys(const cJSON *o, const hw_key *t, size_t nt, const char *sec
 }
 
 int mt_hardware_load(mt_hardware *out, const char *path, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  size_t len = 0;
+  int e = 0;
+  char *text = mt_read_file(path, 0, &len, &e);
+  if (!text) {
     char m[300];
     snprintf(m, sizeof m, "cannot open hardware file %s: %s (expected a JSON file, or one of "
-             "the shipped names a100-80gb, h100-sxm, h200-sxm)", path, strerror(errno));
+             "the shipped names a100-80gb, h100-sxm, h200-sxm)", path, strerror(e));
     snprintf(err, errlen, "%s", m);
     return 2;
   }
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)(len > 0 ? len : 0) + 1);
-  size_t got = text ? fread(text, 1, (size_t)(len > 0 ? len : 0), f) : 0;
-  fclose(f);
-  if (!text) return fail(err, errlen, path, "%sout of memory", "");
-  text[got] = '\0';
   cJSON *root = cJSON_Parse(text);
   free(text);
   if (!root || !cJSON_IsObject(root)) {

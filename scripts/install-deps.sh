@@ -11,7 +11,7 @@ set -euo pipefail
 pkgs=(gcc make libc6-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin libpcre2-dev
       zlib1g-dev libcmocka-dev pkg-config bc python3-torch python3-numpy python3-matplotlib
       slurm-wlm munge)
-[ "${MT_SKIP_NPM:-0}" = 1 ] || command -v npm >/dev/null || pkgs+=(npm)
+[ "${MEGATRAIN_SKIP_NPM:-0}" = 1 ] || command -v npm >/dev/null || pkgs+=(npm)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # scripts/local-slurm.sh up|down|status — a one-node Slurm cluster in user
 # space for testing `srun --mpi=pmix` launches (Debian packages slurm-wlm and
-# munge). Everything lives under $MT_SLURM_DIR (default /tmp/mt-slurm): a
+# munge). Everything lives under $MEGATRAIN_SLURM_DIR (default /tmp/mt-slurm): a
 # munge key and socket, slurm.conf, state, logs and pid files. The node is
 # "localhost" with CPUs=8 declared (SlurmdParameters=config_overrides), so 8
 # tasks fit even on a 2-core machine. Daemons are stopped by PID.
-# After `up`, clients need:  export SLURM_CONF=$MT_SLURM_DIR/slurm.conf
+# After `up`, clients need:  export SLURM_CONF=$MEGATRAIN_SLURM_DIR/slurm.conf
 # and OpenMPI jobs:          srun --mpi=pmix -n 4 prog  (export
 # OMPI_MCA_mpi_yield_when_idle=1 yourself when oversubscribing; srun won't).
 # Exit status: 0 ok; 1 failure (daemon logs are printed).
 set -u
-DIR=${MT_SLURM_DIR:-/tmp/mt-slurm}
+DIR=${MEGATRAIN_SLURM_DIR:-/tmp/mt-slurm}
 cmd=${1:-}
 
 die() { echo "local-slurm: $*" >&2; for f in "$DIR"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }; done; exit 1; }

@@ -10,7 +10,7 @@
 #     blank line -> OUTDIR/brown.txt
 #   - `megatrain preprocess` -> OUTDIR/brown_text_document.{bin,idx}
 # OUTDIR defaults to ./prepared. Nothing outside OUTDIR (and a temp dir) is
-# written. Environment: MEGATRAIN (binary, default ./megatrain), WORKERS (2).
+# written. Environment: MEGATRAIN (binary, default ./megatrain), MEGATRAIN_WORKERS (2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${1:-prepared}"
@@ -45,5 +45,5 @@ echo "prepare-data: $OUT/brown.txt: $n_files documents, $(wc -c < "$OUT/brown.tx
 if [ ! -x "$MEGATRAIN" ]; then echo "prepare-data: building $MEGATRAIN"; make -s megatrain; fi
 "$MEGATRAIN" preprocess --input "$OUT/brown.txt" --output-prefix "$OUT/brown_text_document" \
   --vocab-file "$OUT/gpt2-vocab.json" --merge-file "$OUT/gpt2-merges.txt" --append-eod \
-  --workers "${WORKERS:-2}"
+  --workers "${MEGATRAIN_WORKERS:-2}"
 echo "prepare-data: done; data_path = \"$OUT/brown_text_document\", vocab/merges in $OUT/"

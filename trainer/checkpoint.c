@@ -3,7 +3,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,11 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <zlib.h>
-
 #include "core/fileio.h"
 #include "core/util.h"
-#include "trainer/metrics.h"
 
 #define CKPT_MAGIC "MTCKPT\0\1"
 #define CKPT_VERSION 1u
@@ -50,41 +46,6 @@ static int failpoint_hit(int64_t iteration) {
   const char *fp = getenv("MEGATRAIN_FAILPOINT");
   if (!fp || strncmp(fp, "checkpoint_write:", 17) != 0) return 0;
   return atoll(fp + 17) == iteration;
-}
-
-static int write_file_synced(const char *path, const void *data, size_t n, char *err,
-                             size_t errlen) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) {
-    snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
-    return -1;
-  }
-  const unsigned char *p = data;
-  size_t left = n;
-  while (left > 0) {
-    ssize_t w = write(fd, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      snprintf(err, errlen, "write to '%s' failed: %s", path, strerror(errno));
-      close(fd);
-      return -1;
-    }
-    p += w;
-    left -= (size_t)w;
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    snprintf(err, errlen, "fsync/close of '%s' failed: %s", path, strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
-static void fsync_dir(const char *path) {
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd >= 0) {
-    fsync(fd);
-    close(fd);
-  }
 }
 
 static int rm_rf(const char *path) {
@@ -186,17 +147,12 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
       rc = 1;
     } else {
       rc = layout->shard_save(layout->shard_ctx, st, path, err, errlen) ? 1 : 0;
-      fsync_dir(path);
+      mt_fsync_dir(path);
     }
   } else if (layout->writer) {
     buf_t b = {0};
     serialise(&b, st, opt);
-    crc = (uint32_t)crc32(0L, b.p, (uInt)0);
-    /* zlib's crc32 takes uInt lengths: feed in chunks */
-    for (size_t off = 0; off < b.n; off += (1u << 30)) {
-      size_t len = b.n - off < (1u << 30) ? b.n - off : (1u << 30);
-      crc = (uint32_t)crc32(crc, b.p + off, (uInt)len);
-    }
+    crc = mt_crc32(0, b.p, b.n);
     buf_put(&b, &crc, sizeof crc);
     snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
     if (mt_mkdirs(path) != 0) {
@@ -205,12 +161,12 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
     } else {
       snprintf(path, sizeof path, "%s/%s/model_optim_rng.bin", tmp_dir, mp);
       if (failpoint_hit(st->iteration)) {
-        write_file_synced(path, b.p, b.n / 2, err, errlen);
+        mt_write_file_synced(path, b.p, b.n / 2, err, errlen);
         raise(SIGKILL);
       }
-      rc = write_file_synced(path, b.p, b.n, err, errlen) ? 1 : 0;
+      rc = mt_write_file_synced(path, b.p, b.n, err, errlen) ? 1 : 0;
       snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
-      fsync_dir(path);
+      mt_fsync_dir(path);
     }
     free(b.p);
   }
@@ -220,22 +176,19 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
   }
   if (is_root) {
     /* metadata.json, then atomically publish the directory and "latest" */
-    FILE *f;
+    const char *cj = config_json ? config_json : "null";
+    size_t mcap = strlen(cj) + 160; /* the fixed text and three numbers fit in 160 */
+    char *meta = mt_xmalloc(mcap);
+    int mlen = snprintf(meta, mcap,
+                        "{\"iteration\": %lld, \"consumed_samples\": %lld, \"format\": "
+                        "\"megatrain-v%u\", \"config\": %s}\n",
+                        (long long)st->iteration, (long long)st->consumed_samples, CKPT_VERSION,
+                        cj);
     snprintf(path, sizeof path, "%s/metadata.json", tmp_dir);
-    f = fopen(path, "w");
-    if (!f) {
-      snprintf(err, errlen, "cannot create '%s': %s", path, strerror(errno));
-      rc = 1;
-    } else {
-      fprintf(f,
-              "{\"iteration\": %lld, \"consumed_samples\": %lld, \"format\": \"megatrain-v%u\", "
-              "\"config\": %s}\n",
-              (long long)st->iteration, (long long)st->consumed_samples, CKPT_VERSION,
-              config_json ? config_json : "null");
-      fflush(f);
-      fsync(fileno(f));
-      fclose(f);
-      fsync_dir(tmp_dir);
+    rc = mt_write_file_synced(path, meta, (size_t)mlen, err, errlen) ? 1 : 0;
+    free(meta);
+    if (!rc) {
+      mt_fsync_dir(tmp_dir);
       char old_dir[4300];
       snprintf(old_dir, sizeof old_dir, "%s.old", final_dir);
       rm_rf(old_dir);
@@ -246,17 +199,17 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
         rc = 1;
       } else {
         rm_rf(old_dir);
-        fsync_dir(save_dir);
+        mt_fsync_dir(save_dir);
         char latest[4400], latest_tmp[4500], num[32];
         snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", save_dir);
         snprintf(latest_tmp, sizeof latest_tmp, "%s.tmp", latest);
         int n = snprintf(num, sizeof num, "%lld\n", (long long)st->iteration);
-        if (write_file_synced(latest_tmp, num, (size_t)n, err, errlen) != 0 ||
+        if (mt_write_file_synced(latest_tmp, num, (size_t)n, err, errlen) != 0 ||
             rename(latest_tmp, latest) != 0) {
           if (!err[0]) snprintf(err, errlen, "cannot update '%s': %s", latest, strerror(errno));
           rc = 1;
         }
-        fsync_dir(save_dir);
+        mt_fsync_dir(save_dir);
       }
     }
   }
@@ -282,31 +235,32 @@ int mt_ckpt_write_with_crc(const char *path, const void *data, size_t n, char *e
                            size_t errlen) {
   buf_t b = {0};
   buf_put(&b, data, n);
-  uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
-  for (size_t off = 0; off < n; off += (1u << 30)) {
-    size_t len = n - off < (1u << 30) ? n - off : (1u << 30);
-    crc = (uint32_t)crc32(crc, (const unsigned char *)data + off, (uInt)len);
-  }
+  uint32_t crc = mt_crc32(0, data, n);
   PUT(&b, crc);
-  int rc = write_file_synced(path, b.p, b.n, err, errlen);
+  int rc = mt_write_file_synced(path, b.p, b.n, err, errlen);
   free(b.p);
   return rc;
 }
 
-static unsigned char *read_whole(const char *path, size_t *n, char *err, size_t errlen);
+/* Whole checkpoint file (core/fileio.h) with the checkpoint reader's messages. */
+static unsigned char *read_whole(const char *path, size_t *n, char *err, size_t errlen) {
+  int e = 0;
+  unsigned char *p = (unsigned char *)mt_read_file(path, 0, n, &e);
+  if (!p) {
+    if (e == EIO) snprintf(err, errlen, "short read on '%s'", path);
+    else snprintf(err, errlen, "cannot open checkpoint file '%s': %s", path, strerror(e));
+  }
+  return p;
+}
 
 void *mt_ckpt_read_with_crc(const char *path, size_t *n, char *err, size_t errlen) {
   size_t len = 0;
   unsigned char *p = read_whole(path, &len, err, errlen);
   if (!p) return NULL;
-  uint32_t stored, crc = (uint32_t)crc32(0L, Z_NULL, 0);
+  uint32_t stored;
   if (len < 4) goto bad;
   memcpy(&stored, p + len - 4, 4);
-  for (size_t off = 0; off < len - 4; off += (1u << 30)) {
-    size_t l = len - 4 - off < (1u << 30) ? len - 4 - off : (1u << 30);
-    crc = (uint32_t)crc32(crc, p + off, (uInt)l);
-  }
-  if (crc != stored) goto bad;
+  if (mt_crc32(0, p, len - 4) != stored) goto bad;
   *n = len - 4;
   return p;
 bad:
@@ -333,32 +287,6 @@ static void rd(rd_t *r, void *dst, size_t n) {
 }
 #define GET(r, v) rd((r), &(v), sizeof(v))
 
-static unsigned char *read_whole(const char *path, size_t *n, char *err, size_t errlen) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, errlen, "cannot open checkpoint file '%s': %s", path, strerror(errno));
-    return NULL;
-  }
-  fseek(f, 0, SEEK_END);
-  long sz = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  if (sz < 0) {
-    fclose(f);
-    snprintf(err, errlen, "cannot size '%s'", path);
-    return NULL;
-  }
-  unsigned char *p = mt_xmalloc((size_t)sz);
-  size_t got = fread(p, 1, (size_t)sz, f);
-  fclose(f);
-  if (got != (size_t)sz) {
-    free(p);
-    snprintf(err, errlen, "short read on '%s'", path);
-    return NULL;
-  }
-  *n = (size_t)sz;
-  return p;
-}
-
 /* Validate and apply one checkpoint file; returns 0 or -1 with err. */
 static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *err,
                      size_t errlen) {
@@ -372,12 +300,7 @@ static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *e
   }
   uint32_t stored_crc;
   memcpy(&stored_crc, data + n - 4, 4);
-  uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
-  for (size_t off = 0; off < n - 4; off += (1u << 30)) {
-    size_t len = n - 4 - off < (1u << 30) ? n - 4 - off : (1u << 30);
-    crc = (uint32_t)crc32(crc, data + off, (uInt)len);
-  }
-  if (crc != stored_crc) {
+  if (mt_crc32(0, data, n - 4) != stored_crc) {
     snprintf(err, errlen, "checksum mismatch in '%s' (file corrupt or truncated)", path);
     goto out;
   }

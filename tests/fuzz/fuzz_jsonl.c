@@ -2,7 +2,7 @@
  * corpus: every line through the JSON reader (key "text"), and the extracted
  * text — plus the raw line, which may be invalid UTF-8 — through the GPT-2
  * tokenizer, checking that decode(encode(x)) == x. Needs the GPT-2 files in
- * $MT_SHARED_DATA (default ../shared/data). */
+ * $MEGATRAIN_SHARED_DATA (default ../shared/data). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,7 +17,7 @@ static mt_bpe_encoder *g_enc;
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *d = getenv("MT_SHARED_DATA");
+  const char *d = getenv("MEGATRAIN_SHARED_DATA");
   char v[1024], m[1024], err[512];
   snprintf(v, sizeof(v), "%s/gpt2-vocab.json", d ? d : "../shared/data");
   snprintf(m, sizeof(m), "%s/gpt2-merges.txt", d ? d : "../shared/data");

@@ -4,7 +4,7 @@
 set -eu
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-SHARED=${MT_SHARED_DATA:-$ROOT/../shared/data}
+SHARED=${MEGATRAIN_SHARED_DATA:-$ROOT/../shared/data}
 MT=$ROOT/megatrain
 export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -6,7 +6,7 @@
 # merges. Invalid UTF-8 is not an error (byte-level) and round-trips.
 set -u
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 for f in gpt2-vocab.json gpt2-merges.txt; do
   [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
 done

@@ -3,4 +3,4 @@
 # of the MMIDIDX index reader and the JSON-lines reader + tokenizer; longer
 # runs: bash tests/fuzz/run_fuzz.sh 600.
 cd "$(dirname "$0")/../.."
-exec bash tests/fuzz/run_fuzz.sh "${MT_FUZZ_SECONDS:-15}"
+exec bash tests/fuzz/run_fuzz.sh "${MEGATRAIN_FUZZ_SECONDS:-15}"

@@ -6,7 +6,7 @@
 # (several sequences per document, uint16/int32/int64/uint8) load in megatrain.
 set -eu
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 for f in gpt2-vocab.json gpt2-merges.txt tinyshakespeare.txt; do
   [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
 done

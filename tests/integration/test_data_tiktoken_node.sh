@@ -2,16 +2,16 @@
 # tests/integration/test_data_tiktoken_node.sh — compare megatrain's tokenizer
 # with npm `tiktoken` (gpt2) through node on generated text mixing scripts,
 # emoji, digits, contractions, Unicode spaces and whitespace runs. Skips when
-# node or the tiktoken module is not installed (set MT_TIKTOKEN_NODE_PATH to a
+# node or the tiktoken module is not installed (set MEGATRAIN_TIKTOKEN_NODE_PATH to a
 # node_modules folder holding it; `npm install tiktoken` in some directory).
 set -eu
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 for f in gpt2-vocab.json gpt2-merges.txt; do
   [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
 done
 command -v node >/dev/null || { echo "SKIP: node not installed"; exit 77; }
-export NODE_PATH="${MT_TIKTOKEN_NODE_PATH:-/tmp/tk/node_modules}${NODE_PATH:+:$NODE_PATH}"
+export NODE_PATH="${MEGATRAIN_TIKTOKEN_NODE_PATH:-/tmp/tk/node_modules}${NODE_PATH:+:$NODE_PATH}"
 node -e 'require("tiktoken")' 2>/dev/null || { echo "SKIP: npm module tiktoken not found (NODE_PATH=$NODE_PATH)"; exit 77; }
 make -s build/tests/tools/bpe_encode >/dev/null
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT

@@ -5,7 +5,7 @@
 # cannot silently disappear; 1 and 2 workers must agree.
 set -eu
 cd "$(dirname "$0")/../.."
-D="${MT_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
+D="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 for f in gpt2-vocab.json gpt2-merges.txt tinyshakespeare.txt tinyshakespeare.gpt2.u16; do
   [ -f "$D/$f" ] || { echo "SKIP: $D/$f not found (shared data missing)"; exit 77; }
 done

@@ -10,10 +10,10 @@ command -v srun >/dev/null && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munge
   { echo "SKIP: slurm-wlm/munge not installed"; exit 77; }
 CHECK=build/tests/tools/comm_check FAIL=build/tests/tools/comm_fail
 for b in $CHECK $FAIL; do [ -x $b ] || { echo "missing $b (run make tests)"; exit 1; }; done
-export MT_SLURM_DIR=$(mktemp -d /tmp/mt-slurm-test.XXXXXX)
-trap 'bash scripts/local-slurm.sh down >/dev/null 2>&1; rm -rf "$MT_SLURM_DIR"' EXIT
+export MEGATRAIN_SLURM_DIR=$(mktemp -d /tmp/mt-slurm-test.XXXXXX)
+trap 'bash scripts/local-slurm.sh down >/dev/null 2>&1; rm -rf "$MEGATRAIN_SLURM_DIR"' EXIT
 if ! bash scripts/local-slurm.sh up; then echo "SKIP: local Slurm could not start"; exit 77; fi
-export SLURM_CONF=$MT_SLURM_DIR/slurm.conf
+export SLURM_CONF=$MEGATRAIN_SLURM_DIR/slurm.conf
 # srun does not set this for OpenMPI; needed when oversubscribing 2 cores.
 export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1
 rc=0

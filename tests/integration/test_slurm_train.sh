@@ -7,10 +7,10 @@ source "$(dirname "$0")/lib.sh"
 command -v srun >/dev/null && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munged ] ||
   { echo "SKIP: slurm-wlm/munge not installed"; exit 77; }
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
-export MT_SLURM_DIR=$(mktemp -d /tmp/mt-slurm-train.XXXXXX)
-trap 'bash scripts/local-slurm.sh down >/dev/null 2>&1; rm -rf "$MT_SLURM_DIR" "$TMP"' EXIT
+export MEGATRAIN_SLURM_DIR=$(mktemp -d /tmp/mt-slurm-train.XXXXXX)
+trap 'bash scripts/local-slurm.sh down >/dev/null 2>&1; rm -rf "$MEGATRAIN_SLURM_DIR" "$TMP"' EXIT
 bash scripts/local-slurm.sh up >/dev/null || { echo "SKIP: local Slurm could not start"; exit 77; }
-export SLURM_CONF=$MT_SLURM_DIR/slurm.conf
+export SLURM_CONF=$MEGATRAIN_SLURM_DIR/slurm.conf
 timeout 300 srun -n 4 --mpi=pmix "$MT" --config $CFG --set logging.metrics_file="$TMP/srun.jsonl" \
   >"$TMP/srun.log" 2>&1 || { echo "srun run failed"; tail -20 "$TMP/srun.log"; exit 1; }
 grep -q "dp=4" "$TMP/srun.log"

@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 
 typedef struct {
@@ -455,6 +455,7 @@ static int run_mode(mt_dtype T) {
     printf("SKIP: no usable CUDA device (%s)\n", err);
     return 77;
   }
+  mt_backends_process_init(&oc);
   p.c = mt_backend_create(&oc, err, sizeof err);
   if (!p.c) mt_fatal("%s", err);
   printf("== CUDA vs CPU, storage %s\n", mt_dtype_name(T));

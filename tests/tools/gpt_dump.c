@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
@@ -38,6 +38,7 @@ int main(int argc, char **argv) {
   mkdir(dir, 0755);
   char err[512];
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[6] ? a[6] : 4 * a[1], a[3], a[5], a[4], 1234);

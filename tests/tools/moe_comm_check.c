@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "model/moe_layer.h"
@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
   mt_group *ep = mt_group_create(d, ranks, P, "ep", MT_ENGINE_MPI);
   char err[256];
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   for (int skew = 0; skew < 2; skew++) {

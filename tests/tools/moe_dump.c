@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/rng.h"
 #include "core/util.h"
 #include "model/moe_layer.h"
@@ -63,6 +63,7 @@ int main(int argc, char **argv) {
   mkdir(dir, 0755);
   char err[256];
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_moe_config c = {.E = E, .k = k, .h = h, .F = F, .lb_coeff = lb, .z_coeff = z,

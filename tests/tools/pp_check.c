@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "parallel/pipeline.h"
@@ -40,6 +40,7 @@ int main(int argc, char **argv) {
   const int m = argc > 1 ? atoi(argv[1]) : 8, v = argc > 2 ? atoi(argv[2]) : 1;
   char err[256];
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&o);
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(2 * p * v, 32, 4, 64, 8, 200, 2, 3);

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "model/tensor_parallel.h"
@@ -187,6 +187,7 @@ int main(int argc, char **argv) {
   mt_dist *d = mt_dist_init(&argc, &argv);
   char err[256];
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&o);
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_group *tp = mt_dist_world(d);

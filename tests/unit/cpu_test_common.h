@@ -15,15 +15,17 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/rng.h"
 
-/* Backend with every elementwise op on the OpenMP path (MT_CPU_PAR_MIN=1),
- * so small test shapes exercise the parallel code. */
+/* Backend with every elementwise op on the OpenMP path
+ * (MEGATRAIN_CPU_PAR_MIN=1), so small test shapes exercise the parallel code;
+ * the process-wide set-up runs first, as main.c does. */
 static inline mt_backend *tc_backend(void) {
-  setenv("MT_CPU_PAR_MIN", "1", 1);
+  setenv("MEGATRAIN_CPU_PAR_MIN", "1", 1);
   mt_backend_options o = {.device = "cpu", .num_threads = 0, .dtype = MT_F32};
   char err[256];
+  mt_backends_process_init(&o);
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
   if (!be) fail_msg("backend create: %s", err);
   return be;

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/rng.h"
 
 /* Limit per element: atol + rtol * |want_i| + mtol * max_i |want_i|.

@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "backends/registry.h"
 #include "core/fileio.h"
 #include "trainer/checkpoint.h"
 
@@ -30,6 +31,7 @@ static void model_init(model *md, const char *w_name, int64_t w_cols, float salt
   memset(md, 0, sizeof *md);
   mt_backend_options o = {.device = "cpu", .dtype = MT_F32};
   char err[256];
+  mt_backends_process_init(&o);
   md->be = mt_backend_create(&o, err, sizeof err);
   if (!md->be) fail_msg("cpu backend: %s", err);
   mt_params_add(&md->pl, w_name, 4, w_cols, 4, w_cols, 0, 0, MT_INIT_NORMAL, 0, 0);

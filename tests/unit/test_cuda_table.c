@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "cuda/cuda_backend.h"
 
 typedef void (*fn)(void);
@@ -24,6 +24,7 @@ static void test_table_complete_no_host_fallback(void **state) {
   assert_true(MT_BACKEND_N_OPS >= 37);
   mt_backend_options o = {.device = "cpu", .dtype = MT_F32};
   char err[256] = "";
+  mt_backends_process_init(&o);
   mt_backend *cpu = mt_backend_create(&o, err, sizeof err);
   assert_non_null(cpu);
   const fn *ctab = (const fn *)cpu->ops;

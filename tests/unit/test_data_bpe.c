@@ -48,7 +48,7 @@ static const bpe_case k_cases[] = {
 static char g_vocab[1024], g_merges[1024], g_dir[900];
 
 static int setup(void **state) {
-  const char *d = getenv("MT_SHARED_DATA");
+  const char *d = getenv("MEGATRAIN_SHARED_DATA");
   snprintf(g_dir, sizeof(g_dir), "%s", d ? d : "../shared/data");
   snprintf(g_vocab, sizeof(g_vocab), "%s/gpt2-vocab.json", g_dir);
   snprintf(g_merges, sizeof(g_merges), "%s/gpt2-merges.txt", g_dir);
@@ -195,7 +195,7 @@ static void test_bad_files(void **state) {
 }
 
 int main(void) {
-  const char *d = getenv("MT_SHARED_DATA");
+  const char *d = getenv("MEGATRAIN_SHARED_DATA");
   char probe[1024];
   snprintf(probe, sizeof probe, "%s/gpt2-vocab.json", d ? d : "../shared/data");
   if (access(probe, R_OK) != 0) {

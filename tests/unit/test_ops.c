@@ -38,14 +38,15 @@ static void test_op_cases(void **state) {
   run_table("");
 }
 
-/* MT_OPENBLAS_CORETYPE=auto re-selects OpenBLAS kernels at backend creation
+/* MEGATRAIN_OPENBLAS_CORETYPE=auto re-selects OpenBLAS kernels in the process-wide
+ * set-up (mt_backends_process_init, run by tc_backend)
  * (SkylakeX on AVX-512 CPUs); GEMM results must stay correct. Runs last: it
  * changes process-wide OpenBLAS state. */
 static void test_gemm_after_coretype_switch(void **state) {
   (void)state;
-  setenv("MT_OPENBLAS_CORETYPE", "auto", 1);
+  setenv("MEGATRAIN_OPENBLAS_CORETYPE", "auto", 1);
   run_table("gemm");
-  unsetenv("MT_OPENBLAS_CORETYPE");
+  unsetenv("MEGATRAIN_OPENBLAS_CORETYPE");
 }
 
 int main(void) {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "backends/registry.h"
 #include "trainer/optimizer.h"
 
 typedef struct {
@@ -28,6 +29,7 @@ static void setup(fixture *f) {
   memset(f, 0, sizeof *f);
   mt_backend_options o = {.device = "cpu", .dtype = MT_F32};
   char err[256];
+  mt_backends_process_init(&o);
   f->be = mt_backend_create(&o, err, sizeof err);
   if (!f->be) fail_msg("cpu backend: %s", err);
   mt_params_add(&f->pl, "w", 3, 5, 3, 5, 0, 0, MT_INIT_NORMAL, 0, 0);

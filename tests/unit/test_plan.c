@@ -19,7 +19,7 @@
 
 #include "check.h"
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "model/gpt.h"
 #include "planner/plan.h"
 #include "model/gpt_flops.h"
@@ -156,6 +156,7 @@ static void check_memory(const char *json, int steps, const char *recompute, int
   mt_plan_memory_compute(&cfg, 1, NULL, &pred);
 
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   assert_non_null(be);
   mt_gpt_config g = {0};

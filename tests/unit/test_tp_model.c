@@ -15,7 +15,7 @@
 
 #include "check.h"
 
-#include "core/backend.h"
+#include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
@@ -29,6 +29,7 @@ static mt_gpt_config base_config(void) {
 static mt_backend *cpu(void) {
   char err[256];
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&o);
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
   assert_non_null(be);
   return be;
