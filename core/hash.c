@@ -9,14 +9,14 @@ uint64_t mt_hash_bytes(const void *p, size_t n, uint64_t h) {
   while (n >= 8) {
     uint64_t w;
     memcpy(&w, s, 8);
-    h = (h ^ w) * 0x100000001B3ull;
+    h = (h ^ w) * MT_FNV1A64_PRIME;
     h ^= h >> 29;
     s += 8;
     n -= 8;
   }
   uint64_t w = 0;
   memcpy(&w, s, n);
-  h = (h ^ w) * 0x100000001B3ull;
+  h = (h ^ w) * MT_FNV1A64_PRIME;
   h ^= h >> 32;
   h *= 0xD6E8FEB86659FD93ull;
   h ^= h >> 32;
