@@ -31,6 +31,8 @@ void mt_cfg_derive(mt_config *cfg, int world) {
   mt_training_config *t = &cfg->training;
   if (m->ffn_hidden_size == 0) m->ffn_hidden_size = clamp_int(4 * (int64_t)m->hidden_size);
   if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
+  if (m->kv_channels == 0 && m->num_attention_heads > 0)
+    m->kv_channels = m->hidden_size / m->num_attention_heads;
   if (m->moe_ffn_hidden_size == 0) m->moe_ffn_hidden_size = m->ffn_hidden_size;
   if (p->virtual_pipeline_model_parallel_size == 0) p->virtual_pipeline_model_parallel_size = 1;
   if (p->expert_tensor_parallel_size == 0)

@@ -36,6 +36,8 @@
  * recompute_num_layers layers stores only its input and is re-run before its
  * backward; Megatron's "uniform" method). All are bit-identical in results. */
 enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
+enum { MT_POS_LEARNED = 0, MT_POS_ROPE = 1, MT_POS_NONE = 2 };
+enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM = 1 };
 
 typedef struct {
   int num_layers;
@@ -50,6 +52,19 @@ typedef struct {
   float init_method_std;
   float layernorm_epsilon;
   int untie_embeddings_and_output_weights;
+  /* Llama-style block options (docs/model.md); all-zero values give the
+   * GPT-2 block (mt_gpt_create reads num_query_groups 0 as
+   * num_attention_heads and kv_channels 0 as hidden_size / heads). */
+  int position_embedding;    /* MT_POS_LEARNED (default 0) | MT_POS_ROPE | MT_POS_NONE */
+  float rotary_base;         /* RoPE theta base (10000) */
+  float rotary_percent;      /* (0, 1] */
+  int rotary_interleaved;
+  int normalization;         /* MT_NORM_LAYERNORM (default 0) | MT_NORM_RMSNORM */
+  int swiglu;                /* gated SiLU MLP (dense and expert MLPs) */
+  int num_query_groups;      /* K/V heads; = num_attention_heads without GQA */
+  int kv_channels;           /* channels per head hn */
+  int disable_bias_linear;   /* 1 = no bias on any linear layer (config: add_bias_linear false) */
+  int qk_layernorm;          /* normalise per-head q and k */
   int micro_batch_size;      /* b: sizes the activation buffers */
   uint64_t seed;
   /* tensor / sequence parallelism (Megatron); tp_group NULL when tp_size 1 */
