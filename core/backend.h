@@ -109,6 +109,21 @@ typedef struct {
   int s_offset;               /* global position of row si = 0 */
 } mt_rope_desc;
 
+/* Per-head normalisation of queries and keys (Megatron-core's qk_layernorm;
+ * Dehghani et al. 2023, "Scaling Vision Transformers to 22B", §3.1) on a qkv
+ * tensor [rows, ng, np/ng + 2, hn] laid out as in mt_attn_desc (rows = s·b):
+ * every q head is normalised over its hn channels with (wq, bq), every k head
+ * with (wk, bk), v heads are copied. LayerNorm (rms = 0) or RMSNorm (rms = 1,
+ * biases ignored). Statistics are indexed per (row, group, slot) with slot
+ * 0..np/ng-1 the group's q heads and np/ng its k head:
+ *   stat[(r * ng + g) * (np/ng + 1) + slot], rows·(np + ng) entries. */
+typedef struct {
+  int64_t rows;
+  int np, ng, hn;
+  int rms;
+  float eps;
+} mt_qknorm_desc;
+
 /* Dropout on a [s, b, h] tensor (local shard). Element (si, bi, hi) uses
  * counter ((sample_ids[bi] * s_full + s_offset + si) * h_full + h_offset + hi)
  * with `key`: keep iff uniform >= p, kept values scaled by 1/(1-p).
@@ -194,6 +209,18 @@ typedef struct {
   /* Backward: the inverse rotation (angle -theta) applied IN PLACE to the q
    * and k heads of dqkv (same layout); the v heads are untouched. */
   void (*rope_bwd)(mt_backend *be, const mt_rope_desc *d, void *dqkv);
+  /* qk_layernorm (mt_qknorm_desc): out [rows, ng*(np/ng+2)*hn] (T, not
+   * aliasing in) from in; wq/bq/wk/bk [hn] (T; bq/bk NULL with rms);
+   * mean (NULL with rms) and rstd [rows*(np+ng)] fp32, saved for backward. */
+  void (*qknorm_fwd)(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean,
+                     float *rstd, const void *in, const void *wq, const void *bq, const void *wk,
+                     const void *bk);
+  /* din (T, OVERWRITE, not aliasing dout; v heads = dout's v heads) from
+   * dout and the saved in/mean/rstd; dwq/dbq/dwk/dbk fp32 [hn] ACCUMULATE
+   * (dbq/dbk NULL with rms). */
+  void (*qknorm_bwd)(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq, float *dbq,
+                     float *dwk, float *dbk, const void *dout, const void *in, const void *wq,
+                     const void *wk, const float *mean, const float *rstd);
   /* GELU, tanh approximation (Hendrycks & Gimpel): out = gelu(in), [n] (T). */
   void (*gelu_fwd)(mt_backend *be, void *out, const void *in, int64_t n);
   /* din = dout * gelu'(in) (overwrite; din may alias dout). */
