@@ -199,10 +199,13 @@ static void print_summary(const mt_trainer *t) {
       !m->add_bias_linear || m->qk_layernorm ||
       m->kv_channels * m->num_attention_heads != m->hidden_size) {
     char pos[128];
+    /* rotated channels as Megatron's RotaryEmbedding: int(hn * rotary_percent) */
+    int rot = m->rotary_percent < 1.0f ? (int)((double)m->kv_channels * m->rotary_percent)
+                                       : m->kv_channels;
     if (rope)
-      snprintf(pos, sizeof pos, "rope (base %g, %g of %d channels%s)", (double)m->rotary_base,
-               (double)m->rotary_percent, m->kv_channels,
-               m->rotary_interleaved ? ", interleaved" : "");
+      snprintf(pos, sizeof pos, "rope (base %g, %d of %d channels rotated%s)",
+               (double)m->rotary_base, rot, m->kv_channels,
+               m->rotary_interleaved ? ", interleaved" : ", rotate-half");
     else
       snprintf(pos, sizeof pos, "%s", m->position_embedding_type);
     say(t, "> block: positions %s, %s (eps %g)%s, %s MLP, %d query heads in %d K/V groups of %d "
