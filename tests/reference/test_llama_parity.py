@@ -12,7 +12,11 @@ fp32:
   - initialisation: norm weights 1, biases 0, weights N(0, std) and the
     output-side projections N(0, std / sqrt(2L)) (sample std within 10%)
   - loss of one batch: relative error <= 1e-5
-  - every parameter gradient: max |g - g_ref| / max |g_ref| <= 1e-4
+  - every parameter gradient: max |g - g_ref| / max |g_ref| <= 1e-4; a
+    gradient that is zero in exact arithmetic (max |g_ref| below 1e-12 of the
+    model's largest gradient, e.g. the k_layernorm bias: adding one vector to
+    every key shifts each query's scores by a constant, which the softmax
+    ignores) must instead be fp32 round-off: max |g| <= 1e-6 of that largest
   - the loss curve of 10 AdamW steps: relative error <= 1e-5 per step
 Prints one line per case (and a line per failed check before it); exits
 non-zero when any case fails.
@@ -75,14 +79,21 @@ def check_case(d):
     if loss_rel > LOSS_TOL:
         fails.append("loss: megatrain %.9f torch %.9f rel %.2e" % (mt_loss, ce.item(), loss_rel))
 
-    worst, bad_grads = ("-", 0.0), []
+    worst, bad_grads, zero_grads = ("-", 0.0), [], []
+    refs = {p["name"]: (ref.params[p["name"]].grad if ref.params[p["name"]].grad is not None
+                        else torch.zeros_like(ref.params[p["name"]])).detach().numpy().reshape(-1)
+            for p in ref.meta["params"]}
+    gmax = max(np.abs(g).max() for g in refs.values())
     for p in ref.meta["params"]:
         pname = p["name"]
-        t = ref.params[pname]
-        g_ref = (t.grad if t.grad is not None else torch.zeros_like(t)).detach().numpy().reshape(-1)
+        g_ref = refs[pname]
         g = load_tensor(d, "grad." + pname, (-1,)).astype(np.float64)
         denom = np.abs(g_ref).max()
-        err = np.abs(g - g_ref).max() / denom if denom > 0 else np.abs(g).max()
+        if denom <= 1e-12 * gmax:  # zero in exact arithmetic: only round-off allowed
+            zero_grads.append(pname)
+            err = np.abs(g).max() / gmax * (GRAD_TOL / 1e-6)
+        else:
+            err = np.abs(g - g_ref).max() / denom
         if err > worst[1]:
             worst = (pname, err)
         if err > GRAD_TOL:
@@ -114,6 +125,9 @@ def check_case(d):
 
     for f in fails:
         print("FAIL %s: %s" % (name, f))
+    if zero_grads:
+        print("     %s: %d gradient(s) zero in exact arithmetic, megatrain's within fp32 round-off: %s"
+              % (name, len(zero_grads), ", ".join(zero_grads[:3])))
     print("%s %-16s %d params | loss %.6f rel %.1e | grads worst %.1e (%s) | AdamW %d steps worst %.1e (last %.6f)"
           % ("ok  " if not fails else "FAIL", name, n_params, mt_loss, loss_rel, worst[1], worst[0],
              len(lrs), worst_c, losses[-1]))
