@@ -16,9 +16,13 @@
  * (megatron/training/training.py), which counts GQA and gated MLPs:
  *   12 B s L h^2 [ (1 + ng/np + s/h) (np hn / h) + (ffn/h) g + V/(2 L h) ],
  * g = 3/2 with SwiGLU (three ffn-wide GEMMs instead of two), else 1.
+ * Also prints where the time goes: wall time per backend op (the op table
+ * wrapped, as bench_gpt.c does), the Llama ops (rmsnorm, swiglu, rope) on
+ * their own lines.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 
@@ -28,6 +32,113 @@
 #include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
 #include "trainer/optimizer.h"
+
+/* ---- op-table profiler: each wrapped op adds its wall time to a slot ---- */
+enum { P_GEMM, P_ATTN_F, P_ATTN_B, P_RMS_F, P_RMS_B, P_SWI_F, P_SWI_B, P_ROPE, P_LN, P_GELU,
+       P_XENT, P_DROP, P_EMB, P_ADAM, P_N };
+static const char *k_names[P_N] = {"gemm", "attn_fwd", "attn_bwd", "rmsnorm_fwd",
+                                   "rmsnorm_bwd", "swiglu_fwd", "swiglu_bwd", "rope_fwd/bwd",
+                                   "layernorm_fwd/bwd", "gelu_fwd/bwd", "cross_entropy",
+                                   "dropout/residual", "embedding_bwd", "adamw"};
+typedef struct {
+  mt_backend_ops ops;       /* wrapped table */
+  const mt_backend_ops *in; /* real table */
+  double t[P_N];
+  long calls[P_N];
+} prof_t;
+static prof_t *g_prof; /* bench-only: the profiler shims need to find their state */
+
+#define SHIM(slot, name, params, args) \
+  static void sh_##name params {          \
+    double t0 = mt_now();                 \
+    g_prof->in->name args;                \
+    g_prof->t[slot] += mt_now() - t0;     \
+    g_prof->calls[slot]++;                \
+  }
+SHIM(P_GEMM, gemm, (mt_backend * be, const mt_gemm_desc *d), (be, d))
+SHIM(P_ATTN_F, attn_fwd, (mt_backend * be, const mt_attn_desc *d, void *c, void *p, const void *q),
+     (be, d, c, p, q))
+SHIM(P_ATTN_B, attn_bwd,
+     (mt_backend * be, const mt_attn_desc *d, void *dq, const void *dc, const void *q,
+      const void *p),
+     (be, d, dq, dc, q, p))
+SHIM(P_RMS_F, rmsnorm_fwd,
+     (mt_backend * be, void *o, float *r, const void *i, const void *w, int64_t rows, int64_t h,
+      float eps),
+     (be, o, r, i, w, rows, h, eps))
+SHIM(P_RMS_B, rmsnorm_bwd,
+     (mt_backend * be, void *di, float *dw, const void *d, const void *i, const void *w,
+      const float *r, int64_t rows, int64_t h),
+     (be, di, dw, d, i, w, r, rows, h))
+SHIM(P_SWI_F, swiglu_fwd, (mt_backend * be, void *o, const void *i, int64_t rows, int64_t f),
+     (be, o, i, rows, f))
+SHIM(P_SWI_B, swiglu_bwd,
+     (mt_backend * be, void *di, const void *d, const void *i, int64_t rows, int64_t f),
+     (be, di, d, i, rows, f))
+SHIM(P_ROPE, rope_fwd, (mt_backend * be, const mt_rope_desc *d, void *q), (be, d, q))
+SHIM(P_ROPE, rope_bwd, (mt_backend * be, const mt_rope_desc *d, void *q), (be, d, q))
+SHIM(P_LN, layernorm_fwd,
+     (mt_backend * be, void *o, float *m, float *r, const void *i, const void *w, const void *b,
+      int64_t rows, int64_t h, float eps),
+     (be, o, m, r, i, w, b, rows, h, eps))
+SHIM(P_LN, layernorm_bwd,
+     (mt_backend * be, void *di, float *dw, float *db, const void *d, const void *i,
+      const void *w, const float *m, const float *r, int64_t rows, int64_t h),
+     (be, di, dw, db, d, i, w, m, r, rows, h))
+SHIM(P_GELU, gelu_fwd, (mt_backend * be, void *o, const void *i, int64_t n), (be, o, i, n))
+SHIM(P_GELU, gelu_bwd, (mt_backend * be, void *di, const void *i, const void *d, int64_t n),
+     (be, di, i, d, n))
+SHIM(P_XENT, xent_max,
+     (mt_backend * be, float *mx, const void *l, int64_t n, int64_t vl, int64_t valid),
+     (be, mx, l, n, vl, valid))
+SHIM(P_XENT, xent_stats,
+     (mt_backend * be, float *se, float *tl, const void *l, const float *mx, const int32_t *t,
+      int64_t n, int64_t vl, int64_t valid, int64_t v0),
+     (be, se, tl, l, mx, t, n, vl, valid, v0))
+SHIM(P_XENT, xent_bwd,
+     (mt_backend * be, void *l, const float *mx, const float *se, const int32_t *t, int64_t n,
+      int64_t vl, int64_t valid, int64_t v0, float sc),
+     (be, l, mx, se, t, n, vl, valid, v0, sc))
+SHIM(P_DROP, dropout_add_fwd,
+     (mt_backend * be, const mt_dropout_desc *d, void *o, const void *x, const void *r),
+     (be, d, o, x, r))
+SHIM(P_DROP, dropout_bwd, (mt_backend * be, const mt_dropout_desc *d, void *dx, const void *dy),
+     (be, d, dx, dy))
+SHIM(P_EMB, embedding_bwd,
+     (mt_backend * be, float *dw, const int32_t *t, int64_t n, const void *d, int64_t v0,
+      int64_t v1, int64_t h),
+     (be, dw, t, n, d, v0, v1, h))
+SHIM(P_ADAM, adamw,
+     (mt_backend * be, const mt_adamw_hparams *hp, float *ms, float *m, float *v, const float *g,
+      void *lp, int64_t n),
+     (be, hp, ms, m, v, g, lp, n))
+
+static void prof_install(prof_t *p, mt_backend *be) {
+  p->in = be->ops;
+  p->ops = *be->ops;
+  p->ops.gemm = sh_gemm;
+  p->ops.attn_fwd = sh_attn_fwd;
+  p->ops.attn_bwd = sh_attn_bwd;
+  p->ops.rmsnorm_fwd = sh_rmsnorm_fwd;
+  p->ops.rmsnorm_bwd = sh_rmsnorm_bwd;
+  p->ops.swiglu_fwd = sh_swiglu_fwd;
+  p->ops.swiglu_bwd = sh_swiglu_bwd;
+  p->ops.rope_fwd = sh_rope_fwd;
+  p->ops.rope_bwd = sh_rope_bwd;
+  p->ops.layernorm_fwd = sh_layernorm_fwd;
+  p->ops.layernorm_bwd = sh_layernorm_bwd;
+  p->ops.gelu_fwd = sh_gelu_fwd;
+  p->ops.gelu_bwd = sh_gelu_bwd;
+  p->ops.xent_max = sh_xent_max;
+  p->ops.xent_stats = sh_xent_stats;
+  p->ops.xent_bwd = sh_xent_bwd;
+  p->ops.dropout_add_fwd = sh_dropout_add_fwd;
+  p->ops.dropout_bwd = sh_dropout_bwd;
+  p->ops.embedding_bwd = sh_embedding_bwd;
+  p->ops.adamw = sh_adamw;
+  be->ops = &p->ops;
+  g_prof = p;
+}
 
 static double megatron_flops(const mt_gpt_config *c, int64_t b) {
   const double h = c->hidden_size, np = c->num_attention_heads, s = c->seq_length;
@@ -87,6 +198,9 @@ int main(int argc, char **argv) {
   mt_gpt_zero_grad(m);
   mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));
   mt_adamw_step(&opt, 1e-4f, 1.0f);
+  prof_t prof;
+  memset(&prof, 0, sizeof prof);
+  prof_install(&prof, be);
   double t0 = mt_now(), loss = 0;
   for (int it = 0; it < steps; it++) {
     mt_gpt_zero_grad(m);
@@ -98,6 +212,15 @@ int main(int argc, char **argv) {
   printf("megatrain: time per step %.1f ms | tokens/s %.1f | achieved %.1f GFLOP/s | loss %.4f | "
          "OpenBLAS kernels: %s\n",
          1e3 * dt, b * s / dt, flops / dt / 1e9, loss, openblas_get_corename());
+  double tot = 0;
+  for (int k = 0; k < P_N; k++) tot += prof.t[k] / steps;
+  printf("profile (ms per step, share of its time):");
+  for (int k = 0; k < P_N; k++)
+    if (prof.calls[k])
+      printf(" %s %.1f (%.1f%%) |", k_names[k], 1e3 * prof.t[k] / steps,
+             100.0 * prof.t[k] / steps / dt);
+  printf(" rest %.1f (%.1f%%)\n", 1e3 * (dt - tot), 100.0 * (dt - tot) / dt);
+  be->ops = prof.in;
   mt_adamw_free(&opt);
   free(tok);
   mt_gpt_destroy(m);
