@@ -20,6 +20,7 @@
  * wrapped, as bench_gpt.c does), the Llama ops (rmsnorm, swiglu, rope) on
  * their own lines.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,7 +206,7 @@ int main(int argc, char **argv) {
   for (int it = 0; it < steps; it++) {
     mt_gpt_zero_grad(m);
     loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s)) / (b * s);
-    double norm = mt_grad_sumsq(&opt, 1);
+    double norm = sqrt(mt_grad_sumsq(&opt, 1));
     mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
   }
   const double dt = (mt_now() - t0) / steps;

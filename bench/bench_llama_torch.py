@@ -49,7 +49,7 @@ def main():
     decay = [p for n, p in P.items() if not R.no_weight_decay(n, p.shape)]
     no_decay = [p for n, p in P.items() if R.no_weight_decay(n, p.shape)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=1e-4, betas=(0.9, 0.95), eps=1e-8)
+                            lr=1e-4, betas=(0.9, 0.95), eps=1e-8, foreach=True)
     gen = torch.Generator().manual_seed(1)
     batch = torch.randint(0, c.V, (c.b, c.s + 1), generator=gen)
     params = list(P.values())
