@@ -30,7 +30,9 @@
 /* ---- formula: model FLOPs -> the papers' MFU from their iteration times ---- */
 
 static double mfu_of(int64_t B, int64_t L, int64_t h, double t, int gpus) {
-  double F = mt_flops_per_iteration(B, 2048, L, h, 4 * h, 51200);
+  mt_flops_shape fs = {.global_batch = B, .seq_length = 2048, .num_layers = L, .hidden_size = h,
+                       .ffn_hidden_size = 4 * h, .padded_vocab_size = 51200};
+  double F = mt_flops_per_iteration(&fs);
   return F / (t * gpus * 312e12);
 }
 
