@@ -53,3 +53,22 @@ void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
   out->mlp = 4.0 * d.g * tok * d.h * ((d.L - d.n_moe) * d.f + d.n_moe * d.k * d.F);
   out->logits = 2.0 * tok * d.h * d.Vp;
 }
+
+mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) {
+  mt_flops_shape f = {0};
+  f.global_batch = global_batch;
+  f.seq_length = c->seq_length;
+  f.num_layers = c->num_layers;
+  f.hidden_size = c->hidden_size;
+  f.num_attention_heads = c->num_attention_heads;
+  f.num_query_groups = c->num_query_groups;
+  f.kv_channels = c->kv_channels;
+  f.ffn_hidden_size = c->ffn_hidden_size;
+  f.swiglu = c->swiglu;
+  f.num_experts = c->num_experts;
+  f.moe_router_topk = c->moe_router_topk;
+  f.moe_ffn_hidden_size = c->moe_ffn_hidden_size;
+  f.moe_layer_freq = c->moe_layer_freq;
+  f.padded_vocab_size = c->padded_vocab_size;
+  return f;
+}

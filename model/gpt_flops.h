@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "model/gpt.h"
+
 /* The shape the FLOPs depend on (whole model, global sizes). Zero-valued
  * optional fields take the GPT-2 meaning noted on each. */
 typedef struct {
@@ -58,5 +60,9 @@ double mt_flops_per_iteration(const mt_flops_shape *m);
  * repeats attn_core, full repeats every layer's forward (attn_linear +
  * attn_core + mlp; 2205.05198 Appendix A, 2104.04473 eq. 3). */
 void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out);
+
+/* The shape of a model config (mt_gpt_config: global sizes; its zero
+ * defaults keep their meaning) for `global_batch` samples per iteration. */
+mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch);
 
 #endif

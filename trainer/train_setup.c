@@ -55,27 +55,6 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   return g;
 }
 
-/* The model shape Megatron's FLOPs formula reads (model/gpt_flops.h). */
-static mt_flops_shape flops_shape(const mt_config *c) {
-  const mt_model_config *m = &c->model;
-  mt_flops_shape f = {0};
-  f.global_batch = c->training.global_batch_size;
-  f.seq_length = m->seq_length;
-  f.num_layers = m->num_layers;
-  f.hidden_size = m->hidden_size;
-  f.num_attention_heads = m->num_attention_heads;
-  f.num_query_groups = m->group_query_attention ? m->num_query_groups : m->num_attention_heads;
-  f.kv_channels = m->kv_channels;
-  f.ffn_hidden_size = m->ffn_hidden_size;
-  f.swiglu = m->swiglu;
-  f.num_experts = m->num_experts;
-  f.moe_router_topk = m->moe_router_topk;
-  f.moe_ffn_hidden_size = m->moe_ffn_hidden_size;
-  f.moe_layer_freq = m->moe_layer_freq;
-  f.padded_vocab_size = mt_config_padded_vocab(c);
-  return f;
-}
-
 static int open_data(mt_trainer *t, char *err, size_t errlen) {
   const mt_config *c = t->cfg;
   const char *paths[MT_MAX_DATA_PATHS];
@@ -228,7 +207,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   }
   t->n_params_total = mt_gpt_num_parameters(t->model);
   mt_allreduce(t->ps->pp, &t->n_params_total, 1, MT_I64, MT_OP_SUM);
-  mt_flops_shape fs = flops_shape(cfg);
+  mt_flops_shape fs = mt_gpt_flops_shape(&gc, cfg->training.global_batch_size);
   t->flops_per_iter = mt_flops_per_iteration(&fs);
 
   if (mt_trainer_load_checkpoint(t, err, errlen) != 0) return -1;
