@@ -91,6 +91,119 @@ static void test_param_counts(void **state) {
   }
 }
 
+/* ---- Llama-style models (configs/models/) ---- */
+
+/* Published parameter counts (Hugging Face model cards / safetensors index
+ * totals: the tokenizer's vocabulary, untied embeddings) and a hand count of
+ * the FLOPs per token: 3 x 2 x (GEMM weights per token: per layer
+ * h (a + 2 ng) hn + a hn h + 3 h ffn, plus the logits h Vp) + 3 x 4 s a hn
+ * per layer (Q K^T and P V over all s positions, as Megatron counts). */
+static void test_llama_models(void **state) {
+  (void)state;
+  struct {
+    const char *path;
+    int world;
+    int64_t published, L, h, a, ng, f, V, Vp, s;
+    double gflop_per_token; /* the hand computation's value, written out */
+  } r[] = {
+      {"configs/models/llama2-7b.json", 8, 6738415616LL, 32, 4096, 32, 32, 11008, 32000, 32000,
+       4096, 46.0849152},
+      {"configs/models/llama3-8b.json", 8, 8030261248LL, 32, 4096, 32, 8, 14336, 128256, 128256,
+       8192, 57.91285248},
+      {"configs/models/llama3-70b.json", 64, 70553706496LL, 80, 8192, 64, 8, 28672, 128256,
+       129024, 8192, 481.472544768},
+  };
+  for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+    mt_config cfg;
+    load_cfg(&cfg, r[i].path, r[i].world);
+    const int64_t n = mt_plan_num_parameters(&cfg, 0), np_ = mt_plan_num_parameters(&cfg, 1);
+    const int64_t Vp = mt_config_padded_vocab(&cfg);
+    printf("%s: %lld parameters (published %lld), %lld with the vocabulary padded to %lld\n",
+           r[i].path, (long long)n, (long long)r[i].published, (long long)np_, (long long)Vp);
+    EXPECT_EQ(n, r[i].published, "%s", r[i].path);
+    EXPECT_EQ(Vp, r[i].Vp, "%s", r[i].path);
+    /* padding adds rows to the word embedding and the untied output layer */
+    EXPECT_EQ(np_, r[i].published + 2 * (Vp - r[i].V) * r[i].h, "%s", r[i].path);
+    const double hn = (double)(r[i].h / r[i].a), L = (double)r[i].L, h = (double)r[i].h;
+    const double w = L * (h * (double)(r[i].a + 2 * r[i].ng) * hn + (double)r[i].a * hn * h +
+                          3.0 * h * (double)r[i].f) + h * (double)Vp;
+    const double hand = 6.0 * w + 12.0 * (double)r[i].s * (double)r[i].a * hn * L;
+    mt_plan p;
+    mt_hardware hw;
+    char err[2048];
+    mt_plan_options o = {0};
+    assert_int_equal(mt_hardware_load(&hw, "configs/hardware/h100-sxm.json", err, sizeof err), 0);
+    assert_int_equal(mt_plan_compute(&cfg, r[i].world, &hw, &o, &p, err, sizeof err), 0);
+    const double per_tok = p.time.model_flops / ((double)cfg.training.global_batch_size * r[i].s);
+    printf("  %.6f GFLOP per token (hand %.6f), fits %d, MFU %.1f%%\n", per_tok / 1e9, hand / 1e9,
+           p.mem.fits, 100 * p.time.mfu);
+    EXPECT(fabs(per_tok - hand) <= 1e-12 * hand, "%s: %.9g vs %.9g", r[i].path, per_tok, hand);
+    EXPECT(fabs(hand / 1e9 - r[i].gflop_per_token) < 1e-9, "%s: hand %.12g", r[i].path, hand);
+    EXPECT(p.mem.fits, "%s: the shipped layout must fit on H100 80 GB", r[i].path);
+    mt_config_free(&cfg);
+  }
+}
+
+/* Each option against the GPT-2 block of the same shape (test config): the
+ * parameter and FLOP differences are the option's own terms. */
+static void test_option_terms(void **state) {
+  (void)state;
+  const char *base = "{\"model\":{\"num_layers\":3,\"hidden_size\":64,\"num_attention_heads\":8,"
+                     "\"ffn_hidden_size\":160,\"seq_length\":32,\"max_position_embeddings\":48,"
+                     "\"vocab_size\":1000},\"training\":{\"micro_batch_size\":2,"
+                     "\"global_batch_size\":4,\"train_iters\":1,\"lr\":1e-3},"
+                     "\"data\":{\"data_path\":\"x\"}}";
+  const int64_t L = 3, h = 64, f = 160, a = 8, hn = 8, maxpos = 48, Vp = 1024, B = 4, s = 32;
+  char err[2048];
+  mt_config c0;
+  assert_int_equal(mt_config_load_string(&c0, base, "t", NULL, 0, 1, err, sizeof err), 0);
+  const int64_t n0 = mt_plan_num_parameters(&c0, 1);
+  mt_flops_shape f0 = {.global_batch = B, .seq_length = s, .num_layers = L, .hidden_size = h,
+                       .num_attention_heads = a, .ffn_hidden_size = f, .padded_vocab_size = Vp};
+  const double F0 = mt_flops_per_iteration(&f0);
+  /* GPT-2: 12 h^2 + 13 h + 2 h f + f per layer... as the formula in plan_mem.c */
+  EXPECT_EQ(n0, L * (4 * h * h + 2 * h * f + 9 * h + f) + Vp * h + maxpos * h + 2 * h, "%s", "gpt-2");
+  struct {
+    const char *set[2];
+    int64_t dparams;
+    double dflops;
+  } r[] = {
+      {{"model.position_embedding_type=\"rope\"", NULL}, -maxpos * h, 0},
+      {{"model.position_embedding_type=\"none\"", NULL}, -maxpos * h, 0},
+      {{"model.normalization=\"RMSNorm\"", NULL}, -(2 * L + 1) * h, 0},
+      /* fc1 gains f rows: h f weights + f biases per layer; 6 B s h f FLOPs */
+      {{"model.swiglu=true", NULL}, L * (h * f + f), 6.0 * B * s * L * h * f},
+      /* 2 groups of 8 heads: K and V lose (a - 2) hn rows each */
+      {{"model.group_query_attention=true", "model.num_query_groups=2"},
+       -L * 2 * (a - 2) * hn * (h + 1), -12.0 * B * s * L * h * (a - 2) * hn},
+      {{"model.add_bias_linear=false", NULL}, -L * ((a + 2 * a) * hn + h + f + h), 0},
+      {{"model.qk_layernorm=true", NULL}, L * 4 * hn, 0},
+      {{"model.untie_embeddings_and_output_weights=true", NULL}, Vp * h, 0},
+      /* kv_channels 16: q, k, v and proj double (a hn = 128 != h) */
+      {{"model.kv_channels=16", NULL}, L * (4 * a * 8 * h + 3 * a * 8),
+       12.0 * B * s * L * (2 * h * a * 8 + s * a * 8)},
+  };
+  for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+    mt_config c;
+    int n_set = r[i].set[1] ? 2 : 1;
+    int rc = mt_config_load_string(&c, base, "t", r[i].set, n_set, 1, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    const int64_t n = mt_plan_num_parameters(&c, 1);
+    mt_flops_shape fs = f0;
+    fs.num_query_groups = c.model.group_query_attention ? c.model.num_query_groups : 0;
+    fs.kv_channels = c.model.kv_channels;
+    fs.swiglu = c.model.swiglu;
+    const double F = mt_flops_per_iteration(&fs);
+    printf("%-48s params %+lld (expected %+lld), FLOPs %+.6g (expected %+.6g)\n", r[i].set[0],
+           (long long)(n - n0), (long long)r[i].dparams, F - F0, r[i].dflops);
+    EXPECT_EQ(n - n0, r[i].dparams, "%s", r[i].set[0]);
+    EXPECT(fabs((F - F0) - r[i].dflops) <= 1e-9 * F0, "%s", r[i].set[0]);
+    mt_config_free(&c);
+  }
+  mt_config_free(&c0);
+}
+
 /* ---- predictions vs the papers ---- */
 
 static void test_paper_reproduction(void **state) {
@@ -318,6 +431,7 @@ int main(void) {
       cmocka_unit_test(test_mfu_formula),       cmocka_unit_test(test_param_counts),
       cmocka_unit_test(test_paper_reproduction), cmocka_unit_test(test_memory_vs_allocator),
       cmocka_unit_test(test_bad_inputs),        cmocka_unit_test(test_model_directions),
+      cmocka_unit_test(test_llama_models),      cmocka_unit_test(test_option_terms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
