@@ -8,11 +8,21 @@
  * embedding (or untied), cross-entropy over the real vocabulary only (padded
  * logit columns never enter the softmax).
  *
+ * Llama-style options (docs/model.md; Megatron-core's flags): RoPE instead
+ * of the position table (applied to q and k after linear_qkv and the q/k
+ * norms, at each token's global position), RMSNorm instead of LayerNorm,
+ * SwiGLU MLPs (dense and expert), grouped-query attention, no linear biases,
+ * qk_layernorm (decoder.layers.N.self_attention.{q,k}_layernorm.*, [hn],
+ * shared by all heads, replicated over TP with TP-summed gradients).
+ *
  * Activations are [s, b, h] (Megatron order). Parameter names follow
  * Megatron-core (embedding.word_embeddings.weight,
  * decoder.layers.N.self_attention.linear_qkv.weight, ...). linear_qkv's
- * output features are ordered [heads, 3 (q, k, v), head_dim] as in Megatron,
- * so splitting by heads is a contiguous row block.
+ * output features are ordered [query groups, np/ng q heads + k + v,
+ * head_dim] as in Megatron-core ([heads, 3, head_dim] without GQA), so
+ * splitting by query groups is a contiguous row block. linear_fc1 with SwiGLU
+ * is [2 ffn, h]: gate rows then up rows; TP rank r holds both its gate and
+ * its up slice (mt_param.halves).
  *
  * Initialisation (Megatron): weights N(0, init_method_std); linear_proj and
  * linear_fc2 N(0, init_method_std / sqrt(2 num_layers)); LayerNorm weight 1,

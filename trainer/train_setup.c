@@ -38,6 +38,18 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.init_method_std = c->model.init_method_std;
   g.layernorm_epsilon = c->model.layernorm_epsilon;
   g.untie_embeddings_and_output_weights = c->model.untie_embeddings_and_output_weights;
+  g.position_embedding = !strcmp(c->model.position_embedding_type, "rope")   ? MT_POS_ROPE
+                         : !strcmp(c->model.position_embedding_type, "none") ? MT_POS_NONE
+                                                                             : MT_POS_LEARNED;
+  g.rotary_base = c->model.rotary_base;
+  g.rotary_percent = c->model.rotary_percent;
+  g.rotary_interleaved = c->model.rotary_interleaved;
+  g.normalization = !strcmp(c->model.normalization, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
+  g.swiglu = c->model.swiglu;
+  g.num_query_groups = c->model.group_query_attention ? c->model.num_query_groups : 0;
+  g.kv_channels = c->model.kv_channels;
+  g.disable_bias_linear = !c->model.add_bias_linear;
+  g.qk_layernorm = c->model.qk_layernorm;
   g.micro_batch_size = c->training.micro_batch_size;
   g.seed = c->training.seed;
   g.num_experts = c->model.num_experts;
