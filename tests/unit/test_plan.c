@@ -363,6 +363,26 @@ static void test_memory_vs_allocator(void **state) {
   check_memory(b, 1, "selective", 1);
   check_memory(b, 1, "full", 1);
   check_memory(b, 1, "full", 2);
+  /* Llama-style block (RoPE, RMSNorm, SwiGLU, GQA 2 groups, no biases,
+   * untied) and a qk_layernorm + LayerNorm variant with kv_channels 24 */
+  const char *l = "{\"model\":{\"num_layers\":3,\"hidden_size\":64,\"num_attention_heads\":4,"
+                  "\"ffn_hidden_size\":176,\"seq_length\":32,\"vocab_size\":1000,"
+                  "\"position_embedding_type\":\"rope\",\"normalization\":\"RMSNorm\","
+                  "\"swiglu\":true,\"group_query_attention\":true,\"num_query_groups\":2,"
+                  "\"add_bias_linear\":false,\"untie_embeddings_and_output_weights\":true},"
+                  "\"training\":{\"micro_batch_size\":2,\"train_iters\":1,\"lr\":1e-3},"
+                  "\"data\":{\"data_path\":\"x\"}}";
+  const char *q = "{\"model\":{\"num_layers\":3,\"hidden_size\":64,\"num_attention_heads\":4,"
+                  "\"ffn_hidden_size\":176,\"seq_length\":32,\"vocab_size\":1000,"
+                  "\"position_embedding_type\":\"rope\",\"qk_layernorm\":true,\"kv_channels\":24,"
+                  "\"swiglu\":true,\"group_query_attention\":true,\"num_query_groups\":1},"
+                  "\"training\":{\"micro_batch_size\":2,\"train_iters\":1,\"lr\":1e-3},"
+                  "\"data\":{\"data_path\":\"x\"}}";
+  check_memory(l, 1, "", 1);
+  check_memory(l, 1, "selective", 1);
+  check_memory(l, 1, "full", 2);
+  check_memory(q, 1, "", 1);
+  check_memory(q, 1, "full", 1);
 }
 
 /* ---- errors ---- */
