@@ -36,7 +36,7 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.hidden_dropout = c->model.hidden_dropout;
   g.attention_dropout = c->model.attention_dropout;
   g.init_method_std = c->model.init_method_std;
-  g.layernorm_epsilon = c->model.layernorm_epsilon;
+  g.layernorm_epsilon = c->model.norm_epsilon; /* = layernorm_epsilon (alias) */
   g.untie_embeddings_and_output_weights = c->model.untie_embeddings_and_output_weights;
   g.position_embedding = !strcmp(c->model.position_embedding_type, "rope")   ? MT_POS_ROPE
                          : !strcmp(c->model.position_embedding_type, "none") ? MT_POS_NONE
