@@ -230,9 +230,9 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0),
      NULL, NUM(0), "megatrain-only",
      "every N iterations compare checksums of the parameters across the data-parallel group "
-     "and of the replicated parameters (LayerNorms, position embedding, row-parallel biases) "
-     "across the tensor-parallel group; a mismatch is an error. 0 = only at the end of "
-     "training"},
+     "(experts across the expert-data-parallel group) and of the replicated parameters (norm "
+     "weights and biases incl. q/k norms, position embedding, row-parallel biases) across the "
+     "tensor-parallel group; a mismatch is an error. 0 = only at the end of training"},
     {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL, NUM(0),
      "`OMP_NUM_THREADS`", "CPU threads per rank; 0 = OpenMP default"},
 

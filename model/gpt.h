@@ -162,7 +162,9 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads);
 
 /* After the last micro-batch of an iteration: sum over the TP group the
  * gradients of parameters that sequence parallelism leaves partial
- * (LayerNorms, position embedding: each rank saw only its sequence shard),
+ * (LayerNorm/RMSNorm weights and biases, position embedding: each rank saw
+ * only its sequence shard) or that TP itself leaves partial (q/k-norm
+ * weights and biases: each rank saw only its heads; with or without SP),
  * and over the embedding group (first and last pipeline stage) the gradient
  * of the tied word embedding. Communicates over cfg->tp_group and
  * cfg->embd_group. */

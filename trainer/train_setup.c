@@ -219,9 +219,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   }
   t->n_params_total = mt_gpt_num_parameters(t->model);
   mt_allreduce(t->ps->pp, &t->n_params_total, 1, MT_I64, MT_OP_SUM);
-  t->flops_per_iter = mt_flops_per_iteration(
-      cfg->training.global_batch_size, s, cfg->model.num_layers, cfg->model.hidden_size,
-      cfg->model.ffn_hidden_size, mt_config_padded_vocab(cfg));
+  mt_flops_shape fs = mt_gpt_flops_shape(&gc, cfg->training.global_batch_size);
+  t->flops_per_iter = mt_flops_per_iteration(&fs);
 
   if (mt_trainer_load_checkpoint(t, err, errlen) != 0) return -1;
   if (t->is_logger &&
