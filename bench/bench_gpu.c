@@ -51,8 +51,8 @@ int main(int argc, char **argv) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     tok[i] = (int32_t)((x >> 33) % 50257);
   }
-  const double flops = mt_flops_per_iteration(b, s, c.num_layers, c.hidden_size,
-                                              c.ffn_hidden_size, c.padded_vocab_size);
+  const mt_flops_shape fs = mt_gpt_flops_shape(&c, b);
+  const double flops = mt_flops_per_iteration(&fs);
   printf("bench_gpu: layers %d hidden %d heads %d seq %d micro-batch %d %s, %lld parameters, "
          "%.1f GFLOP per micro-batch, %d micro-batch(es) per AdamW step\n",
          c.num_layers, c.hidden_size, c.num_attention_heads, s, b, mt_dtype_name(be->dtype),

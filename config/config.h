@@ -28,8 +28,22 @@ typedef struct {
   float hidden_dropout;
   float attention_dropout;
   float init_method_std;
-  float layernorm_epsilon;
+  float norm_epsilon;             /* LayerNorm/RMSNorm epsilon (Megatron's --norm-epsilon) */
+  float layernorm_epsilon;        /* alias of norm_epsilon (older name); equal after loading */
   int untie_embeddings_and_output_weights;
+  /* Llama-style block options (docs/model.md); defaults give the GPT-2 block */
+  char position_embedding_type[24]; /* "learned_absolute" | "rope" | "none" */
+  float rotary_base;
+  float rotary_percent;             /* (0, 1]: fraction of each head's channels rotated */
+  int rotary_interleaved;
+  char normalization[16];           /* "LayerNorm" | "RMSNorm" */
+  int swiglu;
+  int group_query_attention;
+  int num_query_groups;             /* derived: 1 with group_query_attention (MQA), else
+                                       num_attention_heads; always resolved after loading */
+  int kv_channels;                  /* derived: hidden_size / num_attention_heads */
+  int add_bias_linear;
+  int qk_layernorm;
   char recompute_granularity[16]; /* "" (none) | "selective" | "full" */
   int recompute_num_layers;
   /* mixture of experts (docs/moe.md); num_experts = 0 means dense */

@@ -29,8 +29,18 @@ void mt_cfg_derive(mt_config *cfg, int world) {
   mt_model_config *m = &cfg->model;
   mt_parallel_config *p = &cfg->parallel;
   mt_training_config *t = &cfg->training;
-  if (m->ffn_hidden_size == 0) m->ffn_hidden_size = clamp_int(4 * (int64_t)m->hidden_size);
+  /* Megatron's arguments.py: with swiglu int((4h * 2/3) / 64) * 64, which is
+   * exactly (h / 24) * 64 in integers (keeps the parameters near 4h's). */
+  if (m->ffn_hidden_size == 0)
+    m->ffn_hidden_size = clamp_int(m->swiglu ? (int64_t)(m->hidden_size / 24) * 64
+                                             : 4 * (int64_t)m->hidden_size);
   if (m->max_position_embeddings == 0) m->max_position_embeddings = m->seq_length;
+  if (m->kv_channels == 0 && m->num_attention_heads > 0)
+    m->kv_channels = m->hidden_size / m->num_attention_heads;
+  /* Megatron: --num-query-groups defaults to 1 and is used only with
+   * --group-query-attention; without it every head is its own group. */
+  if (m->num_query_groups == 0)
+    m->num_query_groups = m->group_query_attention ? 1 : m->num_attention_heads;
   if (m->moe_ffn_hidden_size == 0) m->moe_ffn_hidden_size = m->ffn_hidden_size;
   if (p->virtual_pipeline_model_parallel_size == 0) p->virtual_pipeline_model_parallel_size = 1;
   if (p->expert_tensor_parallel_size == 0)
@@ -120,7 +130,9 @@ static void note(mt_cfg_ctx *c, const char *msg) {
   snprintf(c->notes + used, sizeof c->notes - used, "%s%s", used ? "\n" : "", msg);
 }
 
-static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world) {
+/* kv_given: model.kv_channels was set (then hidden_size need not be a
+ * multiple of num_attention_heads, as in Megatron). */
+static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) {
   mt_model_config *m = &cfg->model;
   mt_parallel_config *p = &cfg->parallel;
   mt_training_config *t = &cfg->training;
@@ -139,10 +151,10 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world) {
                        "does not divide the world size %d (expected the number of ranks to be a "
                        "multiple of tp x pp; data-parallel size = world / (tp x pp))",
                        tp, pp, (long long)tp * pp, world);
-  if (m->hidden_size % m->num_attention_heads)
+  if (!kv_given && m->hidden_size % m->num_attention_heads)
     return mt_cfg_fail(c, key("model.num_attention_heads"),
                        "hidden_size (%d) is not divisible by num_attention_heads (%d) (expected a "
-                       "divisor of hidden_size)",
+                       "divisor of hidden_size, or model.kv_channels set explicitly)",
                        m->hidden_size, m->num_attention_heads);
   if (m->num_attention_heads % tp)
     return mt_cfg_fail(c, key("model.num_attention_heads"),
@@ -224,6 +236,86 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
+/* norm_epsilon and its older name layernorm_epsilon: the one given wins,
+ * both given must agree; afterwards both fields hold the value. */
+static int resolve_norm_epsilon(mt_cfg_ctx *c, mt_model_config *m) {
+  int kn = key("model.norm_epsilon"), kl = key("model.layernorm_epsilon");
+  if (c->present[kn] && c->present[kl] && m->norm_epsilon != m->layernorm_epsilon)
+    return mt_cfg_fail(c, kl,
+                       "%g differs from norm_epsilon %g (expected only one of the two: "
+                       "layernorm_epsilon is the older name of norm_epsilon)",
+                       (double)m->layernorm_epsilon, (double)m->norm_epsilon);
+  if (c->present[kl] && !c->present[kn]) m->norm_epsilon = m->layernorm_epsilon;
+  m->layernorm_epsilon = m->norm_epsilon;
+  return 0;
+}
+
+/* A RoPE-only key holding another value than its default without
+ * position_embedding_type "rope": refused (Megatron ignores it silently). */
+static int rope_only(mt_cfg_ctx *c, const mt_model_config *m, const char *name, double v) {
+  int k = key(name);
+  const mt_cfg_key *kd = &mt_cfg_keys[k];
+  if (v == (double)(float)kd->def) return 0;
+  char got[32], def[32];
+  snprintf(got, sizeof got, "%g", v);
+  snprintf(def, sizeof def, "%g", kd->def);
+  if (kd->type == MT_CT_BOOL) {
+    snprintf(got, sizeof got, "%s", v != 0 ? "true" : "false");
+    snprintf(def, sizeof def, "%s", kd->def != 0 ? "true" : "false");
+  }
+  return mt_cfg_fail(c, k,
+                     "%s has no effect with position_embedding_type \"%s\" (expected "
+                     "position_embedding_type \"rope\", or the default %s)",
+                     got, m->position_embedding_type, def);
+}
+
+/* The Llama-style block options (docs/model.md): Megatron's rules, and
+ * refusals of settings that would silently change nothing. */
+static int check_block(mt_cfg_ctx *c, const mt_config *cfg) {
+  const mt_model_config *m = &cfg->model;
+  const int tp = cfg->parallel.tensor_model_parallel_size;
+  const int np = m->num_attention_heads, ng = m->num_query_groups, hn = m->kv_channels;
+  if (strcmp(m->position_embedding_type, "rope") != 0) {
+    if (rope_only(c, m, "model.rotary_base", m->rotary_base) ||
+        rope_only(c, m, "model.rotary_percent", m->rotary_percent) ||
+        rope_only(c, m, "model.rotary_interleaved", m->rotary_interleaved))
+      return 2;
+  } else {
+    /* Megatron's RotaryEmbedding: dim = int(kv_channels * rotary_percent)
+     * when rotary_percent < 1; it rotates dim / 2 channel pairs. */
+    int d = m->rotary_percent < 1.0f ? (int)((double)hn * (double)m->rotary_percent) : hn;
+    const char *k = m->rotary_percent < 1.0f ? "model.rotary_percent" : "model.kv_channels";
+    if (d < 2 || d % 2)
+      return mt_cfg_fail(c, key(k),
+                         "kv_channels (%d) x rotary_percent (%g) gives %d rotated channels "
+                         "(expected an even number >= 2: RoPE turns channel pairs)",
+                         hn, (double)m->rotary_percent, d);
+  }
+  if (!m->group_query_attention && ng != np)
+    return mt_cfg_fail(c, key("model.num_query_groups"),
+                       "%d needs model.group_query_attention true (expected num_attention_heads "
+                       "%d without it: every head has its own K/V; Megatron would ignore the key)",
+                       ng, np);
+  if (ng > np || np % ng)
+    return mt_cfg_fail(c, key("model.num_query_groups"),
+                       "%d does not divide num_attention_heads %d (expected a divisor: each K/V "
+                       "group serves num_attention_heads / num_query_groups query heads)",
+                       ng, np);
+  if (ng % tp)
+    return mt_cfg_fail(c, key("model.num_query_groups"),
+                       "%d K/V group(s)%s cannot be split over tensor_model_parallel_size %d "
+                       "(expected a multiple of tp: each rank holds whole groups; replicating "
+                       "K/V heads over ranks is not implemented)",
+                       ng, c->present[key("model.num_query_groups")] ? "" : " (the default: MQA)",
+                       tp);
+  if (m->qk_layernorm && hn < 2)
+    return mt_cfg_fail(c, key("model.qk_layernorm"),
+                       "needs kv_channels >= 2 (got %d: normalising a single channel makes "
+                       "every query and key a constant)",
+                       hn);
+  return 0;
+}
+
 static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
   const mt_model_config *m = &cfg->model;
   const mt_parallel_config *p = &cfg->parallel;
@@ -272,9 +364,20 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
 
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (world_size < 1) world_size = 1;
+  mt_model_config *m = &cfg->model;
+  const int kv_given = m->kv_channels != 0, ffn_given = m->ffn_hidden_size != 0;
   mt_cfg_derive(cfg, world_size);
+  if (resolve_norm_epsilon(c, m)) return 2;
+  if (!ffn_given && m->swiglu && m->ffn_hidden_size == 0 && m->hidden_size >= 1)
+    return mt_cfg_fail(c, key("model.ffn_hidden_size"),
+                       "derived as 0 for swiglu with hidden_size %d (Megatron's rule "
+                       "floor(8 x hidden_size / 3 / 64) x 64; expected hidden_size >= 24 or "
+                       "ffn_hidden_size set explicitly)",
+                       m->hidden_size);
   if (check_ranges(c, cfg) || check_split(c, cfg->data.split)) return 2;
-  if (check_layout(c, cfg, world_size) || check_moe(c, cfg, world_size)) return 2;
+  if (check_layout(c, cfg, world_size, kv_given) || check_block(c, cfg) ||
+      check_moe(c, cfg, world_size))
+    return 2;
   const mt_training_config *t = &cfg->training;
   if (t->min_lr > t->lr)
     return mt_cfg_fail(c, key("training.min_lr"), "%g is larger than lr %g (expected min_lr <= lr)",

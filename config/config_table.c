@@ -39,7 +39,8 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_MODEL, "num_attention_heads", MT_CT_INT, FLD(model.num_attention_heads), REQ | GE(1), NULL,
      NUM(12), "`--num-attention-heads`", "attention heads; divides `hidden_size`"},
     {S_MODEL, "ffn_hidden_size", MT_CT_INT, FLD(model.ffn_hidden_size), DER | GE(1), NULL,
-     RULE("4 × `hidden_size`"), "`--ffn-hidden-size`", "MLP inner width"},
+     RULE("4 × `hidden_size`; with `swiglu` ⌊8 × `hidden_size` / 3 / 64⌋ × 64 (Megatron's)"),
+     "`--ffn-hidden-size`", "MLP inner width (with `swiglu`: width of each of the gate and up halves)"},
     {S_MODEL, "seq_length", MT_CT_INT, FLD(model.seq_length), REQ | GE(1), NULL, NUM(1024),
      "`--seq-length`", "tokens per sample s"},
     {S_MODEL, "max_position_embeddings", MT_CT_INT, FLD(model.max_position_embeddings),
@@ -56,12 +57,53 @@ const mt_cfg_key mt_cfg_keys[] = {
      0, 1, NULL, NUM(0.1), "`--attention-dropout`", "dropout on attention probabilities"},
     {S_MODEL, "init_method_std", MT_CT_FLOAT, FLD(model.init_method_std), GT(0), NULL, NUM(0.02),
      "`--init-method-std`", "std of the normal weight init"},
+    {S_MODEL, "norm_epsilon", MT_CT_FLOAT, FLD(model.norm_epsilon), GT(0), NULL, NUM(1e-5),
+     "`--norm-epsilon`", "ε of every LayerNorm / RMSNorm (also the qk norms)"},
     {S_MODEL, "layernorm_epsilon", MT_CT_FLOAT, FLD(model.layernorm_epsilon), GT(0), NULL,
-     NUM(1e-5), "`--norm-epsilon` (`--layernorm-epsilon`)", "LayerNorm ε"},
+     NUM(1e-5), "`--layernorm-epsilon` (older Megatron)",
+     "alias of `norm_epsilon`, kept for old configs; giving both with different values is an "
+     "error"},
     {S_MODEL, "untie_embeddings_and_output_weights", MT_CT_BOOL,
      FLD(model.untie_embeddings_and_output_weights), 0, 0, 0, NULL, NUM(0),
      "`--untie-embeddings-and-output-weights`",
      "separate output projection instead of the word embedding"},
+    {S_MODEL, "position_embedding_type", MT_CT_STR, FLD(model.position_embedding_type), 0, 0, 0,
+     "learned_absolute|rope|none", STR("learned_absolute"), "`--position-embedding-type`",
+     "learned absolute table, rotary embedding (RoFormer) on q and k, or none"},
+    {S_MODEL, "rotary_base", MT_CT_FLOAT, FLD(model.rotary_base), GT(0), NULL, NUM(10000),
+     "`--rotary-base`",
+     "RoPE base θ: pair i turns by pos · θ^(−2i/d), d the rotated channels; another value than "
+     "the default needs `position_embedding_type` `rope`"},
+    {S_MODEL, "rotary_percent", MT_CT_FLOAT, FLD(model.rotary_percent), MT_CK_GT | MT_CK_LE, 0, 1,
+     NULL, NUM(1.0), "`--rotary-percent`",
+     "fraction of each head's channels that RoPE rotates: d = ⌊`kv_channels` × it⌋ must be even "
+     "(channel pairs); another value than 1 needs `rope`"},
+    {S_MODEL, "rotary_interleaved", MT_CT_BOOL, FLD(model.rotary_interleaved), 0, 0, 0, NULL,
+     NUM(0), "`--rotary-interleaved`",
+     "pair channels (2i, 2i+1) instead of rotate-half (i, i + d/2, Hugging Face's); `true` "
+     "needs `rope`"},
+    {S_MODEL, "normalization", MT_CT_STR, FLD(model.normalization), 0, 0, 0, "LayerNorm|RMSNorm",
+     STR("LayerNorm"), "`--normalization`", "LayerNorm (weight, bias) or RMSNorm (weight only)"},
+    {S_MODEL, "swiglu", MT_CT_BOOL, FLD(model.swiglu), 0, 0, 0, NULL, NUM(0), "`--swiglu`",
+     "gated SiLU MLP: fc1 gives gate and up halves of `ffn_hidden_size` each"},
+    {S_MODEL, "group_query_attention", MT_CT_BOOL, FLD(model.group_query_attention), 0, 0, 0,
+     NULL, NUM(0), "`--group-query-attention`",
+     "K and V have `num_query_groups` heads shared by the query heads"},
+    {S_MODEL, "num_query_groups", MT_CT_INT, FLD(model.num_query_groups), DER | GE(1), NULL,
+     RULE("1 with `group_query_attention` (MQA, Megatron's default), else `num_attention_heads`"),
+     "`--num-query-groups`",
+     "K/V heads, each shared by `num_attention_heads` / `num_query_groups` query heads; divides "
+     "`num_attention_heads`, a multiple of tp; without `group_query_attention` only "
+     "`num_attention_heads` is accepted"},
+    {S_MODEL, "kv_channels", MT_CT_INT, FLD(model.kv_channels), DER | GE(1), NULL,
+     RULE("`hidden_size` / `num_attention_heads`"), "`--kv-channels`",
+     "channels per head; when given, `hidden_size` need not be `num_attention_heads` × it"},
+    {S_MODEL, "add_bias_linear", MT_CT_BOOL, FLD(model.add_bias_linear), 0, 0, 0, NULL, NUM(1),
+     "`--add-bias-linear` / `--disable-bias-linear`", "biases on every linear layer"},
+    {S_MODEL, "qk_layernorm", MT_CT_BOOL, FLD(model.qk_layernorm), 0, 0, 0, NULL, NUM(0),
+     "`--qk-layernorm`",
+     "normalise each head's query and key with `normalization` (weights of [`kv_channels`] "
+     "shared by the heads); needs `kv_channels` ≥ 2"},
     {S_MODEL, "recompute_granularity", MT_CT_STR, FLD(model.recompute_granularity), NUL, 0, 0,
      "selective|full", STR(NULL), "`--recompute-granularity`",
      "activation recomputation: attention core only, or whole layers; null = off"},
@@ -188,9 +230,9 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0),
      NULL, NUM(0), "megatrain-only",
      "every N iterations compare checksums of the parameters across the data-parallel group "
-     "and of the replicated parameters (LayerNorms, position embedding, row-parallel biases) "
-     "across the tensor-parallel group; a mismatch is an error. 0 = only at the end of "
-     "training"},
+     "(experts across the expert-data-parallel group) and of the replicated parameters (norm "
+     "weights and biases incl. q/k norms, position embedding, row-parallel biases) across the "
+     "tensor-parallel group; a mismatch is an error. 0 = only at the end of training"},
     {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL, NUM(0),
      "`OMP_NUM_THREADS`", "CPU threads per rank; 0 = OpenMP default"},
 

@@ -66,23 +66,63 @@ typedef struct {
   int batch; /* >= 1 */
 } mt_gemm_desc;
 
-/* Causal self-attention core (Megatron's "core attention"):
- *   per micro-batch row bi and local head n:
- *   P = softmax(scale * Q K^T + causal mask), ctx = dropout(P) V.
- * qkv is [s, b, np, 3, hn] (per-head interleaved q, k, v: the column-parallel
- * split of linear_qkv by heads is then contiguous), ctx is [s, b, np, hn].
+/* Causal self-attention core (Megatron's "core attention"), with grouped-query
+ * attention (Ainslie et al. 2023, GQA; MQA when ng = 1; plain multi-head when
+ * ng = np):
+ *   per micro-batch row bi and local head n (query group g = n / (np/ng)):
+ *   P = softmax(scale * Q_n K_g^T + causal mask), ctx_n = dropout(P) V_g.
+ * qkv is [s, b, ng, np/ng + 2, hn]: per query group its np/ng query heads,
+ * then its key head, then its value head (Megatron-core's fused layout; with
+ * ng = np this is [s, b, np, 3, hn]), so the column-parallel split of
+ * linear_qkv by groups is contiguous. ctx is [s, b, np, hn].
  * Attention-probability dropout of element (bi, n, q, k) uses counter
  *   ((sample_ids[bi] * n_heads_total + head_offset + n) * s + q) * s + k
  * with `key`, so masks are independent of tp (global head) and of dp or
  * micro-batching (global sample id). */
 typedef struct {
   int s, b, np, hn;
+  int ng;                     /* local query groups; divides np (0 is read as np) */
   int head_offset, n_heads_total;
   float scale;
   float dropout_p;            /* 0 = off */
   mt_rng_key_t key;
   const int64_t *sample_ids;  /* [b], host memory */
 } mt_attn_desc;
+
+/* Rotary position embedding (Su et al. 2021, RoFormer; Megatron-core's
+ * rotary_pos_embedding.py) on the query and key heads of a qkv tensor laid
+ * out as in mt_attn_desc ([s, b, ng, np/ng + 2, hn]; value heads untouched).
+ * The first rot_dim channels of every q/k head are rotated (rot_dim even,
+ * = hn * rotary_percent), the rest pass through. Token si has the global
+ * position pos = s_offset + si; pair i (0 <= i < rot_dim/2) turns by
+ *   theta_i = pos * base^(-2i / rot_dim)
+ *   (x_a, x_b) -> (x_a cos theta_i - x_b sin theta_i, x_b cos theta_i + x_a sin theta_i)
+ * with a = i, b = i + rot_dim/2 (rotate-half: Megatron's default and Hugging
+ * Face's) or a = 2i, b = 2i + 1 (interleaved). cos/sin are computed in double
+ * precision on the host side of cpu/; a backend may use fp32 angles (its
+ * tolerance is in the op-case table). */
+typedef struct {
+  int s, b, np, ng, hn;
+  int rot_dim;
+  int interleaved;
+  float base;
+  int s_offset;               /* global position of row si = 0 */
+} mt_rope_desc;
+
+/* Per-head normalisation of queries and keys (Megatron-core's qk_layernorm;
+ * Dehghani et al. 2023, "Scaling Vision Transformers to 22B", §3.1) on a qkv
+ * tensor [rows, ng, np/ng + 2, hn] laid out as in mt_attn_desc (rows = s·b):
+ * every q head is normalised over its hn channels with (wq, bq), every k head
+ * with (wk, bk), v heads are copied. LayerNorm (rms = 0) or RMSNorm (rms = 1,
+ * biases ignored). Statistics are indexed per (row, group, slot) with slot
+ * 0..np/ng-1 the group's q heads and np/ng its k head:
+ *   stat[(r * ng + g) * (np/ng + 1) + slot], rows·(np + ng) entries. */
+typedef struct {
+  int64_t rows;
+  int np, ng, hn;
+  int rms;
+  float eps;
+} mt_qknorm_desc;
 
 /* Dropout on a [s, b, h] tensor (local shard). Element (si, bi, hi) uses
  * counter ((sample_ids[bi] * s_full + s_offset + si) * h_full + h_offset + hi)
@@ -147,16 +187,51 @@ typedef struct {
   void (*layernorm_bwd)(mt_backend *be, void *din, float *dw, float *db, const void *dout,
                         const void *in, const void *w, const float *mean, const float *rstd,
                         int64_t rows, int64_t h);
+  /* RMSNorm (Zhang & Sennrich 2019) over the last dim h:
+   * out = in * rstd * w, rstd = 1 / sqrt(mean_h(in^2) + eps).
+   * in/out [rows, h] (T), w [h] (T), rstd [rows] (fp32, saved). */
+  void (*rmsnorm_fwd)(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
+                      int64_t rows, int64_t h, float eps);
+  /* din (T) ACCUMULATES the input gradient; dw (fp32 [h]) accumulates. */
+  void (*rmsnorm_bwd)(mt_backend *be, void *din, float *dw, const void *dout, const void *in,
+                      const void *w, const float *rstd, int64_t rows, int64_t h);
+  /* SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer"): in [rows, 2f]
+   * holds per row the gate half [0, f) then the up half [f, 2f);
+   * out [rows, f] (T) = silu(gate) * up, silu(x) = x / (1 + exp(-x)). */
+  void (*swiglu_fwd)(mt_backend *be, void *out, const void *in, int64_t rows, int64_t f);
+  /* din [rows, 2f] (T, overwrite) = d(gate), d(up) from dout [rows, f] and
+   * the saved in. */
+  void (*swiglu_bwd)(mt_backend *be, void *din, const void *dout, const void *in, int64_t rows,
+                     int64_t f);
+  /* Rotary embedding (mt_rope_desc) applied IN PLACE to the q and k heads of
+   * qkv [s, b, ng, np/ng + 2, hn] (T). */
+  void (*rope_fwd)(mt_backend *be, const mt_rope_desc *d, void *qkv);
+  /* Backward: the inverse rotation (angle -theta) applied IN PLACE to the q
+   * and k heads of dqkv (same layout); the v heads are untouched. */
+  void (*rope_bwd)(mt_backend *be, const mt_rope_desc *d, void *dqkv);
+  /* qk_layernorm (mt_qknorm_desc): out [rows, ng*(np/ng+2)*hn] (T, not
+   * aliasing in) from in; wq/bq/wk/bk [hn] (T; bq/bk NULL with rms);
+   * mean (NULL with rms) and rstd [rows*(np+ng)] fp32, saved for backward. */
+  void (*qknorm_fwd)(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean,
+                     float *rstd, const void *in, const void *wq, const void *bq, const void *wk,
+                     const void *bk);
+  /* din (T, OVERWRITE, not aliasing dout; v heads = dout's v heads) from
+   * dout and the saved in/mean/rstd; dwq/dbq/dwk/dbk fp32 [hn] ACCUMULATE
+   * (dbq/dbk NULL with rms). */
+  void (*qknorm_bwd)(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq, float *dbq,
+                     float *dwk, float *dbk, const void *dout, const void *in, const void *wq,
+                     const void *wk, const float *mean, const float *rstd);
   /* GELU, tanh approximation (Hendrycks & Gimpel): out = gelu(in), [n] (T). */
   void (*gelu_fwd)(mt_backend *be, void *out, const void *in, int64_t n);
   /* din = dout * gelu'(in) (overwrite; din may alias dout). */
   void (*gelu_bwd)(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
 
   /* ---- attention ---- */
-  /* ctx [s, b, np*hn] (T); probs [b, np, s, s] (T) receives the pre-dropout
-   * softmax (saved for backward). */
+  /* ctx [s, b, np*hn] (T) from qkv [s, b, ng*(np/ng+2)*hn]; probs
+   * [b, np, s, s] (T) receives the pre-dropout softmax (saved for backward). */
   void (*attn_fwd)(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs, const void *qkv);
-  /* dqkv [s, b, np*3*hn] (T, overwrite) from dctx [s, b, np*hn]; probs as
+  /* dqkv [s, b, ng*(np/ng+2)*hn] (T, overwrite; the shared K/V heads receive
+   * the sum over their query heads) from dctx [s, b, np*hn]; probs as
    * saved by attn_fwd; the dropout mask is regenerated from the RNG. */
   void (*attn_bwd)(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                    const void *qkv, const void *probs);

@@ -1,6 +1,7 @@
 /* core/scalar_math.h — per-element math that cpu/ and cuda/ share, one
  * definition each (MT_HD, core/hd.h): the AdamW element update, tanh-GELU
- * forward and backward, LayerNorm's dw/db partial reduction, and the
+ * forward and backward, SiLU/SwiGLU, LayerNorm's dw/db and RMSNorm's dw
+ * partial reductions, and the
  * vectorisable exp of the cpu/ kernels.
  *
  * The expressions are written once and compiled by both backends; the only
@@ -75,6 +76,33 @@ MT_HD float mt_gelu_tanh_grad(float x, float dout) {
   float s = 1.0f / (1.0f + MT_SCALAR_EXPF(-2.0f * u));
   float du = MT_GELU_K0 * (1.0f + 3.0f * MT_GELU_K1 * x2);
   return dout * (s + 2.0f * x * s * (1.0f - s) * du);
+}
+
+/* ---- SiLU / SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer") ----
+ *   silu(x) = x sigmoid(x) = x / (1 + exp(-x)),
+ *   silu'(x) = sig + x sig (1 - sig),  sig = 1 / (1 + exp(-x)).
+ * SwiGLU element: out = silu(gate) * up. */
+
+/* silu(x). */
+MT_HD float mt_silu(float x) { return x / (1.0f + MT_SCALAR_EXPF(-x)); }
+
+/* The SwiGLU backward of one element: from dout and the saved (gate, up),
+ * *dgate = dout * up * silu'(gate), *dup = dout * silu(gate). */
+MT_HD void mt_swiglu_grad(float gate, float up, float dout, float *dgate, float *dup) {
+  float sg = 1.0f / (1.0f + MT_SCALAR_EXPF(-gate));
+  float si = gate * sg;
+  *dgate = dout * up * (sg + si * (1.0f - sg));
+  *dup = dout * si;
+}
+
+/* ---- RMSNorm backward: the fixed-order reduction of chunk partials ----
+ * part holds nchunk chunks of h floats (dw partials); column j:
+ * dw[j] += sum_c part[c][j], summed in chunk order. */
+MT_HD void mt_rmsnorm_dw_reduce(float *dw, const float *part, int64_t nchunk, int64_t h,
+                                int64_t j) {
+  float aw = 0.0f;
+  for (int64_t c = 0; c < nchunk; c++) aw += part[c * h + j];
+  dw[j] += aw;
 }
 
 /* ---- LayerNorm backward: the fixed-order reduction of chunk partials ----

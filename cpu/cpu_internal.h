@@ -72,6 +72,21 @@ void cpu_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, cons
 void cpu_layernorm_bwd(mt_backend *be, void *din, float *dw, float *db, const void *dout,
                        const void *in, const void *w, const float *mean, const float *rstd,
                        int64_t rows, int64_t h);
+void cpu_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
+                     int64_t rows, int64_t h, float eps);
+void cpu_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const void *dout, const void *in,
+                     const void *w, const float *rstd, int64_t rows, int64_t h);
+void cpu_swiglu_fwd(mt_backend *be, void *out, const void *in, int64_t rows, int64_t f);
+void cpu_swiglu_bwd(mt_backend *be, void *din, const void *dout, const void *in, int64_t rows,
+                    int64_t f);
+void cpu_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv);
+void cpu_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv);
+void cpu_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean, float *rstd,
+                    const void *in, const void *wq, const void *bq, const void *wk,
+                    const void *bk);
+void cpu_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq, float *dbq,
+                    float *dwk, float *dbk, const void *dout, const void *in, const void *wq,
+                    const void *wk, const float *mean, const float *rstd);
 void cpu_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t n);
 void cpu_gelu_bwd(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
 

@@ -11,6 +11,8 @@
  *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
  *                    cross-entropy pieces;
  *   cuda_attn.cu     causal softmax forward/backward with dropout;
+ *   cuda_llama.cu    RMSNorm, SwiGLU, rotary embedding, qk_layernorm (the
+ *                    op-table entries themselves);
  *   cuda_device.c    GPU selection (shared with the NCCL engine);
  *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK / MT_NCCL_CHECK.
  *
@@ -84,6 +86,22 @@ void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs
                    const void *qkv);
 void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                    const void *qkv, const void *probs);
+/* Llama-style block ops (cuda_llama.cu), the op-table entries. */
+void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
+                      int64_t rows, int64_t h, float eps);
+void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const void *dout, const void *in,
+                      const void *w, const float *rstd, int64_t rows, int64_t h);
+void cuda_swiglu_fwd(mt_backend *be, void *out, const void *in, int64_t rows, int64_t f);
+void cuda_swiglu_bwd(mt_backend *be, void *din, const void *dout, const void *in, int64_t rows,
+                     int64_t f);
+void cuda_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv);
+void cuda_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv);
+void cuda_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean,
+                     float *rstd, const void *in, const void *wq, const void *bq, const void *wk,
+                     const void *bk);
+void cuda_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq, float *dbq,
+                     float *dwk, float *dbk, const void *dout, const void *in, const void *wq,
+                     const void *wk, const float *mean, const float *rstd);
 /* cuBLAS handle setup/teardown (cuda_gemm.c); returns 0 or -1 with err. */
 int cuda_blas_create(cuda_impl *im, char *err, size_t errlen);
 void cuda_blas_destroy(cuda_impl *im);

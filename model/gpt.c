@@ -12,12 +12,14 @@
 #include "core/util.h"
 
 static const char *k_layer_param_names[MT_LP_N] = {
-    "input_layernorm.weight",         "input_layernorm.bias",
-    "self_attention.linear_qkv.weight", "self_attention.linear_qkv.bias",
+    "input_layernorm.weight",            "input_layernorm.bias",
+    "self_attention.linear_qkv.weight",  "self_attention.linear_qkv.bias",
+    "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
+    "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
     "self_attention.linear_proj.weight", "self_attention.linear_proj.bias",
-    "pre_mlp_layernorm.weight",       "pre_mlp_layernorm.bias",
-    "mlp.linear_fc1.weight",          "mlp.linear_fc1.bias",
-    "mlp.linear_fc2.weight",          "mlp.linear_fc2.bias",
+    "pre_mlp_layernorm.weight",          "pre_mlp_layernorm.bias",
+    "mlp.linear_fc1.weight",             "mlp.linear_fc1.bias",
+    "mlp.linear_fc2.weight",             "mlp.linear_fc2.bias",
 };
 
 /* Layer ranges of this rank's model chunks (Megatron's assignment). */
@@ -60,7 +62,9 @@ static void assign_chunks(mt_gpt *m) {
 }
 
 /* MoE layer l (local index li): the router [E, h] (dense, replicated over
- * TP, partial over SP shards) and this rank's experts, 4 tensors each. */
+ * TP, partial over SP shards) and this rank's experts: linear_fc1 [g·F, h]
+ * (SwiGLU: gate rows then up rows), linear_fc2 [h, F], with their biases
+ * unless add_bias_linear is false (m->moe_nper tensors per expert). */
 static void register_moe_params(mt_gpt *m, int li, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_param_list *pl = &m->params;
@@ -73,11 +77,12 @@ static void register_moe_params(mt_gpt *m, int li, int l) {
   m->moe_router_p[li] = r;
   static const char *nm[4] = {"linear_fc1.weight", "linear_fc1.bias", "linear_fc2.weight",
                               "linear_fc2.bias"};
-  const int64_t shp[4][2] = {{F, h}, {1, F}, {h, F}, {1, h}};
+  const int64_t shp[4][2] = {{m->glu * F, h}, {1, m->glu * F}, {h, F}, {1, h}};
   const mt_init_kind init[4] = {MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
   for (int le = 0; le < El; le++) {
     const int e = c->ep_rank * El + le;
     for (int j = 0; j < 4; j++) {
+      if ((j & 1) && c->disable_bias_linear) continue;
       snprintf(name, sizeof name, "decoder.layers.%d.mlp.experts.%d.%s", l, e, nm[j]);
       int idx = mt_params_add(pl, name, shp[j][0], shp[j][1], shp[j][0], shp[j][1], 0, 0, init[j],
                               shp[j][0] == 1, 0);
@@ -99,31 +104,51 @@ static void register_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_param_list *pl = &m->params;
   const int64_t h = c->hidden_size, f = c->ffn_hidden_size, V = c->padded_vocab_size;
-  const int64_t tr = c->tp_rank, hl = m->hl, fl = m->fl, vl = m->vl;
+  const int64_t tr = c->tp_rank, hl = m->hl, fl = m->fl, vl = m->vl, hn = m->hn;
+  const int64_t qkv = m->qkvl * c->tp_size, ha = hl * c->tp_size, gl = m->glu;
   const int sp = c->sequence_parallel && c->tp_size > 1;
+  const int rms = c->normalization == MT_NORM_RMSNORM, bias = !c->disable_bias_linear;
   const int has_pre = m->chunks[0].pre, has_post = m->chunks[m->n_chunks - 1].post;
   char name[MT_PARAM_NAME_MAX];
   m->p_wte = m->p_wpe = m->p_lnf_w = m->p_lnf_b = m->p_out = -1;
   if (has_pre) {
     m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
                              MT_INIT_NORMAL, 0, 0);
-    m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
-                             c->max_position_embeddings, h, c->max_position_embeddings, h, 0, 0,
-                             MT_INIT_NORMAL, 0, 1);
-    pl->p[m->p_wpe].sp_partial = sp;
+    if (c->position_embedding == MT_POS_LEARNED) {
+      m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
+                               c->max_position_embeddings, h, c->max_position_embeddings, h, 0,
+                               0, MT_INIT_NORMAL, 0, 1);
+      pl->p[m->p_wpe].sp_partial = sp;
+    }
   }
-  /* global [rows, cols], local [rows, cols], offsets [row, col] per slot */
+  /* global [rows, cols], local [rows, cols], offsets [row, col] per slot.
+   * linear_qkv: rows grouped per query group (its q heads, k head, v head),
+   * TP rank r holds query groups [r·ng, (r+1)·ng): one contiguous block.
+   * linear_fc1 with SwiGLU: global rows [0, f) gate, [f, 2f) up; rank r
+   * holds gate rows [r·fl, ..) and up rows [f + r·fl, ..) (mt_param.halves). */
   const int64_t g[MT_LP_N][6] = {
-      {1, h, 1, h, 0, 0},                   {1, h, 1, h, 0, 0},
-      {3 * h, h, 3 * hl, h, tr * 3 * hl, 0}, {1, 3 * h, 1, 3 * hl, 0, tr * 3 * hl},
-      {h, h, h, hl, 0, tr * hl},            {1, h, 1, h, 0, 0},
-      {1, h, 1, h, 0, 0},                   {1, h, 1, h, 0, 0},
-      {f, h, fl, h, tr * fl, 0},            {1, f, 1, fl, 0, tr * fl},
-      {h, f, h, fl, 0, tr * fl},            {1, h, 1, h, 0, 0}};
-  const mt_init_kind init[MT_LP_N] = {MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_NORMAL, MT_INIT_ZEROS,
-                                      MT_INIT_SCALED, MT_INIT_ZEROS, MT_INIT_ONES,   MT_INIT_ZEROS,
-                                      MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
-  const int is_ln[MT_LP_N] = {1, 1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0};
+      {1, h, 1, h, 0, 0},                    {1, h, 1, h, 0, 0},
+      {qkv, h, m->qkvl, h, tr * m->qkvl, 0}, {1, qkv, 1, m->qkvl, 0, tr * m->qkvl},
+      {1, hn, 1, hn, 0, 0},                  {1, hn, 1, hn, 0, 0},
+      {1, hn, 1, hn, 0, 0},                  {1, hn, 1, hn, 0, 0},
+      {h, ha, h, hl, 0, tr * hl},            {1, h, 1, h, 0, 0},
+      {1, h, 1, h, 0, 0},                    {1, h, 1, h, 0, 0},
+      {gl * f, h, gl * fl, h, tr * fl, 0},   {1, gl * f, 1, gl * fl, 0, tr * fl},
+      {h, f, h, fl, 0, tr * fl},             {1, h, 1, h, 0, 0}};
+  const mt_init_kind init[MT_LP_N] = {
+      MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_ONES,  MT_INIT_ZEROS,
+      MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS, MT_INIT_ONES,  MT_INIT_ZEROS,
+      MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
+  /* 1 = hidden-size norm (partial under SP), 2 = q/k norm (partial under TP) */
+  const int norm_kind[MT_LP_N] = {1, 1, 0, 0, 2, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0, 0};
+  int present[MT_LP_N];
+  for (int j = 0; j < MT_LP_N; j++) {
+    const int is_bias = j & 1; /* odd slots are biases */
+    present[j] = 1;
+    if (norm_kind[j] && is_bias && rms) present[j] = 0;
+    if (!norm_kind[j] && is_bias && !bias) present[j] = 0;
+    if (norm_kind[j] == 2 && !c->qk_layernorm) present[j] = 0;
+  }
   m->layer_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_p));
   m->layer_range = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_range));
   m->moe_router_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
@@ -135,17 +160,16 @@ static void register_params(mt_gpt *m) {
       m->moe_router_p[ch->layer_base + lc] = m->moe_expert_p[ch->layer_base + lc] = -1;
       m->layer_range[ch->layer_base + lc][0] = pl->n;
       for (int j = 0; j < MT_LP_N; j++) {
-        if (moe && j >= MT_LP_FC1_W) {
-          m->layer_p[ch->layer_base + lc][j] = -1;
-          continue;
-        }
+        m->layer_p[ch->layer_base + lc][j] = -1;
+        if (!present[j] || (moe && j >= MT_LP_FC1_W)) continue;
         snprintf(name, sizeof name, "decoder.layers.%d.%s", ch->first_layer + lc,
                  k_layer_param_names[j]);
-        int no_wd = g[j][0] == 1; /* biases and LayerNorm */
+        int no_wd = g[j][0] == 1; /* biases and norms */
         int replicated = g[j][1] == g[j][3] && g[j][0] == g[j][2];
         int idx = mt_params_add(pl, name, g[j][0], g[j][1], g[j][2], g[j][3], g[j][4], g[j][5],
                                 init[j], no_wd, replicated);
-        pl->p[idx].sp_partial = sp && is_ln[j];
+        pl->p[idx].sp_partial = norm_kind[j] == 1 ? sp : norm_kind[j] == 2 ? c->tp_size > 1 : 0;
+        pl->p[idx].halves = gl == 2 && (j == MT_LP_FC1_W || j == MT_LP_FC1_B);
         m->layer_p[ch->layer_base + lc][j] = idx;
       }
       if (moe) register_moe_params(m, ch->layer_base + lc, l);
@@ -155,9 +179,12 @@ static void register_params(mt_gpt *m) {
   if (has_post) {
     m->p_lnf_w = mt_params_add(pl, "decoder.final_layernorm.weight", 1, h, 1, h, 0, 0,
                                MT_INIT_ONES, 1, 1);
-    m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
-                               MT_INIT_ZEROS, 1, 1);
-    pl->p[m->p_lnf_w].sp_partial = pl->p[m->p_lnf_b].sp_partial = sp;
+    pl->p[m->p_lnf_w].sp_partial = sp;
+    if (!rms) {
+      m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
+                                 MT_INIT_ZEROS, 1, 1);
+      pl->p[m->p_lnf_b].sp_partial = sp;
+    }
     if (c->untie_embeddings_and_output_weights) {
       m->p_out = mt_params_add(pl, "output_layer.weight", V, h, vl, h, m->v_start, 0,
                                MT_INIT_NORMAL, 0, 0);
@@ -185,8 +212,18 @@ static void init_params(mt_gpt *m) {
       case MT_INIT_SCALED: {
         mt_rng_key_t key = mt_rng_key(c->seed, p->name, 0, 0);
         float std = p->init == MT_INIT_NORMAL ? c->init_method_std : scaled;
-        be->ops->init_normal(be, dst, p->local_rows, p->local_cols, p->cols, p->row_offset,
-                             p->col_offset, key, std);
+        if (p->halves) { /* gate slice, then up slice (keyed by global rows) */
+          const int64_t hr = p->local_rows / 2;
+          be->ops->init_normal(be, dst, hr, p->local_cols, p->cols, p->row_offset, p->col_offset,
+                               key, std);
+          be->ops->init_normal(be, (char *)dst + (size_t)(hr * p->local_cols) *
+                                                     mt_dtype_size(be->dtype),
+                               hr, p->local_cols, p->cols, p->rows / 2 + p->row_offset,
+                               p->col_offset, key, std);
+        } else {
+          be->ops->init_normal(be, dst, p->local_rows, p->local_cols, p->cols, p->row_offset,
+                               p->col_offset, key, std);
+        }
         break;
       }
       case MT_INIT_ONES: be->ops->fill(be, dst, be->dtype, 1.0f, p->numel); break;
@@ -245,9 +282,11 @@ static void alloc_buffers(mt_gpt *m) {
   m->tmp_h = wsp(m, m->rows_l * h, T);
   m->dresid = wsp(m, m->rows_l * h, T);
   m->dtmp_h = wsp(m, m->rows_l * h, T);
-  m->dqkv = wsp(m, m->rows * 3 * m->hl, T);
+  m->dqkv = wsp(m, m->rows * m->qkvl, T);
+  if (c->qk_layernorm) m->dqkv2 = wsp(m, m->rows * m->qkvl, T);
   m->dctx = wsp(m, m->rows * m->hl, T);
-  m->dffn = wsp(m, m->rows * m->fl, T);
+  m->dffn = wsp(m, m->rows * m->glu * m->fl, T);
+  if (m->glu == 2) m->dact = wsp(m, m->rows * m->fl, T);
   if (c->tp_size > 1) {
     m->gather_ws = wsp(m, m->rows * h, T);
     m->grad_ws = wsp(m, m->rows * h, T);
@@ -265,6 +304,7 @@ static void create_moe(mt_gpt *m) {
     mc.k = c->moe_router_topk;
     mc.h = c->hidden_size;
     mc.F = c->moe_ffn_hidden_size;
+    mc.swiglu = c->swiglu;
     mc.route.capacity_factor = c->moe_expert_capacity_factor;
     mc.route.drop_position = c->moe_drop_position;
     mc.route.pre_softmax = c->moe_router_pre_softmax;
@@ -280,6 +320,7 @@ static void create_moe(mt_gpt *m) {
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
     m->moe = mt_moe_create(be, &mc);
     const int El = c->num_experts / c->ep_size;
+    m->moe_nper = c->disable_bias_linear ? 2 : 4;
     m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
     m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
   }
@@ -288,11 +329,15 @@ static void create_moe(mt_gpt *m) {
 static void local_sizes(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   const int tp = c->tp_size;
-  MT_ASSERT(c->num_attention_heads % tp == 0 && c->ffn_hidden_size % tp == 0);
+  const int ng = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
+  MT_ASSERT(c->num_attention_heads % ng == 0 && ng % tp == 0 && c->ffn_hidden_size % tp == 0);
   MT_ASSERT(c->padded_vocab_size % tp == 0);
-  m->hn = c->hidden_size / c->num_attention_heads;
+  m->hn = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / c->num_attention_heads;
   m->np = c->num_attention_heads / tp;
+  m->ng = ng / tp;
   m->hl = (int64_t)m->np * m->hn;
+  m->qkvl = (int64_t)(m->np + 2 * m->ng) * m->hn;
+  m->glu = c->swiglu ? 2 : 1;
   m->fl = c->ffn_hidden_size / tp;
   m->vl = c->padded_vocab_size / tp;
   m->v_start = (int64_t)c->tp_rank * m->vl;
@@ -322,8 +367,13 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
     MT_ASSERT(c->num_experts % c->ep_size == 0 && c->moe_router_topk <= c->num_experts);
     MT_ASSERT(c->tp_size == 1 || c->sequence_parallel); /* routing works on token shards */
   }
-  MT_ASSERT(c->hidden_size % c->num_attention_heads == 0);
-  MT_ASSERT(c->seq_length <= c->max_position_embeddings);
+  MT_ASSERT(c->kv_channels > 0 || c->hidden_size % c->num_attention_heads == 0);
+  MT_ASSERT(c->position_embedding != MT_POS_LEARNED ||
+            c->seq_length <= c->max_position_embeddings);
+  if (c->position_embedding == MT_POS_ROPE) {
+    if (c->rotary_percent <= 0.0f) c->rotary_percent = 1.0f;
+    if (c->rotary_base <= 0.0f) c->rotary_base = 10000.0f;
+  }
   MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
   local_sizes(m);
   assign_chunks(m);
@@ -350,8 +400,8 @@ void mt_gpt_destroy(mt_gpt *m) {
   for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
   free(m->rc_sets);
   be->ops->free(be, m->probs_shared);
-  void *rest[] = {m->tmp_h, m->dresid,  m->dtmp_h,    m->dqkv,      m->dctx,
-                  m->dffn,  m->gather_ws, m->grad_ws, m->param_buf, m->grad_buf};
+  void *rest[] = {m->tmp_h,   m->dresid,  m->dtmp_h,    m->dqkv,      m->dqkv2,   m->dctx,
+                  m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
   free(m->slots);
   free(m->n_slots);
@@ -388,7 +438,7 @@ void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last)
   if (layer == MT_GPT_EMBEDDING) {
     if (m->p_wte >= 0) {
       *first = m->p_wte;
-      *last = m->p_wpe;
+      *last = m->p_wpe >= 0 ? m->p_wpe : m->p_wte;
     }
   } else if (layer == MT_GPT_HEAD) {
     if (m->p_lnf_w >= 0) {
@@ -449,7 +499,7 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m) {
 
 void mt_gpt_finalize_grads(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->sequence_parallel && c->tp_size > 1) {
+  if (c->tp_size > 1) {
     for (int i = 0; i < m->params.n; i++)
       if (m->params.p[i].sp_partial)
         mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.p[i].numel, MT_F32,

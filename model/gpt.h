@@ -8,11 +8,21 @@
  * embedding (or untied), cross-entropy over the real vocabulary only (padded
  * logit columns never enter the softmax).
  *
+ * Llama-style options (docs/model.md; Megatron-core's flags): RoPE instead
+ * of the position table (applied to q and k after linear_qkv and the q/k
+ * norms, at each token's global position), RMSNorm instead of LayerNorm,
+ * SwiGLU MLPs (dense and expert), grouped-query attention, no linear biases,
+ * qk_layernorm (decoder.layers.N.self_attention.{q,k}_layernorm.*, [hn],
+ * shared by all heads, replicated over TP with TP-summed gradients).
+ *
  * Activations are [s, b, h] (Megatron order). Parameter names follow
  * Megatron-core (embedding.word_embeddings.weight,
  * decoder.layers.N.self_attention.linear_qkv.weight, ...). linear_qkv's
- * output features are ordered [heads, 3 (q, k, v), head_dim] as in Megatron,
- * so splitting by heads is a contiguous row block.
+ * output features are ordered [query groups, np/ng q heads + k + v,
+ * head_dim] as in Megatron-core ([heads, 3, head_dim] without GQA), so
+ * splitting by query groups is a contiguous row block. linear_fc1 with SwiGLU
+ * is [2 ffn, h]: gate rows then up rows; TP rank r holds both its gate and
+ * its up slice (mt_param.halves).
  *
  * Initialisation (Megatron): weights N(0, init_method_std); linear_proj and
  * linear_fc2 N(0, init_method_std / sqrt(2 num_layers)); LayerNorm weight 1,
@@ -36,6 +46,8 @@
  * recompute_num_layers layers stores only its input and is re-run before its
  * backward; Megatron's "uniform" method). All are bit-identical in results. */
 enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
+enum { MT_POS_LEARNED = 0, MT_POS_ROPE = 1, MT_POS_NONE = 2 };
+enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM = 1 };
 
 typedef struct {
   int num_layers;
@@ -50,6 +62,19 @@ typedef struct {
   float init_method_std;
   float layernorm_epsilon;
   int untie_embeddings_and_output_weights;
+  /* Llama-style block options (docs/model.md); all-zero values give the
+   * GPT-2 block (mt_gpt_create reads num_query_groups 0 as
+   * num_attention_heads and kv_channels 0 as hidden_size / heads). */
+  int position_embedding;    /* MT_POS_LEARNED (default 0) | MT_POS_ROPE | MT_POS_NONE */
+  float rotary_base;         /* RoPE theta base (10000) */
+  float rotary_percent;      /* (0, 1] */
+  int rotary_interleaved;
+  int normalization;         /* MT_NORM_LAYERNORM (default 0) | MT_NORM_RMSNORM */
+  int swiglu;                /* gated SiLU MLP (dense and expert MLPs) */
+  int num_query_groups;      /* K/V heads; = num_attention_heads without GQA */
+  int kv_channels;           /* channels per head hn */
+  int disable_bias_linear;   /* 1 = no bias on any linear layer (config: add_bias_linear false) */
+  int qk_layernorm;          /* normalise per-head q and k */
   int micro_batch_size;      /* b: sizes the activation buffers */
   uint64_t seed;
   /* tensor / sequence parallelism (Megatron); tp_group NULL when tp_size 1 */
@@ -137,7 +162,9 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads);
 
 /* After the last micro-batch of an iteration: sum over the TP group the
  * gradients of parameters that sequence parallelism leaves partial
- * (LayerNorms, position embedding: each rank saw only its sequence shard),
+ * (LayerNorm/RMSNorm weights and biases, position embedding: each rank saw
+ * only its sequence shard) or that TP itself leaves partial (q/k-norm
+ * weights and biases: each rank saw only its heads; with or without SP),
  * and over the embedding group (first and last pipeline stage) the gradient
  * of the tied word embedding. Communicates over cfg->tp_group and
  * cfg->embd_group. */

@@ -25,13 +25,15 @@ static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *s
   return d;
 }
 
-/* Core attention over this TP rank's heads (global head offset tp_rank·np). */
+/* Core attention over this TP rank's heads (global head offset tp_rank·np)
+ * and query groups. */
 static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_attn_desc d = {0};
   d.s = c->seq_length;
   d.b = c->micro_batch_size;
   d.np = m->np;
+  d.ng = m->ng;
   d.hn = m->hn;
   d.head_offset = c->tp_rank * m->np;
   d.n_heads_total = c->num_attention_heads;
@@ -42,24 +44,83 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   return d;
 }
 
-/* Pointer tables of MoE layer li's router and local experts. */
+/* RoPE on this rank's q/k heads. The qkv tensor covers the whole sequence
+ * (under sequence parallelism linear_qkv's input is all-gathered first), so
+ * row si is global position si. */
+static mt_rope_desc rope_desc(const mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_rope_desc d = {0};
+  d.s = c->seq_length;
+  d.b = c->micro_batch_size;
+  d.np = m->np;
+  d.ng = m->ng;
+  d.hn = m->hn;
+  d.rot_dim = (int)((double)m->hn * (double)c->rotary_percent); /* as Megatron: int(hn · pct) */
+  d.interleaved = c->rotary_interleaved;
+  d.base = c->rotary_base;
+  d.s_offset = 0;
+  return d;
+}
+
+static mt_qknorm_desc qknorm_desc(const mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_qknorm_desc d = {m->rows, m->np, m->ng, m->hn, c->normalization == MT_NORM_RMSNORM,
+                      c->layernorm_epsilon};
+  return d;
+}
+
+void mt_gpt_norm_fwd(mt_gpt *m, void *out, float *mean, float *rstd, const void *in,
+                     const void *w, const void *b, int64_t rows) {
+  mt_backend *be = m->be;
+  const mt_gpt_config *c = &m->cfg;
+  if (c->normalization == MT_NORM_RMSNORM)
+    be->ops->rmsnorm_fwd(be, out, rstd, in, w, rows, c->hidden_size, c->layernorm_epsilon);
+  else
+    be->ops->layernorm_fwd(be, out, mean, rstd, in, w, b, rows, c->hidden_size,
+                           c->layernorm_epsilon);
+}
+
+void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dout, const void *in,
+                     const void *w, const float *mean, const float *rstd, int64_t rows) {
+  mt_backend *be = m->be;
+  const mt_gpt_config *c = &m->cfg;
+  if (c->normalization == MT_NORM_RMSNORM)
+    be->ops->rmsnorm_bwd(be, din, dw, dout, in, w, rstd, rows, c->hidden_size);
+  else
+    be->ops->layernorm_bwd(be, din, dw, db, dout, in, w, mean, rstd, rows, c->hidden_size);
+}
+
+/* Pointer tables of MoE layer li's router and local experts (NULL biases
+ * without add_bias_linear). */
 static mt_moe_weights moe_weights(mt_gpt *m, int li) {
   const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
+  const int np = m->moe_nper;
   const void **t = m->moe_wp;
   for (int le = 0; le < El; le++)
-    for (int j = 0; j < 4; j++) t[j * El + le] = mt_gpt_param_ptr(m, p0 + 4 * le + j);
+    for (int j = 0; j < 4; j++) {
+      int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
+      t[j * El + le] = k < 0 ? NULL : mt_gpt_param_ptr(m, p0 + np * le + k);
+    }
   mt_moe_weights w = {mt_gpt_param_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
   return w;
 }
 
 static mt_moe_grads moe_grads(mt_gpt *m, int li) {
   const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
+  const int np = m->moe_nper;
   float **t = m->moe_gp;
   for (int le = 0; le < El; le++)
-    for (int j = 0; j < 4; j++) t[j * El + le] = mt_gpt_grad_ptr(m, p0 + 4 * le + j);
+    for (int j = 0; j < 4; j++) {
+      int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
+      t[j * El + le] = k < 0 ? NULL : mt_gpt_grad_ptr(m, p0 + np * le + k);
+    }
   mt_moe_grads g = {mt_gpt_grad_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
   return g;
 }
+
+/* Parameter k of the layer (NULL when the options leave it out). */
+#define W(k) (P[k] >= 0 ? mt_gpt_param_ptr(m, P[k]) : NULL)
+#define G(k) (P[k] >= 0 ? mt_gpt_grad_ptr(m, P[k]) : NULL)
 
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
@@ -71,21 +132,33 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_tp_ctx *tp = &m->tp;
   const int *P = m->layer_p[ch->layer_base + lc];
   const int64_t h = c->hidden_size;
-#define W(k) mt_gpt_param_ptr(m, P[k])
 
-  /* attention block: LN -> ColumnParallel(qkv) -> core attention -> RowParallel(proj) */
-  be->ops->layernorm_fwd(be, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], W(MT_LP_LN1_W),
-                         W(MT_LP_LN1_B), m->rows_l, h, c->layernorm_epsilon);
-  mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), 3 * m->hl, h);
+  /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
+   * core attention -> RowParallel(proj) */
+  mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], W(MT_LP_LN1_W), W(MT_LP_LN1_B),
+                  m->rows_l);
+  if (c->qk_layernorm) {
+    mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl,
+                                  h);
+    mt_qknorm_desc qd = qknorm_desc(m);
+    be->ops->qknorm_fwd(be, &qd, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_lin, W(MT_LP_QN_W),
+                        W(MT_LP_QN_B), W(MT_LP_KN_W), W(MT_LP_KN_B));
+  } else {
+    mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
+  }
+  if (c->position_embedding == MT_POS_ROPE) {
+    mt_rope_desc rd = rope_desc(m);
+    be->ops->rope_fwd(be, &rd, a->qkv);
+  }
   mt_attn_desc ad = attn_desc(m, l);
   be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, resid[0]);
 
-  /* MLP block: LN -> ColumnParallel(fc1) -> GELU -> RowParallel(fc2) */
-  be->ops->layernorm_fwd(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W),
-                         W(MT_LP_LN2_B), m->rows_l, h, c->layernorm_epsilon);
+  /* MLP block: norm -> ColumnParallel(fc1) -> GELU | SwiGLU -> RowParallel(fc2) */
+  mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W), W(MT_LP_LN2_B),
+                  m->rows_l);
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
@@ -95,12 +168,15 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     be->ops->dropout_add_fwd(be, &dd, resid[1], m->tmp_h, a->x1);
     return;
   }
-  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B), m->fl, h);
-  be->ops->gelu_fwd(be, a->gelu, a->fc1, m->rows * m->fl);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->gelu, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
+  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
+                                m->glu * m->fl, h);
+  if (m->glu == 2)
+    be->ops->swiglu_fwd(be, a->act, a->fc1, m->rows, m->fl);
+  else
+    be->ops->gelu_fwd(be, a->act, a->fc1, m->rows * m->fl);
+  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   be->ops->dropout_add_fwd(be, &dd, resid[1], m->tmp_h, a->x1);
-#undef W
 }
 
 void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
@@ -113,10 +189,8 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_tp_ctx *tp = &m->tp;
   const int *P = m->layer_p[ch->layer_base + lc];
   const int64_t h = c->hidden_size;
-#define W(k) mt_gpt_param_ptr(m, P[k])
-#define G(k) mt_gpt_grad_ptr(m, P[k])
 
-  /* MLP block: resid[l+1] = x1 + dropout(fc2(gelu(fc1(ln2(x1))))) */
+  /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
   const int li = ch->layer_base + lc;
@@ -129,17 +203,23 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
                     m->loss_scale * (float)m->rows);
     be->ops->memcpy_d2d(be, m->dtmp_h, m->tmp_h, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
   } else {
-    mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->gelu,
-                               W(MT_LP_FC2_W), h, m->fl);
-    be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
+    if (m->glu == 2) {
+      mt_row_parallel_linear_bwd(tp, m->dact, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
+                                 W(MT_LP_FC2_W), h, m->fl);
+      be->ops->swiglu_bwd(be, m->dffn, m->dact, a->fc1, m->rows, m->fl);
+    } else {
+      mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
+                                 W(MT_LP_FC2_W), h, m->fl);
+      be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
+    }
     mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2,
-                                  W(MT_LP_FC1_W), m->fl, h);
+                                  W(MT_LP_FC1_W), m->glu * m->fl, h);
   }
-  /* dresid (residual path) += LN2 backward */
-  be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1,
-                         W(MT_LP_LN2_W), a->ln2_mean, a->ln2_rstd, m->rows_l, h);
+  /* dresid (residual path) += norm2 backward */
+  mt_gpt_norm_bwd(m, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1, W(MT_LP_LN2_W),
+                  a->ln2_mean, a->ln2_rstd, m->rows_l);
 
-  /* attention block: x1 = resid[l] + dropout(proj(attn(qkv(ln1(resid[l]))))) */
+  /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
   mt_attn_desc ad = attn_desc(m, l);
   if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* rebuild the probabilities (ctx is rewritten
                                                   with identical values) */
@@ -149,10 +229,20 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
                              W(MT_LP_PROJ_W), h, m->hl);
   be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
-  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), m->dqkv, a->ln1,
-                                W(MT_LP_QKV_W), 3 * m->hl, h);
-  be->ops->layernorm_bwd(be, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, resid[0],
-                         W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, m->rows_l, h);
-#undef W
-#undef G
+  if (c->position_embedding == MT_POS_ROPE) {
+    mt_rope_desc rd = rope_desc(m);
+    be->ops->rope_bwd(be, &rd, m->dqkv);
+  }
+  void *dlin = m->dqkv;
+  if (c->qk_layernorm) {
+    mt_qknorm_desc qd = qknorm_desc(m);
+    be->ops->qknorm_bwd(be, &qd, m->dqkv2, G(MT_LP_QN_W), G(MT_LP_QN_B), G(MT_LP_KN_W),
+                        G(MT_LP_KN_B), m->dqkv, a->qkv_lin, W(MT_LP_QN_W), W(MT_LP_KN_W),
+                        a->qk_mean, a->qk_rstd);
+    dlin = m->dqkv2;
+  }
+  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), dlin, a->ln1,
+                                W(MT_LP_QKV_W), m->qkvl, h);
+  mt_gpt_norm_bwd(m, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, resid[0],
+                  W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, m->rows_l);
 }

@@ -1,9 +1,74 @@
 /* model/gpt_flops.c — see gpt_flops.h. */
 #include "model/gpt_flops.h"
 
-double mt_flops_per_iteration(int64_t global_batch, int64_t seq, int64_t layers, int64_t hidden,
-                              int64_t ffn, int64_t padded_vocab) {
-  double B = (double)global_batch, s = (double)seq, L = (double)layers, h = (double)hidden;
-  double terms = (2.0 + s / h) + (double)ffn / h + (double)padded_vocab / (2.0 * L * h);
-  return 12.0 * B * s * L * h * h * terms;
+typedef struct {
+  double B, s, L, h, np, ng, hn, f, g, n_moe, k, F, Vp;
+} dims;
+
+static dims dims_of(const mt_flops_shape *m) {
+  dims d;
+  d.B = (double)m->global_batch;
+  d.s = (double)m->seq_length;
+  d.L = (double)m->num_layers;
+  d.h = (double)m->hidden_size;
+  d.np = m->num_attention_heads > 0 ? (double)m->num_attention_heads : 1;
+  d.ng = m->num_query_groups > 0 ? (double)m->num_query_groups : d.np;
+  d.hn = m->kv_channels > 0 ? (double)m->kv_channels : d.h / d.np;
+  d.f = (double)m->ffn_hidden_size;
+  d.g = m->swiglu ? 1.5 : 1.0;
+  d.n_moe = 0;
+  if (m->num_experts > 0 && m->num_layers > 0) {
+    int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
+    d.n_moe = (double)((m->num_layers - 1) / freq + 1);
+  }
+  d.k = m->moe_router_topk > 0 ? (double)m->moe_router_topk : 1;
+  d.F = m->moe_ffn_hidden_size > 0 ? (double)m->moe_ffn_hidden_size : d.f;
+  d.Vp = (double)m->padded_vocab_size;
+  return d;
+}
+
+/* The MLP term of Megatron's bracket: g (n_dense ffn + n_moe k F) / (L h);
+ * dense models keep Megatron's (ffn / h) g exactly. */
+static double mlp_term(const dims *d) {
+  if (d->n_moe <= 0) return d->f / d->h * d->g;
+  return d->g * ((d->L - d->n_moe) * d->f + d->n_moe * d->k * d->F) / (d->L * d->h);
+}
+
+double mt_flops_per_iteration(const mt_flops_shape *m) {
+  const dims d = dims_of(m);
+  const double q_ratio = d.np * d.hn / d.h; /* query_projection_to_hidden_size_ratio */
+  const double attn = (1.0 + d.ng / d.np + d.s / d.h) * q_ratio;
+  const double logit = d.Vp / (2.0 * d.L * d.h);
+  return 12.0 * d.B * d.s * d.L * d.h * d.h * (attn + mlp_term(&d) + logit);
+}
+
+void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
+  const dims d = dims_of(m);
+  const double tok = d.B * d.s, q = d.np * d.hn, kv = d.ng * d.hn;
+  /* qkv [h -> q + 2 kv] and proj [q -> h]: 2 FLOPs per multiply-add */
+  out->attn_linear = d.L * 2.0 * tok * d.h * (q + 2.0 * kv + q);
+  /* Q K^T and P V over all s x s positions */
+  out->attn_core = d.L * 2.0 * 2.0 * tok * d.s * q;
+  /* fc1 [h -> g' f] + fc2 [f -> h], g' = 2 with SwiGLU: 2 (g'+1) = 4 g */
+  out->mlp = 4.0 * d.g * tok * d.h * ((d.L - d.n_moe) * d.f + d.n_moe * d.k * d.F);
+  out->logits = 2.0 * tok * d.h * d.Vp;
+}
+
+mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) {
+  mt_flops_shape f = {0};
+  f.global_batch = global_batch;
+  f.seq_length = c->seq_length;
+  f.num_layers = c->num_layers;
+  f.hidden_size = c->hidden_size;
+  f.num_attention_heads = c->num_attention_heads;
+  f.num_query_groups = c->num_query_groups;
+  f.kv_channels = c->kv_channels;
+  f.ffn_hidden_size = c->ffn_hidden_size;
+  f.swiglu = c->swiglu;
+  f.num_experts = c->num_experts;
+  f.moe_router_topk = c->moe_router_topk;
+  f.moe_ffn_hidden_size = c->moe_ffn_hidden_size;
+  f.moe_layer_freq = c->moe_layer_freq;
+  f.padded_vocab_size = c->padded_vocab_size;
+  return f;
 }

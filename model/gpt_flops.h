@@ -8,15 +8,61 @@
 
 #include <stdint.h>
 
-/* Model FLOPs of one iteration (forward + backward, no recomputation), as
- * Megatron-LM's num_floating_point_operations() computes them for a GPT with
- * MHA and a non-gated MLP:
- *   12 * B * s * L * h^2 * ((1 + 1 + s/h) + ffn/h + V_padded / (2 L h))
- * (Narayanan et al. 2021, arXiv:2104.04473 §5.1, extended for ffn != 4h).
- * B = global batch size (samples), s = seq length, L = layers, h = hidden
- * size, ffn = MLP width, V_padded = padded vocabulary. Computed in double
- * on the host; whole model, all ranks together; no errors. */
-double mt_flops_per_iteration(int64_t global_batch, int64_t seq, int64_t layers, int64_t hidden,
-                              int64_t ffn, int64_t padded_vocab);
+#include "model/gpt.h"
+
+/* The shape the FLOPs depend on (whole model, global sizes). Zero-valued
+ * optional fields take the GPT-2 meaning noted on each. */
+typedef struct {
+  int64_t global_batch;        /* B: samples per iteration */
+  int64_t seq_length;          /* s */
+  int64_t num_layers;          /* L */
+  int64_t hidden_size;         /* h */
+  int64_t num_attention_heads; /* np (0: the attention projection ratio is 1) */
+  int64_t num_query_groups;    /* ng: K/V heads (0 = np: no GQA) */
+  int64_t kv_channels;         /* hn: channels per head (0 = h / np) */
+  int64_t ffn_hidden_size;     /* dense MLP width */
+  int swiglu;                  /* gated SiLU MLPs (dense and expert): fc1 2 ffn rows */
+  int64_t num_experts;         /* 0 = dense model */
+  int64_t moe_router_topk;     /* experts per token (0 = 1) */
+  int64_t moe_ffn_hidden_size; /* expert MLP width (0 = ffn_hidden_size) */
+  int64_t moe_layer_freq;      /* layers 0, k, 2k, ... are MoE (0 = 1: every layer) */
+  int64_t padded_vocab_size;   /* Vp */
+} mt_flops_shape;
+
+/* Forward FLOPs of one iteration split by part (2 FLOPs per multiply-add,
+ * GEMMs only, as Megatron counts them). */
+typedef struct {
+  double attn_linear; /* linear_qkv + linear_proj, all layers */
+  double attn_core;   /* Q K^T and P V, all layers (no causal halving) */
+  double mlp;         /* fc1 + fc2 of the dense layers and the routed experts */
+  double logits;      /* output layer */
+} mt_flops_parts;
+
+/* Model FLOPs of one iteration (forward + backward = 3 x forward, no
+ * recomputation) as Megatron-LM's num_floating_point_operations()
+ * (megatron/training/training.py, the form with
+ * query_projection_to_hidden_size_ratio and gated_linear_multiplier;
+ * Narayanan et al. 2021, arXiv:2104.04473 §5.1 and Appendix):
+ *   12 B s L h^2 [ (1 + ng/np + s/h) (np hn / h)            attention
+ *                 + g (n_dense ffn + n_moe k F) / (L h)      MLPs
+ *                 + Vp / (2 L h) ]                            logits
+ * with g = 3/2 for SwiGLU (fc1 has 2 ffn rows) else 1, n_moe the MoE layers
+ * (moe_layer_freq), k = moe_router_topk, F = moe_ffn_hidden_size; the router
+ * GEMM is not counted (Megatron does not). Untied embeddings do not change
+ * the count (the logits GEMM exists either way), nor do RoPE, RMSNorm,
+ * biases or qk_layernorm (not GEMMs). With np = ng, hn = h/np, no SwiGLU and
+ * no MoE this is 12 B s L h^2 (2 + s/h + ffn/h + Vp/(2Lh)), bit for bit.
+ * Computed in double on the host; whole model, all ranks; no errors. */
+double mt_flops_per_iteration(const mt_flops_shape *m);
+
+/* The forward FLOPs of one iteration by part; their sum times 3 is
+ * mt_flops_per_iteration up to rounding. Used for recomputation: selective
+ * repeats attn_core, full repeats every layer's forward (attn_linear +
+ * attn_core + mlp; 2205.05198 Appendix A, 2104.04473 eq. 3). */
+void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out);
+
+/* The shape of a model config (mt_gpt_config: global sizes; its zero
+ * defaults keep their meaning) for `global_batch` samples per iteration. */
+mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch);
 
 #endif

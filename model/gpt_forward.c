@@ -46,8 +46,9 @@ static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
   mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens,
                                   mt_gpt_param_ptr(m, m->p_wte), m->v_start, m->v_start + m->vl, h);
-  be->ops->pos_embedding_fwd(be, sl->resid[0], mt_gpt_param_ptr(m, m->p_wpe), m->sl, b, h,
-                             s_offset(m));
+  if (m->p_wpe >= 0) /* learned absolute positions (RoPE acts inside attention) */
+    be->ops->pos_embedding_fwd(be, sl->resid[0], mt_gpt_param_ptr(m, m->p_wpe), m->sl, b, h,
+                               s_offset(m));
   mt_dropout_desc d = embedding_dropout_desc(m);
   if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, sl->resid[0], sl->resid[0]); /* same mask op */
 }
@@ -58,8 +59,9 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
   mt_dropout_desc d = embedding_dropout_desc(m);
   if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, m->dresid, m->dresid);
-  be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe), m->dresid, m->sl, b, h,
-                             s_offset(m));
+  if (m->p_wpe >= 0)
+    be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe), m->dresid, m->sl, b, h,
+                               s_offset(m));
   mt_vocab_parallel_embedding_bwd(&m->tp, mt_gpt_grad_ptr(m, m->p_wte), sl->tokens, m->dresid,
                                   m->v_start, m->v_start + m->vl, h);
 }
@@ -68,12 +70,10 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
  * (ColumnParallelLinear without bias), vocab-parallel cross-entropy. Returns
  * the sum of token losses. */
 static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
-  mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->hidden_size;
-  be->ops->layernorm_fwd(be, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x,
-                         mt_gpt_param_ptr(m, m->p_lnf_w), mt_gpt_param_ptr(m, m->p_lnf_b),
-                         m->rows_l, h, c->layernorm_epsilon);
+  mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, mt_gpt_param_ptr(m, m->p_lnf_w),
+                  m->p_lnf_b >= 0 ? mt_gpt_param_ptr(m, m->p_lnf_b) : NULL, m->rows_l);
   mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), NULL,
                                 m->vl, h);
   return mt_vocab_parallel_cross_entropy_fwd(&m->tp, sl->loss, sl->row_max, sl->stats,
@@ -90,10 +90,9 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   mt_column_parallel_linear_bwd(&m->tp, m->dtmp_h, mt_gpt_grad_ptr(m, m->p_out), NULL,
                                 sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), m->vl, h);
   be->ops->memset0(be, m->dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
-  be->ops->layernorm_bwd(be, m->dresid, mt_gpt_grad_ptr(m, m->p_lnf_w),
-                         mt_gpt_grad_ptr(m, m->p_lnf_b), m->dtmp_h, x,
-                         mt_gpt_param_ptr(m, m->p_lnf_w), sl->lnf_mean, sl->lnf_rstd, m->rows_l,
-                         h);
+  mt_gpt_norm_bwd(m, m->dresid, mt_gpt_grad_ptr(m, m->p_lnf_w),
+                  m->p_lnf_b >= 0 ? mt_gpt_grad_ptr(m, m->p_lnf_b) : NULL, m->dtmp_h, x,
+                  mt_gpt_param_ptr(m, m->p_lnf_w), sl->lnf_mean, sl->lnf_rstd, m->rows_l);
 }
 
 /* Backward through the chunk's layers. Under full recomputation each group

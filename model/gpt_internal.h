@@ -7,26 +7,34 @@
 #include "model/gpt.h"
 #include "model/tensor_parallel.h"
 
-/* Per-layer parameter slots, in registration order. */
+/* Per-layer parameter slots, in registration order; a slot the model
+ * options leave out (biases without add_bias_linear, norm biases with
+ * RMSNorm, q/k norms without qk_layernorm) has index -1. */
 enum {
-  MT_LP_LN1_W = 0, MT_LP_LN1_B, MT_LP_QKV_W, MT_LP_QKV_B, MT_LP_PROJ_W, MT_LP_PROJ_B,
-  MT_LP_LN2_W, MT_LP_LN2_B, MT_LP_FC1_W, MT_LP_FC1_B, MT_LP_FC2_W, MT_LP_FC2_B, MT_LP_N
+  MT_LP_LN1_W = 0, MT_LP_LN1_B, MT_LP_QKV_W, MT_LP_QKV_B, MT_LP_QN_W, MT_LP_QN_B, MT_LP_KN_W,
+  MT_LP_KN_B, MT_LP_PROJ_W, MT_LP_PROJ_B, MT_LP_LN2_W, MT_LP_LN2_B, MT_LP_FC1_W, MT_LP_FC1_B,
+  MT_LP_FC2_W, MT_LP_FC2_B, MT_LP_N
 };
 
 /* Activations one layer saves for its backward pass (one micro-batch).
- * sl = s / tp under sequence parallelism, else s; np, hl = np·hn and fl are
- * this TP rank's heads, attention width and ffn width. */
+ * sl = s / tp under sequence parallelism, else s; np, ng, hl = np·hn, fl
+ * are this TP rank's query heads, query groups, attention width and ffn
+ * width; qkvl = (np + 2 ng)·hn; g = 2 with SwiGLU, else 1. Means are NULL
+ * with RMSNorm. */
 typedef struct {
   void *ln1;                 /* [sl, b, h]  input_layernorm output            */
   float *ln1_mean, *ln1_rstd; /* [sl*b]                                       */
-  void *qkv;                 /* [s, b, np, 3, hn]                             */
+  void *qkv_lin;             /* [s, b, qkvl] linear_qkv output (qk_layernorm only) */
+  float *qk_mean, *qk_rstd;  /* [s*b*(np+ng)] q/k norm statistics (qk_layernorm only) */
+  void *qkv;                 /* [s, b, ng, np/ng + 2, hn] attention input (after
+                                qk norm and RoPE)                              */
   void *probs;               /* [b, np, s, s] pre-dropout softmax (shared under selective recompute) */
   void *ctx;                 /* [s, b, hl]  attention context                 */
   void *x1;                  /* [sl, b, h]  residual after attention          */
   void *ln2;                 /* [sl, b, h]  pre_mlp_layernorm output          */
   float *ln2_mean, *ln2_rstd;
-  void *fc1;                 /* [s, b, fl]  fc1 output (GELU input)           */
-  void *gelu;                /* [s, b, fl]  GELU output (fc2 input)           */
+  void *fc1;                 /* [s, b, g·fl] fc1 output (GELU / SwiGLU input) */
+  void *act;                 /* [s, b, fl]  activation output (fc2 input)     */
   mt_moe_acts *moe;          /* MoE layers: router / dispatch state (model/moe_layer.h) */
 } mt_layer_acts;
 
@@ -71,8 +79,10 @@ struct mt_gpt {
   mt_gpt_hooks hooks;
 
   /* this rank's sizes */
-  int np, hn;                /* local heads, head dim */
+  int np, ng, hn;            /* local query heads, local query groups, head dim (kv_channels) */
   int64_t hl, fl;            /* local attention width np*hn, local ffn width */
+  int64_t qkvl;              /* local linear_qkv width (np + 2 ng)·hn */
+  int glu;                   /* 2 with SwiGLU (fc1 gives gate and up), else 1 */
   int64_t vl, v_start, v_valid; /* local vocab slice [v_start, v_start+vl), real columns */
   int64_t sl, rows, rows_l;  /* local sequence, s*b, sl*b */
   mt_tp_ctx tp;
@@ -87,7 +97,9 @@ struct mt_gpt {
   /* workspace reused by every layer */
   void *tmp_h;               /* [sl, b, h] */
   void *dresid, *dtmp_h;     /* [sl, b, h] */
-  void *dqkv, *dctx, *dffn;  /* [s, b, 3hl], [s, b, hl], [s, b, fl] */
+  void *dqkv, *dctx, *dffn;  /* [s, b, qkvl], [s, b, hl], [s, b, g·fl] */
+  void *dqkv2;               /* [s, b, qkvl] qk_layernorm input gradient (else NULL) */
+  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL) */
   void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces) */
   int32_t *host_tokens, *host_targets;
 
@@ -100,7 +112,8 @@ struct mt_gpt {
   /* mixture of experts (NULL / unused for a dense model) */
   mt_moe *moe;
   int *moe_router_p;         /* [local layers] router parameter index, -1 for dense layers */
-  int *moe_expert_p;         /* [local layers] first expert parameter (4 per local expert) */
+  int *moe_expert_p;         /* [local layers] first expert parameter (moe_nper per local expert) */
+  int moe_nper;              /* 4 (fc1 w, b, fc2 w, b) or 2 without linear biases */
   int (*layer_range)[2];     /* [local layers] first and last parameter index */
   const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
   float **moe_gp;
@@ -120,6 +133,14 @@ void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Activation set of local layer lc of chunk c in slot s. */
 mt_layer_acts *mt_gpt_layer_acts(mt_gpt *m, mt_slot *s, int lc);
+
+/* Normalisation of the model's kind (LayerNorm or RMSNorm; mean and b are
+ * unused with RMSNorm): out [rows, h] from in; backward accumulates into din,
+ * dw, db. */
+void mt_gpt_norm_fwd(mt_gpt *m, void *out, float *mean, float *rstd, const void *in,
+                     const void *w, const void *b, int64_t rows);
+void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dout, const void *in,
+                     const void *w, const float *mean, const float *rstd, int64_t rows);
 
 /* One transformer layer: local layer lc of chunk c for slot s,
  * s->resid[lc] -> s->resid[lc + 1]. */

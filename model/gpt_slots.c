@@ -18,26 +18,32 @@ void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
   const mt_gpt_config *c = &m->cfg;
   mt_dtype T = m->be->dtype;
   const int64_t h = c->hidden_size, s = c->seq_length, b = c->micro_batch_size;
+  const int ln = c->normalization != MT_NORM_RMSNORM; /* LayerNorm saves a mean */
   a->ln1 = act(m, m->rows_l * h, T);
-  a->ln1_mean = act(m, m->rows_l, MT_F32);
+  a->ln1_mean = ln ? act(m, m->rows_l, MT_F32) : NULL;
   a->ln1_rstd = act(m, m->rows_l, MT_F32);
-  a->qkv = act(m, m->rows * 3 * m->hl, T);
+  if (c->qk_layernorm) {
+    a->qkv_lin = act(m, m->rows * m->qkvl, T);
+    a->qk_mean = ln ? act(m, m->rows * (m->np + m->ng), MT_F32) : NULL;
+    a->qk_rstd = act(m, m->rows * (m->np + m->ng), MT_F32);
+  }
+  a->qkv = act(m, m->rows * m->qkvl, T);
   a->probs = with_probs ? act(m, b * m->np * s * s, T) : m->probs_shared;
   a->ctx = act(m, m->rows * m->hl, T);
   a->x1 = act(m, m->rows_l * h, T);
   a->ln2 = act(m, m->rows_l * h, T);
-  a->ln2_mean = act(m, m->rows_l, MT_F32);
+  a->ln2_mean = ln ? act(m, m->rows_l, MT_F32) : NULL;
   a->ln2_rstd = act(m, m->rows_l, MT_F32);
-  a->fc1 = act(m, m->rows * m->fl, T);
-  a->gelu = act(m, m->rows * m->fl, T);
+  a->fc1 = act(m, m->rows * m->glu * m->fl, T);
+  a->act = act(m, m->rows * m->fl, T);
   /* MoE: every set gets routing state (sets are shared by layers under full
    * recompute) */
   a->moe = m->moe ? mt_moe_acts_create(m->moe) : NULL;
 }
 
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
-  void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->ctx, a->x1,
-                  a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->gelu};
+  void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv_lin,  a->qk_mean, a->qk_rstd, a->qkv,
+                  a->ctx, a->x1,       a->ln2,      a->ln2_mean, a->ln2_rstd, a->fc1,    a->act};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
   if (a->probs != m->probs_shared) m->be->ops->free(m->be, a->probs);
   mt_moe_acts_free(m->moe, a->moe);
@@ -58,7 +64,7 @@ static mt_slot *slot_new(mt_gpt *m, int chunk) {
   }
   if (ch->post) {
     s->lnf = act(m, m->rows_l * h, T);
-    s->lnf_mean = act(m, m->rows_l, MT_F32);
+    s->lnf_mean = c->normalization != MT_NORM_RMSNORM ? act(m, m->rows_l, MT_F32) : NULL;
     s->lnf_rstd = act(m, m->rows_l, MT_F32);
     s->logits = act(m, m->rows * m->vl, T);
     s->row_max = act(m, m->rows, MT_F32);

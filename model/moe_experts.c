@@ -9,7 +9,9 @@
 struct mt_moe_experts {
   mt_backend *be;
   mt_moe_experts_config c;
-  void *d_f;                  /* [r_max, F] T: gradient of the fc2 input, then fc1 output */
+  void *d_f;                  /* [r_max, g·F] T: gradient of the fc1 output (GELU: first of
+                                 the fc2 input, in place) */
+  void *d_a;                  /* [r_max, F] T: gradient of the fc2 input (SwiGLU only) */
 };
 
 static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
@@ -21,25 +23,29 @@ mt_moe_experts *mt_moe_experts_create(mt_backend *be, const mt_moe_experts_confi
   mt_moe_experts *x = mt_xcalloc(1, sizeof *x);
   x->be = be;
   x->c = *c;
-  x->d_f = ws(be, c->r_max * c->F, be->dtype, MT_MEM_WORKSPACE);
+  const int64_t g = c->swiglu ? 2 : 1;
+  x->d_f = ws(be, c->r_max * g * c->F, be->dtype, MT_MEM_WORKSPACE);
+  x->d_a = c->swiglu ? ws(be, c->r_max * c->F, be->dtype, MT_MEM_WORKSPACE) : NULL;
   return x;
 }
 
 void mt_moe_experts_destroy(mt_moe_experts *x) {
   if (!x) return;
   x->be->ops->free(x->be, x->d_f);
+  x->be->ops->free(x->be, x->d_a);
   free(x);
 }
 
 void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a) {
-  a->fc1 = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
-  a->gelu = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
+  const int64_t g = x->c.swiglu ? 2 : 1;
+  a->fc1 = ws(x->be, x->c.r_max * g * x->c.F, x->be->dtype, MT_MEM_ACT);
+  a->act = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
 }
 
 void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a) {
   x->be->ops->free(x->be, a->fc1);
-  x->be->ops->free(x->be, a->gelu);
-  a->fc1 = a->gelu = NULL;
+  x->be->ops->free(x->be, a->act);
+  a->fc1 = a->act = NULL;
 }
 
 /* One linear layer [out, inw] of each local expert over every (source peer,
@@ -70,19 +76,29 @@ static void per_block(const mt_moe_experts *x, const int64_t *counts, void *y, f
 void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
                             const mt_moe_expert_weights *w, void *y, const void *in,
                             const int64_t *counts, int64_t R) {
-  const int64_t h = x->c.h, F = x->c.F;
+  mt_backend *be = x->be;
+  const int64_t h = x->c.h, F = x->c.F, g = x->c.swiglu ? 2 : 1;
   /* one GEMM per (source peer, local expert) block of rows */
-  per_block(x, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, F, h);
-  if (R) x->be->ops->gelu_fwd(x->be, a->gelu, a->fc1, R * F);
-  per_block(x, counts, y, NULL, NULL, NULL, a->gelu, w->fc2_w, w->fc2_b, h, F);
+  per_block(x, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
+  if (R && x->c.swiglu)
+    be->ops->swiglu_fwd(be, a->act, a->fc1, R, F);
+  else if (R)
+    be->ops->gelu_fwd(be, a->act, a->fc1, R * F);
+  per_block(x, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
 }
 
 void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
                              const mt_moe_expert_weights *w, const mt_moe_expert_grads *g,
                              void *dx, const void *dy, const void *in, const int64_t *counts,
                              int64_t R) {
-  const int64_t h = x->c.h, F = x->c.F;
-  per_block(x, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->gelu, w->fc2_w, NULL, h, F);
-  if (R) x->be->ops->gelu_bwd(x->be, x->d_f, a->fc1, x->d_f, R * F);
-  per_block(x, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, F, h);
+  mt_backend *be = x->be;
+  const int64_t h = x->c.h, F = x->c.F, gl = x->c.swiglu ? 2 : 1;
+  if (x->c.swiglu) {
+    per_block(x, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    if (R) be->ops->swiglu_bwd(be, x->d_f, x->d_a, a->fc1, R, F);
+  } else {
+    per_block(x, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    if (R) be->ops->gelu_bwd(be, x->d_f, a->fc1, x->d_f, R * F);
+  }
+  per_block(x, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
 }

@@ -1,5 +1,5 @@
-/* model/moe_experts.h — the local experts of an MoE layer: E/ep GELU MLPs
- * (fc1 -> GELU(tanh) -> fc2) over the rows the token dispatcher delivered
+/* model/moe_experts.h — the local experts of an MoE layer: E/ep MLPs
+ * (fc1 -> GELU(tanh) -> fc2, or fc1 -> SwiGLU -> fc2) over the rows the token dispatcher delivered
  * (Megatron-core's moe/experts.py SequentialMLP; GShard, Lepikhin et al.
  * 2020, arXiv:2006.16668 §2; Switch, Fedus et al. 2021, arXiv:2101.03961
  * §2). One GEMM per (source peer, local expert) block of rows through
@@ -8,8 +8,10 @@
  *
  * Shapes: rows x [R, h] grouped by (source peer p, local expert le) in that
  * order, counts[p · E_loc + le] rows per block (the dispatcher's cnt_recv),
- * R = Σ counts <= r_max. Expert weights: fc1 [F, h] + bias [F], fc2 [h, F]
- * + bias [h] (T = backend storage dtype); their gradients fp32, accumulated.
+ * R = Σ counts <= r_max. Expert weights: fc1 [g·F, h] + bias [g·F], fc2
+ * [h, F] + bias [h] (g = 2 with SwiGLU: gate rows then up rows; biases NULL
+ * without add_bias_linear; T = backend storage dtype); their gradients fp32,
+ * accumulated.
  * No communication: experts are never split (expert_tensor_parallel_size 1).
  */
 #ifndef MT_MODEL_MOE_EXPERTS_H
@@ -22,6 +24,7 @@
 typedef struct {
   int E_loc, ep_size;         /* local experts, source peers */
   int64_t h, F;               /* hidden size, expert ffn width */
+  int swiglu;                 /* SwiGLU experts (fc1 gives gate and up halves) */
   int64_t r_max;              /* rows received at most */
 } mt_moe_experts_config;
 
@@ -35,8 +38,8 @@ typedef struct {
 
 /* What the experts of one layer keep for backward (MT_MEM_ACT). */
 typedef struct {
-  void *fc1;                  /* [r_max, F] T: fc1 output (GELU input) */
-  void *gelu;                 /* [r_max, F] T: GELU output (fc2 input) */
+  void *fc1;                  /* [r_max, g·F] T: fc1 output (activation input) */
+  void *act;                  /* [r_max, F] T: activation output (fc2 input) */
 } mt_moe_experts_acts;
 
 typedef struct mt_moe_experts mt_moe_experts;
@@ -47,8 +50,8 @@ void mt_moe_experts_destroy(mt_moe_experts *x);
 void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a);
 void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a);
 
-/* Forward: y [R, h] (T, overwrite) = fc2(GELU(fc1(x))) of each block's
- * expert, x [R, h] (T); saves fc1 and GELU outputs in a. */
+/* Forward: y [R, h] (T, overwrite) = fc2(act(fc1(x))) of each block's
+ * expert, x [R, h] (T); saves fc1 and activation outputs in a. */
 void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
                             const mt_moe_expert_weights *w, void *y, const void *in,
                             const int64_t *counts, int64_t R);

@@ -40,6 +40,7 @@
 
 typedef struct {
   int E, k, h, F;
+  int swiglu;                 /* experts are SwiGLU MLPs (fc1 [2F, h]: gate rows, up rows) */
   mt_moe_route_opts route;
   float lb_coeff, z_coeff;    /* moe_aux_loss_coeff, moe_z_loss_coeff */
   int64_t n_loc, n_full, t0;  /* token rows of this rank, of the micro-batch, offset */

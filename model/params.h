@@ -33,7 +33,15 @@ typedef struct {
   mt_init_kind init;
   int no_weight_decay;          /* biases and LayerNorm parameters */
   int tp_replicated;            /* identical on every TP rank (counted once in norms) */
-  int sp_partial;               /* gradient partial per TP rank under sequence parallelism */
+  int sp_partial;               /* gradient partial per TP rank, summed over TP after the
+                                   backward: norms and the position table under sequence
+                                   parallelism, q/k norms under any tp > 1 */
+  int halves;                   /* the shard is two slices of the two halves of the global
+                                   tensor along its split dimension (rows; columns of a [1, n]
+                                   bias): local row r < local_rows/2 is global row
+                                   row_offset + r, the rest global row
+                                   rows/2 + row_offset + r - local_rows/2 (SwiGLU's fc1: this
+                                   rank's gate slice, then its up slice) */
   int shared_copy;              /* a copy of a tensor owned by another stage (tied word
                                    embedding on the last stage): not counted in norms */
   int is_expert;                /* MoE expert weight (model/moe_layer.h): gradients reduce over the
@@ -52,6 +60,9 @@ typedef struct {
 int mt_params_add(mt_param_list *pl, const char *name, int64_t rows, int64_t cols,
                   int64_t local_rows, int64_t local_cols, int64_t row_offset, int64_t col_offset,
                   mt_init_kind init, int no_weight_decay, int tp_replicated);
+
+/* Global row of local row r of a weight p (see halves). */
+int64_t mt_param_global_row(const mt_param *p, int64_t r);
 
 /* Index of the parameter called `name`, or -1. */
 int mt_params_find(const mt_param_list *pl, const char *name);

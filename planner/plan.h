@@ -69,7 +69,8 @@ typedef struct {
   int worst_stage;        /* pipeline stage of the worst rank */
   double act_layer_bytes; /* activations one layer keeps for one micro-batch */
   double inflight_layers; /* layer-micro-batches of activations held at peak */
-  int64_t params_per_rank, params_total;
+  int64_t params_per_rank, params_total; /* params_total: padded vocabulary */
+  int64_t params_total_unpadded;          /* the tokenizer's vocabulary (published counts) */
 } mt_plan_memory;
 
 /* Time components of one iteration on the critical path, seconds. */
@@ -122,6 +123,13 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
                             mt_plan_memory *mem);
 
+/* Parameters of the whole model (all ranks, tied word embedding counted
+ * once): with the vocabulary padded to make_vocab_size_divisible_by x tp as
+ * allocated (padded_vocab 1), or with the tokenizer's vocabulary, which is
+ * how model cards count (padded_vocab 0). Every block option counts
+ * (docs/planner.md "Model options"). No errors. */
+int64_t mt_plan_num_parameters(const mt_config *cfg, int padded_vocab);
+
 /* Bytes by category (MT_PM_*) of one rank of pipeline stage `stage`
  * (0 .. pipeline_model_parallel_size-1) during training. Every rank of a
  * stage gets the same sizes (TP shards, ZeRO shards and vocabulary shards
@@ -129,8 +137,9 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
 void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]);
 
 /* Hardware FLOPs of one iteration: Megatron's model FLOPs plus the forward
- * work recomputation repeats (selective: 4 B s^2 h L; full: one more forward
- * of every layer, 2205.05198 Appendix A eq. 8 and 2104.04473 eq. 3). */
+ * work recomputation repeats (selective: the attention core, 4 B s^2 a hn L;
+ * full: one more forward of every layer's GEMMs, 2205.05198 Appendix A eq. 8
+ * and 2104.04473 eq. 3; model/gpt_flops.h mt_flops_forward_parts). */
 double mt_plan_hw_flops(const mt_config *cfg);
 
 /* Print one plan: a human table or (json) one JSON object. */

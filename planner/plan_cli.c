@@ -15,9 +15,41 @@
 
 static const char *rc_name(int r) { return r == 1 ? "selective" : r == 2 ? "full" : "none"; }
 
+static int query_groups(const mt_model_config *m) {
+  return m->group_query_attention ? m->num_query_groups : m->num_attention_heads;
+}
+
+/* One line naming the block options (docs/planner.md "Model options"). */
+static void print_block(FILE *f, const mt_model_config *m) {
+  fprintf(f, "block: ");
+  if (!strcmp(m->position_embedding_type, "rope"))
+    fprintf(f, "RoPE (base %g, %g%% of channels%s)", m->rotary_base, 100 * m->rotary_percent,
+            m->rotary_interleaved ? ", interleaved" : "");
+  else if (!strcmp(m->position_embedding_type, "none"))
+    fprintf(f, "no position embedding");
+  else
+    fprintf(f, "learned positions");
+  fprintf(f, ", %s, %s, ", m->normalization, m->swiglu ? "SwiGLU" : "GeLU");
+  int ng = query_groups(m);
+  if (ng == m->num_attention_heads) fprintf(f, "MHA");
+  else fprintf(f, "%s %d query groups", ng == 1 ? "MQA" : "GQA", ng);
+  fprintf(f, " (kv_channels %d)%s%s, %s embeddings\n", m->kv_channels,
+          m->add_bias_linear ? "" : ", no linear biases", m->qk_layernorm ? ", qk_layernorm" : "",
+          m->untie_embeddings_and_output_weights ? "untied" : "tied");
+}
+
 static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, const mt_plan *p) {
+  const mt_model_config *mc = &cfg->model;
   fprintf(f, "{\"config\":\"%s\",\"hardware\":\"%s\",\"world_size\":%d,", cfg->source_path,
           hw->name, p->world);
+  fprintf(f,
+          "\"model\":{\"position_embedding_type\":\"%s\",\"normalization\":\"%s\","
+          "\"swiglu\":%s,\"num_query_groups\":%d,\"kv_channels\":%d,\"add_bias_linear\":%s,"
+          "\"qk_layernorm\":%s,\"untie_embeddings_and_output_weights\":%s},",
+          mc->position_embedding_type, mc->normalization, mc->swiglu ? "true" : "false",
+          query_groups(mc), mc->kv_channels, mc->add_bias_linear ? "true" : "false",
+          mc->qk_layernorm ? "true" : "false",
+          mc->untie_embeddings_and_output_weights ? "true" : "false");
   fprintf(f,
           "\"layout\":{\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,"
           "\"sequence_parallel\":%s,\"zero_stage\":%d,\"recompute\":\"%s\","
@@ -34,9 +66,11 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
     fprintf(f, "%s\"%s\":%.0f", i ? "," : "", mt_plan_mem_name(i), m->bytes[i]);
   fprintf(f,
           "},\"total\":%.0f,\"capacity\":%.0f,\"fits\":%s,\"activation_bytes_per_layer\":%.0f,"
-          "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld,",
+          "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld,"
+          "\"params_total_unpadded_vocab\":%lld,",
           m->total, m->capacity, m->fits ? "true" : "false", m->act_layer_bytes,
-          m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total);
+          m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total,
+          (long long)m->params_total_unpadded);
   /* every stage (all ranks of a stage have the same sizes) */
   fprintf(f, "\"per_stage\":[");
   for (int k = 0; k < p->pp && k < 1024; k++) {
@@ -76,6 +110,9 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
           "%.3fB parameters\n", cfg->model.num_layers, cfg->model.hidden_size,
           cfg->model.num_attention_heads, cfg->model.ffn_hidden_size, cfg->model.seq_length,
           (long long)mt_config_padded_vocab(cfg), m->params_total / 1e9);
+  print_block(f, &cfg->model);
+  fprintf(f, "parameters: %lld (%lld with the unpadded vocabulary %d)\n",
+          (long long)m->params_total, (long long)m->params_total_unpadded, cfg->model.vocab_size);
   fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ep %d | sequence parallel %s | zero %d "
           "| recompute %s | micro-batch %d, global %d (%d micro-batches) | %s\n",
           p->tp, p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,

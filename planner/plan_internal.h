@@ -7,6 +7,13 @@
 /* Model and layout sizes as doubles (products of large ints overflow int). */
 typedef struct {
   double b, s, h, a, f, L, Vp, maxpos; /* micro-batch, seq, hidden, heads, ffn, layers, vocab */
+  double V;                            /* unpadded vocabulary */
+  /* block options (docs/planner.md "Model options"): query groups ng (= a
+   * without GQA), channels per head hn, g = 2 fc1 halves with SwiGLU else 1;
+   * flags: RMSNorm (no bias, no mean), learned position table, linear
+   * biases, qk_layernorm */
+  double ng, hn, g;
+  int rms, pos_table, bias, qkln, swiglu;
   double t, p, v, d;                   /* tp, pp, virtual stages, dp */
   double m;                            /* micro-batches per iteration per pipeline */
   double e;                            /* bytes per stored element (2 bf16, 4 fp32) */
@@ -21,8 +28,12 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d);
 
 /* Parameters held by one rank of pipeline stage `stage` (before ZeRO). */
 double mt_plan_stage_params(const mt_plan_dims *d, int stage);
-/* Parameters of the whole (unsharded) model, tied output counted once. */
-double mt_plan_total_params(const mt_plan_dims *d);
+/* Parameters of the whole (unsharded) model, tied output counted once;
+ * the padded vocabulary when `padded`, else the tokenizer's. */
+double mt_plan_total_params(const mt_plan_dims *d, int padded);
+/* Elements of a norm's parameters per channel: 2 (LayerNorm weight + bias)
+ * or 1 (RMSNorm weight). */
+double mt_plan_norm_width(const mt_plan_dims *d);
 /* Layers of stage `stage` that are MoE layers (fractional average). */
 double mt_plan_stage_moe_layers(const mt_plan_dims *d);
 

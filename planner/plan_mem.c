@@ -36,6 +36,16 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
   d->f = mc->ffn_hidden_size;
   d->L = mc->num_layers;
   d->Vp = (double)mt_config_padded_vocab(cfg);
+  d->V = mc->vocab_size;
+  d->ng = mc->group_query_attention && mc->num_query_groups > 0 ? mc->num_query_groups : d->a;
+  d->hn = mc->kv_channels > 0 ? mc->kv_channels : (d->a > 0 ? d->h / d->a : d->h);
+  d->swiglu = mc->swiglu != 0;
+  d->g = d->swiglu ? 2 : 1;
+  d->rms = !strcmp(mc->normalization, "RMSNorm");
+  d->pos_table = !strcmp(mc->position_embedding_type, "learned_absolute") ||
+                 !mc->position_embedding_type[0];
+  d->bias = mc->add_bias_linear != 0;
+  d->qkln = mc->qk_layernorm != 0;
   d->maxpos = mc->max_position_embeddings;
   d->t = pc->tensor_model_parallel_size;
   d->p = pc->pipeline_model_parallel_size;
@@ -65,35 +75,42 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
 
 double mt_plan_stage_moe_layers(const mt_plan_dims *d) { return d->n_moe_layers / d->p; }
 
-/* Dense transformer layer on one TP rank: column-parallel qkv/fc1 (weights
- * and biases split), row-parallel proj/fc2 (weights split, biases and both
- * LayerNorms replicated). */
-static double dense_layer_params(const mt_plan_dims *d) {
-  double h = d->h, f = d->f;
-  return (4 * h * h + 2 * h * f + 3 * h + f) / d->t + 6 * h;
+double mt_plan_norm_width(const mt_plan_dims *d) { return d->rms ? 1 : 2; }
+
+/* The attention half of a layer on one TP rank of t (model/gpt.c
+ * register_params): input norm (replicated), column-parallel linear_qkv
+ * [(a + 2 ng) hn / t, h] (+ bias), q/k norms [hn] (replicated), row-parallel
+ * linear_proj [h, a hn / t] (+ replicated bias), and the pre-MLP norm. */
+static double attn_params(const mt_plan_dims *d, double t) {
+  const double h = d->h, nw = mt_plan_norm_width(d);
+  const double qkv = (d->a + 2 * d->ng) * d->hn, q = d->a * d->hn;
+  return (qkv * h + d->bias * qkv + h * q) / t + d->bias * h + 2 * nw * h +
+         d->qkln * 2 * nw * d->hn;
 }
 
-/* Attention half + LayerNorms only (the MLP replaced by experts). */
-static double attn_layer_params(const mt_plan_dims *d) {
-  double h = d->h;
-  return (4 * h * h + 3 * h) / d->t + 6 * h;
+/* A dense MLP on one TP rank: linear_fc1 [g f / t, h] (+ bias; with SwiGLU
+ * the gate and up slices), linear_fc2 [h, f / t] (+ replicated bias). */
+static double mlp_params(const mt_plan_dims *d, double t) {
+  const double h = d->h, f = d->f;
+  return (d->g * f * h + d->bias * d->g * f + h * f) / t + d->bias * h;
 }
 
-/* Router (replicated) + local experts: E/ep experts of fc1 [fm, h] + bias
- * and fc2 [h, fm] split by etp, fc2 bias replicated. */
-static double moe_mlp_params(const mt_plan_dims *d) {
-  double h = d->h, fm = d->fm;
-  return d->E * h + (d->E / d->ep) * ((2 * h * fm + fm) / d->etp + h);
+/* Router (replicated) + local experts: E/ep experts of fc1 [g F, h] (+ bias)
+ * and fc2 [h, F] split by etp, fc2 bias replicated. */
+static double moe_mlp_params(const mt_plan_dims *d, double ep, double etp) {
+  const double h = d->h, F = d->fm;
+  return d->E * h +
+         (d->E / ep) * ((d->g * F * h + d->bias * d->g * F + h * F) / etp + d->bias * h);
 }
 
 double mt_plan_stage_params(const mt_plan_dims *d, int stage) {
   double per_stage_layers = d->L / d->p;
   double moe = mt_plan_stage_moe_layers(d);
-  double n = (per_stage_layers - moe) * dense_layer_params(d) +
-             moe * (attn_layer_params(d) + moe_mlp_params(d));
-  if (stage == 0) n += d->Vp * d->h / d->t + d->maxpos * d->h;
+  double n = per_stage_layers * attn_params(d, d->t) + (per_stage_layers - moe) * mlp_params(d, d->t) +
+             moe * moe_mlp_params(d, d->ep, d->etp);
+  if (stage == 0) n += d->Vp * d->h / d->t + d->pos_table * d->maxpos * d->h;
   if (stage == (int)d->p - 1) {
-    n += 2 * d->h; /* final LayerNorm */
+    n += mt_plan_norm_width(d) * d->h; /* final norm */
     /* untied output layer, or Megatron's copy of the word embeddings on the
      * last stage when it is not the first */
     if (d->untied || d->p > 1) n += d->Vp * d->h / d->t;
@@ -101,14 +118,19 @@ double mt_plan_stage_params(const mt_plan_dims *d, int stage) {
   return n;
 }
 
-double mt_plan_total_params(const mt_plan_dims *d) {
-  double h = d->h, f = d->f;
-  double dense = 4 * h * h + 2 * h * f + 3 * h + f + 6 * h;
-  double moe = 4 * h * h + 3 * h + 6 * h + d->E * h + d->E * (2 * h * d->fm + d->fm + h);
-  double n = (d->L - d->n_moe_layers) * dense + d->n_moe_layers * moe;
-  n += d->Vp * h + d->maxpos * h + 2 * h;
-  if (d->untied) n += d->Vp * h;
+double mt_plan_total_params(const mt_plan_dims *d, int padded) {
+  const double h = d->h, V = padded ? d->Vp : d->V;
+  double n = d->L * attn_params(d, 1) + (d->L - d->n_moe_layers) * mlp_params(d, 1) +
+             d->n_moe_layers * moe_mlp_params(d, 1, 1);
+  n += V * h + d->pos_table * d->maxpos * h + mt_plan_norm_width(d) * h;
+  if (d->untied) n += V * h;
   return n;
+}
+
+int64_t mt_plan_num_parameters(const mt_config *cfg, int padded_vocab) {
+  mt_plan_dims d;
+  mt_plan_dims_from(cfg, 1, &d);
+  return (int64_t)llround(mt_plan_total_params(&d, padded_vocab));
 }
 
 void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]) {
@@ -142,7 +164,8 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
       mem->params_per_rank = info.params;
     }
   }
-  mem->params_total = (int64_t)llround(mt_plan_total_params(&d));
+  mem->params_total = (int64_t)llround(mt_plan_total_params(&d, 1));
+  mem->params_total_unpadded = (int64_t)llround(mt_plan_total_params(&d, 0));
   mem->capacity = hw ? (hw->hbm_gib - hw->reserved_gib) * 1073741824.0 : INFINITY;
   mem->fits = mem->total <= mem->capacity;
 }

@@ -81,11 +81,21 @@ static int64_t padd(flat_layout *f, int64_t n) {
   return off;
 }
 
-/* model/gpt.c register_params for the chunks ch[0..nc) of one rank. */
+/* model/gpt.c register_params for the chunks ch[0..nc) of one rank: the
+ * embedding (word, + positions when learned), per layer input norm (weight
+ * [+ bias]), linear_qkv [(a + 2 ng) hn / t, h] (+ bias), q/k norms [hn] each
+ * (weight [+ bias]), linear_proj [h, a hn / t] (+ bias), pre-MLP norm, then
+ * linear_fc1 [g f / t, h] (+ bias), linear_fc2 [h, f / t] (+ bias) or the
+ * router and the local experts' fc1/fc2; the final norm and the output
+ * layer. Each tensor starts at a 16-element aligned offset, so the order
+ * inside a layer does not change the sizes. */
 static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_layout *f) {
-  const int64_t h = (int64_t)d->h, hl = (int64_t)(d->h / d->t), fl = (int64_t)(d->f / d->t);
+  const int64_t t = (int64_t)d->t, h = (int64_t)d->h, fl = (int64_t)(d->f / d->t);
+  const int64_t hn = (int64_t)d->hn, npl = (int64_t)d->a / t, ngl = (int64_t)d->ng / t;
+  const int64_t hl = npl * hn, qkvl = (npl + 2 * ngl) * hn, g = (int64_t)d->g;
   const int64_t vl = (int64_t)(d->Vp / d->t), maxpos = (int64_t)d->maxpos;
   const int64_t E = (int64_t)d->E, El = (int64_t)(d->E / d->ep), F = (int64_t)(d->fm / d->etp);
+  const int ln = !d->rms, bias = d->bias;
   int n_layers = 0;
   for (int k = 0; k < nc; k++) n_layers += ch[k].n;
   memset(f, 0, sizeof *f);
@@ -94,31 +104,43 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
   int s = 0;
   if (pre) {
     f->bounds[0] = padd(f, vl * h);
-    padd(f, maxpos * h);
+    if (d->pos_table) padd(f, maxpos * h);
     f->bounds[1] = f->last_end;
     f->has_emb = 1;
     s = 1;
   }
-  const int64_t dense[12] = {h, h, 3 * hl * h, 3 * hl, h * hl, h, h, h, fl * h, fl, h * fl, h};
   for (int k = 0; k < nc; k++)
     for (int lc = 0; lc < ch[k].n; lc++, s++) {
       int moe = is_moe_layer(d, ch[k].first + lc);
-      f->bounds[2 * s] = padd(f, dense[0]);
-      for (int j = 1; j < (moe ? 8 : 12); j++) padd(f, dense[j]);
-      if (moe) {
+      f->bounds[2 * s] = padd(f, h); /* input norm */
+      if (ln) padd(f, h);
+      padd(f, qkvl * h);
+      if (bias) padd(f, qkvl);
+      if (d->qkln)
+        for (int j = 0; j < 2 * (1 + ln); j++) padd(f, hn); /* q_layernorm, k_layernorm */
+      padd(f, h * hl);
+      if (bias) padd(f, h);
+      padd(f, h); /* pre-MLP norm */
+      if (ln) padd(f, h);
+      if (!moe) {
+        padd(f, g * fl * h);
+        if (bias) padd(f, g * fl);
+        padd(f, h * fl);
+        if (bias) padd(f, h);
+      } else {
         padd(f, E * h); /* router */
         for (int64_t e = 0; e < El; e++) {
-          padd(f, F * h);
-          padd(f, F);
+          padd(f, g * F * h);
+          if (bias) padd(f, g * F);
           padd(f, h * F);
-          padd(f, h);
+          if (bias) padd(f, h);
         }
       }
       f->bounds[2 * s + 1] = f->last_end;
     }
   if (post) {
-    f->bounds[2 * s] = padd(f, h);
-    padd(f, h);
+    f->bounds[2 * s] = padd(f, h); /* final norm */
+    if (ln) padd(f, h);
     if (d->untied || !pre) padd(f, vl * h); /* output layer, or the tied copy */
     f->bounds[2 * s + 1] = f->last_end;
     f->has_head = 1;
@@ -209,21 +231,46 @@ static void zero_residency(const mt_plan_dims *d, const mt_zero_layout *L, const
 
 /* ---- activations ---- */
 
-/* Routing state of one layer set (model/moe_layer.c mt_moe_acts_create). */
+/* Routing state of one layer set (model/moe_layer.c mt_moe_acts_create;
+ * the experts' fc1 [r_max, g F] and activation [r_max, F]). */
 static double moe_set_bytes(const mt_plan_dims *d, double rows_l) {
   if (d->E <= 0) return 0;
   double e = d->e, k = d->topk, smax = rows_l * k, rmax = smax * d->ep, F = d->fm / d->etp;
   return fmax(rows_l * k, 1) * 4 * 2 + fmax(smax, 1) * 4 + fmax(rmax * d->h, 1) * e +
-         2 * fmax(rmax * F, 1) * e + fmax(smax * d->h, 1) * e;
+         fmax(rmax * d->g * F, 1) * e + fmax(rmax * F, 1) * e + fmax(smax * d->h, 1) * e;
 }
 
-/* One layer's saved tensors (model/gpt_slots.c mt_gpt_alloc_layer_acts). */
+/* Local sizes of the attention tensors: npl query heads, ngl groups,
+ * hl = npl hn context channels, qkvl = (npl + 2 ngl) hn qkv channels. */
+typedef struct {
+  double npl, ngl, hl, qkvl, fl;
+} local_dims;
+
+static local_dims local_of(const mt_plan_dims *d) {
+  local_dims l;
+  l.npl = d->a / d->t;
+  l.ngl = d->ng / d->t;
+  l.hl = l.npl * d->hn;
+  l.qkvl = (l.npl + 2 * l.ngl) * d->hn;
+  l.fl = d->f / d->t;
+  return l;
+}
+
+/* One layer's saved tensors (model/gpt_slots.c mt_gpt_alloc_layer_acts):
+ * ln1, x1, ln2 [rows_l, h]; norm statistics fp32 (mean only with
+ * LayerNorm); with qk_layernorm the pre-norm qkv and its per-head
+ * statistics; qkv [rows, qkvl]; probabilities [b, npl, s, s]; ctx
+ * [rows, hl]; fc1 [rows, g fl] and the activation [rows, fl]. */
 static double layer_set_bytes(const mt_plan_dims *d, int with_probs) {
-  double e = d->e, rows = d->b * d->s, rows_l = d->sp ? rows / d->t : rows;
-  double h = d->h, hl = d->h / d->t, fl = d->f / d->t;
-  double probs = d->b * (d->a / d->t) * d->s * d->s * e;
-  return 3 * rows_l * h * e + 4 * rows_l * 4 + rows * 3 * hl * e + rows * hl * e +
-         2 * rows * fl * e + (with_probs ? probs : 0) + moe_set_bytes(d, rows_l);
+  const local_dims l = local_of(d);
+  const double e = d->e, rows = d->b * d->s, rows_l = d->sp ? rows / d->t : rows, h = d->h;
+  const double stats = d->rms ? 1 : 2; /* fp32 vectors per norm: (mean,) rstd */
+  const double probs = d->b * l.npl * d->s * d->s * e;
+  double bytes = 3 * rows_l * h * e + 2 * stats * rows_l * 4 + rows * l.qkvl * e +
+                 rows * l.hl * e + rows * d->g * l.fl * e + rows * l.fl * e +
+                 (with_probs ? probs : 0) + moe_set_bytes(d, rows_l);
+  if (d->qkln) bytes += rows * l.qkvl * e + stats * rows * (l.npl + l.ngl) * 4;
+  return bytes;
 }
 
 /* One micro-batch slot of chunk c (model/gpt_slots.c slot_new). */
@@ -232,7 +279,8 @@ static double slot_bytes(const mt_plan_dims *d, const pchunk *c) {
   double b = (c->n + 1) * rows_l * d->h * e;
   if (d->recompute != 2) b += c->n * layer_set_bytes(d, d->recompute == 0);
   if (c->post)
-    b += rows_l * d->h * e + 2 * rows_l * 4 + rows * (d->Vp / d->t) * e + 4 * rows * 4;
+    b += rows_l * d->h * e + (d->rms ? 1 : 2) * rows_l * 4 + rows * (d->Vp / d->t) * e +
+         4 * rows * 4;
   if (c->pre || c->post) b += 2 * rows * 4;
   return b;
 }
@@ -334,14 +382,20 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   /* pipeline: one pooled gradient send buffer [s/t_sp, b, h] */
   if (d->p > 1 && sends_grad) out[MT_PM_COMM] += rows_l * d->h * e;
 
-  /* workspaces (model/gpt.c alloc_buffers, model/moe_layer.c mt_moe_create) */
-  const double h = d->h, hl = d->h / d->t, fl = d->f / d->t;
-  double ws = (3 * rows_l * h + rows * 3 * hl + rows * hl + rows * fl) * e;
+  /* workspaces (model/gpt.c alloc_buffers, model/moe_layer.c mt_moe_create):
+   * tmp_h, dresid, dtmp_h [rows_l, h]; dqkv [rows, qkvl] (+ dqkv2 with
+   * qk_layernorm); dctx [rows, hl]; dffn [rows, g fl] (+ dact [rows, fl]
+   * with SwiGLU); with t > 1 the gather and gradient [rows, h] buffers */
+  const local_dims l = local_of(d);
+  const double h = d->h;
+  double ws = (3 * rows_l * h + (1 + d->qkln) * rows * l.qkvl + rows * l.hl +
+               rows * d->g * l.fl + d->swiglu * rows * l.fl) * e;
   if (d->t > 1) ws += 2 * rows * h * e;
   if (d->E > 0) {
     double k = d->topk, smax = rows_l * k, rmax = smax * d->ep, F = d->fm / d->etp, E = d->E;
     ws += fmax(rows_l * E, 1) * 4 + (rows_l < rows ? fmax(rows * E, 1) * 4 : 0) +
-          (3 * fmax(smax * h, 1) + 3 * fmax(rmax * h, 1) + fmax(rmax * F, 1)) * e +
+          (3 * fmax(smax * h, 1) + 3 * fmax(rmax * h, 1) + fmax(rmax * d->g * F, 1) +
+           (d->swiglu ? fmax(rmax * F, 1) : 0)) * e +
           fmax(rows_l * k, 1) * 4 + fmax(rows_l * E, 1) * 4 + (e < 4 ? fmax(rows_l * E, 1) * e : 0);
   }
   out[MT_PM_WORKSPACE] = ws;

@@ -36,7 +36,9 @@ int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
   long tried = 0;
   char e2[1024];
   for (int tp = 1; tp <= world && tp <= 64; tp++) {
+    /* Megatron's rule: tp divides the heads and the query groups (GQA) */
     if (world % tp || m->num_attention_heads % tp) continue;
+    if (m->group_query_attention && m->num_query_groups % tp) continue;
     for (int pp = 1; pp <= world / tp; pp++) {
       if ((world / tp) % pp || m->num_layers % pp) continue;
       int dp = world / tp / pp;

@@ -86,20 +86,24 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra,
   const mt_hardware *hw = c->hw;
   double b = d->b, s = d->s, h = d->h, t = d->t, e = d->e, M = b * s;
   double x = M * h, xs = d->sp ? x / t : x;
-  double g_attn_lin = gemm(c, M, 3 * h / t, h, 1) + gemm(c, M, h, h / t, 1);
+  /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] */
+  double q = d->a * d->hn, qkv = (d->a + 2 * d->ng) * d->hn;
+  double g_attn_lin = gemm(c, M, qkv / t, h, 1) + gemm(c, M, h, q / t, 1);
   double g_mlp, mlp_elem, ep_f = 0;
+  /* fc1 has g = 2 halves with SwiGLU; the activation reads g + (bias) and
+   * writes one [M, f/t] tensor */
   if (!moe) {
-    g_mlp = gemm(c, M, d->f / t, h, 1) + gemm(c, M, h, d->f / t, 1);
-    mlp_elem = 2 * M * d->f / t * e;
+    g_mlp = gemm(c, M, d->g * d->f / t, h, 1) + gemm(c, M, h, d->f / t, 1);
+    mlp_elem = (d->g + 1) * M * d->f / t * e;
   } else {
     /* router, then each token's top-k experts; balanced load over ep ranks */
     double Mt = M * d->topk;
-    g_mlp = gemm(c, M, d->E, h, 1) + gemm(c, Mt, d->fm / d->etp, h, 1) +
+    g_mlp = gemm(c, M, d->E, h, 1) + gemm(c, Mt, d->g * d->fm / d->etp, h, 1) +
             gemm(c, Mt, h, d->fm / d->etp, 1);
-    mlp_elem = 2 * Mt * d->fm / d->etp * e + 2 * Mt * h * e;
+    mlp_elem = (d->g + 1) * Mt * d->fm / d->etp * e + 2 * Mt * h * e;
     ep_f = 2 * coll(hw, C_A2A, d->ep, Mt * h * e, ep_intra); /* dispatch + combine */
   }
-  double hd = h / d->a, heads = b * d->a / t;
+  double hd = d->hn, heads = b * d->a / t;
   double attn_g = gemm(c, s, s, hd, heads) + gemm(c, s, hd, s, heads);
   double S = heads * s * s;
   double attn_m = mem(c, 4 * S * e); /* scale-mask-softmax r/w + dropout r/w */
@@ -162,15 +166,36 @@ static piece ends(const ctx_t *c, const mt_plan_dims *d, int first, int last, in
   return p;
 }
 
-double mt_plan_hw_flops(const mt_config *cfg) {
+/* The model shape of cfg for model/gpt_flops.h. */
+static mt_flops_shape flops_shape(const mt_config *cfg) {
   const mt_model_config *m = &cfg->model;
-  double B = cfg->training.global_batch_size, s = m->seq_length, h = m->hidden_size,
-         L = m->num_layers, f = m->ffn_hidden_size;
-  double model = mt_flops_per_iteration((int64_t)B, (int64_t)s, (int64_t)L, (int64_t)h,
-                                        (int64_t)f, mt_config_padded_vocab(cfg));
-  if (!strcmp(m->recompute_granularity, "selective")) return model + 4 * B * s * s * h * L;
-  if (!strcmp(m->recompute_granularity, "full"))
-    return model + L * (2 * B * s * (4 * h * h + 2 * h * f) + 4 * B * s * s * h);
+  mt_flops_shape f;
+  memset(&f, 0, sizeof f);
+  f.global_batch = cfg->training.global_batch_size;
+  f.seq_length = m->seq_length;
+  f.num_layers = m->num_layers;
+  f.hidden_size = m->hidden_size;
+  f.num_attention_heads = m->num_attention_heads;
+  f.num_query_groups = m->group_query_attention ? m->num_query_groups : m->num_attention_heads;
+  f.kv_channels = m->kv_channels;
+  f.ffn_hidden_size = m->ffn_hidden_size;
+  f.swiglu = m->swiglu;
+  f.num_experts = m->num_experts;
+  f.moe_router_topk = m->moe_router_topk;
+  f.moe_ffn_hidden_size = m->moe_ffn_hidden_size;
+  f.moe_layer_freq = m->moe_layer_freq;
+  f.padded_vocab_size = mt_config_padded_vocab(cfg);
+  return f;
+}
+
+double mt_plan_hw_flops(const mt_config *cfg) {
+  const mt_flops_shape fs = flops_shape(cfg);
+  const double model = mt_flops_per_iteration(&fs);
+  mt_flops_parts fw;
+  mt_flops_forward_parts(&fs, &fw);
+  if (!strcmp(cfg->model.recompute_granularity, "selective")) return model + fw.attn_core;
+  if (!strcmp(cfg->model.recompute_granularity, "full"))
+    return model + fw.attn_linear + fw.attn_core + fw.mlp;
   return model;
 }
 
@@ -277,9 +302,8 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   T->t_iter = 0;
   for (int i = 0; i < MT_PT_N; i++) T->t_iter += T->comp[i];
 
-  T->model_flops = mt_flops_per_iteration(cfg->training.global_batch_size, (int64_t)d.s,
-                                          (int64_t)d.L, (int64_t)d.h, (int64_t)d.f,
-                                          (int64_t)d.Vp);
+  const mt_flops_shape fs = flops_shape(cfg);
+  T->model_flops = mt_flops_per_iteration(&fs);
   T->hw_flops = mt_plan_hw_flops(cfg);
   double peak = c.peak;
   T->tflops_per_gpu = T->model_flops / T->t_iter / world / 1e12;

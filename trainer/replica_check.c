@@ -76,8 +76,8 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
   }
   if (t->topo.tp > 1 && !agree_u64(t->ps->tp, param_hash(t, 1))) {
     snprintf(err, errlen,
-             "replicated parameters (LayerNorms, position embedding, row-parallel biases) "
-             "differ across the tensor-parallel group");
+             "replicated parameters (norm weights and biases incl. q/k norms, position "
+             "embedding, row-parallel biases) differ across the tensor-parallel group");
     return -1;
   }
   return 0;

@@ -192,6 +192,29 @@ static void print_summary(const mt_trainer *t) {
       c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
       c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
       (long long)mt_config_padded_vocab(c));
+  const mt_model_config *m = &c->model;
+  int rope = !strcmp(m->position_embedding_type, "rope");
+  if (rope || strcmp(m->position_embedding_type, "learned_absolute") ||
+      strcmp(m->normalization, "LayerNorm") || m->swiglu || m->group_query_attention ||
+      !m->add_bias_linear || m->qk_layernorm ||
+      m->kv_channels * m->num_attention_heads != m->hidden_size) {
+    char pos[128];
+    /* rotated channels as Megatron's RotaryEmbedding: int(hn * rotary_percent) */
+    int rot = m->rotary_percent < 1.0f ? (int)((double)m->kv_channels * m->rotary_percent)
+                                       : m->kv_channels;
+    if (rope)
+      snprintf(pos, sizeof pos, "rope (base %g, %d of %d channels rotated%s)",
+               (double)m->rotary_base, rot, m->kv_channels,
+               m->rotary_interleaved ? ", interleaved" : ", rotate-half");
+    else
+      snprintf(pos, sizeof pos, "%s", m->position_embedding_type);
+    say(t, "> block: positions %s, %s (eps %g)%s, %s MLP, %d query heads in %d K/V groups of %d "
+           "channels, %s linear biases%s\n",
+        pos, m->normalization, (double)m->norm_epsilon, m->qk_layernorm ? " + qk norm" : "",
+        m->swiglu ? "SwiGLU" : "GELU", m->num_attention_heads, m->num_query_groups,
+        m->kv_channels, m->add_bias_linear ? "with" : "no",
+        m->untie_embeddings_and_output_weights ? ", untied output layer" : "");
+  }
   say(t, "> number of parameters: %lld (%.2fM); per rank: %lld\n",
       (long long)t->n_params_total, t->n_params_total / 1e6,
       (long long)mt_gpt_params(t->model)->numel);

@@ -36,8 +36,20 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.hidden_dropout = c->model.hidden_dropout;
   g.attention_dropout = c->model.attention_dropout;
   g.init_method_std = c->model.init_method_std;
-  g.layernorm_epsilon = c->model.layernorm_epsilon;
+  g.layernorm_epsilon = c->model.norm_epsilon; /* = layernorm_epsilon (alias) */
   g.untie_embeddings_and_output_weights = c->model.untie_embeddings_and_output_weights;
+  g.position_embedding = !strcmp(c->model.position_embedding_type, "rope")   ? MT_POS_ROPE
+                         : !strcmp(c->model.position_embedding_type, "none") ? MT_POS_NONE
+                                                                             : MT_POS_LEARNED;
+  g.rotary_base = c->model.rotary_base;
+  g.rotary_percent = c->model.rotary_percent;
+  g.rotary_interleaved = c->model.rotary_interleaved;
+  g.normalization = !strcmp(c->model.normalization, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
+  g.swiglu = c->model.swiglu;
+  g.num_query_groups = c->model.group_query_attention ? c->model.num_query_groups : 0;
+  g.kv_channels = c->model.kv_channels;
+  g.disable_bias_linear = !c->model.add_bias_linear;
+  g.qk_layernorm = c->model.qk_layernorm;
   g.micro_batch_size = c->training.micro_batch_size;
   g.seed = c->training.seed;
   g.num_experts = c->model.num_experts;
@@ -207,9 +219,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   }
   t->n_params_total = mt_gpt_num_parameters(t->model);
   mt_allreduce(t->ps->pp, &t->n_params_total, 1, MT_I64, MT_OP_SUM);
-  t->flops_per_iter = mt_flops_per_iteration(
-      cfg->training.global_batch_size, s, cfg->model.num_layers, cfg->model.hidden_size,
-      cfg->model.ffn_hidden_size, mt_config_padded_vocab(cfg));
+  mt_flops_shape fs = mt_gpt_flops_shape(&gc, cfg->training.global_batch_size);
+  t->flops_per_iter = mt_flops_per_iteration(&fs);
 
   if (mt_trainer_load_checkpoint(t, err, errlen) != 0) return -1;
   if (t->is_logger &&

@@ -49,12 +49,13 @@ static void release(mt_zero_opt *z, int s) {
   point_params(z, s, NULL, 0);
 }
 
-/* Sequence parallelism leaves some gradients partial per TP rank (LayerNorms,
- * position embedding): sum them over TP before the dp reduce-scatter, as
- * mt_gpt_finalize_grads does for the full buffer. */
+/* Some gradients are partial per TP rank (mt_param.sp_partial: norms and the
+ * position table under sequence parallelism, q/k norms under any tp > 1):
+ * sum them over TP before the dp reduce-scatter, as mt_gpt_finalize_grads
+ * does for the full buffer. */
 static void finalize_sp(mt_zero_opt *z, int s) {
   const mt_gpt_config *c = mt_gpt_get_config(z->model);
-  if (!(c->sequence_parallel && c->tp_size > 1)) return;
+  if (c->tp_size <= 1) return;
   int first, last;
   mt_gpt_layer_param_range(z->model, layer_of_seg(z, s), &first, &last);
   for (int i = first; i <= last; i++)

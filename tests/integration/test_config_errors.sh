@@ -48,6 +48,28 @@ expect() {
   fi
 }
 
+# expect_world NAME WORLD FILE "needle"... -- [args]: the same through
+# `megatrain topology --world-size WORLD` (layouts that need several ranks).
+expect_world() {
+  local name="$1" world="$2" file="$3"; shift 3
+  local needles=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  local rc
+  timeout 120 "$bin" topology --config "$file" --world-size "$world" "$@" >"$tmp/out" 2>"$tmp/err"; rc=$?
+  local ok=1
+  [ $rc -eq 2 ] || { echo "FAIL $name: exit status $rc (expected 2)"; ok=0; }
+  grep -q "megatrain: error: " "$tmp/err" || { echo "FAIL $name: no 'megatrain: error: ' on stderr"; ok=0; }
+  for n in "${needles[@]}"; do
+    grep -qF -- "$n" "$tmp/err" || { echo "FAIL $name: stderr lacks '$n'"; ok=0; }
+  done
+  if [ $ok -eq 1 ]; then
+    echo "ok   $name: $(head -n 1 "$tmp/err")"
+  else
+    fails=$((fails + 1)); sed 's/^/     | /' "$tmp/err" | head -n 10
+  fi
+}
+
 sed 's/"hidden_size"/"hiden_size"/' "$tmp/good.json" >"$tmp/typo.json"
 expect typo_key "$tmp/typo.json" "model.hiden_size" "did you mean 'hidden_size'?" "typo.json"
 
@@ -73,6 +95,47 @@ expect set_unknown "$tmp/good.json" "training.lrr" "did you mean 'lr'?" -- --set
 expect set_range "$tmp/good.json" "parallel.zero_stage" "[0, 3]" -- --set parallel.zero_stage=7
 expect set_device "$tmp/good.json" "device" "cpu|cuda" -- --set device=tpu
 expect missing_file "$tmp/nope.json" "nope.json"
+
+# Llama-style block options (docs/model.md): every inconsistent combination.
+g="$tmp/good.json"
+GQA="--set model.group_query_attention=true"
+ROPE="--set model.position_embedding_type=rope"
+expect pos_type_unknown "$g" "model.position_embedding_type" "learned_absolute|rope|none" -- \
+  --set model.position_embedding_type=yarn
+expect norm_unknown "$g" "model.normalization" "LayerNorm|RMSNorm" -- --set model.normalization=rmsnorm
+expect eps_alias_conflict "$g" "model.layernorm_epsilon" "norm_epsilon" -- \
+  --set model.norm_epsilon=1e-6 --set model.layernorm_epsilon=1e-5
+expect eps_range "$g" "model.norm_epsilon" "> 0" -- --set model.norm_epsilon=0
+expect groups_without_gqa "$g" "model.num_query_groups" "group_query_attention" -- \
+  --set model.num_query_groups=2
+expect groups_not_dividing "$g" "model.num_query_groups" "does not divide num_attention_heads 4" -- \
+  $GQA --set model.num_query_groups=3
+expect groups_too_many "$g" "model.num_query_groups" "does not divide" -- $GQA --set model.num_query_groups=8
+expect groups_range "$g" "model.num_query_groups" ">= 1" -- $GQA --set model.num_query_groups=-2
+expect_world groups_vs_tp 4 "$g" "model.num_query_groups" "tensor_model_parallel_size 4" -- \
+  $GQA --set model.num_query_groups=2 --set parallel.tensor_model_parallel_size=4
+expect_world mqa_vs_tp 2 "$g" "model.num_query_groups" "tensor_model_parallel_size 2" -- \
+  $GQA --set parallel.tensor_model_parallel_size=2
+expect kv_channels_range "$g" "model.kv_channels" ">= 1" -- --set model.kv_channels=-1
+expect heads_divide_hint "$g" "model.num_attention_heads" "kv_channels" -- --set model.num_attention_heads=3
+expect rotary_percent_zero "$g" "model.rotary_percent" "(0, 1]" -- $ROPE --set model.rotary_percent=0
+expect rotary_percent_big "$g" "model.rotary_percent" "(0, 1]" -- $ROPE --set model.rotary_percent=1.5
+expect rotary_dim_odd "$g" "model.rotary_percent" "3 rotated channels" -- $ROPE --set model.rotary_percent=0.2
+expect rotary_dim_zero "$g" "model.rotary_percent" "0 rotated channels" -- $ROPE --set model.rotary_percent=0.05
+expect head_dim_odd "$g" "model.kv_channels" "15 rotated channels" -- $ROPE --set model.kv_channels=15
+expect rotary_base_range "$g" "model.rotary_base" "> 0" -- $ROPE --set model.rotary_base=-1
+expect rotary_percent_without_rope "$g" "model.rotary_percent" "no effect" "\"rope\"" -- \
+  --set model.rotary_percent=0.5
+expect rotary_base_without_rope "$g" "model.rotary_base" "position_embedding_type \"none\"" -- \
+  --set model.position_embedding_type=none --set model.rotary_base=500000
+expect rotary_interleaved_without_rope "$g" "model.rotary_interleaved" "no effect" -- \
+  --set model.rotary_interleaved=true
+expect qk_norm_one_channel "$g" "model.qk_layernorm" "kv_channels >= 2" -- \
+  --set model.qk_layernorm=true --set model.kv_channels=1
+expect swiglu_ffn_zero "$g" "model.ffn_hidden_size" "swiglu" -- --set model.swiglu=true --set model.hidden_size=16
+expect_world swiglu_ffn_vs_tp 2 "$g" "model.ffn_hidden_size" "tensor_model_parallel_size 2" -- \
+  --set model.swiglu=true --set model.ffn_hidden_size=33 --set parallel.tensor_model_parallel_size=2
+expect bool_type "$g" "model.swiglu" "expected true or false" -- --set model.swiglu=1
 
 if [ $fails -ne 0 ]; then
   echo "$fails case(s) failed"

@@ -13,6 +13,7 @@ usage as a tool:
       between any two summation orders.
 """
 import glob
+import json
 import os
 import struct
 import sys
@@ -51,11 +52,24 @@ def read_file(path):
     return {"iteration": iteration, "consumed": consumed, "step": step, "records": recs}
 
 
+def swiglu_halves(meta, name):
+    """True when tensor `name` is a SwiGLU linear_fc1 weight or bias split over
+    TP (model.swiglu in the checkpoint's config): each shard then holds its
+    slice of the gate half followed by its slice of the up half, placed at
+    offset (row or column) o and at global_size/2 + o."""
+    cfg = meta.get("config", {}).get("model", {})
+    return bool(cfg.get("swiglu")) and ".experts." not in name and (
+        name.endswith("mlp.linear_fc1.weight") or name.endswith("mlp.linear_fc1.bias"))
+
+
 def load_global(ckpt_dir, kind="param"):
     """{name: global np.ndarray [rows, cols]} from all mp_rank_* files."""
     it = int(open(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")).read())
-    files = sorted(glob.glob(os.path.join(ckpt_dir, "iter_%07d" % it, "mp_rank_*", "model_optim_rng.bin")))
+    it_dir = os.path.join(ckpt_dir, "iter_%07d" % it)
+    files = sorted(glob.glob(os.path.join(it_dir, "mp_rank_*", "model_optim_rng.bin")))
     assert files, "no checkpoint files under " + ckpt_dir
+    meta_path = os.path.join(it_dir, "metadata.json")
+    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {}
     out, seen = {}, {}
     for f in files:
         for name, k, shape, arr in read_file(f)["records"]:
@@ -64,7 +78,15 @@ def load_global(ckpt_dir, kind="param"):
             rows, cols, lr, lc, ro, co = shape
             if name not in out:
                 out[name] = np.full((rows, cols), np.nan, dtype=np.float32)
-            out[name][ro:ro + lr, co:co + lc] = arr.reshape(lr, lc)
+            a = arr.reshape(lr, lc)
+            if swiglu_halves(meta, name) and rows > 1:
+                out[name][ro:ro + lr // 2, co:co + lc] = a[:lr // 2]
+                out[name][rows // 2 + ro:rows // 2 + ro + lr // 2, co:co + lc] = a[lr // 2:]
+            elif swiglu_halves(meta, name):
+                out[name][:, co:co + lc // 2] = a[:, :lc // 2]
+                out[name][:, cols // 2 + co:cols // 2 + co + lc // 2] = a[:, lc // 2:]
+            else:
+                out[name][ro:ro + lr, co:co + lc] = a
     for name, a in out.items():
         assert not np.isnan(a).any(), "tensor %s not fully covered by the shards" % name
     return out

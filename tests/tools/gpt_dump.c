@@ -3,7 +3,14 @@
  * the PyTorch parity test (tests/reference/test_gpt_parity.py).
  *
  * usage: gpt_dump OUTDIR [layers hidden heads seq batch vocab ffn untie steps]
- * Writes OUTDIR/meta.json and OUTDIR/<tensor>.bin (raw little-endian).
+ *                [KEY=VALUE ...]
+ * KEY=VALUE arguments (anywhere after OUTDIR) set the Llama-style and MoE
+ * options by their config-key names (tests/tools/gpt_options.h), e.g.
+ * position_embedding_type=rope normalization=RMSNorm swiglu=1
+ * num_query_groups=2 add_bias_linear=0 qk_layernorm=1 num_experts=4.
+ * Writes OUTDIR/meta.json (with every option, for
+ * tests/reference/llama_reference.py) and OUTDIR/<tensor>.bin (raw
+ * little-endian).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +22,7 @@
 #include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
+#include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
@@ -29,12 +37,14 @@ static void write_raw(const char *dir, const char *name, const void *p, size_t b
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: gpt_dump OUTDIR [layers hidden heads seq batch vocab ffn untie steps]\n");
+    fprintf(stderr, "usage: gpt_dump OUTDIR [layers hidden heads seq batch vocab ffn untie steps] "
+                    "[KEY=VALUE ...]\n");
     return 2;
   }
   const char *dir = argv[1];
   int a[9] = {2, 64, 4, 16, 3, 500, 0, 0, 10};
-  for (int i = 0; i < 9 && i + 2 < argc; i++) a[i] = atoi(argv[i + 2]);
+  for (int i = 2, k = 0; i < argc; i++)
+    if (!mt_gpt_is_option(argv[i]) && k < 9) a[k++] = atoi(argv[i]);
   mkdir(dir, 0755);
   char err[512];
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
@@ -44,6 +54,12 @@ int main(int argc, char **argv) {
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[6] ? a[6] : 4 * a[1], a[3], a[5], a[4], 1234);
   c.untie_embeddings_and_output_weights = a[7];
   c.max_position_embeddings = c.seq_length + 3;
+  for (int i = 2; i < argc; i++)
+    if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
+      fprintf(stderr, "gpt_dump: %s\n", err);
+      return 2;
+    }
+  mt_gpt_option_defaults(&c);
   int steps = a[8];
   mt_gpt *m = mt_gpt_create(be, &c);
   const mt_param_list *pl = mt_gpt_params(m);
@@ -61,6 +77,33 @@ int main(int argc, char **argv) {
   cJSON_AddNumberToObject(jc, "padded_vocab_size", (double)c.padded_vocab_size);
   cJSON_AddNumberToObject(jc, "max_position_embeddings", c.max_position_embeddings);
   cJSON_AddBoolToObject(jc, "untie", c.untie_embeddings_and_output_weights);
+  static const char *const pos_names[] = {"learned_absolute", "rope", "none"};
+  cJSON_AddStringToObject(jc, "position_embedding_type", pos_names[c.position_embedding]);
+  cJSON_AddNumberToObject(jc, "rotary_base", c.rotary_base);
+  cJSON_AddNumberToObject(jc, "rotary_percent", c.rotary_percent);
+  cJSON_AddBoolToObject(jc, "rotary_interleaved", c.rotary_interleaved);
+  cJSON_AddStringToObject(jc, "normalization",
+                          c.normalization == MT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
+  cJSON_AddNumberToObject(jc, "norm_epsilon", c.layernorm_epsilon);
+  cJSON_AddBoolToObject(jc, "swiglu", c.swiglu);
+  cJSON_AddNumberToObject(jc, "num_query_groups",
+                          c.num_query_groups ? c.num_query_groups : c.num_attention_heads);
+  cJSON_AddNumberToObject(jc, "kv_channels",
+                          c.kv_channels ? c.kv_channels : c.hidden_size / c.num_attention_heads);
+  cJSON_AddBoolToObject(jc, "add_bias_linear", !c.disable_bias_linear);
+  cJSON_AddBoolToObject(jc, "qk_layernorm", c.qk_layernorm);
+  cJSON_AddNumberToObject(jc, "init_method_std", c.init_method_std);
+  cJSON_AddNumberToObject(jc, "num_experts", c.num_experts);
+  if (c.num_experts > 0) {
+    cJSON_AddNumberToObject(jc, "moe_router_topk", c.moe_router_topk);
+    cJSON_AddNumberToObject(jc, "moe_ffn_hidden_size", c.moe_ffn_hidden_size);
+    cJSON_AddNumberToObject(jc, "moe_layer_freq", c.moe_layer_freq);
+    cJSON_AddNumberToObject(jc, "moe_expert_capacity_factor", c.moe_expert_capacity_factor);
+    cJSON_AddStringToObject(jc, "moe_token_drop_policy", c.moe_drop_position ? "position" : "probs");
+    cJSON_AddBoolToObject(jc, "moe_router_pre_softmax", c.moe_router_pre_softmax);
+    cJSON_AddNumberToObject(jc, "moe_aux_loss_coeff", c.moe_aux_loss_coeff);
+    cJSON_AddNumberToObject(jc, "moe_z_loss_coeff", c.moe_z_loss_coeff);
+  }
   cJSON *jp = cJSON_AddArrayToObject(meta, "params");
 
   be->ops->memcpy_d2h(be, host, mt_gpt_param_buffer(m), (size_t)pl->numel * sizeof(float));

@@ -64,7 +64,7 @@ typedef struct {
   void *d;
 } ot_t;
 
-#define OT_MAX_OUT 8
+#define OT_MAX_OUT 12
 #define OT_MAX_T 24
 typedef struct {
   const char *name;

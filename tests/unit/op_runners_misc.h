@@ -9,28 +9,45 @@
 
 static const int64_t ot_sample_ids[4] = {3, 17, 8, 1};
 
-/* attention: ne = {s, b, np, hn}; fp[0] = dropout p; head_offset 2 of
+/* attention: ne = {s, b, np, hn}; ip[0] = ng (query groups, 0 = np: the
+ * qkv layout [s, b, ng, np/ng + 2, hn]); fp[0] = dropout p; head_offset 2 of
  * np + 5 heads. */
 static mt_attn_desc ot_attn_desc(const op_case *c) {
   int hn = (int)c->ne[3];
   mt_attn_desc d = {.s = (int)c->ne[0], .b = (int)c->ne[1], .np = (int)c->ne[2], .hn = hn,
-                    .head_offset = 2, .n_heads_total = (int)c->ne[2] + 5,
+                    .ng = c->ip[0], .head_offset = 2, .n_heads_total = (int)c->ne[2] + 5,
                     .scale = 1.0f / sqrtf((float)hn), .dropout_p = c->fp[0],
                     .key = mt_rng_key(42, "attention_dropout", 1, 0), .sample_ids = ot_sample_ids};
   return d;
 }
 
 /* ctx (and probs when non-NULL) of the documented attention, in double. */
+static int ot_attn_ng(const mt_attn_desc *d) { return d->ng > 0 ? d->ng : d->np; }
+
+/* Elements of the qkv tensor [s, b, ng, np/ng + 2, hn]. */
+static int64_t ot_attn_nqkv(const mt_attn_desc *d) {
+  int ng = ot_attn_ng(d);
+  return (int64_t)d->s * d->b * ng * (d->np / ng + 2) * d->hn;
+}
+
+/* Offset in qkv of token si, row bi, group g, slot (0..np/ng-1 the group's
+ * query heads, np/ng its key head, np/ng + 1 its value head). */
+static int64_t ot_attn_off(const mt_attn_desc *d, int si, int bi, int g, int slot) {
+  int ng = ot_attn_ng(d), npg = d->np / ng;
+  return ((((int64_t)si * d->b + bi) * ng + g) * (npg + 2) + slot) * d->hn;
+}
+
 static void ot_ref_attn(const mt_attn_desc *d, const double *qkv, double *ctx, double *probs) {
-  int s = d->s, b = d->b, np = d->np, hn = d->hn;
+  int s = d->s, b = d->b, np = d->np, hn = d->hn, npg = np / ot_attn_ng(d);
   double *sc = ot_dbl(s);
   for (int bi = 0; bi < b; bi++)
     for (int n = 0; n < np; n++)
       for (int q = 0; q < s; q++) {
-        const double *Q = qkv + (((int64_t)q * b + bi) * np + n) * 3 * hn;
+        int g = n / npg;
+        const double *Q = qkv + ot_attn_off(d, q, bi, g, n % npg);
         double mx = -INFINITY, sum = 0;
         for (int k = 0; k <= q; k++) {
-          const double *K = qkv + (((int64_t)k * b + bi) * np + n) * 3 * hn + hn;
+          const double *K = qkv + ot_attn_off(d, k, bi, g, npg);
           double dot = 0;
           for (int e = 0; e < hn; e++) dot += Q[e] * K[e];
           sc[k] = d->scale * dot;
@@ -47,7 +64,7 @@ static void ot_ref_attn(const mt_attn_desc *d, const double *qkv, double *ctx, d
             uint64_t ctr = (((uint64_t)d->sample_ids[bi] * d->n_heads_total + d->head_offset + n) * s + q) * s + k;
             p = mt_rng_uniform(d->key, ctr) >= d->dropout_p ? p / (1.0 - (double)d->dropout_p) : 0.0;
           }
-          const double *V = qkv + (((int64_t)k * b + bi) * np + n) * 3 * hn + 2 * hn;
+          const double *V = qkv + ot_attn_off(d, k, bi, g, npg + 1);
           for (int e = 0; e < hn; e++) out[e] += p * V[e];
         }
       }
@@ -58,7 +75,7 @@ static void ot_ref_attn(const mt_attn_desc *d, const double *qkv, double *ctx, d
  * as NaN so every entry, masked ones included, must be written). */
 static void ot_run_attn_fwd(ot_run *r) {
   mt_attn_desc d = ot_attn_desc(r->c);
-  int64_t nq = (int64_t)d.s * d.b * d.np * 3 * d.hn, nc = (int64_t)d.s * d.b * d.np * d.hn;
+  int64_t nq = ot_attn_nqkv(&d), nc = (int64_t)d.s * d.b * d.np * d.hn;
   int64_t npb = (int64_t)d.b * d.np * d.s * d.s;
   ot_t *qkv = ot_rnd(r, nq, r->T, -1.5, 1.5), *ctx = ot_rnd(r, nc, r->T, -1, 1);
   ot_t *pr = ot_rnd(r, npb, r->T, -1, 1);
@@ -92,7 +109,7 @@ static double ot_attn_loss(const void *c, const double *qkv) {
  * masks are regenerated from the key). Reference: finite differences. */
 static void ot_run_attn_bwd(ot_run *r) {
   mt_attn_desc d = ot_attn_desc(r->c);
-  int64_t nq = (int64_t)d.s * d.b * d.np * 3 * d.hn, nc = (int64_t)d.s * d.b * d.np * d.hn;
+  int64_t nq = ot_attn_nqkv(&d), nc = (int64_t)d.s * d.b * d.np * d.hn;
   int64_t npb = (int64_t)d.b * d.np * d.s * d.s;
   ot_t *qkv = ot_rnd(r, nq, r->T, -1.5, 1.5), *R = ot_rnd(r, nc, r->T, -1, 1);
   ot_t *pr = ot_rnd(r, npb, r->T, 0, 1), *dq = ot_rnd(r, nq, r->T, 0, 1);

@@ -242,7 +242,7 @@ static void test_overrides(void **state) {
 
 typedef struct {
   const char *json;       /* NULL = MINIMAL */
-  const char *ov[3];      /* overrides */
+  const char *ov[4];      /* overrides */
   int world;
   const char *want[3];    /* substrings the message must contain */
 } err_case;
@@ -325,14 +325,140 @@ static const err_case CASES[] = {
      {"model.moe_pad_expert_input_to_capacity", "capacity_factor"}},
     {NULL, {"model.recompute_granularity=full", "model.recompute_num_layers=3"}, 1,
      {"model.recompute_num_layers"}},
+    /* Llama-style block options (docs/model.md) */
+    {NULL, {"model.position_embedding_type=yarn"}, 1,
+     {"model.position_embedding_type", "learned_absolute|rope|none"}},
+    {NULL, {"model.normalization=rmsnorm"}, 1, {"model.normalization", "LayerNorm|RMSNorm"}},
+    {NULL, {"model.norm_epsilon=1e-6", "model.layernorm_epsilon=1e-5"}, 1,
+     {"model.layernorm_epsilon", "norm_epsilon 1e-06"}},
+    {NULL, {"model.norm_epsilon=0"}, 1, {"model.norm_epsilon", "> 0"}},
+    {NULL, {"model.num_query_groups=2"}, 1, {"model.num_query_groups", "group_query_attention"}},
+    {NULL, {"model.group_query_attention=true", "model.num_query_groups=3"}, 1,
+     {"model.num_query_groups", "does not divide num_attention_heads 4"}},
+    {NULL, {"model.group_query_attention=true", "model.num_query_groups=8"}, 1,
+     {"model.num_query_groups", "does not divide"}},
+    {NULL, {"model.group_query_attention=true", "model.num_query_groups=2",
+            "parallel.tensor_model_parallel_size=4"}, 4,
+     {"model.num_query_groups", "tensor_model_parallel_size 4"}},
+    {NULL, {"model.group_query_attention=true", "parallel.tensor_model_parallel_size=2"}, 2,
+     {"model.num_query_groups", "1 K/V group(s) (the default: MQA)"}}, /* default 1 = MQA, not splittable */
+    {NULL, {"model.kv_channels=-1"}, 1, {"model.kv_channels", ">= 1"}},
+    {NULL, {"model.position_embedding_type=rope", "model.rotary_percent=0"}, 1,
+     {"model.rotary_percent", "(0, 1]"}},
+    {NULL, {"model.position_embedding_type=rope", "model.rotary_percent=1.5"}, 1,
+     {"model.rotary_percent", "(0, 1]"}},
+    {NULL, {"model.position_embedding_type=rope", "model.rotary_percent=0.2"}, 1,
+     {"model.rotary_percent", "gives 3 rotated channels"}}, /* int(16 x 0.2) = 3: odd */
+    {NULL, {"model.position_embedding_type=rope", "model.rotary_percent=0.05"}, 1,
+     {"model.rotary_percent", "gives 0 rotated channels"}},
+    {NULL, {"model.position_embedding_type=rope", "model.kv_channels=15"}, 1,
+     {"model.kv_channels", "15 rotated channels"}},
+    {NULL, {"model.position_embedding_type=rope", "model.rotary_base=0"}, 1,
+     {"model.rotary_base", "> 0"}},
+    {NULL, {"model.rotary_percent=0.5"}, 1,
+     {"model.rotary_percent", "no effect with position_embedding_type \"learned_absolute\""}},
+    {NULL, {"model.position_embedding_type=none", "model.rotary_base=500000"}, 1,
+     {"model.rotary_base", "\"none\"", "rope"}},
+    {NULL, {"model.rotary_interleaved=true"}, 1, {"model.rotary_interleaved", "true has no effect"}},
+    {NULL, {"model.qk_layernorm=true", "model.kv_channels=1"}, 1,
+     {"model.qk_layernorm", "kv_channels >= 2"}},
+    {NULL, {"model.swiglu=true", "model.hidden_size=16"}, 1,
+     {"model.ffn_hidden_size", "swiglu", "hidden_size 16"}},
+    {NULL, {"model.swiglu=true", "model.ffn_hidden_size=33", "parallel.tensor_model_parallel_size=2"}, 2,
+     {"model.ffn_hidden_size", "tensor_model_parallel_size 2"}},
+    {NULL, {"model.num_attention_heads=3"}, 1,
+     {"model.num_attention_heads", "kv_channels set explicitly"}},
 };
+
+/* The Llama-style block keys: Megatron's derived values, the epsilon
+ * alias, and a canonical JSON that loads back unchanged. */
+static void test_llama_keys(void **state) {
+  (void)state;
+  mt_config cfg;
+  char err[1024] = "";
+  /* defaults: the GPT-2 block, every head its own K/V group */
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, NULL, 0, 1, err, sizeof err), 0);
+  assert_string_equal(cfg.model.position_embedding_type, "learned_absolute");
+  assert_string_equal(cfg.model.normalization, "LayerNorm");
+  assert_int_equal(cfg.model.num_query_groups, 4);
+  assert_int_equal(cfg.model.kv_channels, 16);
+  assert_int_equal(cfg.model.add_bias_linear, 1);
+  assert_int_equal(cfg.model.swiglu, 0);
+  assert_int_equal(cfg.model.qk_layernorm, 0);
+  assert_true(cfg.model.norm_epsilon == 1e-5f && cfg.model.layernorm_epsilon == 1e-5f);
+  assert_true(cfg.model.rotary_base == 10000.0f && cfg.model.rotary_percent == 1.0f);
+  mt_config_free(&cfg);
+
+  /* a Llama-style block on tp = 2 */
+  const char *ll[] = {"model.position_embedding_type=rope", "model.normalization=RMSNorm",
+                      "model.swiglu=true", "model.group_query_attention=true",
+                      "model.num_query_groups=2", "model.add_bias_linear=false",
+                      "model.qk_layernorm=true", "model.norm_epsilon=1e-6",
+                      "model.rotary_percent=0.5", "model.rotary_base=500000",
+                      "parallel.tensor_model_parallel_size=2"};
+  int rc = mt_config_load_string(&cfg, MINIMAL, SRC, ll, (int)(sizeof ll / sizeof ll[0]), 2, err,
+                                 sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(cfg.model.num_query_groups, 2);
+  assert_int_equal(cfg.model.ffn_hidden_size, 128); /* int(4 * 64 * 2/3 / 64) * 64 */
+  assert_int_equal(cfg.model.moe_ffn_hidden_size, 128);
+  assert_true(cfg.model.norm_epsilon == 1e-6f && cfg.model.layernorm_epsilon == 1e-6f);
+  assert_true(cfg.model.rotary_base == 500000.0f);
+  mt_config again;
+  rc = mt_config_load_string(&again, cfg.json, "checkpoint", NULL, 0, 2, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_string_equal(again.json, cfg.json);
+  mt_config_free(&again);
+  mt_config_free(&cfg);
+
+  /* swiglu derivation at Llama's widths; MQA by default with GQA */
+  const char *w[] = {"model.swiglu=true", "model.hidden_size=768", "model.num_attention_heads=12",
+                     "model.group_query_attention=true"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, w, 4, 1, err, sizeof err), 0);
+  assert_int_equal(cfg.model.ffn_hidden_size, 2048);
+  assert_int_equal(cfg.model.num_query_groups, 1);
+  assert_int_equal(cfg.model.kv_channels, 64);
+  mt_config_free(&cfg);
+  const char *w2[] = {"model.swiglu=true", "model.hidden_size=4096", "model.num_attention_heads=32"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, w2, 3, 1, err, sizeof err), 0);
+  assert_int_equal(cfg.model.ffn_hidden_size, 10880); /* Megatron's; Llama-2-7B sets 11008 */
+  mt_config_free(&cfg);
+
+  /* the old epsilon name alone, and both names agreeing */
+  const char *e1[] = {"model.layernorm_epsilon=1e-6"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, e1, 1, 1, err, sizeof err), 0);
+  assert_true(cfg.model.norm_epsilon == 1e-6f && cfg.model.layernorm_epsilon == 1e-6f);
+  mt_config_free(&cfg);
+  const char *e2[] = {"model.layernorm_epsilon=1e-6", "model.norm_epsilon=1e-6"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, e2, 2, 1, err, sizeof err), 0);
+  assert_true(cfg.model.norm_epsilon == 1e-6f);
+  mt_config_free(&cfg);
+
+  /* kv_channels given: hidden_size need not be heads x kv_channels (Megatron);
+   * num_query_groups = heads is accepted without group_query_attention */
+  const char *kv[] = {"model.num_attention_heads=3", "model.kv_channels=32",
+                      "model.num_query_groups=3"};
+  rc = mt_config_load_string(&cfg, MINIMAL, SRC, kv, 3, 1, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(cfg.model.kv_channels, 32);
+  mt_config_free(&cfg);
+
+  /* rope on part of the channels: int(16 x 0.25) = 4 */
+  const char *rp[] = {"model.position_embedding_type=rope", "model.rotary_percent=0.25",
+                      "model.rotary_interleaved=true"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, rp, 3, 1, err, sizeof err), 0);
+  mt_config_free(&cfg);
+}
 
 static void test_errors(void **state) {
   (void)state;
   for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
     const err_case *tc = &CASES[i];
     int n = 0;
-    while (n < 3 && tc->ov[n]) n++;
+    while (n < 4 && tc->ov[n]) n++;
     mt_config cfg;
     memset(&cfg, 0x5a, sizeof cfg);
     cfg.json = (char *)"untouched";
@@ -435,6 +561,7 @@ int main(void) {
       cmocka_unit_test(test_example_file), cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_overrides),    cmocka_unit_test(test_errors),
       cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_docs_list_every_key),
+      cmocka_unit_test(test_llama_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,9 +1,13 @@
 /* tests/unit/test_tp_model.c — tensor-parallel model construction without
  * communication: (1) every TP shard's initial parameters are bitwise the
  * matching slice of the tp=1 model's (layout-independent init), for tp 2 and 4
- * and a vocabulary (50257... scaled down: 1000) that does not divide;
+ * and a vocabulary (50257... scaled down: 1000) that does not divide, for the
+ * GPT-2 block and the Llama-style one (GQA fused QKV per query group,
+ * SwiGLU fc1 gate/up halves, RMSNorm, qk_layernorm, no biases, untied);
  * (2) the allocator's activation bytes of one micro-batch slot equal
- * docs/memory.md's formula for every combination of tp {1,2,4} x sp x recompute {none, selective, full}. */
+ * docs/memory.md's formula for every combination of tp {1,2,4} x sp x
+ * recompute {none, selective, full} x block {GPT-2, Llama-style, Llama-style
+ * with LayerNorm qk norms}. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,6 +30,23 @@ static mt_gpt_config base_config(void) {
   return c;
 }
 
+/* Llama-style options on top of base_config: RoPE, RMSNorm, SwiGLU, 4 query
+ * groups for 8 heads, no biases, untied output; qk: qk_layernorm with
+ * LayerNorm instead of RMSNorm, and biases on. */
+static mt_gpt_config llama_config(int qk) {
+  mt_gpt_config c = base_config();
+  c.position_embedding = MT_POS_ROPE;
+  c.rotary_base = 10000.0f;
+  c.rotary_percent = 1.0f;
+  c.normalization = qk ? MT_NORM_LAYERNORM : MT_NORM_RMSNORM;
+  c.swiglu = 1;
+  c.num_query_groups = 4;
+  c.disable_bias_linear = !qk; /* the qk variant keeps biases (SwiGLU fc1 bias halves) */
+  c.qk_layernorm = qk;
+  c.untie_embeddings_and_output_weights = 1;
+  return c;
+}
+
 static mt_backend *cpu(void) {
   char err[256];
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
@@ -42,10 +63,8 @@ static float *host_params(mt_backend *be, mt_gpt *m) {
   return h;
 }
 
-static void test_init_shards_bitwise(void **state) {
-  (void)state;
+static void check_init_shards(mt_gpt_config c1) {
   mt_backend *be = cpu();
-  mt_gpt_config c1 = base_config();
   c1.padded_vocab_size = mt_round_up(c1.vocab_size, 128 * 4); /* same padding for all tp */
   mt_gpt *full = mt_gpt_create(be, &c1);
   float *F = host_params(be, full);
@@ -67,10 +86,15 @@ static void test_init_shards_bitwise(void **state) {
         for (int64_t rr = 0; rr < p->local_rows; rr++)
           for (int64_t cc = 0; cc < p->local_cols; cc++) {
             float a = S[p->offset + rr * p->local_cols + cc];
-            float b = F[q->offset + (p->row_offset + rr) * q->cols + p->col_offset + cc];
+            const int64_t gr = mt_param_global_row(p, rr);
+            int64_t gc = p->col_offset + cc;
+            if (p->halves && p->local_rows == 1) /* [1, 2f] SwiGLU bias: halves of columns */
+              gc = cc < p->local_cols / 2 ? p->col_offset + cc
+                                          : p->cols / 2 + p->col_offset + cc - p->local_cols / 2;
+            float b = F[q->offset + gr * q->cols + gc];
             if (memcmp(&a, &b, sizeof a) != 0)
-              fail_msg("tp=%d rank %d %s[%lld,%lld]: %g != %g", tp, r, p->name,
-                       (long long)(p->row_offset + rr), (long long)(p->col_offset + cc), a, b);
+              fail_msg("tp=%d rank %d %s[%lld,%lld]: %g != %g", tp, r, p->name, (long long)gr,
+                       (long long)gc, a, b);
           }
       }
       free(S);
@@ -82,24 +106,37 @@ static void test_init_shards_bitwise(void **state) {
   mt_backend_destroy(be);
 }
 
+static void test_init_shards_bitwise(void **state) {
+  (void)state;
+  check_init_shards(base_config());
+  check_init_shards(llama_config(0));
+  check_init_shards(llama_config(1));
+}
+
 /* docs/memory.md: activation elements of this implementation. */
 static int64_t expected_act_bytes(const mt_gpt_config *c, int tp, int sp, int recompute, int n_rc) {
   const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
   const int64_t f = c->ffn_hidden_size, a = c->num_attention_heads, L = c->num_layers;
   const int64_t Vp = c->padded_vocab_size;
   const int64_t tsp = sp && tp > 1 ? tp : 1;
+  const int64_t ng = c->num_query_groups ? c->num_query_groups : a;
+  const int64_t hn = c->kv_channels ? c->kv_channels : h / a;
+  const int64_t qkv = (a + 2 * ng) * hn, g = c->swiglu ? 2 : 1;
+  const int64_t nstat = c->normalization == MT_NORM_RMSNORM ? 1 : 2; /* RMSNorm: no mean */
   /* one layer's saved set (elements), probabilities separately */
   int64_t layer = s * b * h * 3 / tsp          /* ln1, x1, ln2 */
-                  + 4 * s * b / tsp            /* LN means and rstds */
-                  + s * b * 4 * h / tp         /* qkv (3h) and ctx (h) */
-                  + 2 * s * b * f / tp;        /* fc1 and gelu outputs */
+                  + 2 * nstat * s * b / tsp    /* norm means and rstds */
+                  + s * b * (qkv + a * hn) / tp /* qkv and ctx */
+                  + (g + 1) * s * b * f / tp;  /* fc1 (gate and up with SwiGLU) and act */
+  if (c->qk_layernorm)                         /* pre-norm qkv, q/k norm statistics */
+    layer += s * b * qkv / tp + nstat * s * b * (a + ng) / tp;
   int64_t probs = b * (a / tp) * s * s;
   int64_t total;
   if (recompute == MT_RECOMPUTE_NONE) total = L * (layer + probs);
   else if (recompute == MT_RECOMPUTE_SELECTIVE) total = L * layer + probs;
   else total = n_rc * (layer + probs);
   total += (L + 1) * s * b * h / tsp;          /* residual stream: layer inputs + output */
-  total += s * b * h / tsp + 2 * s * b / tsp;  /* final LayerNorm output, mean, rstd */
+  total += s * b * h / tsp + nstat * s * b / tsp; /* final norm output, mean, rstd */
   total += s * b * Vp / tp;                    /* logits */
   total += 4 * s * b + 2 * s * b;              /* row max, (sumexp, target), loss; tokens, targets */
   return total * 4;
@@ -108,10 +145,11 @@ static int64_t expected_act_bytes(const mt_gpt_config *c, int tp, int sp, int re
 static void test_activation_bytes(void **state) {
   (void)state;
   mt_backend *be = cpu();
+  for (int blk = 0; blk < 3; blk++)
   for (int tp = 1; tp <= 4; tp *= 2)
     for (int sp = 0; sp <= 1; sp++)
       for (int rc = 0; rc <= 2; rc++) {
-        mt_gpt_config c = base_config();
+        mt_gpt_config c = blk ? llama_config(blk == 2) : base_config();
         c.padded_vocab_size = mt_round_up(c.vocab_size, 128 * tp);
         c.tp_size = tp;
         c.sequence_parallel = sp;
@@ -127,8 +165,8 @@ static void test_activation_bytes(void **state) {
         mt_gpt_chunk_end(m, 0, 0);
         int64_t want = expected_act_bytes(&c, tp, sp, rc, 2);
         if (got != want)
-          fail_msg("tp=%d sp=%d recompute=%d: allocator %lld bytes, formula %lld", tp, sp, rc,
-                   (long long)got, (long long)want);
+          fail_msg("block %d tp=%d sp=%d recompute=%d: allocator %lld bytes, formula %lld", blk,
+                   tp, sp, rc, (long long)got, (long long)want);
         mt_gpt_destroy(m);
       }
   /* the paper's claim: TP + SP + selective stores ~1/tp of tp=1's layer activations */
