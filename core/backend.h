@@ -87,6 +87,20 @@ typedef struct {
   float dropout_p;            /* 0 = off */
   mt_rng_key_t key;
   const int64_t *sample_ids;  /* [b], host memory */
+  /* Blocks of a longer sequence (fused attention, context parallelism); all
+   * zero = the plain causal case over the s rows at positions 0..s-1.
+   *   sq, sk: query rows and key rows of this call (0: s each).
+   *   s_full: sequence length keying the dropout counters (0: s); the
+   *     counter above then reads ((sample * n_heads_total + head) * s_full
+   *     + qpos) * s_full + kpos with GLOBAL positions.
+   *   Query row i sits at global position qpos(i) = q_pos[0] + i for
+   *   i < q_split, q_pos[1] + (i - q_split) otherwise (q_split 0: one range
+   *   from q_pos[0]); key rows likewise with k_pos / k_split (Megatron's CP
+   *   load balancing gives each rank two chunks). Key j is visible to query
+   *   i iff kpos(j) <= qpos(i) (causal). */
+  int sq, sk, s_full;
+  int q_pos[2], q_split;
+  int k_pos[2], k_split;
 } mt_attn_desc;
 
 /* Rotary position embedding (Su et al. 2021, RoFormer; Megatron-core's
@@ -235,6 +249,41 @@ typedef struct {
    * saved by attn_fwd; the dropout mask is regenerated from the RNG. */
   void (*attn_bwd)(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                    const void *qkv, const void *probs);
+
+  /* ---- fused attention (FlashAttention-2, Dao 2023, arXiv:2307.08691) ----
+   * Nothing of size sq x sk is stored: the forward runs over key/value tiles
+   * with the online softmax and saves only the log-sum-exp; the backward
+   * recomputes each tile's probabilities from Q, K and lse.
+   * Q: the query heads of qkv [sq, b, ng, np/ng + 2, hn] (T).
+   * K, V: kv == NULL -> the key/value heads of the same qkv (sk = sq, same
+   *   positions); kv != NULL -> kv [sk, b, ng, 2, hn] (T; per query group its
+   *   K head then its V head: a block received over the context-parallel ring).
+   * ctx [sq, b, np, hn] (T, overwrite) = dropout(P) V over the visible keys;
+   * lse [b, np, sq] (fp32, overwrite) = log sum_visible exp(scale q.k), the
+   *   PRE-dropout softmax normaliser; a row with no visible key gets ctx 0
+   *   and lse -INFINITY.
+   * Dropout: the mask of element (bi, head, qpos, kpos) is the counter of
+   *   mt_attn_desc, regenerated per tile, so it equals the unfused op's. */
+  void (*flash_attn_fwd)(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                         const void *qkv, const void *kv);
+  /* Merge a partial result over another, disjoint set of keys into
+   * (ctx, lse) (in/out; ring attention): lse' = log(e^lse + e^lse_b),
+   * ctx' = ctx e^(lse - lse') + ctx_b e^(lse_b - lse'); -INFINITY lse on
+   * either side is handled (no NaN). Shapes as flash_attn_fwd's outputs
+   * (sq, b, np, hn of d). */
+  void (*attn_merge)(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                     const void *ctx_b, const float *lse_b);
+  /* Backward for the same (query block, key block) pair, given dctx and the
+   * FINAL ctx and lse of the query rows (over every key block; D = rowsum(
+   * dctx o ctx) is formed inside):
+   *   kv == NULL: dqkv [sq, b, ng, np/ng + 2, hn] (T) OVERWRITTEN (q, k and
+   *     v heads; shared K/V heads get the sum over their query heads); dkv
+   *     unused.
+   *   kv != NULL: the q heads of dqkv ACCUMULATE dQ (its k/v heads are not
+   *     touched); dkv [sk, b, ng, 2, hn] (T) ACCUMULATES dK, dV. */
+  void (*flash_attn_bwd)(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
+                         const void *dctx, const void *ctx, const float *lse, const void *qkv,
+                         const void *kv);
 
   /* ---- dropout ---- */
   /* out = residual + dropout(x) on [s, b, h] (T); out may alias residual. */
