@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "config/config_internal.h"
+#include "core/util.h"
 
 static int clamp_int(int64_t v) { return v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : (int)v; }
 
@@ -283,7 +284,7 @@ static int check_block(mt_cfg_ctx *c, const mt_config *cfg) {
   } else {
     /* Megatron's RotaryEmbedding: dim = int(kv_channels * rotary_percent)
      * when rotary_percent < 1; it rotates dim / 2 channel pairs. */
-    int d = m->rotary_percent < 1.0f ? (int)((double)hn * (double)m->rotary_percent) : hn;
+    int d = mt_rotary_dim(hn, m->rotary_percent);
     const char *k = m->rotary_percent < 1.0f ? "model.rotary_percent" : "model.kv_channels";
     if (d < 2 || d % 2)
       return mt_cfg_fail(c, key(k),

@@ -64,15 +64,6 @@ int mt_cfg_fail_label(mt_cfg_ctx *c, const char *label, const char *fmt, ...) {
 
 /* Shortest decimal form that reads back as the same float, as a double, so
  * the canonical JSON shows 0.1 rather than 0.10000000149011612. */
-static double float_as_double(float f) {
-  char buf[32];
-  for (int prec = 6; prec <= 9; prec++) {
-    snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
-    if (strtof(buf, NULL) == f) break;
-  }
-  return strtod(buf, NULL);
-}
-
 static cJSON *checked(cJSON *item) {
   MT_ASSERT(item != NULL);
   return item;
@@ -106,7 +97,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
       case MT_CT_INT: v = cJSON_CreateNumber(*(const int *)p); break;
       case MT_CT_I64: v = cJSON_CreateNumber((double)*(const int64_t *)p); break;
       case MT_CT_U64: v = cJSON_CreateNumber((double)*(const uint64_t *)p); break;
-      case MT_CT_FLOAT: v = cJSON_CreateNumber(float_as_double(*(const float *)p)); break;
+      case MT_CT_FLOAT: v = cJSON_CreateNumber(mt_float_decimal(*(const float *)p)); break;
       case MT_CT_BOOL: v = cJSON_CreateBool(*(const int *)p != 0); break;
       case MT_CT_STR:
         v = ((kd->flags & MT_CK_NULLABLE) && ((const char *)p)[0] == '\0')

@@ -3,6 +3,7 @@
 #include "util.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -64,4 +65,18 @@ double mt_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double mt_float_decimal(float f) {
+  char buf[32];
+  for (int prec = 6; prec <= 9; prec++) {
+    snprintf(buf, sizeof buf, "%.*g", prec, (double)f);
+    if (strtof(buf, NULL) == f) break;
+  }
+  return strtod(buf, NULL);
+}
+
+int mt_rotary_dim(int kv_channels, float rotary_percent) {
+  if (rotary_percent >= 1.0f) return kv_channels;
+  return (int)((double)kv_channels * mt_float_decimal(rotary_percent));
 }

@@ -53,6 +53,16 @@ char *mt_xstrdup(const char *s);
 /* Wall clock in seconds (CLOCK_MONOTONIC). */
 double mt_now(void);
 
+/* The shortest decimal that reads back as f, as a double: the value the
+ * user wrote in the config (configs store floats), e.g. 0.35f -> 0.35. */
+double mt_float_decimal(float f);
+
+/* Channels of each head that RoPE rotates, as Megatron's RotaryEmbedding
+ * computes them: kv_channels when rotary_percent >= 1, else
+ * int(kv_channels * rotary_percent) in double precision on the decimal the
+ * config gave (80 x 0.35 = 28, not 27 as in float). */
+int mt_rotary_dim(int kv_channels, float rotary_percent);
+
 /* Round n up to a multiple of m (m > 0). */
 static inline int64_t mt_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 

@@ -55,7 +55,7 @@ static mt_rope_desc rope_desc(const mt_gpt *m) {
   d.np = m->np;
   d.ng = m->ng;
   d.hn = m->hn;
-  d.rot_dim = (int)((double)m->hn * (double)c->rotary_percent); /* as Megatron: int(hn · pct) */
+  d.rot_dim = mt_rotary_dim(m->hn, c->rotary_percent);
   d.interleaved = c->rotary_interleaved;
   d.base = c->rotary_base;
   d.s_offset = 0;

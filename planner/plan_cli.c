@@ -32,7 +32,8 @@ static void print_block(FILE *f, const mt_model_config *m) {
   fprintf(f, ", %s, %s, ", m->normalization, m->swiglu ? "SwiGLU" : "GeLU");
   int ng = query_groups(m);
   if (ng == m->num_attention_heads) fprintf(f, "MHA");
-  else fprintf(f, "%s %d query groups", ng == 1 ? "MQA" : "GQA", ng);
+  else if (ng == 1) fprintf(f, "MQA (1 query group)");
+  else fprintf(f, "GQA %d query groups", ng);
   fprintf(f, " (kv_channels %d)%s%s, %s embeddings\n", m->kv_channels,
           m->add_bias_linear ? "" : ", no linear biases", m->qk_layernorm ? ", qk_layernorm" : "",
           m->untie_embeddings_and_output_weights ? "untied" : "tied");

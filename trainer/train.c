@@ -200,8 +200,7 @@ static void print_summary(const mt_trainer *t) {
       m->kv_channels * m->num_attention_heads != m->hidden_size) {
     char pos[128];
     /* rotated channels as Megatron's RotaryEmbedding: int(hn * rotary_percent) */
-    int rot = m->rotary_percent < 1.0f ? (int)((double)m->kv_channels * m->rotary_percent)
-                                       : m->kv_channels;
+    int rot = mt_rotary_dim(m->kv_channels, m->rotary_percent);
     if (rope)
       snprintf(pos, sizeof pos, "rope (base %g, %d of %d channels rotated%s)",
                (double)m->rotary_base, rot, m->kv_channels,

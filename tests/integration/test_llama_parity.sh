@@ -15,7 +15,11 @@
 # experts, 4 experts top-2 on every other layer) on tp=2 + SP + dp=2 with
 # ep=2 (expert_tensor_parallel_size 1), and rotary_percent 0.5 (partial
 # rotation; positions global under SP) on tp=2 + SP. Selective and full
-# recomputation on one process are bitwise identical to none.
+# recomputation on one process are bitwise identical to none. One more pair
+# covers what the others leave out: tp=2 WITHOUT SP (q/k-norm gradients
+# summed over TP regardless of SP) with kv_channels 24 != hidden/heads,
+# interleaved RoPE on 75% of the channels and SwiGLU with linear biases
+# (fc1 bias shards are gate/up halves); and the same on tp=2 x dp=2 ZeRO-3.
 # lr is 5e-4 (gpt-test.json: 1e-3): with qk_layernorm on 8-channel heads this
 # tiny model's grad norm spikes and amplifies rounding differences; at 1e-3
 # the TP layouts drift to 7e-6 by step 20 (a one-process micro-batch-size
@@ -80,4 +84,11 @@ grep -h "identical on all" "$TMP/moe_tp2_sp_dp2_ep2.log"
 run rp_base 1 --set model.rotary_percent=0.5
 run rp_tp2_sp 2 --set model.rotary_percent=0.5 --set $TP=2 --set $SP=true
 check rp_tp2_sp rp_base
+ODD=(--set model.kv_channels=24 --set model.rotary_interleaved=true --set model.rotary_percent=0.75
+     --set model.add_bias_linear=true)
+run odd_base 1 "${ODD[@]}"
+run odd_tp2 2 "${ODD[@]}" --set $TP=2
+check odd_tp2 odd_base
+run odd_tp2_dp2_z3 4 "${ODD[@]}" --set $TP=2 --set $DP_Z=3
+check odd_tp2_dp2_z3 odd_base metrics-only
 echo "test_llama_parity: all layouts agree ($((SECONDS - t0)) s)"

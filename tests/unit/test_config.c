@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "config/config.h"
+#include "core/util.h"
 
 static const char *EXAMPLE =
     "{\n"
@@ -556,12 +557,24 @@ static void test_docs_list_every_key(void **state) {
   mt_config_free(&cfg);
 }
 
+/* RoPE's rotated channels equal Megatron's int(kv_channels * rotary_percent)
+ * in double precision on the decimal written in the config, although the
+ * config stores a float (80 x 0.35f would give 27 in float arithmetic). */
+static void test_rotary_dim(void **state) {
+  (void)state;
+  assert_int_equal(mt_rotary_dim(80, 0.35f), 28);
+  assert_int_equal(mt_rotary_dim(20, 0.7f), 14);
+  assert_int_equal(mt_rotary_dim(100, 0.29f), 28); /* Python: int(100 * 0.29) == 28 */
+  assert_int_equal(mt_rotary_dim(64, 0.5f), 32);
+  assert_int_equal(mt_rotary_dim(128, 1.0f), 128);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_example_file), cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_overrides),    cmocka_unit_test(test_errors),
       cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_docs_list_every_key),
-      cmocka_unit_test(test_llama_keys),
+      cmocka_unit_test(test_llama_keys),   cmocka_unit_test(test_rotary_dim),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
