@@ -252,7 +252,7 @@ static void alloc_buffers(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
-  const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->hidden_size;
   m->param_buf = be->ops->alloc(be, (size_t)m->params.numel * mt_dtype_size(T), MT_MEM_PARAM);
   be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
   m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
@@ -266,7 +266,7 @@ static void alloc_buffers(mt_gpt *m) {
   /* Shared activation storage: selective recompute keeps one probabilities
    * buffer; full recompute keeps recompute_num_layers layer sets that every
    * chunk and micro-batch reuses while it re-runs a chunk of layers. */
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE)
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE && c->cp_size == 1) /* (the ring keeps no probs) */
     m->probs_shared = be->ops->alloc(be, (size_t)(b * m->np * s * s) * mt_dtype_size(T), MT_MEM_ACT);
   if (c->recompute == MT_RECOMPUTE_FULL) {
     int maxn = 0;
@@ -344,9 +344,11 @@ static void local_sizes(mt_gpt *m) {
   int64_t valid = c->vocab_size - m->v_start;
   m->v_valid = valid < 0 ? 0 : (valid > m->vl ? m->vl : valid);
   int sp = c->sequence_parallel && tp > 1;
-  MT_ASSERT(!sp || c->seq_length % tp == 0);
-  m->sl = sp ? c->seq_length / tp : c->seq_length;
-  m->rows = (int64_t)c->seq_length * c->micro_batch_size;
+  m->cpl = mt_cp_layout_make(c->seq_length, c->cp_size, c->cp_rank);
+  m->s_loc = mt_cp_local_len(&m->cpl);
+  MT_ASSERT(!sp || m->s_loc % tp == 0);
+  m->sl = sp ? m->s_loc / tp : m->s_loc;
+  m->rows = m->s_loc * c->micro_batch_size;
   m->rows_l = m->sl * c->micro_batch_size;
 }
 
@@ -360,6 +362,8 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (c->vpp_size < 1) c->vpp_size = 1;
   if (c->recompute_num_layers < 1) c->recompute_num_layers = 1;
   if (c->ep_size < 1) c->ep_size = 1;
+  if (c->cp_size < 1) c->cp_size = 1;
+  MT_ASSERT(c->cp_size == 1 || (c->cp_group && c->cp_rank >= 0 && c->cp_rank < c->cp_size));
   if (c->moe_layer_freq < 1) c->moe_layer_freq = 1;
   if (c->num_experts > 0) {
     if (c->moe_router_topk < 1) c->moe_router_topk = 1;
@@ -376,6 +380,9 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   }
   MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
   local_sizes(m);
+  if (c->cp_size > 1) /* before the activation sets, which then save lse */
+    m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
+                                   m->hn);
   assign_chunks(m);
   register_params(m);
   create_moe(m);
@@ -386,7 +393,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   m->tp.tp_size = c->tp_size;
   m->tp.tp_rank = c->tp_rank;
   m->tp.sp = c->sequence_parallel;
-  m->tp.s = c->seq_length;
+  m->tp.s = m->s_loc; /* TP/SP act within this CP rank's tokens */
   m->tp.b = c->micro_batch_size;
   m->tp.gather_ws = m->gather_ws;
   m->tp.grad_ws = m->grad_ws;
@@ -397,6 +404,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
   mt_gpt_slots_free(m);
+  mt_cp_attn_destroy(m->cp_attn);
   for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
   free(m->rc_sets);
   be->ops->free(be, m->probs_shared);

@@ -81,6 +81,15 @@ typedef struct {
   int tp_size, tp_rank;
   int sequence_parallel;
   mt_group *tp_group;
+  /* context parallelism (Megatron's context_parallel_size, cp_comm_type
+   * "p2p"; model/context_parallel.h): CP rank cp_rank of cp_size holds
+   * sequence chunks cp_rank and 2·cp_size−1−cp_rank of 2·cp_size (its tokens
+   * and targets are picked from the full samples given to the model);
+   * attention runs over the ring of cp_group; everything else is
+   * token-local. seq_length must be a multiple of 2·cp_size (·tp with
+   * sequence parallelism). cp_group NULL when cp_size 1. */
+  int cp_size, cp_rank;
+  mt_group *cp_group;
   int recompute;             /* MT_RECOMPUTE_* */
   int recompute_num_layers;  /* chunk size for MT_RECOMPUTE_FULL */
   /* pipeline parallelism (Narayanan et al. 2021): stage pp_rank of pp_size
@@ -192,7 +201,11 @@ void mt_gpt_zero_grad(mt_gpt *m);
  * sample ids (key the dropout RNG). If `train`, dropout is on and the
  * backward pass runs, ACCUMULATING into the gradient buffer
  * d(loss_scale * sum of token losses)/dparams. Returns the SUM of the b*s
- * token losses (nats, fp64). */
+ * token losses (nats, fp64). With context parallelism the full samples are
+ * still passed (every CP rank the same ones); the model takes its 2 chunks
+ * of each, and the returned sum and the gradients cover only this rank's
+ * b*s/cp tokens (the caller sums both over the CP group; loss_scale stays
+ * 1/(global tokens), so every token of the global batch counts once). */
 double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *sample_ids,
                                int train, float loss_scale);
 
