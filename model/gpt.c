@@ -310,10 +310,14 @@ static void create_moe(mt_gpt *m) {
     mc.route.pre_softmax = c->moe_router_pre_softmax;
     mc.lb_coeff = c->moe_aux_loss_coeff;
     mc.z_coeff = c->moe_z_loss_coeff;
+    /* tokens: this rank's SP shard of its CP rank's tokens; routing sees the
+     * whole micro-batch (gathered over TP, then CP) */
+    const int sp = m->rows_l < m->rows;
     mc.n_loc = m->rows_l;
-    mc.n_full = m->rows;
-    mc.t0 = m->rows_l < m->rows ? (int64_t)c->tp_rank * m->rows_l : 0;
-    mc.tp = m->rows_l < m->rows ? c->tp_group : NULL;
+    mc.n_full = m->rows * c->cp_size;
+    mc.t0 = ((int64_t)c->cp_rank * (sp ? c->tp_size : 1) + (sp ? c->tp_rank : 0)) * m->rows_l;
+    mc.tp = sp ? c->tp_group : NULL;
+    mc.cp = c->cp_size > 1 ? c->cp_group : NULL;
     mc.ep = c->ep_size > 1 ? c->ep_group : NULL;
     mc.ep_size = c->ep_size;
     mc.ep_rank = c->ep_rank;

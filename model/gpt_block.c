@@ -254,11 +254,11 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) {
     /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
-     * micro-batch of the global batch) */
+     * micro-batch of the global batch; s the whole sequence under CP) */
     mt_moe_weights mw = moe_weights(m, li);
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
-                    m->loss_scale * (float)m->rows);
+                    m->loss_scale * (float)(m->rows * c->cp_size));
     be->ops->memcpy_d2d(be, m->dtmp_h, m->tmp_h, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
   } else {
     if (m->glu == 2) {
