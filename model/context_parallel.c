@@ -142,20 +142,27 @@ typedef struct {
   int h, full;
 } pair;
 
-/* The pairs of step i (see the header): returns their number. */
-static int step_pairs(const mt_cp_layout *L, int i, pair p[2]) {
-  if (i == 0) {
-    p[0] = (pair){0, 0};
-    p[1] = (pair){1, 1};
+int mt_cp_ring_step(const mt_cp_layout *L, int i, int h[2], int full[2]) {
+  MT_ASSERT(i >= 0 && i < L->cp);
+  if (i == 0) { /* own block: chunk r vs chunk r (diagonal), chunk 2cp-1-r vs both */
+    h[0] = 0, full[0] = 0;
+    h[1] = 1, full[1] = 1;
     return 2;
   }
-  if (i <= L->rank) {
-    p[0] = (pair){0, 0};
-    p[1] = (pair){1, 0};
+  if (i <= L->rank) { /* block of an earlier rank: its first chunk precedes both of ours */
+    h[0] = 0, full[0] = 0;
+    h[1] = 1, full[1] = 0;
     return 2;
   }
-  p[0] = (pair){1, 1};
+  h[0] = 1, full[0] = 1; /* a later rank: both its chunks lie between our two */
   return 1;
+}
+
+static int step_pairs(const mt_cp_layout *L, int i, pair p[2]) {
+  int h[2], f[2];
+  const int n = mt_cp_ring_step(L, i, h, f);
+  for (int k = 0; k < n; k++) p[k] = (pair){h[k], f[k]};
+  return n;
 }
 
 static int chunk_of(const mt_cp_layout *L, int r, int h) { return h ? 2 * L->cp - 1 - r : r; }

@@ -23,7 +23,8 @@
  * into the running (ctx, lse) (attn_merge). The send of the current block
  * and the receive of the next are posted BEFORE the block is computed, so the
  * transfer overlaps the computation. Causality with the two-chunk layout
- * leaves per step exactly 2c² score elements (balanced over ranks):
+ * leaves per step 2c² visible (query, key) pairs on every rank (+ the c of
+ * the diagonal at step 0), so the ranks stay balanced:
  *   step 0 (own block):  chunk r vs chunk r (diagonal), chunk 2cp−1−r vs both
  *   step i <= r:         both local chunks vs the block's first chunk
  *   step i >  r:         local chunk 2cp−1−r vs the whole block
@@ -71,6 +72,12 @@ typedef struct {
 /* Split local rows [row0, row0 + n) into runs of consecutive global
  * positions, in local order; returns their number (1 or 2). */
 int mt_cp_runs(const mt_cp_layout *L, int64_t row0, int64_t n, mt_cp_run runs[2]);
+
+/* The blocks ring step i (0 <= i < cp) computes on this rank: n (the return
+ * value, 1 or 2) pairs of local query chunk h[k] (0: chunk rank, 1: chunk
+ * 2cp−1−rank) against the K/V block of rank (rank − i) mod cp, both of its
+ * chunks (full[k] = 1) or its first only (full[k] = 0). */
+int mt_cp_ring_step(const mt_cp_layout *L, int i, int h[2], int full[2]);
 
 /* Ring-attention state of one model: communication and work buffers, shared
  * by all layers (MT_MEM_WORKSPACE; sizes in mt_cp_attn_workspace_bytes). */
