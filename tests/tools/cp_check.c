@@ -71,8 +71,12 @@ int main(int argc, char **argv) {
   mt_gpt_config c = mt_tiny_gpt(layers, 32, 4, 64, seq, 97, 2, 11);
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
-  char err[256];
+  char err[256], opts[512] = "";
   for (int i = 1; i < argc; i++) {
+    if (mt_gpt_is_option(argv[i]) && strlen(opts) + strlen(argv[i]) + 2 < sizeof opts) {
+      strcat(opts, " ");
+      strcat(opts, argv[i]);
+    }
     if (!strncmp(argv[i], "seq=", 4)) seq = atoi(argv[i] + 4);
     else if (!strncmp(argv[i], "layers=", 7)) layers = atoi(argv[i] + 7);
     else if (!strcmp(argv[i], "recompute=full")) full_rc = 1;
@@ -133,9 +137,9 @@ int main(int argc, char **argv) {
   CHECK(fabs(sqrt(na) - sqrt(nb)) <= tol * sqrt(nb), "grad norm %.9g vs %.9g", sqrt(na),
         sqrt(nb));
   if (r == 0)
-    printf("ok parity cp=%d (L=%d s=%d b=%d, dropout on%s): loss %.9g vs %.9g (rel %.2e), "
+    printf("ok parity cp=%d (L=%d s=%d b=%d, dropout on;%s): loss %.9g vs %.9g (rel %.2e), "
            "grad norm %.9g vs %.9g, max grad diff %.2e of max |g| %.3g\n",
-           cp, layers, s, b, full_rc ? ", full recompute" : "", la, lb, fabs(la - lb) / lb,
+           cp, layers, s, b, opts, la, lb, fabs(la - lb) / lb,
            sqrt(na), sqrt(nb), dmax, gmax);
 
   /* 2. communication */
