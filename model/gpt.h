@@ -186,7 +186,9 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m);
  * whole model; routing statistics of the training forward passes since the
  * last reset (NULL for a dense model; see model/moe_layer.h; indices are global
  * MoE-layer indices l / moe_layer_freq, entries of layers on other pipeline
- * stages stay 0). */
+ * stages stay 0; with context parallelism every CP rank routes the whole
+ * micro-batch and only CP rank 0 records it, so sums over data x context
+ * parallel ranks count each micro-batch once). */
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l);
 int mt_gpt_num_moe_layers(const mt_gpt_config *c);
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
