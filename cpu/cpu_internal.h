@@ -95,15 +95,6 @@ void cpu_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
 void cpu_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                   const void *qkv, const void *probs);
 
-/* TEMPORARY (cp-model, until f-cpu lands): cpu/cpu_flash_naive.c */
-void cpu_flash_naive_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
-                         const void *qkv, const void *kv);
-void cpu_flash_naive_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
-                           const void *ctx_b, const float *lse_b);
-void cpu_flash_naive_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
-                         const void *dctx, const void *ctx, const float *lse, const void *qkv,
-                         const void *kv);
-
 void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
                          const void *residual);
 void cpu_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx, const void *dout);
