@@ -94,6 +94,13 @@ void cpu_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
                   const void *qkv);
 void cpu_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                   const void *qkv, const void *probs);
+void cpu_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                        const void *qkv, const void *kv);
+void cpu_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                    const void *ctx_b, const float *lse_b);
+void cpu_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
+                        const void *dctx, const void *ctx, const float *lse, const void *qkv,
+                        const void *kv);
 
 void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
                          const void *residual);
