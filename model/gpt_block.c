@@ -44,6 +44,26 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   return d;
 }
 
+/* Core attention of global layer l (Megatron's core_attention): the fused
+ * op (FlashAttention-2, docs/attention.md) over this rank's heads and the
+ * whole sequence (under SP, qkv is the all-gathered sequence), saving
+ * a->ctx and the log-sum-exp a->lse [b, np, s] fp32 instead of the
+ * [b, np, s, s] probabilities. The context-parallel ring replaces these two
+ * functions (kv != NULL blocks merged with attn_merge). */
+static void core_attention_fwd(mt_gpt *m, int l, mt_layer_acts *a) {
+  mt_backend *be = m->be;
+  mt_attn_desc d = attn_desc(m, l);
+  be->ops->flash_attn_fwd(be, &d, a->ctx, a->lse, a->qkv, NULL);
+}
+
+/* Backward: m->dqkv (overwritten) from m->dctx, given the final a->ctx and
+ * a->lse of the forward (the probabilities are recomputed per tile). */
+static void core_attention_bwd(mt_gpt *m, int l, mt_layer_acts *a) {
+  mt_backend *be = m->be;
+  mt_attn_desc d = attn_desc(m, l);
+  be->ops->flash_attn_bwd(be, &d, m->dqkv, NULL, m->dctx, a->ctx, a->lse, a->qkv, NULL);
+}
+
 /* RoPE on this rank's q/k heads. The qkv tensor covers the whole sequence
  * (under sequence parallelism linear_qkv's input is all-gathered first), so
  * row si is global position si. */
@@ -150,8 +170,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     mt_rope_desc rd = rope_desc(m);
     be->ops->rope_fwd(be, &rd, a->qkv);
   }
-  mt_attn_desc ad = attn_desc(m, l);
-  be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  core_attention_fwd(m, l, a);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, resid[0]);
@@ -220,15 +239,14 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
                   a->ln2_mean, a->ln2_rstd, m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
-  mt_attn_desc ad = attn_desc(m, l);
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* rebuild the probabilities (ctx is rewritten
-                                                  with identical values) */
-    be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
+                                                  ctx is rewritten with identical values) */
+    core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
   mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
                              W(MT_LP_PROJ_W), h, m->hl);
-  be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
+  core_attention_bwd(m, l, a);
   if (c->position_embedding == MT_POS_ROPE) {
     mt_rope_desc rd = rope_desc(m);
     be->ops->rope_bwd(be, &rd, m->dqkv);
