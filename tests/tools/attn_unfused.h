@@ -41,7 +41,7 @@
 #include "cpu/cpu_internal.h"
 
 /* Local query groups of d (ng = 0 is read as np); ng must divide np. */
-static int ref_attn_groups(const mt_attn_desc *d) {
+static inline int ref_attn_groups(const mt_attn_desc *d) {
   int ng = d->ng > 0 ? d->ng : d->np;
   MT_ASSERT(d->np % ng == 0);
   return ng;
@@ -49,25 +49,25 @@ static int ref_attn_groups(const mt_attn_desc *d) {
 
 /* Offset in qkv of query head n of micro-batch row bi at s = 0; its group's
  * key head is at ref_attn_k_off(d, ng, bi, n / (np/ng)), the value head hn after. */
-static int64_t ref_attn_q_off(const mt_attn_desc *d, int ng, int bi, int n) {
+static inline int64_t ref_attn_q_off(const mt_attn_desc *d, int ng, int bi, int n) {
   int npg = d->np / ng, g = n / npg, j = n % npg;
   return (((int64_t)bi * ng + g) * (npg + 2) + j) * d->hn;
 }
 
-static int64_t ref_attn_k_off(const mt_attn_desc *d, int ng, int bi, int g) {
+static inline int64_t ref_attn_k_off(const mt_attn_desc *d, int ng, int bi, int g) {
   int npg = d->np / ng;
   return (((int64_t)bi * ng + g) * (npg + 2) + npg) * d->hn;
 }
 
 /* Counter of dropout element (bi, n, q, 0). */
-static uint64_t ref_attn_row_counter(const mt_attn_desc *d, int bi, int n, int q) {
+static inline uint64_t ref_attn_row_counter(const mt_attn_desc *d, int bi, int n, int q) {
   uint64_t head = (uint64_t)d->sample_ids[bi] * (uint64_t)d->n_heads_total +
                   (uint64_t)(d->head_offset + n);
   return (head * (uint64_t)d->s + (uint64_t)q) * (uint64_t)d->s;
 }
 
 /* m[q, k] = keep(q, k) / (1 - p) for k <= q, 0 above the diagonal. */
-static void ref_attn_dropout_scales(const mt_attn_desc *d, int bi, int n, float *m) {
+static inline void ref_attn_dropout_scales(const mt_attn_desc *d, int bi, int n, float *m) {
   const int s = d->s;
   const float p = d->dropout_p, inv = 1.0f / (1.0f - d->dropout_p);
   for (int q = 0; q < s; q++) {
@@ -80,7 +80,7 @@ static void ref_attn_dropout_scales(const mt_attn_desc *d, int bi, int n, float 
 
 /* In place on p [s, s] holding scaled scores: causal softmax per row, zeros
  * above the diagonal; lse[q] = log sum exp (when lse is not NULL). */
-static void ref_causal_softmax(float *p, int s, float *lse) {
+static inline void ref_causal_softmax(float *p, int s, float *lse) {
   for (int q = 0; q < s; q++) {
     float *row = p + (int64_t)q * s;
     float mx = row[0];
@@ -102,18 +102,18 @@ static void ref_causal_softmax(float *p, int s, float *lse) {
 
 /* OpenBLAS single-threaded inside the OpenMP region; returns the previous
  * setting for ref_attn_blas_restore. */
-static int ref_attn_blas_single(void) {
+static inline int ref_attn_blas_single(void) {
   int prev = openblas_get_num_threads();
   if (prev != 1) openblas_set_num_threads(1);
   return prev;
 }
 
-static void ref_attn_blas_restore(int prev) {
+static inline void ref_attn_blas_restore(int prev) {
   if (prev != 1) openblas_set_num_threads(prev);
 }
 
 /* The unfused forward: ctx, probs (and lse when not NULL) from qkv. */
-static void mt_ref_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, void *probs_,
+static inline void mt_ref_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, void *probs_,
                             float *lse, const void *qkv_) {
   const int s = d->s, b = d->b, np = d->np, hn = d->hn, ng = ref_attn_groups(d);
   const int64_t ld = (int64_t)b * ng * (np / ng + 2) * hn, ldc = (int64_t)b * np * hn;
@@ -149,7 +149,7 @@ static void mt_ref_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, v
 
 /* The unfused backward: dqkv (overwrite; shared K/V heads get the sum over
  * their query heads) from dctx and the probabilities of the forward. */
-static void mt_ref_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_,
+static inline void mt_ref_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_,
                             const void *dctx_, const void *qkv_, const void *probs_) {
   const int s = d->s, b = d->b, np = d->np, hn = d->hn, ng = ref_attn_groups(d), npg = np / ng;
   const int64_t ld = (int64_t)b * ng * (npg + 2) * hn, ldc = (int64_t)b * np * hn;
@@ -226,9 +226,9 @@ typedef struct {
   long n_fwd, n_bwd;
 } mt_unfused_attn;
 
-static mt_unfused_attn *unfused_of(mt_backend *be) { return (mt_unfused_attn *)(void *)be->ops; }
+static inline mt_unfused_attn *unfused_of(mt_backend *be) { return (mt_unfused_attn *)(void *)be->ops; }
 
-static void unfused_check_plain(const mt_attn_desc *d, const void *kv) {
+static inline void unfused_check_plain(const mt_attn_desc *d, const void *kv) {
   if (kv || (d->sq && d->sq != d->s) || (d->sk && d->sk != d->s) ||
       (d->s_full && d->s_full != d->s) || d->q_pos[0] || d->q_pos[1] || d->q_split ||
       d->k_pos[0] || d->k_pos[1] || d->k_split)
@@ -236,13 +236,13 @@ static void unfused_check_plain(const mt_attn_desc *d, const void *kv) {
              "positions 0..s-1)");
 }
 
-static int unfused_find(const mt_unfused_attn *u, const void *qkv) {
+static inline int unfused_find(const mt_unfused_attn *u, const void *qkv) {
   for (int i = 0; i < u->n; i++)
     if (u->keys[i] == qkv) return i;
   return -1;
 }
 
-static void unfused_flash_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+static inline void unfused_flash_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
                               const void *qkv, const void *kv) {
   mt_unfused_attn *u = unfused_of(be);
   unfused_check_plain(d, kv);
@@ -267,7 +267,7 @@ static void unfused_flash_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, 
   u->n_fwd++;
 }
 
-static void unfused_flash_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
+static inline void unfused_flash_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
                               const void *dctx, const void *ctx, const float *lse,
                               const void *qkv, const void *kv) {
   (void)dkv, (void)ctx, (void)lse;
@@ -286,7 +286,7 @@ static void unfused_flash_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv,
 
 /* Put the unfused op behind be's flash_attn_fwd / flash_attn_bwd (the rest
  * of be's current table unchanged). u must outlive the installation. */
-static void mt_unfused_attn_install(mt_unfused_attn *u, mt_backend *be) {
+static inline void mt_unfused_attn_install(mt_unfused_attn *u, mt_backend *be) {
   memset(u, 0, sizeof *u);
   u->prev = be->ops;
   u->ops = *be->ops;
@@ -297,7 +297,7 @@ static void mt_unfused_attn_install(mt_unfused_attn *u, mt_backend *be) {
 
 /* Restore the previous table; frees probabilities still kept (forwards
  * without a backward, e.g. evaluation). */
-static void mt_unfused_attn_uninstall(mt_unfused_attn *u, mt_backend *be) {
+static inline void mt_unfused_attn_uninstall(mt_unfused_attn *u, mt_backend *be) {
   MT_ASSERT(be->ops == &u->ops);
   for (int i = 0; i < u->n; i++) u->prev->free(be, u->probs[i]);
   be->ops = u->prev;
