@@ -58,15 +58,15 @@ static void check(mt_backend *be, int s, int b, int np, int ng, int hn, float p)
   double mag = 0;
   for (int64_t i = 0; i < nc; i++) mag += fabs((double)c0[i] * w[i]);
   const double el = fabs(loss1 - loss0), ec = rel(c1, c0, nc), eg = rel(d1, d0, nq);
-  double else = 0;
+  double e_lse = 0;
   for (int64_t i = 0; i < nl; i++)
-    else = fmax(else, fabs((double)l1[i] - l0[i]) / (fabs((double)l0[i]) + 1));
+    e_lse = fmax(e_lse, fabs((double)l1[i] - l0[i]) / (fabs((double)l0[i]) + 1));
   print_message("s=%3d b=%d np=%2d ng=%2d hn=%2d p=%.2f: loss rel %.2e, ctx %.2e, lse %.2e, "
                 "dqkv %.2e\n", s, b, np, ng, hn, (double)p, el / fmax(fabs(loss0), 1e-30), ec,
-                else, eg);
+                e_lse, eg);
   if (!(el <= 1e-6 * (fabs(loss0) + mag))) fail_msg("loss: fused %.12g vs unfused %.12g", loss1, loss0);
   if (!(ec <= 1e-6)) fail_msg("ctx: relative difference %.3g", ec);
-  if (!(else <= 1e-6)) fail_msg("lse: relative difference %.3g", else);
+  if (!(e_lse <= 1e-6)) fail_msg("lse: relative difference %.3g", e_lse);
   if (!(eg <= 1e-6)) fail_msg("dqkv: relative difference %.3g", eg);
   float *bufs[] = {qkv, w, c0, c1, l0, l1, pr, d0, d1};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->ops->free(be, bufs[i]);
