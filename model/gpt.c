@@ -263,11 +263,12 @@ static void alloc_buffers(mt_gpt *m) {
     m->param_ptr[i] = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
     m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
   }
-  /* Shared activation storage: selective recompute keeps one probabilities
-   * buffer; full recompute keeps recompute_num_layers layer sets that every
-   * chunk and micro-batch reuses while it re-runs a chunk of layers. */
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE && c->cp_size == 1) /* (the ring keeps no probs) */
-    m->probs_shared = be->ops->alloc(be, (size_t)(b * m->np * s * s) * mt_dtype_size(T), MT_MEM_ACT);
+  /* Shared activation storage: selective recompute keeps one log-sum-exp
+   * buffer (the fused attention forward re-runs before each layer's backward);
+   * full recompute keeps recompute_num_layers layer sets that every chunk and
+   * micro-batch reuses while it re-runs a chunk of layers. */
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE)
+    m->lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
   if (c->recompute == MT_RECOMPUTE_FULL) {
     int maxn = 0;
     for (int k = 0; k < m->n_chunks; k++)
@@ -411,7 +412,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   mt_cp_attn_destroy(m->cp_attn);
   for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
   free(m->rc_sets);
-  be->ops->free(be, m->probs_shared);
+  be->ops->free(be, m->lse_shared);
   void *rest[] = {m->tmp_h,   m->dresid,  m->dtmp_h,    m->dqkv,      m->dqkv2,   m->dctx,
                   m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);

@@ -41,8 +41,10 @@
 #include "parallel/comm.h"
 
 /* Activation recomputation (Korthikanti et al. 2022 §5): none; selective
- * (the attention core QK^T, softmax, dropout, ·V is recomputed in backward,
- * its [b, np, s, s] probabilities are not stored); full (each chunk of
+ * (Megatron's "core_attn": the fused attention forward is re-run before each
+ * layer's backward, so its [b, np, s] log-sum-exp is one buffer shared by all
+ * layers instead of one per layer; with the fused op nothing s x s is stored
+ * in any mode, docs/attention.md); full (each chunk of
  * recompute_num_layers layers stores only its input and is re-run before its
  * backward; Megatron's "uniform" method). All are bit-identical in results. */
 enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };

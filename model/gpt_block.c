@@ -84,6 +84,33 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   return d;
 }
 
+/* Core attention of global layer l (Megatron's core_attention): the fused
+ * op (FlashAttention-2, docs/attention.md) over this rank's heads and the
+ * whole sequence (under SP, qkv is the all-gathered sequence), saving
+ * a->ctx and the log-sum-exp a->lse [b, np, s] fp32 instead of the
+ * [b, np, s, s] probabilities. With context parallelism the attention runs
+ * over the ring of the CP group instead (model/context_parallel.h: kv != NULL
+ * blocks merged with attn_merge; lse as two halves, one per local chunk). */
+static void core_attention_fwd(mt_gpt *m, int l, mt_layer_acts *a) {
+  mt_backend *be = m->be;
+  mt_attn_desc d = attn_desc(m, l);
+  if (m->cp_attn)
+    mt_cp_attn_fwd(m->cp_attn, &d, a->ctx, a->lse, a->qkv);
+  else
+    be->ops->flash_attn_fwd(be, &d, a->ctx, a->lse, a->qkv, NULL);
+}
+
+/* Backward: m->dqkv (overwritten) from m->dctx, given the final a->ctx and
+ * a->lse of the forward (the probabilities are recomputed per tile). */
+static void core_attention_bwd(mt_gpt *m, int l, mt_layer_acts *a) {
+  mt_backend *be = m->be;
+  mt_attn_desc d = attn_desc(m, l);
+  if (m->cp_attn)
+    mt_cp_attn_bwd(m->cp_attn, &d, m->dqkv, m->dctx, a->ctx, a->lse, a->qkv);
+  else
+    be->ops->flash_attn_bwd(be, &d, m->dqkv, NULL, m->dctx, a->ctx, a->lse, a->qkv, NULL);
+}
+
 /* RoPE on this rank's q/k heads. The qkv tensor covers this CP rank's
  * whole sequence (under sequence parallelism linear_qkv's input is
  * all-gathered first): one call per run of global positions (two chunks
@@ -205,11 +232,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
   }
   if (c->position_embedding == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
-  mt_attn_desc ad = attn_desc(m, l);
-  if (m->cp_attn) /* attention over the ring of the CP group */
-    mt_cp_attn_fwd(m->cp_attn, &ad, a->ctx, a->lse, a->qkv);
-  else
-    be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  core_attention_fwd(m, l, a);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->tmp_h, resid[0]);
@@ -279,18 +302,15 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
                   a->ln2_mean, a->ln2_rstd, m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
-  mt_attn_desc ad = attn_desc(m, l);
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE && !m->cp_attn) /* rebuild the probabilities (ctx
-                                                  is rewritten with identical values) */
-    be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
+                                                   ctx is rewritten with identical values; the
+                                                   ring runs again under CP) */
+    core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
   mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
                              W(MT_LP_PROJ_W), h, m->hl);
-  if (m->cp_attn)
-    mt_cp_attn_bwd(m->cp_attn, &ad, m->dqkv, m->dctx, a->ctx, a->lse, a->qkv);
-  else
-    be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
+  core_attention_bwd(m, l, a);
   if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->dqkv, 1);
   void *dlin = m->dqkv;
   if (c->qk_layernorm) {

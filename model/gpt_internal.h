@@ -30,10 +30,10 @@ typedef struct {
   float *qk_mean, *qk_rstd;  /* [s*b*(np+ng)] q/k norm statistics (qk_layernorm only) */
   void *qkv;                 /* [s, b, ng, np/ng + 2, hn] attention input (after
                                 qk norm and RoPE)                              */
-  void *probs;               /* [b, np, s, s] pre-dropout softmax (shared under selective
-                                recompute); NULL with context parallelism */
-  float *lse;                /* context parallelism: [2][b, np, s/(2cp)] log-sum-exp of the
-                                ring attention (one half per local chunk), else NULL */
+  float *lse;                /* [b, np, s] fp32 log-sum-exp of the fused attention (shared
+                                under selective recompute: rebuilt before the backward);
+                                with context parallelism two [b, np, s/2] halves, one per
+                                local chunk (the ring's) */
   void *ctx;                 /* [s, b, hl]  attention context                 */
   void *x1;                  /* [sl, b, h]  residual after attention          */
   void *ln2;                 /* [sl, b, h]  pre_mlp_layernorm output          */
@@ -100,7 +100,7 @@ struct mt_gpt {
   int *n_slots;
   mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
   int n_rc_sets;
-  void *probs_shared;        /* selective recompute: one [b, np, s, s] buffer */
+  float *lse_shared;         /* selective recompute: one [b, np, s] fp32 buffer */
 
   /* workspace reused by every layer */
   void *tmp_h;               /* [sl, b, h] */
@@ -136,7 +136,7 @@ mt_slot *mt_gpt_slot_acquire(mt_gpt *m, int chunk, int mb);
 mt_slot *mt_gpt_slot_find(mt_gpt *m, int chunk, int mb);
 void mt_gpt_slot_release(mt_gpt *m, mt_slot *s);
 void mt_gpt_slots_free(mt_gpt *m);
-void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs);
+void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse);
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Activation set of local layer lc of chunk c in slot s. */

@@ -259,16 +259,18 @@ static local_dims local_of(const mt_plan_dims *d) {
 /* One layer's saved tensors (model/gpt_slots.c mt_gpt_alloc_layer_acts):
  * ln1, x1, ln2 [rows_l, h]; norm statistics fp32 (mean only with
  * LayerNorm); with qk_layernorm the pre-norm qkv and its per-head
- * statistics; qkv [rows, qkvl]; probabilities [b, npl, s, s]; ctx
- * [rows, hl]; fc1 [rows, g fl] and the activation [rows, fl]. */
-static double layer_set_bytes(const mt_plan_dims *d, int with_probs) {
+ * statistics; qkv [rows, qkvl]; the fused attention's log-sum-exp
+ * [b, npl, s] fp32 (not with selective: one shared buffer); ctx [rows, hl];
+ * fc1 [rows, g fl] and the activation [rows, fl]. No [b, npl, s, s]
+ * probabilities: the fused attention recomputes them per tile. */
+static double layer_set_bytes(const mt_plan_dims *d, int with_lse) {
   const local_dims l = local_of(d);
   const double e = d->e, rows = d->b * d->s, rows_l = d->sp ? rows / d->t : rows, h = d->h;
   const double stats = d->rms ? 1 : 2; /* fp32 vectors per norm: (mean,) rstd */
-  const double probs = d->b * l.npl * d->s * d->s * e;
+  const double lse = d->b * l.npl * d->s * 4;
   double bytes = 3 * rows_l * h * e + 2 * stats * rows_l * 4 + rows * l.qkvl * e +
                  rows * l.hl * e + rows * d->g * l.fl * e + rows * l.fl * e +
-                 (with_probs ? probs : 0) + moe_set_bytes(d, rows_l);
+                 (with_lse ? lse : 0) + moe_set_bytes(d, rows_l);
   if (d->qkln) bytes += rows * l.qkvl * e + stats * rows * (l.npl + l.ngl) * 4;
   return bytes;
 }
@@ -371,7 +373,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
     layer_mb += (double)infl[k] * ch[k].n;
     sends_grad |= !(k == 0 && r == 0);
   }
-  if (d->recompute == 1) act += d->b * (d->a / d->t) * d->s * d->s * e; /* probs_shared */
+  if (d->recompute == 1) act += d->b * (d->a / d->t) * d->s * 4; /* lse_shared (fp32) */
   if (d->recompute == 2) act += n_rc * layer_set_bytes(d, 1);
   out[MT_PM_ACT] = act;
   info->inflight_layers = layer_mb;

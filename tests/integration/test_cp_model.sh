@@ -6,7 +6,8 @@
 # the analytic count, and activation bytes per rank are 1/cp of cp=1's (by the
 # formula in cp_check.c). Variants: GPT-2 block; Llama-style block (RoPE,
 # RMSNorm, SwiGLU, GQA, qk norm, no biases); MoE (routing over the whole
-# micro-batch, auxiliary losses); full recomputation (the ring runs again).
+# micro-batch, auxiliary losses); full and selective recomputation (the
+# forward ring runs again before the backward).
 set -eu
 cd "$(dirname "$0")/../.."
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
@@ -21,4 +22,5 @@ for np in 2 4; do
 done
 run 2 $MOE
 run 4 recompute=full seq=32 position_embedding_type=rope num_query_groups=1
+run 2 recompute=selective
 echo "ok: context parallelism in the model"
