@@ -81,6 +81,15 @@ typedef struct {
   int tp_size, tp_rank;
   int sequence_parallel;
   mt_group *tp_group;
+  /* context parallelism (Megatron's context_parallel_size, cp_comm_type
+   * "p2p"): each sequence is cut into 2·cp_size chunks and this rank holds
+   * chunks cp_rank and 2·cp_size−1−cp_rank of every sample (s/cp_size
+   * tokens); attention runs over the K/V ring of cp_group; everything else
+   * is token-local. The trainer passes the whole sample (tokens [b, s + 1])
+   * and reduces gradients over dp x cp itself. cp_group NULL when cp_size 1
+   * (cp_size 0 is read as 1). */
+  int cp_size, cp_rank;
+  mt_group *cp_group;
   int recompute;             /* MT_RECOMPUTE_* */
   int recompute_num_layers;  /* chunk size for MT_RECOMPUTE_FULL */
   /* pipeline parallelism (Narayanan et al. 2021): stage pp_rank of pp_size

@@ -15,6 +15,9 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.tp_rank = ps->tp_rank;
   g.tp_group = ps->tp;
   g.sequence_parallel = c->parallel.sequence_parallel;
+  g.cp_size = c->parallel.context_parallel_size;
+  g.cp_rank = ps->cp_rank;
+  g.cp_group = g.cp_size > 1 ? ps->cp : NULL;
   g.recompute = !strcmp(c->model.recompute_granularity, "selective") ? MT_RECOMPUTE_SELECTIVE
                 : !strcmp(c->model.recompute_granularity, "full")    ? MT_RECOMPUTE_FULL
                                                                      : MT_RECOMPUTE_NONE;
