@@ -82,12 +82,12 @@ typedef struct {
   int sequence_parallel;
   mt_group *tp_group;
   /* context parallelism (Megatron's context_parallel_size, cp_comm_type
-   * "p2p"): each sequence is cut into 2·cp_size chunks and this rank holds
-   * chunks cp_rank and 2·cp_size−1−cp_rank of every sample (s/cp_size
-   * tokens); attention runs over the K/V ring of cp_group; everything else
-   * is token-local. The trainer passes the whole sample (tokens [b, s + 1])
-   * and reduces gradients over dp x cp itself. cp_group NULL when cp_size 1
-   * (cp_size 0 is read as 1). */
+   * "p2p"; model/context_parallel.h): CP rank cp_rank of cp_size holds
+   * sequence chunks cp_rank and 2·cp_size−1−cp_rank of 2·cp_size (its tokens
+   * and targets are picked from the full samples given to the model);
+   * attention runs over the ring of cp_group; everything else is
+   * token-local. seq_length must be a multiple of 2·cp_size (·tp with
+   * sequence parallelism). cp_group NULL when cp_size 1. */
   int cp_size, cp_rank;
   mt_group *cp_group;
   int recompute;             /* MT_RECOMPUTE_* */
