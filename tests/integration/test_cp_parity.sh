@@ -8,8 +8,9 @@
 # ranks, experts on all expert-data-parallel ranks). Layouts: cp=2, cp=4,
 # tp=2 + SP + cp=2, pp=2 + cp=2, cp=2 + dp=2 + ZeRO-2, an MoE model (4
 # experts top-2, capacity 1.0, aux losses) at cp=2 with ep=2, and the
-# Llama-style model (RoPE, RMSNorm, SwiGLU, GQA, no biases, qk norm) at cp=2.
-# (Ring traffic and activation bytes: test_cp_model.sh.)
+# Llama-style model (RoPE, RMSNorm, SwiGLU, GQA, no biases, qk norm) at cp=2;
+# the MoE run's routing statistics (load balancing and z loss, dropped
+# tokens) equal one process's too. (Ring traffic and activation bytes: test_cp_model.sh.)
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
@@ -47,6 +48,18 @@ check cp2_dp2_z2 base
 run moe_base 1 "${MOE[@]}"
 run moe_cp2_ep2 2 "${MOE[@]}" --set $CP=2 --set parallel.expert_model_parallel_size=2
 check moe_cp2_ep2 moe_base
+# routing statistics count each micro-batch once (CP rank 0 records, the
+# trainer sums over dp x cp): equal to one process's every step
+/usr/bin/python3 - "$TMP/moe_cp2_ep2.jsonl" "$TMP/moe_base.jsonl" <<'PY'
+import json, sys
+ld = lambda p: {o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o}
+a, b = ld(sys.argv[1]), ld(sys.argv[2])
+for it in sorted(b):
+    for k in ("load_balancing_loss", "z_loss", "dropped_fraction", "dropped_tokens"):
+        x, y = a[it][k], b[it][k]
+        assert abs(x - y) <= 1e-5 * max(abs(y), 1e-30), "iteration %d %s: %r vs %r" % (it, k, x, y)
+print("MoE statistics agree over %d iterations (load balancing, z loss, dropped tokens)" % len(b))
+PY
 run llama_base 1 "${LLAMA[@]}"
 run llama_cp2 2 "${LLAMA[@]}" --set $CP=2
 check llama_cp2 llama_base
