@@ -10,10 +10,13 @@
 # experts top-2, capacity 1.0, aux losses) at cp=2 with ep=2, and the
 # Llama-style model (RoPE, RMSNorm, SwiGLU, GQA, no biases, qk norm) at cp=2;
 # the MoE run's routing statistics (load balancing and z loss, dropped
-# tokens) equal one process's too. (Ring traffic and activation bytes: test_cp_model.sh.)
+# tokens) equal one process's too; the training loop's activation peak per
+# rank (allocator) at cp=2 and cp=4 is exactly 1/cp of one process's.
+# (Ring traffic against its analytic count: test_cp_model.sh.)
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
-MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
+export MEGATRAIN_MEM_REPORT=1 # per-rank allocator peaks on stderr (trainer/train.c)
+MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MEGATRAIN_MEM_REPORT"
 LLAMA=(--set model.position_embedding_type=rope --set model.normalization=RMSNorm
        --set model.swiglu=true --set model.group_query_attention=true --set model.num_query_groups=2
        --set model.add_bias_linear=false --set model.qk_layernorm=true --set training.lr=5e-4)
@@ -39,6 +42,20 @@ check cp2 base
 run cp4 4 --set $CP=4
 check cp4 base
 grep -h "identical on all" "$TMP/cp4.log"
+# activation peak of the training loop per rank (allocator): exactly 1/cp of
+# one process's (every saved tensor is per local token, the lse [b, np, s/cp];
+# nothing of the activations is replicated over CP)
+/usr/bin/python3 - "$TMP" <<'PY'
+import json, sys
+def peaks(name):
+    return [json.loads(l.split(" ", 1)[1])["peak"]["activations"]
+            for l in open("%s/%s.log" % (sys.argv[1], name)) if l.startswith("megatrain-mem-peak ")]
+base = peaks("base")[0]
+for name, cp in (("cp2", 2), ("cp4", 4)):
+    p = peaks(name)
+    assert len(p) == cp and all(x * cp == base for x in p), "%s: activation peaks %s, want %d / %d" % (name, p, base, cp)
+    print("activation peak per rank at cp=%d: %d bytes = %d / %d (cp=1)" % (cp, p[0], base, cp))
+PY
 run tp2_sp_cp2 4 --set $TP=2 --set $SP=true --set $CP=2
 check tp2_sp_cp2 base
 run pp2_cp2 4 --set $PP=2 --set $CP=2
