@@ -12,7 +12,7 @@
 # the MoE run's routing statistics (load balancing and z loss, dropped
 # tokens) equal one process's too; the training loop's activation peak per
 # rank (allocator) at cp=2 and cp=4 is exactly 1/cp of one process's.
-# (Ring traffic against its analytic count: test_cp_model.sh.)
+# The CP group's logged bytes per step equal the analytic ring count.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 export MEGATRAIN_MEM_REPORT=1 # per-rank allocator peaks on stderr (trainer/train.c)
@@ -80,4 +80,20 @@ PY
 run llama_base 1 "${LLAMA[@]}"
 run llama_cp2 2 "${LLAMA[@]}" --set $CP=2
 check llama_cp2 llama_base
+# bytes sent over the CP group per step (logged comm_bytes "cp") equal the
+# analytic ring count: per micro-batch and layer (cp-1) K/V blocks forward,
+# (cp-1) K/V + cp dK/dV blocks backward, a block = s/cp * b * ng_local * 2 *
+# hn * 4 bytes (gpt-test.json: s 32, b 2, 2 layers, 8 samples, hn 16)
+/usr/bin/python3 - "$TMP" <<'PY'
+import json, sys
+for name, cp, tp, dp, ng in (("cp2", 2, 1, 1, 4), ("cp4", 4, 1, 1, 4), ("tp2_sp_cp2", 2, 2, 1, 4),
+                             ("cp2_dp2_z2", 2, 1, 2, 4), ("llama_cp2", 2, 1, 1, 2)):
+    block = 32 // cp * 2 * (ng // tp) * 2 * 16 * 4
+    want = (8 // (2 * dp)) * 2 * (3 * cp - 2) * block
+    for o in map(json.loads, open("%s/%s.jsonl" % (sys.argv[1], name))):
+        if "lm_loss" in o:
+            got = o["comm_bytes"]["cp"]
+            assert got == want, "%s iteration %d: cp bytes %d, analytic %d" % (name, o["iteration"], got, want)
+    print("%s: %d bytes over the CP group per step per rank = analytic ring count" % (name, want))
+PY
 echo "test_cp_parity: all layouts agree ($((SECONDS - t0)) s)"
