@@ -2,8 +2,9 @@
  * shapes (h=768, 12 heads, seq 64, micro-batch 4 -> 256 rows, vocab 50304).
  * Prints ms per call and GFLOP/s (GEMM, attention) or GB/s (memory-bound
  * ops), then an estimate of one training micro-batch step from these.
- * Usage: build/bench/bench_ops [threads] [reps] [gemm]   (threads 0 = default;
- * "gemm" stops after the GEMM section). Env knobs of the backend:
+ * Usage: build/bench/bench_ops [threads] [reps] [gemm|attn]   (threads 0 =
+ * default; "gemm" stops after the GEMM section; "attn" runs only the fused vs
+ * unfused attention table, s = 64 ... 2048). Env knobs of the backend:
  * MEGATRAIN_OPENBLAS_CORETYPE, MEGATRAIN_CPU_GEMM, MEGATRAIN_CPU_GEMM_SLABS
  * (cpu/cpu_backend.c; README "Environment variables"). */
 #include <stdio.h>
@@ -58,7 +59,7 @@ static double bench_gemm(const char *name, int ta, int tb, int m, int n, int k, 
 
 typedef struct {
   mt_attn_desc d;
-  float *qkv, *ctx, *probs, *dqkv;
+  float *qkv, *ctx, *probs, *dqkv, *lse, *dctx;
 } attn_arg;
 static void run_attn_fwd(void *a) {
   attn_arg *x = a;
@@ -67,6 +68,48 @@ static void run_attn_fwd(void *a) {
 static void run_attn_bwd(void *a) {
   attn_arg *x = a;
   g_be->ops->attn_bwd(g_be, &x->d, x->dqkv, x->ctx, x->qkv, x->probs);
+}
+static void run_flash_fwd(void *a) {
+  attn_arg *x = a;
+  g_be->ops->flash_attn_fwd(g_be, &x->d, x->ctx, x->lse, x->qkv, NULL);
+}
+static void run_flash_bwd(void *a) {
+  attn_arg *x = a;
+  g_be->ops->flash_attn_bwd(g_be, &x->d, x->dqkv, NULL, x->dctx, x->ctx, x->lse, x->qkv, NULL);
+}
+
+/* Fused (flash_attn_fwd/bwd) vs unfused (attn_fwd/bwd) attention at the
+ * 124M head shape (b 4, 12 heads, hn 64) for s = 64 ... 2048: ms per call,
+ * best of g_reps (at most 3 from s = 1024), without and with dropout. */
+static void bench_attn_table(void) {
+  const int B = 4, NP = 12, HN = 64, seqs[] = {64, 256, 1024, 2048};
+  int64_t sid[4] = {0, 1, 2, 3};
+  int reps = g_reps;
+  printf("attention, fused vs unfused (b=%d np=%d hn=%d), ms per call:\n", B, NP, HN);
+  printf("  %5s %5s %11s %11s %11s %11s %9s %9s\n", "s", "p", "unfused fwd", "unfused bwd",
+         "fused fwd", "fused bwd", "fwd x", "fwd+bwd x");
+  for (size_t k = 0; k < sizeof seqs / sizeof *seqs; k++) {
+    const int S = seqs[k];
+    const int64_t rows = (int64_t)S * B, h = (int64_t)NP * HN;
+    attn_arg at = {.d = {.s = S, .b = B, .np = NP, .hn = HN, .head_offset = 0,
+                         .n_heads_total = NP, .scale = 0.125f, .key = mt_rng_key(1, "a", 0, 0),
+                         .sample_ids = sid}};
+    at.qkv = falloc(rows * 3 * h, 1), at.ctx = falloc(rows * h, 1), at.dctx = falloc(rows * h, 1);
+    at.dqkv = falloc(rows * 3 * h, 1), at.lse = falloc((int64_t)B * NP * S, 0);
+    at.probs = falloc((int64_t)B * NP * S * S, 1);
+    if (S >= 1024 && g_reps > 3) g_reps = 3;
+    for (int pdrop = 0; pdrop < 2; pdrop++) {
+      at.d.dropout_p = pdrop ? 0.1f : 0.0f;
+      double uf = time_ms(run_attn_fwd, &at), ub = time_ms(run_attn_bwd, &at);
+      double ff = time_ms(run_flash_fwd, &at), fb = time_ms(run_flash_bwd, &at);
+      printf("  %5d %5.1f %11.3f %11.3f %11.3f %11.3f %9.2f %9.2f\n", S, (double)at.d.dropout_p,
+             uf, ub, ff, fb, uf / ff, (uf + ub) / (ff + fb));
+    }
+    g_be->ops->free(g_be, at.qkv), g_be->ops->free(g_be, at.ctx), g_be->ops->free(g_be, at.dctx);
+    g_be->ops->free(g_be, at.dqkv), g_be->ops->free(g_be, at.lse);
+    g_be->ops->free(g_be, at.probs);
+    g_reps = reps;
+  }
 }
 
 typedef struct {
@@ -155,6 +198,11 @@ int main(int argc, char **argv) {
   printf("  => GEMM per micro-batch step: %.1f ms, %.1f GFLOP/s average\n", layer * L + head,
          gemm_flops / ((layer * L + head) * 1e6));
 
+  if (argc > 3 && !strcmp(argv[3], "attn")) {
+    bench_attn_table();
+    g_be->destroy(g_be);
+    return 0;
+  }
   if (argc > 3 && !strcmp(argv[3], "gemm")) {
     g_be->destroy(g_be);
     return 0;
@@ -177,6 +225,7 @@ int main(int argc, char **argv) {
     printf("  attn_bwd%-10s %8.3f ms  %7.1f GFLOP/s\n", pdrop ? " (p=0.1)" : "", t, 2 * attn_flops / t * 1e-6);
     if (pdrop) other += t * L;
   }
+  bench_attn_table();
 
   printf("elementwise:\n");
   ew_arg e = {.rows = R, .h = H};
