@@ -175,6 +175,11 @@ int main(int argc, char **argv) {
   const int R = S * B;
   printf("cpu backend bench: rows=%d h=%d heads=%d seq=%d vocab=%d threads=%d reps=%d (best of)\n",
          R, H, NP, S, V, threads, g_reps);
+  if (argc > 3 && !strcmp(argv[3], "attn")) {
+    bench_attn_table();
+    g_be->destroy(g_be);
+    return 0;
+  }
   printf("GEMM (Megatron weights [out, in]; fwd y = x W^T, bwd dx = dy W, dW += dy^T x):\n");
   double layer = 0, head = 0;
   layer += bench_gemm("qkv fwd  [256x768]x[768x2304]^T", 0, 1, R, 3 * H, H, 0);
@@ -198,11 +203,6 @@ int main(int argc, char **argv) {
   printf("  => GEMM per micro-batch step: %.1f ms, %.1f GFLOP/s average\n", layer * L + head,
          gemm_flops / ((layer * L + head) * 1e6));
 
-  if (argc > 3 && !strcmp(argv[3], "attn")) {
-    bench_attn_table();
-    g_be->destroy(g_be);
-    return 0;
-  }
   if (argc > 3 && !strcmp(argv[3], "gemm")) {
     g_be->destroy(g_be);
     return 0;
