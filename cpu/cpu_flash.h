@@ -96,25 +96,27 @@ static inline int64_t fa_k_off(const fa_geom *G, int bi, int g) {
 }
 
 /* z[j] = dropout scale (1/(1-p) kept, 0 dropped) of (bi, local head n,
- * query at global position qpos, key rows j0 + j, j < bc): counter
+ * query at global position qpos, key rows j0 + j, j < nv): counter
  * ((sample * n_heads_total + head_offset + n) * s_full + qpos) * s_full +
- * kpos, drawn per run of consecutive key positions. */
-static inline void fa_dropout_row(const fa_geom *G, int bi, int n, int qpos, int j0, int bc,
-                                  float *z) {
+ * kpos, drawn per run of consecutive key positions; z[j] = 0 for nv <= j <
+ * bc (keys the caller knows to be masked). */
+static inline void fa_dropout_row(const fa_geom *G, int bi, int n, int qpos, int j0, int nv,
+                                  int bc, float *z) {
   const mt_attn_desc *d = G->d;
   uint64_t head = (uint64_t)d->sample_ids[bi] * (uint64_t)d->n_heads_total +
                   (uint64_t)(d->head_offset + n);
   uint64_t row = (head * G->sfull + (uint64_t)qpos) * G->sfull;
   int j = 0;
-  while (j < bc) {
-    int a = j0 + j, len = bc - j;
+  while (j < nv) {
+    int a = j0 + j, len = nv - j;
     if (G->ks > 0 && a < G->ks && G->ks - a < len) len = G->ks - a;
     cpu_rng_uniform_range(d->key, row + (uint64_t)fa_pos(G->kp, G->ks, a), len, z + j);
     j += len;
   }
   const float p = G->p, inv = G->inv_keep;
 #pragma omp simd
-  for (int t = 0; t < bc; t++) z[t] = z[t] >= p ? inv : 0.0f;
+  for (int t = 0; t < nv; t++) z[t] = z[t] >= p ? inv : 0.0f;
+  for (int t = nv; t < bc; t++) z[t] = 0.0f;
 }
 
 /* C[m x n] = beta C + alpha A B with A(i, k) = A[i rsa + k csa] (csa 1: A

@@ -10,7 +10,8 @@
  * dropout(P~) V rescaled by exp(m_old - m_new); at the end ctx = O / l and
  * lse = m + log l (a row with no visible key: ctx 0, lse -inf). A unit
  * first packs its K head transposed (K^T [hn, sk]) and its V head ([sk, hn])
- * for the key tiles it can see, and each FA_BR-row query tile into [br, hn],
+ * for the key tiles it can see, and each FA_BR-row query tile into [br, hn]
+ * (Q and V stay in place when there is one key tile: each is read once),
  * so the tile products (cpu_fa_gemm, or OpenBLAS with
  * MEGATRAIN_CPU_FLASH_GEMM=blas) run on contiguous L1/L2-resident operands;
  * a GQA query head reads its group's K/V head (packed per unit, never
@@ -52,6 +53,8 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
   const float *q = qkv + fa_q_off(G, bi, n);
   const float *k = ksrc + fa_k_off(G, bi, n / G->npg), *v = k + hn;
   const int r0 = t0 * FA_BR, r1 = t1 * FA_BR < sq ? t1 * FA_BR : sq;
+  /* one key tile: Q and V are read once per tile pair, so in place */
+  const int direct = sk <= FA_BC;
   int qpos[FA_BR], kpos[FA_BC], qmin, qmax, kmin, kmax;
   fa_tile_pos(G->qp, G->qs, r0, r1 - r0, NULL, &qmin, &qmax);
   for (int j0 = 0; j0 < sk; j0 += FA_BC) { /* pack the key tiles this chunk sees */
@@ -59,12 +62,16 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
     fa_tile_pos(G->kp, G->ks, j0, bc, NULL, &kmin, &kmax);
     if (kmin > qmax) continue;
     cpu_fa_transpose(bc, hn, k + (int64_t)j0 * G->ldk, G->ldk, Kt + j0, skp);
-    fa_pack_rows(v, G->ldk, j0, bc, hn, Vp + (int64_t)j0 * hn);
+    if (!direct) fa_pack_rows(v, G->ldk, j0, bc, hn, Vp + (int64_t)j0 * hn);
   }
+  const float *vb = direct ? v : Vp; /* V rows: packed, or in place (one key tile) */
+  const int64_t vld = direct ? G->ldk : hn;
   for (int i0 = r0; i0 < r1; i0 += FA_BR) {
     const int br = r1 - i0 < FA_BR ? r1 - i0 : FA_BR;
     fa_tile_pos(G->qp, G->qs, i0, br, qpos, &qmin, &qmax);
-    fa_pack_rows(q, G->ldq, i0, br, hn, Qt);
+    const float *qt = direct ? q + (int64_t)i0 * G->ldq : Qt;
+    const int64_t qld = direct ? G->ldq : hn;
+    if (!direct) fa_pack_rows(q, G->ldq, i0, br, hn, Qt);
     for (int i = 0; i < br; i++) m[i] = -INFINITY, l[i] = 0.0f;
     memset(O, 0, (size_t)br * hn * sizeof(float));
     for (int j0 = 0; j0 < sk; j0 += FA_BC) {
@@ -73,7 +80,7 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
       if (kmin > qmax) continue; /* no visible key in the tile */
       const int full = kmax <= qmin, dg = !full && fa_diag(qpos, br, kpos, bc);
       /* S = scale Q K^T */
-      fa_mm(G, br, bc, hn, G->scale, Qt, hn, 1, Kt + j0, skp, 0.0f, S, bc,
+      fa_mm(G, br, bc, hn, G->scale, qt, qld, 1, Kt + j0, skp, 0.0f, S, bc,
             dg ? FA_TRI_NLOW : FA_TRI_NONE);
       for (int i = 0; i < br; i++) {
         float *s = S + (int64_t)i * bc;
@@ -106,13 +113,13 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
           for (int e = 0; e < hn; e++) o[e] *= alpha;
         }
         if (drop) {
-          fa_dropout_row(G, bi, n, qi, j0, bc, z);
+          fa_dropout_row(G, bi, n, qi, j0, dg ? i + 1 : bc, bc, z);
 #pragma omp simd
           for (int j = 0; j < bc; j++) s[j] *= z[j];
         }
       }
       /* O += dropout(P~) V */
-      fa_mm(G, br, hn, bc, 1.0f, S, bc, 1, Vp + (int64_t)j0 * hn, hn, 1.0f, O, hn,
+      fa_mm(G, br, hn, bc, 1.0f, S, bc, 1, vb + (int64_t)j0 * vld, vld, 1.0f, O, hn,
             dg ? FA_TRI_KLOW : FA_TRI_NONE);
     }
     float *c = ctx + ((int64_t)bi * G->np + n) * hn + (int64_t)i0 * G->ldc;

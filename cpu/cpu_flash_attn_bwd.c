@@ -6,7 +6,8 @@
  *
  * One unit per (batch row, K/V group g), run by one thread: it packs the
  * group's K^T, V^T [hn, sk] and K [sk, hn], its query heads' Q and dO
- * [npg, sq, hn] and D = rowsum(dO o O) [npg, sq], zeroes a dQ accumulator
+ * [npg, sq, hn] (K, Q and dO stay in place when there is one tile pair per
+ * head), forms D = rowsum(dO o O) [npg, sq], zeroes a dQ accumulator
  * [npg, sq, hn], then runs the key tiles in order; for each it loops over
  * the group's query heads and the query tiles with a visible key,
  * recomputes P = exp(scale Q K^T - lse) (0 where masked) and the dropout
@@ -41,17 +42,24 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
   float *dK = dP + tile, *dV = dK + (int64_t)FA_BC * hn;
   const int64_t kofs = fa_k_off(G, bi, g);
   const float *k = ksrc + kofs, *v = k + hn;
+  /* one tile pair per head: Q, dO and K are read once each, so in place */
+  const int direct = sq <= FA_BR && sk <= FA_BC;
+  const int64_t qld = direct ? G->ldq : hn, dld = direct ? G->ldc : hn, kld = direct ? G->ldk : hn;
+  const float *kb = direct ? k : Kp;
   cpu_fa_transpose(sk, hn, k, G->ldk, Kt, skp);
   cpu_fa_transpose(sk, hn, v, G->ldk, Vt, skp);
-  fa_pack_rows(k, G->ldk, 0, sk, hn, Kp);
+  if (!direct) fa_pack_rows(k, G->ldk, 0, sk, hn, Kp);
   for (int jn = 0; jn < npg; jn++) {
     const int n = g * npg + jn;
     const int64_t co = ((int64_t)bi * G->np + n) * hn;
-    float *qh = Qp + (int64_t)jn * sq * hn, *dh = dOp + (int64_t)jn * sq * hn;
-    fa_pack_rows(qkv + fa_q_off(G, bi, n), G->ldq, 0, sq, hn, qh);
-    fa_pack_rows(dctx + co, G->ldc, 0, sq, hn, dh);
+    const float *dh = dctx + co;
+    if (!direct) {
+      fa_pack_rows(qkv + fa_q_off(G, bi, n), G->ldq, 0, sq, hn, Qp + (int64_t)jn * sq * hn);
+      fa_pack_rows(dctx + co, G->ldc, 0, sq, hn, dOp + (int64_t)jn * sq * hn);
+      dh = dOp + (int64_t)jn * sq * hn;
+    }
     for (int i = 0; i < sq; i++) { /* D = rowsum(dO o O) */
-      const float *a = dh + (int64_t)i * hn, *o = ctx + co + (int64_t)i * G->ldc;
+      const float *a = dh + (int64_t)i * dld, *o = ctx + co + (int64_t)i * G->ldc;
       float s = 0.0f;
 #pragma omp simd reduction(+ : s)
       for (int e = 0; e < hn; e++) s += a[e] * o[e];
@@ -77,9 +85,10 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
         const int tn = dg ? FA_TRI_NLOW : FA_TRI_NONE, tl = dg ? FA_TRI_KLOW : FA_TRI_NONE;
         const int th = dg ? FA_TRI_KHIGH : FA_TRI_NONE;
         const int64_t ro = ((int64_t)jn * sq + i0) * hn;
-        const float *qi = Qp + ro, *doi = dOp + ro;
+        const float *qi = direct ? qkv + fa_q_off(G, bi, n) : Qp + ro;
+        const float *doi = direct ? dctx + ((int64_t)bi * G->np + n) * hn : dOp + ro;
         /* P = exp(scale Q K^T - lse), 0 where masked */
-        fa_mm(G, br, bc, hn, G->scale, qi, hn, 1, Kt + j0, skp, 0.0f, P, bc, tn);
+        fa_mm(G, br, bc, hn, G->scale, qi, qld, 1, Kt + j0, skp, 0.0f, P, bc, tn);
         for (int i = 0; i < br; i++) {
           float *p = P + (int64_t)i * bc;
           const float L = lh[i0 + i];
@@ -95,15 +104,15 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
           }
           if (drop) {
             float *z = Z + (int64_t)i * bc, *pd = Pd + (int64_t)i * bc;
-            fa_dropout_row(G, bi, n, qp, j0, bc, z);
+            fa_dropout_row(G, bi, n, qp, j0, dg ? i + 1 : bc, bc, z);
 #pragma omp simd
             for (int j = 0; j < bc; j++) pd[j] = p[j] * z[j];
           }
         }
         /* dV += (P Z)^T dO */
-        fa_mm(G, bc, hn, br, 1.0f, drop ? Pd : P, 1, bc, doi, hn, 1.0f, dV, hn, th);
+        fa_mm(G, bc, hn, br, 1.0f, drop ? Pd : P, 1, bc, doi, dld, 1.0f, dV, hn, th);
         /* dP = dO V^T; dS = P (dP Z - D) (into dP) */
-        fa_mm(G, br, bc, hn, 1.0f, doi, hn, 1, Vt + j0, skp, 0.0f, dP, bc, tn);
+        fa_mm(G, br, bc, hn, 1.0f, doi, dld, 1, Vt + j0, skp, 0.0f, dP, bc, tn);
         for (int i = 0; i < br; i++) {
           float *dp = dP + (int64_t)i * bc;
           const float *p = P + (int64_t)i * bc, *z = Z + (int64_t)i * bc;
@@ -117,8 +126,8 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
           }
         }
         /* dK += scale dS^T Q; dQ += scale dS K */
-        fa_mm(G, bc, hn, br, G->scale, dP, 1, bc, qi, hn, 1.0f, dK, hn, th);
-        fa_mm(G, br, hn, bc, G->scale, dP, bc, 1, Kp + (int64_t)j0 * hn, hn, 1.0f, dQp + ro, hn,
+        fa_mm(G, bc, hn, br, G->scale, dP, 1, bc, qi, qld, 1.0f, dK, hn, th);
+        fa_mm(G, br, hn, bc, G->scale, dP, bc, 1, kb + (int64_t)j0 * kld, kld, 1.0f, dQp + ro, hn,
               tl);
       }
     }
