@@ -80,7 +80,8 @@ static void run_flash_bwd(void *a) {
 
 /* Fused (flash_attn_fwd/bwd) vs unfused (attn_fwd/bwd) attention at the
  * 124M head shape (b 4, 12 heads, hn 64) for s = 64 ... 2048: ms per call,
- * best of g_reps (at most 3 from s = 1024), without and with dropout. */
+ * best of g_reps (x20 at s = 64, x4 at 256, at most 3 from 1024: short calls
+ * are easily preempted on a shared machine), without and with dropout. */
 static void bench_attn_table(void) {
   const int B = 4, NP = 12, HN = 64, seqs[] = {64, 256, 1024, 2048};
   int64_t sid[4] = {0, 1, 2, 3};
@@ -98,6 +99,7 @@ static void bench_attn_table(void) {
     at.dqkv = falloc(rows * 3 * h, 1), at.lse = falloc((int64_t)B * NP * S, 0);
     at.probs = falloc((int64_t)B * NP * S * S, 1);
     if (S >= 1024 && g_reps > 3) g_reps = 3;
+    if (S <= 256) g_reps = reps * (S <= 64 ? 20 : 4); /* short calls: best of many */
     for (int pdrop = 0; pdrop < 2; pdrop++) {
       at.d.dropout_p = pdrop ? 0.1f : 0.0f;
       double uf = time_ms(run_attn_fwd, &at), ub = time_ms(run_attn_bwd, &at);
