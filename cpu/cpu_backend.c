@@ -210,6 +210,8 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   im->par_min = pm && atoll(pm) > 0 ? atoll(pm) : CPU_PAR_MIN_DEFAULT;
   const char *slabs = getenv("MEGATRAIN_CPU_GEMM_SLABS");
   im->gemm_slabs_per_thread = slabs && atoi(slabs) > 0 ? atoi(slabs) : 4;
+  const char *fg = getenv("MEGATRAIN_CPU_FLASH_GEMM");
+  im->flash_blas = fg && !strcmp(fg, "blas");
   be->ops = &cpu_ops;
   be->name = "cpu";
   be->dtype = MT_F32;
