@@ -116,6 +116,22 @@ run llama_qkln_dp2_zero3_full2 2 --set $LL --set $QK --set $ZS=3 --set $RC='"ful
 run llama_qkln_pp2_v2_selective 2 --set $LL --set $QK --set $PP=2 --set $VP=2 --set $RC='"selective"'
 run llama_moe_ep2 2 --set $LL --set model.num_experts=4 --set $EP
 run llama_moe_tp2_sp_ep2 2 --set $LL --set model.num_experts=4 --set $TP=2 --set $SP=true --set $EP
+# context parallelism (issue 15): cp ranks hold s/cp tokens each (2 chunks),
+# the ring's lse and workspace (needs the model's CP, model/context_parallel.h)
+if [ -f model/context_parallel.h ]; then
+  CP="parallel.context_parallel_size"
+  run cp2 2 --set $CP=2
+  run cp4 4 --set $CP=4
+  run cp2_tp2_sp 4 --set $CP=2 --set $TP=2 --set $SP=true
+  run cp2_pp2 4 --set $CP=2 --set $PP=2
+  run cp2_dp2_zero1 4 --set $CP=2 --set $ZS=1
+  run cp2_zero3 2 --set $CP=2 --set $ZS=3
+  run cp2_selective 2 --set $CP=2 --set $RC='"selective"'
+  run cp2_full 2 --set $CP=2 --set $RC='"full"'
+  run cp2_moe_ep2 2 --set $CP=2 --set model.num_experts=4 --set $EP
+  run llama_cp2 2 --set $LL --set $CP=2
+  run llama_cp2_tp2_sp 4 --set $LL --set $CP=2 --set $TP=2 --set $SP=true
+fi
 echo "predicted/measured bytes per rank (one row per distinct stage); columns:"
 echo "| layout | rank | stage | parameters | gradients | optimizer | activations | communication | workspace | model state |"
 cat "$TMP/table.txt"
