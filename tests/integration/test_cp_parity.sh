@@ -47,9 +47,14 @@ grep -h "identical on all" "$TMP/cp4.log"
 # nothing of the activations is replicated over CP)
 /usr/bin/python3 - "$TMP" <<'PY'
 import json, sys
-def peaks(name):
-    return [json.loads(l.split(" ", 1)[1])["peak"]["activations"]
-            for l in open("%s/%s.log" % (sys.argv[1], name)) if l.startswith("megatrain-mem-peak ")]
+def peaks(name):  # stderr lines of the ranks may land inside the logger's stdout lines
+    text, tag, out = open("%s/%s.log" % (sys.argv[1], name)).read(), "megatrain-mem-peak ", []
+    i = text.find(tag)
+    while i >= 0:
+        o, _ = json.JSONDecoder().raw_decode(text, i + len(tag))
+        out.append(o["peak"]["activations"])
+        i = text.find(tag, i + 1)
+    return out
 base = peaks("base")[0]
 for name, cp in (("cp2", 2), ("cp4", 4)):
     p = peaks(name)
