@@ -28,6 +28,9 @@ typedef struct {
   mt_attn_desc d;            /* of the kv == NULL (own-block) call          */
 } of_prob;
 
+/* Global sample ids of the micro-batch rows (b <= 8). */
+static const int64_t of_sample_ids[8] = {3, 17, 8, 1, 40, 5, 23, 11};
+
 static int of_chunk_pos(const of_prob *P, int r, int i) {
   return i < P->c ? r * P->c + i : (2 * P->cp - 1 - r) * P->c + (i - P->c);
 }
@@ -46,6 +49,8 @@ static of_prob of_problem(const op_case *c) {
   P.s_full = P.cp ? P.cp * P.s : P.s;
   P.d = ot_attn_desc(c);
   P.d.s = P.s;
+  if (P.b > 8) abort(); /* of_sample_ids */
+  P.d.sample_ids = of_sample_ids;
   if (P.cp) {
     P.d.sq = P.s, P.d.sk = P.s, P.d.s_full = P.s_full;
     P.d.q_pos[0] = P.rank * P.c, P.d.q_pos[1] = (2 * P.cp - 1 - P.rank) * P.c;
