@@ -3,10 +3,15 @@
  * profile of where the time goes (time per backend op, measured by wrapping
  * the op table).
  *
- * usage: bench_gpt [layers hidden heads seq micro_batch threads steps accum]
+ * usage: bench_gpt [layers hidden heads seq micro_batch threads steps accum unfused]
  * default: the GPT-2 124M shape, seq 64, micro-batch 4, 2 threads, 5 steps,
  * 1 micro-batch per optimizer step (accum > 1: gradient accumulation, the
- * AdamW update amortised over accum micro-batches).
+ * AdamW update amortised over accum micro-batches), the fused attention of
+ * the op table; unfused = 1 runs the model through the unfused reference op
+ * instead (tests/tools/attn_unfused.h: the [b, a, s, s] probabilities kept
+ * from each layer's forward to its backward, as before issue 15). Prints the
+ * mean and the best step (less disturbed by other work on a shared machine)
+ * and the activation peak of the allocator (bench/bench_attn.sh).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +22,7 @@
 #include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
+#include "tests/tools/attn_unfused.h"
 #include "tests/tools/tiny_gpt.h"
 #include "model/gpt_flops.h"
 #include "trainer/optimizer.h"
@@ -24,7 +30,7 @@
 /* ---- op-table profiler: each wrapped op adds its wall time to a slot ---- */
 enum { P_GEMM, P_ATTN_F, P_ATTN_B, P_LN_F, P_LN_B, P_GELU_F, P_GELU_B, P_XENT, P_DROP, P_EMB,
        P_BIASG, P_ADAM, P_OTHER, P_N };
-static const char *k_names[P_N] = {"gemm", "attn_fwd", "attn_bwd", "layernorm_fwd",
+static const char *k_names[P_N] = {"gemm", "attention_fwd", "attention_bwd", "layernorm_fwd",
                                    "layernorm_bwd", "gelu_fwd", "gelu_bwd", "cross_entropy",
                                    "dropout/residual", "embedding", "bias_grad", "adamw", "other"};
 typedef struct {
@@ -43,12 +49,13 @@ static prof_t *g_prof; /* bench-only: the profiler shims need to find their stat
     g_prof->calls[slot]++;                                \
   }
 SHIM(P_GEMM, gemm, (mt_backend * be, const mt_gemm_desc *d), (be, d))
-SHIM(P_ATTN_F, attn_fwd, (mt_backend * be, const mt_attn_desc *d, void *c, void *p, const void *q),
-     (be, d, c, p, q))
-SHIM(P_ATTN_B, attn_bwd,
-     (mt_backend * be, const mt_attn_desc *d, void *dq, const void *dc, const void *q,
-      const void *p),
-     (be, d, dq, dc, q, p))
+SHIM(P_ATTN_F, flash_attn_fwd,
+     (mt_backend * be, const mt_attn_desc *d, void *c, float *lse, const void *q, const void *kv),
+     (be, d, c, lse, q, kv))
+SHIM(P_ATTN_B, flash_attn_bwd,
+     (mt_backend * be, const mt_attn_desc *d, void *dq, void *dkv, const void *dc, const void *c,
+      const float *lse, const void *q, const void *kv),
+     (be, d, dq, dkv, dc, c, lse, q, kv))
 SHIM(P_LN_F, layernorm_fwd,
      (mt_backend * be, void *o, float *m, float *r, const void *i, const void *w, const void *b,
       int64_t rows, int64_t h, float eps),
@@ -91,8 +98,8 @@ static void prof_install(prof_t *p, mt_backend *be) {
   p->in = be->ops;
   p->ops = *be->ops;
   p->ops.gemm = sh_gemm;
-  p->ops.attn_fwd = sh_attn_fwd;
-  p->ops.attn_bwd = sh_attn_bwd;
+  p->ops.flash_attn_fwd = sh_flash_attn_fwd;
+  p->ops.flash_attn_bwd = sh_flash_attn_bwd;
   p->ops.layernorm_fwd = sh_layernorm_fwd;
   p->ops.layernorm_bwd = sh_layernorm_bwd;
   p->ops.gelu_fwd = sh_gelu_fwd;
@@ -110,16 +117,16 @@ static void prof_install(prof_t *p, mt_backend *be) {
 }
 
 int main(int argc, char **argv) {
-  int a[8] = {12, 768, 12, 64, 4, 2, 5, 1};
-  for (int i = 0; i < 8 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
-  const int accum = a[7] > 0 ? a[7] : 1;
+  int a[9] = {12, 768, 12, 64, 4, 2, 5, 1, 0};
+  for (int i = 0; i < 9 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
+  const int accum = a[7] > 0 ? a[7] : 1, unfused = a[8] != 0;
   char err[512];
   mt_backend_options bo = {.device = "cpu", .num_threads = a[5], .dtype = MT_F32};
   mt_backends_process_init(&bo);
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], 4 * a[1], a[3], 50257, a[4], 1234);
-  c.max_position_embeddings = 1024;
+  c.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
   mt_gpt *m = mt_gpt_create(be, &c);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
@@ -137,29 +144,46 @@ int main(int argc, char **argv) {
   double flops = mt_flops_per_iteration(&fs);
   printf("bench_gpt: layers %d hidden %d heads %d seq %d micro-batch %d threads %d, %lld "
          "parameters, %.1f GFLOP per micro-batch (Megatron formula), %d micro-batch(es) per "
-         "AdamW step\n",
+         "AdamW step, attention %s\n",
          c.num_layers, c.hidden_size, c.num_attention_heads, s, b, a[5],
-         (long long)mt_gpt_num_parameters(m), flops / 1e9, accum);
-  /* warm-up step (first-touch page faults), then profiled steps */
+         (long long)mt_gpt_num_parameters(m), flops / 1e9, accum,
+         unfused ? "UNFUSED (reference op, s x s probabilities kept)" : "fused (op table)");
+  /* warm-up step (first-touch page faults), then profiled steps; the
+   * unfused table goes on top of the profiler (its ops find their state
+   * through be->ops) and times itself */
+  mt_unfused_attn unf;
+  if (unfused) mt_unfused_attn_install(&unf, be);
   mt_gpt_zero_grad(m);
   mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));
   mt_adamw_step(&opt, 1e-4f, 1.0f);
+  if (unfused) mt_unfused_attn_uninstall(&unf, be);
   prof_t prof;
   memset(&prof, 0, sizeof prof);
   prof_install(&prof, be);
-  double t0 = mt_now();
+  if (unfused) mt_unfused_attn_install(&unf, be);
+  mt_mem_reset_peak(&be->mem);
+  double t0 = mt_now(), best = 1e30;
   double loss = 0;
   for (int it = 0; it < steps; it++) {
+    double ts = mt_now();
     mt_gpt_zero_grad(m);
     for (int k = 0; k < accum; k++)
       loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s * accum)) / (b * s);
     double norm = mt_grad_sumsq(&opt, 1);
     mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
+    best = mt_now() - ts < best ? mt_now() - ts : best;
   }
   double dt = (mt_now() - t0) / steps / accum; /* per micro-batch */
-  printf("time per micro-batch %.1f ms | tokens/s %.1f | achieved %.1f GFLOP/s | loss %.4f | "
-         "OpenBLAS kernels: %s\n",
-         1e3 * dt, b * s / dt, flops / dt / 1e9, loss, openblas_get_corename());
+  best /= accum;
+  if (unfused) { /* its own timers, in the profiler's attention slots */
+    prof.t[P_ATTN_F] += unf.t_fwd, prof.calls[P_ATTN_F] += unf.n_fwd;
+    prof.t[P_ATTN_B] += unf.t_bwd, prof.calls[P_ATTN_B] += unf.n_bwd;
+    mt_unfused_attn_uninstall(&unf, be);
+  }
+  printf("time per micro-batch %.1f ms | tokens/s %.1f | best %.1f ms, tokens/s %.1f | achieved "
+         "%.1f GFLOP/s | loss %.4f | activation peak %.1f MiB | OpenBLAS kernels: %s\n",
+         1e3 * dt, b * s / dt, 1e3 * best, b * s / best, flops / dt / 1e9, loss,
+         be->mem.peak[MT_MEM_ACT] / 1048576.0, openblas_get_corename());
   double tot = 0;
   for (int k = 0; k < P_N; k++) tot += prof.t[k];
   const double n_mb = (double)steps * accum;

@@ -38,7 +38,7 @@
 /* ---- op-table profiler: each wrapped op adds its wall time to a slot ---- */
 enum { P_GEMM, P_ATTN_F, P_ATTN_B, P_RMS_F, P_RMS_B, P_SWI_F, P_SWI_B, P_ROPE, P_LN, P_GELU,
        P_XENT, P_DROP, P_EMB, P_ADAM, P_N };
-static const char *k_names[P_N] = {"gemm", "attn_fwd", "attn_bwd", "rmsnorm_fwd",
+static const char *k_names[P_N] = {"gemm", "flash_attn_fwd", "flash_attn_bwd", "rmsnorm_fwd",
                                    "rmsnorm_bwd", "swiglu_fwd", "swiglu_bwd", "rope_fwd/bwd",
                                    "layernorm_fwd/bwd", "gelu_fwd/bwd", "cross_entropy",
                                    "dropout/residual", "embedding_bwd", "adamw"};
@@ -58,12 +58,13 @@ static prof_t *g_prof; /* bench-only: the profiler shims need to find their stat
     g_prof->calls[slot]++;                \
   }
 SHIM(P_GEMM, gemm, (mt_backend * be, const mt_gemm_desc *d), (be, d))
-SHIM(P_ATTN_F, attn_fwd, (mt_backend * be, const mt_attn_desc *d, void *c, void *p, const void *q),
-     (be, d, c, p, q))
-SHIM(P_ATTN_B, attn_bwd,
-     (mt_backend * be, const mt_attn_desc *d, void *dq, const void *dc, const void *q,
-      const void *p),
-     (be, d, dq, dc, q, p))
+SHIM(P_ATTN_F, flash_attn_fwd,
+     (mt_backend * be, const mt_attn_desc *d, void *c, float *lse, const void *q, const void *kv),
+     (be, d, c, lse, q, kv))
+SHIM(P_ATTN_B, flash_attn_bwd,
+     (mt_backend * be, const mt_attn_desc *d, void *dq, void *dkv, const void *dc, const void *c,
+      const float *lse, const void *q, const void *kv),
+     (be, d, dq, dkv, dc, c, lse, q, kv))
 SHIM(P_RMS_F, rmsnorm_fwd,
      (mt_backend * be, void *o, float *r, const void *i, const void *w, int64_t rows, int64_t h,
       float eps),
@@ -119,8 +120,8 @@ static void prof_install(prof_t *p, mt_backend *be) {
   p->in = be->ops;
   p->ops = *be->ops;
   p->ops.gemm = sh_gemm;
-  p->ops.attn_fwd = sh_attn_fwd;
-  p->ops.attn_bwd = sh_attn_bwd;
+  p->ops.flash_attn_fwd = sh_flash_attn_fwd;
+  p->ops.flash_attn_bwd = sh_flash_attn_bwd;
   p->ops.rmsnorm_fwd = sh_rmsnorm_fwd;
   p->ops.rmsnorm_bwd = sh_rmsnorm_bwd;
   p->ops.swiglu_fwd = sh_swiglu_fwd;

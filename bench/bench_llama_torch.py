@@ -7,7 +7,10 @@ clock, mean and best step, torch.set_num_threads(threads)).
 usage: bench_llama_torch.py [layers hidden heads seq micro_batch threads steps ffn vocab]
                             [KEY=VALUE ...]
 Defaults and keys as bench_llama.c (Llama-style options on; KEY=VALUE uses
-the config-key names, e.g. num_query_groups=12 swiglu=0).
+the config-key names, e.g. num_query_groups=12 swiglu=0). sdpa=0 forces the
+plain attention (matmul, masked softmax, matmul: the [b, heads, s, s] scores
+materialised) where torch >= 2.0 would use scaled_dot_product_attention
+(bench/bench_attn.sh).
 """
 import os
 import sys
@@ -35,15 +38,19 @@ def parse(argv):
              padded_vocab_size=(a[8] + 127) // 128 * 128, max_position_embeddings=a[3],
              position_embedding_type="rope", normalization="RMSNorm", swiglu=True,
              num_query_groups=4, add_bias_linear=False, untie=True)
+    sdpa = True
     for kv in (x for x in argv if "=" in x):
         k, v = kv.split("=", 1)
+        if k == "sdpa":
+            sdpa = v not in ("0", "false", "False")
+            continue
         k = "untie" if k == "untie_embeddings_and_output_weights" else k
         d[k] = v if k in ("position_embedding_type", "normalization") else num(v)
-    return R.Config(d), a[5], a[6]
+    return R.Config(d), a[5], a[6], sdpa
 
 
 def main():
-    c, threads, steps = parse(sys.argv[1:])
+    c, threads, steps, sdpa = parse(sys.argv[1:])
     torch.set_num_threads(threads)
     P = R.init_params(c, seed=1234, dtype=torch.float32)
     decay = [p for n, p in P.items() if not R.no_weight_decay(n, p.shape)]
@@ -55,12 +62,12 @@ def main():
     params = list(P.values())
     print("pytorch %s: %d parameters, %d threads, attention %s" % (
         torch.__version__, sum(p.numel() for n, p in P.items()), torch.get_num_threads(),
-        "scaled_dot_product_attention" if hasattr(torch.nn.functional, "scaled_dot_product_attention")
-        else "matmul + softmax (torch < 2.0)"))
+        "scaled_dot_product_attention" if sdpa and hasattr(torch.nn.functional, "scaled_dot_product_attention")
+        else "matmul + softmax (plain)"))
 
     def step():
         opt.zero_grad(set_to_none=True)
-        ce, obj = R.forward(c, P, batch, sdpa=True)
+        ce, obj = R.forward(c, P, batch, sdpa=sdpa)
         obj.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()

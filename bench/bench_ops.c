@@ -2,8 +2,9 @@
  * shapes (h=768, 12 heads, seq 64, micro-batch 4 -> 256 rows, vocab 50304).
  * Prints ms per call and GFLOP/s (GEMM, attention) or GB/s (memory-bound
  * ops), then an estimate of one training micro-batch step from these.
- * Usage: build/bench/bench_ops [threads] [reps] [gemm]   (threads 0 = default;
- * "gemm" stops after the GEMM section). Env knobs of the backend:
+ * Usage: build/bench/bench_ops [threads] [reps] [gemm|attn]   (threads 0 =
+ * default; "gemm" stops after the GEMM section; "attn" runs only the fused vs
+ * unfused attention table, s = 64 ... 2048). Env knobs of the backend:
  * MEGATRAIN_OPENBLAS_CORETYPE, MEGATRAIN_CPU_GEMM, MEGATRAIN_CPU_GEMM_SLABS
  * (cpu/cpu_backend.c; README "Environment variables"). */
 #include <stdio.h>
@@ -58,8 +59,9 @@ static double bench_gemm(const char *name, int ta, int tb, int m, int n, int k, 
 
 typedef struct {
   mt_attn_desc d;
-  float *qkv, *ctx, *probs, *dqkv;
+  float *qkv, *ctx, *probs, *dqkv, *lse, *dctx;
 } attn_arg;
+/* unfused reference op (the table below); fused: run_flash_* */
 static void run_attn_fwd(void *a) {
   attn_arg *x = a;
   g_be->ops->attn_fwd(g_be, &x->d, x->ctx, x->probs, x->qkv);
@@ -67,6 +69,50 @@ static void run_attn_fwd(void *a) {
 static void run_attn_bwd(void *a) {
   attn_arg *x = a;
   g_be->ops->attn_bwd(g_be, &x->d, x->dqkv, x->ctx, x->qkv, x->probs);
+}
+static void run_flash_fwd(void *a) {
+  attn_arg *x = a;
+  g_be->ops->flash_attn_fwd(g_be, &x->d, x->ctx, x->lse, x->qkv, NULL);
+}
+static void run_flash_bwd(void *a) {
+  attn_arg *x = a;
+  g_be->ops->flash_attn_bwd(g_be, &x->d, x->dqkv, NULL, x->dctx, x->ctx, x->lse, x->qkv, NULL);
+}
+
+/* Fused (flash_attn_fwd/bwd) vs unfused (attn_fwd/bwd) attention at the
+ * 124M head shape (b 4, 12 heads, hn 64) for s = 64 ... 2048: ms per call,
+ * best of g_reps (x20 at s = 64, x4 at 256, at most 3 from 1024: short calls
+ * are easily preempted on a shared machine), without and with dropout. */
+static void bench_attn_table(void) {
+  const int B = 4, NP = 12, HN = 64, seqs[] = {64, 256, 1024, 2048};
+  int64_t sid[4] = {0, 1, 2, 3};
+  int reps = g_reps;
+  printf("attention, fused vs unfused (b=%d np=%d hn=%d), ms per call:\n", B, NP, HN);
+  printf("  %5s %5s %11s %11s %11s %11s %9s %9s\n", "s", "p", "unfused fwd", "unfused bwd",
+         "fused fwd", "fused bwd", "fwd x", "fwd+bwd x");
+  for (size_t k = 0; k < sizeof seqs / sizeof *seqs; k++) {
+    const int S = seqs[k];
+    const int64_t rows = (int64_t)S * B, h = (int64_t)NP * HN;
+    attn_arg at = {.d = {.s = S, .b = B, .np = NP, .hn = HN, .head_offset = 0,
+                         .n_heads_total = NP, .scale = 0.125f, .key = mt_rng_key(1, "a", 0, 0),
+                         .sample_ids = sid}};
+    at.qkv = falloc(rows * 3 * h, 1), at.ctx = falloc(rows * h, 1), at.dctx = falloc(rows * h, 1);
+    at.dqkv = falloc(rows * 3 * h, 1), at.lse = falloc((int64_t)B * NP * S, 0);
+    at.probs = falloc((int64_t)B * NP * S * S, 1);
+    if (S >= 1024 && g_reps > 3) g_reps = 3;
+    if (S <= 256) g_reps = reps * (S <= 64 ? 20 : 4); /* short calls: best of many */
+    for (int pdrop = 0; pdrop < 2; pdrop++) {
+      at.d.dropout_p = pdrop ? 0.1f : 0.0f;
+      double uf = time_ms(run_attn_fwd, &at), ub = time_ms(run_attn_bwd, &at);
+      double ff = time_ms(run_flash_fwd, &at), fb = time_ms(run_flash_bwd, &at);
+      printf("  %5d %5.1f %11.3f %11.3f %11.3f %11.3f %9.2f %9.2f\n", S, (double)at.d.dropout_p,
+             uf, ub, ff, fb, uf / ff, (uf + ub) / (ff + fb));
+    }
+    g_be->ops->free(g_be, at.qkv), g_be->ops->free(g_be, at.ctx), g_be->ops->free(g_be, at.dctx);
+    g_be->ops->free(g_be, at.dqkv), g_be->ops->free(g_be, at.lse);
+    g_be->ops->free(g_be, at.probs);
+    g_reps = reps;
+  }
 }
 
 typedef struct {
@@ -132,6 +178,11 @@ int main(int argc, char **argv) {
   const int R = S * B;
   printf("cpu backend bench: rows=%d h=%d heads=%d seq=%d vocab=%d threads=%d reps=%d (best of)\n",
          R, H, NP, S, V, threads, g_reps);
+  if (argc > 3 && !strcmp(argv[3], "attn")) {
+    bench_attn_table();
+    g_be->destroy(g_be);
+    return 0;
+  }
   printf("GEMM (Megatron weights [out, in]; fwd y = x W^T, bwd dx = dy W, dW += dy^T x):\n");
   double layer = 0, head = 0;
   layer += bench_gemm("qkv fwd  [256x768]x[768x2304]^T", 0, 1, R, 3 * H, H, 0);
@@ -165,18 +216,22 @@ int main(int argc, char **argv) {
                        .scale = 0.125f, .dropout_p = 0.0f, .key = mt_rng_key(1, "a", 0, 0),
                        .sample_ids = sid}};
   at.qkv = falloc((int64_t)R * 3 * H, 1), at.ctx = falloc((int64_t)R * H, 1);
-  at.probs = falloc((int64_t)B * NP * S * S, 1), at.dqkv = falloc((int64_t)R * 3 * H, 1);
-  double attn_flops = 2.0 * B * NP * S * S * HN * 2; /* fwd: QK^T and PV, full squares */
+  at.lse = falloc((int64_t)B * NP * S, 0), at.dqkv = falloc((int64_t)R * 3 * H, 1);
+  at.dctx = falloc((int64_t)R * H, 1);
+  run_flash_fwd(&at); /* a valid (ctx, lse) pair for the backward */
+  double attn_flops = 2.0 * B * NP * S * S * HN * 2; /* fwd: QK^T and PV, full squares (the
+                                                        fused op skips the masked half) */
   double other = 0, t;
   for (int pdrop = 0; pdrop < 2; pdrop++) {
     at.d.dropout_p = pdrop ? 0.1f : 0.0f;
-    t = time_ms(run_attn_fwd, &at);
-    printf("  attn_fwd%-10s %8.3f ms  %7.1f GFLOP/s\n", pdrop ? " (p=0.1)" : "", t, attn_flops / t * 1e-6);
+    t = time_ms(run_flash_fwd, &at);
+    printf("  flash_attn_fwd%-10s %8.3f ms  %7.1f GFLOP/s\n", pdrop ? " (p=0.1)" : "", t, attn_flops / t * 1e-6);
     if (pdrop) other += t * L;
-    t = time_ms(run_attn_bwd, &at);
-    printf("  attn_bwd%-10s %8.3f ms  %7.1f GFLOP/s\n", pdrop ? " (p=0.1)" : "", t, 2 * attn_flops / t * 1e-6);
+    t = time_ms(run_flash_bwd, &at);
+    printf("  flash_attn_bwd%-10s %8.3f ms  %7.1f GFLOP/s\n", pdrop ? " (p=0.1)" : "", t, 2 * attn_flops / t * 1e-6);
     if (pdrop) other += t * L;
   }
+  bench_attn_table();
 
   printf("elementwise:\n");
   ew_arg e = {.rows = R, .h = H};

@@ -68,7 +68,8 @@ typedef struct {
   int sequence_parallel;
   int expert_model_parallel_size;
   int expert_tensor_parallel_size;
-  int context_parallel_size;        /* must be 1 (not implemented) */
+  int context_parallel_size;        /* cp (Megatron's order tp-cp-ep-dp-pp) */
+  char cp_comm_type[16];            /* "p2p" (the only one implemented) */
   int zero_stage;                   /* 0..3, DeepSpeed's name */
   int64_t ddp_bucket_size;          /* elements */
   int zero_prefetch_layers;

@@ -131,6 +131,38 @@ static void note(mt_cfg_ctx *c, const char *msg) {
   snprintf(c->notes + used, sizeof c->notes - used, "%s%s", used ? "\n" : "", msg);
 }
 
+/* Context parallelism (Megatron's validate_args and its CP attention):
+ * cp_comm_type "p2p" only; seq_length a multiple of 2·cp (the load-balanced
+ * chunks), and of 2·cp·tp with sequence parallelism (each chunk is cut
+ * again over tp). Megatron asserts the first; the second is its SP rule
+ * (seq_length % tp) applied to the chunks. */
+static int check_context_parallel(mt_cfg_ctx *c, const mt_config *cfg) {
+  const mt_parallel_config *p = &cfg->parallel;
+  const int cp = p->context_parallel_size, tp = p->tensor_model_parallel_size;
+  const int s = cfg->model.seq_length;
+  if (strcmp(p->cp_comm_type, "p2p") != 0)
+    return mt_cfg_fail(c, key("parallel.cp_comm_type"),
+                       "\"%s\" is not implemented (expected \"p2p\": K/V blocks travel around "
+                       "the context-parallel ring; Megatron's a2a, allgather and a2a+p2p are not "
+                       "available)",
+                       p->cp_comm_type);
+  if (cp == 1) return 0;
+  if (s % (2 * cp))
+    return mt_cfg_fail(c, key("model.seq_length"),
+                       "%d is not divisible by 2 x context_parallel_size = %d (expected a multiple: "
+                       "each sequence is cut into 2·cp chunks, CP rank r holds chunks r and "
+                       "2cp-1-r)",
+                       s, 2 * cp);
+  if (p->sequence_parallel && tp > 1 && s % (2 * cp * tp))
+    return mt_cfg_fail(c, key("model.seq_length"),
+                       "%d is not divisible by 2 x context_parallel_size x "
+                       "tensor_model_parallel_size = %d (expected a multiple with "
+                       "sequence_parallel: the two chunks of s/(2·cp) tokens of a CP rank are split "
+                       "further over tp)",
+                       s, 2 * cp * tp);
+  return 0;
+}
+
 /* kv_given: model.kv_channels was set (then hidden_size need not be a
  * multiple of num_attention_heads, as in Megatron). */
 static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) {
@@ -139,11 +171,15 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) 
   mt_training_config *t = &cfg->training;
   int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
   int vpp = p->virtual_pipeline_model_parallel_size;
-  if (p->context_parallel_size != 1)
-    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
-                       "%d is not supported (expected 1: context parallelism is not implemented)",
-                       p->context_parallel_size);
+  int cp = p->context_parallel_size;
   int dp = data_parallel(cfg, world);
+  if (dp == 0 && cp > 1)
+    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
+                       "tensor_model_parallel_size (%d) x context_parallel_size (%d) x "
+                       "pipeline_model_parallel_size (%d) = %lld does not divide the world size %d "
+                       "(expected the number of ranks to be a multiple of tp x cp x pp; "
+                       "data-parallel size = world / (tp x cp x pp))",
+                       tp, cp, pp, (long long)tp * cp * pp, world);
   if (dp == 0)
     return mt_cfg_fail(c,
                        key(tp == 1 ? "parallel.pipeline_model_parallel_size"
@@ -152,6 +188,7 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) 
                        "does not divide the world size %d (expected the number of ranks to be a "
                        "multiple of tp x pp; data-parallel size = world / (tp x pp))",
                        tp, pp, (long long)tp * pp, world);
+  if (check_context_parallel(c, cfg)) return 2;
   if (!kv_given && m->hidden_size % m->num_attention_heads)
     return mt_cfg_fail(c, key("model.num_attention_heads"),
                        "hidden_size (%d) is not divisible by num_attention_heads (%d) (expected a "

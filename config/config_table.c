@@ -169,7 +169,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      "tp inside each expert (expert parallel folding)"},
     {S_PAR, "context_parallel_size", MT_CT_INT, FLD(parallel.context_parallel_size), GE(1), NULL,
      NUM(1), "`--context-parallel-size`",
-     "context parallelism; must be 1 (not implemented)"},
+     "cp: ranks sharing each sequence (2·cp chunks, rank r holds r and 2cp−1−r; attention over "
+     "a K/V ring); `seq_length` must be a multiple of 2·cp (2·cp·tp with SP); gradients are "
+     "reduced over dp × cp"},
+    {S_PAR, "cp_comm_type", MT_CT_STR, FLD(parallel.cp_comm_type), 0, 0, 0,
+     "p2p|a2a|allgather|a2a+p2p", STR("p2p"), "`--cp-comm-type` (one value for all layers)",
+     "context-parallel attention communication; only `p2p` (the K/V ring) is implemented"},
     {S_PAR, "zero_stage", MT_CT_INT, FLD(parallel.zero_stage), MT_CK_GE | MT_CK_LE, 0, 3, NULL,
      NUM(0),
      "DeepSpeed `zero_optimization.stage`; Megatron `--use-distributed-optimizer` ≈ 1",

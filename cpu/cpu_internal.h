@@ -28,6 +28,9 @@ typedef struct {
   int gemm_slabs_per_thread; /* GEMM slabs per OpenMP thread (dynamic
                               * schedule; env MEGATRAIN_CPU_GEMM_SLABS,
                               * default 4) */
+  int flash_blas;    /* fused attention tile products through OpenBLAS
+                      * (env MEGATRAIN_CPU_FLASH_GEMM=blas); default 0:
+                      * cpu_fa_gemm                                     */
   void *ws;          /* op workspace (attention, layernorm partials);   */
   size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
 } cpu_impl;
@@ -56,6 +59,22 @@ void *cpu_workspace(mt_backend *be, size_t bytes);
 /* out[j] = mt_rng_uniform(key, start + j) for j in [0, n), computing one
  * Philox block per 4 consecutive counters (bitwise equal to rng.h). */
 void cpu_rng_uniform_range(mt_rng_key_t key, uint64_t start, int64_t n, float *out);
+
+/* Fused-attention tile GEMM (cpu_flash_kernel.c): C[m x n] = beta C +
+ * alpha A B with A(i, k) = A[i rsa + k csa] (row-major A or A^T), B [k x n]
+ * and C [m x n] row-major with leading dimensions ldb, ldc; beta 0 ignores
+ * C's contents. Register-blocked, no packing. `tri` skips the zero half of a
+ * diagonal (causal) tile, where row i of C is query i and key i (or key i
+ * and query i) of the same positions:
+ *   FA_TRI_KLOW:  A(i, k) = 0 for k > i (products over keys <= the query);
+ *   FA_TRI_KHIGH: A(i, k) = 0 for k < i (products over queries >= the key);
+ *   FA_TRI_NLOW:  only the columns j <= i of C are needed; those right of
+ *     each 6-row strip's last 16-column block are set to beta C (0). */
+enum { FA_TRI_NONE = 0, FA_TRI_KLOW = 1, FA_TRI_KHIGH = 2, FA_TRI_NLOW = 3 };
+void cpu_fa_gemm(int m, int n, int k, float alpha, const float *A, int64_t rsa, int64_t csa,
+                 const float *B, int64_t ldb, float beta, float *C, int64_t ldc, int tri);
+/* dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols. */
+void cpu_fa_transpose(int rows, int cols, const float *src, int64_t lds, float *dst, int64_t ldd);
 
 /* ---- ops (cpu_backend.c: memory; the rest by file name) ---- */
 void cpu_init_normal(mt_backend *be, void *dst, int64_t rows, int64_t cols, int64_t ld_global,
@@ -94,6 +113,13 @@ void cpu_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
                   const void *qkv);
 void cpu_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                   const void *qkv, const void *probs);
+void cpu_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                        const void *qkv, const void *kv);
+void cpu_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                    const void *ctx_b, const float *lse_b);
+void cpu_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
+                        const void *dctx, const void *ctx, const float *lse, const void *qkv,
+                        const void *kv);
 
 void cpu_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
                          const void *residual);

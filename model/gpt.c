@@ -252,7 +252,7 @@ static void alloc_buffers(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
-  const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->hidden_size;
   m->param_buf = be->ops->alloc(be, (size_t)m->params.numel * mt_dtype_size(T), MT_MEM_PARAM);
   be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
   m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
@@ -263,11 +263,12 @@ static void alloc_buffers(mt_gpt *m) {
     m->param_ptr[i] = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
     m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
   }
-  /* Shared activation storage: selective recompute keeps one probabilities
-   * buffer; full recompute keeps recompute_num_layers layer sets that every
-   * chunk and micro-batch reuses while it re-runs a chunk of layers. */
+  /* Shared activation storage: selective recompute keeps one log-sum-exp
+   * buffer (the fused attention forward re-runs before each layer's backward);
+   * full recompute keeps recompute_num_layers layer sets that every chunk and
+   * micro-batch reuses while it re-runs a chunk of layers. */
   if (c->recompute == MT_RECOMPUTE_SELECTIVE)
-    m->probs_shared = be->ops->alloc(be, (size_t)(b * m->np * s * s) * mt_dtype_size(T), MT_MEM_ACT);
+    m->lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
   if (c->recompute == MT_RECOMPUTE_FULL) {
     int maxn = 0;
     for (int k = 0; k < m->n_chunks; k++)
@@ -310,10 +311,14 @@ static void create_moe(mt_gpt *m) {
     mc.route.pre_softmax = c->moe_router_pre_softmax;
     mc.lb_coeff = c->moe_aux_loss_coeff;
     mc.z_coeff = c->moe_z_loss_coeff;
+    /* tokens: this rank's SP shard of its CP rank's tokens; routing sees the
+     * whole micro-batch (gathered over TP, then CP) */
+    const int sp = m->rows_l < m->rows;
     mc.n_loc = m->rows_l;
-    mc.n_full = m->rows;
-    mc.t0 = m->rows_l < m->rows ? (int64_t)c->tp_rank * m->rows_l : 0;
-    mc.tp = m->rows_l < m->rows ? c->tp_group : NULL;
+    mc.n_full = m->rows * c->cp_size;
+    mc.t0 = ((int64_t)c->cp_rank * (sp ? c->tp_size : 1) + (sp ? c->tp_rank : 0)) * m->rows_l;
+    mc.tp = sp ? c->tp_group : NULL;
+    mc.cp = c->cp_size > 1 ? c->cp_group : NULL;
     mc.ep = c->ep_size > 1 ? c->ep_group : NULL;
     mc.ep_size = c->ep_size;
     mc.ep_rank = c->ep_rank;
@@ -344,9 +349,11 @@ static void local_sizes(mt_gpt *m) {
   int64_t valid = c->vocab_size - m->v_start;
   m->v_valid = valid < 0 ? 0 : (valid > m->vl ? m->vl : valid);
   int sp = c->sequence_parallel && tp > 1;
-  MT_ASSERT(!sp || c->seq_length % tp == 0);
-  m->sl = sp ? c->seq_length / tp : c->seq_length;
-  m->rows = (int64_t)c->seq_length * c->micro_batch_size;
+  m->cpl = mt_cp_layout_make(c->seq_length, c->cp_size, c->cp_rank);
+  m->s_loc = mt_cp_local_len(&m->cpl);
+  MT_ASSERT(!sp || m->s_loc % tp == 0);
+  m->sl = sp ? m->s_loc / tp : m->s_loc;
+  m->rows = m->s_loc * c->micro_batch_size;
   m->rows_l = m->sl * c->micro_batch_size;
 }
 
@@ -360,6 +367,8 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (c->vpp_size < 1) c->vpp_size = 1;
   if (c->recompute_num_layers < 1) c->recompute_num_layers = 1;
   if (c->ep_size < 1) c->ep_size = 1;
+  if (c->cp_size < 1) c->cp_size = 1;
+  MT_ASSERT(c->cp_size == 1 || (c->cp_group && c->cp_rank >= 0 && c->cp_rank < c->cp_size));
   if (c->moe_layer_freq < 1) c->moe_layer_freq = 1;
   if (c->num_experts > 0) {
     if (c->moe_router_topk < 1) c->moe_router_topk = 1;
@@ -376,6 +385,9 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   }
   MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
   local_sizes(m);
+  if (c->cp_size > 1) /* before the activation sets, which then save lse */
+    m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
+                                   m->hn);
   assign_chunks(m);
   register_params(m);
   create_moe(m);
@@ -386,7 +398,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   m->tp.tp_size = c->tp_size;
   m->tp.tp_rank = c->tp_rank;
   m->tp.sp = c->sequence_parallel;
-  m->tp.s = c->seq_length;
+  m->tp.s = m->s_loc; /* TP/SP act within this CP rank's tokens */
   m->tp.b = c->micro_batch_size;
   m->tp.gather_ws = m->gather_ws;
   m->tp.grad_ws = m->grad_ws;
@@ -397,9 +409,10 @@ void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
   mt_gpt_slots_free(m);
+  mt_cp_attn_destroy(m->cp_attn);
   for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
   free(m->rc_sets);
-  be->ops->free(be, m->probs_shared);
+  be->ops->free(be, m->lse_shared);
   void *rest[] = {m->tmp_h,   m->dresid,  m->dtmp_h,    m->dqkv,      m->dqkv2,   m->dctx,
                   m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);

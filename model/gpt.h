@@ -41,8 +41,10 @@
 #include "parallel/comm.h"
 
 /* Activation recomputation (Korthikanti et al. 2022 §5): none; selective
- * (the attention core QK^T, softmax, dropout, ·V is recomputed in backward,
- * its [b, np, s, s] probabilities are not stored); full (each chunk of
+ * (Megatron's "core_attn": the fused attention forward is re-run before each
+ * layer's backward, so its [b, np, s] log-sum-exp is one buffer shared by all
+ * layers instead of one per layer; with the fused op nothing s x s is stored
+ * in any mode, docs/attention.md); full (each chunk of
  * recompute_num_layers layers stores only its input and is re-run before its
  * backward; Megatron's "uniform" method). All are bit-identical in results. */
 enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
@@ -81,6 +83,15 @@ typedef struct {
   int tp_size, tp_rank;
   int sequence_parallel;
   mt_group *tp_group;
+  /* context parallelism (Megatron's context_parallel_size, cp_comm_type
+   * "p2p"; model/context_parallel.h): CP rank cp_rank of cp_size holds
+   * sequence chunks cp_rank and 2·cp_size−1−cp_rank of 2·cp_size (its tokens
+   * and targets are picked from the full samples given to the model);
+   * attention runs over the ring of cp_group; everything else is
+   * token-local. seq_length must be a multiple of 2·cp_size (·tp with
+   * sequence parallelism). cp_group NULL when cp_size 1. */
+  int cp_size, cp_rank;
+  mt_group *cp_group;
   int recompute;             /* MT_RECOMPUTE_* */
   int recompute_num_layers;  /* chunk size for MT_RECOMPUTE_FULL */
   /* pipeline parallelism (Narayanan et al. 2021): stage pp_rank of pp_size
@@ -177,7 +188,9 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m);
  * whole model; routing statistics of the training forward passes since the
  * last reset (NULL for a dense model; see model/moe_layer.h; indices are global
  * MoE-layer indices l / moe_layer_freq, entries of layers on other pipeline
- * stages stay 0). */
+ * stages stay 0; with context parallelism every CP rank routes the whole
+ * micro-batch and only CP rank 0 records it, so sums over data x context
+ * parallel ranks count each micro-batch once). */
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l);
 int mt_gpt_num_moe_layers(const mt_gpt_config *c);
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
@@ -192,7 +205,11 @@ void mt_gpt_zero_grad(mt_gpt *m);
  * sample ids (key the dropout RNG). If `train`, dropout is on and the
  * backward pass runs, ACCUMULATING into the gradient buffer
  * d(loss_scale * sum of token losses)/dparams. Returns the SUM of the b*s
- * token losses (nats, fp64). */
+ * token losses (nats, fp64). With context parallelism the full samples are
+ * still passed (every CP rank the same ones); the model takes its 2 chunks
+ * of each, and the returned sum and the gradients cover only this rank's
+ * b*s/cp tokens (the caller sums both over the CP group; loss_scale stays
+ * 1/(global tokens), so every token of the global batch counts once). */
 double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *sample_ids,
                                int train, float loss_scale);
 

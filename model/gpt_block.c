@@ -8,7 +8,7 @@
 #include "model/gpt_internal.h"
 
 /* Hidden dropout after proj / fc2 of layer l, on this rank's [sl, b, h]
- * shard (s_offset places it in the full sequence). */
+ * shard (mt_gpt_dropout_* place it in the full sequence). */
 static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *site) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
@@ -17,12 +17,52 @@ static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *s
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
   d.h = c->hidden_size;
-  d.s_offset = m->sl < c->seq_length ? (int)(c->tp_rank * m->sl) : 0;
   d.s_full = c->seq_length;
   d.h_offset = 0;
   d.h_full = c->hidden_size;
   d.sample_ids = m->sample_ids;
   return d;
+}
+
+int mt_gpt_shard_runs(const mt_gpt *m, mt_cp_run runs[2]) {
+  const int64_t row0 = m->sl < m->s_loc ? (int64_t)m->cfg.tp_rank * m->sl : 0;
+  return mt_cp_runs(&m->cpl, row0, m->sl, runs);
+}
+
+/* Bytes of one sequence row of a [sl, b, h] tensor. */
+static size_t row_bytes(const mt_gpt *m) {
+  return (size_t)m->cfg.micro_batch_size * (size_t)m->cfg.hidden_size *
+         mt_dtype_size(m->be->dtype);
+}
+
+void mt_gpt_dropout_add_fwd(mt_gpt *m, const mt_dropout_desc *d, void *out, const void *x,
+                            const void *residual) {
+  mt_cp_run r[2];
+  const int n = mt_gpt_shard_runs(m, r);
+  const int64_t row0 = r[0].row;
+  const size_t rb = row_bytes(m);
+  for (int k = 0; k < n; k++) {
+    mt_dropout_desc dk = *d;
+    dk.s = (int)r[k].n;
+    dk.s_offset = (int)r[k].pos;
+    const size_t off = (size_t)(r[k].row - row0) * rb;
+    m->be->ops->dropout_add_fwd(m->be, &dk, (char *)out + off, (const char *)x + off,
+                                (const char *)residual + off);
+  }
+}
+
+void mt_gpt_dropout_bwd(mt_gpt *m, const mt_dropout_desc *d, void *dx, const void *dout) {
+  mt_cp_run r[2];
+  const int n = mt_gpt_shard_runs(m, r);
+  const int64_t row0 = r[0].row;
+  const size_t rb = row_bytes(m);
+  for (int k = 0; k < n; k++) {
+    mt_dropout_desc dk = *d;
+    dk.s = (int)r[k].n;
+    dk.s_offset = (int)r[k].pos;
+    const size_t off = (size_t)(r[k].row - row0) * rb;
+    m->be->ops->dropout_bwd(m->be, &dk, (char *)dx + off, (const char *)dout + off);
+  }
 }
 
 /* Core attention over this TP rank's heads (global head offset tp_rank·np)
@@ -44,13 +84,41 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   return d;
 }
 
-/* RoPE on this rank's q/k heads. The qkv tensor covers the whole sequence
- * (under sequence parallelism linear_qkv's input is all-gathered first), so
- * row si is global position si. */
+/* Core attention of global layer l (Megatron's core_attention): the fused
+ * op (FlashAttention-2, docs/attention.md) over this rank's heads and the
+ * whole sequence (under SP, qkv is the all-gathered sequence), saving
+ * a->ctx and the log-sum-exp a->lse [b, np, s] fp32 instead of the
+ * [b, np, s, s] probabilities. With context parallelism the attention runs
+ * over the ring of the CP group instead (model/context_parallel.h: kv != NULL
+ * blocks merged with attn_merge; lse as two halves, one per local chunk). */
+static void core_attention_fwd(mt_gpt *m, int l, mt_layer_acts *a) {
+  mt_backend *be = m->be;
+  mt_attn_desc d = attn_desc(m, l);
+  if (m->cp_attn)
+    mt_cp_attn_fwd(m->cp_attn, &d, a->ctx, a->lse, a->qkv);
+  else
+    be->ops->flash_attn_fwd(be, &d, a->ctx, a->lse, a->qkv, NULL);
+}
+
+/* Backward: m->dqkv (overwritten) from m->dctx, given the final a->ctx and
+ * a->lse of the forward (the probabilities are recomputed per tile). */
+static void core_attention_bwd(mt_gpt *m, int l, mt_layer_acts *a) {
+  mt_backend *be = m->be;
+  mt_attn_desc d = attn_desc(m, l);
+  if (m->cp_attn)
+    mt_cp_attn_bwd(m->cp_attn, &d, m->dqkv, m->dctx, a->ctx, a->lse, a->qkv);
+  else
+    be->ops->flash_attn_bwd(be, &d, m->dqkv, NULL, m->dctx, a->ctx, a->lse, a->qkv, NULL);
+}
+
+/* RoPE on this rank's q/k heads. The qkv tensor covers this CP rank's
+ * whole sequence (under sequence parallelism linear_qkv's input is
+ * all-gathered first): one call per run of global positions (two chunks
+ * with context parallelism). */
 static mt_rope_desc rope_desc(const mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_rope_desc d = {0};
-  d.s = c->seq_length;
+  d.s = (int)m->s_loc;
   d.b = c->micro_batch_size;
   d.np = m->np;
   d.ng = m->ng;
@@ -60,6 +128,23 @@ static mt_rope_desc rope_desc(const mt_gpt *m) {
   d.base = c->rotary_base;
   d.s_offset = 0;
   return d;
+}
+
+static void rope_apply(mt_gpt *m, void *qkv, int backward) {
+  mt_backend *be = m->be;
+  mt_cp_run r[2];
+  const int n = mt_cp_runs(&m->cpl, 0, m->s_loc, r);
+  const size_t rb = (size_t)m->cfg.micro_batch_size * (size_t)m->qkvl * mt_dtype_size(be->dtype);
+  for (int k = 0; k < n; k++) {
+    mt_rope_desc d = rope_desc(m);
+    d.s = (int)r[k].n;
+    d.s_offset = (int)r[k].pos;
+    void *p = (char *)qkv + (size_t)r[k].row * rb;
+    if (backward)
+      be->ops->rope_bwd(be, &d, p);
+    else
+      be->ops->rope_fwd(be, &d, p);
+  }
 }
 
 static mt_qknorm_desc qknorm_desc(const mt_gpt *m) {
@@ -146,15 +231,11 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   } else {
     mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
   }
-  if (c->position_embedding == MT_POS_ROPE) {
-    mt_rope_desc rd = rope_desc(m);
-    be->ops->rope_fwd(be, &rd, a->qkv);
-  }
-  mt_attn_desc ad = attn_desc(m, l);
-  be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
+  core_attention_fwd(m, l, a);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  be->ops->dropout_add_fwd(be, &dd, a->x1, m->tmp_h, resid[0]);
+  mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->tmp_h, resid[0]);
 
   /* MLP block: norm -> ColumnParallel(fc1) -> GELU | SwiGLU -> RowParallel(fc2) */
   mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W), W(MT_LP_LN2_B),
@@ -162,10 +243,11 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
-    int record = m->train && !m->recomputing ? l / c->moe_layer_freq : -1;
+    /* every CP rank routes the whole micro-batch: CP rank 0 records it */
+    int record = m->train && !m->recomputing && c->cp_rank == 0 ? l / c->moe_layer_freq : -1;
     mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-    be->ops->dropout_add_fwd(be, &dd, resid[1], m->tmp_h, a->x1);
+    mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
     return;
   }
   mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
@@ -176,7 +258,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     be->ops->gelu_fwd(be, a->act, a->fc1, m->rows * m->fl);
   mt_row_parallel_linear_fwd(tp, m->tmp_h, a->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  be->ops->dropout_add_fwd(be, &dd, resid[1], m->tmp_h, a->x1);
+  mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
 }
 
 void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
@@ -192,15 +274,15 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
+  mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) {
     /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
-     * micro-batch of the global batch) */
+     * micro-batch of the global batch; s the whole sequence under CP) */
     mt_moe_weights mw = moe_weights(m, li);
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
-                    m->loss_scale * (float)m->rows);
+                    m->loss_scale * (float)(m->rows * c->cp_size));
     be->ops->memcpy_d2d(be, m->dtmp_h, m->tmp_h, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
   } else {
     if (m->glu == 2) {
@@ -220,19 +302,16 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
                   a->ln2_mean, a->ln2_rstd, m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
-  mt_attn_desc ad = attn_desc(m, l);
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* rebuild the probabilities (ctx is rewritten
-                                                  with identical values) */
-    be->ops->attn_fwd(be, &ad, a->ctx, a->probs, a->qkv);
+  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
+                                                   ctx is rewritten with identical values; the
+                                                   ring runs again under CP) */
+    core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  be->ops->dropout_bwd(be, &dd, m->dtmp_h, m->dresid);
+  mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
   mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
                              W(MT_LP_PROJ_W), h, m->hl);
-  be->ops->attn_bwd(be, &ad, m->dqkv, m->dctx, a->qkv, a->probs);
-  if (c->position_embedding == MT_POS_ROPE) {
-    mt_rope_desc rd = rope_desc(m);
-    be->ops->rope_bwd(be, &rd, m->dqkv);
-  }
+  core_attention_bwd(m, l, a);
+  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->dqkv, 1);
   void *dlin = m->dqkv;
   if (c->qk_layernorm) {
     mt_qknorm_desc qd = qknorm_desc(m);

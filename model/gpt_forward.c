@@ -14,26 +14,26 @@ static mt_dropout_desc embedding_dropout_desc(const mt_gpt *m) {
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
   d.h = c->hidden_size;
-  d.s_offset = m->sl < c->seq_length ? (int)(c->tp_rank * m->sl) : 0;
-  d.s_full = c->seq_length;
+  d.s_full = c->seq_length; /* s_offset: per run (mt_gpt_dropout_bwd) */
   d.h_full = c->hidden_size;
   d.sample_ids = m->sample_ids;
   return d;
 }
 
-static int64_t s_offset(const mt_gpt *m) {
-  return m->sl < m->cfg.seq_length ? (int64_t)m->cfg.tp_rank * m->sl : 0;
-}
-
-/* Upload inputs/targets in [s, b] order from host [b, s + 1] samples. */
+/* Upload inputs/targets in [s, b] order from host [b, s + 1] samples: with
+ * context parallelism the tokens of this rank's two chunks (local row si is
+ * global position mt_cp_global_pos(si); Megatron's get_batch_on_this_cp_rank
+ * slices the batch the same way). */
 static void load_tokens(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
   const int s = m->cfg.seq_length, b = m->cfg.micro_batch_size;
-  for (int si = 0; si < s; si++)
+  for (int64_t si = 0; si < m->s_loc; si++) {
+    const int64_t p = mt_cp_global_pos(&m->cpl, si);
     for (int bi = 0; bi < b; bi++) {
-      m->host_tokens[si * b + bi] = tokens[(int64_t)bi * (s + 1) + si];
-      m->host_targets[si * b + bi] = tokens[(int64_t)bi * (s + 1) + si + 1];
+      m->host_tokens[si * b + bi] = tokens[(int64_t)bi * (s + 1) + p];
+      m->host_targets[si * b + bi] = tokens[(int64_t)bi * (s + 1) + p + 1];
     }
-  size_t bytes = (size_t)s * b * sizeof(int32_t);
+  }
+  size_t bytes = (size_t)m->rows * sizeof(int32_t);
   m->be->ops->memcpy_h2d(m->be, sl->tokens, m->host_tokens, bytes);
   m->be->ops->memcpy_h2d(m->be, sl->targets, m->host_targets, bytes);
 }
@@ -46,11 +46,15 @@ static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
   mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens,
                                   mt_gpt_param_ptr(m, m->p_wte), m->v_start, m->v_start + m->vl, h);
+  mt_cp_run r[2];
+  const int nr = mt_gpt_shard_runs(m, r);
+  const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
   if (m->p_wpe >= 0) /* learned absolute positions (RoPE acts inside attention) */
-    be->ops->pos_embedding_fwd(be, sl->resid[0], mt_gpt_param_ptr(m, m->p_wpe), m->sl, b, h,
-                               s_offset(m));
+    for (int k = 0; k < nr; k++)
+      be->ops->pos_embedding_fwd(be, (char *)sl->resid[0] + (size_t)(r[k].row - r[0].row) * rb,
+                                 mt_gpt_param_ptr(m, m->p_wpe), r[k].n, b, h, r[k].pos);
   mt_dropout_desc d = embedding_dropout_desc(m);
-  if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, sl->resid[0], sl->resid[0]); /* same mask op */
+  if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, sl->resid[0], sl->resid[0]); /* same mask op */
 }
 
 static void embedding_backward(mt_gpt *m, mt_slot *sl) {
@@ -58,10 +62,15 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   const mt_gpt_config *c = &m->cfg;
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
   mt_dropout_desc d = embedding_dropout_desc(m);
-  if (d.p > 0.0f) be->ops->dropout_bwd(be, &d, m->dresid, m->dresid);
+  if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, m->dresid, m->dresid);
+  mt_cp_run r[2];
+  const int nr = mt_gpt_shard_runs(m, r);
+  const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
   if (m->p_wpe >= 0)
-    be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe), m->dresid, m->sl, b, h,
-                               s_offset(m));
+    for (int k = 0; k < nr; k++)
+      be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe),
+                                 (char *)m->dresid + (size_t)(r[k].row - r[0].row) * rb, r[k].n,
+                                 b, h, r[k].pos);
   mt_vocab_parallel_embedding_bwd(&m->tp, mt_gpt_grad_ptr(m, m->p_wte), sl->tokens, m->dresid,
                                   m->v_start, m->v_start + m->vl, h);
 }

@@ -4,6 +4,7 @@
 #ifndef MT_MODEL_GPT_INTERNAL_H
 #define MT_MODEL_GPT_INTERNAL_H
 
+#include "model/context_parallel.h"
 #include "model/gpt.h"
 #include "model/tensor_parallel.h"
 
@@ -17,7 +18,8 @@ enum {
 };
 
 /* Activations one layer saves for its backward pass (one micro-batch).
- * sl = s / tp under sequence parallelism, else s; np, ng, hl = np·hn, fl
+ * s below is this CP rank's sequence s/cp (context parallelism; = s
+ * without); sl = s / tp under sequence parallelism, else s; np, ng, hl = np·hn, fl
  * are this TP rank's query heads, query groups, attention width and ffn
  * width; qkvl = (np + 2 ng)·hn; g = 2 with SwiGLU, else 1. Means are NULL
  * with RMSNorm. */
@@ -28,7 +30,10 @@ typedef struct {
   float *qk_mean, *qk_rstd;  /* [s*b*(np+ng)] q/k norm statistics (qk_layernorm only) */
   void *qkv;                 /* [s, b, ng, np/ng + 2, hn] attention input (after
                                 qk norm and RoPE)                              */
-  void *probs;               /* [b, np, s, s] pre-dropout softmax (shared under selective recompute) */
+  float *lse;                /* [b, np, s] fp32 log-sum-exp of the fused attention (shared
+                                under selective recompute: rebuilt before the backward);
+                                with context parallelism two [b, np, s/2] halves, one per
+                                local chunk (the ring's) */
   void *ctx;                 /* [s, b, hl]  attention context                 */
   void *x1;                  /* [sl, b, h]  residual after attention          */
   void *ln2;                 /* [sl, b, h]  pre_mlp_layernorm output          */
@@ -84,15 +89,18 @@ struct mt_gpt {
   int64_t qkvl;              /* local linear_qkv width (np + 2 ng)·hn */
   int glu;                   /* 2 with SwiGLU (fc1 gives gate and up), else 1 */
   int64_t vl, v_start, v_valid; /* local vocab slice [v_start, v_start+vl), real columns */
-  int64_t sl, rows, rows_l;  /* local sequence, s*b, sl*b */
+  int64_t sl, rows, rows_l;  /* SP shard of s_loc, s_loc*b, sl*b */
+  int64_t s_loc;             /* this CP rank's sequence s/cp (= s without CP) */
   mt_tp_ctx tp;
+  mt_cp_layout cpl;          /* CP token layout (identity when cp_size 1) */
+  mt_cp_attn *cp_attn;       /* ring attention (NULL when cp_size 1) */
 
   /* activation slots per chunk (grown on demand) */
   mt_slot ***slots;          /* [n_chunks][n_slots[c]] */
   int *n_slots;
   mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
   int n_rc_sets;
-  void *probs_shared;        /* selective recompute: one [b, np, s, s] buffer */
+  float *lse_shared;         /* selective recompute: one [b, np, s] fp32 buffer */
 
   /* workspace reused by every layer */
   void *tmp_h;               /* [sl, b, h] */
@@ -128,7 +136,7 @@ mt_slot *mt_gpt_slot_acquire(mt_gpt *m, int chunk, int mb);
 mt_slot *mt_gpt_slot_find(mt_gpt *m, int chunk, int mb);
 void mt_gpt_slot_release(mt_gpt *m, mt_slot *s);
 void mt_gpt_slots_free(mt_gpt *m);
-void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs);
+void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse);
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Activation set of local layer lc of chunk c in slot s. */
@@ -141,6 +149,17 @@ void mt_gpt_norm_fwd(mt_gpt *m, void *out, float *mean, float *rstd, const void 
                      const void *w, const void *b, int64_t rows);
 void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dout, const void *in,
                      const void *w, const float *mean, const float *rstd, int64_t rows);
+
+/* This rank's [sl, b, h] shard as runs of consecutive global positions
+ * (context parallelism: the two chunks; sequence parallelism: the TP rank's
+ * slice of them); returns their number (1 or 2). */
+int mt_gpt_shard_runs(const mt_gpt *m, mt_cp_run runs[2]);
+/* dropout_add_fwd / dropout_bwd of the backend on this rank's [sl, b, h]
+ * shard, one call per run so the RNG counters use global positions (d:
+ * the descriptor of the whole shard; its s and s_offset are set per run). */
+void mt_gpt_dropout_add_fwd(mt_gpt *m, const mt_dropout_desc *d, void *out, const void *x,
+                            const void *residual);
+void mt_gpt_dropout_bwd(mt_gpt *m, const mt_dropout_desc *d, void *dx, const void *dout);
 
 /* One transformer layer: local layer lc of chunk c for slot s,
  * s->resid[lc] -> s->resid[lc + 1]. */

@@ -14,10 +14,10 @@ static void *act(mt_gpt *m, int64_t n, mt_dtype t) {
   return m->be->ops->alloc(m->be, (size_t)n * mt_dtype_size(t), MT_MEM_ACT);
 }
 
-void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
+void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse) {
   const mt_gpt_config *c = &m->cfg;
   mt_dtype T = m->be->dtype;
-  const int64_t h = c->hidden_size, s = c->seq_length, b = c->micro_batch_size;
+  const int64_t h = c->hidden_size, s = m->s_loc, b = c->micro_batch_size;
   const int ln = c->normalization != MT_NORM_RMSNORM; /* LayerNorm saves a mean */
   a->ln1 = act(m, m->rows_l * h, T);
   a->ln1_mean = ln ? act(m, m->rows_l, MT_F32) : NULL;
@@ -28,7 +28,7 @@ void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_probs) {
     a->qk_rstd = act(m, m->rows * (m->np + m->ng), MT_F32);
   }
   a->qkv = act(m, m->rows * m->qkvl, T);
-  a->probs = with_probs ? act(m, b * m->np * s * s, T) : m->probs_shared;
+  a->lse = with_lse ? act(m, b * m->np * s, MT_F32) : m->lse_shared;
   a->ctx = act(m, m->rows * m->hl, T);
   a->x1 = act(m, m->rows_l * h, T);
   a->ln2 = act(m, m->rows_l * h, T);
@@ -45,7 +45,7 @@ void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
   void *ptrs[] = {a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv_lin,  a->qk_mean, a->qk_rstd, a->qkv,
                   a->ctx, a->x1,       a->ln2,      a->ln2_mean, a->ln2_rstd, a->fc1,    a->act};
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
-  if (a->probs != m->probs_shared) m->be->ops->free(m->be, a->probs);
+  if (a->lse != m->lse_shared) m->be->ops->free(m->be, a->lse);
   mt_moe_acts_free(m->moe, a->moe);
 }
 

@@ -19,6 +19,7 @@ struct mt_moe {
   mt_moe_experts *experts;
   /* router scratch (MT_MEM_WORKSPACE) */
   float *logits_loc, *logits_full;   /* [n_loc, E], [n_full, E] fp32 */
+  float *logits_tp;                  /* [tp·n_loc, E] fp32: the TP gather before the CP one */
   float *dlogits_dev;                /* [n_loc, E] fp32 */
   void *dlogits_t;                   /* [n_loc, E] T (== dlogits_dev when T is fp32) */
   float *h_logits, *h_dgate, *h_dlogits;
@@ -46,7 +47,8 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
   m->logits_loc = ws(be, c->n_loc * c->E, MT_F32, W);
-  m->logits_full = c->tp ? ws(be, c->n_full * c->E, MT_F32, W) : NULL;
+  m->logits_full = c->tp || c->cp ? ws(be, c->n_full * c->E, MT_F32, W) : NULL;
+  m->logits_tp = c->tp && c->cp ? ws(be, c->n_loc * mt_group_size(c->tp) * c->E, MT_F32, W) : NULL;
   mt_moe_dispatcher_config dc = {.E = c->E, .k = c->k, .h = c->h, .n_loc = c->n_loc,
                                  .t0 = c->t0, .ep = c->ep, .ep_size = c->ep_size};
   m->disp = mt_moe_dispatcher_create(be, &dc);
@@ -75,7 +77,7 @@ void mt_moe_destroy(mt_moe *m) {
   mt_backend *be = m->be;
   mt_moe_experts_destroy(m->experts);
   mt_moe_dispatcher_destroy(m->disp);
-  void *d[] = {m->logits_loc, m->logits_full, m->dlogits_dev};
+  void *d[] = {m->logits_loc, m->logits_full, m->logits_tp, m->dlogits_dev};
   for (size_t i = 0; i < sizeof d / sizeof *d; i++) be->ops->free(be, d[i]);
   if (m->dlogits_t != (void *)m->dlogits_dev) be->ops->free(be, m->dlogits_t);
   free(m->h_logits);
@@ -150,7 +152,13 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
                  NULL);
   const float *lg = m->logits_loc;
   if (c->tp) {
-    mt_allgather(c->tp, m->logits_loc, m->logits_full, c->n_loc * E, MT_F32);
+    float *dst = c->cp ? m->logits_tp : m->logits_full;
+    mt_allgather(c->tp, m->logits_loc, dst, c->n_loc * E, MT_F32);
+    lg = dst;
+  }
+  if (c->cp) {
+    const int64_t n_tp = c->tp ? c->n_loc * mt_group_size(c->tp) : c->n_loc;
+    mt_allgather(c->cp, lg, m->logits_full, n_tp * E, MT_F32);
     lg = m->logits_full;
   }
   be->ops->memcpy_d2h(be, m->h_logits, lg, sizeof(float) * (size_t)(c->n_full * E));

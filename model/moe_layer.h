@@ -16,7 +16,13 @@
  * them when tp == 1. The router logits ([n_loc, E], fp32) are all-gathered
  * over the TP group so that the routing and capacity decisions
  * (model/moe_router.h) are taken over the whole micro-batch, identically on
- * every TP rank, whatever tp and ep are. Dropped slots contribute zero (the
+ * every TP rank, whatever tp and ep are. With context parallelism they are
+ * then gathered over the CP group too (Megatron reduces the router's token
+ * counts over the tensor x context group likewise), so routing, capacity and
+ * the auxiliary losses still see the whole micro-batch; its tokens are then
+ * ordered by CP rank (each rank's two sequence chunks), which only matters
+ * to moe_token_drop_policy "position" (which tokens of an over-full expert
+ * are dropped first). Dropped slots contribute zero (the
  * token keeps only its residual).
  *
  * Experts: E experts, ep ranks each holding E/ep consecutive ones
@@ -44,7 +50,11 @@ typedef struct {
   mt_moe_route_opts route;
   float lb_coeff, z_coeff;    /* moe_aux_loss_coeff, moe_z_loss_coeff */
   int64_t n_loc, n_full, t0;  /* token rows of this rank, of the micro-batch, offset */
-  mt_group *tp;               /* logits all-gather; NULL when n_loc == n_full */
+  mt_group *tp;               /* logits all-gather; NULL when tp == 1 or no SP */
+  mt_group *cp;               /* context parallelism: second logits all-gather, after
+                                 tp's (n_full = the micro-batch's tokens on all CP
+                                 ranks, in (cp rank, tp rank, row) order); NULL when
+                                 cp == 1 */
   mt_group *ep;               /* dispatch group; NULL when ep == 1 */
   int ep_size, ep_rank;
   int n_moe_layers;           /* global count (statistics) */

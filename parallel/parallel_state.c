@@ -17,6 +17,8 @@ mt_parallel_state *mt_parallel_state_create(mt_dist *d, const mt_topology *t,
   ps->world = mt_dist_size(d);
   ps->coords = mt_topology_coords(t, ps->rank);
   ps->tp_rank = ps->coords.tp;
+  ps->cp_rank = ps->coords.cp;
+  ps->dp_cp_rank = ps->coords.cp + t->cp * ps->coords.dp;
   ps->pp_rank = ps->coords.pp;
   ps->dp_rank = ps->coords.dp;
   ps->ep_rank = ps->coords.ep;
@@ -26,6 +28,10 @@ mt_parallel_state *mt_parallel_state_create(mt_dist *d, const mt_topology *t,
   ps->is_last_stage = ps->pp_rank == t->pp - 1;
 
   for (int k = 0; k < MT_GK_N; k++) {
+    if (k == MT_GK_DP_CP && t->cp == 1) { /* same ranks as dp: one communicator */
+      ps->by_kind[k] = ps->by_kind[MT_GK_DP];
+      continue;
+    }
     int n;
     const int *ranks = mt_topology_group_of(t, (mt_group_kind)k, ps->rank, &n);
     ps->by_kind[k] = mt_group_create(d, ranks, n, mt_group_kind_name((mt_group_kind)k), engine);
@@ -40,6 +46,9 @@ mt_parallel_state *mt_parallel_state_create(mt_dist *d, const mt_topology *t,
   ps->etp = ps->by_kind[MT_GK_ETP];
   ps->etp_ep = ps->by_kind[MT_GK_ETP_EP];
   ps->edp = ps->by_kind[MT_GK_EDP];
+  ps->cp = ps->by_kind[MT_GK_CP];
+  ps->dp_cp = ps->by_kind[MT_GK_DP_CP];
+  ps->tp_cp = ps->by_kind[MT_GK_TP_CP];
 
   int *all = mt_xmalloc(sizeof(int) * (size_t)ps->world);
   for (int i = 0; i < ps->world; i++) all[i] = i;
@@ -48,9 +57,17 @@ mt_parallel_state *mt_parallel_state_create(mt_dist *d, const mt_topology *t,
   return ps;
 }
 
+int mt_parallel_state_is_alias(const mt_parallel_state *ps, mt_group_kind k) {
+  if (!ps->by_kind[k]) return 0;
+  for (int j = 0; j < (int)k; j++)
+    if (ps->by_kind[j] == ps->by_kind[k]) return 1;
+  return 0;
+}
+
 void mt_parallel_state_destroy(mt_parallel_state *ps) {
   if (!ps) return;
-  for (int k = 0; k < MT_GK_N; k++) mt_group_destroy(ps->by_kind[k]);
+  for (int k = 0; k < MT_GK_N; k++)
+    if (!mt_parallel_state_is_alias(ps, (mt_group_kind)k)) mt_group_destroy(ps->by_kind[k]);
   mt_group_destroy(ps->world_group);
   free(ps);
 }
@@ -58,7 +75,7 @@ void mt_parallel_state_destroy(mt_parallel_state *ps) {
 void mt_parallel_state_print_counters(const mt_parallel_state *ps, FILE *f) {
   for (int k = 0; k <= MT_GK_N; k++) {
     const mt_group *g = k < MT_GK_N ? ps->by_kind[k] : ps->world_group;
-    if (!g) continue;
+    if (!g || (k < MT_GK_N && mt_parallel_state_is_alias(ps, (mt_group_kind)k))) continue;
     const mt_coll_counter *c = mt_group_counters(g);
     for (int op = 0; op < MT_COLL_N; op++)
       if (c[op].calls > 0)

@@ -9,8 +9,9 @@
 /* Dimensions in Megatron's default order "tp-cp-ep-dp-pp" (fastest first). */
 enum { D_TP = 0, D_CP, D_EP, D_DP, D_PP, D_N };
 
-static const char *const kind_names[MT_GK_N] = {"tp",  "pp", "dp",  "mp",     "tp_dp",
-                                                "embd", "ep", "etp", "etp_ep", "edp"};
+static const char *const kind_names[MT_GK_N] = {"tp",  "pp",  "dp",     "mp",  "tp_dp",
+                                                "embd", "ep",  "etp",    "etp_ep", "edp",
+                                                "cp",   "dp_cp", "tp_cp"};
 
 const char *mt_group_kind_name(mt_group_kind k) {
   return (k >= 0 && k < MT_GK_N) ? kind_names[k] : "?";
@@ -92,10 +93,6 @@ int mt_topology_build(mt_topology *t, int world, const mt_topology_sizes *sz, ch
              world, tp, pp, ep, etp, cp);
     return fail(t, err, errlen, msg);
   }
-  if (cp != 1) {
-    snprintf(msg, sizeof msg, "context_parallel_size %d is not supported (must be 1)", cp);
-    return fail(t, err, errlen, msg);
-  }
   if (world % (tp * cp * pp) != 0) {
     snprintf(msg, sizeof msg,
              "world_size %d is not divisible by tensor_model_parallel_size %d x "
@@ -128,6 +125,9 @@ int mt_topology_build(mt_topology *t, int world, const mt_topology_sizes *sz, ch
   groups_by_mask(&t->lists[MT_GK_ETP], expert, D_TP, -1);
   groups_by_mask(&t->lists[MT_GK_ETP_EP], expert, D_TP, D_EP);
   groups_by_mask(&t->lists[MT_GK_EDP], expert, D_DP, -1);
+  groups_by_mask(&t->lists[MT_GK_CP], dense, D_CP, -1);
+  groups_by_mask(&t->lists[MT_GK_DP_CP], dense, D_CP, D_DP);
+  groups_by_mask(&t->lists[MT_GK_TP_CP], dense, D_TP, D_CP);
 
   /* Megatron asserts the two generators agree on the pipeline groups. */
   mt_group_list epp;

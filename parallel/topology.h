@@ -2,11 +2,16 @@
  *
  * Reproduces Megatron-LM's parallel_state.initialize_model_parallel with the
  * default order "tp-cp-ep-dp-pp" (tp varies fastest, pp slowest):
- *   dense generator:  sizes tp, cp(=1), ep=1, dp = world/(tp*cp*pp), pp
+ *   dense generator:  sizes tp, cp, ep=1, dp = world/(tp*cp*pp), pp
  *     rank = tp_rank + tp*(cp_rank + cp*(dp_rank + dp*pp_rank))
  *   expert generator ("MoE parallel folding"): tp=etp, ep, dp=edp, pp, cp=1,
  *     edp = world/(etp*ep*pp)
  *     rank = etp_rank + etp*(ep_rank + ep*(edp_rank + edp*pp_rank))
+ *   As in Megatron the expert generator has no cp dimension: the cp ranks of
+ *   the dense generator are folded into ep x edp (expert layers are
+ *   token-local, so a CP rank is just another holder of tokens); with
+ *   etp = 1 and ep = tp the expert-data-parallel group is the dense dp x cp
+ *   group.
  * A group of kind "a-b" holds the ranks that differ only in the coordinates
  * a and b (Megatron's generate_masked_orthogonal_rank_groups); groups are
  * listed by the remaining coordinates, first dimension fastest, and each
@@ -26,7 +31,7 @@ typedef struct {
   int pipeline_model_parallel_size;
   int expert_model_parallel_size;
   int expert_tensor_parallel_size;
-  int context_parallel_size; /* only 1 is supported */
+  int context_parallel_size; /* cp: ranks sharing one sequence (attention ring) */
 } mt_topology_sizes;
 
 /* Group kinds, in the order mt_parallel_state creates them. */
@@ -41,11 +46,16 @@ typedef enum {
   MT_GK_ETP,      /* expert tensor parallel      (expert gen.) ("tp")     */
   MT_GK_ETP_EP,   /* expert tensor x expert model(expert gen.) ("tp-ep")  */
   MT_GK_EDP,      /* expert data parallel        (expert gen.) ("dp")     */
+  MT_GK_CP,       /* context parallel: the attention ring      ("cp")     */
+  MT_GK_DP_CP,    /* data x context parallel: gradients, ZeRO  ("dp-cp")  */
+  MT_GK_TP_CP,    /* tensor x context parallel                 ("tp-cp")  */
   MT_GK_N
 } mt_group_kind;
 
 /* Short lowercase name of a kind ("tp", "pp", "dp", "mp", "tp_dp", "embd",
- * "ep", "etp", "etp_ep", "edp"). */
+ * "ep", "etp", "etp_ep", "edp", "cp", "dp_cp", "tp_cp"). dp_cp is Megatron's
+ * data_parallel_group_with_context_parallel (get_data_parallel_group(
+ * with_context_parallel=True)); tp_cp its _TENSOR_AND_CONTEXT_PARALLEL_GROUP. */
 const char *mt_group_kind_name(mt_group_kind k);
 
 /* All groups of one kind: n_groups groups of group_size ranks each,
@@ -72,7 +82,7 @@ typedef struct {
 /* Derive dp/edp and build every group list for `world` ranks.
  * Returns 0 on success; on inconsistent sizes returns -1, writes a message
  * naming the numbers into err[errlen] and leaves *t empty (safe to free).
- * Errors: a size < 1 or world < 1, cp != 1, world not divisible by tp*cp*pp,
+ * Errors: a size < 1 or world < 1, world not divisible by tp*cp*pp,
  * or by etp*ep*pp (equivalently etp*ep not dividing tp*dp). */
 int mt_topology_build(mt_topology *t, int world, const mt_topology_sizes *sz, char *err,
                       size_t errlen);

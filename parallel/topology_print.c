@@ -35,6 +35,7 @@ static int print_json(const mt_topology *t, FILE *f) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "rank", r);
     cJSON_AddNumberToObject(o, "tp", c.tp);
+    cJSON_AddNumberToObject(o, "cp", c.cp);
     cJSON_AddNumberToObject(o, "pp", c.pp);
     cJSON_AddNumberToObject(o, "dp", c.dp);
     cJSON_AddNumberToObject(o, "etp", c.etp);
@@ -70,10 +71,11 @@ static int print_table(const mt_topology *t, FILE *f) {
             l->group_size);
     print_list(f, l);
   }
-  fprintf(f, "\n%6s %4s %4s %4s %4s %4s %4s\n", "rank", "tp", "pp", "dp", "etp", "ep", "edp");
+  fprintf(f, "\n%6s %4s %4s %4s %4s %4s %4s %4s\n", "rank", "tp", "cp", "pp", "dp", "etp", "ep",
+          "edp");
   for (int r = 0; r < t->world; r++) {
     mt_rank_coords c = mt_topology_coords(t, r);
-    fprintf(f, "%6d %4d %4d %4d %4d %4d %4d\n", r, c.tp, c.pp, c.dp, c.etp, c.ep, c.edp);
+    fprintf(f, "%6d %4d %4d %4d %4d %4d %4d %4d\n", r, c.tp, c.cp, c.pp, c.dp, c.etp, c.ep, c.edp);
   }
   return ferror(f) ? -1 : 0;
 }

@@ -80,15 +80,27 @@ enum {
   MT_PT_ELEMWISE,     /* LayerNorm, bias/GeLU/dropout/residual, loss        */
   MT_PT_RECOMPUTE,    /* extra forward work of activation recomputation    */
   MT_PT_TP_COMM,      /* exposed TP/SP all-reduce / all-gather / reduce-scatter */
+  MT_PT_CP_COMM,      /* exposed context-parallel K/V and dK/dV ring transfers */
   MT_PT_EP_COMM,      /* MoE token all-to-all                              */
   MT_PT_PP_COMM,      /* pipeline send/recv                                */
   MT_PT_BUBBLE,       /* pipeline fill/drain idle time                     */
-  MT_PT_DP_COMM,      /* exposed DP/ZeRO reduction and gathers             */
+  MT_PT_DP_COMM,      /* exposed DP/ZeRO reduction and gathers (dp x cp)   */
   MT_PT_OPTIM,        /* optimizer step, grad norm, zeroing                */
   MT_PT_OTHER,        /* fixed per-iteration overhead                      */
   MT_PT_N
 };
 const char *mt_plan_time_name(int comp);
+
+/* The context-parallel ring of one layer for one micro-batch on one rank
+ * (all zero when cp == 1): bytes sent forward ((cp-1) K/V blocks) and
+ * backward ((cp-1) K/V + cp dK/dV blocks), the transfer time of all hops,
+ * the compute time of one forward block [s/cp x s/cp] that each hop
+ * overlaps, and the exposed (not hidden) remainder per pass. */
+typedef struct {
+  double fwd_bytes, bwd_bytes;
+  double transfer_s, block_s;
+  double exposed_fwd_s, exposed_bwd_s;
+} mt_plan_cp_ring;
 
 typedef struct {
   double comp[MT_PT_N];       /* seconds per iteration on the critical path */
@@ -100,15 +112,17 @@ typedef struct {
   double mfu, hfu;            /* fractions of the peak */
   double tokens_per_s;
   double bubble_fraction;     /* (p-1)/(v m) */
+  mt_plan_cp_ring cp_ring;    /* per layer and micro-batch */
 } mt_plan_time;
 
 /* One layout and its predictions. */
 typedef struct {
-  int world, tp, pp, vpp, dp, ep, etp, zero, sp, mbs, gbs, n_micro;
+  int world, tp, pp, vpp, dp, cp, ep, etp, zero, sp, mbs, gbs, n_micro;
   int recompute; /* 0 none, 1 selective, 2 full */
   int recompute_num_layers;
   int bf16;
-  int tp_intra, dp_intra, pp_intra; /* groups inside one node (rank order) */
+  int tp_intra, cp_intra, dp_intra, pp_intra; /* groups inside one node (rank order;
+                                                dp_intra: the dp x cp group) */
   mt_plan_memory mem;
   mt_plan_time time;
 } mt_plan;

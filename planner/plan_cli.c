@@ -52,15 +52,16 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
           mc->qk_layernorm ? "true" : "false",
           mc->untie_embeddings_and_output_weights ? "true" : "false");
   fprintf(f,
-          "\"layout\":{\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"ep\":%d,\"etp\":%d,"
-          "\"sequence_parallel\":%s,\"zero_stage\":%d,\"recompute\":\"%s\","
+          "\"layout\":{\"tp\":%d,\"pp\":%d,\"vpp\":%d,\"dp\":%d,\"cp\":%d,\"ep\":%d,"
+          "\"etp\":%d,\"sequence_parallel\":%s,\"zero_stage\":%d,\"recompute\":\"%s\","
           "\"recompute_num_layers\":%d,\"micro_batch_size\":%d,\"global_batch_size\":%d,"
           "\"micro_batches\":%d,\"precision\":\"%s\",\"tp_intra_node\":%s,"
-          "\"dp_intra_node\":%s,\"pp_intra_node\":%s},",
-          p->tp, p->pp, p->vpp, p->dp, p->ep, p->etp, p->sp ? "true" : "false", p->zero,
+          "\"cp_intra_node\":%s,\"dp_intra_node\":%s,\"pp_intra_node\":%s},",
+          p->tp, p->pp, p->vpp, p->dp, p->cp, p->ep, p->etp, p->sp ? "true" : "false", p->zero,
           rc_name(p->recompute), p->recompute_num_layers, p->mbs, p->gbs, p->n_micro,
           p->bf16 ? "bf16" : "fp32", p->tp_intra ? "true" : "false",
-          p->dp_intra ? "true" : "false", p->pp_intra ? "true" : "false");
+          p->cp_intra ? "true" : "false", p->dp_intra ? "true" : "false",
+          p->pp_intra ? "true" : "false");
   const mt_plan_memory *m = &p->mem;
   fprintf(f, "\"memory\":{\"worst_stage\":%d,\"bytes\":{", m->worst_stage);
   for (int i = 0; i < MT_PM_N; i++)
@@ -92,9 +93,12 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
   fprintf(f,
           "},\"model_flops\":%.6g,\"hardware_flops\":%.6g,\"tflops_per_gpu\":%.6g,"
           "\"hw_tflops_per_gpu\":%.6g,\"mfu\":%.6g,\"hfu\":%.6g,\"tokens_per_s\":%.6g,"
-          "\"bubble_fraction\":%.6g}}\n",
+          "\"bubble_fraction\":%.6g,\"cp_ring_per_layer\":{\"fwd_bytes\":%.0f,\"bwd_bytes\":%.0f,"
+          "\"transfer_s\":%.6g,\"block_s\":%.6g,\"exposed_fwd_s\":%.6g,\"exposed_bwd_s\":%.6g}}}\n",
           t->model_flops, t->hw_flops, t->tflops_per_gpu, t->hw_tflops_per_gpu, t->mfu, t->hfu,
-          t->tokens_per_s, t->bubble_fraction);
+          t->tokens_per_s, t->bubble_fraction, t->cp_ring.fwd_bytes, t->cp_ring.bwd_bytes,
+          t->cp_ring.transfer_s, t->cp_ring.block_s, t->cp_ring.exposed_fwd_s,
+          t->cp_ring.exposed_bwd_s);
 }
 
 void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const mt_plan *p,
@@ -114,11 +118,16 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
   print_block(f, &cfg->model);
   fprintf(f, "parameters: %lld (%lld with the unpadded vocabulary %d)\n",
           (long long)m->params_total, (long long)m->params_total_unpadded, cfg->model.vocab_size);
-  fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ep %d | sequence parallel %s | zero %d "
-          "| recompute %s | micro-batch %d, global %d (%d micro-batches) | %s\n",
-          p->tp, p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,
+  fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ", p->tp,
+          p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,
           p->pp > 1 ? (p->pp_intra ? " intra-node" : " inter-node") : "", p->dp,
-          p->dp > 1 ? (p->dp_intra ? " intra-node" : " inter-node") : "", p->ep,
+          p->dp > 1 && p->cp == 1 ? (p->dp_intra ? " intra-node" : " inter-node") : "");
+  if (p->cp > 1) /* gradients over dp x cp */
+    fprintf(f, "cp %d%s (%s; gradients over dp x cp = %d%s), ", p->cp,
+            p->cp_intra ? " intra-node" : " inter-node", cfg->parallel.cp_comm_type,
+            p->dp * p->cp, p->dp_intra ? " intra-node" : " inter-node");
+  fprintf(f, "ep %d | sequence parallel %s | zero %d "
+          "| recompute %s | micro-batch %d, global %d (%d micro-batches) | %s\n", p->ep,
           p->sp ? "on" : "off", p->zero, rc_name(p->recompute), p->mbs, p->gbs, p->n_micro,
           p->bf16 ? "bf16 (fp32 master, fp32 grads)" : "fp32");
   fprintf(f, "\nmemory per rank (worst rank: pipeline stage %d), GiB\n", m->worst_stage);
@@ -134,6 +143,15 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
     if (t->comp[i] > 0)
       fprintf(f, "  %-16s %10.4g %6.1f%%\n", mt_plan_time_name(i), t->comp[i],
               100 * t->comp[i] / t->t_iter);
+  if (p->cp > 1) {
+    const mt_plan_cp_ring *r = &t->cp_ring;
+    fprintf(f, "  context-parallel ring per layer and micro-batch: sends %.3g MiB forward, %.3g "
+            "MiB backward; transfers %.3g ms vs %.3g ms per block -> %.3g ms exposed (%.0f%% "
+            "hidden)\n", r->fwd_bytes / 1048576.0, r->bwd_bytes / 1048576.0, 1e3 * r->transfer_s,
+            1e3 * r->block_s, 1e3 * (r->exposed_fwd_s + r->exposed_bwd_s),
+            r->transfer_s > 0 ? 100 * (1 - (r->exposed_fwd_s + r->exposed_bwd_s) / r->transfer_s)
+                              : 100.0);
+  }
   fprintf(f, "\nthroughput: %.1f TFLOP/s per GPU (model FLOPs; %.1f with recomputation), "
           "MFU %.1f%%, HFU %.1f%%, %.4g tokens/s\n", t->tflops_per_gpu, t->hw_tflops_per_gpu,
           100 * t->mfu, 100 * t->hfu, t->tokens_per_s);

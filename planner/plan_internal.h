@@ -15,6 +15,11 @@ typedef struct {
   double ng, hn, g;
   int rms, pos_table, bias, qkln, swiglu;
   double t, p, v, d;                   /* tp, pp, virtual stages, dp */
+  /* context parallelism: cp ranks share each sequence; a rank holds
+   * s_loc = s / cp tokens of it (2 chunks of s/(2cp)); token-local sizes
+   * use s_loc, attention spans the whole s (docs/planner.md "Context
+   * parallelism") */
+  double c, s_loc;
   double m;                            /* micro-batches per iteration per pipeline */
   double e;                            /* bytes per stored element (2 bf16, 4 fp32) */
   int sp, recompute, rc_layers, zero, untied, prefetch;

@@ -50,6 +50,8 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
   d->t = pc->tensor_model_parallel_size;
   d->p = pc->pipeline_model_parallel_size;
   d->v = pc->virtual_pipeline_model_parallel_size > 0 ? pc->virtual_pipeline_model_parallel_size : 1;
+  d->c = pc->context_parallel_size > 0 ? pc->context_parallel_size : 1;
+  d->s_loc = d->s / d->c;
   int dp = mt_config_data_parallel_size(cfg, world);
   d->d = dp > 0 ? dp : 1;
   d->m = cfg->training.global_batch_size / (d->b * d->d);

@@ -259,23 +259,28 @@ static local_dims local_of(const mt_plan_dims *d) {
 /* One layer's saved tensors (model/gpt_slots.c mt_gpt_alloc_layer_acts):
  * ln1, x1, ln2 [rows_l, h]; norm statistics fp32 (mean only with
  * LayerNorm); with qk_layernorm the pre-norm qkv and its per-head
- * statistics; qkv [rows, qkvl]; probabilities [b, npl, s, s]; ctx
- * [rows, hl]; fc1 [rows, g fl] and the activation [rows, fl]. */
-static double layer_set_bytes(const mt_plan_dims *d, int with_probs) {
+ * statistics; qkv [rows, qkvl]; the fused attention's log-sum-exp
+ * [b, npl, s_loc] fp32 (not with selective: one shared buffer); ctx
+ * [rows, hl]; fc1 [rows, g fl] and the activation [rows, fl]. No
+ * [b, npl, s, s] probabilities: the fused attention recomputes them per
+ * tile. rows = b s_loc: with context parallelism every tensor is the rank's
+ * s/cp tokens and the ring keeps the lse of its tokens (two halves), so
+ * nothing of a layer is replicated over CP. */
+static double layer_set_bytes(const mt_plan_dims *d, int with_lse) {
   const local_dims l = local_of(d);
-  const double e = d->e, rows = d->b * d->s, rows_l = d->sp ? rows / d->t : rows, h = d->h;
+  const double e = d->e, rows = d->b * d->s_loc, rows_l = d->sp ? rows / d->t : rows, h = d->h;
   const double stats = d->rms ? 1 : 2; /* fp32 vectors per norm: (mean,) rstd */
-  const double probs = d->b * l.npl * d->s * d->s * e;
+  const double lse = d->b * l.npl * d->s_loc * 4;
   double bytes = 3 * rows_l * h * e + 2 * stats * rows_l * 4 + rows * l.qkvl * e +
                  rows * l.hl * e + rows * d->g * l.fl * e + rows * l.fl * e +
-                 (with_probs ? probs : 0) + moe_set_bytes(d, rows_l);
+                 (with_lse ? lse : 0) + moe_set_bytes(d, rows_l);
   if (d->qkln) bytes += rows * l.qkvl * e + stats * rows * (l.npl + l.ngl) * 4;
   return bytes;
 }
 
 /* One micro-batch slot of chunk c (model/gpt_slots.c slot_new). */
 static double slot_bytes(const mt_plan_dims *d, const pchunk *c) {
-  double e = d->e, rows = d->b * d->s, rows_l = d->sp ? rows / d->t : rows;
+  double e = d->e, rows = d->b * d->s_loc, rows_l = d->sp ? rows / d->t : rows;
   double b = (c->n + 1) * rows_l * d->h * e;
   if (d->recompute != 2) b += c->n * layer_set_bytes(d, d->recompute == 0);
   if (c->post)
@@ -317,6 +322,20 @@ static void chunk_inflight(const mt_plan_dims *d, int r, int nc, int *out) {
   mt_pp_schedule_free(&s);
 }
 
+/* Context parallelism: the ring attention's buffers, shared by all layers
+ * (model/context_parallel.c mt_cp_attn_workspace_bytes): with one K/V block
+ * KV = s_loc b ngl 2 hn, five blocks (two K/V in flight, two dK/dV in flight,
+ * the local dK/dV partial), the dQ/dK/dV gather source [s_loc b qkvl], one
+ * chunk's partial ctx [s_loc/2 b hl] in T and its lse in fp32, and the K/V
+ * pack and unpack index tables (int32). 0 without CP. */
+static double cp_ring_bytes(const mt_plan_dims *d) {
+  if (d->c <= 1) return 0;
+  const local_dims l = local_of(d);
+  const double sb = d->s_loc * d->b, kv = sb * l.ngl * 2 * d->hn, half = d->s_loc / 2;
+  return (5 * kv + sb * l.qkvl + half * d->b * l.hl) * d->e + half * d->b * l.npl * 4 +
+         (sb * l.ngl * 2 + sb * (l.npl + 2 * l.ngl)) * 4;
+}
+
 void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
                           mt_plan_stage_info *info) {
   const int v = (int)d->v;
@@ -347,7 +366,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
     int seg_pp = d->p > 1 && d->zero == 1;
     mt_zero_layout L;
     mt_zero_layout_build(&L, seg_pp ? one : f.bounds, seg_pp ? 1 : f.n_seg, f.flat,
-                         d->bucket > 0 ? (int64_t)d->bucket : 0, (int)d->d, 0);
+                         d->bucket > 0 ? (int64_t)d->bucket : 0, (int)(d->d * d->c), 0);
     const double sn = (double)L.shard_numel;
     double pwork = 0, gwork = 0;
     if (d->zero >= 2) zero_residency(d, &L, &f, n_rc, &pwork, &gwork);
@@ -361,7 +380,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   }
 
   /* activations */
-  const double rows = d->b * d->s, rows_l = d->sp ? rows / d->t : rows;
+  const double rows = d->b * d->s_loc, rows_l = d->sp ? rows / d->t : rows;
   int *infl = mt_xcalloc((size_t)nc, sizeof(int));
   chunk_inflight(d, r, nc, infl);
   double act = 0, layer_mb = 0;
@@ -371,7 +390,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
     layer_mb += (double)infl[k] * ch[k].n;
     sends_grad |= !(k == 0 && r == 0);
   }
-  if (d->recompute == 1) act += d->b * (d->a / d->t) * d->s * d->s * e; /* probs_shared */
+  if (d->recompute == 1) act += d->b * (d->a / d->t) * d->s_loc * 4; /* lse_shared (fp32) */
   if (d->recompute == 2) act += n_rc * layer_set_bytes(d, 1);
   out[MT_PM_ACT] = act;
   info->inflight_layers = layer_mb;
@@ -398,6 +417,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
            (d->swiglu ? fmax(rmax * F, 1) : 0)) * e +
           fmax(rows_l * k, 1) * 4 + fmax(rows_l * E, 1) * 4 + (e < 4 ? fmax(rows_l * E, 1) * e : 0);
   }
+  ws += cp_ring_bytes(d);
   out[MT_PM_WORKSPACE] = ws;
   info->flat_numel = f.flat;
   info->params = f.numel;

@@ -13,7 +13,7 @@
 
 typedef struct {
   mt_plan p;
-  char sets[10][96];
+  char sets[11][96];
   int n_sets;
 } cand;
 
@@ -26,63 +26,86 @@ static int by_throughput(const void *a, const void *b) {
 
 static const char *k_rc[3] = {"", "selective", "full"};
 
+typedef struct {
+  const mt_config *base;
+  int world;
+  const mt_hardware *hw;
+  const mt_plan_options *opt;
+  cand *c;
+  size_t n, cap;
+  long tried;
+} sweep_state;
+
+/* Validate and plan one layout (the config with its keys overridden); a
+ * valid one is appended to st->c. */
+static void try_layout(sweep_state *st, int tp, int cp, int pp, int v, int mbs, int ep, int rc,
+                       int zero) {
+  cand k;
+  memset(&k, 0, sizeof k);
+  const char *ov[11];
+  char e2[1024];
+  snprintf(k.sets[0], 96, "parallel.tensor_model_parallel_size=%d", tp);
+  snprintf(k.sets[1], 96, "parallel.pipeline_model_parallel_size=%d", pp);
+  snprintf(k.sets[2], 96, "parallel.virtual_pipeline_model_parallel_size=%d", v);
+  snprintf(k.sets[3], 96, "parallel.sequence_parallel=%s", tp > 1 ? "true" : "false");
+  snprintf(k.sets[4], 96, "parallel.zero_stage=%d", zero);
+  snprintf(k.sets[5], 96, "training.micro_batch_size=%d", mbs);
+  snprintf(k.sets[6], 96, "model.recompute_granularity=\"%s\"", k_rc[rc]);
+  snprintf(k.sets[7], 96, "parallel.expert_model_parallel_size=%d", ep);
+  snprintf(k.sets[8], 96, "parallel.expert_tensor_parallel_size=%d", tp);
+  snprintf(k.sets[9], 96, "parallel.context_parallel_size=%d", cp);
+  k.n_sets = 10;
+  for (int i = 0; i < k.n_sets; i++) ov[i] = k.sets[i];
+  st->tried++;
+  mt_config cfg;
+  if (mt_config_load_string(&cfg, st->base->json, st->base->source_path, ov, k.n_sets, st->world,
+                            e2, sizeof e2) != 0)
+    return;
+  snprintf(cfg.source_path, sizeof cfg.source_path, "%s", st->base->source_path);
+  int bad = mt_plan_compute(&cfg, st->world, st->hw, st->opt, &k.p, e2, sizeof e2);
+  mt_config_free(&cfg);
+  if (bad) return;
+  if (st->n == st->cap) st->c = realloc(st->c, (st->cap *= 2) * sizeof *st->c);
+  st->c[st->n++] = k;
+}
+
 int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
                   const mt_plan_options *opt, int top, int json, FILE *f, char *err,
                   size_t errlen) {
   const mt_model_config *m = &base->model;
   int gbs = base->training.global_batch_size, E = m->num_experts;
-  size_t cap = 256, n = 0;
-  cand *c = malloc(cap * sizeof *c);
-  long tried = 0;
-  char e2[1024];
+  sweep_state st = {base, world, hw, opt, NULL, 0, 256, 0};
+  st.c = malloc(st.cap * sizeof *st.c);
   for (int tp = 1; tp <= world && tp <= 64; tp++) {
     /* Megatron's rule: tp divides the heads and the query groups (GQA) */
     if (world % tp || m->num_attention_heads % tp) continue;
     if (m->group_query_attention && m->num_query_groups % tp) continue;
-    for (int pp = 1; pp <= world / tp; pp++) {
-      if ((world / tp) % pp || m->num_layers % pp) continue;
-      int dp = world / tp / pp;
-      if (gbs % dp) continue;
-      for (int v = 1; v <= (pp > 1 ? 8 : 1); v++) {
-        if (m->num_layers % (pp * v)) continue;
-        for (int mbs = 1; mbs <= 16; mbs++) {
-          if ((gbs / dp) % mbs || gbs % (dp * mbs)) continue;
-          for (int ep = 1; ep <= (E > 0 ? E : 1); ep++) {
-            if (E > 0 && (E % ep || (tp * dp) % ep)) continue;
-            for (int rc = 0; rc < 3; rc++) {
-              for (int zero = 0; zero <= (dp > 1 ? 3 : 0); zero++) {
-                cand k;
-                memset(&k, 0, sizeof k);
-                const char *ov[10];
-                snprintf(k.sets[0], 96, "parallel.tensor_model_parallel_size=%d", tp);
-                snprintf(k.sets[1], 96, "parallel.pipeline_model_parallel_size=%d", pp);
-                snprintf(k.sets[2], 96, "parallel.virtual_pipeline_model_parallel_size=%d", v);
-                snprintf(k.sets[3], 96, "parallel.sequence_parallel=%s", tp > 1 ? "true" : "false");
-                snprintf(k.sets[4], 96, "parallel.zero_stage=%d", zero);
-                snprintf(k.sets[5], 96, "training.micro_batch_size=%d", mbs);
-                snprintf(k.sets[6], 96, "model.recompute_granularity=\"%s\"", k_rc[rc]);
-                snprintf(k.sets[7], 96, "parallel.expert_model_parallel_size=%d", ep);
-                snprintf(k.sets[8], 96, "parallel.expert_tensor_parallel_size=%d", tp);
-                k.n_sets = 9;
-                for (int i = 0; i < k.n_sets; i++) ov[i] = k.sets[i];
-                tried++;
-                mt_config cfg;
-                if (mt_config_load_string(&cfg, base->json, base->source_path, ov, k.n_sets,
-                                          world, e2, sizeof e2) != 0)
-                  continue;
-                snprintf(cfg.source_path, sizeof cfg.source_path, "%s", base->source_path);
-                int bad = mt_plan_compute(&cfg, world, hw, opt, &k.p, e2, sizeof e2);
-                mt_config_free(&cfg);
-                if (bad) continue;
-                if (n == cap) c = realloc(c, (cap *= 2) * sizeof *c);
-                c[n++] = k;
-              }
+    /* context parallelism: powers of two; 2 cp (2 cp tp with SP, which the
+     * sweep turns on with tp > 1) must divide seq_length */
+    for (int cp = 1; cp <= world / tp; cp *= 2) {
+      if ((world / tp) % cp || (cp > 1 && m->seq_length % (2 * cp * tp))) continue;
+      for (int pp = 1; pp <= world / tp / cp; pp++) {
+        if ((world / tp / cp) % pp || m->num_layers % pp) continue;
+        int dp = world / tp / cp / pp;
+        if (gbs % dp) continue;
+        for (int v = 1; v <= (pp > 1 ? 8 : 1); v++) {
+          if (m->num_layers % (pp * v)) continue;
+          for (int mbs = 1; mbs <= 16; mbs++) {
+            if ((gbs / dp) % mbs || gbs % (dp * mbs)) continue;
+            for (int ep = 1; ep <= (E > 0 ? E : 1); ep++) {
+              if (E > 0 && (E % ep || (tp * cp * dp) % ep)) continue;
+              for (int rc = 0; rc < 3; rc++)
+                for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
+                  try_layout(&st, tp, cp, pp, v, mbs, ep, rc, zero);
             }
           }
         }
       }
     }
   }
+  cand *c = st.c;
+  size_t n = st.n;
+  long tried = st.tried;
   if (n == 0) {
     snprintf(err, errlen, "no valid layout of %s on %d ranks (tried %ld; check num_layers, "
              "num_attention_heads and global_batch_size divisibility)", base->source_path,
@@ -105,13 +128,14 @@ int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
   } else {
     fprintf(f, "megatrain plan --sweep: %s on %d x %s: %zu valid layouts, %zu fit; ranked by "
             "predicted throughput\n", base->source_path, world, hw->name, n, n_fit);
-    fprintf(f, "%4s %3s %3s %2s %4s %3s %2s %4s %-9s %4s %8s %7s %6s %6s %10s  %s\n", "rank",
-            "tp", "pp", "v", "dp", "ep", "sp", "zero", "recompute", "mbs", "mem_GiB", "iter_s",
-            "TFLOPs", "MFU%", "tokens/s", "fits");
+    fprintf(f, "%4s %3s %3s %2s %4s %3s %3s %2s %4s %-9s %4s %8s %7s %6s %6s %10s  %s\n",
+            "rank", "tp", "pp", "v", "dp", "cp", "ep", "sp", "zero", "recompute", "mbs",
+            "mem_GiB", "iter_s", "TFLOPs", "MFU%", "tokens/s", "fits");
     for (size_t i = 0; i < show; i++) {
       const mt_plan *p = &c[i].p;
-      fprintf(f, "%4zu %3d %3d %2d %4d %3d %2s %4d %-9s %4d %8.2f %7.4g %6.1f %6.1f %10.4g  %s\n",
-              i + 1, p->tp, p->pp, p->vpp, p->dp, p->ep, p->sp ? "y" : "n", p->zero,
+      fprintf(f,
+              "%4zu %3d %3d %2d %4d %3d %3d %2s %4d %-9s %4d %8.2f %7.4g %6.1f %6.1f %10.4g  %s\n",
+              i + 1, p->tp, p->pp, p->vpp, p->dp, p->cp, p->ep, p->sp ? "y" : "n", p->zero,
               p->recompute == 1 ? "selective" : p->recompute == 2 ? "full" : "none", p->mbs,
               p->mem.total / 1073741824.0, p->time.t_iter, p->time.tflops_per_gpu,
               100 * p->time.mfu, p->time.tokens_per_s, p->mem.fits ? "yes" : "NO");

@@ -22,9 +22,19 @@
  *  - Pipeline: iteration = m * (slowest stage) + (p - 1)/v * (mean stage)
  *    (bubble (p-1)/(v m), 2104.04473 §2.2), plus 2 v send/recv per
  *    micro-batch per stage of b s h / t elements (scatter/gather).
- *  - DP/ZeRO: gradient all-reduce (ZeRO-1/2: reduce-scatter + parameter
- *    all-gather; ZeRO-3 also gathers parameters per micro-batch), exposed
- *    unless overlap_grad_reduce, then only what the last backward cannot hide.
+ *  - Context parallelism (cp > 1): every token-local piece runs on the
+ *    rank's b s/cp tokens; the attention of a rank is cp ring steps of an
+ *    [s/cp x s/cp] block (1/cp of the cp = 1 work in total). Step i's K/V
+ *    transfer (one block, s/cp b ng/t 2 hn elements, point-to-point to the
+ *    next CP rank) is posted before block i is computed, so per step only
+ *    max(0, transfer - block compute) is exposed: forward cp-1 K/V steps;
+ *    backward cp-1 steps moving a K/V and a dK/dV block each behind a block
+ *    backward (2x the forward), plus the last dK/dV hop home unhidden. The
+ *    CP group is inside a node when tp x cp GPUs are (cp stride tp).
+ *  - DP/ZeRO: gradient all-reduce over dp x cp (ZeRO-1/2: reduce-scatter +
+ *    parameter all-gather; ZeRO-3 also gathers parameters per micro-batch),
+ *    exposed unless overlap_grad_reduce, then only what the last backward
+ *    cannot hide.
  *  - Optimizer: bytes of the Adam update, norm and grad zeroing over HBM.
  */
 #include <math.h>
@@ -34,7 +44,7 @@
 #include "model/gpt_flops.h"
 
 static const char *k_time_names[MT_PT_N] = {
-    "gemm", "attention", "elementwise", "recompute", "tp_comm", "ep_comm",
+    "gemm", "attention", "elementwise", "recompute", "tp_comm", "cp_comm", "ep_comm",
     "pp_comm", "pipeline_bubble", "dp_comm", "optimizer", "other"};
 const char *mt_plan_time_name(int c) { return c >= 0 && c < MT_PT_N ? k_time_names[c] : "?"; }
 
@@ -71,20 +81,43 @@ static double coll(const mt_hardware *hw, int kind, double n, double bytes, int 
 
 /* Per micro-batch pieces of one pass, seconds. */
 typedef struct {
-  double gemm, attn, elem, tp, ep, rc; /* fwd + bwd + recompute, exposed comm */
-  double fwd, bwd;                     /* totals of the two passes */
+  double gemm, attn, elem, tp, cp, ep, rc; /* fwd + bwd + recompute, exposed comm */
+  double fwd, bwd;                         /* totals of the two passes */
 } piece;
 
 static void add(piece *a, const piece *b, double k) {
   a->gemm += k * b->gemm; a->attn += k * b->attn; a->elem += k * b->elem;
-  a->tp += k * b->tp; a->ep += k * b->ep; a->rc += k * b->rc;
+  a->tp += k * b->tp; a->cp += k * b->cp; a->ep += k * b->ep; a->rc += k * b->rc;
   a->fwd += k * b->fwd; a->bwd += k * b->bwd;
 }
 
+/* The context-parallel ring of one layer and micro-batch (cp > 1; zeros
+ * otherwise): K/V block KV = s_loc b (ng/t) 2 hn elements; forward cp-1
+ * hops of KV, backward cp-1 hops of K/V + dK/dV and the last dK/dV hop home
+ * (model/context_parallel.h: (cp-1) KV forward, (2cp-1) KV backward sent
+ * per rank). blk_s: compute time of one forward block. */
+static mt_plan_cp_ring cp_ring(const mt_hardware *hw, const mt_plan_dims *d, double blk_s,
+                               int cp_intra) {
+  mt_plan_cp_ring r;
+  memset(&r, 0, sizeof r);
+  const double cp = d->c;
+  if (cp <= 1) return r;
+  const double kv = d->s_loc * d->b * (d->ng / d->t) * 2 * d->hn * d->e;
+  const double hop = coll(hw, C_P2P, 2, kv, cp_intra), hop2 = coll(hw, C_P2P, 2, 2 * kv, cp_intra);
+  r.fwd_bytes = (cp - 1) * kv;
+  r.bwd_bytes = (2 * cp - 1) * kv;
+  r.transfer_s = (cp - 1) * (hop + hop2) + hop;
+  r.block_s = blk_s;
+  r.exposed_fwd_s = (cp - 1) * fmax(0, hop - blk_s);
+  r.exposed_bwd_s = (cp - 1) * fmax(0, hop2 - 2 * blk_s) + hop;
+  return r;
+}
+
 /* One transformer layer (dense or MoE) for one micro-batch. */
-static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra, int ep_intra) {
+static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra, int ep_intra,
+                   int cp_intra) {
   const mt_hardware *hw = c->hw;
-  double b = d->b, s = d->s, h = d->h, t = d->t, e = d->e, M = b * s;
+  double b = d->b, s = d->s_loc, h = d->h, t = d->t, e = d->e, M = b * s, cp = d->c;
   double x = M * h, xs = d->sp ? x / t : x;
   /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] */
   double q = d->a * d->hn, qkv = (d->a + 2 * d->ng) * d->hn;
@@ -103,10 +136,13 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra,
     mlp_elem = (d->g + 1) * Mt * d->fm / d->etp * e + 2 * Mt * h * e;
     ep_f = 2 * coll(hw, C_A2A, d->ep, Mt * h * e, ep_intra); /* dispatch + combine */
   }
+  /* cp ring steps of an [s_loc x s_loc] block (cp = 1: the whole s x s) */
   double hd = d->hn, heads = b * d->a / t;
-  double attn_g = gemm(c, s, s, hd, heads) + gemm(c, s, hd, s, heads);
-  double S = heads * s * s;
+  double attn_g = cp * (gemm(c, s, s, hd, heads) + gemm(c, s, hd, s, heads));
+  double S = cp * heads * s * s;
   double attn_m = mem(c, 4 * S * e); /* scale-mask-softmax r/w + dropout r/w */
+  mt_plan_cp_ring ring = cp_ring(hw, d, (attn_g + attn_m) / cp, cp_intra);
+  double cp_f = ring.exposed_fwd_s, cp_b = ring.exposed_bwd_s;
   double elem_f = mem(c, 10 * xs * e + mlp_elem);
   double tp_f = 0, tp_b = 0;
   if (t > 1) {
@@ -125,18 +161,19 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra,
   p.attn = 3 * attn_g + 3 * attn_m;
   p.elem = 3 * elem_f;
   p.tp = tp_f + fmax(0, tp_b - gf); /* backward collectives hide behind wgrad GEMMs */
+  p.cp = cp_f + cp_b;
   p.ep = 2 * ep_f;
   if (d->recompute == 1) p.rc = attn_g + attn_m;
-  else if (d->recompute == 2) p.rc = gf + attn_g + attn_m + elem_f + tp_f + ep_f;
-  p.fwd = gf + attn_g + attn_m + elem_f + tp_f + ep_f;
-  p.bwd = p.gemm + p.attn + p.elem + p.tp + p.ep + p.rc - p.fwd;
+  else if (d->recompute == 2) p.rc = gf + attn_g + attn_m + elem_f + tp_f + cp_f + ep_f;
+  p.fwd = gf + attn_g + attn_m + elem_f + tp_f + cp_f + ep_f;
+  p.bwd = p.gemm + p.attn + p.elem + p.tp + p.cp + p.ep + p.rc - p.fwd;
   return p;
 }
 
 /* Embedding (first stage) or final LN + logits + cross-entropy (last stage). */
 static piece ends(const ctx_t *c, const mt_plan_dims *d, int first, int last, int tp_intra) {
   const mt_hardware *hw = c->hw;
-  double b = d->b, s = d->s, h = d->h, t = d->t, e = d->e, M = b * s;
+  double b = d->b, s = d->s_loc, h = d->h, t = d->t, e = d->e, M = b * s;
   double x = M * h, xs = d->sp ? x / t : x;
   piece p;
   memset(&p, 0, sizeof p);
@@ -206,40 +243,44 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   mt_plan_dims d;
   mt_plan_dims_from(cfg, world, &d);
   memset(out, 0, sizeof *out);
-  if (d.t * d.p * d.d != world) {
-    snprintf(err, errlen, "tensor_model_parallel_size %d x pipeline_model_parallel_size %d does "
-             "not divide the world size %d", (int)d.t, (int)d.p, world);
+  if (d.t * d.c * d.p * d.d != world) {
+    snprintf(err, errlen, "tensor_model_parallel_size %d x context_parallel_size %d x "
+             "pipeline_model_parallel_size %d does not divide the world size %d", (int)d.t,
+             (int)d.c, (int)d.p, world);
     return 2;
   }
   out->world = world;
   out->tp = (int)d.t; out->pp = (int)d.p; out->vpp = (int)d.v; out->dp = (int)d.d;
+  out->cp = (int)d.c;
   out->ep = (int)d.ep; out->etp = (int)d.etp; out->zero = d.zero; out->sp = d.sp;
   out->mbs = (int)d.b; out->gbs = cfg->training.global_batch_size; out->n_micro = (int)d.m;
   out->recompute = d.recompute; out->recompute_num_layers = d.rc_layers; out->bf16 = d.e < 4;
-  /* rank order tp-cp-ep-dp-pp: tp stride 1, dp stride tp, pp stride tp*dp;
-   * expert generator: ep stride etp */
+  /* rank order tp-cp-ep-dp-pp: tp stride 1, cp stride tp, dp stride tp*cp,
+   * pp stride tp*cp*dp; expert generator: ep stride etp. The gradient group
+   * dp x cp spans tp*cp*dp ranks. */
   out->tp_intra = same_node(hw, d.t);
-  out->dp_intra = same_node(hw, d.t * d.d);
-  out->pp_intra = same_node(hw, d.t * d.d * d.p);
+  out->cp_intra = same_node(hw, d.t * d.c);
+  out->dp_intra = same_node(hw, d.t * d.c * d.d);
+  out->pp_intra = same_node(hw, d.t * d.c * d.d * d.p);
   int ep_intra = same_node(hw, d.etp * d.ep);
   mt_plan_memory_compute(cfg, world, hw, &out->mem);
 
   ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
              hw->hbm_gbs * 1e9 * hw->hbm_eff};
-  piece dense = layer(&c, &d, 0, out->tp_intra, ep_intra);
+  piece dense = layer(&c, &d, 0, out->tp_intra, ep_intra, out->cp_intra);
   double lps = d.L / d.p, moe_l = d.E > 0 ? mt_plan_stage_moe_layers(&d) : 0;
   piece body;
   memset(&body, 0, sizeof body);
   add(&body, &dense, lps - moe_l);
   if (moe_l > 0) {
-    piece moe = layer(&c, &d, 1, out->tp_intra, ep_intra);
+    piece moe = layer(&c, &d, 1, out->tp_intra, ep_intra, out->cp_intra);
     add(&body, &moe, moe_l);
   }
   /* pipeline p2p per micro-batch on one stage: v chunks, activation forward
    * and gradient backward, scatter/gather over the tp ranks */
   double p2p = 0;
   if (d.p > 1) {
-    double bytes = d.b * d.s * d.h * d.e / d.t;
+    double bytes = d.b * d.s_loc * d.h * d.e / d.t;
     p2p = 2 * d.v * coll(hw, C_P2P, 2, bytes, out->pp_intra);
   }
   double t_max = 0, t_sum = 0;
@@ -267,26 +308,33 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   T->comp[MT_PT_ELEMWISE] = m * worst.elem;
   T->comp[MT_PT_RECOMPUTE] = m * worst.rc;
   T->comp[MT_PT_TP_COMM] = m * worst.tp;
+  T->comp[MT_PT_CP_COMM] = m * worst.cp;
+  {
+    double b = d.b, s = d.s_loc, heads = b * d.a / d.t, hd = d.hn;
+    double blk = gemm(&c, s, s, hd, heads) + gemm(&c, s, hd, s, heads) + mem(&c, 4 * heads * s * s * d.e);
+    T->cp_ring = cp_ring(hw, &d, blk, out->cp_intra);
+  }
   T->comp[MT_PT_EP_COMM] = m * worst.ep;
   T->comp[MT_PT_PP_COMM] = m * p2p;
   T->comp[MT_PT_BUBBLE] = (d.p - 1) / d.v * t_mean;
   T->bubble_fraction = (d.p - 1) / (d.v * m);
 
-  /* data-parallel reduction of the worst stage's gradients */
+  /* reduction of the worst stage's gradients over dp x cp (Megatron's
+   * data_parallel_group_with_context_parallel) */
   double n = mt_plan_stage_params(&d, out->mem.worst_stage), dp_t = 0;
   int di = out->dp_intra;
-  double g4 = n * 4, pe = n * d.e;
-  if (d.d > 1) {
+  double g4 = n * 4, pe = n * d.e, ndc = d.d * d.c;
+  if (ndc > 1) {
     if (d.zero == 0) {
-      double ar = coll(hw, C_AR, d.d, g4, di);
+      double ar = coll(hw, C_AR, ndc, g4, di);
       dp_t = opt && opt->overlap_grad_reduce
                  ? fmax(ar * fmin(1, d.bucket / n), ar - worst.bwd) : ar;
     } else if (d.zero == 1) {
-      double rs = coll(hw, C_RS, d.d, g4, di), ag = coll(hw, C_AG, d.d, pe, di);
+      double rs = coll(hw, C_RS, ndc, g4, di), ag = coll(hw, C_AG, ndc, pe, di);
       dp_t = (opt && opt->overlap_grad_reduce ? fmax(rs * fmin(1, d.bucket / n), rs - worst.bwd)
                                               : rs) + ag;
     } else {
-      double rs = coll(hw, C_RS, d.d, g4, di), ag = coll(hw, C_AG, d.d, pe, di);
+      double rs = coll(hw, C_RS, ndc, g4, di), ag = coll(hw, C_AG, ndc, pe, di);
       if (d.zero == 2) dp_t = m * fmax(rs * fmin(1, d.bucket / n), rs - worst.bwd) + ag;
       else dp_t = m * (fmax(0, ag - worst.fwd) + fmax(rs * fmin(1, d.bucket / n), ag + rs - worst.bwd));
     }
@@ -294,10 +342,10 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   if (d.p > 1 && !d.untied) /* tied embedding gradient: first + last stage */
     dp_t += coll(hw, C_AR, 2, d.Vp * d.h / d.t * 4, out->pp_intra);
   T->comp[MT_PT_DP_COMM] = dp_t;
-  double n_opt = d.zero >= 1 ? n / d.d : n, n_grad = d.zero >= 2 ? n / d.d : n;
+  double n_opt = d.zero >= 1 ? n / ndc : n, n_grad = d.zero >= 2 ? n / ndc : n;
   double opt_bytes = n_opt * (4 + 16 + 8 + (d.e < 4 ? 2 : 0) + 4) + n_grad * 4;
   T->comp[MT_PT_OPTIM] = mem(&c, opt_bytes) +
-                         coll(hw, C_AR, d.t * d.p, 8, same_node(hw, d.t * d.d * d.p));
+                         coll(hw, C_AR, d.t * d.p, 8, same_node(hw, d.t * d.c * d.d * d.p));
   T->comp[MT_PT_OTHER] = hw->overhead_per_iter_ms * 1e-3;
   T->t_iter = 0;
   for (int i = 0; i < MT_PT_N; i++) T->t_iter += T->comp[i];

@@ -1,5 +1,6 @@
 /* trainer/replica_check.c — the cross-rank checks that replicated
- * parameters are bitwise identical: data-parallel replicas, expert-data-
+ * parameters are bitwise identical: data x context-parallel replicas
+ * (every CP rank holds the whole model), expert-data-
  * parallel replicas, the two copies of a tied word embedding and the
  * tensor-parallel-replicated tensors (see train_internal.h). */
 #include <stdio.h>
@@ -47,8 +48,9 @@ static int agree_u64(mt_group *g, uint64_t h) {
 }
 
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
-  if (t->dp > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
-    snprintf(err, errlen, "parameters differ across the data-parallel group (hashes differ)");
+  if (mt_group_size(t->dp_group) > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
+    snprintf(err, errlen, "parameters differ across the data-parallel%s group (hashes differ)",
+             t->topo.cp > 1 ? " x context-parallel" : "");
     return -1;
   }
   if (t->cfg->model.num_experts > 0 && mt_group_size(t->ps->edp) > 1 &&

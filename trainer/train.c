@@ -46,7 +46,11 @@ void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, 
 }
 
 /* Forward (and backward when train) over this rank's share of one global
- * batch that starts at sample `base`; returns the global token-loss sum. */
+ * batch that starts at sample `base`; returns the global token-loss sum.
+ * Every rank scales its token losses by 1 / (global batch x seq_length):
+ * with context parallelism a rank holds s/cp tokens of each sample, but the
+ * divisor stays the global token count (not Megatron's former local one)
+ * and the sum over dp x cp counts each token once. */
 static double run_global_batch(mt_trainer *t, int split, int64_t base, int train) {
   const mt_config *c = t->cfg;
   const int64_t gbs = c->training.global_batch_size, mbs = c->training.micro_batch_size;
@@ -68,9 +72,9 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   return loss_sum;
 }
 
-/* MoE routing statistics of the step: summed over the data-parallel ranks
- * (different micro-batches) and the pipeline stages (different layers); TP
- * ranks hold identical copies. Collective over dp and pp. */
+/* MoE routing statistics of the step: summed over the data x context-
+ * parallel ranks (different tokens) and the pipeline stages (different
+ * layers); TP ranks hold identical copies. Collective over dp x cp and pp. */
 static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
   const mt_moe_stats *st = mt_gpt_moe_stats(t->model);
   if (!st) return;
@@ -162,7 +166,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   moe_step_stats(t, &r);
   for (int k = 0; k <= MT_GK_N; k++) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
-    if (!g) continue;
+    if (!g || (k < MT_GK_N && mt_parallel_state_is_alias(t->ps, (mt_group_kind)k))) continue;
     const mt_coll_counter *cc = mt_group_counters(g);
     for (int op = 0; op < MT_COLL_N; op++) r.comm_bytes[k] += cc[op].bytes;
   }
@@ -185,9 +189,13 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
 static void print_summary(const mt_trainer *t) {
   const mt_config *c = t->cfg;
   const mt_mem_stats *ms = &t->be->mem;
-  say(t, "> megatrain: device %s (%s), world size %d: tp=%d pp=%d dp=%d\n", c->device,
+  say(t, "> megatrain: device %s (%s), world size %d: tp=%d pp=%d dp=%d", c->device,
       mt_dtype_name(t->be->dtype), t->world_size, c->parallel.tensor_model_parallel_size,
       c->parallel.pipeline_model_parallel_size, t->dp);
+  if (t->topo.cp > 1)
+    say(t, " cp=%d (cp_comm_type %s; gradients over dp x cp = %d ranks)", t->topo.cp,
+        c->parallel.cp_comm_type, mt_group_size(t->dp_group));
+  say(t, "\n");
   say(t, "> model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %lld)\n",
       c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
       c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
@@ -243,8 +251,8 @@ static void report_peaks(const mt_trainer *t) {
   char line[1024];
   int n = snprintf(line, sizeof line,
                    "megatrain-mem-peak {\"rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,\"dp_rank\":%d,"
-                   "\"peak\":{",
-                   t->rank, t->ps->tp_rank, t->ps->pp_rank, t->dp_rank);
+                   "\"cp_rank\":%d,\"peak\":{",
+                   t->rank, t->ps->tp_rank, t->ps->pp_rank, t->dp_rank, t->ps->cp_rank);
   for (int k = 0; k < MT_MEM_NCAT && n < (int)sizeof line; k++)
     n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%zu", k ? "," : "",
                   mt_mem_cat_name((mt_mem_cat)k), ms->peak[k]);
@@ -380,15 +388,16 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     }
   }
   if (status == 0) report_peaks(t);
-  if (status == 0 && (t->dp > 1 || t->topo.tp > 1 || t->topo.pp > 1)) {
+  const int n_dp_cp = mt_group_size(t->dp_group);
+  if (status == 0 && (n_dp_cp > 1 || t->topo.tp > 1 || t->topo.pp > 1)) {
     if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
       status = 1;
     } else {
-      say(t, "> parameters are bitwise identical on all %d data-parallel ranks; replicated "
+      say(t, "> parameters are bitwise identical on all %d data-parallel%s ranks; replicated "
              "parameters identical on all %d tensor-parallel ranks; word-embedding copies "
-             "identical on the first and last of %d pipeline stages\n", t->dp, t->topo.tp,
-          t->topo.pp);
+             "identical on the first and last of %d pipeline stages\n", n_dp_cp,
+          t->topo.cp > 1 ? " x context-parallel" : "", t->topo.tp, t->topo.pp);
     }
   }
   if (status == 0 && t->is_logger)

@@ -12,7 +12,7 @@ static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
   L.tp_rank = t->ps->tp_rank;
   L.pp_rank = t->ps->pp_rank;
   L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
-  L.writer = t->dp_rank == 0;
+  L.writer = t->ps->dp_cp_rank == 0; /* one writer per model-parallel rank, not per CP rank */
   L.world = t->world;
   if (t->zero) {
     L.shard_save = mt_zero_ckpt_save;

@@ -27,10 +27,16 @@ typedef struct {
   const mt_config *cfg;
   mt_dist *dist;
   int rank, world_size;
-  int dp, dp_rank;
+  int dp, dp_rank;          /* dense data parallel: which samples this rank reads */
   mt_topology topo;         /* rank coordinates and group lists */
   mt_parallel_state *ps;    /* this rank's group handles */
-  mt_group *dp_group;       /* data-parallel group (gradient reduction) */
+  /* Megatron's data_parallel_group_with_context_parallel (dp x cp; the dp
+   * group itself when cp == 1): gradient all-reduce / ZeRO sharding, loss
+   * and MoE-statistic sums, replica checks. The cp ranks of one data-parallel
+   * replica read the same samples (t->dp_rank) and each sums the loss of its
+   * own s/cp tokens, so sums over this group count every token of the global
+   * batch once. */
+  mt_group *dp_group;
   mt_group *world;
   int is_logger;            /* prints logs: first rank of the last pipeline stage */
   mt_backend *be;
@@ -96,8 +102,9 @@ void mt_trainer_ddp_init(mt_trainer *t);
 /* ZeRO (t->zero): stage 1 reduce-scatters instead, stages 2/3 do nothing
  * here (their hooks reduced each layer during backward). Otherwise:
  * sum gradients over the buckets of t->ddp (all-reduce, MT_OP_SUM, over the
- * dp / edp groups). The loss is already normalised by the global token
- * count, so the sum is the global mean gradient. */
+ * dp x cp / edp groups). The loss is already normalised by the global token
+ * count (global batch x seq_length, on every CP rank), so the sum is the
+ * global mean gradient. */
 void mt_trainer_reduce_gradients(mt_trainer *t);
 
 /* Fill t->tokens / t->sample_ids with micro-batch rows [first, first + mbs)
@@ -118,7 +125,8 @@ double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train
 double mt_trainer_evaluate(mt_trainer *t);
 
 /* Check (trainer/replica_check.c) that replicated parameters are bitwise
- * identical: every parameter across the data-parallel group, the experts
+ * identical: every parameter across the data x context-parallel group
+ * (t->dp_group), the experts
  * across the expert-data-parallel group, the first and last pipeline
  * stage's copies of a tied word embedding (embedding group), and the
  * tp-replicated tensors across the tensor-parallel group (64-bit FNV-1a hash
@@ -127,7 +135,7 @@ double mt_trainer_evaluate(mt_trainer *t);
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
 
 /* ZeRO glue (trainer/zero_trainer.c): build the sharded optimizer for
- * parallel.zero_stage >= 1 over the dp group; destroy (NULL is a no-op);
+ * parallel.zero_stage >= 1 over t->dp_group (dp x cp); destroy (NULL is a no-op);
  * copy the full parameters into host[flat numel * sizeof(T)] (collective
  * over dp for stage 3). */
 mt_zero_opt *mt_trainer_zero_create(mt_trainer *t);

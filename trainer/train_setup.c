@@ -15,6 +15,9 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.tp_rank = ps->tp_rank;
   g.tp_group = ps->tp;
   g.sequence_parallel = c->parallel.sequence_parallel;
+  g.cp_size = c->parallel.context_parallel_size;
+  g.cp_rank = ps->cp_rank;
+  g.cp_group = g.cp_size > 1 ? ps->cp : NULL;
   g.recompute = !strcmp(c->model.recompute_granularity, "selective") ? MT_RECOMPUTE_SELECTIVE
                 : !strcmp(c->model.recompute_granularity, "full")    ? MT_RECOMPUTE_FULL
                                                                      : MT_RECOMPUTE_NONE;
@@ -98,13 +101,13 @@ static int open_data(mt_trainer *t, char *err, size_t errlen) {
 }
 
 /* 1 when the expert-data-parallel group of every rank holds exactly the
- * ranks of its data-parallel group (expert_model_parallel_size equal to
- * tensor_model_parallel_size with expert_tensor_parallel_size 1): then
- * data-parallel replicas hold the same experts. */
+ * ranks of its data x context-parallel group (expert_model_parallel_size
+ * equal to tensor_model_parallel_size with expert_tensor_parallel_size 1):
+ * then the replicas that reduce dense gradients hold the same experts. */
 static int edp_is_dp(const mt_topology *t) {
   for (int r = 0; r < t->world; r++) {
     int n1, n2;
-    const int *a = mt_topology_group_of(t, MT_GK_DP, r, &n1);
+    const int *a = mt_topology_group_of(t, MT_GK_DP_CP, r, &n1);
     const int *b = mt_topology_group_of(t, MT_GK_EDP, r, &n2);
     if (n1 != n2) return 0;
     for (int i = 0; i < n1; i++)
@@ -187,9 +190,9 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
                                    strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
   t->dp = t->topo.dp;
   t->dp_rank = t->ps->dp_rank;
-  t->dp_group = t->ps->dp;
+  t->dp_group = t->ps->dp_cp; /* = ps->dp when cp == 1 */
   /* Megatron logs from the first rank of the last pipeline stage */
-  t->is_logger = t->ps->is_last_stage && t->ps->tp_rank == 0 && t->ps->dp_rank == 0;
+  t->is_logger = t->ps->is_last_stage && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0;
 
   if (open_data(t, err, errlen) != 0) return -1;
 

@@ -24,6 +24,8 @@ layouts=(
   "4:--tp 2 --pp 2" "4:--pp 4" "4:--ep 4 --etp 1" "4:--tp 2 --ep 2"
   "8:--tp 2 --pp 4" "8:--tp 2 --ep 4 --etp 1" "8:--tp 2 --pp 2 --ep 2 --etp 1"
   "8:--tp 2 --pp 2 --ep 2" "8:--tp 4 --ep 2 --etp 1"
+  "2:--cp 2" "4:--cp 2" "4:--cp 4" "4:--tp 2 --cp 2" "4:--cp 2 --pp 2" "4:--cp 2 --ep 2 --etp 1"
+  "8:--tp 2 --cp 2 --pp 2" "8:--cp 2 --ep 4 --etp 1"
 )
 for l in "${layouts[@]}"; do
   np=${l%%:*}; args=${l#*:}

@@ -137,6 +137,24 @@ expect_world swiglu_ffn_vs_tp 2 "$g" "model.ffn_hidden_size" "tensor_model_paral
   --set model.swiglu=true --set model.ffn_hidden_size=33 --set parallel.tensor_model_parallel_size=2
 expect bool_type "$g" "model.swiglu" "expected true or false" -- --set model.swiglu=1
 
+# context parallelism (issue 15): seq_length a multiple of 2·cp (2·cp·tp with
+# sequence parallelism), tp·cp·pp dividing the world, cp_comm_type "p2p" only
+expect_world cp_seq_not_2cp 3 "$g" "model.seq_length" "2 x context_parallel_size = 6" -- \
+  --set parallel.context_parallel_size=3
+expect_world cp_seq_not_2cp_tp_sp 8 "$g" "model.seq_length" \
+  "2 x context_parallel_size x tensor_model_parallel_size = 16" -- \
+  --set parallel.context_parallel_size=2 --set parallel.tensor_model_parallel_size=4 \
+  --set parallel.sequence_parallel=true --set model.seq_length=24
+expect_world cp_world 3 "$g" "parallel.context_parallel_size" "does not divide the world size 3" -- \
+  --set parallel.context_parallel_size=2
+expect cp_comm_type_a2a "$g" "parallel.cp_comm_type" "\"a2a\" is not implemented" "p2p" -- \
+  --set parallel.cp_comm_type=a2a
+expect cp_comm_type_allgather "$g" "parallel.cp_comm_type" "\"allgather\" is not implemented" -- \
+  --set parallel.cp_comm_type=allgather
+expect cp_comm_type_unknown "$g" "parallel.cp_comm_type" "p2p|a2a|allgather|a2a+p2p" -- \
+  --set parallel.cp_comm_type=ring
+expect cp_size_zero "$g" "parallel.context_parallel_size" ">= 1" -- --set parallel.context_parallel_size=0
+
 if [ $fails -ne 0 ]; then
   echo "$fails case(s) failed"
   exit 1

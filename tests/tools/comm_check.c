@@ -245,6 +245,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--pp")) sz.pipeline_model_parallel_size = v;
     else if (!strcmp(argv[i], "--ep")) sz.expert_model_parallel_size = v;
     else if (!strcmp(argv[i], "--etp")) sz.expert_tensor_parallel_size = v;
+    else if (!strcmp(argv[i], "--cp")) sz.context_parallel_size = v;
     else mt_fatal("unknown option %s", argv[i]);
   }
   mt_topology t;
@@ -263,7 +264,11 @@ int main(int argc, char **argv) {
     MT_ASSERT(ranks[mt_group_rank(g)] == ps->rank);
   }
   for (int k = 0; k < MT_GK_N; k++)
-    if (ps->by_kind[k]) check_group(ps->by_kind[k]);
+    if (ps->by_kind[k] && !mt_parallel_state_is_alias(ps, (mt_group_kind)k))
+      check_group(ps->by_kind[k]);
+  /* dp_cp is its own communicator exactly when cp > 1 (else dp's handle) */
+  MT_ASSERT((ps->dp_cp == ps->dp) == (t.cp == 1));
+  MT_ASSERT(ps->dp_cp_rank == mt_group_rank(ps->dp_cp) && ps->cp_rank == mt_group_rank(ps->cp));
   check_group(ps->world_group);
   check_group(mt_dist_world(d));
 
@@ -280,8 +285,8 @@ int main(int argc, char **argv) {
     MT_ASSERT(rc == 0);
   }
   if (ps->rank == 0)
-    printf("comm_check OK world=%d tp=%d pp=%d dp=%d ep=%d etp=%d edp=%d (%s)\n", t.world, t.tp,
-           t.pp, t.dp, t.ep, t.etp, t.edp, last > 0 ? err : "single rank");
+    printf("comm_check OK world=%d tp=%d cp=%d pp=%d dp=%d ep=%d etp=%d edp=%d (%s)\n", t.world,
+           t.tp, t.cp, t.pp, t.dp, t.ep, t.etp, t.edp, last > 0 ? err : "single rank");
   mt_parallel_state_destroy(ps);
   mt_topology_free(&t);
   mt_dist_finalize(d);

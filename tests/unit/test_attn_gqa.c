@@ -1,76 +1,27 @@
-/* tests/unit/test_attn_gqa.c — grouped-query attention (mt_attn_desc.ng)
- * keeps GPT-2 runs bitwise unchanged, and GQA equals multi-head attention on
- * replicated K/V heads.
+/* tests/unit/test_attn_gqa.c — grouped-query attention (mt_attn_desc.ng):
  *
- *  - ng = np and ng = 0 against a verbatim copy of the cpu attention as it
- *    was before GQA (the [s, b, np, 3, hn] kernels of commit d6d3d68, below):
- *    ctx, probs and dqkv bitwise identical, with and without dropout, with
- *    the default thread count and with 1 thread;
- *  - ng < np against ng = np on the expanded layout (each group's K/V head
- *    copied to its query heads): ctx, probs and dQ bitwise identical (same
- *    products on the same values), dK/dV equal to the in-order sum of the
- *    expanded heads' dK/dV within 1e-6 relative.
- * Per-op numerics against double loops and finite differences are in the
- * op-case table (op_cases.h). */
+ *  - the unfused reference op (tests/tools/attn_unfused.h, formerly the CPU
+ *    backend's attention) with ng = np and ng = 0 against a verbatim copy of
+ *    the cpu attention as it was before GQA (the [s, b, np, 3, hn] kernels of
+ *    commit d6d3d68, below): ctx, probs and dqkv bitwise identical, with and
+ *    without dropout, with the default thread count and with 1 thread;
+ *  - the FUSED op of the backend (flash_attn_fwd / flash_attn_bwd) with
+ *    ng < np against ng = np on the expanded layout (each group's K/V head
+ *    copied to its query heads, what the fused op must NOT do): ctx, lse and
+ *    dQ equal within 1e-6 relative (bitwise when the kernel computes each
+ *    query head alike; reported), dK/dV equal to the sum of the expanded
+ *    heads' dK/dV within 1e-6 relative.
+ * The fused op against the unfused reference: test_attn_fused_ref.c; per-op
+ * numerics against double loops and finite differences: the op-case table
+ * (op_cases.h). */
 #include <cblas.h>
 #include <omp.h>
 
 #include "cpu_test_common.h"
-#include "cpu/cpu_internal.h"
+#include "tests/tools/attn_unfused.h"
 
-/* ---- legacy: cpu/cpu_attention.c at d6d3d68 (plain multi-head) ---- */
-/* Counter of dropout element (bi, n, q, 0). */
-static uint64_t legacy_row_counter(const mt_attn_desc *d, int bi, int n, int q) {
-  uint64_t head = (uint64_t)d->sample_ids[bi] * (uint64_t)d->n_heads_total +
-                  (uint64_t)(d->head_offset + n);
-  return (head * (uint64_t)d->s + (uint64_t)q) * (uint64_t)d->s;
-}
-
-/* m[q, k] = keep(q, k) / (1 - p) for k <= q, 0 above the diagonal. */
-static void attn_dropout_scales(const mt_attn_desc *d, int bi, int n, float *m) {
-  const int s = d->s;
-  const float p = d->dropout_p, inv = 1.0f / (1.0f - d->dropout_p);
-  for (int q = 0; q < s; q++) {
-    float *row = m + (int64_t)q * s;
-    cpu_rng_uniform_range(d->key, legacy_row_counter(d, bi, n, q), q + 1, row);
-    for (int k = 0; k <= q; k++) row[k] = row[k] >= p ? inv : 0.0f;
-    for (int k = q + 1; k < s; k++) row[k] = 0.0f;
-  }
-}
-
-/* In place on p [s, s] holding scaled scores: causal softmax per row,
- * zeros above the diagonal. */
-static void causal_softmax(float *p, int s) {
-  for (int q = 0; q < s; q++) {
-    float *row = p + (int64_t)q * s;
-    float mx = row[0];
-    for (int k = 1; k <= q; k++) mx = row[k] > mx ? row[k] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int k = 0; k <= q; k++) {
-      float e = mt_fast_expf(row[k] - mx);
-      row[k] = e;
-      sum += e;
-    }
-    float inv = 1.0f / sum;
-#pragma omp simd
-    for (int k = 0; k <= q; k++) row[k] *= inv;
-    for (int k = q + 1; k < s; k++) row[k] = 0.0f;
-  }
-}
-
-/* Switch OpenBLAS to one thread while OpenMP threads call it; returns the
- * previous setting for attn_blas_restore. */
-static int attn_blas_single(void) {
-  int prev = openblas_get_num_threads();
-  if (prev != 1) openblas_set_num_threads(1);
-  return prev;
-}
-
-static void attn_blas_restore(int prev) {
-  if (prev != 1) openblas_set_num_threads(prev);
-}
-
+/* ---- legacy: cpu/cpu_attention.c at d6d3d68 (plain multi-head; its
+ * dropout counters and softmax are the reference's, same arithmetic) ---- */
 static void legacy_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, void *probs_,
                             const void *qkv_) {
   const int s = d->s, b = d->b, np = d->np, hn = d->hn;
@@ -81,7 +32,7 @@ static void legacy_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, v
   float *ws = use_drop ? cpu_workspace(be, (size_t)(per_thr * nthr) * sizeof(float)) : NULL;
   const float *qkv = (const float *)qkv_;
   float *ctx = (float *)ctx_, *probs = (float *)probs_;
-  int prev = attn_blas_single();
+  int prev = ref_attn_blas_single();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
   for (int pair = 0; pair < b * np; pair++) {
     int bi = pair / np, n = pair % np;
@@ -90,11 +41,11 @@ static void legacy_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, v
     float *p = probs + (int64_t)pair * s * s;
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, hn, d->scale, q, (blasint)ld, k,
                 (blasint)ld, 0.0f, p, s);
-    causal_softmax(p, s);
+    ref_causal_softmax(p, s, NULL);
     const float *pd = p;
     if (use_drop) {
       float *m = ws + (int64_t)omp_get_thread_num() * per_thr;
-      attn_dropout_scales(d, bi, n, m);
+      ref_attn_dropout_scales(d, bi, n, m);
       for (int64_t i = 0; i < (int64_t)s * s; i++) m[i] *= p[i];
       pd = m;
     }
@@ -102,7 +53,7 @@ static void legacy_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, v
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, hn, s, 1.0f, pd, s, v, (blasint)ld,
                 0.0f, c, (blasint)ldc);
   }
-  attn_blas_restore(prev);
+  ref_attn_blas_restore(prev);
 }
 
 static void legacy_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_,
@@ -117,7 +68,7 @@ static void legacy_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_,
   const float *probs = (const float *)probs_;
   float *dqkv = (float *)dqkv_;
   const float scale = d->scale;
-  int prev = attn_blas_single();
+  int prev = ref_attn_blas_single();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
   for (int pair = 0; pair < b * np; pair++) {
     int bi = pair / np, n = pair % np;
@@ -130,7 +81,7 @@ static void legacy_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_,
     float *m = use_drop ? dp + ss : NULL, *pd = use_drop ? dp + 2 * ss : NULL;
     const float *pused = p;
     if (use_drop) {
-      attn_dropout_scales(d, bi, n, m);
+      ref_attn_dropout_scales(d, bi, n, m);
       for (int64_t i = 0; i < ss; i++) pd[i] = p[i] * m[i];
       pused = pd;
     }
@@ -159,7 +110,7 @@ static void legacy_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv_,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, s, hn, s, 1.0f, dp, s, q, (blasint)ld,
                 0.0f, dk, (blasint)ld);
   }
-  attn_blas_restore(prev);
+  ref_attn_blas_restore(prev);
 }
 
 /* ---- tests ---- */
@@ -192,8 +143,8 @@ static void check_legacy(mt_backend *be, int s, int b, int np, int hn, float p) 
     mt_attn_desc d = tg_desc(s, b, np, ng, hn, p);
     legacy_attn_fwd(be, &d, c0, p0, qkv);
     legacy_attn_bwd(be, &d, d0, dctx, qkv, p0);
-    be->ops->attn_fwd(be, &d, c1, p1, qkv);
-    be->ops->attn_bwd(be, &d, d1, dctx, qkv, p1);
+    mt_ref_attn_fwd(be, &d, c1, p1, NULL, qkv);
+    mt_ref_attn_bwd(be, &d, d1, dctx, qkv, p1);
     tg_bitwise(c0, c1, nc, "ctx (ng = np vs legacy)");
     tg_bitwise(p0, p1, npb, "probs (ng = np vs legacy)");
     tg_bitwise(d0, d1, nq, "dqkv (ng = np vs legacy)");
@@ -217,14 +168,37 @@ static void test_ng_np_bitwise_legacy(void **state) {
   mt_backend_destroy(be);
 }
 
-/* ng < np against ng = np on the expanded layout. */
-static void check_expanded(mt_backend *be, int s, int b, int np, int ng, int hn, float p) {
+/* Elementwise |a - b| <= tol (|b| + max |b|); tol 0: bitwise. Returns 1
+ * when bitwise equal. */
+static int tg_close(const float *a, const float *b, int64_t n, double tol, const char *what) {
+  if (tol == 0) {
+    tg_bitwise(a, b, n, what);
+    return 1;
+  }
+  double mx = 0;
+  int same = 1;
+  for (int64_t i = 0; i < n; i++) mx = fmax(mx, fabs((double)b[i]));
+  for (int64_t i = 0; i < n; i++) {
+    same &= !memcmp(&a[i], &b[i], sizeof(float));
+    if (!(fabs((double)a[i] - b[i]) <= tol * (fabs((double)b[i]) + mx)))
+      fail_msg("%s differs at %lld: %.9g vs %.9g (max |ref| %.3g)", what, (long long)i,
+               (double)a[i], (double)b[i], mx);
+  }
+  return same;
+}
+
+/* ng < np against ng = np on the expanded layout; fused: the backend's
+ * fused op (within 1e-6), else the unfused reference (bitwise). */
+static void check_expanded(mt_backend *be, int s, int b, int np, int ng, int hn, float p,
+                           int fused) {
   const int npg = np / ng;
+  const double tol = fused ? 1e-6 : 0;
   int64_t nq = (int64_t)s * b * ng * (npg + 2) * hn, ne = (int64_t)s * b * np * 3 * hn;
-  int64_t nc = (int64_t)s * b * np * hn, npb = (int64_t)b * np * s * s;
+  int64_t nc = (int64_t)s * b * np * hn, npb = (int64_t)b * np * s * s, nl = (int64_t)b * np * s;
   float *qkv = tc_randf(be, nq, -2, 2), *dctx = tc_randf(be, nc, -1, 1);
   float *qe = tc_allocf(be, ne), *c0 = tc_allocf(be, nc), *c1 = tc_allocf(be, nc);
   float *p0 = tc_allocf(be, npb), *p1 = tc_allocf(be, npb);
+  float *l0 = tc_allocf(be, nl), *l1 = tc_allocf(be, nl);
   float *d0 = tc_allocf(be, nq), *d1 = tc_allocf(be, ne);
   int64_t rows = (int64_t)s * b;
   for (int64_t r = 0; r < rows; r++)
@@ -237,18 +211,26 @@ static void check_expanded(mt_backend *be, int s, int b, int np, int ng, int hn,
       memcpy(dst + 2 * hn, src + (int64_t)(npg + 1) * hn, (size_t)hn * 4);
     }
   mt_attn_desc dg = tg_desc(s, b, np, ng, hn, p), de = tg_desc(s, b, np, np, hn, p);
-  be->ops->attn_fwd(be, &dg, c0, p0, qkv);
-  be->ops->attn_bwd(be, &dg, d0, dctx, qkv, p0);
-  be->ops->attn_fwd(be, &de, c1, p1, qe);
-  be->ops->attn_bwd(be, &de, d1, dctx, qe, p1);
-  tg_bitwise(c0, c1, nc, "ctx (GQA vs expanded)");
-  tg_bitwise(p0, p1, npb, "probs (GQA vs expanded)");
+  if (fused) {
+    be->ops->flash_attn_fwd(be, &dg, c0, l0, qkv, NULL);
+    be->ops->flash_attn_bwd(be, &dg, d0, NULL, dctx, c0, l0, qkv, NULL);
+    be->ops->flash_attn_fwd(be, &de, c1, l1, qe, NULL);
+    be->ops->flash_attn_bwd(be, &de, d1, NULL, dctx, c1, l1, qe, NULL);
+  } else {
+    mt_ref_attn_fwd(be, &dg, c0, p0, l0, qkv);
+    mt_ref_attn_bwd(be, &dg, d0, dctx, qkv, p0);
+    mt_ref_attn_fwd(be, &de, c1, p1, l1, qe);
+    mt_ref_attn_bwd(be, &de, d1, dctx, qe, p1);
+    tg_bitwise(p0, p1, npb, "probs (GQA vs expanded)");
+  }
+  int same = tg_close(c0, c1, nc, tol, "ctx (GQA vs expanded)");
+  same &= tg_close(l0, l1, nl, tol, "lse (GQA vs expanded)");
   for (int64_t r = 0; r < rows; r++)
     for (int g = 0; g < ng; g++) {
       const float *gq = d0 + ((r * ng + g) * (npg + 2)) * hn;
       for (int j = 0; j < npg; j++)
-        tg_bitwise(gq + (int64_t)j * hn, d1 + (r * np + g * npg + j) * 3 * hn, hn,
-                   "dQ (GQA vs expanded)");
+        same &= tg_close(gq + (int64_t)j * hn, d1 + (r * np + g * npg + j) * 3 * hn, hn, tol,
+                         "dQ (GQA vs expanded)");
       for (int kv = 1; kv <= 2; kv++)
         for (int e = 0; e < hn; e++) {
           float sum = 0.0f;
@@ -259,17 +241,24 @@ static void check_expanded(mt_backend *be, int s, int b, int np, int ng, int hn,
                      kv == 1 ? 'K' : 'V', (long long)r, g, e, (double)got, (double)sum);
         }
     }
-  float *bufs[] = {qkv, dctx, qe, c0, c1, p0, p1, d0, d1};
+  if (fused)
+    print_message("fused GQA s=%d b=%d np=%d ng=%d hn=%d p=%.2f: ctx, lse, dQ %s the expanded "
+                  "layout's\n", s, b, np, ng, hn, (double)p, same ? "bitwise equal to" :
+                  "within 1e-6 of");
+  float *bufs[] = {qkv, dctx, qe, c0, c1, p0, p1, l0, l1, d0, d1};
   for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) be->ops->free(be, bufs[i]);
 }
 
 static void test_gqa_equals_expanded(void **state) {
   (void)state;
   mt_backend *be = tc_backend();
-  check_expanded(be, 11, 2, 4, 2, 5, 0.0f);
-  check_expanded(be, 11, 2, 4, 1, 5, 0.25f);
-  check_expanded(be, 33, 3, 6, 3, 8, 0.1f);
-  check_expanded(be, 7, 1, 6, 2, 3, 0.0f);
+  for (int fused = 0; fused <= 1; fused++) {
+    check_expanded(be, 11, 2, 4, 2, 5, 0.0f, fused);
+    check_expanded(be, 11, 2, 4, 1, 5, 0.25f, fused);
+    check_expanded(be, 33, 3, 6, 3, 8, 0.1f, fused);
+    check_expanded(be, 7, 1, 6, 2, 3, 0.0f, fused);
+    check_expanded(be, 100, 2, 8, 2, 64, 0.1f, fused);
+  }
   mt_backend_destroy(be);
 }
 

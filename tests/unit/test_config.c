@@ -295,7 +295,15 @@ static const err_case CASES[] = {
     {NULL, {"data.data_path=[0.5, \"a\", 0.5]"}, 1, {"data.data_path", "pairs"}},
     {NULL, {"data.data_path=[-1, \"a\"]"}, 1, {"data.data_path", "weight"}},
     {NULL, {"data.data_path=[\"a\", 3]"}, 1, {"data.data_path", "element 1"}},
-    {NULL, {"parallel.context_parallel_size=2"}, 2, {"parallel.context_parallel_size", "expected 1"}},
+    /* context parallelism: 2·cp | seq_length (2·cp·tp with SP), world, p2p only */
+    {NULL, {"parallel.context_parallel_size=3"}, 3, {"model.seq_length", "2 x context_parallel_size = 6"}},
+    {NULL, {"parallel.context_parallel_size=2"}, 3,
+     {"parallel.context_parallel_size", "does not divide the world size 3"}},
+    {NULL, {"parallel.context_parallel_size=2", "parallel.tensor_model_parallel_size=4",
+            "parallel.sequence_parallel=true", "model.seq_length=24"}, 8,
+     {"model.seq_length", "tensor_model_parallel_size = 16"}},
+    {NULL, {"parallel.cp_comm_type=\"a2a\""}, 1, {"parallel.cp_comm_type", "not implemented"}},
+    {NULL, {"parallel.cp_comm_type=\"ring\""}, 1, {"parallel.cp_comm_type", "p2p|a2a"}},
     /* required */
     {"{\"model\": {\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
      "\"seq_length\": 32}, \"training\": {\"train_iters\": 10}, \"data\": {\"data_path\": \"p\"}}",
@@ -373,6 +381,33 @@ static const err_case CASES[] = {
 
 /* The Llama-style block keys: Megatron's derived values, the epsilon
  * alias, and a canonical JSON that loads back unchanged. */
+/* context_parallel_size: dp = world / (tp·cp·pp); the global batch counts
+ * samples, so its derived default is micro_batch_size x dp (not x cp);
+ * seq_length 24 with tp 2 + SP and cp 3 is refused (24 % 12 == 0 passes,
+ * 2·cp·tp = 12), with cp 2 and tp 4 it is not a multiple of 16. */
+static void test_context_parallel(void **state) {
+  (void)state;
+  const char *ov[] = {"parallel.context_parallel_size=2", "parallel.tensor_model_parallel_size=2",
+                      "parallel.sequence_parallel=true"};
+  mt_config cfg;
+  char err[1024] = "";
+  int rc = mt_config_load_string(&cfg, MINIMAL, SRC, ov, 3, 8, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_int_equal(cfg.parallel.context_parallel_size, 2);
+  assert_string_equal(cfg.parallel.cp_comm_type, "p2p");
+  assert_int_equal(mt_config_data_parallel_size(&cfg, 8), 2);
+  assert_int_equal(cfg.training.global_batch_size, 2 * 2); /* mbs 2 x dp 2 */
+  assert_non_null(strstr(cfg.json, "\"cp_comm_type\":\"p2p\""));
+  mt_config_free(&cfg);
+  const char *ov2[] = {"parallel.context_parallel_size=3", "parallel.tensor_model_parallel_size=2",
+                       "parallel.sequence_parallel=true", "model.seq_length=24"};
+  rc = mt_config_load_string(&cfg, MINIMAL, SRC, ov2, 4, 6, err, sizeof err);
+  if (rc) print_message("%s\n", err);
+  assert_int_equal(rc, 0);
+  mt_config_free(&cfg);
+}
+
 static void test_llama_keys(void **state) {
   (void)state;
   mt_config cfg;
@@ -575,6 +610,7 @@ int main(void) {
       cmocka_unit_test(test_overrides),    cmocka_unit_test(test_errors),
       cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_docs_list_every_key),
       cmocka_unit_test(test_llama_keys),   cmocka_unit_test(test_rotary_dim),
+      cmocka_unit_test(test_context_parallel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

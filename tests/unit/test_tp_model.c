@@ -123,18 +123,18 @@ static int64_t expected_act_bytes(const mt_gpt_config *c, int tp, int sp, int re
   const int64_t hn = c->kv_channels ? c->kv_channels : h / a;
   const int64_t qkv = (a + 2 * ng) * hn, g = c->swiglu ? 2 : 1;
   const int64_t nstat = c->normalization == MT_NORM_RMSNORM ? 1 : 2; /* RMSNorm: no mean */
-  /* one layer's saved set (elements), probabilities separately */
+  /* one layer's saved set (elements), the attention's lse separately */
   int64_t layer = s * b * h * 3 / tsp          /* ln1, x1, ln2 */
                   + 2 * nstat * s * b / tsp    /* norm means and rstds */
                   + s * b * (qkv + a * hn) / tp /* qkv and ctx */
                   + (g + 1) * s * b * f / tp;  /* fc1 (gate and up with SwiGLU) and act */
   if (c->qk_layernorm)                         /* pre-norm qkv, q/k norm statistics */
     layer += s * b * qkv / tp + nstat * s * b * (a + ng) / tp;
-  int64_t probs = b * (a / tp) * s * s;
+  int64_t lse = b * (a / tp) * s;             /* fused attention log-sum-exp (fp32) */
   int64_t total;
-  if (recompute == MT_RECOMPUTE_NONE) total = L * (layer + probs);
-  else if (recompute == MT_RECOMPUTE_SELECTIVE) total = L * layer + probs;
-  else total = n_rc * (layer + probs);
+  if (recompute == MT_RECOMPUTE_NONE) total = L * (layer + lse);
+  else if (recompute == MT_RECOMPUTE_SELECTIVE) total = L * layer + lse;
+  else total = n_rc * (layer + lse);
   total += (L + 1) * s * b * h / tsp;          /* residual stream: layer inputs + output */
   total += s * b * h / tsp + nstat * s * b / tsp; /* final norm output, mean, rstd */
   total += s * b * Vp / tp;                    /* logits */
