@@ -17,9 +17,13 @@
  * dK/dV of the tile are then written (kv == NULL) or added (kv form) to
  * their rows; at the end dQ is written (kv == NULL) or added (kv form) to
  * the query heads of dqkv. Every output element is produced by one thread in
- * a fixed order, so the result does not depend on the thread count.
- * Workspace per thread: O((3 sk + 3 npg sq) hn) floats, nothing of size
- * sq x sk. */
+ * a fixed order, so the result does not depend on the thread count. With
+ * fewer than 8 (batch row, group) units the key tiles are also split into
+ * chunks (fa_bwd_chunks, from the shape only): each (bi, g, chunk) unit
+ * writes its own dK/dV rows and a partial dQ, and the partials are summed
+ * in chunk order afterwards (fa_bwd_reduce).
+ * Workspace per thread: O((3 sk + 3 npg sq) hn) floats (plus the partial
+ * dQ buffers of a chunked call, at most 64 MiB); nothing of size sq x sk. */
 #include <math.h>
 #include <omp.h>
 
@@ -31,9 +35,13 @@ static int64_t fa_ws_bwd(const fa_geom *G) {
   return fa_round16(3 * hn * G->skp + 3 * nq * hn + nq + 4 * FA_BR * FA_BC + 2 * FA_BC * hn);
 }
 
-static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv,
-                        const float *dctx, const float *ctx, const float *lse, const float *qkv,
-                        const float *ksrc, int has_kv, float *ws) {
+/* Key tiles [kt0, kt1) of (bi, g). dQ goes to dqpart [npg, sq, hn]
+ * (overwritten; summed over the key chunks by fa_bwd_reduce) or, when
+ * dqpart is NULL, to dqkv (written or added). */
+static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float *dqpart,
+                        float *dqkv, float *dkv, const float *dctx, const float *ctx,
+                        const float *lse, const float *qkv, const float *ksrc, int has_kv,
+                        float *ws) {
   const int hn = G->hn, npg = G->npg, sq = G->sq, sk = G->sk, drop = G->p > 0.0f;
   const int64_t skp = G->skp, nq = (int64_t)npg * sq, tile = FA_BR * FA_BC;
   float *Kt = ws, *Vt = Kt + hn * skp, *Kp = Vt + hn * skp;
@@ -66,9 +74,11 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
       D[(int64_t)jn * sq + i] = s;
     }
   }
+  if (dqpart) dQp = dqpart;
   memset(dQp, 0, (size_t)(nq * hn) * sizeof(float));
   int qpos[FA_BR], kpos[FA_BC];
-  for (int j0 = 0; j0 < sk; j0 += FA_BC) {
+  const int jend = kt1 * FA_BC < sk ? kt1 * FA_BC : sk;
+  for (int j0 = kt0 * FA_BC; j0 < jend; j0 += FA_BC) {
     int bc = sk - j0 < FA_BC ? sk - j0 : FA_BC, kmin, kmax, any = 0;
     fa_tile_pos(G->kp, G->ks, j0, bc, kpos, &kmin, &kmax);
     memset(dK, 0, (size_t)bc * hn * sizeof(float));
@@ -146,7 +156,7 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
       }
     }
   }
-  for (int jn = 0; jn < npg; jn++) { /* dQ: write (kv NULL) or add (kv form) */
+  for (int jn = 0; jn < npg && !dqpart; jn++) { /* dQ: write (kv NULL) or add (kv form) */
     float *dq = dqkv + fa_q_off(G, bi, g * npg + jn);
     const float *src = dQp + (int64_t)jn * sq * hn;
     for (int i = 0; i < sq; i++) {
@@ -162,6 +172,50 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, float *dqkv, float *dkv
   }
 }
 
+/* Key chunks per (bi, g) unit, from the shape only (so the summation order
+ * of dQ, and the result, do not depend on the thread count): 1 when there
+ * are at least 8 (bi, g) units; else enough chunks for 8 units, at most one
+ * per key tile and at most 64 MiB of partial dQ buffers. */
+static int fa_bwd_chunks(const fa_geom *G) {
+  const int64_t units = (int64_t)G->b * G->ng, nkt = (G->sk + FA_BC - 1) / FA_BC;
+  if (units >= 8) return 1;
+  int64_t c = (8 + units - 1) / units;
+  const int64_t per = units * G->npg * (int64_t)G->sq * G->hn * (int64_t)sizeof(float);
+  const int64_t cap = per > 0 ? ((int64_t)64 << 20) / per : c;
+  c = c < nkt ? c : nkt;
+  c = c < cap ? c : cap;
+  return c < 1 ? 1 : (int)c;
+}
+
+/* dQ of every query head = sum over the chunks c = 0, 1, ... of the partial
+ * buffers part [b, ng, nch, npg, sq, hn], written (kv NULL) or added (kv
+ * form) to dqkv (the sum is formed in chunk 0's buffer). */
+static void fa_bwd_reduce(mt_backend *be, const fa_geom *G, float *dqkv, float *part, int nch,
+                          int has_kv) {
+  const int hn = G->hn, sq = G->sq, npg = G->npg;
+  const int64_t rows = (int64_t)G->b * G->np * sq, nq = (int64_t)npg * sq;
+  const int par = rows * hn >= cpu_par_min(be);
+#pragma omp parallel for schedule(static) if (par)
+  for (int64_t r = 0; r < rows; r++) { /* r = ((bi * ng + g) * npg + jn) * sq + i */
+    const int64_t unit = r / nq, rest = r % nq;
+    const int bi = (int)(unit / G->ng), g = (int)(unit % G->ng);
+    const int jn = (int)(rest / sq), i = (int)(rest % sq);
+    float *a = dqkv + fa_q_off(G, bi, g * npg + jn) + (int64_t)i * G->ldq;
+    float *x = part + (unit * nch * nq + rest) * hn; /* chunk 0 holds the sum */
+    for (int c = 1; c < nch; c++) {
+      const float *y = x + (int64_t)c * nq * hn;
+#pragma omp simd
+      for (int e = 0; e < hn; e++) x[e] += y[e];
+    }
+    if (has_kv) {
+#pragma omp simd
+      for (int e = 0; e < hn; e++) a[e] += x[e];
+    } else {
+      memcpy(a, x, (size_t)hn * sizeof(float));
+    }
+  }
+}
+
 void cpu_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
                         const void *dctx, const void *ctx, const float *lse, const void *qkv_,
                         const void *kv) {
@@ -169,15 +223,23 @@ void cpu_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void 
   const fa_geom G = fa_geometry(be, d, has_kv);
   const float *qkv = (const float *)qkv_;
   const float *ksrc = has_kv ? (const float *)kv : qkv;
-  const int units = G.b * G.ng;
+  const int groups = G.b * G.ng, nch = fa_bwd_chunks(&G);
+  const int nkt = (G.sk + FA_BC - 1) / FA_BC;
   const int nthr = omp_get_max_threads();
-  const int64_t per_thr = fa_ws_bwd(&G);
-  float *ws = cpu_workspace(be, (size_t)(per_thr * nthr) * sizeof(float));
+  const int64_t per_thr = fa_ws_bwd(&G), nq = (int64_t)G.npg * G.sq;
+  const int64_t npart = nch > 1 ? fa_round16((int64_t)groups * nch * nq * G.hn) : 0;
+  float *ws = cpu_workspace(be, (size_t)(per_thr * nthr + npart) * sizeof(float));
+  float *part = ws + per_thr * nthr;
   int prev = fa_blas_single(&G);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
-  for (int u = 0; u < units; u++)
-    fa_bwd_unit(&G, u / G.ng, u % G.ng, (float *)dqkv, (float *)dkv, (const float *)dctx,
-                (const float *)ctx, lse, qkv, ksrc, has_kv,
+  for (int u = 0; u < groups * nch; u++) {
+    const int c = u / groups, grp = u % groups; /* first key chunks (heaviest) first */
+    const int kt0 = (int)((int64_t)nkt * c / nch), kt1 = (int)((int64_t)nkt * (c + 1) / nch);
+    fa_bwd_unit(&G, grp / G.ng, grp % G.ng, kt0, kt1,
+                nch > 1 ? part + ((int64_t)grp * nch + c) * nq * G.hn : NULL, (float *)dqkv,
+                (float *)dkv, (const float *)dctx, (const float *)ctx, lse, qkv, ksrc, has_kv,
                 ws + (int64_t)omp_get_thread_num() * per_thr);
+  }
   fa_blas_restore(prev);
+  if (nch > 1) fa_bwd_reduce(be, &G, (float *)dqkv, part, nch, has_kv);
 }

@@ -248,6 +248,7 @@ static const op_case ot_cases[] = {
     {"flash_vs_unfused", "dqkv", {11, 2, 4, 5}, {1}, {0.2f}, F32, TM(1e-6), TM(1e-5), 0},
     {"flash_vs_unfused", "ctx", {150, 2, 2, 16}, {0}, {0.1f}, F32, TM(1e-6), TM(1e-5), 0},
     {"flash_vs_unfused", "dqkv", {150, 2, 2, 16}, {0}, {0.1f}, F32, TM(1e-6), TM(1e-5), DET},
+    {"flash_vs_unfused", "dqkv", {300, 1, 2, 8}, {1}, {0.1f}, F32, TM(1e-6), TM(1e-5), DET},
     {"flash_attn_fwd", "ctx", {16, 2, 4, 8}, {2}, {0.1f}, BF16, TX, TM(B5), 0},
     {"flash_attn_fwd", "lse", {16, 2, 4, 8}, {2}, {0.1f}, BF16, TX, TM(B5), 0},
     {"flash_attn_bwd", "dqkv", {16, 2, 2, 8}, {0}, {0.1f}, BF16, TX, TM(B5), 0},
