@@ -51,7 +51,9 @@ __device__ __forceinline__ uint32_t ld32(const uint16_t *p) {
 /* c += a b (m16n8k16, bf16 in, fp32 accumulate). */
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
                                          uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(FA_EMU)
+  fa_emu_mma16816(c, a, b0, b1);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
@@ -523,8 +525,9 @@ template <int HD>
 void fwd_hd(cudaStream_t st, const fa_args &a, int vec, const void *q, const void *kvs, void *ctx,
             float *lse) {
   const dim3 grid((unsigned)(a.b * a.np), (unsigned)((a.sq + 63) / 64));
-  k_fa_fwd<HD><<<grid, FA_THREADS, 0, st>>>(a, vec, (const bf16 *)q, (const bf16 *)kvs,
-                                            (bf16 *)ctx, lse);
+  const auto kern = k_fa_fwd<HD>;
+  FA_LAUNCH(kern, grid, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
+            (bf16 *)ctx, lse);
   MT_CUDA_LAUNCHED();
 }
 
@@ -534,14 +537,15 @@ void bwd_hd(cudaStream_t st, const fa_args &a, int vec, const void *q, const voi
             void *dv, int dkv_acc) {
   constexpr int BN = HD >= 128 ? 32 : 64, BQ = HD >= 128 ? 16 : 64;
   const dim3 gq((unsigned)(a.b * a.np), (unsigned)((a.sq + 63) / 64));
-  k_fa_dq<HD, BN><<<gq, FA_THREADS, 0, st>>>(a, vec, (const bf16 *)q, (const bf16 *)kvs,
-                                             (const bf16 *)dctx, lse, D, (bf16 *)dq, dq_acc);
+  const auto kq = k_fa_dq<HD, BN>;
+  FA_LAUNCH(kq, gq, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
+            (const bf16 *)dctx, lse, D, (bf16 *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
   if (a.sk <= 0) return;
   const dim3 gk((unsigned)(a.b * a.ng), (unsigned)((a.sk + 63) / 64));
-  k_fa_dkv<HD, BQ><<<gk, FA_THREADS, 0, st>>>(a, vec, (const bf16 *)q, (const bf16 *)kvs,
-                                              (const bf16 *)dctx, lse, D, (bf16 *)dk,
-                                              (bf16 *)dv, dkv_acc);
+  const auto kk = k_fa_dkv<HD, BQ>;
+  FA_LAUNCH(kk, gk, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
+            (const bf16 *)dctx, lse, D, (bf16 *)dk, (bf16 *)dv, dkv_acc);
   MT_CUDA_LAUNCHED();
 }
 

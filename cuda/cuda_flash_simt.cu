@@ -53,7 +53,7 @@ template <typename T, int HC>
 __global__ void __launch_bounds__(FS_THREADS)
     k_fs_fwd(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs, T *__restrict__ ctx,
              float *__restrict__ lse) {
-  extern __shared__ float fsm[];
+  FA_DYN_SMEM(float, fsm);
   const int hn = a.hn, hs = hn | 1;
   float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hs;
   const int pair = blockIdx.x, bi = pair / a.np, n = pair - bi * a.np, g = n / a.npg;
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     k_fs_dq(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs,
             const T *__restrict__ dctx, const float *__restrict__ lse, const float *__restrict__ D,
             T *__restrict__ dq, int acc) {
-  extern __shared__ float fsm[];
+  FA_DYN_SMEM(float, fsm);
   const int hn = a.hn, hs = hn | 1;
   float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hs, *sO = sQ + FS_BM * hs;
   const int pair = blockIdx.x, bi = pair / a.np, n = pair - bi * a.np, g = n / a.npg;
@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     k_fs_dkv(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs,
              const T *__restrict__ dctx, const float *__restrict__ lse,
              const float *__restrict__ D, T *__restrict__ dk, T *__restrict__ dv, int acc) {
-  extern __shared__ float fsm[];
+  FA_DYN_SMEM(float, fsm);
   const int hn = a.hn, hs = hn | 1;
   float *sK = fsm, *sV = sK + FS_BK * hs, *sQ = sV + FS_BK * hs, *sO = sQ + FS_BQ * hs;
   float *sL = sO + FS_BQ * hs, *sD = sL + FS_BQ;
@@ -297,9 +297,10 @@ template <typename T, int HC>
 void fwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, void *ctx,
            float *lse) {
   const size_t hs = (size_t)(a.hn | 1), bytes = (2 * FS_BN + FS_BM) * hs * sizeof(float);
-  fs_smem((const void *)k_fs_fwd<T, HC>, bytes);
+  const auto kern = k_fs_fwd<T, HC>;
+  fs_smem((const void *)kern, bytes);
   const dim3 grid((unsigned)(a.b * a.np), (unsigned)((a.sq + FS_BM - 1) / FS_BM));
-  k_fs_fwd<T, HC><<<grid, FS_THREADS, bytes, st>>>(a, (const T *)q, (const T *)kvs, (T *)ctx, lse);
+  FA_LAUNCH(kern, grid, FS_THREADS, bytes, st, a, (const T *)q, (const T *)kvs, (T *)ctx, lse);
   MT_CUDA_LAUNCHED();
 }
 
@@ -309,17 +310,19 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
            int dkv_acc) {
   const size_t hs = (size_t)(a.hn | 1);
   const size_t bq = (2 * FS_BN + 2 * FS_BM) * hs * sizeof(float);
-  fs_smem((const void *)k_fs_dq<T, HC>, bq);
+  const auto kq = k_fs_dq<T, HC>;
+  fs_smem((const void *)kq, bq);
   const dim3 gq((unsigned)(a.b * a.np), (unsigned)((a.sq + FS_BM - 1) / FS_BM));
-  k_fs_dq<T, HC><<<gq, FS_THREADS, bq, st>>>(a, (const T *)q, (const T *)kvs, (const T *)dctx,
-                                             lse, D, (T *)dq, dq_acc);
+  FA_LAUNCH(kq, gq, FS_THREADS, bq, st, a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D,
+            (T *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
   if (a.sk <= 0) return;
   const size_t bk = ((2 * FS_BK + 2 * FS_BQ) * hs + 2 * FS_BQ) * sizeof(float);
-  fs_smem((const void *)k_fs_dkv<T, HC>, bk);
+  const auto kk = k_fs_dkv<T, HC>;
+  fs_smem((const void *)kk, bk);
   const dim3 gk((unsigned)(a.b * a.ng), (unsigned)((a.sk + FS_BK - 1) / FS_BK));
-  k_fs_dkv<T, HC><<<gk, FS_THREADS, bk, st>>>(a, (const T *)q, (const T *)kvs, (const T *)dctx,
-                                              lse, D, (T *)dk, (T *)dv, dkv_acc);
+  FA_LAUNCH(kk, gk, FS_THREADS, bk, st, a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D,
+            (T *)dk, (T *)dv, dkv_acc);
   MT_CUDA_LAUNCHED();
 }
 
