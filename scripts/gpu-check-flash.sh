@@ -46,11 +46,10 @@ step parity_fp32 120 build/tests/tools/cuda_parity fp32
 step parity_bf16 120 build/tests/tools/cuda_parity bf16
 step parity_bf16_ffma 120 env MEGATRAIN_CUDA_FLASH_SIMT=1 build/tests/tools/cuda_parity bf16
 step bench_flash 300 build/bench/bench_flash_gpu bf16 "${REPS:-10}"
-if command -v compute-sanitizer >/dev/null 2>&1; then
-  step memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 3 \
-    build/tests/tools/cuda_parity bf16
-  step racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 3 \
-    build/tests/tools/cuda_parity bf16
+san=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ -x "$san" ]; then
+  step memcheck 240 "$san" --tool memcheck --error-exitcode 3 build/tests/tools/cuda_parity bf16
+  step racecheck 240 "$san" --tool racecheck --error-exitcode 3 build/tests/tools/cuda_parity bf16
 else
   summary+=("SKIP  memcheck/racecheck: compute-sanitizer not found")
 fi
