@@ -70,6 +70,10 @@ static fa_args fa_args_of(const mt_attn_desc *d, int has_kv) {
 static int fa_use_mma(mt_backend *be, const fa_args &a) {
   if (a.hn > FA_SIMT_MAX_HN)
     mt_fatal("flash attention: head dim %d above the CUDA kernels' limit %d", a.hn, FA_SIMT_MAX_HN);
+  /* grid.y counts row tiles (16 rows at the least): at most 65535 of them */
+  if ((int64_t)a.sq > 65535LL * 16 || (int64_t)a.sk > 65535LL * 16)
+    mt_fatal("flash attention: %d query / %d key rows in one call exceed the CUDA grid limit "
+             "(%lld rows)", a.sq, a.sk, 65535LL * 16);
   return be->dtype == MT_BF16 && a.hn <= FA_MMA_MAX_HN && !cuda_impl_of(be)->flash_simt;
 }
 
