@@ -19,6 +19,8 @@
  * workspace); dQ = dS K; dK = sum_j dS_j^T Q_j. The sums over the group's
  * query heads accumulate in the GEMM (beta = 1 after the first slot), in the
  * storage dtype (bf16 rounds once per query head of the group).
+ * The fused (flash) attention of the op table, which stores nothing of size
+ * s x s, is cuda_flash_attn.cu.
  */
 #include "cuda_internal.h"
 

@@ -324,6 +324,9 @@ static const mt_backend_ops cuda_ops = {
     .gelu_bwd = cuda_gelu_bwd,
     .attn_fwd = cuda_attn_fwd,
     .attn_bwd = cuda_attn_bwd,
+    .flash_attn_fwd = cuda_flash_attn_fwd,
+    .attn_merge = cuda_attn_merge,
+    .flash_attn_bwd = cuda_flash_attn_bwd,
     .dropout_add_fwd = cuda_dropout_add_fwd,
     .dropout_bwd = cuda_dropout_bwd,
     .embedding_fwd = cuda_embedding_fwd,
@@ -407,6 +410,8 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
     return create_fail(be, e, "cudaMallocHost", err, errlen);
   const char *tf = getenv("MEGATRAIN_CUDA_TF32");
   im->tf32 = tf && !strcmp(tf, "1");
+  const char *fs = getenv("MEGATRAIN_CUDA_FLASH_SIMT");
+  im->flash_simt = fs && !strcmp(fs, "1");
   if (cuda_blas_create(im, err, errlen) != 0) {
     cuda_destroy(be);
     return NULL;

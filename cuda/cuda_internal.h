@@ -11,6 +11,9 @@
  *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
  *                    cross-entropy pieces;
  *   cuda_attn.cu     causal softmax forward/backward with dropout;
+ *   cuda_flash_attn.cu  fused (flash) attention ops, with the kernels of
+ *                    cuda_flash_mma.cu (bf16 tensor cores) and
+ *                    cuda_flash_simt.cu (fp32 FFMA); cuda_flash.cuh;
  *   cuda_llama.cu    RMSNorm, SwiGLU, rotary embedding, qk_layernorm (the
  *                    op-table entries themselves);
  *   cuda_device.c    GPU selection (shared with the NCCL engine);
@@ -60,6 +63,8 @@ typedef struct {
   cudaStream_t stream;      /* the backend's stream (blocking)             */
   void *cublas;             /* cublasHandle_t                              */
   int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
+  int flash_simt;           /* env MEGATRAIN_CUDA_FLASH_SIMT=1: bf16 fused
+                               attention on the FFMA kernels (diagnosis)   */
   cuda_alloc_rec *recs;     /* open-addressing map of live allocations     */
   size_t rec_cap, rec_used; /* capacity (power of 2), slots used incl tombs */
   void *ws;                 /* op workspace (MT_MEM_WORKSPACE), grows only */
@@ -86,6 +91,15 @@ void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs
                    const void *qkv);
 void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                    const void *qkv, const void *probs);
+/* Fused attention (cuda_flash_attn.cu), the op-table entries; semantics in
+ * core/backend.h (flash_attn_fwd, attn_merge, flash_attn_bwd). */
+void cuda_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                         const void *qkv, const void *kv);
+void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                     const void *ctx_b, const float *lse_b);
+void cuda_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
+                         const void *dctx, const void *ctx, const float *lse, const void *qkv,
+                         const void *kv);
 /* Llama-style block ops (cuda_llama.cu), the op-table entries. */
 void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
                       int64_t rows, int64_t h, float eps);

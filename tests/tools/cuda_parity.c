@@ -12,6 +12,8 @@
  *         contraction, expf vs cpu_expf), except LayerNorm's saved mean,
  *         1e-4 relative to max|mean| (a mean near 0 carries the summation
  *         error of values ~100x larger);
+ *   fused attention (cuda_parity_flash.h): as attention, against the CPU
+ *         backend's fused op;
  *   bf16: one rounding of the output to bf16 costs <= 2^-9 relative, so
  *         L1 = 2^-8 for ops that round once (elementwise, GEMM, LayerNorm
  *         forward, embeddings, cross-entropy backward), L2 = 2^-6 for
@@ -30,6 +32,7 @@
 #include <string.h>
 
 #include "backends/registry.h"
+#include "core/rng.h"
 #include "core/util.h"
 
 typedef struct {
@@ -423,6 +426,8 @@ static void t_moe(P *p) {
   fri(p, &ix), fri(p, &sl);
 }
 
+#include "cuda_parity_flash.h"
+
 static void t_allocator(P *p) {
   mt_backend *g = p->g;
   size_t before = g->mem.live[MT_MEM_COMM];
@@ -464,6 +469,7 @@ static int run_mode(mt_dtype T) {
   t_norm_act(&p);
   t_attention(&p, 0.0f);
   t_attention(&p, 0.1f);
+  t_flash_all(&p);
   t_dropout(&p);
   t_embed_xent(&p);
   t_elementwise(&p);
