@@ -44,6 +44,11 @@ typedef struct {
   size_t peak[MT_MEM_NCAT]; /* high-water mark per category            */
   size_t live_total, peak_total;
   int64_t n_allocs, n_frees;
+  size_t op_scratch;        /* bytes of the backend's own op scratch (one
+                               buffer that only grows, counted under
+                               MT_MEM_WORKSPACE): the memory tests subtract it
+                               from the workspace peak, the rest being the
+                               model's buffers */
 } mt_mem_stats;
 
 typedef struct mt_backend mt_backend;

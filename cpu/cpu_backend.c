@@ -68,6 +68,7 @@ void *cpu_workspace(mt_backend *be, size_t bytes) {
     cpu_free(be, im->ws);
     im->ws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
     im->ws_bytes = bytes;
+    be->mem.op_scratch = bytes;
   }
   return im->ws;
 }

@@ -108,6 +108,7 @@ void *cuda_workspace(mt_backend *be, size_t bytes) {
     cuda_free(be, im->ws);
     im->ws = cuda_alloc(be, bytes, MT_MEM_WORKSPACE);
     im->ws_bytes = bytes;
+    be->mem.op_scratch = bytes;
   }
   return im->ws;
 }
