@@ -226,7 +226,9 @@ typedef struct {
   long n_fwd, n_bwd;
 } mt_unfused_attn;
 
-static inline mt_unfused_attn *unfused_of(mt_backend *be) { return (mt_unfused_attn *)(void *)be->ops; }
+static inline mt_unfused_attn *unfused_of(mt_backend *be) {
+  return (mt_unfused_attn *)(void *)be->ops;
+}
 
 static inline void unfused_check_plain(const mt_attn_desc *d, const void *kv) {
   if (kv || (d->sq && d->sq != d->s) || (d->sk && d->sk != d->s) ||

@@ -64,7 +64,8 @@ static void check(mt_backend *be, int s, int b, int np, int ng, int hn, float p)
   print_message("s=%3d b=%d np=%2d ng=%2d hn=%2d p=%.2f: loss rel %.2e, ctx %.2e, lse %.2e, "
                 "dqkv %.2e\n", s, b, np, ng, hn, (double)p, el / fmax(fabs(loss0), 1e-30), ec,
                 e_lse, eg);
-  if (!(el <= 1e-6 * (fabs(loss0) + mag))) fail_msg("loss: fused %.12g vs unfused %.12g", loss1, loss0);
+  if (!(el <= 1e-6 * (fabs(loss0) + mag)))
+    fail_msg("loss: fused %.12g vs unfused %.12g", loss1, loss0);
   if (!(ec <= 1e-6)) fail_msg("ctx: relative difference %.3g", ec);
   if (!(e_lse <= 1e-6)) fail_msg("lse: relative difference %.3g", e_lse);
   if (!(eg <= 1e-6)) fail_msg("dqkv: relative difference %.3g", eg);
