@@ -1,5 +1,6 @@
 /* bench/bench_flash_gpu.c — fused (flash_attn_fwd/bwd, FlashAttention-2)
- * vs unfused (attn_fwd/bwd: cuBLAS products around the softmax kernels,
+ * vs unfused (cuda_attn_fwd/bwd, out of the op table since issue 15 and
+ * called directly: cuBLAS products around the softmax kernels,
  * [b, np, s, s] probabilities kept) causal attention on the CUDA backend,
  * one GPU, at GPT-2 124M shapes (12 heads of 64) and a Llama-style GQA shape
  * (32 query heads in 8 groups, head dim 128).
@@ -24,6 +25,9 @@
 #include "backends/registry.h"
 #include "core/rng.h"
 #include "core/util.h"
+#if MT_HAVE_CUDA
+#include "cuda/cuda_internal.h"
+#endif
 
 typedef struct {
   const char *name;
@@ -41,12 +45,16 @@ typedef struct {
 
 static void fwd(run *r) {
   if (r->fused) r->be->ops->flash_attn_fwd(r->be, &r->d, r->ctx, r->lse, r->qkv, NULL);
-  else r->be->ops->attn_fwd(r->be, &r->d, r->ctx, r->probs, r->qkv);
+#if MT_HAVE_CUDA
+  else cuda_attn_fwd(r->be, &r->d, r->ctx, r->probs, r->qkv);
+#endif
 }
 static void bwd(run *r) {
   if (r->fused)
     r->be->ops->flash_attn_bwd(r->be, &r->d, r->dqkv, NULL, r->dctx, r->ctx, r->lse, r->qkv, NULL);
-  else r->be->ops->attn_bwd(r->be, &r->d, r->dqkv, r->dctx, r->qkv, r->probs);
+#if MT_HAVE_CUDA
+  else cuda_attn_bwd(r->be, &r->d, r->dqkv, r->dctx, r->qkv, r->probs);
+#endif
 }
 
 static double best_ms(run *r, int with_bwd, int reps) {

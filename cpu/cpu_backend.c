@@ -68,6 +68,7 @@ void *cpu_workspace(mt_backend *be, size_t bytes) {
     cpu_free(be, im->ws);
     im->ws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
     im->ws_bytes = bytes;
+    be->mem.op_scratch = bytes;
   }
   return im->ws;
 }
@@ -151,8 +152,6 @@ static const mt_backend_ops cpu_ops = {
     .qknorm_bwd = cpu_qknorm_bwd,
     .gelu_fwd = cpu_gelu_fwd,
     .gelu_bwd = cpu_gelu_bwd,
-    .attn_fwd = cpu_attn_fwd,
-    .attn_bwd = cpu_attn_bwd,
     .flash_attn_fwd = cpu_flash_attn_fwd,
     .attn_merge = cpu_attn_merge,
     .flash_attn_bwd = cpu_flash_attn_bwd,

@@ -26,8 +26,8 @@
  * parallelism): key j is visible to query i iff kpos(j) <= qpos(i); tile
  * pairs with no visible key are skipped, those with every key visible skip
  * the mask. Dropout: cpu_flash.h fa_dropout_row (the counters of
- * mt_attn_desc with s_full: bitwise the masks of cpu_attention.c when the
- * block fields are zero).
+ * mt_attn_desc with s_full: bitwise the masks of the unfused op, now the
+ * reference tests/tools/attn_unfused.h, when the block fields are zero).
  */
 #include <math.h>
 #include <omp.h>

@@ -109,10 +109,6 @@ void cpu_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *din, float *d
 void cpu_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t n);
 void cpu_gelu_bwd(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
 
-void cpu_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
-                  const void *qkv);
-void cpu_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
-                  const void *qkv, const void *probs);
 void cpu_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
                         const void *qkv, const void *kv);
 void cpu_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,

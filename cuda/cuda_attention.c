@@ -1,5 +1,8 @@
-/* cuda/cuda_attention.c — causal self-attention core on the GPU (Vaswani
- * et al. 2017; Megatron "core attention"), forward and backward.
+/* cuda/cuda_attention.c — the UNFUSED causal self-attention core on the GPU
+ * (Vaswani et al. 2017; Megatron "core attention"), forward and backward.
+ * Not in the op table since issue 15 (the model runs the fused op,
+ * cuda_flash_attn.cu): the GPU reference of the fused op, called directly by
+ * tests/tools/cuda_parity.c and bench/bench_flash_gpu.c.
  *
  * Layouts (core/backend.h, mt_attn_desc): qkv [s, b, ng, np/ng + 2, hn]
  * (grouped-query attention, Ainslie et al. 2023: query head n = g*npg + j,
@@ -78,6 +81,7 @@ static attn_geom attn_geom_of(const mt_attn_desc *d) {
   return g;
 }
 
+/* Unfused forward (reference; cuda_internal.h). */
 void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
                    const void *qkv) {
   const attn_geom g = attn_geom_of(d);
@@ -101,6 +105,7 @@ void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs
               cx + (size_t)j * hn * es, g.ldc, g.sc, be->dtype, g.heads);
 }
 
+/* Unfused backward (reference; cuda_internal.h). */
 void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                    const void *qkv, const void *probs) {
   const attn_geom g = attn_geom_of(d);

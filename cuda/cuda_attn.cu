@@ -5,7 +5,8 @@
  *
  * Dropout of element (bi, n, q, k) draws mt_rng_uniform(key, counter) with
  *   counter = ((sample_ids[bi] * n_heads_total + head_offset + n) * s + q) * s + k
- * exactly as cpu/cpu_attention.c, so masks are bitwise equal. */
+ * exactly as the CPU attention (the fused cpu/cpu_flash_attn.c and the unfused
+ * reference tests/tools/attn_unfused.h), so masks are bitwise equal. */
 #include "cuda_dev.cuh"
 
 #define ROWS_PER_BLOCK 4

@@ -108,6 +108,7 @@ void *cuda_workspace(mt_backend *be, size_t bytes) {
     cuda_free(be, im->ws);
     im->ws = cuda_alloc(be, bytes, MT_MEM_WORKSPACE);
     im->ws_bytes = bytes;
+    be->mem.op_scratch = bytes;
   }
   return im->ws;
 }
@@ -322,8 +323,6 @@ static const mt_backend_ops cuda_ops = {
     .qknorm_bwd = cuda_qknorm_bwd,
     .gelu_fwd = cuda_gelu_fwd,
     .gelu_bwd = cuda_gelu_bwd,
-    .attn_fwd = cuda_attn_fwd,
-    .attn_bwd = cuda_attn_bwd,
     .flash_attn_fwd = cuda_flash_attn_fwd,
     .attn_merge = cuda_attn_merge,
     .flash_attn_bwd = cuda_flash_attn_bwd,

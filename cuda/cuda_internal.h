@@ -4,8 +4,9 @@
  *   cuda_backend.c   creation, destruction, the counting
  *                    allocator, memory ops, reductions' host side, op table;
  *   cuda_gemm.c      GEMMs through cuBLAS (cublasGemmStridedBatchedEx);
- *   cuda_attention.c attention: strided-batched cuBLAS products around the
- *                    fused causal softmax kernels of cuda_attn.cu;
+ *   cuda_attention.c the UNFUSED attention (not in the op table: the GPU
+ *                    reference of the fused op), cuBLAS products around the
+ *                    causal softmax kernels of cuda_attn.cu;
  *   cuda_elem.cu     elementwise kernels, init/fill/cast, dropout, AdamW,
  *                    MoE permutations, deterministic reductions;
  *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
@@ -87,6 +88,12 @@ const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b);
 
 /* ---- ops implemented in C files ---- */
 void cuda_gemm(mt_backend *be, const mt_gemm_desc *d);
+/* The UNFUSED attention (cuda_attention.c: [b, np, s, s] probabilities):
+ * not in the op table since issue 15; kept as the GPU reference of the fused
+ * op for tests/tools/cuda_parity.c and bench/bench_flash_gpu.c, which call
+ * it directly (nvcc objects are built only into the library). Semantics of
+ * the former op-table entries: ctx and the pre-dropout softmax probs from
+ * qkv; dqkv (overwrite) from dctx and those probs. */
 void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
                    const void *qkv);
 void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,

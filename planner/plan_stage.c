@@ -412,7 +412,12 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   if (d->t > 1) ws += 2 * rows * h * e;
   if (d->E > 0) {
     double k = d->topk, smax = rows_l * k, rmax = smax * d->ep, F = d->fm / d->etp, E = d->E;
-    ws += fmax(rows_l * E, 1) * 4 + (rows_l < rows ? fmax(rows * E, 1) * 4 : 0) +
+    /* router logits: local, gathered over the whole micro-batch (SP: TP,
+     * then CP; model/moe_layer.c logits_full) and the TP-gathered stage with
+     * both */
+    const int gtp = rows_l < rows, gcp = d->c > 1;
+    ws += fmax(rows_l * E, 1) * 4 + (gtp || gcp ? fmax(rows * d->c * E, 1) * 4 : 0) +
+          (gtp && gcp ? fmax(rows * E, 1) * 4 : 0) +
           (3 * fmax(smax * h, 1) + 3 * fmax(rmax * h, 1) + fmax(rmax * d->g * F, 1) +
            (d->swiglu ? fmax(rmax * F, 1) : 0)) * e +
           fmax(rows_l * k, 1) * 4 + fmax(rows_l * E, 1) * 4 + (e < 4 ? fmax(rows_l * E, 1) * e : 0);

@@ -257,7 +257,8 @@ static void report_peaks(const mt_trainer *t) {
     n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%zu", k ? "," : "",
                   mt_mem_cat_name((mt_mem_cat)k), ms->peak[k]);
   if (n < (int)sizeof line)
-    snprintf(line + n, sizeof line - (size_t)n, "},\"peak_total\":%zu}", ms->peak_total);
+    snprintf(line + n, sizeof line - (size_t)n, "},\"peak_total\":%zu,\"op_scratch\":%zu}",
+             ms->peak_total, ms->op_scratch);
   fprintf(stderr, "%s\n", line);
   fflush(stderr);
 }

@@ -7,6 +7,8 @@
  * host inputs are first rounded to bf16, so both sides see identical values
  * and only the GPU's bf16 storage of outputs/intermediates differs.
  * Error metric per output: max_i |gpu_i - cpu_i| / max_i |cpu_i|.
+ * (The unfused attention left the op table with issue 15; its CPU-vs-GPU
+ * group went with it: the fused group below compares the op the model runs.)
  * Tolerances (docs/cuda.md):
  *   fp32: 1e-5 for every op (cuBLAS vs OpenBLAS summation order, FMA
  *         contraction, expf vs cpu_expf), except LayerNorm's saved mean,
@@ -34,6 +36,9 @@
 #include "backends/registry.h"
 #include "core/rng.h"
 #include "core/util.h"
+#if MT_HAVE_CUDA
+#include "cuda/cuda_internal.h" /* cuda_attn_fwd: the unfused GPU reference (not in the op table) */
+#endif
 
 typedef struct {
   mt_backend *c, *g;
@@ -235,33 +240,6 @@ static void t_norm_act(P *p) {
   p->g->ops->gelu_bwd(p->g, gd.g, gx.g, gd.g, n);
   cmp(p, "gelu_bwd (din aliases dout)", &gd, p->l1, 0);
   fr(p, &gx), fr(p, &gy), fr(p, &gd);
-}
-
-static void t_attention(P *p, float drop) {
-  const mt_dtype T = p->T;
-  const int s = 16, b = 2, np = 2, hn = 8;
-  const double tol = p->T == MT_BF16 ? 2 * p->l2 : p->l2;
-  int64_t ids[2] = {5, 9};
-  mt_attn_desc d = {.s = s, .b = b, .np = np, .hn = hn, .head_offset = 1, .n_heads_total = 4,
-                    .scale = 1.0f / sqrtf((float)hn), .dropout_p = drop,
-                    .key = mt_rng_key(1234, "attention_dropout", 3, 0), .sample_ids = ids};
-  tp qkv = mk(p, (int64_t)s * b * np * 3 * hn, T, 1.5f);
-  tp ctx = mk(p, (int64_t)s * b * np * hn, T, 1.0f), probs = mk(p, (int64_t)b * np * s * s, T, 1.0f);
-  p->c->ops->attn_fwd(p->c, &d, ctx.c, probs.c, qkv.c);
-  p->g->ops->attn_fwd(p->g, &d, ctx.g, probs.g, qkv.g);
-  char nm[96];
-  snprintf(nm, sizeof nm, "attn_fwd probs (p=%.1f)", drop);
-  cmp(p, nm, &probs, tol, 0);
-  snprintf(nm, sizeof nm, "attn_fwd ctx (p=%.1f)", drop);
-  cmp(p, nm, &ctx, tol, 0);
-  /* backward from the CPU's probs on both sides */
-  gpu_put(p, probs.g, (const float *)probs.c, probs.n, T);
-  tp dctx = mk(p, ctx.n, T, 1.0f), dqkv = mk(p, qkv.n, T, 1.0f);
-  p->c->ops->attn_bwd(p->c, &d, dqkv.c, dctx.c, qkv.c, probs.c);
-  p->g->ops->attn_bwd(p->g, &d, dqkv.g, dctx.g, qkv.g, probs.g);
-  snprintf(nm, sizeof nm, "attn_bwd dqkv (p=%.1f)", drop);
-  cmp(p, nm, &dqkv, tol, 0);
-  fr(p, &qkv), fr(p, &ctx), fr(p, &probs), fr(p, &dctx), fr(p, &dqkv);
 }
 
 static void t_dropout(P *p) {
@@ -467,8 +445,6 @@ static int run_mode(mt_dtype T) {
   t_allocator(&p);
   t_gemm(&p);
   t_norm_act(&p);
-  t_attention(&p, 0.0f);
-  t_attention(&p, 0.1f);
   t_flash_all(&p);
   t_dropout(&p);
   t_embed_xent(&p);

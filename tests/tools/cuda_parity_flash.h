@@ -8,7 +8,8 @@
  *   one context-parallel rank (cp 2, chunks {r, 3-r}) with another rank's
  *     K/V block: own block, kv block, attn_merge, then backward with the
  *     final ctx/lse: dQ accumulated into dqkv, dK/dV into dkv;
- *   and, on the GPU alone, fused ctx vs the unfused attn_fwd ctx.
+ *   and, on the GPU alone, fused ctx vs the unfused ctx (cuda_attn_fwd: no
+ *     longer in the op table, the GPU reference, called directly).
  * Backward runs on both sides from the CPU's ctx and lse (isolates it). */
 #ifndef MT_CUDA_PARITY_FLASH_H
 #define MT_CUDA_PARITY_FLASH_H
@@ -59,7 +60,9 @@ static void t_flash(P *p, int s, int b, int np, int ng, int hn, float drop) {
   {
     void *pr = p->g->ops->alloc(p->g, (size_t)(nl * s) * mt_dtype_size(T), MT_MEM_WORKSPACE);
     void *c2 = p->g->ops->alloc(p->g, (size_t)nc * mt_dtype_size(T), MT_MEM_WORKSPACE);
-    p->g->ops->attn_fwd(p->g, &d, c2, pr, qkv.g);
+#if MT_HAVE_CUDA
+    cuda_attn_fwd(p->g, &d, c2, pr, qkv.g);
+#endif
     cmp_gpu2(p, "flash fwd ctx vs unfused (GPU)", c2, ctx.g, nc, tol);
     p->g->ops->free(p->g, pr), p->g->ops->free(p->g, c2);
   }

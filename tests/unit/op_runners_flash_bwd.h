@@ -6,6 +6,8 @@
 #ifndef MT_TESTS_OP_RUNNERS_FLASH_BWD_H
 #define MT_TESTS_OP_RUNNERS_FLASH_BWD_H
 
+#include "tests/tools/attn_unfused.h"
+
 /* Loss sum(ctx o R) of queries qpos over keys kpos (finite differences). */
 typedef struct {
   const of_prob *P;
@@ -220,10 +222,13 @@ static void ot_run_attn_merge(ot_run *r) {
   of_free(&S);
 }
 
-/* flash_vs_unfused (plain problem): "ctx" = flash_attn_fwd against attn_fwd
- * and "dqkv" = flash_attn_bwd (with its own ctx, lse) against attn_bwd (with
- * attn_fwd's probs), same inputs, same dropout key: the want column is the
- * unfused op's result (issue 15: equal within fp32 rounding). */
+/* flash_vs_unfused (plain problem): "ctx" = flash_attn_fwd against the
+ * unfused reference op's forward and "dqkv" = flash_attn_bwd (with its own
+ * ctx, lse) against the reference's backward (with its forward's probs),
+ * same inputs, same dropout key: the want column is the unfused op's result
+ * (issue 15: equal within fp32 rounding). The reference
+ * (tests/tools/attn_unfused.h, the CPU attention before issue 15) runs for
+ * the cpu column only; the cuda column compares with the cpu fused op. */
 static void ot_run_flash_vs_unfused(ot_run *r) {
   OF_NEED(r, flash_attn_fwd);
   OF_NEED(r, flash_attn_bwd);
@@ -236,17 +241,20 @@ static void ot_run_flash_vs_unfused(ot_run *r) {
   ot_t *lse = ot_rnd(r, nl, MT_F32, 0, 1), *pr = ot_rnd(r, npb, r->T, 0, 1);
   ot_t *dqf = ot_rnd(r, nq, r->T, 0, 1), *dqu = ot_rnd(r, nq, r->T, 0, 1);
   const mt_backend_ops *op = r->be->ops;
-  op->attn_fwd(r->be, &P->d, cu->d, pr->d, qkv->d);
-  op->attn_bwd(r->be, &P->d, dqu->d, R->d, qkv->d, pr->d);
   op->flash_attn_fwd(r->be, &P->d, cf->d, lse->d, qkv->d, NULL);
   op->flash_attn_bwd(r->be, &P->d, dqf->d, NULL, R->d, cf->d, lse->d, qkv->d, NULL);
-  float *hc = ot_get(r, cu), *hq = ot_get(r, dqu);
-  double *wc = ot_dbl(nc), *wq = ot_dbl(nq);
-  for (int64_t i = 0; i < nc; i++) wc[i] = hc[i];
-  for (int64_t i = 0; i < nq; i++) wq[i] = hq[i];
+  double *wc = NULL, *wq = NULL;
+  if (r->want_ref) { /* cpu column: r->be is the cpu backend (fp32) */
+    mt_ref_attn_fwd(r->be, &P->d, cu->d, pr->d, NULL, qkv->d);
+    mt_ref_attn_bwd(r->be, &P->d, dqu->d, R->d, qkv->d, pr->d);
+    float *hc = ot_get(r, cu), *hq = ot_get(r, dqu);
+    wc = ot_dbl(nc), wq = ot_dbl(nq);
+    for (int64_t i = 0; i < nc; i++) wc[i] = hc[i];
+    for (int64_t i = 0; i < nq; i++) wq[i] = hq[i];
+    free(hc), free(hq);
+  }
   ot_output(r, "ctx", cf, wc, NULL);
   ot_output(r, "dqkv", dqf, wq, NULL);
-  free(hc), free(hq);
   of_free(&S);
 }
 

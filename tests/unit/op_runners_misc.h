@@ -1,7 +1,7 @@
 /* tests/unit/op_runners_misc.h — op-case runners (op_harness.h) for
- * attention, dropout, elementwise ops and reductions, the MoE row ops,
- * AdamW and initialisation / fill / cast, each with a double-precision
- * reference (finite differences for the attention backward). */
+ * dropout, elementwise ops and reductions, the MoE row ops, AdamW and
+ * initialisation / fill / cast, each with a double-precision reference; the
+ * attention descriptor of the fused-attention runners (op_runners_flash.h). */
 #ifndef MT_TESTS_OP_RUNNERS_MISC_H
 #define MT_TESTS_OP_RUNNERS_MISC_H
 
@@ -9,7 +9,7 @@
 
 static const int64_t ot_sample_ids[4] = {3, 17, 8, 1};
 
-/* attention: ne = {s, b, np, hn}; ip[0] = ng (query groups, 0 = np: the
+/* attention (op_runners_flash.h): ne = {s, b, np, hn}; ip[0] = ng (query groups, 0 = np: the
  * qkv layout [s, b, ng, np/ng + 2, hn]); fp[0] = dropout p; head_offset 2 of
  * np + 5 heads. */
 static mt_attn_desc ot_attn_desc(const op_case *c) {
@@ -19,114 +19,6 @@ static mt_attn_desc ot_attn_desc(const op_case *c) {
                     .scale = 1.0f / sqrtf((float)hn), .dropout_p = c->fp[0],
                     .key = mt_rng_key(42, "attention_dropout", 1, 0), .sample_ids = ot_sample_ids};
   return d;
-}
-
-/* ctx (and probs when non-NULL) of the documented attention, in double. */
-static int ot_attn_ng(const mt_attn_desc *d) { return d->ng > 0 ? d->ng : d->np; }
-
-/* Elements of the qkv tensor [s, b, ng, np/ng + 2, hn]. */
-static int64_t ot_attn_nqkv(const mt_attn_desc *d) {
-  int ng = ot_attn_ng(d);
-  return (int64_t)d->s * d->b * ng * (d->np / ng + 2) * d->hn;
-}
-
-/* Offset in qkv of token si, row bi, group g, slot (0..np/ng-1 the group's
- * query heads, np/ng its key head, np/ng + 1 its value head). */
-static int64_t ot_attn_off(const mt_attn_desc *d, int si, int bi, int g, int slot) {
-  int ng = ot_attn_ng(d), npg = d->np / ng;
-  return ((((int64_t)si * d->b + bi) * ng + g) * (npg + 2) + slot) * d->hn;
-}
-
-static void ot_ref_attn(const mt_attn_desc *d, const double *qkv, double *ctx, double *probs) {
-  int s = d->s, b = d->b, np = d->np, hn = d->hn, npg = np / ot_attn_ng(d);
-  double *sc = ot_dbl(s);
-  for (int bi = 0; bi < b; bi++)
-    for (int n = 0; n < np; n++)
-      for (int q = 0; q < s; q++) {
-        int g = n / npg;
-        const double *Q = qkv + ot_attn_off(d, q, bi, g, n % npg);
-        double mx = -INFINITY, sum = 0;
-        for (int k = 0; k <= q; k++) {
-          const double *K = qkv + ot_attn_off(d, k, bi, g, npg);
-          double dot = 0;
-          for (int e = 0; e < hn; e++) dot += Q[e] * K[e];
-          sc[k] = d->scale * dot;
-          mx = fmax(mx, sc[k]);
-        }
-        for (int k = 0; k <= q; k++) sum += (sc[k] = exp(sc[k] - mx));
-        double *out = ctx + (((int64_t)q * b + bi) * np + n) * hn;
-        for (int e = 0; e < hn; e++) out[e] = 0;
-        for (int k = 0; k < s; k++) {
-          double p = k <= q ? sc[k] / sum : 0.0;
-          if (probs) probs[(((int64_t)bi * np + n) * s + q) * s + k] = p;
-          if (k > q) continue;
-          if (d->dropout_p > 0) {
-            uint64_t ctr = (((uint64_t)d->sample_ids[bi] * d->n_heads_total + d->head_offset + n) * s + q) * s + k;
-            p = mt_rng_uniform(d->key, ctr) >= d->dropout_p ? p / (1.0 - (double)d->dropout_p) : 0.0;
-          }
-          const double *V = qkv + ot_attn_off(d, k, bi, g, npg + 1);
-          for (int e = 0; e < hn; e++) out[e] += p * V[e];
-        }
-      }
-  free(sc);
-}
-
-/* attn_fwd: outputs "ctx" and "probs" (pre-dropout softmax; probs starts
- * as NaN so every entry, masked ones included, must be written). */
-static void ot_run_attn_fwd(ot_run *r) {
-  mt_attn_desc d = ot_attn_desc(r->c);
-  int64_t nq = ot_attn_nqkv(&d), nc = (int64_t)d.s * d.b * d.np * d.hn;
-  int64_t npb = (int64_t)d.b * d.np * d.s * d.s;
-  ot_t *qkv = ot_rnd(r, nq, r->T, -1.5, 1.5), *ctx = ot_rnd(r, nc, r->T, -1, 1);
-  ot_t *pr = ot_rnd(r, npb, r->T, -1, 1);
-  for (int64_t i = 0; i < npb; i++) pr->h[i] = NAN;
-  ot_put(r, pr);
-  r->be->ops->attn_fwd(r->be, &d, ctx->d, pr->d, qkv->d);
-  double *qd = ot_dbl(nq), *wc = ot_dbl(nc), *wp = ot_dbl(npb);
-  for (int64_t i = 0; i < nq; i++) qd[i] = qkv->h[i];
-  ot_ref_attn(&d, qd, wc, wp);
-  free(qd);
-  ot_output(r, "ctx", ctx, wc, NULL);
-  ot_output(r, "probs", pr, wp, NULL);
-}
-
-typedef struct {
-  const mt_attn_desc *d;
-  const double *R;
-  double *ctx;
-  int64_t nc;
-} ot_attn_ctx;
-static double ot_attn_loss(const void *c, const double *qkv) {
-  const ot_attn_ctx *k = c;
-  ot_ref_attn(k->d, qkv, k->ctx, NULL);
-  double L = 0;
-  for (int64_t i = 0; i < k->nc; i++) L += k->ctx[i] * k->R[i];
-  return L;
-}
-
-/* attn_bwd: "dqkv" (overwrite: starts as NaN) from dctx, with the probs of
- * the double reference (so the cuda column isolates the backward; dropout
- * masks are regenerated from the key). Reference: finite differences. */
-static void ot_run_attn_bwd(ot_run *r) {
-  mt_attn_desc d = ot_attn_desc(r->c);
-  int64_t nq = ot_attn_nqkv(&d), nc = (int64_t)d.s * d.b * d.np * d.hn;
-  int64_t npb = (int64_t)d.b * d.np * d.s * d.s;
-  ot_t *qkv = ot_rnd(r, nq, r->T, -1.5, 1.5), *R = ot_rnd(r, nc, r->T, -1, 1);
-  ot_t *pr = ot_rnd(r, npb, r->T, 0, 1), *dq = ot_rnd(r, nq, r->T, 0, 1);
-  double *qd = ot_dbl(nq), *rd = ot_dbl(nc), *tmp = ot_dbl(nc), *wp = ot_dbl(npb);
-  for (int64_t i = 0; i < nq; i++) qd[i] = qkv->h[i], dq->h[i] = NAN;
-  for (int64_t i = 0; i < nc; i++) rd[i] = R->h[i];
-  ot_ref_attn(&d, qd, tmp, wp);
-  for (int64_t i = 0; i < npb; i++) ot_set(r, pr, i, (float)wp[i]);
-  ot_put(r, pr), ot_put(r, dq);
-  r->be->ops->attn_bwd(r->be, &d, dq->d, R->d, qkv->d, pr->d);
-  double *fd = NULL;
-  if (r->want_ref) {
-    ot_attn_ctx c = {&d, rd, tmp, nc};
-    fd = ot_fd(ot_attn_loss, &c, qd, nq);
-  }
-  ot_output(r, "dqkv", dq, fd, NULL);
-  free(qd), free(rd), free(tmp), free(wp);
 }
 
 /* dropout: ne = {s, b, h}; ip = {s_offset, s_full, h_offset, h_full};

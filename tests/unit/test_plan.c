@@ -20,7 +20,6 @@
 #include "check.h"
 
 #include "backends/registry.h"
-#include "cpu/cpu_internal.h"
 #include "model/gpt.h"
 #include "planner/plan.h"
 #include "model/gpt_flops.h"
@@ -339,7 +338,7 @@ static void check_memory(const char *json, int steps, const char *recompute, int
    * of any op — the fused attention backward's tiles here, 70-80 KiB with
    * one thread), read from the backend: the rest equals the prediction */
   double ws = (double)ms->peak[MT_MEM_WORKSPACE], pw = pred.bytes[MT_PM_WORKSPACE];
-  double scratch = (double)cpu_impl_of(be)->ws_bytes;
+  double scratch = (double)ms->op_scratch;
   printf("  %-12s measured %12.0f predicted %12.0f + op scratch %.0f\n", "workspace", ws, pw,
          scratch);
   assert_true(ws - scratch == pw);
