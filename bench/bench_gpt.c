@@ -13,6 +13,7 @@
  * mean and the best step (less disturbed by other work on a shared machine)
  * and the activation peak of the allocator (bench/bench_attn.sh).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,94 +28,7 @@
 #include "model/gpt_flops.h"
 #include "trainer/optimizer.h"
 
-/* ---- op-table profiler: each wrapped op adds its wall time to a slot ---- */
-enum { P_GEMM, P_ATTN_F, P_ATTN_B, P_LN_F, P_LN_B, P_GELU_F, P_GELU_B, P_XENT, P_DROP, P_EMB,
-       P_BIASG, P_ADAM, P_OTHER, P_N };
-static const char *k_names[P_N] = {"gemm", "attention_fwd", "attention_bwd", "layernorm_fwd",
-                                   "layernorm_bwd", "gelu_fwd", "gelu_bwd", "cross_entropy",
-                                   "dropout/residual", "embedding", "bias_grad", "adamw", "other"};
-typedef struct {
-  mt_backend_ops ops;       /* wrapped table */
-  const mt_backend_ops *in; /* real table */
-  double t[P_N];
-  long calls[P_N];
-} prof_t;
-static prof_t *g_prof; /* bench-only: the profiler shims need to find their state */
-
-#define SHIM(slot, name, params, args)                  \
-  static void sh_##name params {                          \
-    double t0 = mt_now();                                 \
-    g_prof->in->name args;                                \
-    g_prof->t[slot] += mt_now() - t0;                     \
-    g_prof->calls[slot]++;                                \
-  }
-SHIM(P_GEMM, gemm, (mt_backend * be, const mt_gemm_desc *d), (be, d))
-SHIM(P_ATTN_F, flash_attn_fwd,
-     (mt_backend * be, const mt_attn_desc *d, void *c, float *lse, const void *q, const void *kv),
-     (be, d, c, lse, q, kv))
-SHIM(P_ATTN_B, flash_attn_bwd,
-     (mt_backend * be, const mt_attn_desc *d, void *dq, void *dkv, const void *dc, const void *c,
-      const float *lse, const void *q, const void *kv),
-     (be, d, dq, dkv, dc, c, lse, q, kv))
-SHIM(P_LN_F, layernorm_fwd,
-     (mt_backend * be, void *o, float *m, float *r, const void *i, const void *w, const void *b,
-      int64_t rows, int64_t h, float eps),
-     (be, o, m, r, i, w, b, rows, h, eps))
-SHIM(P_LN_B, layernorm_bwd,
-     (mt_backend * be, void *di, float *dw, float *db, const void *d, const void *i,
-      const void *w, const float *m, const float *r, int64_t rows, int64_t h),
-     (be, di, dw, db, d, i, w, m, r, rows, h))
-SHIM(P_GELU_F, gelu_fwd, (mt_backend * be, void *o, const void *i, int64_t n), (be, o, i, n))
-SHIM(P_GELU_B, gelu_bwd, (mt_backend * be, void *di, const void *i, const void *d, int64_t n),
-     (be, di, i, d, n))
-SHIM(P_XENT, xent_max,
-     (mt_backend * be, float *mx, const void *l, int64_t n, int64_t vl, int64_t valid),
-     (be, mx, l, n, vl, valid))
-SHIM(P_XENT, xent_stats,
-     (mt_backend * be, float *se, float *tl, const void *l, const float *mx, const int32_t *t,
-      int64_t n, int64_t vl, int64_t valid, int64_t v0),
-     (be, se, tl, l, mx, t, n, vl, valid, v0))
-SHIM(P_XENT, xent_bwd,
-     (mt_backend * be, void *l, const float *mx, const float *se, const int32_t *t, int64_t n,
-      int64_t vl, int64_t valid, int64_t v0, float sc),
-     (be, l, mx, se, t, n, vl, valid, v0, sc))
-SHIM(P_DROP, dropout_add_fwd,
-     (mt_backend * be, const mt_dropout_desc *d, void *o, const void *x, const void *r),
-     (be, d, o, x, r))
-SHIM(P_DROP, dropout_bwd, (mt_backend * be, const mt_dropout_desc *d, void *dx, const void *dy),
-     (be, d, dx, dy))
-SHIM(P_EMB, embedding_bwd,
-     (mt_backend * be, float *dw, const int32_t *t, int64_t n, const void *d, int64_t v0,
-      int64_t v1, int64_t h),
-     (be, dw, t, n, d, v0, v1, h))
-SHIM(P_BIASG, bias_grad, (mt_backend * be, float *db, const void *d, int64_t rows, int64_t n),
-     (be, db, d, rows, n))
-SHIM(P_ADAM, adamw,
-     (mt_backend * be, const mt_adamw_hparams *hp, float *ms, float *m, float *v, const float *g,
-      void *lp, int64_t n),
-     (be, hp, ms, m, v, g, lp, n))
-
-static void prof_install(prof_t *p, mt_backend *be) {
-  p->in = be->ops;
-  p->ops = *be->ops;
-  p->ops.gemm = sh_gemm;
-  p->ops.flash_attn_fwd = sh_flash_attn_fwd;
-  p->ops.flash_attn_bwd = sh_flash_attn_bwd;
-  p->ops.layernorm_fwd = sh_layernorm_fwd;
-  p->ops.layernorm_bwd = sh_layernorm_bwd;
-  p->ops.gelu_fwd = sh_gelu_fwd;
-  p->ops.gelu_bwd = sh_gelu_bwd;
-  p->ops.xent_max = sh_xent_max;
-  p->ops.xent_stats = sh_xent_stats;
-  p->ops.xent_bwd = sh_xent_bwd;
-  p->ops.dropout_add_fwd = sh_dropout_add_fwd;
-  p->ops.dropout_bwd = sh_dropout_bwd;
-  p->ops.embedding_bwd = sh_embedding_bwd;
-  p->ops.bias_grad = sh_bias_grad;
-  p->ops.adamw = sh_adamw;
-  be->ops = &p->ops;
-  g_prof = p;
-}
+#include "bench/bench_profile.h"
 
 int main(int argc, char **argv) {
   int a[9] = {12, 768, 12, 64, 4, 2, 5, 1, 0};
@@ -157,9 +71,8 @@ int main(int argc, char **argv) {
   mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));
   mt_adamw_step(&opt, 1e-4f, 1.0f);
   if (unfused) mt_unfused_attn_uninstall(&unf, be);
-  prof_t prof;
-  memset(&prof, 0, sizeof prof);
-  prof_install(&prof, be);
+  mt_bench_prof prof;
+  mt_bench_prof_install(&prof, be);
   if (unfused) mt_unfused_attn_install(&unf, be);
   mt_mem_reset_peak(&be->mem);
   double t0 = mt_now(), best = 1e30;
@@ -169,15 +82,15 @@ int main(int argc, char **argv) {
     mt_gpt_zero_grad(m);
     for (int k = 0; k < accum; k++)
       loss = mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s * accum)) / (b * s);
-    double norm = mt_grad_sumsq(&opt, 1);
+    double norm = sqrt(mt_grad_sumsq(&opt, 1));
     mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
     best = mt_now() - ts < best ? mt_now() - ts : best;
   }
   double dt = (mt_now() - t0) / steps / accum; /* per micro-batch */
   best /= accum;
   if (unfused) { /* its own timers, in the profiler's attention slots */
-    prof.t[P_ATTN_F] += unf.t_fwd, prof.calls[P_ATTN_F] += unf.n_fwd;
-    prof.t[P_ATTN_B] += unf.t_bwd, prof.calls[P_ATTN_B] += unf.n_bwd;
+    prof.t[MT_PROF_ATTN_F] += unf.t_fwd, prof.calls[MT_PROF_ATTN_F] += unf.n_fwd;
+    prof.t[MT_PROF_ATTN_B] += unf.t_bwd, prof.calls[MT_PROF_ATTN_B] += unf.n_bwd;
     mt_unfused_attn_uninstall(&unf, be);
   }
   printf("time per micro-batch %.1f ms | tokens/s %.1f | best %.1f ms, tokens/s %.1f | achieved "
@@ -185,16 +98,16 @@ int main(int argc, char **argv) {
          1e3 * dt, b * s / dt, 1e3 * best, b * s / best, flops / dt / 1e9, loss,
          be->mem.peak[MT_MEM_ACT] / 1048576.0, openblas_get_corename());
   double tot = 0;
-  for (int k = 0; k < P_N; k++) tot += prof.t[k];
+  for (int k = 0; k < MT_PROF_N; k++) tot += prof.t[k];
   const double n_mb = (double)steps * accum;
   printf("profile (ms per micro-batch, share of its time):\n");
-  for (int k = 0; k < P_N; k++)
+  for (int k = 0; k < MT_PROF_N; k++)
     if (prof.calls[k])
-      printf("  %-18s %8.2f ms  %5.1f%%  (%.0f calls)\n", k_names[k], 1e3 * prof.t[k] / n_mb,
+      printf("  %-18s %8.2f ms  %5.1f%%  (%.0f calls)\n", mt_prof_names[k], 1e3 * prof.t[k] / n_mb,
              100.0 * prof.t[k] / n_mb / dt, prof.calls[k] / n_mb);
   printf("  %-18s %8.2f ms  %5.1f%%\n", "unwrapped ops/host", 1e3 * (dt - tot / n_mb),
          100.0 * (dt - tot / n_mb) / dt);
-  be->ops = prof.in;
+  mt_bench_prof_uninstall(&prof, be);
   mt_adamw_free(&opt);
   free(tok);
   mt_gpt_destroy(m);
