@@ -197,6 +197,38 @@ static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
   return 0;
 }
 
+/* model.moe_layer_freq: an integer k >= 1, or a list of 0/1 entries, one per
+ * layer (Megatron's list form; the length is checked against num_layers once
+ * every key is read). */
+static int set_layer_freq(mt_cfg_ctx *c, int k, const cJSON *v, mt_model_config *m) {
+  char buf[80];
+  m->moe_layer_pattern_len = 0;
+  if (cJSON_IsNumber(v)) {
+    if (!integral(v, INT_MIN, INT_MAX))
+      return mt_cfg_fail(c, k, "expected an integer or a list of 0/1, got %s",
+                         describe(v, buf, sizeof buf));
+    m->moe_layer_freq = (int)v->valuedouble;
+    return 0;
+  }
+  if (!cJSON_IsArray(v))
+    return mt_cfg_fail(c, k, "expected an integer or a list of 0/1 (one per layer), got %s",
+                       describe(v, buf, sizeof buf));
+  int n = cJSON_GetArraySize(v);
+  if (n < 1 || n > MT_MAX_LAYERS)
+    return mt_cfg_fail(c, k, "list of %d entries (expected 1..%d, one per layer)", n,
+                       MT_MAX_LAYERS);
+  int i = 0;
+  for (const cJSON *e = v->child; e; e = e->next, i++) {
+    if (!integral(e, 0, 1))
+      return mt_cfg_fail(c, k, "element %d is %s (expected 0 for a dense layer or 1 for MoE)", i,
+                         describe(e, buf, sizeof buf));
+    m->moe_layer_pattern[i] = (uint8_t)e->valuedouble;
+  }
+  m->moe_layer_pattern_len = n;
+  m->moe_layer_freq = 0;
+  return 0;
+}
+
 static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
   const mt_cfg_key *kd = &mt_cfg_keys[k];
   void *p = mt_cfg_field(cfg, k);
@@ -265,6 +297,8 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
     }
     case MT_CT_PATHS:
       return set_paths(c, k, v, &cfg->data);
+    case MT_CT_LAYER_FREQ:
+      return set_layer_freq(c, k, v, &cfg->model);
   }
   return 0;
 }
@@ -451,6 +485,13 @@ int mt_config_data_parallel_size(const mt_config *cfg, int world_size) {
            p->context_parallel_size;
   if (world_size <= 0) world_size = 1;
   return mp > 0 ? world_size / mp : 0;
+}
+
+int mt_config_is_moe_layer(const mt_config *cfg, int l) {
+  const mt_model_config *m = &cfg->model;
+  if (m->num_experts <= 0 || l < 0 || l >= m->num_layers) return 0;
+  if (m->moe_layer_pattern_len > 0) return l < m->moe_layer_pattern_len && m->moe_layer_pattern[l];
+  return l % (m->moe_layer_freq > 0 ? m->moe_layer_freq : 1) == 0;
 }
 
 int64_t mt_config_padded_vocab(const mt_config *cfg) {

@@ -15,6 +15,7 @@
 
 #define MT_MAX_DATA_PATHS 16
 #define MT_PATH_MAX 1024
+#define MT_MAX_LAYERS 512 /* model.num_layers at most (moe_layer_freq list form) */
 
 typedef struct {
   int num_layers;
@@ -57,6 +58,23 @@ typedef struct {
   char moe_token_drop_policy[16]; /* "probs" | "position" */
   int moe_router_pre_softmax;
   int moe_pad_expert_input_to_capacity;
+  /* layer pattern: moe_layer_freq given as a list ([1, 0, 1, ...], one entry per
+   * layer, 1 = MoE) sets moe_layer_pattern_len = num_layers and moe_layer_freq 0;
+   * the integer form leaves moe_layer_pattern_len 0 (layer l is MoE when
+   * l % moe_layer_freq == 0). mt_config_is_moe_layer answers for both. */
+  uint8_t moe_layer_pattern[MT_MAX_LAYERS];
+  int moe_layer_pattern_len;
+  /* modern routing (docs/moe.md "Router") */
+  char moe_router_score_function[16];   /* "softmax" | "sigmoid" */
+  float moe_router_topk_scaling_factor; /* 0 (null) = no scaling */
+  int moe_router_enable_expert_bias;
+  float moe_router_bias_update_rate;
+  char moe_router_load_balancing_type[16]; /* "aux_loss" | "seq_aux_loss" | "global_aux_loss" | "none" */
+  int moe_router_num_groups;            /* 0 (null) = no group-limited routing */
+  int moe_router_group_topk;            /* 0 (null) */
+  char moe_router_dtype[8];             /* "" (null) | "fp32" | "fp64" */
+  int moe_shared_expert_intermediate_size; /* 0 (null) = no shared expert */
+  int moe_grouped_gemm;
 } mt_model_config;
 
 typedef struct {
@@ -159,6 +177,9 @@ void mt_config_free(mt_config *cfg);
 
 /* Derived sizes. */
 int mt_config_data_parallel_size(const mt_config *cfg, int world_size);
+/* 1 when layer l (0-based, global) is an MoE layer: num_experts > 0 and the
+ * moe_layer_freq integer or list selects it. */
+int mt_config_is_moe_layer(const mt_config *cfg, int l);
 /* Padded vocabulary: vocab_size rounded up to make_vocab_size_divisible_by * tp. */
 int64_t mt_config_padded_vocab(const mt_config *cfg);
 /* 64-bit FNV hash of the canonical JSON (cross-rank agreement check). */

@@ -57,7 +57,8 @@ void mt_cfg_derive(mt_config *cfg, int world) {
 static double numeric(const mt_config *cfg, int k) {
   const void *p = mt_cfg_cfield(cfg, k);
   switch (mt_cfg_keys[k].type) {
-    case MT_CT_INT: return *(const int *)p;
+    case MT_CT_INT:
+    case MT_CT_LAYER_FREQ: return *(const int *)p;
     case MT_CT_I64: return (double)*(const int64_t *)p;
     case MT_CT_U64: return (double)*(const uint64_t *)p;
     case MT_CT_FLOAT: return *(const float *)p;
@@ -89,6 +90,8 @@ static int check_ranges(mt_cfg_ctx *c, const mt_config *cfg) {
     unsigned f = kd->flags;
     if (!(f & (MT_CK_GE | MT_CK_GT | MT_CK_LE | MT_CK_LT))) continue;
     double v = numeric(cfg, k);
+    if ((f & MT_CK_NULLABLE) && v == 0) continue; /* null */
+    if (kd->type == MT_CT_LAYER_FREQ && cfg->model.moe_layer_pattern_len > 0) continue; /* list */
     int bad = ((f & MT_CK_GE) && !(v >= kd->lo)) || ((f & MT_CK_GT) && !(v > kd->lo)) ||
               ((f & MT_CK_LE) && !(v <= kd->hi)) || ((f & MT_CK_LT) && !(v < kd->hi));
     if (bad)
@@ -390,6 +393,44 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "must be true when expert_model_parallel_size (%d) and "
                        "tensor_model_parallel_size (%d) are both > 1 (as in Megatron)",
                        ep, tp);
+  if (m->moe_layer_pattern_len > 0 && m->moe_layer_pattern_len != m->num_layers)
+    return mt_cfg_fail(c, key("model.moe_layer_freq"),
+                       "list has %d entries but num_layers is %d (expected one 0/1 entry per "
+                       "layer)",
+                       m->moe_layer_pattern_len, m->num_layers);
+  const int E = m->num_experts, k = m->moe_router_topk;
+  const int ng = m->moe_router_num_groups, gk = m->moe_router_group_topk;
+  if (gk && !ng)
+    return mt_cfg_fail(c, key("model.moe_router_group_topk"),
+                       "%d needs model.moe_router_num_groups (expected both set for "
+                       "group-limited routing, or both null)",
+                       gk);
+  if (ng && !gk)
+    return mt_cfg_fail(c, key("model.moe_router_num_groups"),
+                       "%d needs model.moe_router_group_topk (expected both set for "
+                       "group-limited routing, or both null)",
+                       ng);
+  if (ng) {
+    if (E % ng)
+      return mt_cfg_fail(c, key("model.moe_router_num_groups"),
+                         "%d does not divide num_experts %d (expected equal-sized expert groups)",
+                         ng, E);
+    if (gk > ng)
+      return mt_cfg_fail(c, key("model.moe_router_group_topk"),
+                         "%d is more than moe_router_num_groups %d (expected 1..num_groups)", gk,
+                         ng);
+    if (k < gk || k > gk * (E / ng))
+      return mt_cfg_fail(c, key("model.moe_router_topk"),
+                         "%d cannot be picked from moe_router_group_topk %d group(s) of %d "
+                         "experts (expected group_topk <= topk <= group_topk x "
+                         "num_experts / num_groups = %d)",
+                         k, gk, E / ng, gk * (E / ng));
+  }
+  if (m->moe_shared_expert_intermediate_size % tp)
+    return mt_cfg_fail(c, key("model.moe_shared_expert_intermediate_size"),
+                       "%d is not divisible by tensor_model_parallel_size %d (expected a "
+                       "multiple: the shared expert is split over TP like the dense MLP)",
+                       m->moe_shared_expert_intermediate_size, tp);
   if (m->moe_pad_expert_input_to_capacity && !(m->moe_expert_capacity_factor > 0))
     return mt_cfg_fail(c, key("model.moe_pad_expert_input_to_capacity"),
                        "needs model.moe_expert_capacity_factor > 0 (expected false when dropless)");

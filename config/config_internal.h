@@ -21,7 +21,8 @@ typedef enum {
   MT_CT_FLOAT, /* float, finite JSON number */
   MT_CT_BOOL,  /* int 0/1, JSON true/false */
   MT_CT_STR,   /* char[size], JSON string */
-  MT_CT_PATHS  /* data.data_path: string, list, or weighted list */
+  MT_CT_PATHS, /* data.data_path: string, list, or weighted list */
+  MT_CT_LAYER_FREQ /* model.moe_layer_freq: int, or a list of 0/1 per layer */
 } mt_cfg_type;
 
 enum {
@@ -50,7 +51,7 @@ typedef struct {
   const char *doc;      /* one-line description, markdown */
 } mt_cfg_key;
 
-enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 96 };
+enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 128 };
 
 extern const char *const mt_cfg_sections[MT_CFG_NSECTIONS];
 extern const mt_cfg_key mt_cfg_keys[];

@@ -105,6 +105,15 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
                 : cJSON_CreateString((const char *)p);
         break;
       case MT_CT_PATHS: v = paths_to_json(&cfg->data); break;
+      case MT_CT_LAYER_FREQ:
+        if (cfg->model.moe_layer_pattern_len > 0) {
+          v = checked(cJSON_CreateArray());
+          for (int i = 0; i < cfg->model.moe_layer_pattern_len; i++)
+            cJSON_AddItemToArray(v, checked(cJSON_CreateNumber(cfg->model.moe_layer_pattern[i])));
+        } else {
+          v = cJSON_CreateNumber(*(const int *)p);
+        }
+        break;
     }
     cJSON_AddItemToObject(obj, kd->name, checked(v));
   }

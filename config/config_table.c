@@ -117,8 +117,10 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--moe-router-topk`", "experts per token; ≤ `num_experts`"},
     {S_MODEL, "moe_ffn_hidden_size", MT_CT_INT, FLD(model.moe_ffn_hidden_size), DER | GE(1), NULL,
      RULE("`ffn_hidden_size`"), "`--moe-ffn-hidden-size`", "expert MLP inner width"},
-    {S_MODEL, "moe_layer_freq", MT_CT_INT, FLD(model.moe_layer_freq), GE(1), NULL, NUM(1),
-     "`--moe-layer-freq`", "every k-th layer is an MoE layer"},
+    {S_MODEL, "moe_layer_freq", MT_CT_LAYER_FREQ, FLD(model.moe_layer_freq), GE(1), NULL, NUM(1),
+     "`--moe-layer-freq`",
+     "integer k: layers 0, k, 2k, ... are MoE layers; or a list of `num_layers` 0/1 entries "
+     "(1 = MoE), e.g. `[0, 1, 1, 1]` for a dense first layer"},
     {S_MODEL, "moe_aux_loss_coeff", MT_CT_FLOAT, FLD(model.moe_aux_loss_coeff), GE(0), NULL,
      NUM(0), "`--moe-aux-loss-coeff`", "load-balancing loss weight"},
     {S_MODEL, "moe_z_loss_coeff", MT_CT_FLOAT, FLD(model.moe_z_loss_coeff), GE(0), NULL, NUM(0),
@@ -134,7 +136,40 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_MODEL, "moe_pad_expert_input_to_capacity", MT_CT_BOOL,
      FLD(model.moe_pad_expert_input_to_capacity), 0, 0, 0, NULL, NUM(0),
      "`--moe-pad-expert-input-to-capacity`",
-     "pad every expert's input to its capacity; `true` is refused (not implemented)"},
+     "pad every expert's input to its capacity (needs `moe_expert_capacity_factor`)"},
+    {S_MODEL, "moe_router_score_function", MT_CT_STR, FLD(model.moe_router_score_function), 0, 0,
+     0, "softmax|sigmoid", STR("softmax"), "`--moe-router-score-function`",
+     "router score: softmax over experts, or an independent sigmoid per expert"},
+    {S_MODEL, "moe_router_topk_scaling_factor", MT_CT_FLOAT,
+     FLD(model.moe_router_topk_scaling_factor), NUL | GT(0), NULL, NUM(0),
+     "`--moe-router-topk-scaling-factor`", "multiplies the gate weights; null = 1"},
+    {S_MODEL, "moe_router_enable_expert_bias", MT_CT_BOOL,
+     FLD(model.moe_router_enable_expert_bias), 0, 0, 0, NULL, NUM(0),
+     "`--moe-router-enable-expert-bias`",
+     "aux-loss-free balancing: a per-expert bias added to the scores for expert selection only"},
+    {S_MODEL, "moe_router_bias_update_rate", MT_CT_FLOAT, FLD(model.moe_router_bias_update_rate),
+     GE(0), NULL, NUM(1e-3), "`--moe-router-bias-update-rate`",
+     "expert bias step per global batch: bias += rate × sign(mean count − count)"},
+    {S_MODEL, "moe_router_load_balancing_type", MT_CT_STR,
+     FLD(model.moe_router_load_balancing_type), 0, 0, 0,
+     "aux_loss|seq_aux_loss|global_aux_loss|none", STR("aux_loss"),
+     "`--moe-router-load-balancing-type`",
+     "balance loss: per micro-batch, per sequence, per global batch, or none"},
+    {S_MODEL, "moe_router_num_groups", MT_CT_INT, FLD(model.moe_router_num_groups), NUL | GE(1),
+     NULL, NUM(0), "`--moe-router-num-groups`",
+     "group-limited routing: experts in this many equal groups; null = off"},
+    {S_MODEL, "moe_router_group_topk", MT_CT_INT, FLD(model.moe_router_group_topk), NUL | GE(1),
+     NULL, NUM(0), "`--moe-router-group-topk`",
+     "groups each token may pick its experts from (with `moe_router_num_groups`)"},
+    {S_MODEL, "moe_router_dtype", MT_CT_STR, FLD(model.moe_router_dtype), NUL, 0, 0, "fp32|fp64",
+     STR(NULL), "`--moe-router-dtype`",
+     "dtype of the router logits, scores and top-k; null = the training dtype"},
+    {S_MODEL, "moe_shared_expert_intermediate_size", MT_CT_INT,
+     FLD(model.moe_shared_expert_intermediate_size), NUL | GE(1), NULL, NUM(0),
+     "`--moe-shared-expert-intermediate-size`",
+     "width of the always-on shared expert MLP beside the routed experts; null = none"},
+    {S_MODEL, "moe_grouped_gemm", MT_CT_BOOL, FLD(model.moe_grouped_gemm), 0, 0, 0, NULL, NUM(0),
+     "`--moe-grouped-gemm`", "run the local experts' fc1 and fc2 each as one grouped GEMM"},
 
     {S_PAR, "tensor_model_parallel_size", MT_CT_INT, FLD(parallel.tensor_model_parallel_size),
      GE(1), NULL, NUM(1), "`--tensor-model-parallel-size`",
@@ -281,6 +316,7 @@ void mt_cfg_apply_defaults(mt_config *cfg) {
     void *p = mt_cfg_field(cfg, k);
     switch (kd->type) {
       case MT_CT_INT:
+      case MT_CT_LAYER_FREQ:
       case MT_CT_BOOL: *(int *)p = (int)kd->def; break;
       case MT_CT_I64: *(int64_t *)p = (int64_t)kd->def; break;
       case MT_CT_U64: *(uint64_t *)p = (uint64_t)kd->def; break;

@@ -484,13 +484,22 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
 }
 
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
-  return c->num_experts > 0 && l % (c->moe_layer_freq > 0 ? c->moe_layer_freq : 1) == 0;
+  if (c->num_experts <= 0 || l < 0 || l >= c->num_layers) return 0;
+  if (c->moe_layer_pattern_len > 0) return l < c->moe_layer_pattern_len && c->moe_layer_pattern[l];
+  return l % (c->moe_layer_freq > 0 ? c->moe_layer_freq : 1) == 0;
+}
+
+int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
+  if (!mt_gpt_is_moe_layer(c, l)) return -1;
+  int n = 0;
+  for (int j = 0; j < l; j++) n += mt_gpt_is_moe_layer(c, j);
+  return n;
 }
 
 int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
-  if (c->num_experts <= 0) return 0;
-  int f = c->moe_layer_freq > 0 ? c->moe_layer_freq : 1;
-  return (c->num_layers + f - 1) / f;
+  int n = 0;
+  for (int l = 0; l < c->num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
+  return n;
 }
 
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {

@@ -37,6 +37,8 @@
 
 #include "core/backend.h"
 #include "model/moe_layer.h"
+
+#define MT_GPT_MAX_LAYERS 512 /* = MT_MAX_LAYERS of config/config.h */
 #include "model/params.h"
 #include "parallel/comm.h"
 
@@ -106,7 +108,9 @@ typedef struct {
   int first_stage_layers, last_stage_layers; /* uneven split (vpp_size 1); 0 = equal */
   mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
   /* mixture of experts (model/moe_layer.h; Megatron's names): layer l is an MoE
-   * layer when num_experts > 0 and l % moe_layer_freq == 0; its MLP is then
+   * layer when num_experts > 0 and l % moe_layer_freq == 0, or, when
+   * moe_layer_pattern_len > 0, when moe_layer_pattern[l] is 1
+   * (mt_gpt_is_moe_layer); its MLP is then
    * a router [E, h] (decoder.layers.l.mlp.router.weight, replicated over TP)
    * and experts decoder.layers.l.mlp.experts.e.linear_fc{1,2}.{weight,bias}
    * (global expert index e; this rank holds e in [ep_rank·E/ep, ...)).
@@ -119,6 +123,25 @@ typedef struct {
   float moe_aux_loss_coeff, moe_z_loss_coeff;
   int ep_size, ep_rank;
   mt_group *ep_group;        /* NULL when ep_size 1 */
+  /* moe_layer_freq list form: one 0/1 entry per layer (len = num_layers), 0 = unused */
+  uint8_t moe_layer_pattern[MT_GPT_MAX_LAYERS];
+  int moe_layer_pattern_len;
+  /* modern routing (model/moe_router.h, docs/moe.md "Router") */
+  int moe_score_sigmoid;     /* moe_router_score_function "sigmoid" (else softmax) */
+  float moe_router_topk_scaling_factor; /* 0 = none (1) */
+  int moe_router_enable_expert_bias;
+  float moe_router_bias_update_rate;
+  int moe_lb_type;           /* MT_MOE_LB_* (moe_router_load_balancing_type) */
+  int moe_router_num_groups, moe_router_group_topk; /* 0 = no group-limited routing */
+  int moe_router_dtype;      /* MT_MOE_ROUTER_DTYPE_* (moe_router_dtype; 0 = training dtype) */
+  int moe_shared_expert_intermediate_size; /* 0 = no shared expert */
+  int moe_grouped_gemm;
+  int moe_pad_expert_input_to_capacity;
+  /* expert tensor parallelism (Megatron's parallel folding): each expert's
+   * fc1 split by columns and fc2 by rows over the etp_group of etp_size
+   * ranks; etp_group NULL when etp_size 1 */
+  int etp_size, etp_rank;
+  mt_group *etp_group;
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;
@@ -192,6 +215,9 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m);
  * micro-batch and only CP rank 0 records it, so sums over data x context
  * parallel ranks count each micro-batch once). */
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l);
+/* Global MoE-layer index of layer l (the number of MoE layers before it);
+ * -1 when l is dense. Statistics and expert biases are indexed by it. */
+int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l);
 int mt_gpt_num_moe_layers(const mt_gpt_config *c);
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
 void mt_gpt_moe_stats_reset(mt_gpt *m);

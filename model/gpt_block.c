@@ -244,7 +244,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
-    int record = m->train && !m->recomputing && c->cp_rank == 0 ? l / c->moe_layer_freq : -1;
+    int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
     mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
     mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);

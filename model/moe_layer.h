@@ -64,6 +64,8 @@ typedef struct {
 typedef struct {
   const void *router;
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b; /* [E/ep] each */
+  const float *expert_bias;   /* [E] fp32 host: moe_router_enable_expert_bias (selection only);
+                                 NULL when disabled */
 } mt_moe_weights;
 typedef struct {
   float *router;

@@ -33,11 +33,23 @@
 
 #include <stdint.h>
 
+/* moe_router_load_balancing_type */
+enum { MT_MOE_LB_AUX = 0, MT_MOE_LB_SEQ_AUX, MT_MOE_LB_GLOBAL_AUX, MT_MOE_LB_NONE };
+/* moe_router_dtype: null (the training dtype), "fp32", "fp64" */
+enum { MT_MOE_ROUTER_DTYPE_NONE = 0, MT_MOE_ROUTER_DTYPE_FP32, MT_MOE_ROUTER_DTYPE_FP64 };
+
 typedef struct {
   int E, k;               /* experts, router top-k */
   float capacity_factor;  /* <= 0: dropless */
   int drop_position;      /* 1: policy "position", 0: "probs" */
   int pre_softmax;        /* moe_router_pre_softmax */
+  int score_sigmoid;      /* moe_router_score_function "sigmoid" (0: softmax) */
+  float topk_scaling_factor; /* moe_router_topk_scaling_factor; 0 = none */
+  int num_groups, group_topk; /* group-limited routing; 0 = off */
+  int lb_type;            /* MT_MOE_LB_* */
+  int seq_b;              /* micro-batch size b: token t belongs to sample t % b
+                             (seq_aux_loss); 0 = 1 */
+  int pad_to_capacity;    /* moe_pad_expert_input_to_capacity */
 } mt_moe_route_opts;
 
 typedef struct {

@@ -67,6 +67,30 @@ static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *p
   g.ep_size = c->parallel.expert_model_parallel_size;
   g.ep_rank = ps->ep_rank;
   g.ep_group = ps->ep;
+  if (c->model.moe_layer_pattern_len > 0) {
+    g.moe_layer_pattern_len = c->model.moe_layer_pattern_len;
+    memcpy(g.moe_layer_pattern, c->model.moe_layer_pattern, (size_t)g.moe_layer_pattern_len);
+  }
+  g.moe_score_sigmoid = !strcmp(c->model.moe_router_score_function, "sigmoid");
+  g.moe_router_topk_scaling_factor = c->model.moe_router_topk_scaling_factor;
+  g.moe_router_enable_expert_bias = c->model.moe_router_enable_expert_bias;
+  g.moe_router_bias_update_rate = c->model.moe_router_bias_update_rate;
+  const char *lb = c->model.moe_router_load_balancing_type;
+  g.moe_lb_type = !strcmp(lb, "seq_aux_loss")      ? MT_MOE_LB_SEQ_AUX
+                  : !strcmp(lb, "global_aux_loss") ? MT_MOE_LB_GLOBAL_AUX
+                  : !strcmp(lb, "none")            ? MT_MOE_LB_NONE
+                                                   : MT_MOE_LB_AUX;
+  g.moe_router_num_groups = c->model.moe_router_num_groups;
+  g.moe_router_group_topk = c->model.moe_router_group_topk;
+  g.moe_router_dtype = !strcmp(c->model.moe_router_dtype, "fp32")   ? MT_MOE_ROUTER_DTYPE_FP32
+                       : !strcmp(c->model.moe_router_dtype, "fp64") ? MT_MOE_ROUTER_DTYPE_FP64
+                                                                    : MT_MOE_ROUTER_DTYPE_NONE;
+  g.moe_shared_expert_intermediate_size = c->model.moe_shared_expert_intermediate_size;
+  g.moe_grouped_gemm = c->model.moe_grouped_gemm;
+  g.moe_pad_expert_input_to_capacity = c->model.moe_pad_expert_input_to_capacity;
+  g.etp_size = c->parallel.expert_tensor_parallel_size;
+  g.etp_rank = ps->etp_rank;
+  g.etp_group = g.etp_size > 1 ? ps->etp : NULL;
   return g;
 }
 
