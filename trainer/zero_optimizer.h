@@ -32,7 +32,8 @@
 #include "trainer/checkpoint.h"
 
 /* One owned piece of one parameter: flat [flat_off, flat_off + n) of the
- * model's buffers is shard [shard_off, shard_off + n) of this rank. */
+ * model's buffers is shard [shard_off, shard_off + n) of this rank (in the
+ * shard buffers of the part that holds it). */
 typedef struct {
   int param;
   int64_t flat_off, shard_off, n;
@@ -45,16 +46,30 @@ typedef struct {
   float beta1, beta2, eps, weight_decay;
 } mt_zero_options;
 
+/* The groups ZeRO shards and reduces over (borrowed handles). */
 typedef struct {
-  mt_backend *be;
-  mt_gpt *model;
-  const mt_param_list *params;
-  mt_zero_options o;
-  mt_group *dp_group;      /* sharding group */
-  mt_group *mp_group;      /* model-parallel group (norm), may be NULL */
-  int tp_rank;
-  mt_zero_layout L;        /* segment i: 0 = embedding, 1..layers = layer i-1, last = head */
-  int n_layers, tied;
+  mt_group *dp;            /* dense parameters: data x context parallel */
+  mt_group *mp;            /* dense norm: model-parallel (tp x pp), may be NULL */
+  int tp_rank;             /* tp_replicated dense tensors counted on tp rank 0 */
+  mt_group *edp;           /* expert parameters: expert-data-parallel (NULL: no MoE) */
+  mt_group *etp_ep;        /* expert norm: expert tensor x expert model parallel */
+  mt_group *pp;            /* expert norm: pipeline (may be NULL) */
+  int etp_rank;            /* tp_replicated expert tensors counted on etp rank 0 */
+} mt_zero_groups;
+
+/* One sharded buffer family (Megatron's distributed optimizer keeps one per
+ * gradient buffer: dense and expert-parallel): the layout of its segments of
+ * the model's flat buffers over its group, the owned chunks, and its shard
+ * buffers. part[0] holds the dense parameters over dp x cp, part[1] (MoE
+ * only) the expert parameters over edp. Each model unit (embedding, layer,
+ * head; one unit per pipeline stage) owns the segments
+ * [unit_seg[u], unit_seg[u + 1]) of each part: the maximal runs of that
+ * part's parameters inside the unit, in flat order. */
+typedef struct {
+  int expert;              /* 0: dense, 1: experts */
+  mt_group *group;         /* sharding / reduction group */
+  mt_zero_layout L;
+  int *unit_seg;           /* [n_units + 1] */
   mt_zero_chunk *chunk;
   int n_chunk;
   void *param_shard;       /* stage 3: [shard_numel] T, MT_MEM_PARAM */
@@ -62,13 +77,26 @@ typedef struct {
   float *master;           /* [shard_numel] fp32, MT_MEM_OPTIM when T != fp32, else NULL */
   float *m, *v;            /* [shard_numel] fp32, MT_MEM_OPTIM */
   void *scratch;           /* [max_bucket_padded] fp32, MT_MEM_COMM (stages 1/2, padding) */
+  void **pwork;            /* stages 2/3: [L.n_seg] gathered parameters (T) or NULL */
+  float **gwork;           /* stages 2/3: [L.n_seg] gradient working buffers or NULL */
+} mt_zero_part;
+
+typedef struct {
+  mt_backend *be;
+  mt_gpt *model;
+  const mt_param_list *params;
+  mt_zero_options o;
+  mt_zero_groups g;
+  mt_group *dp_group;      /* = g.dp */
+  int n_layers, tied;
+  int n_units;             /* layers + 2 (embedding, layers, head), 1 with pipelines */
+  mt_zero_part part[2];    /* dense, experts */
+  int n_part;              /* 1 without expert parameters on this rank, else 2 */
   int64_t step;            /* updates applied so far */
-  /* stage 2/3 residency (trainer/zero_hooks.c): the policy's state, and the
-   * working buffers it keeps (pwork[s] != NULL iff res.param[s], gwork[s]
-   * != NULL iff res.grad[s]) */
+  /* stage 2/3 residency (trainer/zero_hooks.c) over the units: the working
+   * buffers of every part's segments of unit u live iff res.param[u] /
+   * res.grad[u] */
   mt_zero_residency res;
-  void **pwork;            /* [n_seg] gathered parameters (T) or NULL */
-  float **gwork;           /* [n_seg] gradient working buffers or NULL */
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded
@@ -76,8 +104,8 @@ typedef struct {
  * and for stages 2/3 release the model's full gradient (and, stage 3,
  * parameter) buffer and install the hooks. No communication (every rank
  * starts from the same initial parameters). Fatal on a caller bug. */
-void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *dp_group,
-                      mt_group *mp_group, int tp_rank, const mt_zero_options *o);
+void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, const mt_zero_groups *g,
+                      const mt_zero_options *o);
 void mt_zero_opt_free(mt_zero_opt *z);
 
 /* Start of an iteration: zero the gradients this stage keeps. */

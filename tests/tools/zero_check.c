@@ -58,8 +58,9 @@ static int check_stage(mt_dist *dist, const char *path, const char **sets, int n
   size_t es = mt_dtype_size(be->dtype), optim_pe = 8 + (be->dtype != MT_F32 ? 4 : 0);
   if (T.zero) {
     mt_zero_opt_expected_bytes(T.zero, exact);
-    pad_elems += T.zero->L.padding;
-    head_len = T.zero->L.seg[T.zero->L.n_seg - 1].padded_len;
+    const mt_zero_layout *L = &T.zero->part[0].L;
+    pad_elems += L->padding;
+    head_len = L->seg[L->n_seg - 1].padded_len;
   } else {
     exact[MT_MEM_PARAM] = (size_t)flat * es;
     exact[MT_MEM_GRAD] = (size_t)flat * sizeof(float);
