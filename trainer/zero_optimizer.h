@@ -1,5 +1,8 @@
 /* trainer/zero_optimizer.h — ZeRO stages 1-3 over the data-parallel group
- * (Rajbhandari et al. 2020; Megatron's distributed optimizer): sharded AdamW,
+ * (Rajbhandari et al. 2020; Megatron's distributed optimizer), and for MoE
+ * the expert parameters over the expert-data-parallel group (Megatron's
+ * separate expert-parallel buffers, DeepSpeed-MoE's expert-data-parallel
+ * ZeRO; docs/moe.md "ZeRO with experts"): sharded AdamW,
  * gradient reduce-scatter, parameter all-gather, and (stages 2/3) the model
  * hooks that gather layer parameters and reduce layer gradients during the
  * pass. The mechanism (layout, buckets, shard collectives) is parallel/zero.h;
@@ -112,31 +115,41 @@ void mt_zero_opt_free(mt_zero_opt *z);
 void mt_zero_opt_zero_grad(mt_zero_opt *z);
 
 /* After all micro-batches: stage 1 reduce-scatters the full gradient buffer
- * bucket by bucket over dp (stages 2/3 already did it during backward). */
+ * bucket by bucket, each part over its group (dense over dp x cp, experts
+ * over edp; stages 2/3 already did it during backward). */
 void mt_zero_opt_reduce_gradients(mt_zero_opt *z);
 
 /* After each forward(_backward) call: release gathered parameters that are
  * still resident (stage 3; e.g. the head after an evaluation forward). */
 void mt_zero_opt_flush(mt_zero_opt *z);
 
-/* Global sum of squared gradients: owned shard only, tp_replicated tensors
- * counted on tp rank 0 only, summed over dp and then the model-parallel
- * group (fp64). Identical on every rank. Collective over dp and mp. */
+/* Global sum of squared gradients (fp64) from the owned shards only:
+ * dense: tp_replicated tensors on tp rank 0 only, pipeline copies skipped,
+ * summed over dp x cp then the model-parallel group (tp x pp); experts (MoE):
+ * tp_replicated expert tensors on etp rank 0 only, summed over edp, then
+ * etp x ep, then pp, so every expert shard counts once; every rank of a MoE
+ * model joins these, also a pipeline stage without MoE layers. Identical on
+ * every rank. Collective over those groups. */
 double mt_zero_opt_grad_sumsq(mt_zero_opt *z);
 
-/* AdamW on the owned shard (gradients times grad_scale), then (stages 1/2)
- * all-gather the updated parameters over dp. Increments step. */
+/* AdamW on the owned shards of both parts (gradients times grad_scale),
+ * then (stages 1/2) all-gather the updated parameters, each part over its
+ * group. Increments step. */
 void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale);
 
 /* Write the full parameter buffer [flat numel] (dtype T, device memory of
- * be) into dst: a copy (stages 1/2) or an all-gather of every segment over
- * dp (stage 3; collective). */
+ * be) into dst: a copy (stages 1/2) or an all-gather of every segment, each
+ * part over its group (stage 3; collective over dp x cp and edp). */
 void mt_zero_opt_full_params(mt_zero_opt *z, void *dst);
 
 /* Model-state bytes per category of this rank as the ZeRO formulas predict
  * them for this layout (no working buffers): out[MT_MEM_PARAM], [GRAD],
  * [OPTIM]; the allocator's live counters should match after a step. */
 void mt_zero_opt_expected_bytes(const mt_zero_opt *z, size_t out[MT_MEM_NCAT]);
+/* The same for part k alone (0 dense, 1 experts; k < n_part): the full
+ * stage-1/2 buffers are split between the parts by parameter kind, the
+ * alignment gaps counted with the dense part. */
+void mt_zero_opt_part_expected_bytes(const mt_zero_opt *z, int k, size_t out[MT_MEM_NCAT]);
 
 /* Print "> ZeRO stage S over dp=N: ..." lines (layout and per-rank state). */
 void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
@@ -146,7 +159,7 @@ void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
  * refuses another zero_stage, dp size, bucket size, dtype or model with a
  * message. After a successful load on every rank, call
  * mt_zero_opt_sync_params (stages 1/2: all-gather the loaded shards into the
- * full parameter buffer; collective over dp). */
+ * full parameter buffer, each part over its group; no-op for stage 3). */
 int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
                       size_t errlen);
 int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err,
