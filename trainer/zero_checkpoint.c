@@ -9,9 +9,9 @@
  *   nan_iters, u64 seed, then the shard buffers: parameters (T), exp_avg,
  *   exp_avg_sq, [master] (fp32), each shard_numel elements, then a CRC-32.
  * With expert parameters (MoE: a second part sharded over the expert-data-
- * parallel group) the version is 2 and the dense shards are followed by
- * u32 edp, u32 edp_rank, i64 expert shard_numel and the expert part's
- * parameter, exp_avg, exp_avg_sq, [master] shards. Every rank writes its
+ * parallel group) the version is 2, the header is followed by u32 edp,
+ * u32 edp_rank, i64 expert shard_numel, and the dense shards by the expert
+ * part's parameter, exp_avg, exp_avg_sq, [master] shards. Every rank writes its
  * own file (its dense and expert shards), so any tp/ep/etp/dp layout saves.
  * The union of the parameter shards is the full parameter buffer (every
  * stage), so the file set is the whole training state. Loading requires the
@@ -127,13 +127,15 @@ int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, ch
   size_t total = sizeof h + part_bytes(z, D) + (X ? sizeof(zexp) + part_bytes(z, X) : 0);
   unsigned char *buf = mt_xmalloc(total), *p = buf;
   memcpy(p, &h, sizeof h);
-  p = put_part(z, D, p + sizeof h);
+  p += sizeof h;
   if (X) {
     zexp x = {.edp = (uint32_t)X->L.dp, .edp_rank = (uint32_t)X->L.dp_rank,
               .shard_numel = X->L.shard_numel};
     memcpy(p, &x, sizeof x);
-    p = put_part(z, X, p + sizeof x);
+    p += sizeof x;
   }
+  p = put_part(z, D, p);
+  if (X) p = put_part(z, X, p);
   MT_ASSERT((size_t)(p - buf) == total);
   char path[4600];
   shard_path(path, sizeof path, mp_dir, D->L.dp_rank);
@@ -195,6 +197,29 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
              mp_dir, h.stage, h.dp, z->o.stage, D->L.dp);
     goto out;
   }
+  if ((h.version == ZVERSION_MOE) != (X != NULL)) {
+    snprintf(err, errlen,
+             "'%s' was saved %s expert parameters on this rank but this run has %s "
+             "(model.num_experts and moe_layer_freq must be as saved)",
+             path, h.version == ZVERSION_MOE ? "with" : "without", X ? "some" : "none");
+    goto out;
+  }
+  if (X) {
+    zexp x = {0};
+    if (n >= sizeof h + sizeof x) memcpy(&x, data + sizeof h, sizeof x);
+    if ((int)x.edp != X->L.dp || (int)x.edp_rank != X->L.dp_rank ||
+        x.shard_numel != X->L.shard_numel) {
+      snprintf(err, errlen,
+               "checkpoint '%s' was saved with expert-data-parallel size %u (rank %u, expert shard "
+               "%lld elements) but this run has edp %d (rank %d, shard %lld; edp = world / "
+               "(expert_tensor_parallel_size * expert_model_parallel_size * "
+               "pipeline_model_parallel_size)); ZeRO checkpoints resume only with the same layout "
+               "(cross-layout resharding is not implemented)",
+               mp_dir, x.edp, x.edp_rank, (long long)x.shard_numel, X->L.dp, X->L.dp_rank,
+               (long long)X->L.shard_numel);
+      goto out;
+    }
+  }
   if ((int)h.dp_rank != D->L.dp_rank || h.flat_numel != D->L.flat_numel ||
       h.shard_numel != sn || h.bucket_size != D->L.bucket_size ||
       h.dtype != (uint32_t)be->dtype || h.has_master != (D->master != NULL)) {
@@ -207,45 +232,13 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
              (long long)D->L.bucket_size, mt_dtype_name(be->dtype));
     goto out;
   }
-  if ((h.version == ZVERSION_MOE) != (X != NULL)) {
-    snprintf(err, errlen,
-             "'%s' was saved %s expert parameters but this run has %s: the model (num_experts, "
-             "moe_layer_freq) or the pipeline stage's layers differ",
-             path, h.version == ZVERSION_MOE ? "with" : "without", X ? "some" : "none");
-    goto out;
-  }
   size_t want = sizeof h + part_bytes(z, D) + (X ? sizeof(zexp) + part_bytes(z, X) : 0);
   if (n != want) {
-    zexp x = {0};
-    if (X && n >= sizeof h + part_bytes(z, D) + sizeof x)
-      memcpy(&x, data + sizeof h + part_bytes(z, D), sizeof x);
-    if (X && x.edp && ((int)x.edp != X->L.dp || x.shard_numel != X->L.shard_numel))
-      snprintf(err, errlen,
-               "checkpoint '%s' was saved with expert-data-parallel size %u (expert shard %lld) "
-               "but this run has edp %d (shard %lld); ZeRO checkpoints resume only with the same "
-               "layout (expert_model_parallel_size, expert_tensor_parallel_size and the world "
-               "size as saved)",
-               mp_dir, x.edp, (long long)x.shard_numel, X->L.dp, (long long)X->L.shard_numel);
-    else
-      snprintf(err, errlen, "'%s' has the wrong size for its header (truncated?)", path);
+    snprintf(err, errlen, "'%s' has the wrong size for its header (truncated?)", path);
     goto out;
   }
-  if (X) {
-    zexp x;
-    memcpy(&x, data + sizeof h + part_bytes(z, D), sizeof x);
-    if ((int)x.edp != X->L.dp || (int)x.edp_rank != X->L.dp_rank ||
-        x.shard_numel != X->L.shard_numel) {
-      snprintf(err, errlen,
-               "checkpoint '%s' was saved with expert-data-parallel size %u rank %u (expert "
-               "shard %lld) but this run has edp %d rank %d (shard %lld); ZeRO checkpoints "
-               "resume only with the same layout",
-               mp_dir, x.edp, x.edp_rank, (long long)x.shard_numel, X->L.dp, X->L.dp_rank,
-               (long long)X->L.shard_numel);
-      goto out;
-    }
-  }
-  const unsigned char *p = get_part(z, D, data + sizeof h);
-  if (X) get_part(z, X, p + sizeof(zexp));
+  const unsigned char *p = get_part(z, D, data + sizeof h + (X ? sizeof(zexp) : 0));
+  if (X) get_part(z, X, p);
   z->step = h.step;
   st->iteration = h.iteration;
   st->consumed_samples = h.consumed_samples;

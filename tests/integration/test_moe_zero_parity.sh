@@ -13,8 +13,9 @@
 # dp and expert replicas over edp bitwise identical (the trainer's replica
 # check). Resume: the dp=4+ep=2 ZeRO-3 run saves at iteration 10 (per-rank
 # shard files with the expert part); resuming reproduces iterations 11-20
-# bitwise and byte-identical final shard files. ZeRO-2 with a pipeline stays
-# refused.
+# bitwise and byte-identical final shard files; loading it with ep=4 (edp 1)
+# is refused naming both expert-data-parallel sizes. ZeRO-2 with a pipeline
+# stays refused.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
@@ -103,6 +104,14 @@ for r in 0 1 2 3; do
       "$TMP/ck10/iter_0000020/mp_rank_00/distrib_optim_dp00$r.bin"
 done
 echo "resume at 10: iterations 11-20 bitwise identical, final shard files (dense + expert parts) byte-identical"
+# another expert layout (ep=4: edp 1) is refused naming both edp sizes
+if mpirun -np 4 --oversubscribe --bind-to none "$MT" --config $CFG "${COMMON[@]}" "${ODD[@]}" \
+     --set parallel.expert_model_parallel_size=4 --set parallel.zero_stage=3 \
+     --set checkpoint.load="$TMP/ck10" >"$TMP/e.log" 2>&1; then
+  echo "expected loading an edp=2 checkpoint with edp=1 to be refused"; exit 1
+fi
+grep -q "saved with expert-data-parallel size 2 .* but this run has edp 1" "$TMP/e.log" \
+  || { cat "$TMP/e.log"; exit 1; }
 # still refused: ZeRO-2/3 with pipelines (as for dense models)
 if mpirun -np 2 --oversubscribe --bind-to none "$MT" --config $CFG \
      --set parallel.pipeline_model_parallel_size=2 --set parallel.zero_stage=2 >"$TMP/e.log" 2>&1; then
