@@ -58,6 +58,8 @@ typedef struct {
   mt_group *ep;               /* dispatch group; NULL when ep == 1 */
   int ep_size, ep_rank;
   int n_moe_layers;           /* global count (statistics) */
+  int router_dtype;           /* MT_MOE_ROUTER_DTYPE_*: NONE with a bf16 backend rounds the
+                                 logits to bf16 before routing (route.round_bf16) */
 } mt_moe_config;
 
 /* Per-layer parameter pointers: router [E, h]; local expert i of E/ep. */
@@ -66,6 +68,9 @@ typedef struct {
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b; /* [E/ep] each */
   const float *expert_bias;   /* [E] fp32 host: moe_router_enable_expert_bias (selection only);
                                  NULL when disabled */
+  const int64_t *global_tokens_per_expert; /* [E] host: routed slots per expert of the whole
+                                 previous global batch (global_aux_loss); NULL on the first
+                                 step or when unused (moe_router.h step 7) */
 } mt_moe_weights;
 typedef struct {
   float *router;
