@@ -88,7 +88,7 @@ typedef struct {
   int E, k;
   int64_t capacity;       /* -1: dropless */
   int *expert;            /* [n·k] chosen expert of slot (t, j) */
-  float *gate;            /* [n·k] routing weight */
+  float *gate;            /* [n·k] final gate weight (step 5, × scaling factor) */
   uint8_t *kept;          /* [n·k] 1 = kept, 0 = dropped */
   double *probs;          /* [n·E] scores s over all experts (step 1: softmax, or the
                              sigmoid of each logit) */
@@ -113,8 +113,10 @@ void mt_moe_routing_free(mt_moe_routing *r);
  * [s, b]; n a multiple of seq_b with seq_aux_loss). expert_bias [E] (fp32
  * host, moe_router_enable_expert_bias) shifts the selection values (step 2)
  * or is NULL. global_tokens_per_expert [E] is the previous global batch's
- * routed slots per expert (global_aux_loss only; NULL or all zero: the first
- * step, this micro-batch's counts are used). Fills every field of r
+ * slots per expert, summed over every micro-batch of every rank (the counts
+ * the expert-bias update uses; only their ratios matter; global_aux_loss
+ * only; NULL or all zero: the first step, this micro-batch's counts are
+ * used). Fills every field of r
  * (n <= r->cap_n). Pure: equal inputs give equal outputs. No communication. */
 void mt_moe_route(const mt_moe_route_opts *o, const float *logits, const float *expert_bias,
                   const int64_t *global_tokens_per_expert, int64_t n, mt_moe_routing *r);
