@@ -329,6 +329,8 @@ static const err_case CASES[] = {
      {"parallel.expert_model_parallel_size", "num_experts 6"}},
     {NULL, {"model.num_experts=8", "parallel.expert_model_parallel_size=8"}, 4,
      {"parallel.expert_model_parallel_size", "world size 4"}},
+    {NULL, {"model.num_experts=2", "parallel.expert_tensor_parallel_size=2"}, 2,
+     {"model.add_bias_linear", "expert_tensor_parallel_size 2"}},
     {NULL, {"model.num_experts=2", "model.moe_router_topk=3"}, 1, {"model.moe_router_topk", "num_experts 2"}},
     {NULL, {"model.num_experts=2", "model.moe_pad_expert_input_to_capacity=true"}, 1,
      {"model.moe_pad_expert_input_to_capacity", "capacity_factor"}},
