@@ -143,14 +143,6 @@ static int edp_is_dp(const mt_topology *t) {
 /* What this build's MoE supports, as config errors. */
 static int moe_layout_check(mt_trainer *t, const mt_config *cfg, char *err, size_t errlen) {
   const mt_parallel_config *p = &cfg->parallel;
-  if (p->expert_tensor_parallel_size > 1 && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0])) {
-    snprintf(err, errlen,
-             "checkpoints with parallel.expert_tensor_parallel_size %d are not supported in this "
-             "build (expected 1: split experts have no checkpoint layout yet); unset "
-             "checkpoint.save/load",
-             p->expert_tensor_parallel_size);
-    return -1;
-  }
   if (p->tensor_model_parallel_size > 1 && !p->sequence_parallel) {
     snprintf(err, errlen,
              "parallel.sequence_parallel must be true for MoE with tensor_model_parallel_size %d "

@@ -10,9 +10,12 @@
 #   etp=2 (tp=1, world 2: the ETP group is the data-parallel pair),
 #   tp=2+SP, ep=2, etp=2 (world 4: etp x ep x edp = 2 x 2 x 1 folded over
 #   tp x dp = 2 x 2),
-#   tp=2+SP, ep=2, etp=1 (world 2: experts whole, as before).
+#   tp=2+SP, ep=2, etp=1 (world 2: experts whole, as before),
+#   etp=2 on 4 ranks (tp=1, dp=4: edp=2, expert shards reduced over EDP),
+#   tp=2+SP, etp=2, ZeRO-1 (world 4, edp = dp = 2).
 # Expert replicas are checked across the expert-data-parallel group by the
-# trainer (check_replicas_interval) where edp > 1 (etp=2 x dp... world 4).
+# trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
+# etp > 1 are refused with a config error naming the key.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
@@ -62,3 +65,18 @@ cmp_moe tp2sp_ep2_etp2 base
 run tp2sp_ep2_etp1 2 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2
 cmp_moe tp2sp_ep2_etp1 base
+run etp2_dp4 4 --set parallel.expert_tensor_parallel_size=2
+cmp_moe etp2_dp4 base
+run tp2sp_etp2_zero1 4 --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
+    --set parallel.zero_stage=1
+cmp_moe tp2sp_etp2_zero1 base
+set +e
+mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
+  -x OMP_NUM_THREADS "$MT" --config $CFG "${COMMON[@]}" --set parallel.expert_tensor_parallel_size=2 \
+  --set checkpoint.save="$TMP/ckpt" --set checkpoint.save_interval=10 >"$TMP/ckpt.log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] && grep -q "checkpoint.save.*expert_tensor_parallel_size 2" "$TMP/ckpt.log" ||
+  { echo "checkpoint with etp 2 not refused (rc $rc):"; tail -5 "$TMP/ckpt.log"; exit 1; }
+echo "checkpoint.save with etp=2 refused (exit 2): $(grep -m1 -o 'checkpoint.save.*' "$TMP/ckpt.log" | cut -c1-90)..."
