@@ -35,7 +35,9 @@
  * one all-to-all of E int64 counts and two all-to-allv of token rows
  * (dispatch, combine), backward two all-to-allv (combine, dispatch), each
  * moving (routed rows) · h elements; over TP under SP one all-gather of the
- * [n_loc, E] fp32 logits forward.
+ * [n_loc, E] fp32 logits forward; with etp > 1 over the ETP group the
+ * counts all-gather and two all-gatherv + two reduce-scatterv of the
+ * experts' rows (model/moe_etp.h).
  */
 #ifndef MT_MODEL_MOE_LAYER_H
 #define MT_MODEL_MOE_LAYER_H
