@@ -408,6 +408,17 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "%d is not divisible by expert_tensor_parallel_size %d (expected a "
                        "multiple)",
                        m->moe_ffn_hidden_size, etp);
+  if (etp > 1 && m->add_bias_linear)
+    return mt_cfg_fail(c, key("model.add_bias_linear"),
+                       "true is not supported with MoE and expert_tensor_parallel_size %d "
+                       "(expected false: as in Megatron, expert biases need "
+                       "expert_tensor_parallel_size 1)",
+                       etp);
+  if (etp > 1 && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0]))
+    return mt_cfg_fail(c, key(cfg->checkpoint.save[0] ? "checkpoint.save" : "checkpoint.load"),
+                       "is not supported with MoE and expert_tensor_parallel_size %d in this "
+                       "build (expected null: split experts have no checkpoint layout yet)",
+                       etp);
   if (ep > 1 && tp > 1 && !p->sequence_parallel)
     return mt_cfg_fail(c, key("parallel.sequence_parallel"),
                        "must be true when expert_model_parallel_size (%d) and "
