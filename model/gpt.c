@@ -323,6 +323,8 @@ static void create_moe(mt_gpt *m) {
     mc.ep_size = c->ep_size;
     mc.ep_rank = c->ep_rank;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
+    mc.grouped_gemm = c->moe_grouped_gemm;
+    mc.route.pad_to_capacity = c->moe_pad_expert_input_to_capacity;
     m->moe = mt_moe_create(be, &mc);
     const int El = c->num_experts / c->ep_size;
     m->moe_nper = c->disable_bias_linear ? 2 : 4;

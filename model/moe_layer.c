@@ -53,7 +53,8 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
                                  .t0 = c->t0, .ep = c->ep, .ep_size = c->ep_size};
   m->disp = mt_moe_dispatcher_create(be, &dc);
   mt_moe_experts_config xc = {.E_loc = m->E_loc, .ep_size = c->ep_size, .h = c->h, .F = c->F,
-                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp)};
+                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp),
+                              .grouped = c->grouped_gemm};
   m->experts = mt_moe_experts_create(be, &xc);
   m->dlogits_dev = ws(be, c->n_loc * c->E, MT_F32, W);
   m->dlogits_t = T == MT_F32 ? (void *)m->dlogits_dev : ws(be, c->n_loc * c->E, T, W);

@@ -58,6 +58,7 @@ typedef struct {
   mt_group *ep;               /* dispatch group; NULL when ep == 1 */
   int ep_size, ep_rank;
   int n_moe_layers;           /* global count (statistics) */
+  int grouped_gemm;           /* moe_grouped_gemm (model/moe_experts.h) */
 } mt_moe_config;
 
 /* Per-layer parameter pointers: router [E, h]; local expert i of E/ep. */
