@@ -102,7 +102,7 @@ static void grouped(const mt_moe_experts *x, const int64_t *counts, void *y, flo
     free(qa);
     free(wm);
   }
-  if (!dW || y) be->ops->gemm_grouped(be, &d);
+  be->ops->gemm_grouped(be, &d);
   free(mnk);
   free(pa);
   free(off);

@@ -33,7 +33,9 @@
  * one all-to-all of E int64 counts and two all-to-allv of token rows
  * (dispatch, combine), backward two all-to-allv (combine, dispatch), each
  * moving (routed rows) · h elements; over TP under SP one all-gather of the
- * [n_loc, E] fp32 logits forward.
+ * [n_loc, E] fp32 logits forward. With moe_pad_expert_input_to_capacity
+ * (route.pad_to_capacity) no counts all-to-all, and every all-to-allv moves
+ * E·C rows per rank (C = mt_moe_capacity of the micro-batch).
  */
 #ifndef MT_MODEL_MOE_LAYER_H
 #define MT_MODEL_MOE_LAYER_H
