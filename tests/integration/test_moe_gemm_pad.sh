@@ -13,7 +13,8 @@
 #    the EP group's bytes per step are the padded analytic count:
 #    4 all-to-allv (dispatch, combine, and their backward) of E·C rows of h
 #    fp32 per MoE layer and micro-batch, no counts all-to-all, plus the
-#    grad norm's one-double all-reduce.
+#    grad norm's one-double all-reduce;
+#  - tp=2 + SP + ep=2 with both: the one-process curve within 1e-5.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
@@ -66,6 +67,11 @@ run ep2_grouped_pad 2 "${EP[@]}" --set model.moe_grouped_gemm=true \
     --set model.moe_pad_expert_input_to_capacity=true
 cmp ep2_grouped_pad ep2 1e-6
 cmp ep2_grouped_pad base 1e-5
+# tp=2 + SP + ep=2: each SP rank pads to the whole micro-batch's capacity
+run tp2sp_ep2_grouped_pad 2 "${EP[@]}" --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set model.moe_grouped_gemm=true \
+    --set model.moe_pad_expert_input_to_capacity=true
+cmp tp2sp_ep2_grouped_pad base 1e-5
 /usr/bin/python3 - "$TMP/ep2_grouped_pad.jsonl" "$TMP/ep2.jsonl" <<'PY'
 import json, math, sys
 pad = [o for o in map(json.loads, open(sys.argv[1])) if "lm_loss" in o]
