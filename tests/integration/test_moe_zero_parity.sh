@@ -8,6 +8,7 @@
 #   dp=4 + ep=2 (world 4, edp 2: experts really sharded) with ZeRO-2 and ZeRO-3,
 #   tp=2 + SP + ep=4 (world 4, ep != tp, edp 1) with ZeRO-1,
 #   tp=2 + SP + ep=2 (ep = tp, edp = dp = 2) with ZeRO-1,
+#   etp=2 + dp=4 (edp 2, SwiGLU experts without biases) with ZeRO-3,
 # lm loss, grad norm, balance losses, dropped and tokens per expert within
 # 1e-5 relative (the comparison of test_moe_parity.sh); dense replicas over
 # dp and expert replicas over edp bitwise identical (the trainer's replica
@@ -89,6 +90,13 @@ run tp2sp_ep2_z1 4 --set parallel.tensor_model_parallel_size=2 --set parallel.se
     --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=1
 expect_log tp2sp_ep2_z1 "ZeRO stage 1 over edp=2"
 cmp_moe tp2sp_ep2_z1 base64
+# expert tensor parallelism: etp=2 + dp=4 (edp 2: each expert's fc1/fc2
+# shards sharded again over edp) with ZeRO-3, SwiGLU experts without biases
+NOBIAS=(--set model.add_bias_linear=false --set model.swiglu=true)
+run base_etp 1 "${NOBIAS[@]}"
+run etp2_dp4_z3 4 "${NOBIAS[@]}" --set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=3
+expect_log etp2_dp4_z3 "ZeRO stage 3 over edp=2"
+cmp_moe etp2_dp4_z3 base_etp
 # resume the sharded-expert ZeRO-3 run from its iteration-10 shard files
 mkdir -p "$TMP/ck10"
 cp -r "$TMP/ck/iter_0000010" "$TMP/ck10/"
