@@ -4,7 +4,9 @@
 # 20 steps, fp32 on cpu):
 #  - one process (2 OpenMP threads, so the grouped op runs groups side by
 #    side): grouped GEMM gives a bitwise identical JSONL (every field but
-#    timings); padding to capacity gives loss, grad norm, balance losses,
+#    timings), and its iteration-10 checkpoint (the same per-expert
+#    parameters) resumed without grouped GEMM continues bitwise; padding to
+#    capacity gives loss, grad norm, balance losses,
 #    tokens per expert and drops within 1e-6 (bitwise in practice), and the
 #    balance losses are those of the unpadded run (the router never sees the
 #    padding rows: no "aux loss = 1" with padding);
