@@ -14,8 +14,8 @@
 #    bitwise in practice) and against one process (1e-5, the parity bar);
 #    the EP group's bytes per step are the padded analytic count:
 #    4 all-to-allv (dispatch, combine, and their backward) of E·C rows of h
-#    fp32 per MoE layer and micro-batch, no counts all-to-all, plus the
-#    grad norm's one-double all-reduce;
+#    fp32 per MoE layer and micro-batch, no counts all-to-all (plus under
+#    64 B of other EP-group traffic, if any: a grad-norm scalar);
 #  - tp=2 + SP + ep=2 with both: the one-process curve within 1e-5.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
@@ -102,6 +102,6 @@ for o in pad:
     got = o["comm_bytes"]["ep"]
     assert 0 <= got - want < 64, "iteration %d: ep bytes %d, padded analytic %d" % (o["iteration"], got, want)
 print("ep=2 padded: EP bytes per step %d = 4 x %d layers x %d micro-batches x E·C (%d x %d) rows x "
-      "h %d x 4 B (%d) + %d B grad-norm all-reduce; unpadded %d" % (pad[-1]["comm_bytes"]["ep"], L, mb,
+      "h %d x 4 B (%d) + %d B other EP traffic; unpadded %d" % (pad[-1]["comm_bytes"]["ep"], L, mb,
       E, C, h, want, pad[-1]["comm_bytes"]["ep"] - want, base[-1]["comm_bytes"]["ep"]))
 PY
