@@ -95,6 +95,9 @@ class Config:
         self.pre_softmax = bool(d.get("moe_router_pre_softmax", False))
         self.lb_coeff = float(d.get("moe_aux_loss_coeff", 0.0))
         self.z_coeff = float(d.get("moe_z_loss_coeff", 0.0))
+        # shared experts (DeepSeekMoE §3.2; Megatron-core SharedExpertMLP): an
+        # always-on MLP of this width beside the routed experts
+        self.shared = int(d.get("moe_shared_expert_intermediate_size") or 0)
         assert self.nh % self.ng == 0, "num_query_groups must divide num_attention_heads"
         self.rot_dim = int(self.hn * self.rotary_percent)
 
@@ -137,6 +140,9 @@ def expected_params(c):
             for e in range(c.E):
                 linear(pre + "mlp.experts.%d.linear_fc1" % e, g * c.moe_ffn, c.h, "normal")
                 linear(pre + "mlp.experts.%d.linear_fc2" % e, c.h, c.moe_ffn, "scaled")
+            if c.shared:
+                linear(pre + "mlp.shared_experts.linear_fc1", g * c.shared, c.h, "normal")
+                linear(pre + "mlp.shared_experts.linear_fc2", c.h, c.shared, "scaled")
         else:
             linear(pre + "mlp.linear_fc1", g * c.ffn, c.h, "normal")
             linear(pre + "mlp.linear_fc2", c.h, c.ffn, "scaled")
@@ -260,7 +266,10 @@ def moe(c, x, P, pre):
         y = mlp(c, xt[tok_t], P, pre + "mlp.experts.%d." % e, c.moe_ffn)
         out = out.index_add(0, tok_t, gates[tok_t, slot_t].unsqueeze(-1) * y)
     lb, z = aux_losses(logits, probs, routed, c.topk)
-    return out.view(s, b, h).transpose(0, 1), c.lb_coeff * lb + c.z_coeff * z
+    y = out.view(s, b, h).transpose(0, 1)
+    if c.shared:  # routed + shared (Megatron's MoELayer: output + shared_expert_output)
+        y = y + mlp(c, x, P, pre + "mlp.shared_experts.", c.shared)
+    return y, c.lb_coeff * lb + c.z_coeff * z
 
 
 def forward(c, P, batch, sdpa=False):

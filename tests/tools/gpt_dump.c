@@ -103,6 +103,8 @@ int main(int argc, char **argv) {
     cJSON_AddBoolToObject(jc, "moe_router_pre_softmax", c.moe_router_pre_softmax);
     cJSON_AddNumberToObject(jc, "moe_aux_loss_coeff", c.moe_aux_loss_coeff);
     cJSON_AddNumberToObject(jc, "moe_z_loss_coeff", c.moe_z_loss_coeff);
+    cJSON_AddNumberToObject(jc, "moe_shared_expert_intermediate_size",
+                            c.moe_shared_expert_intermediate_size);
   }
   cJSON *jp = cJSON_AddArrayToObject(meta, "params");
 

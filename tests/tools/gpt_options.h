@@ -82,6 +82,7 @@ static inline int mt_gpt_apply_option(mt_gpt_config *c, const char *arg, char *e
   BOOL_KEY("moe_router_pre_softmax", moe_router_pre_softmax)
   FLT_KEY("moe_aux_loss_coeff", moe_aux_loss_coeff)
   FLT_KEY("moe_z_loss_coeff", moe_z_loss_coeff)
+  INT_KEY("moe_shared_expert_intermediate_size", moe_shared_expert_intermediate_size)
 #undef INT_KEY
 #undef FLT_KEY
 #undef BOOL_KEY
