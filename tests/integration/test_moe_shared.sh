@@ -5,10 +5,11 @@
 # biases; and SwiGLU + RMSNorm + RoPE without biases) is reproduced within
 # 1e-5 relative (lm loss, grad norm, balance and z losses, dropped count,
 # tokens per expert) by tp=2 + SP + ep=2 (the shared expert split over TP
-# like the dense MLP, all-gather / reduce-scatter under SP), tp=2 + SP + ep=1
-# and dp=2 + ep=2; full recomputation gives the same curve; the trainer's
-# replica check confirms the shared expert's replicated fc2 bias agrees on
-# the TP ranks.
+# like the dense MLP, all-gather / reduce-scatter under SP), tp=2 + SP + ep=1,
+# dp=2 + ep=2 and tp=2 + SP + dp=2 + ep=2 with ZeRO-1 (the shared expert is
+# dense: sharded and reduced over dp); full recomputation gives the same
+# curve; the trainer's replica check confirms the shared expert's replicated
+# fc2 bias agrees on the TP ranks.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
@@ -55,6 +56,10 @@ run gelu_tp2sp_ep1 2 --set parallel.tensor_model_parallel_size=2 --set parallel.
 cmp_moe gelu_tp2sp_ep1 gelu_base
 run gelu_dp2_ep2 2 --set parallel.expert_model_parallel_size=2
 cmp_moe gelu_dp2_ep2 gelu_base
+run gelu_tp2sp_dp2_ep2_zero1 4 --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
+    --set parallel.zero_stage=1
+cmp_moe gelu_tp2sp_dp2_ep2_zero1 gelu_base
 run gelu_recompute 1 --set model.recompute_granularity=full
 cmp_moe gelu_recompute gelu_base
 run swiglu_base 1 "${SWIGLU[@]}"
