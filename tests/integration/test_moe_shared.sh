@@ -9,7 +9,8 @@
 # dp=2 + ep=2 and tp=2 + SP + dp=2 + ep=2 with ZeRO-1 (the shared expert is
 # dense: sharded and reduced over dp); full recomputation gives the same
 # curve; the trainer's replica check confirms the shared expert's replicated
-# fc2 bias agrees on the TP ranks.
+# fc2 bias agrees on the TP ranks; the SwiGLU run's final checkpoint equals
+# one process's tensor by tensor.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
@@ -62,8 +63,11 @@ run gelu_tp2sp_dp2_ep2_zero1 4 --set parallel.tensor_model_parallel_size=2 \
 cmp_moe gelu_tp2sp_dp2_ep2_zero1 gelu_base
 run gelu_recompute 1 --set model.recompute_granularity=full
 cmp_moe gelu_recompute gelu_base
-run swiglu_base 1 "${SWIGLU[@]}"
+run swiglu_base 1 "${SWIGLU[@]}" --set checkpoint.save="$TMP/ck_base"
 run swiglu_tp2sp_ep2 2 "${SWIGLU[@]}" --set parallel.tensor_model_parallel_size=2 \
-    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2
+    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
+    --set checkpoint.save="$TMP/ck_tp2"
 cmp_moe swiglu_tp2sp_ep2 swiglu_base
+# final weights tensor by tensor (the shared fc1 shards are gate/up halves)
+/usr/bin/python3 tests/reference/ckpt_reader.py compare "$TMP/ck_tp2" "$TMP/ck_base" 1e-5
 grep -h "identical on all" "$TMP/gelu_tp2sp_ep2.log" | head -1
