@@ -12,7 +12,9 @@
  * [h, F] + bias [h] (g = 2 with SwiGLU: gate rows then up rows; biases NULL
  * without add_bias_linear; T = backend storage dtype); their gradients fp32,
  * accumulated.
- * No communication: experts are never split (expert_tensor_parallel_size 1).
+ * No communication. With expert tensor parallelism (model/moe_etp.h) F is
+ * this rank's slice F/etp and the blocks come from every ETP rank (ep_size
+ * = etp · ep source blocks); the ETP exchange happens outside.
  */
 #ifndef MT_MODEL_MOE_EXPERTS_H
 #define MT_MODEL_MOE_EXPERTS_H

@@ -143,13 +143,6 @@ static int edp_is_dp(const mt_topology *t) {
 /* What this build's MoE supports, as config errors. */
 static int moe_layout_check(mt_trainer *t, const mt_config *cfg, char *err, size_t errlen) {
   const mt_parallel_config *p = &cfg->parallel;
-  if (p->expert_tensor_parallel_size != 1) {
-    snprintf(err, errlen,
-             "parallel.expert_tensor_parallel_size %d is not supported yet with MoE (expected 1: "
-             "experts are not split; set it explicitly, its default is tensor_model_parallel_size)",
-             p->expert_tensor_parallel_size);
-    return -1;
-  }
   if (p->tensor_model_parallel_size > 1 && !p->sequence_parallel) {
     snprintf(err, errlen,
              "parallel.sequence_parallel must be true for MoE with tensor_model_parallel_size %d "

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # MoE collective counters and the skewed-routing no-hang check
-# (tests/tools/moe_comm_check.c) on EP groups of 2 and 4 ranks, top-1 and top-2.
+# (tests/tools/moe_comm_check.c) on EP groups of 2 and 4 ranks, top-1 and top-2;
+# expert tensor parallelism (etp=2 with ep=1 and ep=2): ETP all-gatherv /
+# reduce-scatterv bytes equal the analytic count.
 set -eu
 cd "$(dirname "$0")/../.."
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
@@ -11,4 +13,7 @@ for np in 2 4; do
   for k in 1 2; do
     timeout 120 mpirun -np $np --oversubscribe --bind-to none build/tests/tools/moe_comm_check 24 16 32 8 $k
   done
+done
+for np in 2 4; do
+  timeout 120 mpirun -np $np --oversubscribe --bind-to none build/tests/tools/moe_comm_check 24 16 32 8 2 2
 done
