@@ -11,7 +11,9 @@ router.py _apply_seq_aux_loss) and the papers, not from megatrain's C code:
              sigmoid (DeepSeek-V3 §2.1.1): s = sigmoid(logits); selection by
              s + expert_bias (Wang et al. 2024, arXiv:2408.15664: the bias
              shifts the choice only); gates = s of the chosen experts,
-             normalised to sum 1 when k > 1 (+1e-20, as Megatron).
+             normalised to sum 1 when k > 1 (+1e-20, as Megatron). With
+             softmax (megatrain only; Megatron refuses) the bias shifts the
+             logit, or the probability with pre-softmax, for the choice.
   scaling    gates *= moe_router_topk_scaling_factor (when set).
   groups     (DeepSeek-V2 §2.1.3 device-limited, V3 node-limited routing)
              E experts in G equal consecutive groups; a group's score is the
@@ -110,13 +112,15 @@ def route(logits, c, bias=None):
         if k > 1:
             gates = gates / (gates.sum(dim=-1, keepdim=True) + 1e-20)
     else:
-        assert bias is None, "expert bias with softmax scores: not in Megatron"
+        # softmax + expert bias (megatrain extension; Megatron raises): the bias
+        # shifts the selection value, the logit or the pre-softmax probability
+        shift = bias if bias is not None else 0.0
         probs = torch.softmax(logits, dim=-1)
         if c.pre_softmax:
-            expert = select(probs.detach().numpy(), k, c.num_groups, c.group_topk)
+            expert = select(probs.detach().numpy() + shift, k, c.num_groups, c.group_topk)
             gates = torch.gather(probs, 1, torch.tensor(expert))
         else:
-            expert = select(lv, k, c.num_groups, c.group_topk)
+            expert = select(lv + shift, k, c.num_groups, c.group_topk)
             gates = torch.softmax(torch.gather(logits, 1, torch.tensor(expert)), dim=-1)
     if c.scaling:
         gates = gates * c.scaling
