@@ -7,7 +7,8 @@
 # tokens per expert) by tp=2 + SP + ep=2 (the shared expert split over TP
 # like the dense MLP, all-gather / reduce-scatter under SP), tp=2 + SP + ep=1,
 # dp=2 + ep=2 and tp=2 + SP + dp=2 + ep=2 with ZeRO-1 (the shared expert is
-# dense: sharded and reduced over dp); full recomputation gives the same
+# dense: sharded and reduced over dp), SwiGLU with tp=2 + SP + etp=2 (the
+# routed experts split over ETP, the shared one over TP); full recomputation gives the same
 # curve; the trainer's replica check confirms the shared expert's replicated
 # fc2 bias agrees on the TP ranks; the SwiGLU run's final checkpoint equals
 # one process's tensor by tensor.
@@ -68,6 +69,10 @@ run swiglu_tp2sp_ep2 2 "${SWIGLU[@]}" --set parallel.tensor_model_parallel_size=
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
     --set checkpoint.save="$TMP/ck_tp2"
 cmp_moe swiglu_tp2sp_ep2 swiglu_base
+# expert tensor parallelism beside the TP-split shared expert (no biases: ETP refuses them)
+run swiglu_tp2sp_etp2 2 "${SWIGLU[@]}" --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2
+cmp_moe swiglu_tp2sp_etp2 swiglu_base
 # final weights tensor by tensor (the shared fc1 shards are gate/up halves)
 /usr/bin/python3 tests/reference/ckpt_reader.py compare "$TMP/ck_tp2" "$TMP/ck_base" 1e-5
 grep -h "identical on all" "$TMP/gelu_tp2sp_ep2.log" | head -1
