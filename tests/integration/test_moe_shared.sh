@@ -8,8 +8,8 @@
 # like the dense MLP, all-gather / reduce-scatter under SP), tp=2 + SP + ep=1,
 # dp=2 + ep=2 and tp=2 + SP + dp=2 + ep=2 with ZeRO-1 (the shared expert is
 # dense: sharded and reduced over dp), SwiGLU with tp=2 + SP + etp=2 (the
-# routed experts split over ETP, the shared one over TP); full recomputation gives the same
-# curve; the trainer's replica check confirms the shared expert's replicated
+# routed experts split over ETP, the shared one over TP); full recomputation
+# gives the same curve; the trainer's replica check confirms the shared expert's replicated
 # fc2 bias agrees on the TP ranks; the SwiGLU run's final checkpoint equals
 # one process's tensor by tensor.
 source "$(dirname "$0")/lib.sh"
