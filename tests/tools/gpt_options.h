@@ -103,6 +103,8 @@ static inline int mt_gpt_apply_option(mt_gpt_config *c, const char *arg, char *e
   INT_KEY("num_experts", num_experts)
   INT_KEY("moe_router_topk", moe_router_topk)
   INT_KEY("moe_ffn_hidden_size", moe_ffn_hidden_size)
+  BOOL_KEY("moe_grouped_gemm", moe_grouped_gemm)
+  BOOL_KEY("moe_pad_expert_input_to_capacity", moe_pad_expert_input_to_capacity)
   if (!strcmp(key, "moe_layer_freq")) {
     c->moe_layer_freq = atoi(v);
     c->moe_layer_pattern_len = 0;
