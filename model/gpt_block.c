@@ -6,6 +6,7 @@
 
 #include "core/util.h"
 #include "model/gpt_internal.h"
+#include "model/moe_shared_experts.h"
 
 /* Hidden dropout after proj / fc2 of layer l, on this rank's [sl, b, h]
  * shard (mt_gpt_dropout_* place it in the full sequence). */
@@ -246,6 +247,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
     int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
     mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
+    mt_moe_shared_forward(m, li, a, m->tmp_h); /* += shared experts (if any) */
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
     mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
     return;
@@ -283,7 +285,7 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
                     m->loss_scale * (float)(m->rows * c->cp_size));
-    be->ops->memcpy_d2d(be, m->dtmp_h, m->tmp_h, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
+    mt_moe_shared_backward(m, li, a, m->dtmp_h, m->tmp_h); /* dtmp_h <- dx (shared + routed) */
   } else {
     if (m->glu == 2) {
       mt_row_parallel_linear_bwd(tp, m->dact, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
