@@ -186,7 +186,8 @@ static mt_moe_weights moe_weights(mt_gpt *m, int li) {
       int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
       t[j * El + le] = k < 0 ? NULL : mt_gpt_param_ptr(m, p0 + np * le + k);
     }
-  mt_moe_weights w = {mt_gpt_param_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
+  mt_moe_weights w = {mt_gpt_param_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El,
+                      NULL};
   return w;
 }
 
@@ -243,6 +244,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
+    mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
     int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
     mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
@@ -280,6 +282,7 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
      * micro-batch of the global batch; s the whole sequence under CP) */
     mt_moe_weights mw = moe_weights(m, li);
+    mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
                     m->loss_scale * (float)(m->rows * c->cp_size));
