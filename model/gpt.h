@@ -247,6 +247,10 @@ int64_t *mt_gpt_moe_bias_counts(mt_gpt *m, int moe_layer);
  * and the counts are stored. Host arithmetic only, no communication; equal
  * counts give bitwise equal biases on every rank. No-op when off. */
 void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts);
+/* Global layer number of MoE layer `moe_layer` when one of this rank's model
+ * chunks holds it (its pipeline stage), else -1 (checkpoints save the biases
+ * of their own stage's layers). */
+int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer);
 
 /* Zero the gradient buffer (start of an iteration). */
 void mt_gpt_zero_grad(mt_gpt *m);

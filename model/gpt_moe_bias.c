@@ -45,3 +45,11 @@ void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts) {
     }
   }
 }
+
+int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer) {
+  for (int k = 0; k < m->n_chunks; k++)
+    for (int l = m->chunks[k].first_layer; l < m->chunks[k].first_layer + m->chunks[k].n_layers;
+         l++)
+      if (mt_gpt_moe_layer_index(&m->cfg, l) == moe_layer) return l;
+  return -1;
+}

@@ -18,6 +18,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
 #include "config/config.h"
+#include "trainer/checkpoint.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
@@ -149,6 +150,15 @@ void mt_trainer_moe_log_fields(mt_trainer *t, mt_log_record *rec);
 /* Check that every rank holds bitwise the same expert biases (all MoE layers;
  * hash compared over the world). Returns 0 or -1 with a message. */
 int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen);
+
+/* Checkpoint buffers of this rank's stage's MoE layers (expert bias fp32 and
+ * last global batch's counts int64, Megatron-style names
+ * decoder.layers.L.mlp.router.{expert_bias,tokens_per_expert}) pointing into
+ * the model; *out malloc'ed (free()); returns their number (0 when off). */
+int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out);
+/* After a checkpoint load: every stage restored its own layers' biases; share
+ * them over the pipeline group so every rank holds all of them again. */
+void mt_trainer_moe_bias_after_load(mt_trainer *t);
 
 /* ZeRO glue (trainer/zero_trainer.c): build the sharded optimizer for
  * parallel.zero_stage >= 1 over t->dp_group (dp x cp); destroy (NULL is a no-op);

@@ -55,3 +55,42 @@ int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen) {
   }
   return 0;
 }
+
+int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out) {
+  *out = NULL;
+  const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
+  const int E = mt_gpt_get_config(t->model)->num_experts;
+  if (L <= 0 || !mt_gpt_moe_expert_bias(t->model, 0)) return 0;
+  mt_ckpt_buffer *b = mt_xcalloc((size_t)2 * L, sizeof *b);
+  int n = 0;
+  for (int i = 0; i < L; i++) {
+    const int l = mt_gpt_moe_layer_is_local(t->model, i);
+    if (l < 0) continue;
+    snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.expert_bias", l);
+    b[n].data = mt_gpt_moe_expert_bias(t->model, i);
+    b[n].numel = E;
+    b[n++].dtype = MT_F32;
+    snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.tokens_per_expert", l);
+    b[n].data = mt_gpt_moe_bias_counts(t->model, i);
+    b[n].numel = E;
+    b[n++].dtype = MT_I64;
+  }
+  *out = b;
+  return n;
+}
+
+void mt_trainer_moe_bias_after_load(mt_trainer *t) {
+  const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
+  const int E = mt_gpt_get_config(t->model)->num_experts;
+  float *b = L > 0 ? mt_gpt_moe_expert_bias(t->model, 0) : NULL;
+  if (!b || !t->ps->pp || mt_group_size(t->ps->pp) < 2) return;
+  int64_t *cnt = mt_gpt_moe_bias_counts(t->model, 0);
+  for (int i = 0; i < L; i++)
+    if (mt_gpt_moe_layer_is_local(t->model, i) < 0) {
+      memset(b + (size_t)i * E, 0, sizeof(float) * (size_t)E);
+      memset(cnt + (size_t)i * E, 0, sizeof(int64_t) * (size_t)E);
+    }
+  /* each layer lives on one stage: x + 0 = x exactly */
+  mt_allreduce(t->ps->pp, b, (int64_t)L * E, MT_F32, MT_OP_SUM);
+  mt_allreduce(t->ps->pp, cnt, (int64_t)L * E, MT_I64, MT_OP_SUM);
+}
