@@ -235,10 +235,14 @@ void mt_gpt_moe_stats_reset(mt_gpt *m);
  * (checkpoint load); NULL when the option is off or moe_layer is out of range. */
 float *mt_gpt_moe_expert_bias(mt_gpt *m, int moe_layer);
 /* Counts [E] of the last global batch of that layer (what the last update
- * used); NULL when the option is off. Writable (checkpoint load). */
+ * used: kept slots per expert; all zero before the first step); held with
+ * the expert bias and for moe_router_load_balancing_type global_aux_loss
+ * (mt_moe_weights.global_tokens_per_expert), else NULL. Writable
+ * (checkpoint load). */
 int64_t *mt_gpt_moe_bias_counts(mt_gpt *m, int moe_layer);
 /* One update after an optimizer step (also a skipped one, as Megatron's
- * finalize_model_grads): counts [n_moe · E] (n_moe = mt_gpt_num_moe_layers)
+ * finalize_model_grads): stores the counts (when held) and, with the expert
+ * bias, updates it. counts [n_moe · E] (n_moe = mt_gpt_num_moe_layers)
  * are the slots kept per expert (after capacity dropping, as Megatron's
  * routing_map) of the WHOLE global batch (all micro-batches, summed over
  * data and context parallel ranks and pipeline stages by the caller; not over

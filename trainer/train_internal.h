@@ -152,9 +152,9 @@ void mt_trainer_moe_log_fields(mt_trainer *t, mt_log_record *rec);
 int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen);
 
 /* Checkpoint buffers of this rank's stage's MoE layers (expert bias fp32 and
- * last global batch's counts int64, Megatron-style names
+ * the last global batch's counts int64, whichever the model holds; names
  * decoder.layers.L.mlp.router.{expert_bias,tokens_per_expert}) pointing into
- * the model; *out malloc'ed (free()); returns their number (0 when off). */
+ * the model; *out malloc'ed (free()); returns their number (0: none). */
 int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out);
 /* After a checkpoint load: every stage restored its own layers' biases; share
  * them over the pipeline group so every rank holds all of them again. */

@@ -41,16 +41,20 @@ void mt_trainer_moe_log_fields(mt_trainer *t, mt_log_record *rec) {
 int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen) {
   const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
   const float *b = L > 0 ? mt_gpt_moe_expert_bias(t->model, 0) : NULL;
-  if (!b || !t->world || mt_group_size(t->world) < 2) return 0;
-  const int E = mt_gpt_get_config(t->model)->num_experts;
-  /* every rank holds every layer's bias: one hash over the world */
-  uint64_t h = mt_fnv1a64(MT_FNV1A64_INIT, b, (size_t)L * E * sizeof(float));
+  const int64_t *cnt = L > 0 ? mt_gpt_moe_bias_counts(t->model, 0) : NULL;
+  if ((!b && !cnt) || !t->world || mt_group_size(t->world) < 2) return 0;
+  const size_t n = (size_t)L * mt_gpt_get_config(t->model)->num_experts;
+  /* every rank holds every layer's state: one hash over the world */
+  uint64_t h = MT_FNV1A64_INIT;
+  if (b) h = mt_fnv1a64(h, b, n * sizeof(float));
+  if (cnt) h = mt_fnv1a64(h, cnt, n * sizeof(int64_t));
   int64_t v[2] = {(int64_t)(h >> 1), -(int64_t)(h >> 1)};
   mt_allreduce(t->world, &v[0], 1, MT_I64, MT_OP_MAX);
   mt_allreduce(t->world, &v[1], 1, MT_I64, MT_OP_MAX);
   if (v[0] != -v[1]) {
-    snprintf(err, errlen, "the MoE expert biases (decoder.layers.L.mlp.router.expert_bias) "
-                          "differ across ranks (hashes differ)");
+    snprintf(err, errlen, "the MoE expert biases (decoder.layers.L.mlp.router.expert_bias) or "
+                          "the last global batch's tokens per expert differ across ranks "
+                          "(hashes differ)");
     return -1;
   }
   return 0;
@@ -60,16 +64,18 @@ int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out) {
   *out = NULL;
   const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
   const int E = mt_gpt_get_config(t->model)->num_experts;
-  if (L <= 0 || !mt_gpt_moe_expert_bias(t->model, 0)) return 0;
+  if (L <= 0 || !mt_gpt_moe_bias_counts(t->model, 0)) return 0;
   mt_ckpt_buffer *b = mt_xcalloc((size_t)2 * L, sizeof *b);
   int n = 0;
   for (int i = 0; i < L; i++) {
     const int l = mt_gpt_moe_layer_is_local(t->model, i);
     if (l < 0) continue;
-    snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.expert_bias", l);
-    b[n].data = mt_gpt_moe_expert_bias(t->model, i);
-    b[n].numel = E;
-    b[n++].dtype = MT_F32;
+    if (mt_gpt_moe_expert_bias(t->model, i)) {
+      snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.expert_bias", l);
+      b[n].data = mt_gpt_moe_expert_bias(t->model, i);
+      b[n].numel = E;
+      b[n++].dtype = MT_F32;
+    }
     snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.tokens_per_expert", l);
     b[n].data = mt_gpt_moe_bias_counts(t->model, i);
     b[n].numel = E;
@@ -82,15 +88,15 @@ int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out) {
 void mt_trainer_moe_bias_after_load(mt_trainer *t) {
   const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
   const int E = mt_gpt_get_config(t->model)->num_experts;
+  int64_t *cnt = L > 0 ? mt_gpt_moe_bias_counts(t->model, 0) : NULL;
   float *b = L > 0 ? mt_gpt_moe_expert_bias(t->model, 0) : NULL;
-  if (!b || !t->ps->pp || mt_group_size(t->ps->pp) < 2) return;
-  int64_t *cnt = mt_gpt_moe_bias_counts(t->model, 0);
+  if (!cnt || !t->ps->pp || mt_group_size(t->ps->pp) < 2) return;
   for (int i = 0; i < L; i++)
     if (mt_gpt_moe_layer_is_local(t->model, i) < 0) {
-      memset(b + (size_t)i * E, 0, sizeof(float) * (size_t)E);
+      if (b) memset(b + (size_t)i * E, 0, sizeof(float) * (size_t)E);
       memset(cnt + (size_t)i * E, 0, sizeof(int64_t) * (size_t)E);
     }
   /* each layer lives on one stage: x + 0 = x exactly */
-  mt_allreduce(t->ps->pp, b, (int64_t)L * E, MT_F32, MT_OP_SUM);
+  if (b) mt_allreduce(t->ps->pp, b, (int64_t)L * E, MT_F32, MT_OP_SUM);
   mt_allreduce(t->ps->pp, cnt, (int64_t)L * E, MT_I64, MT_OP_SUM);
 }
