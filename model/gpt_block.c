@@ -186,8 +186,8 @@ static mt_moe_weights moe_weights(mt_gpt *m, int li) {
       int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
       t[j * El + le] = k < 0 ? NULL : mt_gpt_param_ptr(m, p0 + np * le + k);
     }
-  mt_moe_weights w = {mt_gpt_param_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El,
-                      NULL};
+  mt_moe_weights w = {.router = mt_gpt_param_ptr(m, m->moe_router_p[li]),
+                      .fc1_w = t, .fc1_b = t + El, .fc2_w = t + 2 * El, .fc2_b = t + 3 * El};
   return w;
 }
 

@@ -41,8 +41,5 @@ run qk_rmsnorm       2 64 4 16 3 500 0   0 10 qk_layernorm=1 normalization=RMSNo
 run llama_qk_kv_tied 3 48 6 12 2 301 80  0 10 $LLAMA num_query_groups=3 qk_layernorm=1 kv_channels=12 rotary_percent=0.5
 run llama_moe_swiglu 2 64 4 16 3 500 128 1 10 $LLAMA num_experts=4 moe_router_topk=2 \
   moe_ffn_hidden_size=48 moe_layer_freq=2 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001
-# moe_layer_freq as a list: the first layer dense (DeepSeek-style)
-run llama_moe_list   3 64 4 16 3 500 128 1 10 $LLAMA num_experts=4 moe_router_topk=2 \
-  moe_ffn_hidden_size=48 moe_layer_freq=0,1,1 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001
 # shellcheck disable=SC2086
 /usr/bin/python3 tests/reference/test_llama_parity.py $cases

@@ -89,11 +89,7 @@ class Config:
         self.E = int(d.get("num_experts", 0) or 0)
         self.topk = int(d.get("moe_router_topk", 2))
         self.moe_ffn = int(d.get("moe_ffn_hidden_size") or self.ffn)
-        freq = d.get("moe_layer_freq", 1)
-        # Megatron's moe_layer_freq: an integer k (layers 0, k, 2k, ... are MoE)
-        # or a list with one 0/1 entry per layer
-        self.moe_pattern = [int(x) for x in freq] if isinstance(freq, list) else None
-        self.moe_freq = 1 if self.moe_pattern is not None else int(freq or 1)
+        self.moe_freq = int(d.get("moe_layer_freq", 1) or 1)
         self.cf = float(d.get("moe_expert_capacity_factor", 0.0) or 0.0)
         self.policy = d.get("moe_token_drop_policy", "probs")
         self.pre_softmax = bool(d.get("moe_router_pre_softmax", False))
@@ -103,8 +99,6 @@ class Config:
         self.rot_dim = int(self.hn * self.rotary_percent)
 
     def is_moe(self, l):
-        if self.moe_pattern is not None:
-            return self.E > 0 and l < len(self.moe_pattern) and self.moe_pattern[l] == 1
         return self.E > 0 and l % self.moe_freq == 0
 
 

@@ -97,13 +97,7 @@ int main(int argc, char **argv) {
   if (c.num_experts > 0) {
     cJSON_AddNumberToObject(jc, "moe_router_topk", c.moe_router_topk);
     cJSON_AddNumberToObject(jc, "moe_ffn_hidden_size", c.moe_ffn_hidden_size);
-    if (c.moe_layer_pattern_len > 0) { /* list form */
-      cJSON *fl = cJSON_AddArrayToObject(jc, "moe_layer_freq");
-      for (int l = 0; l < c.moe_layer_pattern_len; l++)
-        cJSON_AddItemToArray(fl, cJSON_CreateNumber(c.moe_layer_pattern[l]));
-    } else {
-      cJSON_AddNumberToObject(jc, "moe_layer_freq", c.moe_layer_freq);
-    }
+    cJSON_AddNumberToObject(jc, "moe_layer_freq", c.moe_layer_freq);
     cJSON_AddNumberToObject(jc, "moe_expert_capacity_factor", c.moe_expert_capacity_factor);
     cJSON_AddStringToObject(jc, "moe_token_drop_policy", c.moe_drop_position ? "position" : "probs");
     cJSON_AddBoolToObject(jc, "moe_router_pre_softmax", c.moe_router_pre_softmax);

@@ -77,14 +77,6 @@ static inline int mt_gpt_apply_option(mt_gpt_config *c, const char *arg, char *e
   INT_KEY("num_experts", num_experts)
   INT_KEY("moe_router_topk", moe_router_topk)
   INT_KEY("moe_ffn_hidden_size", moe_ffn_hidden_size)
-  if (!strcmp(key, "moe_layer_freq") && strchr(v, ',')) { /* list form: 0,1,1,1 */
-    c->moe_layer_pattern_len = 0;
-    c->moe_layer_freq = 0;
-    for (const char *q = v; *q && c->moe_layer_pattern_len < MT_GPT_MAX_LAYERS; q++)
-      if (*q == '0' || *q == '1') c->moe_layer_pattern[c->moe_layer_pattern_len++] = (uint8_t)(*q - '0');
-      else if (*q != ',' && *q != ' ') { snprintf(err, n, "moe_layer_freq: expected 0/1 list, got '%s'", v); return -1; }
-    return 0;
-  }
   INT_KEY("moe_layer_freq", moe_layer_freq)
   FLT_KEY("moe_expert_capacity_factor", moe_expert_capacity_factor)
   BOOL_KEY("moe_router_pre_softmax", moe_router_pre_softmax)
@@ -105,7 +97,7 @@ static inline void mt_gpt_option_defaults(mt_gpt_config *c) {
   if (c->rotary_percent == 0) c->rotary_percent = 1.0f;
   if (c->num_experts > 0) {
     if (c->moe_router_topk == 0) c->moe_router_topk = 2;
-    if (c->moe_layer_freq == 0 && !c->moe_layer_pattern_len) c->moe_layer_freq = 1;
+    if (c->moe_layer_freq == 0) c->moe_layer_freq = 1;
     if (c->moe_ffn_hidden_size == 0) c->moe_ffn_hidden_size = c->ffn_hidden_size;
     if (c->ep_size == 0) c->ep_size = 1;
   }
