@@ -79,13 +79,21 @@ static void register_moe_params(mt_gpt *m, int li, int l) {
                               "linear_fc2.bias"};
   const int64_t shp[4][2] = {{m->glu * F, h}, {1, m->glu * F}, {h, F}, {1, h}};
   const mt_init_kind init[4] = {MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
+  /* expert tensor parallelism: this ETP rank's slice of F (fc1 rows, per
+   * SwiGLU half; fc2 columns), keyed by global indices (model/moe_etp.h) */
+  const int etp = c->etp_size > 1 ? c->etp_size : 1;
+  const int64_t Fl = F / etp, f0 = (int64_t)(etp > 1 ? c->etp_rank : 0) * Fl;
+  const int64_t loc[4][4] = {{m->glu * Fl, h, f0, 0}, {1, m->glu * Fl, 0, f0},
+                             {h, Fl, 0, f0}, {1, h, 0, 0}};
+  MT_ASSERT(F % etp == 0 && (etp == 1 || c->disable_bias_linear));
   for (int le = 0; le < El; le++) {
     const int e = c->ep_rank * El + le;
     for (int j = 0; j < 4; j++) {
       if ((j & 1) && c->disable_bias_linear) continue;
       snprintf(name, sizeof name, "decoder.layers.%d.mlp.experts.%d.%s", l, e, nm[j]);
-      int idx = mt_params_add(pl, name, shp[j][0], shp[j][1], shp[j][0], shp[j][1], 0, 0, init[j],
-                              shp[j][0] == 1, 0);
+      int idx = mt_params_add(pl, name, shp[j][0], shp[j][1], loc[j][0], loc[j][1], loc[j][2],
+                              loc[j][3], init[j], shp[j][0] == 1, 0);
+      pl->p[idx].halves = m->glu == 2 && etp > 1 && j < 2;
       pl->p[idx].is_expert = 1;
       if (le == 0 && j == 0) m->moe_expert_p[li] = idx;
     }
@@ -309,6 +317,14 @@ static void create_moe(mt_gpt *m) {
     mc.route.capacity_factor = c->moe_expert_capacity_factor;
     mc.route.drop_position = c->moe_drop_position;
     mc.route.pre_softmax = c->moe_router_pre_softmax;
+    mc.route.score_sigmoid = c->moe_score_sigmoid;
+    mc.route.topk_scaling_factor = c->moe_router_topk_scaling_factor;
+    mc.route.num_groups = c->moe_router_num_groups;
+    mc.route.group_topk = c->moe_router_group_topk;
+    mc.route.lb_type = c->moe_lb_type;
+    mc.route.seq_b = c->micro_batch_size;
+    mc.route.pad_to_capacity = c->moe_pad_expert_input_to_capacity;
+    mc.router_dtype = c->moe_router_dtype;
     mc.lb_coeff = c->moe_aux_loss_coeff;
     mc.z_coeff = c->moe_z_loss_coeff;
     /* tokens: this rank's SP shard of its CP rank's tokens; routing sees the
@@ -322,7 +338,9 @@ static void create_moe(mt_gpt *m) {
     mc.ep = c->ep_size > 1 ? c->ep_group : NULL;
     mc.ep_size = c->ep_size;
     mc.ep_rank = c->ep_rank;
+    mc.etp = c->etp_size > 1 ? c->etp_group : NULL;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
+    mc.grouped_gemm = c->moe_grouped_gemm;
     m->moe = mt_moe_create(be, &mc);
     const int El = c->num_experts / c->ep_size;
     m->moe_nper = c->disable_bias_linear ? 2 : 4;

@@ -7,6 +7,7 @@
 
 #include "core/util.h"
 #include "model/linear.h"
+#include "model/moe_etp.h"
 #include "model/moe_experts.h"
 #include "model/moe_token_dispatcher.h"
 
@@ -17,6 +18,7 @@ struct mt_moe {
   mt_moe_stats st;
   mt_moe_dispatcher *disp;
   mt_moe_experts *experts;
+  mt_moe_etp *etp;                   /* NULL when etp == 1 */
   /* router scratch (MT_MEM_WORKSPACE) */
   float *logits_loc, *logits_full;   /* [n_loc, E], [n_full, E] fp32 */
   float *logits_tp;                  /* [tp·n_loc, E] fp32: the TP gather before the CP one */
@@ -29,6 +31,7 @@ struct mt_moe_acts {
   mt_moe_routing r;
   mt_moe_dispatch_state d;
   mt_moe_experts_acts e;
+  mt_moe_etp_state t;                /* etp > 1 only */
 };
 
 static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
@@ -43,6 +46,7 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->c = *c;
   m->c.route.E = c->E;
   m->c.route.k = c->k;
+  m->c.route.round_bf16 = c->router_dtype == MT_MOE_ROUTER_DTYPE_NONE && be->dtype == MT_BF16;
   m->E_loc = c->E / c->ep_size;
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
@@ -51,9 +55,20 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->logits_tp = c->tp && c->cp ? ws(be, c->n_loc * mt_group_size(c->tp) * c->E, MT_F32, W) : NULL;
   mt_moe_dispatcher_config dc = {.E = c->E, .k = c->k, .h = c->h, .n_loc = c->n_loc,
                                  .t0 = c->t0, .ep = c->ep, .ep_size = c->ep_size};
+  if (c->route.pad_to_capacity) dc.pad_capacity = mt_moe_capacity(&m->c.route, c->n_full);
   m->disp = mt_moe_dispatcher_create(be, &dc);
   mt_moe_experts_config xc = {.E_loc = m->E_loc, .ep_size = c->ep_size, .h = c->h, .F = c->F,
-                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp)};
+                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp),
+                              .grouped = c->grouped_gemm};
+  if (c->etp) { /* the experts see etp·ep blocks of rows and F/etp columns */
+    const int n = mt_group_size(c->etp);
+    MT_ASSERT(c->F % n == 0);
+    mt_moe_etp_config tc = {.etp = c->etp, .n_blocks = c->E, .h = c->h, .r_max = xc.r_max};
+    m->etp = mt_moe_etp_create(be, &tc);
+    xc.ep_size *= n;
+    xc.F /= n;
+    xc.r_max = mt_moe_etp_rows_capacity(m->etp);
+  }
   m->experts = mt_moe_experts_create(be, &xc);
   m->dlogits_dev = ws(be, c->n_loc * c->E, MT_F32, W);
   m->dlogits_t = T == MT_F32 ? (void *)m->dlogits_dev : ws(be, c->n_loc * c->E, T, W);
@@ -77,6 +92,7 @@ void mt_moe_destroy(mt_moe *m) {
   if (!m) return;
   mt_backend *be = m->be;
   mt_moe_experts_destroy(m->experts);
+  mt_moe_etp_destroy(m->etp);
   mt_moe_dispatcher_destroy(m->disp);
   void *d[] = {m->logits_loc, m->logits_full, m->logits_tp, m->dlogits_dev};
   for (size_t i = 0; i < sizeof d / sizeof *d; i++) be->ops->free(be, d[i]);
@@ -114,11 +130,13 @@ mt_moe_acts *mt_moe_acts_create(mt_moe *m) {
   mt_moe_routing_init(&a->r, c->n_full, c->E, c->k);
   mt_moe_dispatch_state_init(m->disp, &a->d);
   mt_moe_experts_acts_init(m->experts, &a->e);
+  if (m->etp) mt_moe_etp_state_init(m->etp, &a->t);
   return a;
 }
 
 void mt_moe_acts_free(mt_moe *m, mt_moe_acts *a) {
   if (!a) return;
+  if (m->etp) mt_moe_etp_state_free(m->etp, &a->t);
   mt_moe_experts_acts_free(m->experts, &a->e);
   mt_moe_dispatch_state_free(m->disp, &a->d);
   mt_moe_routing_free(&a->r);
@@ -166,12 +184,14 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
     lg = m->logits_full;
   }
   be->ops->memcpy_d2h(be, m->h_logits, lg, sizeof(float) * (size_t)(c->n_full * E));
-  mt_moe_route(&c->route, m->h_logits, c->n_full, &a->r);
+  mt_moe_route(&c->route, m->h_logits, w->expert_bias, w->global_tokens_per_expert, c->n_full,
+               &a->r);
   /* permute and dispatch, local experts, return and combine */
   mt_moe_token_dispatch(m->disp, &a->d, &a->r, x);
   mt_moe_expert_weights ew = expert_weights(w);
-  mt_moe_experts_forward(m->experts, &a->e, &ew, mt_moe_dispatch_expert_out(m->disp, &a->d),
-                         a->d.x_recv, a->d.cnt_recv, a->d.R);
+  mt_moe_etp_experts_forward(m->etp, &a->t, m->experts, &a->e, &ew,
+                             mt_moe_dispatch_expert_out(m->disp, &a->d), a->d.x_recv,
+                             a->d.cnt_recv, a->d.R);
   mt_moe_token_combine(m->disp, &a->d, out);
   if (record >= 0 && record < m->st.n_layers) record_stats(m, &a->r, record);
 }
@@ -187,8 +207,9 @@ void mt_moe_backward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, const m
   const void *dyr = mt_moe_token_combine_bwd(m->disp, &a->d, dy, &dgate);
   mt_moe_expert_weights ew = expert_weights(w);
   mt_moe_expert_grads eg = {g->fc1_w, g->fc1_b, g->fc2_w, g->fc2_b};
-  mt_moe_experts_backward(m->experts, &a->e, &ew, &eg, mt_moe_dispatch_expert_dgrad(m->disp, &a->d),
-                          dyr, a->d.x_recv, a->d.cnt_recv, a->d.R);
+  mt_moe_etp_experts_backward(m->etp, &a->t, m->experts, &a->e, &ew, &eg,
+                              mt_moe_dispatch_expert_dgrad(m->disp, &a->d), dyr, a->d.x_recv,
+                              a->d.cnt_recv, a->d.R);
   /* back to the tokens' ranks; each token sums the gradients of its kept slots */
   mt_moe_token_dispatch_bwd(m->disp, &a->d, dx);
   /* router: gate and auxiliary-loss gradients through softmax / top-k */

@@ -25,15 +25,22 @@
  * are dropped first). Dropped slots contribute zero (the
  * token keeps only its residual).
  *
- * Experts: E experts, ep ranks each holding E/ep consecutive ones
- * (expert_tensor_parallel_size 1: an expert is never split). Expert weights:
- * fc1 [F, h] + bias [F], fc2 [h, F] + bias [h] (T), gradients fp32.
+ * Experts: E experts, ep ranks each holding E/ep consecutive ones; with
+ * expert_tensor_parallel_size etp > 1 each expert is split over the etp
+ * group (model/moe_etp.h; fc1 rows / fc2 columns: F_loc = F/etp), else whole.
+ * Expert weights: fc1 [g·F_loc, h] + bias [g·F_loc], fc2 [h, F_loc] + bias
+ * [h] (T; no biases with etp > 1), gradients fp32.
  *
  * Communication per MoE layer and micro-batch, over the EP group: forward
  * one all-to-all of E int64 counts and two all-to-allv of token rows
  * (dispatch, combine), backward two all-to-allv (combine, dispatch), each
  * moving (routed rows) · h elements; over TP under SP one all-gather of the
- * [n_loc, E] fp32 logits forward.
+ * [n_loc, E] fp32 logits forward; with etp > 1 over the ETP group the
+ * counts all-gather and two all-gatherv + two reduce-scatterv of the
+ * experts' rows (model/moe_etp.h). With moe_pad_expert_input_to_capacity
+ * (route.pad_to_capacity) no counts all-to-all over EP, and every
+ * all-to-allv moves E·C rows per rank (C = mt_moe_capacity of the
+ * micro-batch).
  */
 #ifndef MT_MODEL_MOE_LAYER_H
 #define MT_MODEL_MOE_LAYER_H
@@ -57,7 +64,12 @@ typedef struct {
                                  cp == 1 */
   mt_group *ep;               /* dispatch group; NULL when ep == 1 */
   int ep_size, ep_rank;
+  mt_group *etp;              /* expert tensor parallelism (model/moe_etp.h): each expert's
+                                 fc1 / fc2 split by F over this group; NULL when etp == 1 */
   int n_moe_layers;           /* global count (statistics) */
+  int router_dtype;           /* MT_MOE_ROUTER_DTYPE_*: NONE with a bf16 backend rounds the
+                                 logits to bf16 before routing (route.round_bf16) */
+  int grouped_gemm;           /* moe_grouped_gemm (model/moe_experts.h) */
 } mt_moe_config;
 
 /* Per-layer parameter pointers: router [E, h]; local expert i of E/ep. */
@@ -66,6 +78,9 @@ typedef struct {
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b; /* [E/ep] each */
   const float *expert_bias;   /* [E] fp32 host: moe_router_enable_expert_bias (selection only);
                                  NULL when disabled */
+  const int64_t *global_tokens_per_expert; /* [E] host: routed slots per expert of the whole
+                                 previous global batch (global_aux_loss); NULL on the first
+                                 step or when unused (moe_router.h step 7) */
 } mt_moe_weights;
 typedef struct {
   float *router;

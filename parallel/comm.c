@@ -142,6 +142,68 @@ void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_
   record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t);
 }
 
+/* Record one variable-count call: `total` elements in the whole buffer,
+ * `own` of them this rank's (bus_bytes = the bytes that cross into or out of
+ * this rank: (total - own) · S). */
+static void record_v(mt_group *g, mt_coll_kind k, int64_t total, int64_t own, mt_dtype t) {
+  if (g->size <= 1) return;
+  int64_t es = (int64_t)mt_dtype_size(t);
+  mt_coll_counter *c = &g->ctr[k];
+  c->calls++;
+  c->elements += total;
+  c->bytes += total * es;
+  c->bus_bytes += (total - own) * es;
+}
+
+/* Total of counts[n] after checking them; *end = the last element + 1 of the
+ * blocks at displs (prefix sums when displs is NULL). */
+static int64_t check_counts(const mt_group *g, const int64_t *counts, const int64_t *displs,
+                            int64_t *end, const char *what) {
+  int64_t total = 0, e = 0;
+  for (int i = 0; i < g->size; i++) {
+    check_count(g, counts[i], what);
+    int64_t d = displs ? displs[i] : total;
+    if (d < 0) mt_fatal("group '%s': %s with a negative displacement", g->name, what);
+    if (counts[i] && d + counts[i] > e) e = d + counts[i];
+    total += counts[i];
+  }
+  *end = e;
+  return total;
+}
+
+void mt_allgatherv(mt_group *g, const void *send, int64_t send_count, void *recv,
+                   const int64_t *recv_counts, const int64_t *recv_displs, mt_dtype t) {
+  int64_t end;
+  int64_t total = check_counts(g, recv_counts, recv_displs, &end, "all-gatherv");
+  if (send_count != recv_counts[g->rank])
+    mt_fatal("group '%s': all-gatherv sends %lld elements but recv_counts[%d] is %lld", g->name,
+             (long long)send_count, g->rank, (long long)recv_counts[g->rank]);
+  size_t es = mt_dtype_size(t);
+  check_disjoint(g, send, (size_t)send_count * es, recv, (size_t)end * es, "all-gatherv");
+  if (g->size == 1) {
+    if (send_count)
+      memcpy((char *)recv + (size_t)recv_displs[0] * es, send, (size_t)send_count * es);
+    return;
+  }
+  engine_for(g, recv)->allgatherv(g, send, send_count, recv, recv_counts, recv_displs, t);
+  record_v(g, MT_COLL_ALLGATHER, total, send_count, t);
+}
+
+void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, void *recv,
+                        mt_dtype t, mt_redop op) {
+  int64_t end;
+  int64_t total = check_counts(g, counts, NULL, &end, "reduce-scatterv");
+  size_t es = mt_dtype_size(t);
+  check_disjoint(g, send, (size_t)total * es, recv, (size_t)counts[g->rank] * es,
+                 "reduce-scatterv");
+  if (g->size == 1) {
+    if (counts[0]) memcpy(recv, send, (size_t)counts[0] * es);
+    return;
+  }
+  engine_for(g, send)->reduce_scatterv(g, send, counts, recv, t, op);
+  record_v(g, MT_COLL_REDUCE_SCATTER, total, counts[g->rank], t);
+}
+
 void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
   check_count(g, count_per_rank, "all-to-all");
   size_t bytes = (size_t)(count_per_rank * g->size) * mt_dtype_size(t);

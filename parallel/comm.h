@@ -109,6 +109,27 @@ void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_r
  * (recv may lie inside send, e.g. recv = send + rank * count_per_rank). */
 void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                        mt_dtype t, mt_redop op);
+/* Variable all-gather (MPI_Allgatherv; Megatron's gather along the first
+ * dimension with output_split_sizes): recv[recv_displs[i] ...
+ * + recv_counts[i]) = rank i's send[recv_counts[i]]; send_count must equal
+ * recv_counts[rank] (checked). send must not overlap recv. NCCL engine: one
+ * ncclBroadcast per rank inside a group call.
+ * Counters (MT_COLL_ALLGATHER): bytes = Σ recv_counts · S (the gathered
+ * buffer), bus_bytes = (Σ recv_counts − recv_counts[rank]) · S (the bytes
+ * this rank receives: equal to the fixed-size formula bytes·(n-1)/n when all
+ * counts are equal). */
+void mt_allgatherv(mt_group *g, const void *send, int64_t send_count, void *recv,
+                   const int64_t *recv_counts, const int64_t *recv_displs, mt_dtype t);
+/* Variable reduce-scatter (MPI_Reduce_scatter; Megatron's reduce-scatter
+ * along the first dimension with input_split_sizes): send holds n
+ * consecutive blocks, block i of counts[i] elements (displacement Σ_{j<i}
+ * counts[j]); recv[counts[rank]] = reduction over ranks of their block
+ * `rank` (deterministic ring order on the MPI engine). recv must not overlap
+ * send. NCCL engine: one ncclReduce per rank inside a group call.
+ * Counters (MT_COLL_REDUCE_SCATTER): bytes = Σ counts · S, bus_bytes =
+ * (Σ counts − counts[rank]) · S. */
+void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, void *recv,
+                        mt_dtype t, mt_redop op);
 /* Equal splits: rank i's send block j goes to rank j's recv block i.
  * send and recv must not overlap (alltoall and alltoallv). */
 void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t);

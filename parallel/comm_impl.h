@@ -42,6 +42,11 @@ typedef struct {
   void (*broadcast)(mt_group *g, void *buf, int64_t count, mt_dtype t, int root);
   void (*batch_send_recv)(mt_group *g, const mt_p2p_op *ops, int n_ops);
   void (*barrier)(mt_group *g);
+  /* variable counts (displacements in elements; see comm.h) */
+  void (*allgatherv)(mt_group *g, const void *send, int64_t sc, void *recv, const int64_t *rc,
+                     const int64_t *rd, mt_dtype t);
+  void (*reduce_scatterv)(mt_group *g, const void *send, const int64_t *cnt, void *recv,
+                          mt_dtype t, mt_redop op);
 } mt_comm_engine_ops;
 
 extern const mt_comm_engine_ops mt_comm_mpi_engine;

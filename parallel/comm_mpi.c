@@ -102,6 +102,37 @@ static void mpi_reduce_scatter(mt_group *g, const void *send, void *recv, int64_
   free(off);
 }
 
+static void mpi_allgatherv(mt_group *g, const void *send, int64_t sc, void *recv,
+                           const int64_t *rc, const int64_t *rd, mt_dtype t) {
+  int n = g->size;
+  int *v = mt_xmalloc(sizeof(int) * 2 * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    v[i] = to_int(rc[i], g, "all-gatherv recv");
+    v[n + i] = to_int(rd[i], g, "all-gatherv recv displacement");
+  }
+  MT_MPI_CHECK(MPI_Allgatherv(send, to_int(sc, g, "all-gatherv send"), mt_mpi_dtype(t), recv, v,
+                              v + n, mt_mpi_dtype(t), g->comm));
+  free(v);
+}
+
+/* The ring of mpi_reduce_scatter over blocks of counts cnt (deterministic
+ * order; MPI_Reduce_scatter's order is the library's). */
+static void mpi_reduce_scatterv(mt_group *g, const void *send, const int64_t *cnt, void *recv,
+                                mt_dtype t, mt_redop op) {
+  int n = g->size;
+  int *c = mt_xmalloc(sizeof(int) * (size_t)n);
+  int64_t *off = mt_xmalloc(sizeof(int64_t) * (size_t)n);
+  int64_t o = 0;
+  for (int i = 0; i < n; i++) {
+    c[i] = to_int(cnt[i], g, "reduce-scatterv");
+    off[i] = o;
+    o += cnt[i];
+  }
+  ring_reduce_scatter(g, send, c, off, recv, t, op);
+  free(c);
+  free(off);
+}
+
 static void mpi_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
   int n = to_int(cpr, g, "all-to-all");
   to_int(cpr * g->size, g, "all-to-all total");
@@ -150,4 +181,5 @@ static void mpi_barrier(mt_group *g) { MT_MPI_CHECK(MPI_Barrier(g->comm)); }
 const mt_comm_engine_ops mt_comm_mpi_engine = {
     mpi_init,      mpi_fini,      mpi_allreduce,       mpi_allgather, mpi_reduce_scatter,
     mpi_alltoall,  mpi_alltoallv, mpi_broadcast,       mpi_batch_send_recv, mpi_barrier,
+    mpi_allgatherv, mpi_reduce_scatterv,
 };

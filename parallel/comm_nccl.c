@@ -111,6 +111,36 @@ static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
   MT_NCCL_CHECK(ncclGroupEnd());
 }
 
+/* Variable all-gather: rank i broadcasts its block into every rank's recv. */
+static void nccl_allgatherv(mt_group *g, const void *send, int64_t sc, void *recv,
+                            const int64_t *rc, const int64_t *rd, mt_dtype t) {
+  size_t es = mt_dtype_size(t);
+  (void)sc;
+  MT_NCCL_CHECK(ncclGroupStart());
+  for (int p = 0; p < g->size; p++) {
+    char *dst = (char *)recv + (size_t)rd[p] * es; /* the root's send is read, not dst */
+    if (rc[p] > 0)
+      MT_NCCL_CHECK(ncclBroadcast(p == g->rank ? send : dst, dst, (size_t)rc[p], nccl_dtype(t), p,
+                                  C(g), S(g)));
+  }
+  MT_NCCL_CHECK(ncclGroupEnd());
+}
+
+/* Variable reduce-scatter: block i of every rank reduced onto rank i. */
+static void nccl_reduce_scatterv(mt_group *g, const void *send, const int64_t *cnt, void *recv,
+                                 mt_dtype t, mt_redop op) {
+  size_t es = mt_dtype_size(t);
+  int64_t off = 0;
+  MT_NCCL_CHECK(ncclGroupStart());
+  for (int p = 0; p < g->size; p++) {
+    if (cnt[p] > 0)
+      MT_NCCL_CHECK(ncclReduce((const char *)send + (size_t)off * es, recv, (size_t)cnt[p],
+                               nccl_dtype(t), nccl_op(op), p, C(g), S(g)));
+    off += cnt[p];
+  }
+  MT_NCCL_CHECK(ncclGroupEnd());
+}
+
 /* Device work queued so far completes, then the ranks meet over MPI. */
 static void nccl_barrier(mt_group *g) {
   MT_CUDA_CHECK(cudaStreamSynchronize(S(g)));
@@ -120,6 +150,7 @@ static void nccl_barrier(mt_group *g) {
 const mt_comm_engine_ops mt_comm_nccl_engine = {
     nccl_init,     nccl_fini,      nccl_allreduce, nccl_allgather,       nccl_reduce_scatter,
     nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_batch_send_recv, nccl_barrier,
+    nccl_allgatherv, nccl_reduce_scatterv,
 };
 
 int mt_comm_is_host_ptr(const void *p) {
@@ -138,7 +169,7 @@ static void no_nccl(mt_group *g) {
 }
 
 const mt_comm_engine_ops mt_comm_nccl_engine = {
-    no_nccl, no_nccl, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    no_nccl, no_nccl, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 int mt_comm_is_host_ptr(const void *p) {

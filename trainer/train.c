@@ -146,9 +146,9 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   } else {
     sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0); /* skips pipeline copies */
     mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
-    if (c->model.num_experts > 0) { /* each expert once: over its EP group and the stages */
+    if (c->model.num_experts > 0) { /* each expert shard once: over etp x ep and the stages */
       double se = mt_grad_sumsq_experts(&t->opt);
-      mt_allreduce(t->ps->ep, &se, 1, MT_F64, MT_OP_SUM);
+      mt_allreduce(t->ps->etp_ep, &se, 1, MT_F64, MT_OP_SUM);
       mt_allreduce(t->ps->pp, &se, 1, MT_F64, MT_OP_SUM);
       sumsq += se;
     }
