@@ -79,3 +79,15 @@ for mode in cap dropless; do
   cmp_ds ${mode}_pp2_ep2 ${mode}_base
 done
 grep -h "identical on all" "$TMP/cap_pp2_ep2.log" | head -1
+# the bias shifts the selection: without it step 1 (bias 0) is identical,
+# later steps route differently
+run dropless_nobias 1 --set model.moe_expert_capacity_factor=null \
+    --set model.moe_router_enable_expert_bias=false
+/usr/bin/python3 - "$TMP/dropless_base.jsonl" "$TMP/dropless_nobias.jsonl" <<'PY'
+import json, sys
+a, b = ({o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o} for p in sys.argv[1:])
+assert a[1]["lm_loss"] == b[1]["lm_loss"] and a[1]["tokens_per_expert"] == b[1]["tokens_per_expert"]
+diff = [it for it in sorted(a) if a[it]["tokens_per_expert"] != b[it]["tokens_per_expert"]]
+assert diff, "the expert bias never changed the routing"
+print("expert bias changes the routing from step %d on (step 1, bias 0: identical)" % diff[0])
+PY
