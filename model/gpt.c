@@ -351,6 +351,7 @@ static void create_moe(mt_gpt *m) {
     m->moe_nper = c->disable_bias_linear ? 2 : 4;
     m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
     m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
+    mt_gpt_moe_bias_init(m);
   }
 }
 
@@ -453,6 +454,8 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->moe_wp);
   free(m->moe_gp);
   mt_moe_destroy(m->moe);
+  free(m->moe_bias);
+  free(m->moe_bias_counts);
   free(m->param_ptr);
   free(m->grad_ptr);
   free(m->host_tokens);

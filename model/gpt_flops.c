@@ -19,7 +19,8 @@ static dims dims_of(const mt_flops_shape *m) {
   d.n_moe = 0;
   if (m->num_experts > 0 && m->num_layers > 0) {
     int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
-    d.n_moe = (double)((m->num_layers - 1) / freq + 1);
+    d.n_moe = m->num_moe_layers > 0 ? (double)m->num_moe_layers
+                                     : (double)((m->num_layers - 1) / freq + 1);
   }
   d.k = m->moe_router_topk > 0 ? (double)m->moe_router_topk : 1;
   d.F = m->moe_ffn_hidden_size > 0 ? (double)m->moe_ffn_hidden_size : d.f;
@@ -70,6 +71,7 @@ mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) 
   f.moe_router_topk = c->moe_router_topk;
   f.moe_ffn_hidden_size = c->moe_ffn_hidden_size;
   f.moe_layer_freq = c->moe_layer_freq;
+  f.num_moe_layers = mt_gpt_num_moe_layers(c);
   f.padded_vocab_size = c->padded_vocab_size;
   f.moe_shared_expert_intermediate_size =
       c->num_experts > 0 ? c->moe_shared_expert_intermediate_size : 0;

@@ -26,6 +26,8 @@ typedef struct {
   int64_t moe_router_topk;     /* experts per token (0 = 1) */
   int64_t moe_ffn_hidden_size; /* expert MLP width (0 = ffn_hidden_size) */
   int64_t moe_layer_freq;      /* layers 0, k, 2k, ... are MoE (0 = 1: every layer) */
+  int64_t num_moe_layers;      /* > 0: the number of MoE layers (moe_layer_freq list
+                                  form), overrides moe_layer_freq */
   int64_t padded_vocab_size;   /* Vp */
   int64_t moe_shared_expert_intermediate_size; /* S: shared experts per MoE layer (0 = none) */
 } mt_flops_shape;

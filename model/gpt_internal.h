@@ -131,7 +131,19 @@ struct mt_gpt {
   int (*moe_shared_p)[4];    /* [local layers] shared-expert fc1 w, b, fc2 w, b (-1: none) */
   const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
   float **moe_gp;
+  /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
+   * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
+   * EVERY MoE layer of the model (not only this stage's); the bias NULL when
+   * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
+   * global_aux_loss needs them */
+  float *moe_bias;
+  int64_t *moe_bias_counts;
 };
+
+/* Allocate the expert-bias state (zeros) when moe_router_enable_expert_bias
+ * is on, the counts also for global_aux_loss (model/gpt_moe_bias.c; called
+ * by create_moe). */
+void mt_gpt_moe_bias_init(mt_gpt *m);
 
 #define MT_HOOK(m, which, layer) \
   do { if ((m)->hooks.which) (m)->hooks.which((m)->hooks.ctx, (layer)); } while (0)
