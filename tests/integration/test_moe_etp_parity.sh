@@ -12,7 +12,9 @@
 #   tp x dp = 2 x 2),
 #   tp=2+SP, ep=2, etp=1 (world 2: experts whole, as before),
 #   etp=2 on 4 ranks (tp=1, dp=4: edp=2, expert shards reduced over EDP),
-#   tp=2+SP, etp=2, ZeRO-1 (world 4, edp = dp = 2).
+#   tp=2+SP, etp=2, ZeRO-1 (world 4, edp = dp = 2),
+#   pp=2 + etp=2 and cp=2 + etp=2 (world 4; the ETP pair is a dp / CP pair),
+#   dropless (capacity null): ep=2 + etp=2 (tp=1, world 4) vs one process.
 # Expert replicas are checked across the expert-data-parallel group by the
 # trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
 # etp > 1 are refused with a config error naming the key.
@@ -71,6 +73,16 @@ run tp2sp_etp2_zero1 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
     --set parallel.zero_stage=1
 cmp_moe tp2sp_etp2_zero1 base
+run pp2_etp2 4 --set parallel.pipeline_model_parallel_size=2 \
+    --set parallel.expert_tensor_parallel_size=2
+cmp_moe pp2_etp2 base
+run cp2_etp2 4 --set parallel.context_parallel_size=2 --set parallel.expert_tensor_parallel_size=2
+cmp_moe cp2_etp2 base
+DL=(--set model.moe_expert_capacity_factor=null)
+run dl_base 1 "${DL[@]}"
+run dl_ep2_etp2 4 "${DL[@]}" --set parallel.expert_model_parallel_size=2 \
+    --set parallel.expert_tensor_parallel_size=2
+cmp_moe dl_ep2_etp2 dl_base
 set +e
 mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
   -x OMP_NUM_THREADS "$MT" --config $CFG "${COMMON[@]}" --set parallel.expert_tensor_parallel_size=2 \
