@@ -357,6 +357,26 @@ static int check_block(mt_cfg_ctx *c, const mt_config *cfg) {
   return 0;
 }
 
+/* Router options that would silently do nothing (docs/moe.md "Router
+ * options"); the group-limited routing sizes are checked in check_moe. */
+static int check_moe_router(mt_cfg_ctx *c, const mt_model_config *m) {
+  const int sigmoid = !strcmp(m->moe_router_score_function, "sigmoid");
+  if (sigmoid && m->moe_router_pre_softmax)
+    return mt_cfg_fail(c, key("model.moe_router_pre_softmax"),
+                       "has no effect with moe_router_score_function \"sigmoid\" (expected false: "
+                       "the sigmoid scores are always taken before the top-k)");
+  if (!m->moe_router_enable_expert_bias && c->present[key("model.moe_router_bias_update_rate")])
+    return mt_cfg_fail(c, key("model.moe_router_bias_update_rate"),
+                       "has no effect without model.moe_router_enable_expert_bias (expected "
+                       "moe_router_enable_expert_bias true, or no update rate)");
+  if (!strcmp(m->moe_router_load_balancing_type, "none") && m->moe_aux_loss_coeff > 0)
+    return mt_cfg_fail(c, key("model.moe_aux_loss_coeff"),
+                       "%g has no effect with moe_router_load_balancing_type \"none\" (expected 0, "
+                       "or aux_loss|seq_aux_loss|global_aux_loss)",
+                       (double)m->moe_aux_loss_coeff);
+  return 0;
+}
+
 static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
   const mt_model_config *m = &cfg->model;
   const mt_parallel_config *p = &cfg->parallel;
@@ -437,6 +457,8 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                          "num_experts / num_groups = %d)",
                          k, gk, E / ng, gk * (E / ng));
   }
+  int rc = check_moe_router(c, m);
+  if (rc) return rc;
   if (m->moe_shared_expert_intermediate_size % tp)
     return mt_cfg_fail(c, key("model.moe_shared_expert_intermediate_size"),
                        "%d is not divisible by tensor_model_parallel_size %d (expected a "

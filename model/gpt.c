@@ -317,6 +317,14 @@ static void create_moe(mt_gpt *m) {
     mc.route.capacity_factor = c->moe_expert_capacity_factor;
     mc.route.drop_position = c->moe_drop_position;
     mc.route.pre_softmax = c->moe_router_pre_softmax;
+    mc.route.score_sigmoid = c->moe_score_sigmoid;
+    mc.route.topk_scaling_factor = c->moe_router_topk_scaling_factor;
+    mc.route.num_groups = c->moe_router_num_groups;
+    mc.route.group_topk = c->moe_router_group_topk;
+    mc.route.lb_type = c->moe_lb_type;
+    mc.route.seq_b = c->micro_batch_size;
+    mc.route.pad_to_capacity = c->moe_pad_expert_input_to_capacity;
+    mc.router_dtype = c->moe_router_dtype;
     mc.lb_coeff = c->moe_aux_loss_coeff;
     mc.z_coeff = c->moe_z_loss_coeff;
     /* tokens: this rank's SP shard of its CP rank's tokens; routing sees the

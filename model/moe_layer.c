@@ -46,6 +46,7 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->c = *c;
   m->c.route.E = c->E;
   m->c.route.k = c->k;
+  m->c.route.round_bf16 = c->router_dtype == MT_MOE_ROUTER_DTYPE_NONE && be->dtype == MT_BF16;
   m->E_loc = c->E / c->ep_size;
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
@@ -177,7 +178,8 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
     lg = m->logits_full;
   }
   be->ops->memcpy_d2h(be, m->h_logits, lg, sizeof(float) * (size_t)(c->n_full * E));
-  mt_moe_route(&c->route, m->h_logits, c->n_full, &a->r);
+  mt_moe_route(&c->route, m->h_logits, w->expert_bias, w->global_tokens_per_expert, c->n_full,
+               &a->r);
   /* permute and dispatch, local experts, return and combine */
   mt_moe_token_dispatch(m->disp, &a->d, &a->r, x);
   mt_moe_expert_weights ew = expert_weights(w);

@@ -64,6 +64,8 @@ typedef struct {
   mt_group *etp;              /* expert tensor parallelism (model/moe_etp.h): each expert's
                                  fc1 / fc2 split by F over this group; NULL when etp == 1 */
   int n_moe_layers;           /* global count (statistics) */
+  int router_dtype;           /* MT_MOE_ROUTER_DTYPE_*: NONE with a bf16 backend rounds the
+                                 logits to bf16 before routing (route.round_bf16) */
 } mt_moe_config;
 
 /* Per-layer parameter pointers: router [E, h]; local expert i of E/ep. */
@@ -72,6 +74,9 @@ typedef struct {
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b; /* [E/ep] each */
   const float *expert_bias;   /* [E] fp32 host: moe_router_enable_expert_bias (selection only);
                                  NULL when disabled */
+  const int64_t *global_tokens_per_expert; /* [E] host: routed slots per expert of the whole
+                                 previous global batch (global_aux_loss); NULL on the first
+                                 step or when unused (moe_router.h step 7) */
 } mt_moe_weights;
 typedef struct {
   float *router;

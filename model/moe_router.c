@@ -1,4 +1,7 @@
-/* model/moe_router.c — host routing decisions (see moe_router.h). */
+/* model/moe_router.c — host routing decisions: scores, group-limited and
+ * bias-shifted top-k, gate weights, capacity and dropping (see
+ * moe_router.h; the balance losses and the backward are in
+ * moe_router_loss.c). */
 #include "model/moe_router.h"
 
 #include <math.h>
@@ -6,6 +9,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "model/moe_router_internal.h"
 
 void mt_moe_routing_init(mt_moe_routing *r, int64_t n_max, int E, int k) {
   memset(r, 0, sizeof *r);
@@ -18,8 +22,12 @@ void mt_moe_routing_init(mt_moe_routing *r, int64_t n_max, int E, int k) {
   r->kept = mt_xcalloc(nk ? nk : 1, 1);
   r->probs = mt_xcalloc((size_t)(n_max * E) + 1, sizeof(double));
   r->lse = mt_xcalloc((size_t)n_max + 1, sizeof(double));
+  r->logits = mt_xcalloc((size_t)(n_max * E) + 1, sizeof(float));
   r->routed = mt_xcalloc((size_t)E, sizeof(int64_t));
+  r->aux_routed = mt_xcalloc((size_t)E, sizeof(int64_t));
   r->kept_count = mt_xcalloc((size_t)E, sizeof(int64_t));
+  r->lb_coef = mt_xcalloc((size_t)E, sizeof(double));
+  r->lb_rows = 1;
 }
 
 void mt_moe_routing_free(mt_moe_routing *r) {
@@ -28,8 +36,11 @@ void mt_moe_routing_free(mt_moe_routing *r) {
   free(r->kept);
   free(r->probs);
   free(r->lse);
+  free(r->logits);
   free(r->routed);
+  free(r->aux_routed);
   free(r->kept_count);
+  free(r->lb_coef);
   memset(r, 0, sizeof *r);
 }
 
@@ -37,6 +48,96 @@ int64_t mt_moe_capacity(const mt_moe_route_opts *o, int64_t n) {
   if (!(o->capacity_factor > 0.0f)) return -1;
   double c = ceil((double)n * o->k / o->E * (double)o->capacity_factor - 1e-9);
   return (int64_t)c;
+}
+
+/* fp32 -> bf16 -> fp32, round to nearest even (NaN stays NaN). */
+static float round_bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u) {
+    if (u & 0x007fffffu) u |= 0x00400000u;
+  } else {
+    u += 0x7fffu + ((u >> 16) & 1u);
+  }
+  u &= 0xffff0000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+double mt_moe_sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + exp(-x));
+  double e = exp(x);
+  return e / (1.0 + e);
+}
+
+void mt_moe_topk(const double *v, const uint8_t *allowed, int n, int k, int *ex, uint8_t *used) {
+  memset(used, 0, (size_t)n);
+  for (int j = 0; j < k; j++) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+      if (!used[i] && (!allowed || allowed[i]) && (best < 0 || v[i] > v[best])) best = i;
+    MT_ASSERT(best >= 0);
+    ex[j] = best;
+    used[best] = 1;
+  }
+}
+
+/* Per-call scratch of mt_moe_route. */
+typedef struct {
+  double *v, *gscore, *gw;
+  uint8_t *allowed, *used;
+  int *gidx, *tmp;
+} scratch;
+
+/* Steps 2-4 of moe_router.h for one token: selection values, group limit,
+ * top-k into ex[0..k). */
+static void select_experts(const mt_moe_route_opts *o, const float *l, const double *s,
+                           const float *bias, scratch *w, int *ex) {
+  const int E = o->E, k = o->k;
+  for (int e = 0; e < E; e++) {
+    double v = (o->score_sigmoid || o->pre_softmax) ? s[e] : (double)l[e];
+    w->v[e] = bias ? v + (double)bias[e] : v;
+  }
+  const uint8_t *allowed = NULL;
+  if (o->num_groups > 0) {
+    const int G = o->num_groups, Eg = E / G, m = k / o->group_topk;
+    for (int g = 0; g < G; g++) {
+      mt_moe_topk(w->v + g * Eg, NULL, Eg, m, w->tmp, w->used);
+      double sum = 0.0;
+      for (int j = 0; j < m; j++) sum += w->v[g * Eg + w->tmp[j]];
+      w->gscore[g] = sum;
+    }
+    mt_moe_topk(w->gscore, NULL, G, o->group_topk, w->gidx, w->used);
+    memset(w->allowed, 0, (size_t)E);
+    for (int j = 0; j < o->group_topk; j++) memset(w->allowed + w->gidx[j] * Eg, 1, (size_t)Eg);
+    allowed = w->allowed;
+  }
+  mt_moe_topk(w->v, allowed, E, k, ex, w->used);
+}
+
+void mt_moe_gate_weights(const mt_moe_route_opts *o, const float *l, const double *s,
+                         const int *ex, double *w) {
+  const int k = o->k;
+  if (o->score_sigmoid) {
+    double sum = 0.0;
+    for (int j = 0; j < k; j++) sum += s[ex[j]];
+    for (int j = 0; j < k; j++) w[j] = k > 1 ? s[ex[j]] / (sum + MT_MOE_SIGMOID_EPS) : s[ex[j]];
+  } else if (o->pre_softmax) {
+    for (int j = 0; j < k; j++) w[j] = s[ex[j]];
+  } else { /* softmax over the chosen logits */
+    double m2 = l[ex[0]], s2 = 0.0;
+    for (int j = 1; j < k; j++) m2 = l[ex[j]] > m2 ? l[ex[j]] : m2;
+    for (int j = 0; j < k; j++) s2 += exp((double)l[ex[j]] - m2);
+    for (int j = 0; j < k; j++) w[j] = exp((double)l[ex[j]] - m2) / s2;
+  }
+}
+
+/* Step 5: final gate weights (× topk_scaling_factor), fp32. */
+static void gates(const mt_moe_route_opts *o, const float *l, const double *s, const int *ex,
+                  double *w, float *gate) {
+  mt_moe_gate_weights(o, l, s, ex, w);
+  const double c = o->topk_scaling_factor > 0.0f ? (double)o->topk_scaling_factor : 1.0;
+  for (int j = 0; j < o->k; j++) gate[j] = (float)(c == 1.0 ? w[j] : w[j] * c);
 }
 
 /* Candidate of an over-full expert: sort key. */
@@ -52,50 +153,9 @@ static int by_gate(const void *a_, const void *b_) {
   return a->t < b->t ? -1 : a->t > b->t;
 }
 
-void mt_moe_route(const mt_moe_route_opts *o, const float *logits, int64_t n, mt_moe_routing *r) {
+/* Step 6: capacity and dropping (sees the final gates). */
+static void apply_capacity(const mt_moe_route_opts *o, int64_t n, mt_moe_routing *r) {
   const int E = o->E, k = o->k;
-  MT_ASSERT(n <= r->cap_n && E == r->E && k == r->k && k >= 1 && k <= E);
-  r->n = n;
-  memset(r->routed, 0, (size_t)E * sizeof(int64_t));
-  memset(r->kept_count, 0, (size_t)E * sizeof(int64_t));
-  double zsum = 0.0;
-  double *psum = mt_xcalloc((size_t)E, sizeof(double));
-  for (int64_t t = 0; t < n; t++) {
-    const float *l = logits + t * E;
-    double mx = l[0];
-    for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
-    double s = 0.0;
-    for (int e = 0; e < E; e++) s += exp((double)l[e] - mx);
-    double lse = mx + log(s);
-    r->lse[t] = lse;
-    zsum += lse * lse;
-    double *p = r->probs + t * E;
-    for (int e = 0; e < E; e++) {
-      p[e] = exp((double)l[e] - lse);
-      psum[e] += p[e];
-    }
-    /* top-k by logit, ties to the lower index */
-    int *ex = r->expert + t * k;
-    for (int j = 0; j < k; j++) {
-      int best = -1;
-      for (int e = 0; e < E; e++) {
-        int used = 0;
-        for (int q = 0; q < j; q++) used |= ex[q] == e;
-        if (!used && (best < 0 || l[e] > l[best])) best = e;
-      }
-      ex[j] = best;
-      r->routed[best]++;
-    }
-    float *w = r->gate + t * k;
-    if (o->pre_softmax) {
-      for (int j = 0; j < k; j++) w[j] = (float)p[ex[j]];
-    } else {
-      double m2 = l[ex[0]], s2 = 0.0; /* ex[0] holds the largest logit */
-      for (int j = 0; j < k; j++) s2 += exp((double)l[ex[j]] - m2);
-      for (int j = 0; j < k; j++) w[j] = (float)(exp((double)l[ex[j]] - m2) / s2);
-    }
-    memset(r->kept + t * k, 1, (size_t)k);
-  }
   r->capacity = mt_moe_capacity(o, n);
   r->dropped = 0;
   if (r->capacity >= 0) {
@@ -114,44 +174,51 @@ void mt_moe_route(const mt_moe_route_opts *o, const float *logits, int64_t n, mt
   }
   for (int64_t i = 0; i < n * k; i++)
     if (r->kept[i]) r->kept_count[r->expert[i]]++;
-  double lb = 0.0;
-  for (int e = 0; e < E; e++)
-    lb += ((double)r->routed[e] / ((double)n * k)) * (psum[e] / (double)n);
-  r->lb_loss = n > 0 ? E * lb : 0.0;
-  r->z_loss = n > 0 ? zsum / (double)n : 0.0;
-  free(psum);
 }
 
-void mt_moe_route_backward(const mt_moe_route_opts *o, const mt_moe_routing *r, int64_t t0,
-                           int64_t n_loc, const float *dgate, double lb_scale, double z_scale,
-                           float *dlogits) {
+void mt_moe_route(const mt_moe_route_opts *o, const float *logits, const float *expert_bias,
+                  const int64_t *global_tokens_per_expert, int64_t n, mt_moe_routing *r) {
   const int E = o->E, k = o->k;
-  const double n = (double)r->n;
-  double *dp = mt_xmalloc(sizeof(double) * (size_t)E);
-  for (int64_t i = 0; i < n_loc; i++) {
-    const int64_t t = t0 + i;
-    const double *p = r->probs + t * E;
-    const int *ex = r->expert + t * k;
-    const float *w = r->gate + t * k;
-    const float *dw = dgate + i * k;
-    double *dl = mt_xmalloc(sizeof(double) * (size_t)E);
-    /* load-balancing term through p: dLB/dp[t,e] = E f_e / n */
+  MT_ASSERT(n <= r->cap_n && E == r->E && k == r->k && k >= 1 && k <= E);
+  MT_ASSERT(o->num_groups <= 0 || (E % o->num_groups == 0 && o->group_topk >= 1 &&
+                                   o->group_topk <= o->num_groups && k >= o->group_topk &&
+                                   k <= o->group_topk * (E / o->num_groups)));
+  r->n = n;
+  memset(r->routed, 0, (size_t)E * sizeof(int64_t));
+  memset(r->kept_count, 0, (size_t)E * sizeof(int64_t));
+  const int G = o->num_groups > 0 ? o->num_groups : 1;
+  scratch w = {mt_xmalloc(sizeof(double) * (size_t)E), mt_xmalloc(sizeof(double) * (size_t)G),
+               mt_xmalloc(sizeof(double) * (size_t)k), mt_xmalloc((size_t)E),
+               mt_xmalloc((size_t)E),                  mt_xmalloc(sizeof(int) * (size_t)G),
+               mt_xmalloc(sizeof(int) * (size_t)E)};
+  double zsum = 0.0;
+  for (int64_t t = 0; t < n; t++) {
+    float *l = r->logits + t * E;
+    for (int e = 0; e < E; e++) l[e] = o->round_bf16 ? round_bf16(logits[t * E + e]) : logits[t * E + e];
+    double mx = l[0];
+    for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+    double sum = 0.0;
+    for (int e = 0; e < E; e++) sum += exp((double)l[e] - mx);
+    double lse = mx + log(sum);
+    r->lse[t] = lse;
+    zsum += lse * lse;
+    double *s = r->probs + t * E;
     for (int e = 0; e < E; e++)
-      dp[e] = lb_scale * E * ((double)r->routed[e] / (n * k)) / n;
-    if (o->pre_softmax)
-      for (int j = 0; j < k; j++) dp[ex[j]] += dw[j];
-    double dot = 0.0;
-    for (int e = 0; e < E; e++) dot += p[e] * dp[e];
-    for (int e = 0; e < E; e++) dl[e] = p[e] * (dp[e] - dot);
-    if (!o->pre_softmax) { /* softmax over the chosen logits */
-      double d2 = 0.0;
-      for (int j = 0; j < k; j++) d2 += (double)w[j] * dw[j];
-      for (int j = 0; j < k; j++) dl[ex[j]] += (double)w[j] * ((double)dw[j] - d2);
-    }
-    /* z-loss: d/dl (lse²)/n = 2 lse p / n */
-    for (int e = 0; e < E; e++) dl[e] += z_scale * 2.0 * r->lse[t] * p[e] / n;
-    for (int e = 0; e < E; e++) dlogits[i * E + e] = (float)dl[e];
-    free(dl);
+      s[e] = o->score_sigmoid ? mt_moe_sigmoid((double)l[e]) : exp((double)l[e] - lse);
+    int *ex = r->expert + t * k;
+    select_experts(o, l, s, expert_bias, &w, ex);
+    for (int j = 0; j < k; j++) r->routed[ex[j]]++;
+    gates(o, l, s, ex, w.gw, r->gate + t * k);
+    memset(r->kept + t * k, 1, (size_t)k);
   }
-  free(dp);
+  apply_capacity(o, n, r);
+  r->z_loss = n > 0 ? zsum / (double)n : 0.0;
+  mt_moe_balance_loss(o, expert_bias != NULL, global_tokens_per_expert, n, r);
+  free(w.v);
+  free(w.gw);
+  free(w.gscore);
+  free(w.allowed);
+  free(w.used);
+  free(w.gidx);
+  free(w.tmp);
 }

@@ -155,6 +155,57 @@ expect cp_comm_type_unknown "$g" "parallel.cp_comm_type" "p2p|a2a|allgather|a2a+
   --set parallel.cp_comm_type=ring
 expect cp_size_zero "$g" "parallel.context_parallel_size" ">= 1" -- --set parallel.context_parallel_size=0
 
+# MoE router options (docs/moe.md "Router options"): group-limited routing
+# sizes, top-k, layer pattern, unknown names, options without effect, and the
+# expert layouts that do not fit the world
+MOE="--set model.num_experts=8"
+expect moe_group_topk_alone "$g" "model.moe_router_group_topk" "moe_router_num_groups" -- \
+  $MOE --set model.moe_router_group_topk=2
+expect moe_num_groups_alone "$g" "model.moe_router_num_groups" "moe_router_group_topk" -- \
+  $MOE --set model.moe_router_num_groups=4
+expect moe_groups_divide "$g" "model.moe_router_num_groups" "does not divide num_experts 8" -- \
+  $MOE --set model.moe_router_num_groups=3 --set model.moe_router_group_topk=1
+expect moe_group_topk_big "$g" "model.moe_router_group_topk" "more than moe_router_num_groups 4" -- \
+  $MOE --set model.moe_router_num_groups=4 --set model.moe_router_group_topk=5
+expect moe_topk_from_groups "$g" "model.moe_router_topk" "cannot be picked" "= 2" -- \
+  $MOE --set model.moe_router_num_groups=4 --set model.moe_router_group_topk=1 \
+  --set model.moe_router_topk=3
+expect moe_topk_below_groups "$g" "model.moe_router_topk" "cannot be picked" -- \
+  $MOE --set model.moe_router_num_groups=4 --set model.moe_router_group_topk=3 \
+  --set model.moe_router_topk=2
+expect moe_num_groups_range "$g" "model.moe_router_num_groups" ">= 1" -- \
+  $MOE --set model.moe_router_num_groups=-1 --set model.moe_router_group_topk=1
+expect moe_topk_experts "$g" "model.moe_router_topk" "more than num_experts 8" -- \
+  $MOE --set model.moe_router_topk=9
+expect_world moe_shared_vs_tp 2 "$g" "model.moe_shared_expert_intermediate_size" \
+  "tensor_model_parallel_size 2" -- $MOE --set model.moe_shared_expert_intermediate_size=33 \
+  --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
+expect moe_layer_freq_len "$g" "model.moe_layer_freq" "3 entries but num_layers is 2" -- \
+  $MOE --set 'model.moe_layer_freq=[1,0,1]'
+expect moe_layer_freq_two "$g" "model.moe_layer_freq" "element 1 is 2" -- \
+  $MOE --set 'model.moe_layer_freq=[1,2]'
+expect moe_layer_freq_zero "$g" "model.moe_layer_freq" ">= 1" -- $MOE --set model.moe_layer_freq=0
+expect moe_score_unknown "$g" "model.moe_router_score_function" "softmax|sigmoid" -- \
+  $MOE --set model.moe_router_score_function=sqrtsoftplus
+expect moe_lb_unknown "$g" "model.moe_router_load_balancing_type" \
+  "aux_loss|seq_aux_loss|global_aux_loss|none" -- \
+  $MOE --set model.moe_router_load_balancing_type=sinkhorn
+expect moe_router_dtype_unknown "$g" "model.moe_router_dtype" "fp32|fp64" -- \
+  $MOE --set model.moe_router_dtype=bf16
+expect moe_scaling_negative "$g" "model.moe_router_topk_scaling_factor" "> 0" -- \
+  $MOE --set model.moe_router_topk_scaling_factor=-1
+expect moe_bias_rate_negative "$g" "model.moe_router_bias_update_rate" ">= 0" -- \
+  $MOE --set model.moe_router_enable_expert_bias=true --set model.moe_router_bias_update_rate=-0.1
+expect moe_bias_rate_without_bias "$g" "model.moe_router_bias_update_rate" \
+  "moe_router_enable_expert_bias" -- $MOE --set model.moe_router_bias_update_rate=0.01
+expect moe_pre_softmax_sigmoid "$g" "model.moe_router_pre_softmax" "sigmoid" -- \
+  $MOE --set model.moe_router_score_function=sigmoid --set model.moe_router_pre_softmax=true
+expect moe_aux_coeff_none "$g" "model.moe_aux_loss_coeff" "\"none\"" -- \
+  $MOE --set model.moe_router_load_balancing_type=none --set model.moe_aux_loss_coeff=0.01
+expect_world moe_ep_etp_world 4 "$g" "parallel.expert_model_parallel_size" \
+  "does not divide the world size 4" -- $MOE --set parallel.expert_model_parallel_size=4 \
+  --set parallel.expert_tensor_parallel_size=2
+
 if [ $fails -ne 0 ]; then
   echo "$fails case(s) failed"
   exit 1

@@ -33,7 +33,7 @@ static void test_hand_case(void **st) {
   mt_moe_route_opts o = {.E = 4, .k = 2, .capacity_factor = 0};
   mt_moe_routing r;
   mt_moe_routing_init(&r, 4, 4, 2);
-  mt_moe_route(&o, lg, 4, &r);
+  mt_moe_route(&o, lg, NULL, NULL, 4, &r);
   const int64_t want[4] = {3, 3, 1, 1};
   for (int e = 0; e < 4; e++) EXPECT_EQ(r.routed[e], want[e], "expert %d", e);
   assert_true(fabs(r.lb_loss - 1.12712) < 1e-5);
@@ -41,12 +41,12 @@ static void test_hand_case(void **st) {
   assert_int_equal(r.dropped, 0);
   /* capacity factor 1: C = ceil(4*2/4) = 2, experts 0 and 1 drop one slot each */
   o.capacity_factor = 1.0f;
-  mt_moe_route(&o, lg, 4, &r);
+  mt_moe_route(&o, lg, NULL, NULL, 4, &r);
   assert_int_equal(r.capacity, 2);
   assert_int_equal(r.dropped, 2);
   /* position policy: expert 0 keeps tokens 0, 1 (drops token 3); probs: drops the lowest gate */
   o.drop_position = 1;
-  mt_moe_route(&o, lg, 4, &r);
+  mt_moe_route(&o, lg, NULL, NULL, 4, &r);
   assert_int_equal(r.kept[3 * 2 + 1], 0); /* token 3's second choice is expert 0 */
   mt_moe_routing_free(&r);
 }
@@ -58,7 +58,7 @@ static void check_capacity(int k, int policy, float cf) {
   mt_moe_route_opts o = {.E = E, .k = k, .capacity_factor = cf, .drop_position = policy};
   mt_moe_routing r;
   mt_moe_routing_init(&r, n, E, k);
-  mt_moe_route(&o, lg, n, &r);
+  mt_moe_route(&o, lg, NULL, NULL, n, &r);
   int64_t cap = (int64_t)ceil((double)n * k / E * cf - 1e-9);
   assert_int_equal(r.capacity, cap);
   int64_t kept_total = 0, routed_total = 0;
@@ -87,7 +87,7 @@ static void check_capacity(int k, int policy, float cf) {
   mt_moe_routing_init(&r2, n, E, k);
   for (int64_t t = 0; t < n; t++)
     for (int e = 0; e < E; e++) lg[t * E + e] += (float)(t % 5) * 0.5f; /* exact in fp32 */
-  mt_moe_route(&o, lg, n, &r2);
+  mt_moe_route(&o, lg, NULL, NULL, n, &r2);
   assert_memory_equal(r.expert, r2.expert, sizeof(int) * (size_t)(n * k));
   assert_memory_equal(r.kept, r2.kept, (size_t)(n * k));
   for (int64_t i = 0; i < n * k; i++)
@@ -116,7 +116,7 @@ static void test_dropless(void **st) {
     mt_moe_route_opts o = {.E = 8, .k = k, .capacity_factor = 0};
     mt_moe_routing r;
     mt_moe_routing_init(&r, 50, 8, k);
-    mt_moe_route(&o, lg, 50, &r);
+    mt_moe_route(&o, lg, NULL, NULL, 50, &r);
     int64_t kept = 0;
     for (int e = 0; e < 8; e++) kept += r.kept_count[e];
     assert_int_equal(kept, 50 * k);
@@ -133,7 +133,7 @@ static void test_balanced_and_backward(void **st) {
   mt_moe_route_opts o = {.E = 4, .k = 4};
   mt_moe_routing r;
   mt_moe_routing_init(&r, 4, 4, 4);
-  mt_moe_route(&o, eq, 4, &r);
+  mt_moe_route(&o, eq, NULL, NULL, 4, &r);
   assert_true(fabs(r.lb_loss - 1.0) < 1e-12);
   mt_moe_routing_free(&r);
   /* backward of lb and z vs central differences (routing fixed) */
@@ -142,16 +142,16 @@ static void test_balanced_and_backward(void **st) {
   float *lg = rand_logits(n, E, 5, 1.0f);
   mt_moe_route_opts o2 = {.E = E, .k = k};
   mt_moe_routing_init(&r, n, E, k);
-  mt_moe_route(&o2, lg, n, &r);
+  mt_moe_route(&o2, lg, NULL, NULL, n, &r);
   float *dl = calloc((size_t)(n * E), sizeof(float)), *dg = calloc((size_t)(n * k), sizeof(float));
   mt_moe_route_backward(&o2, &r, 0, n, dg, 0.7, 0.3, dl);
   for (int64_t i = 0; i < n * E; i += 7) {
     const float h = 1e-2f, v = lg[i];
     lg[i] = v + h;
-    mt_moe_route(&o2, lg, n, &r);
+    mt_moe_route(&o2, lg, NULL, NULL, n, &r);
     double fp = 0.7 * r.lb_loss + 0.3 * r.z_loss;
     lg[i] = v - h;
-    mt_moe_route(&o2, lg, n, &r);
+    mt_moe_route(&o2, lg, NULL, NULL, n, &r);
     double fm = 0.7 * r.lb_loss + 0.3 * r.z_loss;
     lg[i] = v;
     assert_true(fabs((fp - fm) / (2 * h) - dl[i]) < 1e-3);
