@@ -179,7 +179,8 @@ expect moe_topk_experts "$g" "model.moe_router_topk" "more than num_experts 8" -
   $MOE --set model.moe_router_topk=9
 expect_world moe_shared_vs_tp 2 "$g" "model.moe_shared_expert_intermediate_size" \
   "tensor_model_parallel_size 2" -- $MOE --set model.moe_shared_expert_intermediate_size=33 \
-  --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
+  --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
+  --set parallel.expert_tensor_parallel_size=1
 expect moe_layer_freq_len "$g" "model.moe_layer_freq" "3 entries but num_layers is 2" -- \
   $MOE --set 'model.moe_layer_freq=[1,0,1]'
 expect moe_layer_freq_two "$g" "model.moe_layer_freq" "element 1 is 2" -- \
