@@ -397,10 +397,8 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "%d does not divide num_experts %d (expected a divisor of num_experts)", ep,
                        m->num_experts);
   int64_t egroup = (int64_t)etp * ep * pp;
-  if (world % egroup) /* name etp when ep alone would fit */
-    return mt_cfg_fail(c, key(etp > 1 && world % ((int64_t)ep * pp) == 0
-                                  ? "parallel.expert_tensor_parallel_size"
-                                  : "parallel.expert_model_parallel_size"),
+  if (world % egroup)
+    return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
                        "expert_tensor_parallel_size (%d) x expert_model_parallel_size (%d) x "
                        "pipeline_model_parallel_size (%d) = %lld does not divide the world size "
                        "%d (expected a divisor)",

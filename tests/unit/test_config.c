@@ -336,7 +336,7 @@ static const err_case CASES[] = {
      {"checkpoint.save", "expert_tensor_parallel_size 2"}},
     {NULL, {"model.num_experts=4", "model.add_bias_linear=false",
             "parallel.expert_tensor_parallel_size=2", "parallel.expert_model_parallel_size=2"}, 2,
-     {"parallel.expert_tensor_parallel_size", "(2) x expert_model_parallel_size (2)", "world size 2"}},
+     {"parallel.expert_model_parallel_size", "expert_tensor_parallel_size (2) x", "world size 2"}},
     {NULL, {"model.num_experts=4", "model.add_bias_linear=false", "model.moe_ffn_hidden_size=30",
             "parallel.expert_tensor_parallel_size=4"}, 4,
      {"model.moe_ffn_hidden_size", "expert_tensor_parallel_size 4"}},
