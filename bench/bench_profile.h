@@ -13,13 +13,13 @@
 enum {
   MT_PROF_GEMM, MT_PROF_ATTN_F, MT_PROF_ATTN_B, MT_PROF_LN_F, MT_PROF_LN_B, MT_PROF_RMS_F,
   MT_PROF_RMS_B, MT_PROF_GELU_F, MT_PROF_GELU_B, MT_PROF_SWI_F, MT_PROF_SWI_B, MT_PROF_ROPE,
-  MT_PROF_XENT, MT_PROF_DROP, MT_PROF_EMB, MT_PROF_BIASG, MT_PROF_ADAM, MT_PROF_N
+  MT_PROF_XENT, MT_PROF_DROP, MT_PROF_EMB, MT_PROF_BIASG, MT_PROF_ADAM, MT_PROF_GEMM_G, MT_PROF_N
 };
 static const char *const mt_prof_names[MT_PROF_N] = {
     "gemm",        "attention_fwd", "attention_bwd", "layernorm_fwd",   "layernorm_bwd",
     "rmsnorm_fwd", "rmsnorm_bwd",   "gelu_fwd",      "gelu_bwd",        "swiglu_fwd",
     "swiglu_bwd",  "rope_fwd/bwd",  "cross_entropy", "dropout/residual", "embedding_bwd",
-    "bias_grad",   "adamw"};
+    "bias_grad",   "adamw",         "gemm_grouped"};
 
 typedef struct {
   mt_backend_ops ops;       /* wrapped table */
@@ -37,6 +37,8 @@ static mt_bench_prof *mt_bench_prof_cur; /* bench-only: the shims need to find t
     mt_bench_prof_cur->calls[slot]++;          \
   }
 MT_PROF_SHIM(MT_PROF_GEMM, gemm, (mt_backend * be, const mt_gemm_desc *d), (be, d))
+MT_PROF_SHIM(MT_PROF_GEMM_G, gemm_grouped, (mt_backend * be, const mt_gemm_grouped_desc *d),
+             (be, d))
 MT_PROF_SHIM(MT_PROF_ATTN_F, flash_attn_fwd,
              (mt_backend * be, const mt_attn_desc *d, void *c, float *lse, const void *q,
               const void *kv),
@@ -108,6 +110,7 @@ static inline void mt_bench_prof_install(mt_bench_prof *p, mt_backend *be) {
   p->in = be->ops;
   p->ops = *be->ops;
   p->ops.gemm = mt_prof_gemm;
+  p->ops.gemm_grouped = mt_prof_gemm_grouped;
   p->ops.flash_attn_fwd = mt_prof_flash_attn_fwd;
   p->ops.flash_attn_bwd = mt_prof_flash_attn_bwd;
   p->ops.layernorm_fwd = mt_prof_layernorm_fwd;

@@ -467,10 +467,6 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
   if (m->moe_pad_expert_input_to_capacity && !(m->moe_expert_capacity_factor > 0))
     return mt_cfg_fail(c, key("model.moe_pad_expert_input_to_capacity"),
                        "needs model.moe_expert_capacity_factor > 0 (expected false when dropless)");
-  if (m->moe_pad_expert_input_to_capacity)
-    return mt_cfg_fail(c, key("model.moe_pad_expert_input_to_capacity"),
-                       "padding expert inputs to capacity is not implemented (expected false: "
-                       "expert inputs are the exact routed counts)");
   return 0;
 }
 

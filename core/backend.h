@@ -71,6 +71,36 @@ typedef struct {
   int batch; /* >= 1 */
 } mt_gemm_desc;
 
+/* Grouped GEMM (Megatron-core's GroupedMLP, Transformer Engine's
+ * GroupedLinear: the local experts' fc1 or fc2 over all their row blocks as
+ * one op), row-major:
+ *   for g in [0, groups):  C_g = alpha * op(A_g) @ op(B_g) + beta * C_g
+ *                                (+ bias_g broadcast over rows)
+ * op(A_g) [m[g], k[g]], op(B_g) [k[g], n[g]], C_g [m[g], n[g]]; transposes,
+ * alpha, beta, leading dimensions and dtypes are shared by every group and
+ * mean what they mean in mt_gemm_desc. m, n, k and the pointer arrays a, b,
+ * c, bias are HOST arrays of `groups` entries (the pointers in them are
+ * device pointers); any m[g], n[g] may be 0 (the group does nothing) and
+ * k[g] 0 gives C_g = beta C_g (+ bias_g). bias (or an entry) NULL: none.
+ * Several groups may name the SAME C pointer (a weight gradient accumulated
+ * from several blocks of one expert, beta 1): those run in group order;
+ * otherwise the C regions must not overlap.
+ * The result equals calling gemm once per group (batch 1) in group order; on
+ * cpu/ in fp32 it is bitwise equal to that loop (each group is cut into the
+ * same tiles and each tile is the same kernel call; one parallel region runs
+ * the (group, tile) pairs). */
+typedef struct {
+  int trans_a, trans_b;
+  float alpha, beta;
+  int64_t lda, ldb, ldc;
+  mt_dtype a_type, b_type, c_type;
+  int groups;                       /* >= 0 */
+  const int *m, *n, *k;             /* [groups] host */
+  const void *const *a, *const *b;  /* [groups] host arrays of device pointers */
+  void *const *c;
+  const void *const *bias;          /* [groups] or NULL */
+} mt_gemm_grouped_desc;
+
 /* Causal self-attention core (Megatron's "core attention"), with grouped-query
  * attention (Ainslie et al. 2023, GQA; MQA when ng = 1; plain multi-head when
  * ng = np):
@@ -194,6 +224,8 @@ typedef struct {
 
   /* ---- GEMM ---- */
   void (*gemm)(mt_backend *be, const mt_gemm_desc *d);
+  /* Grouped GEMM (mt_gemm_grouped_desc): `groups` independent products. */
+  void (*gemm_grouped)(mt_backend *be, const mt_gemm_grouped_desc *d);
   /* db[n] (fp32, accumulate) += sum over rows of dout[rows, n] (T). */
   void (*bias_grad)(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
 

@@ -139,6 +139,7 @@ static const mt_backend_ops cpu_ops = {
     .fill = cpu_fill,
     .cast = cpu_cast,
     .gemm = cpu_gemm,
+    .gemm_grouped = cpu_gemm_grouped,
     .bias_grad = cpu_bias_grad,
     .layernorm_fwd = cpu_layernorm_fwd,
     .layernorm_bwd = cpu_layernorm_bwd,

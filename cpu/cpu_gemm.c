@@ -14,8 +14,8 @@
 
 /* One block C[m0:m1, n0:n1] of the product (rows of op(A), columns of
  * op(B)), with the bias pre-fill when beta == 0. */
-static void gemm_block(const mt_gemm_desc *d, const float *a, const float *b, float *c,
-                       int m0, int m1, int n0, int n1) {
+void cpu_gemm_block(const mt_gemm_desc *d, const float *a, const float *b, float *c, int m0,
+                    int m1, int n0, int n1) {
   const int64_t lda = d->lda, ldb = d->ldb, ldc = d->ldc;
   const float *ap = d->trans_a ? a + m0 : a + (int64_t)m0 * lda;
   const float *bp = d->trans_b ? b + (int64_t)n0 * ldb : b + n0;
@@ -50,40 +50,57 @@ static void gemm_block(const mt_gemm_desc *d, const float *a, const float *b, fl
 /* Products below this many multiply-adds run as one single-threaded call. */
 #define GEMM_PAR_MIN (1 << 20)
 
+int cpu_gemm_nthreads(mt_backend *be) {
+  return cpu_impl_of(be)->gemm_omp ? omp_get_max_threads() : 1;
+}
+
+/* Fixed slabs of C (columns when n >= m, else rows; edges on multiples of
+ * 16): bounds depend only on the shape and the thread count. */
+int cpu_gemm_slabs(mt_backend *be, int nthr, int m, int n, int k, int *split_n, int *per) {
+  const int64_t work = (int64_t)m * n * (k ? k : 1);
+  *split_n = n >= m;
+  const int len = *split_n ? n : m;
+  if (nthr == 1 || work < GEMM_PAR_MIN) {
+    *per = len;
+    return 1;
+  }
+  int nslab = nthr * cpu_impl_of(be)->gemm_slabs_per_thread;
+  int p = (int)mt_round_up((len + nslab - 1) / nslab, 16);
+  if (p < 64) p = 64;
+  *per = p;
+  return (len + p - 1) / p;
+}
+
+void cpu_gemm_slab(const mt_gemm_desc *d, const float *a, const float *b, float *c, int split_n,
+                   int per, int sl) {
+  const int len = split_n ? d->n : d->m;
+  int lo = sl * per, hi = lo + per < len ? lo + per : len;
+  if (split_n)
+    cpu_gemm_block(d, a, b, c, 0, d->m, lo, hi);
+  else
+    cpu_gemm_block(d, a, b, c, lo, hi, 0, d->n);
+}
+
 void cpu_gemm(mt_backend *be, const mt_gemm_desc *d) {
   MT_ASSERT(d->a_type == MT_F32 && d->b_type == MT_F32 && d->c_type == MT_F32);
   MT_ASSERT(d->batch >= 1 && d->m >= 0 && d->n >= 0 && d->k >= 0);
   if (d->m == 0 || d->n == 0) return;
-  const cpu_impl *im = cpu_impl_of(be);
-  const int nthr = im->gemm_omp ? omp_get_max_threads() : 1;
-  const int64_t work = (int64_t)d->m * d->n * (d->k ? d->k : 1);
+  const int nthr = cpu_gemm_nthreads(be);
+  int split_n, per;
+  const int nslab = cpu_gemm_slabs(be, nthr, d->m, d->n, d->k, &split_n, &per);
   for (int bt = 0; bt < d->batch; bt++) {
     const float *a = (const float *)d->a + (int64_t)bt * d->stride_a;
     const float *b = (const float *)d->b + (int64_t)bt * d->stride_b;
     float *c = (float *)d->c + (int64_t)bt * d->stride_c;
-    if (nthr == 1 || work < GEMM_PAR_MIN) {
-      gemm_block(d, a, b, c, 0, d->m, 0, d->n);
+    if (nslab == 1) {
+      cpu_gemm_block(d, a, b, c, 0, d->m, 0, d->n);
       continue;
     }
-    /* Fixed slabs of C (columns when n >= m, else rows; edges on multiples
-     * of 16), each one single-threaded sgemm, handed out dynamically so a
-     * thread that the OS preempts does not stall the others. Slab bounds
-     * depend only on the shape and thread count, and each C element is
-     * computed by one slab, so results are deterministic. */
-    const int split_n = d->n >= d->m;
-    const int len = split_n ? d->n : d->m;
-    int nslab = nthr * im->gemm_slabs_per_thread;
-    int per = (int)mt_round_up((len + nslab - 1) / nslab, 16);
-    if (per < 64) per = 64;
-    nslab = (len + per - 1) / per;
+    /* each slab one single-threaded sgemm, handed out dynamically so a
+     * thread that the OS preempts does not stall the others; each C element
+     * is computed by one slab, so results are deterministic. */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
-    for (int sl = 0; sl < nslab; sl++) {
-      int lo = sl * per, hi = lo + per < len ? lo + per : len;
-      if (split_n)
-        gemm_block(d, a, b, c, 0, d->m, lo, hi);
-      else
-        gemm_block(d, a, b, c, lo, hi, 0, d->n);
-    }
+    for (int sl = 0; sl < nslab; sl++) cpu_gemm_slab(d, a, b, c, split_n, per, sl);
   }
 }
 

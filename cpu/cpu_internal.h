@@ -84,6 +84,19 @@ void cpu_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dty
               int64_t n);
 
 void cpu_gemm(mt_backend *be, const mt_gemm_desc *d);
+void cpu_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
+/* The pieces both GEMM ops share (cpu_gemm.c), so that a grouped GEMM cuts
+ * every group into exactly the tiles gemm cuts it into: threads a GEMM may
+ * use; the slab plan of an [m, n] x k product (returns the slab count, 1 =
+ * one single-threaded call over the whole C; *split_n: slabs of columns,
+ * else of rows; *per: slab width); slab sl of C (batch 1); the block
+ * C[m0:m1, n0:n1] through one single-threaded sgemm (bias pre-filled). */
+int cpu_gemm_nthreads(mt_backend *be);
+int cpu_gemm_slabs(mt_backend *be, int nthr, int m, int n, int k, int *split_n, int *per);
+void cpu_gemm_slab(const mt_gemm_desc *d, const float *a, const float *b, float *c, int split_n,
+                   int per, int sl);
+void cpu_gemm_block(const mt_gemm_desc *d, const float *a, const float *b, float *c, int m0,
+                    int m1, int n0, int n1);
 void cpu_bias_grad(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
 
 void cpu_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,

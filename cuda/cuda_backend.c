@@ -310,6 +310,7 @@ static const mt_backend_ops cuda_ops = {
     .fill = cuda_fill,
     .cast = cuda_cast,
     .gemm = cuda_gemm,
+    .gemm_grouped = cuda_gemm_grouped,
     .bias_grad = cuda_bias_grad,
     .layernorm_fwd = cuda_layernorm_fwd,
     .layernorm_bwd = cuda_layernorm_bwd,

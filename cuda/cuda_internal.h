@@ -4,6 +4,7 @@
  *   cuda_backend.c   creation, destruction, the counting
  *                    allocator, memory ops, reductions' host side, op table;
  *   cuda_gemm.c      GEMMs through cuBLAS (cublasGemmStridedBatchedEx);
+ *   cuda_gemm_grouped.c  the grouped GEMM (cublasGemmGroupedBatchedEx);
  *   cuda_attention.c the UNFUSED attention (not in the op table: the GPU
  *                    reference of the fused op), cuBLAS products around the
  *                    causal softmax kernels of cuda_attn.cu;
@@ -88,6 +89,8 @@ const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b);
 
 /* ---- ops implemented in C files ---- */
 void cuda_gemm(mt_backend *be, const mt_gemm_desc *d);
+/* Grouped GEMM (cuda_gemm_grouped.c: cublasGemmGroupedBatchedEx). */
+void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
 /* The UNFUSED attention (cuda_attention.c: [b, np, s, s] probabilities):
  * not in the op table since issue 15; kept as the GPU reference of the fused
  * op for tests/tools/cuda_parity.c and bench/bench_flash_gpu.c, which call

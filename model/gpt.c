@@ -340,6 +340,7 @@ static void create_moe(mt_gpt *m) {
     mc.ep_rank = c->ep_rank;
     mc.etp = c->etp_size > 1 ? c->etp_group : NULL;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
+    mc.grouped_gemm = c->moe_grouped_gemm;
     m->moe = mt_moe_create(be, &mc);
     const int El = c->num_experts / c->ep_size;
     m->moe_nper = c->disable_bias_linear ? 2 : 4;

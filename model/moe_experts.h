@@ -3,8 +3,9 @@
  * (Megatron-core's moe/experts.py SequentialMLP; GShard, Lepikhin et al.
  * 2020, arXiv:2006.16668 §2; Switch, Fedus et al. 2021, arXiv:2101.03961
  * §2). One GEMM per (source peer, local expert) block of rows through
- * model/linear.h; this is where a grouped GEMM (Megatron's GroupedMLP) will
- * replace the loops.
+ * model/linear.h, or, with moe_grouped_gemm (Megatron's GroupedMLP), each of
+ * fc1, fc2 and their backward GEMMs as ONE grouped GEMM op over all blocks
+ * (core/backend.h gemm_grouped; bitwise equal to the loop on cpu in fp32).
  *
  * Shapes: rows x [R, h] grouped by (source peer p, local expert le) in that
  * order, counts[p · E_loc + le] rows per block (the dispatcher's cnt_recv),
@@ -28,6 +29,8 @@ typedef struct {
   int64_t h, F;               /* hidden size, expert ffn width */
   int swiglu;                 /* SwiGLU experts (fc1 gives gate and up halves) */
   int64_t r_max;              /* rows received at most */
+  int grouped;                /* moe_grouped_gemm: fc1 / fc2 (and each backward GEMM) as
+                                 one grouped GEMM op over all blocks (bitwise equal) */
 } mt_moe_experts_config;
 
 /* Parameter pointers of the local experts, [E_loc] each. */

@@ -55,9 +55,11 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->logits_tp = c->tp && c->cp ? ws(be, c->n_loc * mt_group_size(c->tp) * c->E, MT_F32, W) : NULL;
   mt_moe_dispatcher_config dc = {.E = c->E, .k = c->k, .h = c->h, .n_loc = c->n_loc,
                                  .t0 = c->t0, .ep = c->ep, .ep_size = c->ep_size};
+  if (c->route.pad_to_capacity) dc.pad_capacity = mt_moe_capacity(&m->c.route, c->n_full);
   m->disp = mt_moe_dispatcher_create(be, &dc);
   mt_moe_experts_config xc = {.E_loc = m->E_loc, .ep_size = c->ep_size, .h = c->h, .F = c->F,
-                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp)};
+                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp),
+                              .grouped = c->grouped_gemm};
   if (c->etp) { /* the experts see etp·ep blocks of rows and F/etp columns */
     const int n = mt_group_size(c->etp);
     MT_ASSERT(c->F % n == 0);

@@ -37,7 +37,10 @@
  * moving (routed rows) · h elements; over TP under SP one all-gather of the
  * [n_loc, E] fp32 logits forward; with etp > 1 over the ETP group the
  * counts all-gather and two all-gatherv + two reduce-scatterv of the
- * experts' rows (model/moe_etp.h).
+ * experts' rows (model/moe_etp.h). With moe_pad_expert_input_to_capacity
+ * (route.pad_to_capacity) no counts all-to-all over EP, and every
+ * all-to-allv moves E·C rows per rank (C = mt_moe_capacity of the
+ * micro-batch).
  */
 #ifndef MT_MODEL_MOE_LAYER_H
 #define MT_MODEL_MOE_LAYER_H
@@ -66,6 +69,7 @@ typedef struct {
   int n_moe_layers;           /* global count (statistics) */
   int router_dtype;           /* MT_MOE_ROUTER_DTYPE_*: NONE with a bf16 backend rounds the
                                  logits to bf16 before routing (route.round_bf16) */
+  int grouped_gemm;           /* moe_grouped_gemm (model/moe_experts.h) */
 } mt_moe_config;
 
 /* Per-layer parameter pointers: router [E, h]; local expert i of E/ep. */

@@ -30,8 +30,13 @@ mt_moe_dispatcher *mt_moe_dispatcher_create(mt_backend *be, const mt_moe_dispatc
   d->be = be;
   d->c = *c;
   d->E_loc = c->E / c->ep_size;
-  d->s_max = c->n_loc * c->k;
-  d->r_max = d->s_max * c->ep_size;
+  if (c->pad_capacity > 0) { /* static splits: C rows per (source rank, expert) */
+    d->s_max = c->pad_capacity * c->E;
+    d->r_max = d->s_max;
+  } else {
+    d->s_max = c->n_loc * c->k;
+    d->r_max = d->s_max * c->ep_size;
+  }
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
   d->x_send = ws(be, d->s_max * c->h, T, W);
@@ -59,15 +64,16 @@ void mt_moe_dispatch_state_init(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) 
   mt_backend *be = d->be;
   memset(s, 0, sizeof *s);
   s->slot_h = mt_xmalloc(sizeof(int32_t) * (size_t)(c->n_loc * c->k));
-  s->send_idx_h = mt_xmalloc(sizeof(int32_t) * (size_t)(d->s_max + 1));
+  s->send_idx_h = mt_xmalloc(sizeof(int32_t) * (size_t)(c->n_loc * c->k + 1));
   s->cnt_send = mt_xcalloc((size_t)c->E, sizeof(int64_t));
+  s->cnt_real = mt_xcalloc((size_t)c->E, sizeof(int64_t));
   s->cnt_recv = mt_xcalloc((size_t)c->E, sizeof(int64_t));
   s->sc = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
   s->sd = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
   s->rc = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
   s->rd = mt_xcalloc((size_t)c->ep_size, sizeof(int64_t));
   s->slot = ws(be, c->n_loc * c->k, MT_I32, MT_MEM_ACT);
-  s->send_idx = ws(be, d->s_max, MT_I32, MT_MEM_ACT);
+  s->send_idx = ws(be, c->n_loc * c->k, MT_I32, MT_MEM_ACT);
   s->gate = ws(be, c->n_loc * c->k, MT_F32, MT_MEM_ACT);
   s->x_recv = ws(be, d->r_max * c->h, be->dtype, MT_MEM_ACT);
   s->y_back = ws(be, d->s_max * c->h, be->dtype, MT_MEM_ACT);
@@ -80,6 +86,7 @@ void mt_moe_dispatch_state_free(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) 
   free(s->slot_h);
   free(s->send_idx_h);
   free(s->cnt_send);
+  free(s->cnt_real);
   free(s->cnt_recv);
   free(s->sc);
   free(s->sd);
@@ -98,13 +105,20 @@ static void plan_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, const 
   memset(a->cnt_send, 0, sizeof(int64_t) * (size_t)E);
   for (int64_t i = 0; i < c->n_loc * k; i++)
     if (r->kept[c->t0 * k + i]) a->cnt_send[r->expert[c->t0 * k + i]]++;
-  int64_t *pos = mt_xmalloc(sizeof(int64_t) * (size_t)E);
+  /* pos: next compact row of expert e (send_idx, the gather order); pad:
+   * next padded row (slot: expert e's rows start at e·C) */
+  int64_t *pos = mt_xmalloc(sizeof(int64_t) * 2 * (size_t)E), *pad = pos + E;
+  const int64_t C = c->pad_capacity;
   int64_t acc = 0;
   for (int e = 0; e < E; e++) {
+    MT_ASSERT(C <= 0 || a->cnt_send[e] <= C);
+    a->cnt_real[e] = a->cnt_send[e];
     pos[e] = acc;
+    pad[e] = C > 0 ? e * C : acc;
     acc += a->cnt_send[e];
   }
-  a->S = acc;
+  a->S_real = acc;
+  a->S = C > 0 ? C * E : acc;
   for (int64_t i = 0; i < c->n_loc; i++)
     for (int j = 0; j < k; j++) {
       int64_t g = (c->t0 + i) * k + j;
@@ -112,13 +126,18 @@ static void plan_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, const 
         a->slot_h[i * k + j] = -1;
         continue;
       }
-      int64_t row = pos[r->expert[g]]++;
-      a->slot_h[i * k + j] = (int32_t)row;
-      a->send_idx_h[row] = (int32_t)i;
+      const int e = r->expert[g];
+      a->slot_h[i * k + j] = (int32_t)pad[e]++;
+      a->send_idx_h[pos[e]++] = (int32_t)i;
     }
   free(pos);
-  if (c->ep) mt_alltoall(c->ep, a->cnt_send, a->cnt_recv, El, MT_I64);
-  else memcpy(a->cnt_recv, a->cnt_send, sizeof(int64_t) * (size_t)E);
+  if (C > 0) { /* static splits: no counts exchange (Megatron's drop-and-pad) */
+    for (int e = 0; e < E; e++) a->cnt_send[e] = a->cnt_recv[e] = C;
+  } else if (c->ep) {
+    mt_alltoall(c->ep, a->cnt_send, a->cnt_recv, El, MT_I64);
+  } else {
+    memcpy(a->cnt_recv, a->cnt_send, sizeof(int64_t) * (size_t)E);
+  }
   int64_t so = 0, ro = 0;
   for (int p = 0; p < P; p++) {
     a->sc[p] = a->rc[p] = 0;
@@ -153,6 +172,31 @@ static void a2a_rows(mt_moe_dispatcher *d, const void *send, const int64_t *sc, 
   if (tmp != buf) free(tmp);
 }
 
+/* Zero the padding rows [e·C + cnt_real[e], (e + 1)·C) of a padded [E·C, h]
+ * send-order buffer. */
+static void zero_padding(mt_moe_dispatcher *d, const mt_moe_dispatch_state *a, void *buf) {
+  const int64_t C = d->c.pad_capacity, rb = d->c.h * (int64_t)mt_dtype_size(d->be->dtype);
+  for (int e = 0; e < d->c.E; e++)
+    if (a->cnt_real[e] < C)
+      d->be->ops->memset0(d->be, (char *)buf + (e * C + a->cnt_real[e]) * rb,
+                          (size_t)((C - a->cnt_real[e]) * rb));
+}
+
+/* Padded gather: expert e's kept rows to [e·C, e·C + cnt_real[e]), zeros
+ * after them up to (e + 1)·C. */
+static void gather_padded(mt_moe_dispatcher *d, const mt_moe_dispatch_state *a, void *xs,
+                          const void *x) {
+  const int64_t C = d->c.pad_capacity, rb = d->c.h * (int64_t)mt_dtype_size(d->be->dtype);
+  int64_t off = 0;
+  for (int e = 0; e < d->c.E; e++) {
+    if (a->cnt_real[e])
+      d->be->ops->moe_gather_rows(d->be, (char *)xs + e * C * rb, x, a->send_idx + off,
+                                  a->cnt_real[e], d->c.h);
+    off += a->cnt_real[e];
+  }
+  zero_padding(d, a, xs);
+}
+
 void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
                            const mt_moe_routing *r, const void *x) {
   mt_backend *be = d->be;
@@ -160,11 +204,14 @@ void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
   const int k = c->k;
   plan_dispatch(d, a, r);
   be->ops->memcpy_h2d(be, a->slot, a->slot_h, sizeof(int32_t) * (size_t)(c->n_loc * k));
-  be->ops->memcpy_h2d(be, a->send_idx, a->send_idx_h, sizeof(int32_t) * (size_t)a->S);
+  be->ops->memcpy_h2d(be, a->send_idx, a->send_idx_h, sizeof(int32_t) * (size_t)a->S_real);
   be->ops->memcpy_h2d(be, a->gate, r->gate + c->t0 * k, sizeof(float) * (size_t)(c->n_loc * k));
   /* permute and dispatch */
   void *xs = c->ep ? d->x_send : a->x_recv;
-  if (a->S) be->ops->moe_gather_rows(be, xs, x, a->send_idx, a->S, c->h);
+  if (c->pad_capacity > 0)
+    gather_padded(d, a, xs, x);
+  else if (a->S)
+    be->ops->moe_gather_rows(be, xs, x, a->send_idx, a->S, c->h);
   if (c->ep) a2a_rows(d, d->x_send, a->sc, a->sd, a->x_recv, a->rc, a->rd);
 }
 
@@ -182,7 +229,9 @@ void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, void *
 const void *mt_moe_token_combine_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
                                      const void *dy, const float **dgate) {
   const mt_moe_dispatcher_config *c = &d->c;
-  /* combine: gradients of the returned expert rows and of the gate weights */
+  /* combine: gradients of the returned expert rows and of the gate weights
+   * (padding rows get zero gradients: they reach the experts' backward) */
+  if (c->pad_capacity > 0) zero_padding(d, a, d->d_yback);
   d->be->ops->moe_combine_bwd(d->be, d->d_yback, d->dgate_dev, dy, a->y_back, a->slot, a->gate,
                               c->n_loc, c->k, c->h);
   *dgate = d->dgate_dev;

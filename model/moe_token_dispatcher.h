@@ -22,6 +22,16 @@
  * Communication: over the EP group (NULL when ep == 1: no collective, the
  * permuted rows go straight to the experts). Errors: more rows than the
  * worst case (n_loc·k sent, ep·n_loc·k received) abort the job.
+ *
+ * Padding to capacity (pad_capacity = C > 0; Megatron's
+ * moe_pad_expert_input_to_capacity, token_dispatcher.py drop-and-pad): the
+ * send order gives expert e the rows [e·C, (e+1)·C): its kept slots (by
+ * token, then slot), then zero rows. Every rank sends C rows to every expert
+ * and receives C rows per (peer, local expert) block, E·C rows each way;
+ * the counts all-to-all is skipped (static splits). Padding rows are zeros
+ * going in, their outputs are never combined and their output gradients are
+ * zero, so they change no gradient; the routing (and its balance losses)
+ * never sees them.
  */
 #ifndef MT_MODEL_MOE_TOKEN_DISPATCHER_H
 #define MT_MODEL_MOE_TOKEN_DISPATCHER_H
@@ -37,6 +47,9 @@ typedef struct {
   int64_t n_loc, t0;          /* token rows of this rank, offset in the micro-batch */
   mt_group *ep;               /* NULL when ep == 1 */
   int ep_size;
+  int64_t pad_capacity;       /* moe_pad_expert_input_to_capacity: every rank sends
+                                 exactly C rows to every expert (kept rows, then zero
+                                 rows), so the splits are static; 0 = exact counts */
 } mt_moe_dispatcher_config;
 
 /* What one layer's dispatch keeps for its combine and backward. Host arrays
@@ -45,10 +58,12 @@ typedef struct {
 typedef struct {
   int32_t *slot_h;            /* [n_loc·k] send row of slot (i, j), -1 when dropped */
   int32_t *send_idx_h;        /* [n_loc·k + 1] token of each send row */
-  int64_t *cnt_send;          /* [E] rows sent to each expert */
+  int64_t *cnt_send;          /* [E] rows sent to each expert (C each when padding) */
+  int64_t *cnt_real;          /* [E] kept slots sent to each expert (without padding) */
   int64_t *cnt_recv;          /* [ep · E/ep] rows received from peer p for local expert le */
   int64_t *sc, *sd, *rc, *rd; /* [ep] rows sent / received per peer and displacements */
-  int64_t S, R;               /* rows sent, rows received */
+  int64_t S, R;               /* rows sent, rows received (padding included) */
+  int64_t S_real;             /* kept slots sent (rows gathered from x) */
   int32_t *slot, *send_idx;   /* device copies of slot_h, send_idx_h */
   float *gate;                /* [n_loc·k] fp32 gate weights of this rank's tokens */
   void *x_recv;               /* [ep·n_loc·k, h] T: expert input rows */

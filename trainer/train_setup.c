@@ -153,20 +153,17 @@ static int moe_layout_check(mt_trainer *t, const mt_config *cfg, char *err, size
     snprintf(err, errlen, "MoE (model.num_experts > 0) runs on device \"cpu\" only in this build");
     return -1;
   }
-  const int same = edp_is_dp(&t->topo);
-  if (p->zero_stage >= 2 || (p->zero_stage == 1 && !same)) {
+  /* ZeRO 1-3 shard the expert parameters over edp in any layout
+   * (trainer/zero_optimizer.h mt_zero_part), and its checkpoints are per-rank
+   * shard files; zero_stage 0 writes the experts in the model-parallel files
+   * of data-parallel rank 0, complete only when edp = dp */
+  if (p->zero_stage == 0 && !edp_is_dp(&t->topo) &&
+      (cfg->checkpoint.save[0] || cfg->checkpoint.load[0])) {
     snprintf(err, errlen,
-             "parallel.zero_stage %d with MoE is not supported in this layout (supported: "
-             "zero_stage 0, or 1 when expert_model_parallel_size (%d) equals "
-             "tensor_model_parallel_size (%d), so that expert-data-parallel = data-parallel)",
-             p->zero_stage, p->expert_model_parallel_size, p->tensor_model_parallel_size);
-    return -1;
-  }
-  if (!same && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0])) {
-    snprintf(err, errlen,
-             "checkpoints with MoE need expert_model_parallel_size (%d) equal to "
-             "tensor_model_parallel_size (%d) in this build (experts are saved in the "
-             "model-parallel files written by data-parallel rank 0); unset checkpoint.save/load",
+             "checkpoints with MoE and parallel.zero_stage 0 need expert_model_parallel_size (%d) "
+             "equal to tensor_model_parallel_size (%d) in this build (experts are saved in the "
+             "model-parallel files written by data-parallel rank 0); unset checkpoint.save/load "
+             "or use zero_stage >= 1 (per-rank shard files)",
              p->expert_model_parallel_size, p->tensor_model_parallel_size);
     return -1;
   }

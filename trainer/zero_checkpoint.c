@@ -8,9 +8,14 @@
  *   i64 bucket_size, i64 iteration, consumed_samples, step, skipped_iters,
  *   nan_iters, u64 seed, then the shard buffers: parameters (T), exp_avg,
  *   exp_avg_sq, [master] (fp32), each shard_numel elements, then a CRC-32.
+ * With expert parameters (MoE: a second part sharded over the expert-data-
+ * parallel group) the version is 2, the header is followed by u32 edp,
+ * u32 edp_rank, i64 expert shard_numel, and the dense shards by the expert
+ * part's parameter, exp_avg, exp_avg_sq, [master] shards. Every rank writes its
+ * own file (its dense and expert shards), so any tp/ep/etp/dp layout saves.
  * The union of the parameter shards is the full parameter buffer (every
  * stage), so the file set is the whole training state. Loading requires the
- * same zero_stage, dp, bucket size and model (no cross-layout resharding).
+ * same zero_stage, dp, edp, bucket size and model (no cross-layout resharding).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +25,8 @@
 #include "trainer/zero_optimizer.h"
 
 #define ZMAGIC "MTZERO\0\1"
-#define ZVERSION 1u
+#define ZVERSION 1u  /* dense parameters only */
+#define ZVERSION_MOE 2u /* + expert part */
 
 typedef struct {
   char magic[8];
@@ -30,25 +36,87 @@ typedef struct {
   uint64_t seed;
 } zhdr;
 
+typedef struct {
+  uint32_t edp, edp_rank;
+  int64_t shard_numel;
+} zexp;
+
 static void shard_path(char *out, size_t n, const char *mp_dir, int dp_rank) {
   snprintf(out, n, "%s/distrib_optim_dp%03d.bin", mp_dir, dp_rank);
+}
+
+/* Bytes of part P's shards in the file. */
+static size_t part_bytes(const mt_zero_opt *z, const mt_zero_part *P) {
+  size_t sn = (size_t)P->L.shard_numel;
+  return sn * mt_dtype_size(z->be->dtype) + sn * sizeof(float) * (P->master ? 3 : 2);
+}
+
+static unsigned char *put_part(mt_zero_opt *z, const mt_zero_part *P, unsigned char *p) {
+  mt_backend *be = z->be;
+  const int64_t sn = P->L.shard_numel;
+  const size_t es = mt_dtype_size(be->dtype), fb = (size_t)sn * sizeof(float);
+  if (z->o.stage == 3) {
+    be->ops->memcpy_d2h(be, p, P->param_shard, (size_t)sn * es);
+  } else {
+    void *tmp = be->ops->alloc(be, (size_t)sn * es + 1, MT_MEM_COMM);
+    mt_zero_flat_to_shard(be, &P->L, mt_gpt_param_buffer(z->model), tmp, be->dtype);
+    be->ops->memcpy_d2h(be, p, tmp, (size_t)sn * es);
+    be->ops->free(be, tmp);
+  }
+  p += (size_t)sn * es;
+  be->ops->memcpy_d2h(be, p, P->m, fb);
+  p += fb;
+  be->ops->memcpy_d2h(be, p, P->v, fb);
+  p += fb;
+  if (P->master) {
+    be->ops->memcpy_d2h(be, p, P->master, fb);
+    p += fb;
+  }
+  return p;
+}
+
+static const unsigned char *get_part(mt_zero_opt *z, mt_zero_part *P, const unsigned char *p) {
+  mt_backend *be = z->be;
+  const int64_t sn = P->L.shard_numel;
+  const size_t es = mt_dtype_size(be->dtype), fb = (size_t)sn * sizeof(float);
+  if (z->o.stage == 3) {
+    be->ops->memcpy_h2d(be, P->param_shard, p, (size_t)sn * es);
+  } else { /* owned pieces into the full buffer; mt_zero_opt_sync_params gathers the rest */
+    char *flat = mt_gpt_param_buffer(z->model);
+    for (int b = 0; b < P->L.n_bkt; b++) {
+      int64_t lo, hi;
+      mt_zero_owned_range(&P->L, b, P->L.dp_rank, &lo, &hi);
+      if (hi > lo)
+        be->ops->memcpy_h2d(be, flat + (size_t)lo * es, p + (size_t)P->L.bkt[b].shard_offset * es,
+                            (size_t)(hi - lo) * es);
+    }
+  }
+  p += (size_t)sn * es;
+  be->ops->memcpy_h2d(be, P->m, p, fb);
+  p += fb;
+  be->ops->memcpy_h2d(be, P->v, p, fb);
+  p += fb;
+  if (P->master) {
+    be->ops->memcpy_h2d(be, P->master, p, fb);
+    p += fb;
+  }
+  return p;
 }
 
 int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
                       size_t errlen) {
   mt_zero_opt *z = ctx;
   mt_backend *be = z->be;
-  const int64_t sn = z->L.shard_numel;
-  const size_t es = mt_dtype_size(be->dtype), fb = (size_t)sn * sizeof(float);
-  zhdr h = {.version = ZVERSION,
+  const mt_zero_part *D = &z->part[0], *X = z->n_part > 1 ? &z->part[1] : NULL;
+  zhdr h = {.version = X ? ZVERSION_MOE : ZVERSION,
             .stage = (uint32_t)z->o.stage,
-            .dp = (uint32_t)z->L.dp,
-            .dp_rank = (uint32_t)z->L.dp_rank,
+            .dp = (uint32_t)D->L.dp,
+            .dp_rank = (uint32_t)D->L.dp_rank,
             .dtype = (uint32_t)be->dtype,
-            .has_master = z->master != NULL,
-            .flat_numel = z->L.flat_numel,
-            .shard_numel = sn,
-            .bucket_size = z->L.bucket_size,
+            .has_master = D->master != NULL,
+            .flat_numel = D->L.flat_numel,
+            .shard_numel = D->L.shard_numel,
+            .bucket_size = D->L.bucket_size,
             .iteration = st->iteration,
             .consumed_samples = st->consumed_samples,
             .step = z->step,
@@ -56,26 +124,21 @@ int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, ch
             .nan_iters = st->nan_iters,
             .seed = st->seed};
   memcpy(h.magic, ZMAGIC, 8);
-  size_t total = sizeof h + (size_t)sn * es + fb * (z->master ? 3 : 2);
+  size_t total = sizeof h + part_bytes(z, D) + (X ? sizeof(zexp) + part_bytes(z, X) : 0);
   unsigned char *buf = mt_xmalloc(total), *p = buf;
   memcpy(p, &h, sizeof h);
   p += sizeof h;
-  if (z->o.stage == 3) {
-    be->ops->memcpy_d2h(be, p, z->param_shard, (size_t)sn * es);
-  } else {
-    void *tmp = be->ops->alloc(be, (size_t)sn * es + 1, MT_MEM_COMM);
-    mt_zero_flat_to_shard(be, &z->L, mt_gpt_param_buffer(z->model), tmp, be->dtype);
-    be->ops->memcpy_d2h(be, p, tmp, (size_t)sn * es);
-    be->ops->free(be, tmp);
+  if (X) {
+    zexp x = {.edp = (uint32_t)X->L.dp, .edp_rank = (uint32_t)X->L.dp_rank,
+              .shard_numel = X->L.shard_numel};
+    memcpy(p, &x, sizeof x);
+    p += sizeof x;
   }
-  p += (size_t)sn * es;
-  be->ops->memcpy_d2h(be, p, z->m, fb);
-  p += fb;
-  be->ops->memcpy_d2h(be, p, z->v, fb);
-  p += fb;
-  if (z->master) be->ops->memcpy_d2h(be, p, z->master, fb);
+  p = put_part(z, D, p);
+  if (X) p = put_part(z, X, p);
+  MT_ASSERT((size_t)(p - buf) == total);
   char path[4600];
-  shard_path(path, sizeof path, mp_dir, z->L.dp_rank);
+  shard_path(path, sizeof path, mp_dir, D->L.dp_rank);
   int rc = mt_ckpt_write_with_crc(path, buf, total, err, errlen);
   free(buf);
   return rc;
@@ -85,8 +148,9 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
                       size_t errlen) {
   mt_zero_opt *z = ctx;
   mt_backend *be = z->be;
+  mt_zero_part *D = &z->part[0], *X = z->n_part > 1 ? &z->part[1] : NULL;
   char path[4600];
-  shard_path(path, sizeof path, mp_dir, z->L.dp_rank);
+  shard_path(path, sizeof path, mp_dir, D->L.dp_rank);
   size_t n = 0;
   unsigned char *data = mt_ckpt_read_with_crc(path, &n, err, errlen);
   if (!data) {
@@ -100,75 +164,81 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
                "has zero_stage %d; resume with the zero_stage and data-parallel size it was "
                "saved with",
                mp_dir, z->o.stage);
-    } else if (z->L.dp_rank > 0) {
+    } else if (D->L.dp_rank > 0) {
       snprintf(other, sizeof other, "%s/distrib_optim_dp000.bin", mp_dir);
       if ((f = fopen(other, "rb"))) {
         fclose(f);
         snprintf(err, errlen,
                  "checkpoint '%s' has no shard for data-parallel rank %d: it was saved with a "
                  "smaller data-parallel size (ZeRO checkpoints resume only with the same dp)",
-                 mp_dir, z->L.dp_rank);
+                 mp_dir, D->L.dp_rank);
       }
     }
     return -1;
   }
   int rc = -1;
   zhdr h;
-  const int64_t sn = z->L.shard_numel;
-  const size_t es = mt_dtype_size(be->dtype), fb = (size_t)sn * sizeof(float);
+  const int64_t sn = D->L.shard_numel;
   if (n < sizeof h || memcmp(data, ZMAGIC, 8) != 0) {
     snprintf(err, errlen, "'%s' is not a megatrain ZeRO shard file (bad magic)", path);
     goto out;
   }
   memcpy(&h, data, sizeof h);
-  if (h.version != ZVERSION) {
-    snprintf(err, errlen, "'%s' has ZeRO shard format version %u, this megatrain reads %u", path,
-             h.version, ZVERSION);
+  if (h.version != ZVERSION && h.version != ZVERSION_MOE) {
+    snprintf(err, errlen, "'%s' has ZeRO shard format version %u, this megatrain reads %u and %u",
+             path, h.version, ZVERSION, ZVERSION_MOE);
     goto out;
   }
-  if ((int)h.stage != z->o.stage || (int)h.dp != z->L.dp) {
+  if ((int)h.stage != z->o.stage || (int)h.dp != D->L.dp) {
     snprintf(err, errlen,
              "checkpoint '%s' was saved with parallel.zero_stage %u and data-parallel size %u "
              "but this run has zero_stage %d and dp %d; ZeRO checkpoints resume only with the "
              "same layout (cross-layout resharding is not implemented)",
-             mp_dir, h.stage, h.dp, z->o.stage, z->L.dp);
+             mp_dir, h.stage, h.dp, z->o.stage, D->L.dp);
     goto out;
   }
-  if ((int)h.dp_rank != z->L.dp_rank || h.flat_numel != z->L.flat_numel ||
-      h.shard_numel != sn || h.bucket_size != z->L.bucket_size ||
-      h.dtype != (uint32_t)be->dtype || h.has_master != (z->master != NULL)) {
+  if ((h.version == ZVERSION_MOE) != (X != NULL)) {
+    snprintf(err, errlen,
+             "'%s' was saved %s expert parameters on this rank but this run has %s "
+             "(model.num_experts and moe_layer_freq must be as saved)",
+             path, h.version == ZVERSION_MOE ? "with" : "without", X ? "some" : "none");
+    goto out;
+  }
+  if (X) {
+    zexp x = {0};
+    if (n >= sizeof h + sizeof x) memcpy(&x, data + sizeof h, sizeof x);
+    if ((int)x.edp != X->L.dp || (int)x.edp_rank != X->L.dp_rank ||
+        x.shard_numel != X->L.shard_numel) {
+      snprintf(err, errlen,
+               "checkpoint '%s' was saved with expert-data-parallel size %u (rank %u, expert shard "
+               "%lld elements) but this run has edp %d (rank %d, shard %lld; edp = world / "
+               "(expert_tensor_parallel_size * expert_model_parallel_size * "
+               "pipeline_model_parallel_size)); ZeRO checkpoints resume only with the same layout "
+               "(cross-layout resharding is not implemented)",
+               mp_dir, x.edp, x.edp_rank, (long long)x.shard_numel, X->L.dp, X->L.dp_rank,
+               (long long)X->L.shard_numel);
+      goto out;
+    }
+  }
+  if ((int)h.dp_rank != D->L.dp_rank || h.flat_numel != D->L.flat_numel ||
+      h.shard_numel != sn || h.bucket_size != D->L.bucket_size ||
+      h.dtype != (uint32_t)be->dtype || h.has_master != (D->master != NULL)) {
     snprintf(err, errlen,
              "'%s' does not match this run's shard layout (saved: %lld parameters, shard %lld, "
              "bucket %lld, dtype %s; now: %lld, %lld, %lld, %s): model shape, "
              "parallel.ddp_bucket_size or training.precision differ",
              path, (long long)h.flat_numel, (long long)h.shard_numel, (long long)h.bucket_size,
-             mt_dtype_name((mt_dtype)h.dtype), (long long)z->L.flat_numel, (long long)sn,
-             (long long)z->L.bucket_size, mt_dtype_name(be->dtype));
+             mt_dtype_name((mt_dtype)h.dtype), (long long)D->L.flat_numel, (long long)sn,
+             (long long)D->L.bucket_size, mt_dtype_name(be->dtype));
     goto out;
   }
-  if (n != sizeof h + (size_t)sn * es + fb * (z->master ? 3 : 2)) {
+  size_t want = sizeof h + part_bytes(z, D) + (X ? sizeof(zexp) + part_bytes(z, X) : 0);
+  if (n != want) {
     snprintf(err, errlen, "'%s' has the wrong size for its header (truncated?)", path);
     goto out;
   }
-  const unsigned char *p = data + sizeof h;
-  if (z->o.stage == 3) {
-    be->ops->memcpy_h2d(be, z->param_shard, p, (size_t)sn * es);
-  } else { /* owned pieces into the full buffer; mt_zero_opt_sync_params gathers the rest */
-    char *flat = mt_gpt_param_buffer(z->model);
-    for (int b = 0; b < z->L.n_bkt; b++) {
-      int64_t lo, hi;
-      mt_zero_owned_range(&z->L, b, z->L.dp_rank, &lo, &hi);
-      if (hi > lo)
-        be->ops->memcpy_h2d(be, flat + (size_t)lo * es, p + (size_t)z->L.bkt[b].shard_offset * es,
-                            (size_t)(hi - lo) * es);
-    }
-  }
-  p += (size_t)sn * es;
-  be->ops->memcpy_h2d(be, z->m, p, fb);
-  p += fb;
-  be->ops->memcpy_h2d(be, z->v, p, fb);
-  p += fb;
-  if (z->master) be->ops->memcpy_h2d(be, z->master, p, fb);
+  const unsigned char *p = get_part(z, D, data + sizeof h + (X ? sizeof(zexp) : 0));
+  if (X) get_part(z, X, p);
   z->step = h.step;
   st->iteration = h.iteration;
   st->consumed_samples = h.consumed_samples;
@@ -179,10 +249,4 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
 out:
   free(data);
   return rc;
-}
-
-void mt_zero_opt_sync_params(mt_zero_opt *z) {
-  if (z->o.stage <= 2)
-    mt_zero_allgather_flat(z->dp_group, z->be, &z->L, mt_gpt_param_buffer(z->model), z->scratch,
-                           z->be->dtype);
 }

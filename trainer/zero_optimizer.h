@@ -1,5 +1,8 @@
 /* trainer/zero_optimizer.h — ZeRO stages 1-3 over the data-parallel group
- * (Rajbhandari et al. 2020; Megatron's distributed optimizer): sharded AdamW,
+ * (Rajbhandari et al. 2020; Megatron's distributed optimizer), and for MoE
+ * the expert parameters over the expert-data-parallel group (Megatron's
+ * separate expert-parallel buffers, DeepSpeed-MoE's expert-data-parallel
+ * ZeRO; docs/moe.md "ZeRO with experts"): sharded AdamW,
  * gradient reduce-scatter, parameter all-gather, and (stages 2/3) the model
  * hooks that gather layer parameters and reduce layer gradients during the
  * pass. The mechanism (layout, buckets, shard collectives) is parallel/zero.h;
@@ -32,7 +35,8 @@
 #include "trainer/checkpoint.h"
 
 /* One owned piece of one parameter: flat [flat_off, flat_off + n) of the
- * model's buffers is shard [shard_off, shard_off + n) of this rank. */
+ * model's buffers is shard [shard_off, shard_off + n) of this rank (in the
+ * shard buffers of the part that holds it). */
 typedef struct {
   int param;
   int64_t flat_off, shard_off, n;
@@ -45,16 +49,30 @@ typedef struct {
   float beta1, beta2, eps, weight_decay;
 } mt_zero_options;
 
+/* The groups ZeRO shards and reduces over (borrowed handles). */
 typedef struct {
-  mt_backend *be;
-  mt_gpt *model;
-  const mt_param_list *params;
-  mt_zero_options o;
-  mt_group *dp_group;      /* sharding group */
-  mt_group *mp_group;      /* model-parallel group (norm), may be NULL */
-  int tp_rank;
-  mt_zero_layout L;        /* segment i: 0 = embedding, 1..layers = layer i-1, last = head */
-  int n_layers, tied;
+  mt_group *dp;            /* dense parameters: data x context parallel */
+  mt_group *mp;            /* dense norm: model-parallel (tp x pp), may be NULL */
+  int tp_rank;             /* tp_replicated dense tensors counted on tp rank 0 */
+  mt_group *edp;           /* expert parameters: expert-data-parallel (NULL: no MoE) */
+  mt_group *etp_ep;        /* expert norm: expert tensor x expert model parallel */
+  mt_group *pp;            /* expert norm: pipeline (may be NULL) */
+  int etp_rank;            /* tp_replicated expert tensors counted on etp rank 0 */
+} mt_zero_groups;
+
+/* One sharded buffer family (Megatron's distributed optimizer keeps one per
+ * gradient buffer: dense and expert-parallel): the layout of its segments of
+ * the model's flat buffers over its group, the owned chunks, and its shard
+ * buffers. part[0] holds the dense parameters over dp x cp, part[1] (MoE
+ * only) the expert parameters over edp. Each model unit (embedding, layer,
+ * head; one unit per pipeline stage) owns the segments
+ * [unit_seg[u], unit_seg[u + 1]) of each part: the maximal runs of that
+ * part's parameters inside the unit, in flat order. */
+typedef struct {
+  int expert;              /* 0: dense, 1: experts */
+  mt_group *group;         /* sharding / reduction group */
+  mt_zero_layout L;
+  int *unit_seg;           /* [n_units + 1] */
   mt_zero_chunk *chunk;
   int n_chunk;
   void *param_shard;       /* stage 3: [shard_numel] T, MT_MEM_PARAM */
@@ -62,13 +80,26 @@ typedef struct {
   float *master;           /* [shard_numel] fp32, MT_MEM_OPTIM when T != fp32, else NULL */
   float *m, *v;            /* [shard_numel] fp32, MT_MEM_OPTIM */
   void *scratch;           /* [max_bucket_padded] fp32, MT_MEM_COMM (stages 1/2, padding) */
+  void **pwork;            /* stages 2/3: [L.n_seg] gathered parameters (T) or NULL */
+  float **gwork;           /* stages 2/3: [L.n_seg] gradient working buffers or NULL */
+} mt_zero_part;
+
+typedef struct {
+  mt_backend *be;
+  mt_gpt *model;
+  const mt_param_list *params;
+  mt_zero_options o;
+  mt_zero_groups g;
+  mt_group *dp_group;      /* = g.dp */
+  int n_layers, tied;
+  int n_units;             /* layers + 2 (embedding, layers, head), 1 with pipelines */
+  mt_zero_part part[2];    /* dense, experts */
+  int n_part;              /* 1 without expert parameters on this rank, else 2 */
   int64_t step;            /* updates applied so far */
-  /* stage 2/3 residency (trainer/zero_hooks.c): the policy's state, and the
-   * working buffers it keeps (pwork[s] != NULL iff res.param[s], gwork[s]
-   * != NULL iff res.grad[s]) */
+  /* stage 2/3 residency (trainer/zero_hooks.c) over the units: the working
+   * buffers of every part's segments of unit u live iff res.param[u] /
+   * res.grad[u] */
   mt_zero_residency res;
-  void **pwork;            /* [n_seg] gathered parameters (T) or NULL */
-  float **gwork;           /* [n_seg] gradient working buffers or NULL */
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded
@@ -76,39 +107,49 @@ typedef struct {
  * and for stages 2/3 release the model's full gradient (and, stage 3,
  * parameter) buffer and install the hooks. No communication (every rank
  * starts from the same initial parameters). Fatal on a caller bug. */
-void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, mt_group *dp_group,
-                      mt_group *mp_group, int tp_rank, const mt_zero_options *o);
+void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, const mt_zero_groups *g,
+                      const mt_zero_options *o);
 void mt_zero_opt_free(mt_zero_opt *z);
 
 /* Start of an iteration: zero the gradients this stage keeps. */
 void mt_zero_opt_zero_grad(mt_zero_opt *z);
 
 /* After all micro-batches: stage 1 reduce-scatters the full gradient buffer
- * bucket by bucket over dp (stages 2/3 already did it during backward). */
+ * bucket by bucket, each part over its group (dense over dp x cp, experts
+ * over edp; stages 2/3 already did it during backward). */
 void mt_zero_opt_reduce_gradients(mt_zero_opt *z);
 
 /* After each forward(_backward) call: release gathered parameters that are
  * still resident (stage 3; e.g. the head after an evaluation forward). */
 void mt_zero_opt_flush(mt_zero_opt *z);
 
-/* Global sum of squared gradients: owned shard only, tp_replicated tensors
- * counted on tp rank 0 only, summed over dp and then the model-parallel
- * group (fp64). Identical on every rank. Collective over dp and mp. */
+/* Global sum of squared gradients (fp64) from the owned shards only:
+ * dense: tp_replicated tensors on tp rank 0 only, pipeline copies skipped,
+ * summed over dp x cp then the model-parallel group (tp x pp); experts (MoE):
+ * tp_replicated expert tensors on etp rank 0 only, summed over edp, then
+ * etp x ep, then pp, so every expert shard counts once; every rank of a MoE
+ * model joins these, also a pipeline stage without MoE layers. Identical on
+ * every rank. Collective over those groups. */
 double mt_zero_opt_grad_sumsq(mt_zero_opt *z);
 
-/* AdamW on the owned shard (gradients times grad_scale), then (stages 1/2)
- * all-gather the updated parameters over dp. Increments step. */
+/* AdamW on the owned shards of both parts (gradients times grad_scale),
+ * then (stages 1/2) all-gather the updated parameters, each part over its
+ * group. Increments step. */
 void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale);
 
 /* Write the full parameter buffer [flat numel] (dtype T, device memory of
- * be) into dst: a copy (stages 1/2) or an all-gather of every segment over
- * dp (stage 3; collective). */
+ * be) into dst: a copy (stages 1/2) or an all-gather of every segment, each
+ * part over its group (stage 3; collective over dp x cp and edp). */
 void mt_zero_opt_full_params(mt_zero_opt *z, void *dst);
 
 /* Model-state bytes per category of this rank as the ZeRO formulas predict
  * them for this layout (no working buffers): out[MT_MEM_PARAM], [GRAD],
  * [OPTIM]; the allocator's live counters should match after a step. */
 void mt_zero_opt_expected_bytes(const mt_zero_opt *z, size_t out[MT_MEM_NCAT]);
+/* The same for part k alone (0 dense, 1 experts; k < n_part): the full
+ * stage-1/2 buffers are split between the parts by parameter kind, the
+ * alignment gaps counted with the dense part. */
+void mt_zero_opt_part_expected_bytes(const mt_zero_opt *z, int k, size_t out[MT_MEM_NCAT]);
 
 /* Print "> ZeRO stage S over dp=N: ..." lines (layout and per-rank state). */
 void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
@@ -118,7 +159,7 @@ void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
  * refuses another zero_stage, dp size, bucket size, dtype or model with a
  * message. After a successful load on every rank, call
  * mt_zero_opt_sync_params (stages 1/2: all-gather the loaded shards into the
- * full parameter buffer; collective over dp). */
+ * full parameter buffer, each part over its group; no-op for stage 3). */
 int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
                       size_t errlen);
 int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err,

@@ -17,7 +17,17 @@ mt_zero_opt *mt_trainer_zero_create(mt_trainer *t) {
                        .eps = c->training.adam_eps,
                        .weight_decay = c->training.weight_decay};
   mt_zero_opt *z = mt_xcalloc(1, sizeof *z);
-  mt_zero_opt_init(z, t->be, t->model, t->dp_group, t->ps->mp, t->ps->tp_rank, &o);
+  /* dense parameters shard over dp x cp; expert parameters (MoE) over the
+   * expert-data-parallel group, their norm over etp x ep and the pipeline */
+  const int moe = c->model.num_experts > 0;
+  mt_zero_groups g = {.dp = t->dp_group,
+                      .mp = t->ps->mp,
+                      .tp_rank = t->ps->tp_rank,
+                      .edp = moe ? t->ps->edp : NULL,
+                      .etp_ep = moe ? t->ps->etp_ep : NULL,
+                      .pp = moe ? t->ps->pp : NULL,
+                      .etp_rank = t->ps->etp_rank};
+  mt_zero_opt_init(z, t->be, t->model, &g, &o);
   return z;
 }
 

@@ -77,6 +77,8 @@ static inline int mt_gpt_apply_option(mt_gpt_config *c, const char *arg, char *e
   INT_KEY("num_experts", num_experts)
   INT_KEY("moe_router_topk", moe_router_topk)
   INT_KEY("moe_ffn_hidden_size", moe_ffn_hidden_size)
+  BOOL_KEY("moe_grouped_gemm", moe_grouped_gemm)
+  BOOL_KEY("moe_pad_expert_input_to_capacity", moe_pad_expert_input_to_capacity)
   INT_KEY("moe_layer_freq", moe_layer_freq)
   FLT_KEY("moe_expert_capacity_factor", moe_expert_capacity_factor)
   BOOL_KEY("moe_router_pre_softmax", moe_router_pre_softmax)

@@ -19,6 +19,7 @@
 
 #include "op_runners_llama.h"
 #include "op_runners_flash.h"
+#include "op_runners_grouped.h"
 
 #define TX {0, 0, 0}               /* bitwise */
 #define TF(r, a) {r, a, 0}         /* elementwise rel r, abs a */
@@ -75,6 +76,28 @@ static const op_case ot_cases[] = {
     {"gemm", "c", {33, 40, 24, 2}, {0, 0, 1, 0}, {0.7f, 0}, BF16, TX, TM(B8), 0},
     {"gemm", "c", {33, 40, 24, 1}, {0, 1, 1, 0}, {0.7f, 0.5f}, BF16, TX, TM(B8), 0},
     {"gemm", "c", {33, 40, 24, 1}, {1, 0, 0, 1}, {0.7f, 1}, BF16, TX, TM(1e-5), 0},
+    /* ---- gemm_grouped: ne {G, m, n, k}, ip {ta, tb, bias, mode}, fp {alpha, beta};
+     * mode 0: per-group m (0-row groups), 1: per-group k + groups sharing C
+     * (in order), 2: per-group m, n, k; +4: fp32 C (op_runners_grouped.h) ---- */
+    {"gemm_grouped", "c", {7, 13, 9, 11}, {0, 1, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
+    {"gemm_grouped", "c_loop", {7, 13, 9, 11}, {0, 1, 1, 0}, {1, 0}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c", {6, 5, 17, 12}, {0, 0, 0, 0}, {0.7f, 0.5f}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm_grouped", "c_loop", {6, 5, 17, 12}, {0, 0, 0, 0}, {0.7f, 0.5f}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c", {8, 11, 10, 9}, {1, 0, 0, 1}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
+    {"gemm_grouped", "c_loop", {8, 11, 10, 9}, {1, 0, 0, 1}, {1, 1}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c", {5, 7, 6, 8}, {1, 1, 1, 2}, {-0.5f, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"gemm_grouped", "c_loop", {5, 7, 6, 8}, {1, 1, 1, 2}, {-0.5f, 1}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c_loop", {5, 7, 6, 8}, {0, 0, 1, 2}, {1, 0}, F32, TX, TM(1e-5), 0},
+    /* above the threading threshold: groups cut into gemm's slabs */
+    {"gemm_grouped", "c", {4, 150, 96, 80}, {0, 1, 1, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
+    {"gemm_grouped", "c_loop", {4, 150, 96, 80}, {0, 1, 1, 0}, {1, 0}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c_loop", {4, 60, 200, 150}, {0, 0, 0, 0}, {1, 0}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c", {6, 96, 80, 150}, {1, 0, 0, 1}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
+    {"gemm_grouped", "c_loop", {6, 96, 80, 150}, {1, 0, 0, 1}, {1, 1}, F32, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c_loop", {16, 20, 64, 48}, {0, 1, 1, 0}, {1, 0}, F32, TX, TM(1e-5), DET},
+    {"gemm_grouped", "c", {7, 13, 24, 16}, {0, 1, 1, 0}, {1, 0}, BF16, TX, TM(B8), 0},
+    {"gemm_grouped", "c", {6, 24, 16, 13}, {1, 0, 0, 5}, {1, 1}, BF16, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c", {6, 13, 24, 16}, {0, 0, 0, 4}, {1, 0}, BF16, TX, TM(1e-5), 0},
     /* ---- bias_grad: ne {rows, n} ---- */
     {"bias_grad", "db", {37, 131}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
     {"bias_grad", "db", {300, 77}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
@@ -310,7 +333,7 @@ static ot_runner ot_runner_of(const char *op) {
     const char *op;
     ot_runner fn;
   } map[] = {
-      {"gemm", ot_run_gemm}, {"bias_grad", ot_run_bias_grad},
+      {"gemm", ot_run_gemm}, {"gemm_grouped", ot_run_gemm_grouped}, {"bias_grad", ot_run_bias_grad},
       {"layernorm_fwd", ot_run_layernorm_fwd}, {"layernorm_bwd", ot_run_layernorm_bwd},
       {"gelu_fwd", ot_run_gelu_fwd}, {"gelu_bwd", ot_run_gelu_bwd},
       {"rmsnorm_fwd", ot_run_rmsnorm_fwd}, {"rmsnorm_bwd", ot_run_rmsnorm_bwd},
