@@ -12,8 +12,9 @@
 #   tp x dp = 2 x 2),
 #   tp=2+SP, ep=2, etp=1 (world 2: experts whole, as before),
 #   etp=2 on 4 ranks (tp=1, dp=4: edp=2, expert shards reduced over EDP),
-#   tp=2+SP, etp=2, ZeRO-1 (world 4, edp = dp = 2),
-#   pp=2 + etp=2 and cp=2 + etp=2 (world 4; the ETP pair is a dp / CP pair),
+#   tp=2+SP, etp=2, ZeRO-3 (world 4, edp = dp = 2),
+#   pp=2 + etp=2 (with grouped GEMM and padding to capacity, which change
+#   no value) and cp=2 + etp=2 (world 4; the ETP pair is a dp / CP pair),
 #   dropless (capacity null): ep=2 + etp=2 (tp=1, world 4) vs one process.
 # Expert replicas are checked across the expert-data-parallel group by the
 # trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
@@ -69,12 +70,13 @@ run tp2sp_ep2_etp1 2 --set parallel.tensor_model_parallel_size=2 \
 cmp_moe tp2sp_ep2_etp1 base
 run etp2_dp4 4 --set parallel.expert_tensor_parallel_size=2
 cmp_moe etp2_dp4 base
-run tp2sp_etp2_zero1 4 --set parallel.tensor_model_parallel_size=2 \
+run tp2sp_etp2_zero3 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
-    --set parallel.zero_stage=1
-cmp_moe tp2sp_etp2_zero1 base
+    --set parallel.zero_stage=3
+cmp_moe tp2sp_etp2_zero3 base
 run pp2_etp2 4 --set parallel.pipeline_model_parallel_size=2 \
-    --set parallel.expert_tensor_parallel_size=2
+    --set parallel.expert_tensor_parallel_size=2 --set model.moe_grouped_gemm=true \
+    --set model.moe_pad_expert_input_to_capacity=true
 cmp_moe pp2_etp2 base
 run cp2_etp2 4 --set parallel.context_parallel_size=2 --set parallel.expert_tensor_parallel_size=2
 cmp_moe cp2_etp2 base
