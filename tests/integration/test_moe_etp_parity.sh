@@ -10,7 +10,8 @@
 #   etp=2 (tp=1, world 2: the ETP group is the data-parallel pair),
 #   tp=2+SP, ep=2, etp=2 (world 4: etp x ep x edp = 2 x 2 x 1 folded over
 #   tp x dp = 2 x 2),
-#   tp=2+SP, ep=2, etp=1 (world 2: experts whole, as before),
+#   (tp=2+SP, ep=2, etp=1 -- experts whole -- is test_moe_parity's
+#   cap_tp2sp_ep2 case, unchanged),
 #   etp=2 on 4 ranks (tp=1, dp=4: edp=2, expert shards reduced over EDP),
 #   tp=2+SP, etp=2, ZeRO-3 (world 4, edp = dp = 2),
 #   pp=2 + etp=2 (with grouped GEMM and padding to capacity, which change
@@ -65,9 +66,6 @@ run tp2sp_ep2_etp2 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
     --set parallel.expert_tensor_parallel_size=2
 cmp_moe tp2sp_ep2_etp2 base
-run tp2sp_ep2_etp1 2 --set parallel.tensor_model_parallel_size=2 \
-    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2
-cmp_moe tp2sp_ep2_etp1 base
 run etp2_dp4 4 --set parallel.expert_tensor_parallel_size=2
 cmp_moe etp2_dp4 base
 run tp2sp_etp2_zero3 4 --set parallel.tensor_model_parallel_size=2 \
