@@ -49,7 +49,7 @@ import json, sys
 recs = [o for o in map(json.loads, open(sys.argv[1])) if "lm_loss" in o]
 b = [o["comm_bytes"]["ep"] for o in recs]
 want = 4 * 2 * 2 * 8 * 16 * 64 * 4
-extra = " (padded analytic %d + 8 B grad-norm all-reduce)" % want if sys.argv[2] == "pad" else ""
+extra = " (padded analytic count %d)" % want if sys.argv[2] == "pad" else ""
 print("%-9s EP bytes per step: %s, dropped fraction (last) %.3f%s"
       % (sys.argv[2], " ".join(map(str, b)), recs[-1]["dropped_fraction"], extra))
 PY

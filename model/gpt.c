@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "model/moe_shared_experts.h"
 
 static const char *k_layer_param_names[MT_LP_N] = {
     "input_layernorm.weight",            "input_layernorm.bias",
@@ -98,6 +99,7 @@ static void register_moe_params(mt_gpt *m, int li, int l) {
       if (le == 0 && j == 0) m->moe_expert_p[li] = idx;
     }
   }
+  mt_moe_shared_register(m, li, l); /* after the experts, as Megatron's MoELayer */
 }
 
 /* Parameter shards of this rank (Megatron's column/row/vocab split, see
@@ -161,6 +163,7 @@ static void register_params(mt_gpt *m) {
   m->layer_range = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_range));
   m->moe_router_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
   m->moe_expert_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
+  m->moe_shared_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->moe_shared_p));
   for (int k = 0; k < m->n_chunks; k++) {
     const mt_chunk *ch = &m->chunks[k];
     for (int lc = 0; lc < ch->n_layers; lc++) {
@@ -294,8 +297,10 @@ static void alloc_buffers(mt_gpt *m) {
   m->dqkv = wsp(m, m->rows * m->qkvl, T);
   if (c->qk_layernorm) m->dqkv2 = wsp(m, m->rows * m->qkvl, T);
   m->dctx = wsp(m, m->rows * m->hl, T);
-  m->dffn = wsp(m, m->rows * m->glu * m->fl, T);
-  if (m->glu == 2) m->dact = wsp(m, m->rows * m->fl, T);
+  const int64_t fw = m->fl > m->shl ? m->fl : m->shl; /* dense MLP or shared expert */
+  m->dffn = wsp(m, m->rows * m->glu * fw, T);
+  if (m->glu == 2) m->dact = wsp(m, m->rows * fw, T);
+  if (m->shl > 0) m->sh_out = wsp(m, m->rows_l * h, T);
   if (c->tp_size > 1) {
     m->gather_ws = wsp(m, m->rows * h, T);
     m->grad_ws = wsp(m, m->rows * h, T);
@@ -346,6 +351,7 @@ static void create_moe(mt_gpt *m) {
     m->moe_nper = c->disable_bias_linear ? 2 : 4;
     m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
     m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
+    mt_gpt_moe_bias_init(m);
   }
 }
 
@@ -362,6 +368,8 @@ static void local_sizes(mt_gpt *m) {
   m->qkvl = (int64_t)(m->np + 2 * m->ng) * m->hn;
   m->glu = c->swiglu ? 2 : 1;
   m->fl = c->ffn_hidden_size / tp;
+  MT_ASSERT(c->moe_shared_expert_intermediate_size % tp == 0);
+  m->shl = c->num_experts > 0 ? c->moe_shared_expert_intermediate_size / tp : 0;
   m->vl = c->padded_vocab_size / tp;
   m->v_start = (int64_t)c->tp_rank * m->vl;
   int64_t valid = c->vocab_size - m->v_start;
@@ -432,7 +440,8 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->rc_sets);
   be->ops->free(be, m->lse_shared);
   void *rest[] = {m->tmp_h,   m->dresid,  m->dtmp_h,    m->dqkv,      m->dqkv2,   m->dctx,
-                  m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf};
+                  m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf,
+                  m->sh_out};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
   free(m->slots);
   free(m->n_slots);
@@ -441,9 +450,12 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->layer_range);
   free(m->moe_router_p);
   free(m->moe_expert_p);
+  free(m->moe_shared_p);
   free(m->moe_wp);
   free(m->moe_gp);
   mt_moe_destroy(m->moe);
+  free(m->moe_bias);
+  free(m->moe_bias_counts);
   free(m->param_ptr);
   free(m->grad_ptr);
   free(m->host_tokens);

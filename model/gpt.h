@@ -222,6 +222,40 @@ int mt_gpt_num_moe_layers(const mt_gpt_config *c);
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
 void mt_gpt_moe_stats_reset(mt_gpt *m);
 
+/* ---- aux-loss-free load balancing (moe_router_enable_expert_bias; Wang et
+ * al. 2024, arXiv:2408.15664; DeepSeek-V3 §2.1.2; Megatron's
+ * TopKRouter.expert_bias and moe_utils.get_updated_expert_bias) ----
+ * The model owns, for EVERY MoE layer of the model (also those on other
+ * pipeline stages, so every rank holds the same state), an fp32 bias [E]
+ * (initially 0; added to the routing scores for the top-k selection only,
+ * never to the gate weights) and the int64 tokens-per-expert counts [E] of
+ * the last global batch. Host memory, not parameters: no gradient, no
+ * optimizer state, not in the flat buffers. */
+/* Bias [E] of global MoE layer `moe_layer` (mt_gpt_moe_layer_index), writable
+ * (checkpoint load); NULL when the option is off or moe_layer is out of range. */
+float *mt_gpt_moe_expert_bias(mt_gpt *m, int moe_layer);
+/* Counts [E] of the last global batch of that layer (what the last update
+ * used: kept slots per expert; all zero before the first step); held with
+ * the expert bias and for moe_router_load_balancing_type global_aux_loss
+ * (mt_moe_weights.global_tokens_per_expert), else NULL. Writable
+ * (checkpoint load). */
+int64_t *mt_gpt_moe_bias_counts(mt_gpt *m, int moe_layer);
+/* One update after an optimizer step (also a skipped one, as Megatron's
+ * finalize_model_grads): stores the counts (when held) and, with the expert
+ * bias, updates it. counts [n_moe · E] (n_moe = mt_gpt_num_moe_layers)
+ * are the slots kept per expert (after capacity dropping, as Megatron's
+ * routing_map) of the WHOLE global batch (all micro-batches, summed over
+ * data and context parallel ranks and pipeline stages by the caller; not over
+ * TP, whose ranks route the same tokens). For every layer and expert:
+ *   bias_e += rate · sign(mean_e' count_e' − count_e)      (fp32)
+ * and the counts are stored. Host arithmetic only, no communication; equal
+ * counts give bitwise equal biases on every rank. No-op when off. */
+void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts);
+/* Global layer number of MoE layer `moe_layer` when one of this rank's model
+ * chunks holds it (its pipeline stage), else -1 (checkpoints save the biases
+ * of their own stage's layers). */
+int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer);
+
 /* Zero the gradient buffer (start of an iteration). */
 void mt_gpt_zero_grad(mt_gpt *m);
 

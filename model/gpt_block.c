@@ -6,6 +6,7 @@
 
 #include "core/util.h"
 #include "model/gpt_internal.h"
+#include "model/moe_shared_experts.h"
 
 /* Hidden dropout after proj / fc2 of layer l, on this rank's [sl, b, h]
  * shard (mt_gpt_dropout_* place it in the full sequence). */
@@ -186,7 +187,8 @@ static mt_moe_weights moe_weights(mt_gpt *m, int li) {
       int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
       t[j * El + le] = k < 0 ? NULL : mt_gpt_param_ptr(m, p0 + np * le + k);
     }
-  mt_moe_weights w = {mt_gpt_param_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
+  mt_moe_weights w = {.router = mt_gpt_param_ptr(m, m->moe_router_p[li]),
+                      .fc1_w = t, .fc1_b = t + El, .fc2_w = t + 2 * El, .fc2_b = t + 3 * El};
   return w;
 }
 
@@ -243,9 +245,13 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
+    mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
+    /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
+    mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
     int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
     mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
+    mt_moe_shared_forward(m, li, a, m->tmp_h); /* += shared experts (if any) */
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
     mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
     return;
@@ -280,10 +286,11 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
      * micro-batch of the global batch; s the whole sequence under CP) */
     mt_moe_weights mw = moe_weights(m, li);
+    mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
                     m->loss_scale * (float)(m->rows * c->cp_size));
-    be->ops->memcpy_d2d(be, m->dtmp_h, m->tmp_h, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
+    mt_moe_shared_backward(m, li, a, m->dtmp_h, m->tmp_h); /* dtmp_h <- dx (shared + routed) */
   } else {
     if (m->glu == 2) {
       mt_row_parallel_linear_bwd(tp, m->dact, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,

@@ -2,7 +2,7 @@
 #include "model/gpt_flops.h"
 
 typedef struct {
-  double B, s, L, h, np, ng, hn, f, g, n_moe, k, F, Vp;
+  double B, s, L, h, np, ng, hn, f, g, n_moe, k, F, S, Vp;
 } dims;
 
 static dims dims_of(const mt_flops_shape *m) {
@@ -19,19 +19,21 @@ static dims dims_of(const mt_flops_shape *m) {
   d.n_moe = 0;
   if (m->num_experts > 0 && m->num_layers > 0) {
     int64_t freq = m->moe_layer_freq > 0 ? m->moe_layer_freq : 1;
-    d.n_moe = (double)((m->num_layers - 1) / freq + 1);
+    d.n_moe = m->num_moe_layers > 0 ? (double)m->num_moe_layers
+                                     : (double)((m->num_layers - 1) / freq + 1);
   }
   d.k = m->moe_router_topk > 0 ? (double)m->moe_router_topk : 1;
   d.F = m->moe_ffn_hidden_size > 0 ? (double)m->moe_ffn_hidden_size : d.f;
+  d.S = (double)m->moe_shared_expert_intermediate_size;
   d.Vp = (double)m->padded_vocab_size;
   return d;
 }
 
-/* The MLP term of Megatron's bracket: g (n_dense ffn + n_moe k F) / (L h);
+/* The MLP term of Megatron's bracket: g (n_dense ffn + n_moe (k F + S)) / (L h);
  * dense models keep Megatron's (ffn / h) g exactly. */
 static double mlp_term(const dims *d) {
   if (d->n_moe <= 0) return d->f / d->h * d->g;
-  return d->g * ((d->L - d->n_moe) * d->f + d->n_moe * d->k * d->F) / (d->L * d->h);
+  return d->g * ((d->L - d->n_moe) * d->f + d->n_moe * (d->k * d->F + d->S)) / (d->L * d->h);
 }
 
 double mt_flops_per_iteration(const mt_flops_shape *m) {
@@ -50,7 +52,7 @@ void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
   /* Q K^T and P V over all s x s positions */
   out->attn_core = d.L * 2.0 * 2.0 * tok * d.s * q;
   /* fc1 [h -> g' f] + fc2 [f -> h], g' = 2 with SwiGLU: 2 (g'+1) = 4 g */
-  out->mlp = 4.0 * d.g * tok * d.h * ((d.L - d.n_moe) * d.f + d.n_moe * d.k * d.F);
+  out->mlp = 4.0 * d.g * tok * d.h * ((d.L - d.n_moe) * d.f + d.n_moe * (d.k * d.F + d.S));
   out->logits = 2.0 * tok * d.h * d.Vp;
 }
 
@@ -69,6 +71,9 @@ mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) 
   f.moe_router_topk = c->moe_router_topk;
   f.moe_ffn_hidden_size = c->moe_ffn_hidden_size;
   f.moe_layer_freq = c->moe_layer_freq;
+  f.num_moe_layers = mt_gpt_num_moe_layers(c);
   f.padded_vocab_size = c->padded_vocab_size;
+  f.moe_shared_expert_intermediate_size =
+      c->num_experts > 0 ? c->moe_shared_expert_intermediate_size : 0;
   return f;
 }

@@ -26,7 +26,10 @@ typedef struct {
   int64_t moe_router_topk;     /* experts per token (0 = 1) */
   int64_t moe_ffn_hidden_size; /* expert MLP width (0 = ffn_hidden_size) */
   int64_t moe_layer_freq;      /* layers 0, k, 2k, ... are MoE (0 = 1: every layer) */
+  int64_t num_moe_layers;      /* > 0: the number of MoE layers (moe_layer_freq list
+                                  form), overrides moe_layer_freq */
   int64_t padded_vocab_size;   /* Vp */
+  int64_t moe_shared_expert_intermediate_size; /* S: shared experts per MoE layer (0 = none) */
 } mt_flops_shape;
 
 /* Forward FLOPs of one iteration split by part (2 FLOPs per multiply-add,
@@ -34,7 +37,7 @@ typedef struct {
 typedef struct {
   double attn_linear; /* linear_qkv + linear_proj, all layers */
   double attn_core;   /* Q K^T and P V, all layers (no causal halving) */
-  double mlp;         /* fc1 + fc2 of the dense layers and the routed experts */
+  double mlp;         /* fc1 + fc2 of the dense layers, the routed and the shared experts */
   double logits;      /* output layer */
 } mt_flops_parts;
 
@@ -44,10 +47,11 @@ typedef struct {
  * query_projection_to_hidden_size_ratio and gated_linear_multiplier;
  * Narayanan et al. 2021, arXiv:2104.04473 §5.1 and Appendix):
  *   12 B s L h^2 [ (1 + ng/np + s/h) (np hn / h)            attention
- *                 + g (n_dense ffn + n_moe k F) / (L h)      MLPs
+ *                 + g (n_dense ffn + n_moe (k F + S)) / (L h)   MLPs
  *                 + Vp / (2 L h) ]                            logits
  * with g = 3/2 for SwiGLU (fc1 has 2 ffn rows) else 1, n_moe the MoE layers
- * (moe_layer_freq), k = moe_router_topk, F = moe_ffn_hidden_size; the router
+ * (moe_layer_freq), k = moe_router_topk, F = moe_ffn_hidden_size, S =
+ * moe_shared_expert_intermediate_size (Megatron's shared_expert_ffn_hidden_size); the router
  * GEMM is not counted (Megatron does not). Untied embeddings do not change
  * the count (the logits GEMM exists either way), nor do RoPE, RMSNorm,
  * biases or qk_layernorm (not GEMMs). With np = ng, hn = h/np, no SwiGLU and

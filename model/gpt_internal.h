@@ -41,6 +41,8 @@ typedef struct {
   void *fc1;                 /* [s, b, g·fl] fc1 output (GELU / SwiGLU input) */
   void *act;                 /* [s, b, fl]  activation output (fc2 input)     */
   mt_moe_acts *moe;          /* MoE layers: router / dispatch state (model/moe_layer.h) */
+  void *sh_fc1, *sh_act;     /* shared expert: [s, b, g·S/tp], [s, b, S/tp]
+                                (model/moe_shared_experts.h; NULL without) */
 } mt_layer_acts;
 
 /* One model chunk: a contiguous range of global layers on this rank, with the
@@ -86,6 +88,7 @@ struct mt_gpt {
   /* this rank's sizes */
   int np, ng, hn;            /* local query heads, local query groups, head dim (kv_channels) */
   int64_t hl, fl;            /* local attention width np*hn, local ffn width */
+  int64_t shl;               /* local shared-expert width S/tp (0 without shared experts) */
   int64_t qkvl;              /* local linear_qkv width (np + 2 ng)·hn */
   int glu;                   /* 2 with SwiGLU (fc1 gives gate and up), else 1 */
   int64_t vl, v_start, v_valid; /* local vocab slice [v_start, v_start+vl), real columns */
@@ -107,7 +110,9 @@ struct mt_gpt {
   void *dresid, *dtmp_h;     /* [sl, b, h] */
   void *dqkv, *dctx, *dffn;  /* [s, b, qkvl], [s, b, hl], [s, b, g·fl] */
   void *dqkv2;               /* [s, b, qkvl] qk_layernorm input gradient (else NULL) */
-  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL) */
+  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL); dffn and
+                                dact are max(fl, shl) wide */
+  void *sh_out;              /* [sl, b, h] shared-expert output (NULL without) */
   void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces) */
   int32_t *host_tokens, *host_targets;
 
@@ -123,9 +128,22 @@ struct mt_gpt {
   int *moe_expert_p;         /* [local layers] first expert parameter (moe_nper per local expert) */
   int moe_nper;              /* 4 (fc1 w, b, fc2 w, b) or 2 without linear biases */
   int (*layer_range)[2];     /* [local layers] first and last parameter index */
+  int (*moe_shared_p)[4];    /* [local layers] shared-expert fc1 w, b, fc2 w, b (-1: none) */
   const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
   float **moe_gp;
+  /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
+   * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
+   * EVERY MoE layer of the model (not only this stage's); the bias NULL when
+   * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
+   * global_aux_loss needs them */
+  float *moe_bias;
+  int64_t *moe_bias_counts;
 };
+
+/* Allocate the expert-bias state (zeros) when moe_router_enable_expert_bias
+ * is on, the counts also for global_aux_loss (model/gpt_moe_bias.c; called
+ * by create_moe). */
+void mt_gpt_moe_bias_init(mt_gpt *m);
 
 #define MT_HOOK(m, which, layer) \
   do { if ((m)->hooks.which) (m)->hooks.which((m)->hooks.ctx, (layer)); } while (0)

@@ -9,6 +9,7 @@
 
 #include "core/util.h"
 #include "model/gpt_internal.h"
+#include "model/moe_shared_experts.h"
 
 static void *act(mt_gpt *m, int64_t n, mt_dtype t) {
   return m->be->ops->alloc(m->be, (size_t)n * mt_dtype_size(t), MT_MEM_ACT);
@@ -39,6 +40,7 @@ void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse) {
   /* MoE: every set gets routing state (sets are shared by layers under full
    * recompute) */
   a->moe = m->moe ? mt_moe_acts_create(m->moe) : NULL;
+  mt_moe_shared_alloc_acts(m, a);
 }
 
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
@@ -47,6 +49,7 @@ void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
   for (size_t i = 0; i < sizeof ptrs / sizeof *ptrs; i++) m->be->ops->free(m->be, ptrs[i]);
   if (a->lse != m->lse_shared) m->be->ops->free(m->be, a->lse);
   mt_moe_acts_free(m->moe, a->moe);
+  mt_moe_shared_free_acts(m, a);
 }
 
 static mt_slot *slot_new(mt_gpt *m, int chunk) {

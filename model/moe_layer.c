@@ -79,6 +79,7 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->st.n_layers = L;
   m->st.E = c->E;
   m->st.routed = mt_xcalloc((size_t)L * c->E, sizeof(int64_t));
+  m->st.kept = mt_xcalloc((size_t)L * c->E, sizeof(int64_t));
   m->st.dropped = mt_xcalloc((size_t)L, sizeof(int64_t));
   m->st.slots = mt_xcalloc((size_t)L, sizeof(int64_t));
   m->st.lb = mt_xcalloc((size_t)L, sizeof(double));
@@ -100,6 +101,7 @@ void mt_moe_destroy(mt_moe *m) {
   free(m->h_dgate);
   free(m->h_dlogits);
   free(m->st.routed);
+  free(m->st.kept);
   free(m->st.dropped);
   free(m->st.slots);
   free(m->st.lb);
@@ -114,6 +116,7 @@ mt_moe_stats *mt_moe_get_stats(mt_moe *m) { return &m->st; }
 void mt_moe_stats_reset(mt_moe *m) {
   mt_moe_stats *s = &m->st;
   memset(s->routed, 0, sizeof(int64_t) * (size_t)s->n_layers * s->E);
+  memset(s->kept, 0, sizeof(int64_t) * (size_t)s->n_layers * s->E);
   memset(s->dropped, 0, sizeof(int64_t) * (size_t)s->n_layers);
   memset(s->slots, 0, sizeof(int64_t) * (size_t)s->n_layers);
   memset(s->lb, 0, sizeof(double) * (size_t)s->n_layers);
@@ -152,6 +155,7 @@ static void record_stats(mt_moe *m, const mt_moe_routing *r, int record) {
   const int E = m->c.E;
   mt_moe_stats *s = &m->st;
   for (int e = 0; e < E; e++) s->routed[(int64_t)record * E + e] += r->routed[e];
+  for (int e = 0; e < E; e++) s->kept[(int64_t)record * E + e] += r->kept_count[e];
   s->dropped[record] += r->dropped;
   s->slots[record] += m->c.n_full * m->c.k;
   s->lb[record] += r->lb_loss;

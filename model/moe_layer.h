@@ -92,6 +92,8 @@ typedef struct {
 typedef struct {
   int n_layers, E;
   int64_t *routed;    /* [n_layers · E] routed slots per expert */
+  int64_t *kept;      /* [n_layers · E] slots kept per expert (after capacity dropping;
+                         the expert-bias update counts these, as Megatron's routing_map) */
   int64_t *dropped;   /* [n_layers] dropped slots */
   int64_t *slots;     /* [n_layers] routed slots (tokens · k) */
   double *lb, *z;     /* [n_layers] sum over micro-batches (before coefficients) */

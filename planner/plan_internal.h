@@ -26,6 +26,7 @@ typedef struct {
   /* MoE: E experts (0 = dense), top-k, expert ffn, every `freq`-th layer, ep, etp */
   double E, topk, fm, freq, ep, etp;
   double n_moe_layers;                 /* MoE layers of the whole model */
+  uint8_t moe_layer[MT_MAX_LAYERS];    /* 1 = layer l is MoE (moe_layer_freq integer or list) */
   double bucket;                       /* ddp_bucket_size, elements */
 } mt_plan_dims;
 

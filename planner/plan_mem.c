@@ -71,8 +71,12 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
   d->freq = mc->moe_layer_freq > 0 ? mc->moe_layer_freq : 1;
   d->ep = pc->expert_model_parallel_size > 0 ? pc->expert_model_parallel_size : 1;
   d->etp = pc->expert_tensor_parallel_size > 0 ? pc->expert_tensor_parallel_size : d->t;
-  /* Megatron's moe_layer_freq = k: layers 0, k, 2k, ... are MoE */
-  d->n_moe_layers = d->E > 0 ? floor((d->L - 1) / d->freq) + 1 : 0;
+  /* Megatron's moe_layer_freq = k: layers 0, k, 2k, ... are MoE; or the list form */
+  d->n_moe_layers = 0;
+  for (int l = 0; l < mc->num_layers && l < MT_MAX_LAYERS; l++) {
+    d->moe_layer[l] = (uint8_t)mt_config_is_moe_layer(cfg, l);
+    d->n_moe_layers += d->moe_layer[l];
+  }
 }
 
 double mt_plan_stage_moe_layers(const mt_plan_dims *d) { return d->n_moe_layers / d->p; }

@@ -60,7 +60,7 @@ static int stage_chunks(const mt_config *cfg, int r, pchunk *ch) {
 }
 
 static int is_moe_layer(const mt_plan_dims *d, int l) {
-  return d->E > 0 && l % (int)d->freq == 0;
+  return l >= 0 && l < MT_MAX_LAYERS && d->moe_layer[l];
 }
 
 /* ---- the flat parameter buffer and the ZeRO segments ---- */

@@ -221,7 +221,10 @@ static mt_flops_shape flops_shape(const mt_config *cfg) {
   f.moe_router_topk = m->moe_router_topk;
   f.moe_ffn_hidden_size = m->moe_ffn_hidden_size;
   f.moe_layer_freq = m->moe_layer_freq;
+  for (int l = 0; l < m->num_layers; l++) f.num_moe_layers += mt_config_is_moe_layer(cfg, l);
   f.padded_vocab_size = mt_config_padded_vocab(cfg);
+  f.moe_shared_expert_intermediate_size =
+      m->num_experts > 0 ? m->moe_shared_expert_intermediate_size : 0;
   return f;
 }
 

@@ -12,6 +12,7 @@
 
 #include "core/fileio.h"
 #include "core/util.h"
+#include "trainer/checkpoint_buffers.h"
 
 #define CKPT_MAGIC "MTCKPT\0\1"
 #define CKPT_VERSION 1u
@@ -63,11 +64,13 @@ static int rm_rf(const char *path) {
 }
 
 /* Serialise this rank's state into b (without the CRC trailer). */
-static void serialise(buf_t *b, const mt_ckpt_state *st, const mt_adamw *opt) {
+static void serialise(buf_t *b, const mt_ckpt_state *st, const mt_adamw *opt,
+                      const mt_ckpt_layout *L) {
   mt_backend *be = opt->be;
   const mt_param_list *pl = opt->params;
   int has_master = opt->master != opt->param_buf;
-  uint32_t version = CKPT_VERSION, nrec = (uint32_t)pl->n * (has_master ? 4u : 3u);
+  uint32_t version = CKPT_VERSION,
+           nrec = (uint32_t)pl->n * (has_master ? 4u : 3u) + (uint32_t)L->n_buffers;
   buf_put(b, CKPT_MAGIC, 8);
   PUT(b, version);
   PUT(b, nrec);
@@ -108,6 +111,10 @@ static void serialise(buf_t *b, const mt_ckpt_state *st, const mt_adamw *opt) {
       b->n += nbytes;
     }
   }
+  size_t nb = 0; /* buffer records (expert biases) after the parameters */
+  unsigned char *recs = mt_ckpt_buffers_serialise(L, &nb);
+  buf_put(b, recs, nb);
+  free(recs);
 }
 
 /* Agree on a status over all ranks: returns the max of the local values. */
@@ -147,11 +154,16 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
       rc = 1;
     } else {
       rc = layout->shard_save(layout->shard_ctx, st, path, err, errlen) ? 1 : 0;
+      if (!rc && layout->writer && layout->n_buffers > 0) {
+        char bpath[4500];
+        snprintf(bpath, sizeof bpath, "%s/model_buffers.bin", path);
+        rc = mt_ckpt_buffers_save_file(bpath, layout, err, errlen) ? 1 : 0;
+      }
       mt_fsync_dir(path);
     }
   } else if (layout->writer) {
     buf_t b = {0};
-    serialise(&b, st, opt);
+    serialise(&b, st, opt, layout);
     crc = mt_crc32(0, b.p, b.n);
     buf_put(&b, &crc, sizeof crc);
     snprintf(path, sizeof path, "%s/%s", tmp_dir, mp);
@@ -288,8 +300,8 @@ static void rd(rd_t *r, void *dst, size_t n) {
 #define GET(r, v) rd((r), &(v), sizeof(v))
 
 /* Validate and apply one checkpoint file; returns 0 or -1 with err. */
-static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *err,
-                     size_t errlen) {
+static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt,
+                     const mt_ckpt_layout *L, char *err, size_t errlen) {
   size_t n = 0;
   unsigned char *data = read_whole(path, &n, err, errlen);
   if (!data) return -1;
@@ -328,7 +340,7 @@ static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *e
   for (int pass = 0; pass < 2; pass++) {
     r.off = 8 + 8 + 8 * 6;
     r.bad = 0;
-    int seen[4] = {0, 0, 0, 0};
+    int seen[5] = {0, 0, 0, 0, 0};
     for (uint32_t k = 0; k < nrec; k++) {
       uint32_t name_len, kind, dtype;
       char name[MT_PARAM_NAME_MAX + 1];
@@ -345,9 +357,17 @@ static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *e
       GET(&r, dtype);
       rd(&r, shape, sizeof shape);
       GET(&r, nbytes);
-      if (r.bad || kind > REC_MASTER || r.off + nbytes > r.n) {
+      if (r.bad || kind > MT_CKPT_REC_BUFFER || r.off + nbytes > r.n) {
         snprintf(err, errlen, "'%s': truncated or malformed record '%s'", path, name);
         goto out;
+      }
+      if (kind == MT_CKPT_REC_BUFFER) { /* non-parameter state (expert bias) */
+        if (mt_ckpt_buffer_record(L, path, name, dtype, shape, nbytes, r.p + r.off, pass, err,
+                                  errlen))
+          goto out;
+        seen[kind]++;
+        r.off += nbytes;
+        continue;
       }
       int idx = mt_params_find(pl, name);
       if (idx < 0) {
@@ -395,6 +415,7 @@ static int load_file(const char *path, mt_ckpt_state *st, mt_adamw *opt, char *e
                    k_rec_names[k], pl->n);
           goto out;
         }
+      if (mt_ckpt_buffers_missing(L, seen[MT_CKPT_REC_BUFFER], path, err, errlen)) goto out;
     }
   }
   *st = s;
@@ -421,11 +442,15 @@ int mt_checkpoint_load(const char *load_dir, mt_ckpt_state *st, mt_adamw *opt,
     mp_dir_name(mp, sizeof mp, layout);
     if (layout->shard_load) {
       snprintf(path, sizeof path, "%s/iter_%07lld/%s", load_dir, (long long)it, mp);
-      if (layout->shard_load(layout->shard_ctx, st, path, err, errlen) != 0) rc = 1;
+      char bpath[4500];
+      snprintf(bpath, sizeof bpath, "%s/model_buffers.bin", path);
+      if (mt_ckpt_buffers_load_file(bpath, layout, err, errlen) != 0 ||
+          layout->shard_load(layout->shard_ctx, st, path, err, errlen) != 0)
+        rc = 1;
     } else {
       snprintf(path, sizeof path, "%s/iter_%07lld/%s/model_optim_rng.bin", load_dir,
                (long long)it, mp);
-      if (load_file(path, st, opt, err, errlen) != 0) {
+      if (load_file(path, st, opt, layout, err, errlen) != 0) {
         rc = 1;
         char zpath[4500];
         snprintf(zpath, sizeof zpath, "%s/iter_%07lld/%s/distrib_optim_dp000.bin", load_dir,

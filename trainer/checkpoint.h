@@ -34,6 +34,16 @@ typedef struct {
   uint64_t seed;
 } mt_ckpt_state;
 
+/* A non-parameter state tensor saved with the model (Megatron's persistent
+ * buffers, e.g. decoder.layers.L.mlp.router.expert_bias): host memory, fp32
+ * or int64, `numel` elements; restored in place by load. */
+typedef struct {
+  char name[MT_PARAM_NAME_MAX];
+  void *data;
+  int64_t numel;
+  mt_dtype dtype; /* MT_F32 or MT_I64 */
+} mt_ckpt_buffer;
+
 /* Where this rank's checkpoint file lives and who writes it. */
 typedef struct {
   int tp_rank, pp_rank, pp_size;
@@ -48,6 +58,13 @@ typedef struct {
                     size_t errlen);
   int (*shard_load)(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *err, size_t errlen);
   void *shard_ctx;
+  /* buffers of this model-parallel rank (its pipeline stage's layers): the
+   * writer stores them as records of kind "buffer" after the parameters of
+   * model_optim_rng.bin, or with ZeRO in mp_rank_TT[_PPP]/model_buffers.bin
+   * (magic "MTBUFS\0\1", u32 count, the same records, CRC-32). Loading
+   * requires exactly these names, dtypes and sizes. */
+  const mt_ckpt_buffer *buffers;
+  int n_buffers;
 } mt_ckpt_layout;
 
 /* Write n bytes to path followed by their CRC-32 (zlib, 4 bytes little

@@ -128,6 +128,21 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
       cJSON_AddItemToArray(mn, cJSON_CreateNumber(r->tokens_per_expert_mean[l]));
     }
   }
+  if (r->moe_list_layers > 0 && r->tokens_per_expert) {
+    /* doubles print round-trip exact (cJSON: %.17g when %.15g does not) */
+    cJSON *tpe = cJSON_AddArrayToObject(o, "tokens_per_expert");
+    cJSON *eb = r->expert_bias ? cJSON_AddArrayToObject(o, "expert_bias") : NULL;
+    for (int l = 0; l < r->moe_list_layers; l++) {
+      cJSON *a = cJSON_CreateArray(), *b = eb ? cJSON_CreateArray() : NULL;
+      for (int e = 0; e < r->moe_E; e++) {
+        size_t i = (size_t)l * r->moe_E + e;
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)r->tokens_per_expert[i]));
+        if (b) cJSON_AddItemToArray(b, cJSON_CreateNumber((double)r->expert_bias[i]));
+      }
+      cJSON_AddItemToArray(tpe, a);
+      if (b) cJSON_AddItemToArray(eb, b);
+    }
+  }
   if (r->n_comm > 0) {
     cJSON *cb = cJSON_AddObjectToObject(o, "comm_bytes");
     for (int i = 0; i < r->n_comm; i++)

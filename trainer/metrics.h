@@ -29,6 +29,13 @@ typedef struct {
   double load_balancing_loss, z_loss, dropped_fraction;
   int64_t dropped_tokens;
   double tokens_per_expert_max[64], tokens_per_expert_mean[64];
+  /* every MoE layer (moe_list_layers of them, E experts): routed slots per
+   * expert of the step's global batch [moe_list_layers · E] and, with
+   * moe_router_enable_expert_bias, the expert bias after the step's update
+   * (else NULL); JSONL "tokens_per_expert" / "expert_bias" (lists of lists) */
+  int moe_list_layers, moe_E;
+  const int64_t *tokens_per_expert;
+  const float *expert_bias;
   /* bytes this rank sent into collectives during the step, per group */
   int n_comm;
   const char *comm_group[16];

@@ -76,6 +76,7 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
       return -1;
     }
   }
+  if (mt_trainer_check_expert_bias(t, err, errlen) != 0) return -1;
   if (t->topo.tp > 1 && !agree_u64(t->ps->tp, param_hash(t, 1))) {
     snprintf(err, errlen,
              "replicated parameters (norm weights and biases incl. q/k norms, position "

@@ -164,6 +164,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   }
   t->consumed_samples += c->training.global_batch_size;
   moe_step_stats(t, &r);
+  mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
   for (int k = 0; k <= MT_GK_N; k++) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (!g || (k < MT_GK_N && mt_parallel_state_is_alias(t->ps, (mt_group_kind)k))) continue;
@@ -320,6 +321,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.dropped_tokens = r.dropped_tokens;
     memcpy(rec.tokens_per_expert_max, r.tokens_per_expert_max, sizeof rec.tokens_per_expert_max);
     memcpy(rec.tokens_per_expert_mean, r.tokens_per_expert_mean, sizeof rec.tokens_per_expert_mean);
+    mt_trainer_moe_log_fields(t, &rec);
     rec.skipped_iters = t->skipped_iters;
     rec.nan_iters = t->nan_iters;
     rec.elapsed_ms = 1e3 * (now - t_log);

@@ -3,6 +3,7 @@
  * shard hooks, and the training state saved and restored with it (see
  * train_internal.h). */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "trainer/checkpoint.h"
 #include "trainer/train_internal.h"
@@ -27,7 +28,13 @@ int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
   if (cfg->checkpoint.load[0]) {
     mt_ckpt_state st = {0};
     mt_ckpt_layout L = ckpt_layout(t);
-    if (mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen) != 0) return -1;
+    mt_ckpt_buffer *bufs = NULL;
+    L.n_buffers = mt_trainer_moe_ckpt_buffers(t, &bufs);
+    L.buffers = bufs;
+    int rc = mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen);
+    free(bufs);
+    if (rc != 0) return -1;
+    mt_trainer_moe_bias_after_load(t);
     if (t->zero) mt_zero_opt_sync_params(t->zero);
     if (st.seed != cfg->training.seed) {
       snprintf(err, errlen,
@@ -60,5 +67,10 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
                       .nan_iters = t->nan_iters,
                       .seed = t->cfg->training.seed};
   mt_ckpt_layout L = ckpt_layout(t);
-  return mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
+  mt_ckpt_buffer *bufs = NULL;
+  L.n_buffers = mt_trainer_moe_ckpt_buffers(t, &bufs);
+  L.buffers = bufs;
+  int rc = mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
+  free(bufs);
+  return rc;
 }

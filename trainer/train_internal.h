@@ -18,6 +18,7 @@
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
 #include "config/config.h"
+#include "trainer/checkpoint.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
@@ -64,6 +65,9 @@ typedef struct {
   int pp_split, pp_train;
   int64_t pp_base;
   float pp_loss_scale;
+  /* MoE: per-expert counts of the last step's whole global batch, [routed
+   * n_moe · E | kept n_moe · E] (trainer/train_moe_bias.c); NULL until then */
+  int64_t *moe_tokens_per_expert;
 } mt_trainer;
 
 typedef struct {
@@ -133,6 +137,28 @@ double mt_trainer_evaluate(mt_trainer *t);
  * of the bytes compared with an all-reduce of max and min). Collective over
  * those groups. Returns 0, or -1 with a message naming the group. */
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
+
+/* MoE after each step (trainer/train_moe_bias.c): sum the routed and kept
+ * slots per expert of the step over dp x cp and pp (every rank gets the whole
+ * global batch's counts; not over TP: its ranks route the same tokens) into
+ * t->moe_tokens_per_expert, then update the expert bias from the kept ones
+ * (mt_gpt_moe_update_expert_bias; a no-op without moe_router_enable_expert_bias).
+ * Collective over t->dp_group and the pipeline group. */
+void mt_trainer_moe_bias_step(mt_trainer *t);
+/* Point rec's per-layer lists (tokens_per_expert, expert_bias) at that state. */
+void mt_trainer_moe_log_fields(mt_trainer *t, mt_log_record *rec);
+/* Check that every rank holds bitwise the same expert biases (all MoE layers;
+ * hash compared over the world). Returns 0 or -1 with a message. */
+int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen);
+
+/* Checkpoint buffers of this rank's stage's MoE layers (expert bias fp32 and
+ * the last global batch's counts int64, whichever the model holds; names
+ * decoder.layers.L.mlp.router.{expert_bias,tokens_per_expert}) pointing into
+ * the model; *out malloc'ed (free()); returns their number (0: none). */
+int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out);
+/* After a checkpoint load: every stage restored its own layers' biases; share
+ * them over the pipeline group so every rank holds all of them again. */
+void mt_trainer_moe_bias_after_load(mt_trainer *t);
 
 /* ZeRO glue (trainer/zero_trainer.c): build the sharded optimizer for
  * parallel.zero_stage >= 1 over t->dp_group (dp x cp); destroy (NULL is a no-op);

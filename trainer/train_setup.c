@@ -261,6 +261,7 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_topology_free(&t->topo);
   free(t->tokens);
   free(t->sample_ids);
+  free(t->moe_tokens_per_expert);
   memset(t, 0, sizeof *t);
 }
 

@@ -41,5 +41,29 @@ run qk_rmsnorm       2 64 4 16 3 500 0   0 10 qk_layernorm=1 normalization=RMSNo
 run llama_qk_kv_tied 3 48 6 12 2 301 80  0 10 $LLAMA num_query_groups=3 qk_layernorm=1 kv_channels=12 rotary_percent=0.5
 run llama_moe_swiglu 2 64 4 16 3 500 128 1 10 $LLAMA num_experts=4 moe_router_topk=2 \
   moe_ffn_hidden_size=48 moe_layer_freq=2 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001
+# shared experts (issue 16; DeepSeekMoE §3.2): GELU with biases, SwiGLU Llama-style
+# with S > ffn, and a list moe_layer_freq (first layer dense)
+MOE="num_experts=4 moe_router_topk=2 moe_ffn_hidden_size=48 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001"
+run moe_shared       2 64 4 16 3 500 0   0 10 $MOE moe_shared_expert_intermediate_size=80
+run moe_shared_swiglu 2 64 4 16 3 500 128 1 10 $LLAMA $MOE moe_shared_expert_intermediate_size=160
+run moe_shared_cap   2 64 4 16 3 500 0   0 10 $MOE moe_shared_expert_intermediate_size=80 \
+  moe_expert_capacity_factor=1.0
+run moe_list_dense0  3 64 4 16 3 500 0   0 10 $MOE moe_layer_freq=[0,1,1] \
+  moe_shared_expert_intermediate_size=64
+# DeepSeek-style routing (issue 16; tests/reference/moe_model_router.py written
+# from Megatron-core): each option alone, then all together with SwiGLU
+# experts, a shared expert and the first layer dense
+R8="num_experts=8 moe_ffn_hidden_size=32 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001"
+run moe_sigmoid      2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=2 moe_router_score_function=sigmoid
+run moe_sigmoid_k1_scale 2 64 4 16 3 500 0 0 10 $R8 moe_router_topk=1 \
+  moe_router_score_function=sigmoid moe_router_topk_scaling_factor=2.5
+run moe_groups       2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=4 moe_router_num_groups=4 \
+  moe_router_group_topk=2
+run moe_seq_aux      2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=2 \
+  moe_router_load_balancing_type=seq_aux_loss
+run moe_deepseek     3 64 4 16 3 500 128 1 10 $LLAMA $R8 moe_router_topk=4 \
+  moe_router_score_function=sigmoid moe_router_topk_scaling_factor=2.5 moe_router_num_groups=4 \
+  moe_router_group_topk=2 moe_router_load_balancing_type=seq_aux_loss moe_layer_freq=[0,1,1] \
+  moe_shared_expert_intermediate_size=64
 # shellcheck disable=SC2086
 /usr/bin/python3 tests/reference/test_llama_parity.py $cases

@@ -4,7 +4,9 @@
 # 20 steps, fp32 on cpu):
 #  - one process (2 OpenMP threads, so the grouped op runs groups side by
 #    side): grouped GEMM gives a bitwise identical JSONL (every field but
-#    timings); padding to capacity gives loss, grad norm, balance losses,
+#    timings), and its iteration-10 checkpoint (the same per-expert
+#    parameters) resumed without grouped GEMM continues bitwise; padding to
+#    capacity gives loss, grad norm, balance losses,
 #    tokens per expert and drops within 1e-6 (bitwise in practice), and the
 #    balance losses are those of the unpadded run (the router never sees the
 #    padding rows: no "aux loss = 1" with padding);
@@ -12,8 +14,8 @@
 #    bitwise in practice) and against one process (1e-5, the parity bar);
 #    the EP group's bytes per step are the padded analytic count:
 #    4 all-to-allv (dispatch, combine, and their backward) of E·C rows of h
-#    fp32 per MoE layer and micro-batch, no counts all-to-all, plus the
-#    grad norm's one-double all-reduce;
+#    fp32 per MoE layer and micro-batch, no counts all-to-all (plus under
+#    64 B of other EP-group traffic, if any: a grad-norm scalar);
 #  - tp=2 + SP + ep=2 with both: the one-process curve within 1e-5.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
@@ -57,8 +59,23 @@ print("%s vs %s: 20 steps agree (tol %g, worst rel %.2e, %d values not bitwise);
 PY
 }
 run base 1
-run grouped 1 --set model.moe_grouped_gemm=true
+run grouped 1 --set model.moe_grouped_gemm=true --set checkpoint.save="$TMP/ck" \
+    --set checkpoint.save_interval=10
 cmp grouped base 0
+# same parameters either way: its iteration-10 checkpoint resumes without it
+echo 10 > "$TMP/ck/latest_checkpointed_iteration.txt"
+run resumed 1 --set checkpoint.load="$TMP/ck"
+grep -q "resumed from iteration 10" "$TMP/resumed.log" || { echo "did not resume"; exit 1; }
+/usr/bin/python3 - "$TMP/resumed.jsonl" "$TMP/base.jsonl" <<'PY'
+import json, sys
+SKIP = {"elapsed_ms", "tokens_per_s", "tflops_per_device", "comm_bytes"}
+a, b = ({o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o} for p in sys.argv[1:])
+assert sorted(a) == list(range(11, 21)), sorted(a)
+bad = [(it, k) for it in a for k in a[it] if k not in SKIP and a[it][k] != b[it][k]]
+assert not bad, bad[:5]
+print("checkpoint of the grouped-GEMM run at iteration 10, resumed with per-expert GEMMs: "
+      "iterations 11-20 bitwise equal to the per-expert run")
+PY
 run pad 1 --set model.moe_pad_expert_input_to_capacity=true
 cmp pad base 1e-6
 EP=(--set parallel.expert_model_parallel_size=2)
@@ -85,6 +102,6 @@ for o in pad:
     got = o["comm_bytes"]["ep"]
     assert 0 <= got - want < 64, "iteration %d: ep bytes %d, padded analytic %d" % (o["iteration"], got, want)
 print("ep=2 padded: EP bytes per step %d = 4 x %d layers x %d micro-batches x E·C (%d x %d) rows x "
-      "h %d x 4 B (%d) + %d B grad-norm all-reduce; unpadded %d" % (pad[-1]["comm_bytes"]["ep"], L, mb,
+      "h %d x 4 B (%d) + %d B other EP traffic; unpadded %d" % (pad[-1]["comm_bytes"]["ep"], L, mb,
       E, C, h, want, pad[-1]["comm_bytes"]["ep"] - want, base[-1]["comm_bytes"]["ep"]))
 PY

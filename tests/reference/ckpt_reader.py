@@ -54,12 +54,14 @@ def read_file(path):
 
 def swiglu_halves(meta, name):
     """True when tensor `name` is a SwiGLU linear_fc1 weight or bias split over
-    TP (model.swiglu in the checkpoint's config): each shard then holds its
+    TP (the dense MLP's or the shared experts') (model.swiglu in the checkpoint's config): each shard then holds its
     slice of the gate half followed by its slice of the up half, placed at
     offset (row or column) o and at global_size/2 + o."""
     cfg = meta.get("config", {}).get("model", {})
     return bool(cfg.get("swiglu")) and ".experts." not in name and (
-        name.endswith("mlp.linear_fc1.weight") or name.endswith("mlp.linear_fc1.bias"))
+        name.endswith("mlp.linear_fc1.weight") or name.endswith("mlp.linear_fc1.bias")
+        or name.endswith("mlp.shared_experts.linear_fc1.weight")
+        or name.endswith("mlp.shared_experts.linear_fc1.bias"))
 
 
 def load_global(ckpt_dir, kind="param"):

@@ -54,7 +54,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from moe_reference import aux_losses, route
+from moe_model_router import route
 
 
 class Config:
@@ -89,17 +89,40 @@ class Config:
         self.E = int(d.get("num_experts", 0) or 0)
         self.topk = int(d.get("moe_router_topk", 2))
         self.moe_ffn = int(d.get("moe_ffn_hidden_size") or self.ffn)
-        self.moe_freq = int(d.get("moe_layer_freq", 1) or 1)
+        freq = d.get("moe_layer_freq", 1)
+        # integer k (layers 0, k, 2k, ... are MoE) or one 0/1 entry per layer
+        self.moe_pattern = [int(v) for v in freq] if isinstance(freq, list) else None
+        self.moe_freq = 1 if isinstance(freq, list) else int(freq or 1)
         self.cf = float(d.get("moe_expert_capacity_factor", 0.0) or 0.0)
         self.policy = d.get("moe_token_drop_policy", "probs")
         self.pre_softmax = bool(d.get("moe_router_pre_softmax", False))
         self.lb_coeff = float(d.get("moe_aux_loss_coeff", 0.0))
         self.z_coeff = float(d.get("moe_z_loss_coeff", 0.0))
+        # shared experts (DeepSeekMoE §3.2; Megatron-core SharedExpertMLP): an
+        # always-on MLP of this width beside the routed experts
+        self.shared = int(d.get("moe_shared_expert_intermediate_size") or 0)
+        # DeepSeek-style routing (tests/reference/moe_model_router.py)
+        self.score = d.get("moe_router_score_function", "softmax")
+        self.scaling = float(d.get("moe_router_topk_scaling_factor") or 0.0)
+        self.num_groups = int(d.get("moe_router_num_groups") or 0)
+        self.group_topk = int(d.get("moe_router_group_topk") or 0)
+        self.lb_type = d.get("moe_router_load_balancing_type", "aux_loss")
+        # fixed expert bias per MoE layer (selection only), [n_moe][E]; None = off
+        eb = d.get("moe_expert_bias")
+        self.expert_bias = [np.array(v, dtype=np.float64) for v in eb] if eb else None
         assert self.nh % self.ng == 0, "num_query_groups must divide num_attention_heads"
         self.rot_dim = int(self.hn * self.rotary_percent)
 
     def is_moe(self, l):
-        return self.E > 0 and l % self.moe_freq == 0
+        if self.E <= 0:
+            return False
+        if self.moe_pattern is not None:
+            return bool(self.moe_pattern[l])
+        return l % self.moe_freq == 0
+
+    def moe_index(self, l):
+        """Number of MoE layers before layer l (the expert bias is kept per MoE layer)."""
+        return sum(self.is_moe(j) for j in range(l))
 
 
 # ---- parameters: names, shapes, Megatron initialisation ----
@@ -137,6 +160,9 @@ def expected_params(c):
             for e in range(c.E):
                 linear(pre + "mlp.experts.%d.linear_fc1" % e, g * c.moe_ffn, c.h, "normal")
                 linear(pre + "mlp.experts.%d.linear_fc2" % e, c.h, c.moe_ffn, "scaled")
+            if c.shared:
+                linear(pre + "mlp.shared_experts.linear_fc1", g * c.shared, c.h, "normal")
+                linear(pre + "mlp.shared_experts.linear_fc2", c.h, c.shared, "scaled")
         else:
             linear(pre + "mlp.linear_fc1", g * c.ffn, c.h, "normal")
             linear(pre + "mlp.linear_fc2", c.h, c.ffn, "scaled")
@@ -249,8 +275,8 @@ def moe(c, x, P, pre):
     b, s, h = x.shape
     xt = x.transpose(0, 1).reshape(s * b, h)  # megatrain's token order [s, b]
     logits = xt @ P[pre + "mlp.router.weight"].T
-    expert, kept, gates, probs, routed = route(logits, c.topk, c.cf if c.cf > 0 else None,
-                                               c.policy, c.pre_softmax)
+    bias = c.expert_bias[c.moe_index(int(pre.split(".")[2]))] if c.expert_bias else None
+    expert, kept, gates, lb, z, _ = route(logits, c, bias)
     out = torch.zeros_like(xt)
     for e in range(c.E):
         tok, slot = np.nonzero((expert == e) & kept)
@@ -259,8 +285,10 @@ def moe(c, x, P, pre):
         tok_t, slot_t = torch.tensor(tok), torch.tensor(slot)
         y = mlp(c, xt[tok_t], P, pre + "mlp.experts.%d." % e, c.moe_ffn)
         out = out.index_add(0, tok_t, gates[tok_t, slot_t].unsqueeze(-1) * y)
-    lb, z = aux_losses(logits, probs, routed, c.topk)
-    return out.view(s, b, h).transpose(0, 1), c.lb_coeff * lb + c.z_coeff * z
+    y = out.view(s, b, h).transpose(0, 1)
+    if c.shared:  # routed + shared (Megatron's MoELayer: output + shared_expert_output)
+        y = y + mlp(c, x, P, pre + "mlp.shared_experts.", c.shared)
+    return y, c.lb_coeff * lb + c.z_coeff * z
 
 
 def forward(c, P, batch, sdpa=False):

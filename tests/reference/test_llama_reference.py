@@ -15,6 +15,14 @@ megatrain and not on the reference:
     with ng = np the layout is GPT-2's [heads, 3, hn];
   - RMSNorm = x / sqrt(mean(x^2) + eps) * w element by element; SwiGLU =
     x sigmoid(x) * up.
+  - MoE routing (tests/reference/moe_model_router.py, per-token loops) =
+    Megatron-core's vectorised formulation (torch.topk, group mask filled
+    with -inf, scatter to a routing map; the balance losses through
+    switch_load_balancing_loss_func's sum(probs.sum(0) * tokens_per_expert)
+    form and seq_aux_loss's reshape of [s, b, E] to [s, b*E]) on random logits:
+    softmax / pre-softmax / sigmoid, expert bias, group-limited top-k, scaling;
+    and a hand-made case where the expert bias changes the choice but not the
+    gate weights.
 usage: /usr/bin/python3 tests/reference/test_llama_reference.py
 """
 import math
@@ -120,8 +128,96 @@ def check_norm_mlp():
     print("ok   RMSNorm and SwiGLU (gate rows, then up rows) = element-wise formulas")
 
 
+def megatron_route(logits, k, score, bias, ng, gk, scaling, pre_softmax):
+    """Megatron-core topk_routing_with_score_function, vectorised."""
+    N, E = logits.shape
+
+    def topk(sc):
+        if not gk:
+            return torch.topk(sc, k, dim=-1)
+        gs = sc.view(N, ng, -1).topk(k // gk, dim=-1)[0].sum(-1)
+        gidx = torch.topk(gs, gk, dim=-1)[1]
+        gmask = torch.zeros_like(gs).scatter(1, gidx, 1)
+        mask = gmask.unsqueeze(-1).expand(N, ng, E // ng).reshape(N, -1)
+        return torch.topk(sc.masked_fill(~mask.bool(), float("-inf")), k, dim=-1)
+
+    if score == "softmax":
+        if pre_softmax:
+            probs, idx = topk(torch.softmax(logits, -1))
+        else:
+            sc, idx = topk(logits)
+            probs = torch.softmax(sc, -1)
+    else:
+        sc = torch.sigmoid(logits)
+        if bias is not None:
+            _, idx = topk(sc + torch.tensor(bias))
+            sc = torch.gather(sc, 1, idx)
+        else:
+            sc, idx = topk(sc)
+        probs = sc / (sc.sum(-1, keepdim=True) + 1e-20) if k > 1 else sc
+    if scaling:
+        probs = probs * scaling
+    return torch.zeros_like(logits).scatter(1, idx, probs), idx
+
+
+def megatron_lb(logits, k, score, lb_type, s, b):
+    """compute_routing_scores_for_aux_loss + switch_load_balancing_loss_func."""
+    N, E = logits.shape
+    if score == "softmax":
+        p = torch.softmax(logits, -1)
+    else:
+        p = torch.sigmoid(logits)
+        p = p / (p.sum(-1, keepdim=True) + 1e-20)
+    rmap = torch.zeros_like(logits).scatter(1, torch.topk(p, k, dim=1)[1], 1)
+    if lb_type == "aux_loss":
+        return (p.sum(0) * rmap.sum(0)).sum() * E / (k * N * N)
+    p, rmap = p.reshape(s, -1), rmap.reshape(s, -1)  # [s, b*E]
+    return (p.sum(0) * rmap.sum(0)).sum() * E / (k * s * s) / b
+
+
+def check_router():
+    import numpy as np
+    import moe_model_router as MR
+    s, b, E = 6, 3, 8
+    n_cases = 0
+    for score, pre, bias_on, groups, scaling, k, lb in [
+            ("softmax", False, False, (0, 0), 0.0, 2, "aux_loss"),
+            ("softmax", True, False, (0, 0), 0.0, 2, "seq_aux_loss"),
+            ("softmax", False, False, (4, 2), 1.5, 4, "aux_loss"),
+            ("sigmoid", False, False, (0, 0), 0.0, 1, "aux_loss"),
+            ("sigmoid", False, True, (0, 0), 2.5, 2, "seq_aux_loss"),
+            ("sigmoid", False, True, (4, 2), 2.5, 4, "seq_aux_loss"),
+            ("sigmoid", False, False, (2, 1), 0.0, 3, "aux_loss")]:
+        c = cfg(num_experts=E, moe_router_topk=k, moe_router_score_function=score,
+                moe_router_pre_softmax=pre, moe_router_num_groups=groups[0],
+                moe_router_group_topk=groups[1], moe_router_topk_scaling_factor=scaling,
+                moe_router_load_balancing_type=lb, micro_batch_size=b)
+        for _ in range(5):
+            logits = torch.randn(s * b, E, dtype=D)
+            bias = np.random.RandomState(n_cases).uniform(-0.3, 0.3, E) if bias_on else None
+            expert, kept, gates, lb_v, _, _ = MR.route(logits, c, bias)
+            dense = torch.zeros(s * b, E, dtype=D).scatter(1, torch.tensor(expert), gates)
+            want, _ = megatron_route(logits, k, score, bias, groups[0], groups[1], scaling, pre)
+            close(dense, want, "routing %s k=%d groups=%s" % (score, k, groups))
+            close(lb_v, megatron_lb(logits, k, score, lb, s, b), "%s %s" % (lb, score))
+            n_cases += 1
+    # hand-made: 1 token, 4 experts, sigmoid top-2; the bias moves the choice
+    # from {0, 1} to {0, 3} and the gates stay the normalised sigmoids
+    c = cfg(num_experts=4, moe_router_topk=2, moe_router_score_function="sigmoid")
+    logits = torch.tensor([[2.0, 1.0, -1.0, 0.5]], dtype=D)
+    sg = torch.sigmoid(logits)[0]
+    e0, _, g0, _, _, _ = MR.route(logits, c, None)
+    e1, _, g1, _, _, _ = MR.route(logits, c, np.array([0.0, 0.0, 0.0, 0.2]))
+    assert e0.tolist() == [[0, 1]] and e1.tolist() == [[0, 3]], (e0, e1)
+    close(g0[0], torch.stack([sg[0], sg[1]]) / (sg[0] + sg[1]), "gates without bias")
+    close(g1[0], torch.stack([sg[0], sg[3]]) / (sg[0] + sg[3]), "gates with bias")
+    print("ok   MoE routing (%d random cases: softmax/pre-softmax/sigmoid, expert bias, groups, "
+          "scaling, aux/seq_aux) = Megatron's vectorised form; bias moves the choice only" % n_cases)
+
+
 if __name__ == "__main__":
     torch.set_num_threads(1)
     check_rope()
     check_gqa()
     check_norm_mlp()
+    check_router()

@@ -97,12 +97,28 @@ int main(int argc, char **argv) {
   if (c.num_experts > 0) {
     cJSON_AddNumberToObject(jc, "moe_router_topk", c.moe_router_topk);
     cJSON_AddNumberToObject(jc, "moe_ffn_hidden_size", c.moe_ffn_hidden_size);
-    cJSON_AddNumberToObject(jc, "moe_layer_freq", c.moe_layer_freq);
+    if (c.moe_layer_pattern_len > 0) { /* list form: one 0/1 entry per layer */
+      cJSON *jf = cJSON_AddArrayToObject(jc, "moe_layer_freq");
+      for (int l = 0; l < c.moe_layer_pattern_len; l++)
+        cJSON_AddItemToArray(jf, cJSON_CreateNumber(c.moe_layer_pattern[l]));
+    } else {
+      cJSON_AddNumberToObject(jc, "moe_layer_freq", c.moe_layer_freq);
+    }
     cJSON_AddNumberToObject(jc, "moe_expert_capacity_factor", c.moe_expert_capacity_factor);
     cJSON_AddStringToObject(jc, "moe_token_drop_policy", c.moe_drop_position ? "position" : "probs");
     cJSON_AddBoolToObject(jc, "moe_router_pre_softmax", c.moe_router_pre_softmax);
     cJSON_AddNumberToObject(jc, "moe_aux_loss_coeff", c.moe_aux_loss_coeff);
     cJSON_AddNumberToObject(jc, "moe_z_loss_coeff", c.moe_z_loss_coeff);
+    cJSON_AddNumberToObject(jc, "moe_shared_expert_intermediate_size",
+                            c.moe_shared_expert_intermediate_size);
+    cJSON_AddStringToObject(jc, "moe_router_score_function",
+                            c.moe_score_sigmoid ? "sigmoid" : "softmax");
+    cJSON_AddNumberToObject(jc, "moe_router_topk_scaling_factor", c.moe_router_topk_scaling_factor);
+    static const char *const lb_names[] = {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"};
+    cJSON_AddStringToObject(jc, "moe_router_load_balancing_type", lb_names[c.moe_lb_type]);
+    cJSON_AddNumberToObject(jc, "moe_router_num_groups", c.moe_router_num_groups);
+    cJSON_AddNumberToObject(jc, "moe_router_group_topk", c.moe_router_group_topk);
+    cJSON_AddBoolToObject(jc, "moe_router_enable_expert_bias", c.moe_router_enable_expert_bias);
   }
   cJSON *jp = cJSON_AddArrayToObject(meta, "params");
 

@@ -54,6 +54,32 @@ static inline int mt_gpt_apply_option(mt_gpt_config *c, const char *arg, char *e
     return 0;
   }
   if (!strcmp(key, "add_bias_linear")) { c->disable_bias_linear = !mt_gpt_option_bool(v); return 0; }
+  if (!strcmp(key, "moe_layer_freq") && (v[0] == '[' || strchr(v, ','))) {
+    /* list form: [0,1,1] or 0,1,1 (one 0/1 entry per layer) */
+    int len = 0;
+    for (const char *q = v; *q; q++) {
+      if (*q != '0' && *q != '1') continue;
+      if (len >= MT_GPT_MAX_LAYERS) { snprintf(err, n, "moe_layer_freq: too long"); return -1; }
+      c->moe_layer_pattern[len++] = (uint8_t)(*q - '0');
+    }
+    c->moe_layer_pattern_len = len;
+    c->moe_layer_freq = 0;
+    return 0;
+  }
+  if (!strcmp(key, "moe_router_score_function")) {
+    if (!strcmp(v, "softmax")) c->moe_score_sigmoid = 0;
+    else if (!strcmp(v, "sigmoid")) c->moe_score_sigmoid = 1;
+    else { snprintf(err, n, "moe_router_score_function: unknown '%s'", v); return -1; }
+    return 0;
+  }
+  if (!strcmp(key, "moe_router_load_balancing_type")) {
+    if (!strcmp(v, "aux_loss")) c->moe_lb_type = MT_MOE_LB_AUX;
+    else if (!strcmp(v, "seq_aux_loss")) c->moe_lb_type = MT_MOE_LB_SEQ_AUX;
+    else if (!strcmp(v, "global_aux_loss")) c->moe_lb_type = MT_MOE_LB_GLOBAL_AUX;
+    else if (!strcmp(v, "none")) c->moe_lb_type = MT_MOE_LB_NONE;
+    else { snprintf(err, n, "moe_router_load_balancing_type: unknown '%s'", v); return -1; }
+    return 0;
+  }
   if (!strcmp(key, "moe_token_drop_policy")) {
     if (!strcmp(v, "probs")) c->moe_drop_position = 0;
     else if (!strcmp(v, "position")) c->moe_drop_position = 1;
@@ -79,11 +105,20 @@ static inline int mt_gpt_apply_option(mt_gpt_config *c, const char *arg, char *e
   INT_KEY("moe_ffn_hidden_size", moe_ffn_hidden_size)
   BOOL_KEY("moe_grouped_gemm", moe_grouped_gemm)
   BOOL_KEY("moe_pad_expert_input_to_capacity", moe_pad_expert_input_to_capacity)
-  INT_KEY("moe_layer_freq", moe_layer_freq)
+  if (!strcmp(key, "moe_layer_freq")) {
+    c->moe_layer_freq = atoi(v);
+    c->moe_layer_pattern_len = 0;
+    return 0;
+  }
   FLT_KEY("moe_expert_capacity_factor", moe_expert_capacity_factor)
   BOOL_KEY("moe_router_pre_softmax", moe_router_pre_softmax)
   FLT_KEY("moe_aux_loss_coeff", moe_aux_loss_coeff)
   FLT_KEY("moe_z_loss_coeff", moe_z_loss_coeff)
+  INT_KEY("moe_shared_expert_intermediate_size", moe_shared_expert_intermediate_size)
+  FLT_KEY("moe_router_topk_scaling_factor", moe_router_topk_scaling_factor)
+  BOOL_KEY("moe_router_enable_expert_bias", moe_router_enable_expert_bias)
+  INT_KEY("moe_router_num_groups", moe_router_num_groups)
+  INT_KEY("moe_router_group_topk", moe_router_group_topk)
 #undef INT_KEY
 #undef FLT_KEY
 #undef BOOL_KEY

@@ -1,0 +1,59 @@
+/* model/gpt_moe_bias.c — expert-bias state of aux-loss-free load balancing
+ * and the last global batch's tokens per expert (see model/gpt.h
+ * "aux-loss-free load balancing"; docs/moe.md "Expert bias"). */
+#include <stdlib.h>
+
+#include "core/util.h"
+#include "model/gpt.h"
+#include "model/gpt_internal.h"
+#include "model/moe_router.h"
+
+void mt_gpt_moe_bias_init(mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  if (c->num_experts <= 0) return;
+  const int L = mt_gpt_num_moe_layers(c);
+  const size_t n = (size_t)(L > 0 ? L : 1) * (size_t)c->num_experts;
+  if (c->moe_router_enable_expert_bias) m->moe_bias = mt_xcalloc(n, sizeof(float));
+  if (c->moe_router_enable_expert_bias || c->moe_lb_type == MT_MOE_LB_GLOBAL_AUX)
+    m->moe_bias_counts = mt_xcalloc(n, sizeof(int64_t));
+}
+
+float *mt_gpt_moe_expert_bias(mt_gpt *m, int moe_layer) {
+  if (!m->moe_bias || moe_layer < 0 || moe_layer >= mt_gpt_num_moe_layers(&m->cfg)) return NULL;
+  return m->moe_bias + (size_t)moe_layer * m->cfg.num_experts;
+}
+
+int64_t *mt_gpt_moe_bias_counts(mt_gpt *m, int moe_layer) {
+  if (!m->moe_bias_counts || moe_layer < 0 || moe_layer >= mt_gpt_num_moe_layers(&m->cfg))
+    return NULL;
+  return m->moe_bias_counts + (size_t)moe_layer * m->cfg.num_experts;
+}
+
+void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts) {
+  if (!m->moe_bias_counts) return;
+  const int L = mt_gpt_num_moe_layers(&m->cfg), E = m->cfg.num_experts;
+  const float rate = m->cfg.moe_router_bias_update_rate;
+  for (int l = 0; l < L; l++) {
+    const int64_t *n = counts + (size_t)l * E;
+    for (int e = 0; e < E; e++) m->moe_bias_counts[(size_t)l * E + e] = n[e];
+    if (!m->moe_bias) continue;
+    float *b = m->moe_bias + (size_t)l * E;
+    int64_t sum = 0;
+    for (int e = 0; e < E; e++) sum += n[e];
+    for (int e = 0; e < E; e++) {
+      /* sign(sum/E − n_e) exactly, in integers (Megatron: fp32 mean) */
+      const int64_t off = sum - (int64_t)E * n[e];
+      const float sgn = off > 0 ? 1.0f : off < 0 ? -1.0f : 0.0f;
+      const float step = sgn * rate;
+      b[e] = b[e] + step;
+    }
+  }
+}
+
+int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer) {
+  for (int k = 0; k < m->n_chunks; k++)
+    for (int l = m->chunks[k].first_layer; l < m->chunks[k].first_layer + m->chunks[k].n_layers;
+         l++)
+      if (mt_gpt_moe_layer_index(&m->cfg, l) == moe_layer) return l;
+  return -1;
+}

@@ -1,0 +1,58 @@
+/* model/moe_shared_experts.h — the shared experts of an MoE layer
+ * (Megatron-core transformer/moe/shared_experts.py SharedExpertMLP;
+ * DeepSeekMoE, Dai et al. 2024, arXiv:2401.06066 §3.2 "shared expert
+ * isolation"; DeepSeek-V2/V3): one always-on MLP of width
+ * S = moe_shared_expert_intermediate_size beside the routed experts of every
+ * MoE layer; the layer's output is routed + shared (Megatron's MoELayer adds
+ * the shared output to the combined routed output).
+ *
+ * Layout: exactly the dense MLP's (model/gpt_block.c, docs/model.md):
+ *   decoder.layers.L.mlp.shared_experts.linear_fc1.weight [g·S, h]
+ *     ColumnParallel: TP rank r holds rows [r·S/tp, ...) (SwiGLU, g = 2:
+ *     its gate slice then its up slice, mt_param.halves), bias [g·S] likewise
+ *   decoder.layers.L.mlp.shared_experts.linear_fc2.weight [h, S]
+ *     RowParallel: TP rank r holds columns [r·S/tp, ...); bias [h] replicated,
+ *     added once (TP rank 0)
+ * Biases only with add_bias_linear (Megatron refuses biases in shared experts;
+ * megatrain supports them as in the dense MLP). Dense parameters (not
+ * is_expert): gradients reduce over dp like the other dense ones; fc1 is
+ * initialised N(0, init_method_std), fc2 with the scaled output-layer std, keyed
+ * by name and global indices (independent of tp). Activation: the model's
+ * (GELU tanh or SwiGLU); no dropout inside. Megatron's optional shared-expert
+ * gate (moe_shared_expert_gate) is not implemented.
+ *
+ * Shapes: x = the MoE input [sl, b, h] (this rank's sequence shard under
+ * sequence parallelism, sl = s/tp; else the whole CP-local sequence s);
+ * fc1 output [s, b, g·S/tp], activation [s, b, S/tp] (saved per layer,
+ * MT_MEM_ACT); T = backend dtype, gradients fp32 accumulated.
+ *
+ * Communication over TP (tp > 1), per MoE layer and micro-batch, as the dense
+ * MLP: with SP forward all-gather x + reduce-scatter the output, backward
+ * all-gather dy + (re-gather x) + reduce-scatter dx; without SP one
+ * all-reduce forward (output) and one backward (dx).
+ */
+#ifndef MT_MODEL_MOE_SHARED_EXPERTS_H
+#define MT_MODEL_MOE_SHARED_EXPERTS_H
+
+#include "model/gpt_internal.h"
+
+/* Register the shared expert of global layer l (local layer li) after its
+ * routed experts; no-op when moe_shared_expert_intermediate_size is 0. */
+void mt_moe_shared_register(mt_gpt *m, int li, int l);
+
+/* Activation buffers of one layer set (sh_fc1, sh_act; NULL without shared
+ * experts) and their release. */
+void mt_moe_shared_alloc_acts(mt_gpt *m, mt_layer_acts *a);
+void mt_moe_shared_free_acts(mt_gpt *m, mt_layer_acts *a);
+
+/* Forward: out [sl, b, h] (the routed MoE output, T) += SharedExpertMLP(x),
+ * x = a->ln2 [sl, b, h]. Collective over TP. */
+void mt_moe_shared_forward(mt_gpt *m, int li, mt_layer_acts *a, void *out);
+
+/* Backward: dy [sl, b, h] is the MoE output gradient on entry and the
+ * input gradient of the whole MoE block on exit: the shared expert's dx plus
+ * dx_routed [sl, b, h] (the routed experts' and router's). Parameter
+ * gradients accumulate. Collective over TP. */
+void mt_moe_shared_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dy, const void *dx_routed);
+
+#endif

@@ -1,0 +1,146 @@
+/* trainer/checkpoint_buffers.c — the "buffer" records of a checkpoint
+ * (mt_ckpt_layout.buffers; see checkpoint.h): non-parameter model state such
+ * as the routers' expert biases, as records of the parameter-record layout
+ *   u32 name_len, name, u32 kind (4 = buffer), u32 dtype,
+ *   i64 shape[6] = {numel, 1, numel, 1, 0, 0}, u64 nbytes, data
+ * inside model_optim_rng.bin, or (ZeRO) in model_buffers.bin. */
+#include "trainer/checkpoint_buffers.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/util.h"
+
+#define BMAGIC "MTBUFS\0\1"
+
+static size_t put(unsigned char *p, size_t off, const void *src, size_t n) {
+  if (p) memcpy(p + off, src, n);
+  return off + n;
+}
+
+/* Records of all buffers into p (NULL: only measure); returns the size. */
+static size_t records(const mt_ckpt_layout *L, unsigned char *p) {
+  size_t off = 0;
+  for (int i = 0; i < L->n_buffers; i++) {
+    const mt_ckpt_buffer *b = &L->buffers[i];
+    uint32_t name_len = (uint32_t)strlen(b->name), kind = MT_CKPT_REC_BUFFER,
+             dtype = (uint32_t)b->dtype;
+    int64_t shape[6] = {b->numel, 1, b->numel, 1, 0, 0};
+    uint64_t nbytes = (uint64_t)b->numel * mt_dtype_size(b->dtype);
+    off = put(p, off, &name_len, 4);
+    off = put(p, off, b->name, name_len);
+    off = put(p, off, &kind, 4);
+    off = put(p, off, &dtype, 4);
+    off = put(p, off, shape, sizeof shape);
+    off = put(p, off, &nbytes, 8);
+    off = put(p, off, b->data, nbytes);
+  }
+  return off;
+}
+
+unsigned char *mt_ckpt_buffers_serialise(const mt_ckpt_layout *L, size_t *n) {
+  *n = records(L, NULL);
+  unsigned char *p = mt_xmalloc(*n + 1);
+  records(L, p);
+  return p;
+}
+
+int mt_ckpt_buffer_record(const mt_ckpt_layout *L, const char *path, const char *name,
+                          uint32_t dtype, const int64_t shape[6], uint64_t nbytes,
+                          const void *src, int apply, char *err, size_t errlen) {
+  for (int i = 0; i < L->n_buffers; i++) {
+    const mt_ckpt_buffer *b = &L->buffers[i];
+    if (strcmp(b->name, name)) continue;
+    if (dtype != (uint32_t)b->dtype || shape[0] != b->numel ||
+        nbytes != (uint64_t)b->numel * mt_dtype_size(b->dtype)) {
+      snprintf(err, errlen,
+               "'%s': checkpoint buffer '%s' has %lld elements of dtype %u but the model "
+               "expects %lld of dtype %d",
+               path, name, (long long)shape[0], dtype, (long long)b->numel, (int)b->dtype);
+      return -1;
+    }
+    if (apply) memcpy(b->data, src, nbytes);
+    return 0;
+  }
+  snprintf(err, errlen,
+           "'%s': checkpoint buffer '%s' does not exist in the model built from the config "
+           "(e.g. saved with model.moe_router_enable_expert_bias true, loaded without it)",
+           path, name);
+  return -1;
+}
+
+int mt_ckpt_buffers_missing(const mt_ckpt_layout *L, int seen, const char *path, char *err,
+                            size_t errlen) {
+  if (seen == L->n_buffers) return 0;
+  snprintf(err, errlen,
+           "'%s' holds %d buffer(s) but the model has %d (%s%s): the checkpoint was saved "
+           "with another model.moe_router_enable_expert_bias or MoE layout",
+           path, seen, L->n_buffers, L->n_buffers ? "e.g. " : "none",
+           L->n_buffers ? L->buffers[0].name : "");
+  return -1;
+}
+
+int mt_ckpt_buffers_save_file(const char *path, const mt_ckpt_layout *L, char *err,
+                              size_t errlen) {
+  size_t n = records(L, NULL);
+  unsigned char *p = mt_xmalloc(n + 12);
+  uint32_t cnt = (uint32_t)L->n_buffers;
+  memcpy(p, BMAGIC, 8);
+  memcpy(p + 8, &cnt, 4);
+  records(L, p + 12);
+  int rc = mt_ckpt_write_with_crc(path, p, n + 12, err, errlen);
+  free(p);
+  return rc;
+}
+
+int mt_ckpt_buffers_load_file(const char *path, const mt_ckpt_layout *L, char *err,
+                              size_t errlen) {
+  if (L->n_buffers == 0 && access(path, F_OK) != 0) return 0;
+  size_t n = 0;
+  unsigned char *d = mt_ckpt_read_with_crc(path, &n, err, errlen);
+  if (!d) return -1;
+  int rc = -1;
+  uint32_t cnt = 0;
+  if (n < 12 || memcmp(d, BMAGIC, 8)) {
+    snprintf(err, errlen, "'%s' is not a megatrain buffer file (bad magic)", path);
+    goto out;
+  }
+  memcpy(&cnt, d + 8, 4);
+  for (int pass = 0; pass < 2; pass++) {
+    size_t off = 12;
+    for (uint32_t k = 0; k < cnt; k++) {
+      uint32_t name_len, kind, dtype;
+      int64_t shape[6];
+      uint64_t nbytes;
+      char name[MT_PARAM_NAME_MAX + 1];
+      if (off + 4 > n) goto bad;
+      memcpy(&name_len, d + off, 4);
+      if (name_len > MT_PARAM_NAME_MAX || off + 4 + name_len + 8 + sizeof shape + 8 > n) goto bad;
+      off += 4;
+      memcpy(name, d + off, name_len);
+      name[name_len] = '\0';
+      off += name_len;
+      memcpy(&kind, d + off, 4);
+      memcpy(&dtype, d + off + 4, 4);
+      memcpy(shape, d + off + 8, sizeof shape);
+      memcpy(&nbytes, d + off + 8 + sizeof shape, 8);
+      off += 16 + sizeof shape;
+      if (kind != MT_CKPT_REC_BUFFER || off + nbytes > n) goto bad;
+      if (mt_ckpt_buffer_record(L, path, name, dtype, shape, nbytes, d + off, pass, err,
+                                errlen))
+        goto out;
+      off += nbytes;
+    }
+    if (pass == 0 && mt_ckpt_buffers_missing(L, (int)cnt, path, err, errlen)) goto out;
+  }
+  rc = 0;
+  goto out;
+bad:
+  snprintf(err, errlen, "'%s': truncated or malformed buffer record", path);
+out:
+  free(d);
+  return rc;
+}
