@@ -16,7 +16,9 @@
 #   tp=2+SP, etp=2, ZeRO-3 (world 4, edp = dp = 2),
 #   pp=2 + etp=2 (with grouped GEMM and padding to capacity, which change
 #   no value) and cp=2 + etp=2 (world 4; the ETP pair is a dp / CP pair),
-#   dropless (capacity null): ep=2 + etp=2 (tp=1, world 4) vs one process.
+#   dropless (capacity null) with sigmoid routing, expert bias, a shared
+#   expert and a dense first layer: ep=2 + etp=2 (tp=1, world 4) vs one
+#   process (expert bias values and tokens per expert compared too).
 # Expert replicas are checked across the expert-data-parallel group by the
 # trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
 # etp > 1 (zero_stage 0) resume bitwise; other cases are refused (below).
@@ -44,9 +46,14 @@ assert a.keys() == b.keys() and len(a) == 20, (sorted(a), sorted(b))
 worst = 0.0
 for it in sorted(a):
     for k in ("lm_loss", "grad_norm", "load_balancing_loss", "z_loss", "dropped_tokens",
-              "tokens_per_expert_max", "tokens_per_expert_mean"):
+              "tokens_per_expert_max", "tokens_per_expert_mean", "tokens_per_expert",
+              "expert_bias"):
+        if k not in b[it]:
+            continue
         x, y = a[it][k], b[it][k]
-        xs, ys = (x, y) if isinstance(x, list) else ([x], [y])
+        flat = lambda v: sum((flat(u) for u in v), []) if isinstance(v, list) else [v]
+        xs, ys = flat(x), flat(y)
+        assert len(xs) == len(ys), (k, x, y)
         for u, v in zip(xs, ys):
             r = abs(u - v) / max(abs(v), 1e-30)
             worst = max(worst, r)
@@ -78,7 +85,11 @@ run pp2_etp2 4 --set parallel.pipeline_model_parallel_size=2 \
 cmp_moe pp2_etp2 base
 run cp2_etp2 4 --set parallel.context_parallel_size=2 --set parallel.expert_tensor_parallel_size=2
 cmp_moe cp2_etp2 base
-DL=(--set model.moe_expert_capacity_factor=null)
+# dropless, DeepSeek-style: sigmoid scores, expert bias, a shared expert,
+# first layer dense (expert bias values compared too)
+DL=(--set model.moe_expert_capacity_factor=null --set model.moe_router_score_function=sigmoid
+    --set model.moe_router_enable_expert_bias=true --set model.moe_router_bias_update_rate=0.01
+    --set model.moe_shared_expert_intermediate_size=64 --set 'model.moe_layer_freq=[0,1,1,1]')
 run dl_base 1 "${DL[@]}"
 run dl_ep2_etp2 4 "${DL[@]}" --set parallel.expert_model_parallel_size=2 \
     --set parallel.expert_tensor_parallel_size=2
