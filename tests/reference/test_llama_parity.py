@@ -18,6 +18,8 @@ fp32:
     every key shifts each query's scores by a constant, which the softmax
     ignores) must instead be fp32 round-off: max |g| <= 1e-6 of that largest
   - the loss curve of 10 AdamW steps: relative error <= 1e-5 per step
+  - with a fixed expert bias (gpt_dump expert_bias_pattern): the loss without
+    the bias differs (the bias changes routing decisions in the case)
 Prints one line per case (and a line per failed check before it); exits
 non-zero when any case fails.
 """
@@ -79,6 +81,16 @@ def check_case(d):
     if loss_rel > LOSS_TOL:
         fails.append("loss: megatrain %.9f torch %.9f rel %.2e" % (mt_loss, ce.item(), loss_rel))
 
+    eb = ref.cfg.expert_bias
+    if eb is not None and any(np.abs(v).max() > 0 for v in eb):
+        # the case must exercise the bias: without it the routing (and loss) differ
+        ref.cfg.expert_bias = None
+        with torch.no_grad():
+            ce0, _ = ref.loss(toks[0])
+        ref.cfg.expert_bias = eb
+        if abs(ce0.item() - ce.item()) <= 1e-6 * abs(ce.item()):
+            fails.append("the expert bias changes no routing decision (the case does not test it)")
+
     worst, bad_grads, zero_grads = ("-", 0.0), [], []
     refs = {p["name"]: (ref.params[p["name"]].grad if ref.params[p["name"]].grad is not None
                         else torch.zeros_like(ref.params[p["name"]])).detach().numpy().reshape(-1)
@@ -113,6 +125,12 @@ def check_case(d):
         if k == len(lrs):
             break
         obj.backward()
+        for p in ref.params.values():
+            # an expert that got no token has no autograd gradient; torch's
+            # AdamW would skip it, Megatron's (and megatrain's) contiguous
+            # gradient buffer gives it 0: weight decay and the step count go on
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
         for g in opt.param_groups:
             g["lr"] = lrs[k]
         opt.step()
