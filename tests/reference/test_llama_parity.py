@@ -36,6 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from llama_reference import Reference, expected_params, load_tensor  # noqa: E402
 
 LOSS_TOL, GRAD_TOL, CURVE_TOL, INIT_STD_TOL = 1e-6, 1e-5, 1e-6, 0.10
+# issue 16: the shared-expert layer's parameter gradients within 1e-6
+SHARED_GRAD_TOL = 1e-6
 
 
 def check_params(ref, fails):
@@ -94,6 +96,7 @@ def check_case(d):
             fails.append("the expert bias changes no routing decision (the case does not test it)")
 
     worst, bad_grads, zero_grads = ("-", 0.0), [], []
+    shared_worst = -1.0
     refs = {p["name"]: (ref.params[p["name"]].grad if ref.params[p["name"]].grad is not None
                         else torch.zeros_like(ref.params[p["name"]])).detach().numpy().reshape(-1)
             for p in ref.meta["params"]}
@@ -110,7 +113,10 @@ def check_case(d):
             err = np.abs(g - g_ref).max() / denom
         if err > worst[1]:
             worst = (pname, err)
-        if err > GRAD_TOL:
+        tol = SHARED_GRAD_TOL if ".shared_experts." in pname else GRAD_TOL
+        if ".shared_experts." in pname:
+            shared_worst = max(shared_worst, err)
+        if err > tol:
             bad_grads.append("grad %s: max rel err %.3e (|g_ref| max %.3e)" % (pname, err, denom))
     fails += bad_grads[:4]
     if len(bad_grads) > 4:
@@ -151,6 +157,8 @@ def check_case(d):
     print("%s %-16s %d params | loss %.6f rel %.1e | grads worst %.1e (%s) | AdamW %d steps worst %.1e (last %.6f)"
           % ("ok  " if not fails else "FAIL", name, n_params, mt_loss, loss_rel, worst[1], worst[0],
              len(lrs), worst_c, losses[-1]))
+    if shared_worst >= 0:
+        print("     %s: shared-expert gradients worst %.1e (limit %.0e)" % (name, shared_worst, SHARED_GRAD_TOL))
     return not fails
 
 
