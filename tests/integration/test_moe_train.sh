@@ -34,3 +34,23 @@ print("gpt-moe on 8 ranks: lm loss %.3f -> %.3f over 20 steps (lb %.3f, dropped 
       "iteration 10 is bitwise identical for iterations 11-20"
       % (first, last, a[20]["load_balancing_loss"], a[20]["dropped_fraction"]))
 PY
+# configs/deepseek-tiny.json (sigmoid + expert bias + group-limited top-4 +
+# shared expert + seq_aux_loss + dense first layer) starts, trains 3 steps on
+# 2 ranks with ep=2, and logs the expert bias and tokens per expert.
+mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
+  -x OMP_NUM_THREADS "$MT" --config configs/deepseek-tiny.json --set training.train_iters=3 \
+  --set training.eval_interval=0 --set training.global_batch_size=8 --set training.micro_batch_size=4 \
+  --set parallel.expert_model_parallel_size=2 --set checkpoint.save=null \
+  --set data.data_path='["build/testdata/tinyshakespeare_text_document"]' \
+  --set logging.metrics_file="$TMP/ds.jsonl" >"$TMP/ds.log" 2>&1 || { tail -20 "$TMP/ds.log"; exit 1; }
+/usr/bin/python3 - "$TMP/ds.jsonl" <<'PY'
+import json, sys
+recs = [o for o in map(json.loads, open(sys.argv[1])) if "lm_loss" in o]
+assert [o["iteration"] for o in recs] == [1, 2, 3], recs
+last = recs[-1]
+assert len(last["expert_bias"]) == 3 and all(len(b) == 16 for b in last["expert_bias"]), last["expert_bias"]
+assert any(v != 0 for b in last["expert_bias"] for v in b), "expert bias never moved"
+assert all(sum(t) == 4 * 128 * 4 * 2 for t in last["tokens_per_expert"]), last["tokens_per_expert"]
+print("deepseek-tiny on 2 ranks (ep=2): 3 steps, lm loss %.3f, expert bias of 3 MoE layers moved "
+      "(max |b| %.4f)" % (last["lm_loss"], max(abs(v) for b in last["expert_bias"] for v in b)))
+PY
