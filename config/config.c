@@ -238,6 +238,7 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
   if (cJSON_IsNull(v) && (kd->flags & (MT_CK_NULLABLE | MT_CK_DERIVED)) &&
       kd->type != MT_CT_PATHS) {
     memset(p, 0, kd->size); /* "" / 0: off, or derive */
+    c->present[k] = 2;      /* given as null */
     return 0;
   }
   const double two53 = 9007199254740992.0;

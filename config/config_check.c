@@ -90,7 +90,8 @@ static int check_ranges(mt_cfg_ctx *c, const mt_config *cfg) {
     unsigned f = kd->flags;
     if (!(f & (MT_CK_GE | MT_CK_GT | MT_CK_LE | MT_CK_LT))) continue;
     double v = numeric(cfg, k);
-    if ((f & MT_CK_NULLABLE) && v == 0) continue; /* null */
+    /* null (or absent with default 0): off; an explicit 0 is range-checked */
+    if ((f & MT_CK_NULLABLE) && v == 0 && c->present[k] != 1) continue;
     if (kd->type == MT_CT_LAYER_FREQ && cfg->model.moe_layer_pattern_len > 0) continue; /* list */
     int bad = ((f & MT_CK_GE) && !(v >= kd->lo)) || ((f & MT_CK_GT) && !(v > kd->lo)) ||
               ((f & MT_CK_LE) && !(v <= kd->hi)) || ((f & MT_CK_LT) && !(v < kd->hi));

@@ -68,6 +68,8 @@ static void fmt_default(const mt_cfg_key *kd, char *buf, size_t n) {
     snprintf(buf, n, kd->def_str ? "`%s`" : "null", kd->def_str ? kd->def_str : "");
   else if (kd->type == MT_CT_BOOL)
     snprintf(buf, n, "%s", kd->def != 0 ? "true" : "false");
+  else if ((kd->flags & MT_CK_NULLABLE) && kd->def == 0)
+    snprintf(buf, n, "null");
   else
     snprintf(buf, n, "%s", num);
 }

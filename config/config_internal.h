@@ -63,7 +63,7 @@ typedef struct {
   char *err;
   size_t errlen;
   int failed;       /* first message already written */
-  unsigned char present[MT_CFG_MAX_KEYS];    /* key given (non-null) */
+  unsigned char present[MT_CFG_MAX_KEYS];    /* 1: key given, 2: given as null */
   unsigned char overridden[MT_CFG_MAX_KEYS]; /* key came from --set */
   char notes[512];  /* notes collected for mt_config.notes */
 } mt_cfg_ctx;

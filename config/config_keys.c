@@ -93,7 +93,12 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
       obj = checked(cJSON_AddObjectToObject(root, mt_cfg_sections[cur]));
     }
     cJSON *v = NULL;
-    switch (kd->type) {
+    /* a nullable number at 0 is null (off), so the JSON loads back as it was */
+    const int null_num = (kd->flags & MT_CK_NULLABLE) &&
+                         ((kd->type == MT_CT_INT && *(const int *)p == 0) ||
+                          (kd->type == MT_CT_FLOAT && *(const float *)p == 0.0f));
+    switch (null_num ? -1 : (int)kd->type) {
+      case -1: v = cJSON_CreateNull(); break;
       case MT_CT_INT: v = cJSON_CreateNumber(*(const int *)p); break;
       case MT_CT_I64: v = cJSON_CreateNumber((double)*(const int64_t *)p); break;
       case MT_CT_U64: v = cJSON_CreateNumber((double)*(const uint64_t *)p); break;
