@@ -130,8 +130,11 @@ fi
 # issue 16: MoE as trained in 2026 — shared experts (TP-sharded dense MLP
 # beside the routed experts), expert tensor parallelism (parallel folding,
 # no expert biases), ZeRO 1-3 with the expert part sharded over edp =
-# world / (etp ep pp) (edp 1 and 2, ep != tp), padding to capacity (E C rows
-# per buffer), and a list moe_layer_freq (dense first layer) over pp=2
+# world / (etp ep pp) (edp 1 and 2, ep != tp; with a shared expert a layer
+# is a dense, an expert and a dense segment), padding to capacity (E C rows
+# per buffer) with grouped GEMM, and a list moe_layer_freq (dense first
+# layer) over pp=2 with ZeRO-1 (one unit per stage: its dense runs between
+# the expert runs are the dense part's segments)
 M4="model.num_experts=4"; E1="parallel.expert_tensor_parallel_size=1"
 EPn="parallel.expert_model_parallel_size"
 run moe_shared_tp2_sp_ep2 2 --set $M4 --set model.moe_shared_expert_intermediate_size=128 \
@@ -141,11 +144,13 @@ run moe_etp2_ep2_tp2_sp 4 --set $M4 --set $TP=2 --set $SP=true --set $EPn=2 \
 run moe_dp2_ep2_zero2 2 --set $M4 --set $EP --set $ZS=2
 run moe_dp2_ep2_zero3 2 --set $M4 --set $EP --set $ZS=3
 run moe_dp4_ep2_zero2 4 --set $M4 --set $EP --set $ZS=2
-run moe_dp4_ep2_zero3 4 --set $M4 --set $EP --set $ZS=3
+run moe_dp4_ep2_zero3_shared 4 --set $M4 --set $EP --set $ZS=3 \
+    --set model.moe_shared_expert_intermediate_size=128
 run moe_tp2_sp_ep4_zero1 4 --set $M4 --set $TP=2 --set $SP=true --set $EPn=4 --set $E1 --set $ZS=1
-run moe_pad_ep2 2 --set $M4 --set $EP --set model.moe_expert_capacity_factor=1.0 \
-    --set model.moe_pad_expert_input_to_capacity=true
-run moe_list_pp2_ep2 4 --set $M4 --set $EP --set $PP=2 --set 'model.moe_layer_freq=[0,1,1,1]'
+run moe_pad_gg_ep2 2 --set $M4 --set $EP --set model.moe_expert_capacity_factor=1.0 \
+    --set model.moe_pad_expert_input_to_capacity=true --set model.moe_grouped_gemm=true
+run moe_list_pp2_ep2_zero1 4 --set $M4 --set $EP --set $PP=2 --set 'model.moe_layer_freq=[0,1,1,1]' \
+    --set $ZS=1
 echo "predicted/measured bytes per rank (one row per distinct stage); columns:"
 echo "| layout | rank | stage | parameters | gradients | optimizer | activations | communication | workspace | model state |"
 cat "$TMP/table.txt"
