@@ -45,6 +45,14 @@ double mt_plan_total_params(const mt_plan_dims *d, int padded);
 double mt_plan_norm_width(const mt_plan_dims *d);
 /* Layers of stage `stage` that are MoE layers (fractional average). */
 double mt_plan_stage_moe_layers(const mt_plan_dims *d);
+/* Expert parameters of one rank holding n_moe MoE layers: E/ep experts of
+ * each, fc1 [g F / etp, h] (+ bias) and fc2 [h, F / etp] (+ bias). */
+double mt_plan_stage_expert_params(const mt_plan_dims *d, double n_moe);
+/* Transformer layers of pipeline stage r (all its model chunks, uneven
+ * first/last stages as configured) and how many of them are MoE layers
+ * (planner/plan_stage.c, model/gpt.c assign_chunks). */
+void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int r, int *n_layers,
+                                int *n_moe);
 
 /* ---- MoE sizes (planner/plan_moe.c; docs/moe.md "Memory and communication
  * formulas") ---- */

@@ -119,6 +119,13 @@ static double moe_mlp_params(const mt_plan_dims *d, double ep, double etp, doubl
          (S > 0 ? (d->g * S * h + d->bias * d->g * S + h * S) / t + d->bias * h : 0);
 }
 
+double mt_plan_stage_expert_params(const mt_plan_dims *d, double n_moe) {
+  const double h = d->h, F = d->fm;
+  if (d->E <= 0) return 0;
+  return n_moe * (d->E / d->ep) *
+         ((d->g * F * h + d->bias * d->g * F + h * F) / d->etp + d->bias * h);
+}
+
 double mt_plan_stage_params(const mt_plan_dims *d, int stage) {
   double per_stage_layers = d->L / d->p;
   double moe = mt_plan_stage_moe_layers(d);

@@ -63,6 +63,19 @@ static int is_moe_layer(const mt_plan_dims *d, int l) {
   return l >= 0 && l < MT_MAX_LAYERS && d->moe_layer[l];
 }
 
+void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int r, int *n_layers,
+                                int *n_moe) {
+  pchunk *ch = mt_xcalloc((size_t)d->v, sizeof(pchunk));
+  const int nc = stage_chunks(cfg, r, ch);
+  *n_layers = *n_moe = 0;
+  for (int k = 0; k < nc; k++)
+    for (int lc = 0; lc < ch[k].n; lc++) {
+      (*n_layers)++;
+      *n_moe += d->E > 0 && is_moe_layer(d, ch[k].first + lc);
+    }
+  free(ch);
+}
+
 /* ---- the flat parameter buffer and the ZeRO segments ---- */
 
 /* One registered parameter: its aligned offset and elements in the flat
