@@ -170,9 +170,12 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
   memset(mem, 0, sizeof *mem);
   double best = -1;
   for (int k = 0; k < (int)d.p; k++) {
-    /* the middle stages hold stage 1's parameters and fewer micro-batches:
-     * only the first, second and last stages can be the maximum */
-    if (k > 1 && k < (int)d.p - 1) continue;
+    /* when every stage has the same layers (dense, or all layers MoE) the
+     * middle stages hold stage 1's parameters and fewer micro-batches: only
+     * the first, second and last stages can be the maximum; with some dense
+     * layers (moe_layer_freq > 1 or a list) any stage can be */
+    const int mixed = d.E > 0 && d.n_moe_layers < d.L;
+    if (k > 1 && k < (int)d.p - 1 && !mixed) continue;
     double c[MT_PM_N], tot = 0;
     mt_plan_stage_info info;
     mt_plan_stage_memory(cfg, &d, k, c, &info);

@@ -138,6 +138,36 @@ typedef struct {
   double ep_in;
 } place_t;
 
+/* The MoE layer's communication per micro-batch, forward + backward (see
+ * mt_plan_moe_comm): EP all-to-alls of s_rows h es bytes (dispatch, combine;
+ * their gradients), the counts all-to-all without padding, the ETP
+ * all-gather + reduce-scatter of the etp r_rows rows per pass, and the
+ * shared expert's TP all-gather + reduce-scatter forward, 2 all-gathers + 1
+ * reduce-scatter backward. */
+static void moe_comm(const mt_hardware *hw, const mt_plan_dims *d, const place_t *pl,
+                     mt_plan_moe_comm *o) {
+  memset(o, 0, sizeof *o);
+  if (d->E <= 0) return;
+  const double h = d->h, e = d->e, etp = d->etp > 1 ? d->etp : 1, t = d->t;
+  double s_rows, r_rows;
+  mt_plan_moe_rows(d, &s_rows, &r_rows);
+  if (d->cap <= 0) r_rows = s_rows;
+  const double rx = etp * r_rows, counts = d->cap > 0 ? 0 : d->E * 8;
+  o->a2a_bytes = d->ep > 1 ? 4 * s_rows * h * e + counts : 0;
+  o->a2a_s = 4 * a2a(hw, d->ep, s_rows * h * e, pl->ep_in) + a2a(hw, d->ep, counts, pl->ep_in);
+  if (etp > 1) {
+    o->etp_bytes = 4 * (etp - 1) / etp * rx * h * e + (etp - 1) * d->E * 8;
+    o->etp_s = 2 * (coll(hw, C_AG, etp, rx * h * e, pl->etp_intra) +
+                    coll(hw, C_RS, etp, rx * h * e, pl->etp_intra)) +
+               coll(hw, C_AG, etp, etp * d->E * 8, pl->etp_intra);
+  }
+  if (d->S > 0 && t > 1) {
+    const double x = d->b * d->s_loc * h * e;
+    o->shared_tp_bytes = 5 * (t - 1) / t * x;
+    o->shared_tp_s = 3 * coll(hw, C_AG, t, x, pl->tp_intra) + 2 * coll(hw, C_RS, t, x, pl->tp_intra);
+  }
+}
+
 /* One transformer layer (dense or MoE) for one micro-batch. A MoE layer
  * (docs/moe.md "Memory and communication formulas"): the router GEMM on the
  * rank's n_loc tokens (its SP shard) and the all-gather of the [n_loc, E]
@@ -171,12 +201,9 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
     g_mlp = gemm(c, n_loc, d->E, h, 1) + gemm(c, rx / El, d->g * Fx, h, El) +
             gemm(c, rx / El, h, Fx, El);
     mlp_elem = (d->g + 1) * rx * Fx * e + 2 * n_loc * d->topk * h * e;
-    /* dispatch + combine (+ the counts exchange when the splits are not static) */
-    ep_f = 2 * a2a(hw, d->ep, s_rows * h * e, pl->ep_in) +
-           (d->cap > 0 ? 0 : a2a(hw, d->ep, d->E * 8, pl->ep_in));
-    if (etp > 1) /* ETP all-gather of the received rows, reduce-scatter of the partial sums */
-      ep_f += coll(hw, C_AG, etp, rx * h * e, pl->etp_intra) +
-              coll(hw, C_RS, etp, rx * h * e, pl->etp_intra);
+    mt_plan_moe_comm mc;
+    moe_comm(hw, d, pl, &mc);
+    ep_f = (mc.a2a_s + mc.etp_s) / 2; /* forward half; backward the same */
     tp_blocks = 1;
     if (d->S > 0) {
       g_mlp += gemm(c, M, d->g * d->S / t, h, 1) + gemm(c, M, h, d->S / t, 1);
@@ -340,6 +367,13 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   place_t pl = {out->tp_intra, out->cp_intra, same_node(hw, etp_g),
                 fmin(d.ep, fmax(1, floor(G / etp_g)))};
   const int edp_intra = same_node(hw, etp_g * d.ep * d.edp); /* edp stride etp ep */
+  if (d.E > 0) {
+    moe_comm(hw, &d, &pl, &out->moe);
+    out->moe.edp = (int)d.edp;
+    out->moe.ep_per_node = (int)pl.ep_in;
+    out->moe.etp_intra = pl.etp_intra;
+    out->moe.edp_intra = edp_intra;
+  }
   mt_plan_memory_compute(cfg, world, hw, &out->mem);
 
   ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
