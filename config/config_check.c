@@ -418,11 +418,15 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "(expected false: as in Megatron, expert biases need "
                        "expert_tensor_parallel_size 1)",
                        etp);
-  if (etp > 1 && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0]))
+  /* ZeRO shard files record edp but not etp / ep (etp 2 x ep 1 and etp 1 x
+   * ep 2 give expert shards of one size): refused rather than mis-loaded.
+   * zero_stage 0 files name and shape every tensor shard (checked on load). */
+  if (etp > 1 && p->zero_stage > 0 && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0]))
     return mt_cfg_fail(c, key(cfg->checkpoint.save[0] ? "checkpoint.save" : "checkpoint.load"),
-                       "is not supported with MoE and expert_tensor_parallel_size %d in this "
-                       "build (expected null: split experts have no checkpoint layout yet)",
-                       etp);
+                       "is not supported with MoE, expert_tensor_parallel_size %d and "
+                       "parallel.zero_stage %d in this build (expected null, or zero_stage 0: "
+                       "the ZeRO shard files do not record the expert layout)",
+                       etp, p->zero_stage);
   if (ep > 1 && tp > 1 && !p->sequence_parallel)
     return mt_cfg_fail(c, key("parallel.sequence_parallel"),
                        "must be true when expert_model_parallel_size (%d) and "

@@ -194,7 +194,8 @@ void mt_moe_route(const mt_moe_route_opts *o, const float *logits, const float *
   double zsum = 0.0;
   for (int64_t t = 0; t < n; t++) {
     float *l = r->logits + t * E;
-    for (int e = 0; e < E; e++) l[e] = o->round_bf16 ? round_bf16(logits[t * E + e]) : logits[t * E + e];
+    for (int e = 0; e < E; e++)
+      l[e] = o->round_bf16 ? round_bf16(logits[t * E + e]) : logits[t * E + e];
     double mx = l[0];
     for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
     double sum = 0.0;

@@ -160,11 +160,12 @@ static int moe_layout_check(mt_trainer *t, const mt_config *cfg, char *err, size
   if (p->zero_stage == 0 && !edp_is_dp(&t->topo) &&
       (cfg->checkpoint.save[0] || cfg->checkpoint.load[0])) {
     snprintf(err, errlen,
-             "checkpoints with MoE and parallel.zero_stage 0 need expert_model_parallel_size (%d) "
-             "equal to tensor_model_parallel_size (%d) in this build (experts are saved in the "
-             "model-parallel files written by data-parallel rank 0); unset checkpoint.save/load "
-             "or use zero_stage >= 1 (per-rank shard files)",
-             p->expert_model_parallel_size, p->tensor_model_parallel_size);
+             "checkpoints with MoE and parallel.zero_stage 0 need expert_tensor_parallel_size "
+             "(%d) x expert_model_parallel_size (%d) equal to tensor_model_parallel_size (%d) in "
+             "this build (experts are saved in the model-parallel files written by data-parallel "
+             "rank 0); unset checkpoint.save/load or use zero_stage >= 1 (per-rank shard files)",
+             p->expert_tensor_parallel_size, p->expert_model_parallel_size,
+             p->tensor_model_parallel_size);
     return -1;
   }
   return 0;

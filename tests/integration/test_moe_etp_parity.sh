@@ -10,12 +10,18 @@
 #   etp=2 (tp=1, world 2: the ETP group is the data-parallel pair),
 #   tp=2+SP, ep=2, etp=2 (world 4: etp x ep x edp = 2 x 2 x 1 folded over
 #   tp x dp = 2 x 2),
-#   tp=2+SP, ep=2, etp=1 (world 2: experts whole, as before),
+#   (tp=2+SP, ep=2, etp=1 -- experts whole -- is test_moe_parity's
+#   cap_tp2sp_ep2 case, unchanged),
 #   etp=2 on 4 ranks (tp=1, dp=4: edp=2, expert shards reduced over EDP),
-#   tp=2+SP, etp=2, ZeRO-1 (world 4, edp = dp = 2).
+#   tp=2+SP, etp=2, ZeRO-3 (world 4, edp = dp = 2),
+#   pp=2 + etp=2 (with grouped GEMM and padding to capacity, which change
+#   no value) and cp=2 + etp=2 (world 4; the ETP pair is a dp / CP pair),
+#   dropless (capacity null) with sigmoid routing, expert bias, a shared
+#   expert and a dense first layer: ep=2 + etp=2 (tp=1, world 4) vs one
+#   process (expert bias values and tokens per expert compared too).
 # Expert replicas are checked across the expert-data-parallel group by the
 # trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
-# etp > 1 are refused with a config error naming the key.
+# etp > 1 (zero_stage 0) resume bitwise; other cases are refused (below).
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
@@ -40,9 +46,14 @@ assert a.keys() == b.keys() and len(a) == 20, (sorted(a), sorted(b))
 worst = 0.0
 for it in sorted(a):
     for k in ("lm_loss", "grad_norm", "load_balancing_loss", "z_loss", "dropped_tokens",
-              "tokens_per_expert_max", "tokens_per_expert_mean"):
+              "tokens_per_expert_max", "tokens_per_expert_mean", "tokens_per_expert",
+              "expert_bias"):
+        if k not in b[it]:
+            continue
         x, y = a[it][k], b[it][k]
-        xs, ys = (x, y) if isinstance(x, list) else ([x], [y])
+        flat = lambda v: sum((flat(u) for u in v), []) if isinstance(v, list) else [v]
+        xs, ys = flat(x), flat(y)
+        assert len(xs) == len(ys), (k, x, y)
         for u, v in zip(xs, ys):
             r = abs(u - v) / max(abs(v), 1e-30)
             worst = max(worst, r)
@@ -62,21 +73,63 @@ run tp2sp_ep2_etp2 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
     --set parallel.expert_tensor_parallel_size=2
 cmp_moe tp2sp_ep2_etp2 base
-run tp2sp_ep2_etp1 2 --set parallel.tensor_model_parallel_size=2 \
-    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2
-cmp_moe tp2sp_ep2_etp1 base
 run etp2_dp4 4 --set parallel.expert_tensor_parallel_size=2
 cmp_moe etp2_dp4 base
-run tp2sp_etp2_zero1 4 --set parallel.tensor_model_parallel_size=2 \
+run tp2sp_etp2_zero3 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
-    --set parallel.zero_stage=1
-cmp_moe tp2sp_etp2_zero1 base
-set +e
-mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
-  -x OMP_NUM_THREADS "$MT" --config $CFG "${COMMON[@]}" --set parallel.expert_tensor_parallel_size=2 \
-  --set checkpoint.save="$TMP/ckpt" --set checkpoint.save_interval=10 >"$TMP/ckpt.log" 2>&1
-rc=$?
-set -e
-[ $rc -eq 2 ] && grep -q "checkpoint.save.*expert_tensor_parallel_size 2" "$TMP/ckpt.log" ||
-  { echo "checkpoint with etp 2 not refused (rc $rc):"; tail -5 "$TMP/ckpt.log"; exit 1; }
-echo "checkpoint.save with etp=2 refused (exit 2): $(grep -m1 -o 'checkpoint.save.*' "$TMP/ckpt.log" | cut -c1-90)..."
+    --set parallel.zero_stage=3
+cmp_moe tp2sp_etp2_zero3 base
+run pp2_etp2 4 --set parallel.pipeline_model_parallel_size=2 \
+    --set parallel.expert_tensor_parallel_size=2 --set model.moe_grouped_gemm=true \
+    --set model.moe_pad_expert_input_to_capacity=true
+cmp_moe pp2_etp2 base
+run cp2_etp2 4 --set parallel.context_parallel_size=2 --set parallel.expert_tensor_parallel_size=2
+cmp_moe cp2_etp2 base
+# dropless, DeepSeek-style: sigmoid scores, expert bias, a shared expert,
+# first layer dense (expert bias values compared too)
+DL=(--set model.moe_expert_capacity_factor=null --set model.moe_router_score_function=sigmoid
+    --set model.moe_router_enable_expert_bias=true --set model.moe_router_bias_update_rate=0.01
+    --set model.moe_shared_expert_intermediate_size=64 --set 'model.moe_layer_freq=[0,1,1,1]')
+run dl_base 1 "${DL[@]}"
+run dl_ep2_etp2 4 "${DL[@]}" --set parallel.expert_model_parallel_size=2 \
+    --set parallel.expert_tensor_parallel_size=2
+cmp_moe dl_ep2_etp2 dl_base
+# checkpoints: zero_stage 0 with tp=2+SP, etp=2 (the default etp = tp;
+# edp = dp): a parity case, saved at 10, resumed from 10: the final
+# checkpoint files are byte-identical; loading it with etp=1, ep=2 is refused
+# (tensor shapes); ZeRO with etp > 1 refuses checkpoints (exit 2)
+run tp2sp_etp2 2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
+    --set parallel.expert_tensor_parallel_size=2 --set checkpoint.save="$TMP/ck" \
+    --set checkpoint.save_interval=10
+cmp_moe tp2sp_etp2 base
+mkdir -p "$TMP/ck10"
+cp -r "$TMP/ck/iter_0000010" "$TMP/ck10/"
+echo 10 >"$TMP/ck10/latest_checkpointed_iteration.txt"
+run tp2sp_etp2_resumed 2 --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
+    --set checkpoint.load="$TMP/ck10" --set checkpoint.save="$TMP/ck10" --set checkpoint.save_interval=10
+grep -q "resumed from iteration 10" "$TMP/tp2sp_etp2_resumed.log"
+for r in 00 01; do
+  cmp "$TMP/ck/iter_0000020/mp_rank_$r/model_optim_rng.bin" \
+      "$TMP/ck10/iter_0000020/mp_rank_$r/model_optim_rng.bin"
+done
+echo "tp2sp_etp2 resumed at 10: final checkpoint files byte-identical to the uninterrupted run's"
+refused() { # name expected-rc pattern args...
+  local name=$1 want=$2 pat=$3; shift 3
+  set +e
+  mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
+    -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$MT" --config $CFG "${COMMON[@]}" \
+    --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
+    --set training.train_iters=2 --set training.lr_warmup_iters=1 "$@" >"$TMP/$name.log" 2>&1
+  local rc=$?
+  set -e
+  [ $rc -eq "$want" ] && grep -q "$pat" "$TMP/$name.log" ||
+    { echo "$name: expected exit $want and '$pat' (got $rc):"; tail -5 "$TMP/$name.log"; exit 1; }
+  echo "$name refused (exit $rc): $(grep -m1 -o "$pat.*" "$TMP/$name.log" | cut -c1-100)"
+}
+refused load_etp1_ep2 1 "checkpoint tensor 'decoder.layers.0.mlp.experts.0.linear_fc1.weight' has" \
+  --set parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1 \
+  --set checkpoint.load="$TMP/ck10"
+refused zero1_ckpt 2 "checkpoint.save (from --set): is not supported" \
+  --set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=1 \
+  --set checkpoint.save="$TMP/ckz"

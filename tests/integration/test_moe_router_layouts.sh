@@ -4,7 +4,8 @@
 # capacity 1.0, dropout on) gives the one-process 20-step curve with
 # tp=2+SP+ep=2 and with cp=2 (the per-sequence loss needs each token's
 # sample, t % b, on the gathered micro-batch); softmax with pre-softmax and
-# global_aux_loss, dropless, likewise with dp=2+ep=2. Compared: lm loss, grad
+# global_aux_loss, dropless (f from the previous global batch's counts,
+# summed over dp and pp), likewise with dp=2+ep=2 and pp=2+ep=2. Compared: lm loss, grad
 # norm, balance loss, z-loss, dropped tokens, tokens per expert (max per MoE
 # layer), within 1e-5 relative.
 source "$(dirname "$0")/lib.sh"
@@ -57,3 +58,6 @@ cmp_moe ds_cp2 ds_base
 run gl_base 1 "${GL[@]}"
 run gl_dp2_ep2 2 "${GL[@]}" --set parallel.expert_model_parallel_size=2
 cmp_moe gl_dp2_ep2 gl_base
+run gl_pp2_ep2 4 "${GL[@]}" --set parallel.pipeline_model_parallel_size=2 \
+    --set parallel.expert_model_parallel_size=2
+cmp_moe gl_pp2_ep2 gl_base

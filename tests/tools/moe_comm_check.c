@@ -213,7 +213,8 @@ static int etp_main(mt_dist *d, const int *a, int etp) {
         gp[j * El + le] = be->ops->alloc(be, sizeof(float) * (size_t)(Fl * h), MT_MEM_GRAD);
         be->ops->memset0(be, gp[j * El + le], sizeof(float) * (size_t)(Fl * h));
       }
-    mt_moe_weights w = {router, wp, wp + El, wp + 2 * El, wp + 3 * El, NULL, NULL};
+    mt_moe_weights w = {.router = router, .fc1_w = wp, .fc1_b = wp + El, .fc2_w = wp + 2 * El,
+                        .fc2_b = wp + 3 * El};
     mt_moe_grads g = {grouter, gp, gp + El, gp + 2 * El, gp + 3 * El};
     if (ep) mt_group_reset_counters(ep);
     mt_group_reset_counters(tg);

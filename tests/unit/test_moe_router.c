@@ -7,7 +7,8 @@
  * but never a gate weight of an unchanged token nor the balance loss; the
  * group limit keeps every chosen expert inside group_topk groups; the
  * balance losses are 1 at perfect balance; global_aux_loss with no counts
- * equals aux_loss; bf16 rounding of the logits. */
+ * equals aux_loss; the balance losses ignore capacity dropping and padding;
+ * bf16 rounding of the logits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -174,6 +175,37 @@ static void test_groups_and_balance(void **st) {
   mt_moe_routing_free(&rn);
 }
 
+/* The balance losses come from the probabilities before dropping or padding
+ * (users report Megatron's seq_aux_loss after the capacity mask, and an aux
+ * loss of 1.0 with pad-to-capacity): capacity 0.5, with and without padding,
+ * leaves LB and the router gradient of LB unchanged. */
+static void test_balance_before_dropping(void **st) {
+  (void)st;
+  float lg[N * E], dl0[N * E], dl1[N * E], dg[N * 2] = {0};
+  rand_fill(lg, N * E, 23, 3.0f);
+  for (int sg = 0; sg < 2; sg++)
+    for (int lb = MT_MOE_LB_AUX; lb <= MT_MOE_LB_GLOBAL_AUX; lb++)
+      for (int pad = 0; pad < 2; pad++) {
+        mt_moe_route_opts o = {.E = E, .k = 2, .score_sigmoid = sg, .lb_type = lb, .seq_b = B};
+        mt_moe_route_opts oc = o;
+        oc.capacity_factor = 0.5f;
+        oc.pad_to_capacity = pad;
+        mt_moe_routing a, b;
+        mt_moe_routing_init(&a, N, E, 2);
+        mt_moe_routing_init(&b, N, E, 2);
+        mt_moe_route(&o, lg, NULL, NULL, N, &a);
+        mt_moe_route(&oc, lg, NULL, NULL, N, &b);
+        EXPECT(b.dropped > 0, "sigmoid %d lb %d: nothing dropped", sg, lb);
+        EXPECT(a.lb_loss == b.lb_loss, "sigmoid %d lb %d pad %d: LB %.17g vs %.17g", sg, lb, pad,
+               a.lb_loss, b.lb_loss);
+        mt_moe_route_backward(&o, &a, 0, N, dg, 1.0, 0.0, dl0);
+        mt_moe_route_backward(&oc, &b, 0, N, dg, 1.0, 0.0, dl1);
+        EXPECT(!memcmp(dl0, dl1, sizeof dl0), "sigmoid %d lb %d pad %d: dLB differs", sg, lb, pad);
+        mt_moe_routing_free(&a);
+        mt_moe_routing_free(&b);
+      }
+}
+
 static void test_bf16(void **st) {
   (void)st;
   /* 1 + 2^-8 rounds to 1 (tie, even), 1 + 3·2^-8 to 1 + 2^-6 */
@@ -193,6 +225,7 @@ int main(void) {
       cmocka_unit_test(test_backward),
       cmocka_unit_test(test_bias_selection_only),
       cmocka_unit_test(test_groups_and_balance),
+      cmocka_unit_test(test_balance_before_dropping),
       cmocka_unit_test(test_bf16),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
