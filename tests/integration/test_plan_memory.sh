@@ -141,6 +141,8 @@ run moe_shared_tp2_sp_ep2 2 --set $M4 --set model.moe_shared_expert_intermediate
     --set $TP=2 --set $SP=true --set $EP
 run moe_etp2_ep2_tp2_sp 4 --set $M4 --set $TP=2 --set $SP=true --set $EPn=2 \
     --set parallel.expert_tensor_parallel_size=2 --set model.add_bias_linear=false
+run moe_etp2_dp4_zero2 4 --set $M4 --set $EPn=1 --set parallel.expert_tensor_parallel_size=2 \
+    --set model.add_bias_linear=false --set $ZS=2
 run moe_dp2_ep2_zero2 2 --set $M4 --set $EP --set $ZS=2
 run moe_dp2_ep2_zero3 2 --set $M4 --set $EP --set $ZS=3
 run moe_dp4_ep2_zero2 4 --set $M4 --set $EP --set $ZS=2
