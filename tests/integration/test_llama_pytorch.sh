@@ -2,10 +2,12 @@
 # PyTorch parity of the Llama-style options (issue 14): megatrain's model
 # (fp32, tests/tools/gpt_dump) against the independent reference
 # tests/reference/llama_reference.py (fp64) — parameter names/shapes/init,
-# loss (1e-5 rel.), every gradient (1e-4 rel.) and a 10-step AdamW curve
-# (1e-5 rel.) — for the full Llama-style model (RoPE + RMSNorm + SwiGLU + GQA
+# loss (1e-6 rel.), every gradient (1e-5 rel.) and a 10-step AdamW curve
+# (1e-6 rel.) — for the full Llama-style model (RoPE + RMSNorm + SwiGLU + GQA
 # 2 groups for 4 heads + no biases + untied) and for each option alone, one
-# line per case (the case name locates the failing option). The reference is
+# line per case (the case name locates the failing option); issue 16 adds the
+# MoE options (shared experts, list moe_layer_freq, sigmoid, expert bias,
+# group-limited top-k, scaling, seq_aux_loss, SwiGLU experts). The reference is
 # first checked against other formulations (Meta's complex RoPE, HF's
 # permutation, per-head loops: tests/reference/test_llama_reference.py).
 set -eu
@@ -51,8 +53,9 @@ run moe_shared_cap   2 64 4 16 3 500 0   0 10 $MOE moe_shared_expert_intermediat
 run moe_list_dense0  3 64 4 16 3 500 0   0 10 $MOE moe_layer_freq=[0,1,1] \
   moe_shared_expert_intermediate_size=64
 # DeepSeek-style routing (issue 16; tests/reference/moe_model_router.py written
-# from Megatron-core): each option alone, then all together with SwiGLU
-# experts, a shared expert and the first layer dense
+# from Megatron-core): each option alone, then all together (sigmoid, expert
+# bias, groups, scaling, seq_aux_loss) with SwiGLU experts, a shared expert
+# and the first layer dense
 R8="num_experts=8 moe_ffn_hidden_size=32 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001"
 run moe_sigmoid      2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=2 moe_router_score_function=sigmoid
 run moe_sigmoid_k1_scale 2 64 4 16 3 500 0 0 10 $R8 moe_router_topk=1 \
@@ -61,9 +64,15 @@ run moe_groups       2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=4 moe_router_n
   moe_router_group_topk=2
 run moe_seq_aux      2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=2 \
   moe_router_load_balancing_type=seq_aux_loss
+# a fixed expert bias (gpt_dump expert_bias_pattern; the parity script checks
+# it changes routing decisions): with sigmoid it starves an expert of layer 0
+run moe_bias_sigmoid 2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=2 moe_router_score_function=sigmoid \
+  moe_router_enable_expert_bias=1 expert_bias_pattern=0.2
+run moe_bias_softmax 2 64 4 16 3 500 0   0 10 $R8 moe_router_topk=2 moe_router_enable_expert_bias=1 \
+  expert_bias_pattern=0.5
 run moe_deepseek     3 64 4 16 3 500 128 1 10 $LLAMA $R8 moe_router_topk=4 \
   moe_router_score_function=sigmoid moe_router_topk_scaling_factor=2.5 moe_router_num_groups=4 \
   moe_router_group_topk=2 moe_router_load_balancing_type=seq_aux_loss moe_layer_freq=[0,1,1] \
-  moe_shared_expert_intermediate_size=64
+  moe_shared_expert_intermediate_size=64 moe_router_enable_expert_bias=1 expert_bias_pattern=0.1
 # shellcheck disable=SC2086
 /usr/bin/python3 tests/reference/test_llama_parity.py $cases

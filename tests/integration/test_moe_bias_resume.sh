@@ -5,9 +5,10 @@
 # biases (JSONL) and byte-identical final checkpoints, which hold
 # decoder.layers.L.mlp.router.expert_bias. Layouts: one process; pp=2 (each
 # stage saves its own layers' biases, shared again after the load); dp=2 with
-# ZeRO-1 (biases in model_buffers.bin); global_aux_loss without the bias (the
-# previous global batch's counts are checkpointed). Also: a checkpoint saved
-# with the bias loaded without it is refused naming the buffer.
+# ZeRO-1 and dp=2+ep=2 with ZeRO-3 (biases in model_buffers.bin);
+# global_aux_loss without the bias (the previous global batch's counts are
+# checkpointed). Also: a checkpoint saved with the bias loaded without it is
+# refused naming the buffer.
 source "$(dirname "$0")/lib.sh"
 CFG=tests/configs/gpt-moe-test.json
 COMMON=(--set model.moe_router_enable_expert_bias=true --set model.hidden_dropout=0.1
@@ -60,6 +61,7 @@ case_() { # name np args...
 case_ one 1
 case_ pp2 2 --set parallel.pipeline_model_parallel_size=2
 case_ dp2_zero1 2 --set parallel.zero_stage=1
+case_ dp2_ep2_zero3 2 --set parallel.zero_stage=3 --set parallel.expert_model_parallel_size=2
 # global_aux_loss without the bias: the previous global batch's counts
 # (decoder.layers.L.mlp.router.tokens_per_expert) are saved and restored
 COMMON=(--set model.moe_router_load_balancing_type=global_aux_loss --set model.hidden_dropout=0.1

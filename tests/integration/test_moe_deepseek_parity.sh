@@ -6,10 +6,11 @@
 # bias (rate 1e-3), a shared expert (64), SwiGLU experts, RoPE + RMSNorm, no
 # biases, dropout on — trained 20 steps in one process vs ep=2, ep=4 (dp 4),
 # tp=2+SP+ep=2 and pp=2+ep=2 (the list pattern splits 1 + 2 MoE layers over
-# the stages), with capacity 1.0 and dropless: lm loss, balance losses, grad
-# norm, dropped slots, tokens per expert (every expert of every MoE layer) and
-# the expert biases agree within 1e-5 relative (the worst is printed; counts
-# and biases are expected bitwise equal and are reported if not). The
+# the stages), with capacity 1.0 and dropless, and ep=2+etp=2 and dp=2+ep=2
+# with ZeRO-3 (capacity 1.0): lm loss, balance losses, grad norm, dropped
+# slots, tokens per expert (every expert of every MoE layer) and the expert
+# biases agree within 1e-5 relative (the worst is printed; counts and biases
+# are expected bitwise equal and are reported if not). The
 # trainer's replica check runs every step (training.check_replicas_interval=1):
 # the expert biases are bitwise identical on every rank after every step.
 # init_method_std 0.1 spreads the router scores: layouts differ in round-off
@@ -78,6 +79,12 @@ for mode in cap dropless; do
   run ${mode}_pp2_ep2 4 --set parallel.pipeline_model_parallel_size=2 --set $EP=2 "${extra[@]}"
   cmp_ds ${mode}_pp2_ep2 ${mode}_base
 done
+# expert tensor parallelism (parallel folding: etp 2 x ep 2 over dp 4)
+run cap_ep2_etp2 4 --set $EP=2 --set parallel.expert_tensor_parallel_size=2
+cmp_ds cap_ep2_etp2 cap_base
+# ZeRO-3 (dense over dp, experts over edp): the bias state is not sharded
+run cap_dp2_ep2_zero3 2 --set $EP=2 --set parallel.zero_stage=3
+cmp_ds cap_dp2_ep2_zero3 cap_base
 grep -h "identical on all" "$TMP/cap_pp2_ep2.log" | head -1
 # the bias shifts the selection: without it step 1 (bias 0) is identical,
 # later steps route differently

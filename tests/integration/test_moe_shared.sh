@@ -54,7 +54,8 @@ run gelu_base 1
 run gelu_tp2sp_ep2 2 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2
 cmp_moe gelu_tp2sp_ep2 gelu_base
-run gelu_tp2sp_ep1 2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
+run gelu_tp2sp_ep1 2 --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true
 cmp_moe gelu_tp2sp_ep1 gelu_base
 run gelu_dp2_ep2 2 --set parallel.expert_model_parallel_size=2
 cmp_moe gelu_dp2_ep2 gelu_base

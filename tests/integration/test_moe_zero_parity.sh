@@ -8,12 +8,15 @@
 #   dp=4 + ep=2 (world 4, edp 2: experts really sharded) with ZeRO-2 and ZeRO-3,
 #   tp=2 + SP + ep=4 (world 4, ep != tp, edp 1) with ZeRO-1,
 #   tp=2 + SP + ep=2 (ep = tp, edp = dp = 2) with ZeRO-1,
+#   etp=2 + dp=4 (edp 2, SwiGLU experts without biases) with ZeRO-3,
 # lm loss, grad norm, balance losses, dropped and tokens per expert within
 # 1e-5 relative (the comparison of test_moe_parity.sh); dense replicas over
 # dp and expert replicas over edp bitwise identical (the trainer's replica
-# check). Resume: the dp=4+ep=2 ZeRO-3 run saves at iteration 10 (per-rank
-# shard files with the expert part); resuming reproduces iterations 11-20
-# bitwise and byte-identical final shard files; loading it with ep=4 (edp 1)
+# check). DeepSeek-style model (tests/configs/gpt-moe-deepseek-test.json:
+# expert bias, shared expert, list moe_layer_freq, SwiGLU): dp=4 + ep=2
+# ZeRO-3 against one process (expert_bias values too); it saves at 10 (per-rank
+# shard files with the expert part), and resuming reproduces iterations 11-20
+# bitwise with byte-identical final shard files; loading it with ep=4 (edp 1)
 # is refused naming both expert-data-parallel sizes. ZeRO-2 with a pipeline
 # stays refused.
 source "$(dirname "$0")/lib.sh"
@@ -48,7 +51,8 @@ for it in sorted(a):
         if k not in a[it] and k not in b[it]:
             continue
         x, y = a[it][k], b[it][k]
-        xs, ys = (x, y) if isinstance(x, list) else ([x], [y])
+        flat = lambda v: [w for u in v for w in flat(u)] if isinstance(v, list) else [v]
+        xs, ys = flat(x), flat(y)
         assert len(xs) == len(ys), (it, k, x, y)
         for u, v in zip(xs, ys):
             r = abs(u - v) / max(abs(v), 1e-30)
@@ -73,8 +77,7 @@ for st in 2 3; do
   cmp_moe dp2_ep2_z$st base
 done
 run dp4_ep2_z2 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=2
-run dp4_ep2_z3 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=3 \
-    --set checkpoint.save="$TMP/ck" --set checkpoint.save_interval=10
+run dp4_ep2_z3 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=3
 for st in 2 3; do
   expect_log dp4_ep2_z$st "ZeRO stage $st over dp=4: .*(padding [1-9]"
   expect_log dp4_ep2_z$st "ZeRO stage $st over edp=2: .*(padding [1-9]"
@@ -89,23 +92,43 @@ run tp2sp_ep2_z1 4 --set parallel.tensor_model_parallel_size=2 --set parallel.se
     --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=1
 expect_log tp2sp_ep2_z1 "ZeRO stage 1 over edp=2"
 cmp_moe tp2sp_ep2_z1 base64
-# resume the sharded-expert ZeRO-3 run from its iteration-10 shard files
+# expert tensor parallelism: etp=2 + dp=4 (edp 2: each expert's fc1/fc2
+# shards sharded again over edp) with ZeRO-3, SwiGLU experts without biases
+NOBIAS=(--set model.add_bias_linear=false --set model.swiglu=true)
+run base_etp 1 "${NOBIAS[@]}"
+run etp2_dp4_z3 4 "${NOBIAS[@]}" --set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=3
+expect_log etp2_dp4_z3 "ZeRO stage 3 over edp=2"
+cmp_moe etp2_dp4_z3 base_etp
+# DeepSeek-style model (expert bias, shared expert, list moe_layer_freq,
+# sigmoid + groups + seq_aux_loss): dp=4 + ep=2 (edp 2) ZeRO-3, expert_bias
+# values compared per iteration as well; it saves at 10 and 20 (per-rank
+# shard files with the expert part, model_buffers.bin with the bias)
+DS=tests/configs/gpt-moe-deepseek-test.json
+CFG=$DS run ds_base 1
+CFG=$DS run ds_dp4_ep2_z3 4 --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=3 \
+    --set checkpoint.save="$TMP/ck" --set checkpoint.save_interval=10
+expect_log ds_dp4_ep2_z3 "ZeRO stage 3 over edp=2"
+cmp_moe ds_dp4_ep2_z3 ds_base
+# resume from its iteration-10 files: iterations 11-20 bitwise, final shard
+# files byte-identical
 mkdir -p "$TMP/ck10"
 cp -r "$TMP/ck/iter_0000010" "$TMP/ck10/"
 echo 10 >"$TMP/ck10/latest_checkpointed_iteration.txt"
-ls "$TMP/ck10/iter_0000010/mp_rank_00/distrib_optim_dp003.bin" >/dev/null
-run dp4_ep2_z3_resumed 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 \
+CFG=$DS run ds_dp4_ep2_z3_resumed 4 --set parallel.expert_model_parallel_size=2 \
     --set parallel.zero_stage=3 --set checkpoint.load="$TMP/ck10" --set checkpoint.save="$TMP/ck10" \
     --set checkpoint.save_interval=10
-expect_log dp4_ep2_z3_resumed "resumed from iteration 10"
-cmp_moe dp4_ep2_z3_resumed dp4_ep2_z3 11 0
+expect_log ds_dp4_ep2_z3_resumed "resumed from iteration 10"
+cmp_moe ds_dp4_ep2_z3_resumed ds_dp4_ep2_z3 11 0
 for r in 0 1 2 3; do
   cmp "$TMP/ck/iter_0000020/mp_rank_00/distrib_optim_dp00$r.bin" \
       "$TMP/ck10/iter_0000020/mp_rank_00/distrib_optim_dp00$r.bin"
 done
-echo "resume at 10: iterations 11-20 bitwise identical, final shard files (dense + expert parts) byte-identical"
+cmp "$TMP/ck/iter_0000020/mp_rank_00/model_buffers.bin" \
+    "$TMP/ck10/iter_0000020/mp_rank_00/model_buffers.bin"
+echo "resume at 10: iterations 11-20 bitwise identical, final shard files (dense + expert" \
+     "parts) and model buffers (expert bias) byte-identical"
 # another expert layout (ep=4: edp 1) is refused naming both edp sizes
-if mpirun -np 4 --oversubscribe --bind-to none "$MT" --config $CFG "${COMMON[@]}" "${ODD[@]}" \
+if mpirun -np 4 --oversubscribe --bind-to none "$MT" --config $DS "${COMMON[@]}" \
      --set parallel.expert_model_parallel_size=4 --set parallel.zero_stage=3 \
      --set checkpoint.load="$TMP/ck10" >"$TMP/e.log" 2>&1; then
   echo "expected loading an edp=2 checkpoint with edp=1 to be refused"; exit 1

@@ -92,6 +92,8 @@ run pp3_uneven 3 --set model.num_layers=7 --set $PP=3 --set parallel.num_layers_
 EP="parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1"
 run moe_ep2 2 --set model.num_experts=4 --set $EP
 run moe_tp2_sp_ep2 2 --set model.num_experts=4 --set $TP=2 --set $SP=true --set $EP
+# moe_layer_freq as a list (first layer dense): stage 0 holds 1 MoE layer, stage 1 two
+run moe_list_pp2_ep2 4 --set model.num_experts=4 --set model.moe_layer_freq=[0,1,1,1] --set $PP=2 --set $EP
 # Llama-style block: 4 heads in 2 KV groups (tp=2: one group per rank),
 # ffn 176 (fl = 88: unaligned SwiGLU halves), RoPE, RMSNorm, no biases, untied
 LL="model.position_embedding_type=\"rope\" --set model.normalization=\"RMSNorm\" --set model.swiglu=true

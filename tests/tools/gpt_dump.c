@@ -7,7 +7,9 @@
  * KEY=VALUE arguments (anywhere after OUTDIR) set the Llama-style and MoE
  * options by their config-key names (tests/tools/gpt_options.h), e.g.
  * position_embedding_type=rope normalization=RMSNorm swiglu=1
- * num_query_groups=2 add_bias_linear=0 qk_layernorm=1 num_experts=4.
+ * num_query_groups=2 add_bias_linear=0 qk_layernorm=1 num_experts=4;
+ * expert_bias_pattern=AMP (with moe_router_enable_expert_bias=1) fixes a
+ * deterministic expert bias of amplitude AMP (meta.json "moe_expert_bias").
  * Writes OUTDIR/meta.json (with every option, for
  * tests/reference/llama_reference.py) and OUTDIR/<tensor>.bin (raw
  * little-endian).
@@ -54,14 +56,38 @@ int main(int argc, char **argv) {
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[6] ? a[6] : 4 * a[1], a[3], a[5], a[4], 1234);
   c.untie_embeddings_and_output_weights = a[7];
   c.max_position_embeddings = c.seq_length + 3;
+  double bias_amp = 0; /* expert_bias_pattern=AMP: a fixed expert bias (below) */
   for (int i = 2; i < argc; i++)
-    if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
+    if (!strncmp(argv[i], "expert_bias_pattern=", 20))
+      bias_amp = atof(argv[i] + 20);
+    else if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
       fprintf(stderr, "gpt_dump: %s\n", err);
       return 2;
     }
   mt_gpt_option_defaults(&c);
   int steps = a[8];
   mt_gpt *m = mt_gpt_create(be, &c);
+  /* expert bias (needs moe_router_enable_expert_bias=1): bias[i][e] =
+   * AMP · (((5e + 3i) mod E) − (E−1)/2) / (E/2) for MoE layer i, held fixed (no
+   * update: gpt_dump steps AdamW itself), written to meta.json */
+  if (bias_amp != 0 && !c.moe_router_enable_expert_bias) {
+    fprintf(stderr, "gpt_dump: expert_bias_pattern needs moe_router_enable_expert_bias=1\n");
+    return 2;
+  }
+  cJSON *jbias = NULL;
+  if (c.moe_router_enable_expert_bias) {
+    jbias = cJSON_CreateArray();
+    const int E = c.num_experts;
+    for (int i = 0; i < mt_gpt_num_moe_layers(&c); i++) {
+      float *bv = mt_gpt_moe_expert_bias(m, i);
+      cJSON *row = cJSON_CreateArray();
+      for (int e = 0; e < E; e++) {
+        bv[e] = (float)(bias_amp * (((5 * e + 3 * i) % E) - (E - 1) / 2.0) / (E / 2.0));
+        cJSON_AddItemToArray(row, cJSON_CreateNumber(bv[e]));
+      }
+      cJSON_AddItemToArray(jbias, row);
+    }
+  }
   const mt_param_list *pl = mt_gpt_params(m);
   float *host = mt_xmalloc((size_t)pl->numel * sizeof(float));
 
@@ -119,6 +145,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(jc, "moe_router_num_groups", c.moe_router_num_groups);
     cJSON_AddNumberToObject(jc, "moe_router_group_topk", c.moe_router_group_topk);
     cJSON_AddBoolToObject(jc, "moe_router_enable_expert_bias", c.moe_router_enable_expert_bias);
+    if (jbias) cJSON_AddItemToObject(jc, "moe_expert_bias", jbias);
   }
   cJSON *jp = cJSON_AddArrayToObject(meta, "params");
 
