@@ -31,7 +31,13 @@
  *    backward cp-1 steps moving a K/V and a dK/dV block each behind a block
  *    backward (2x the forward), plus the last dK/dV hop home unhidden. The
  *    CP group is inside a node when tp x cp GPUs are (cp stride tp).
- *  - DP/ZeRO: gradient all-reduce over dp x cp (ZeRO-1/2: reduce-scatter +
+ *  - MoE layers (docs/moe.md "Memory and communication formulas"): router
+ *    GEMM and the TP all-gather of its logits, experts as E/ep grouped GEMMs
+ *    of the ETP group's rows (balanced routing), the shared expert as a
+ *    dense MLP, EP all-to-alls split between NVLink and the network by the
+ *    EP ranks per node (stride etp under parallel folding), ETP
+ *    all-gather/reduce-scatter; each stage with its own MoE layer count.
+ *  - DP/ZeRO: gradient all-reduce over dp x cp (experts over edp) (ZeRO-1/2: reduce-scatter +
  *    parameter all-gather; ZeRO-3 also gathers parameters per micro-batch),
  *    exposed unless overlap_grad_reduce, then only what the last backward
  *    cannot hide.
