@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `megatrain plan` memory vs the CPU allocator (issues 10 and 14): for small
+# `megatrain plan` memory vs the CPU allocator (issues 10, 14 and 16): for small
 # configs under mpirun — tp=2 with and without SP, pp=2 and pp=4 (1F1B),
 # pp=2 v=2 (interleaved), dp=2 x ZeRO 1/2/3, tp=2 + SP + pp=2, selective and
 # full recomputation, uneven stages, MoE with ep=2 (with tp=2 + SP), and a
