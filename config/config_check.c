@@ -366,7 +366,11 @@ static int check_moe_router(mt_cfg_ctx *c, const mt_model_config *m) {
     return mt_cfg_fail(c, key("model.moe_router_pre_softmax"),
                        "has no effect with moe_router_score_function \"sigmoid\" (expected false: "
                        "the sigmoid scores are always taken before the top-k)");
-  if (!m->moe_router_enable_expert_bias && c->present[key("model.moe_router_bias_update_rate")])
+  /* a rate other than the default: the canonical JSON of a resolved config
+   * (mt_config.json: checkpoints, `plan --sweep`) carries the default 1e-3,
+   * and must load again */
+  if (!m->moe_router_enable_expert_bias && c->present[key("model.moe_router_bias_update_rate")] &&
+      m->moe_router_bias_update_rate != 1e-3f)
     return mt_cfg_fail(c, key("model.moe_router_bias_update_rate"),
                        "has no effect without model.moe_router_enable_expert_bias (expected "
                        "moe_router_enable_expert_bias true, or no update rate)");

@@ -115,6 +115,23 @@ typedef struct {
   mt_plan_cp_ring cp_ring;    /* per layer and micro-batch */
 } mt_plan_time;
 
+/* MoE communication of one MoE layer for one micro-batch on one rank,
+ * forward + backward (zeros for a dense model; docs/moe.md "Memory and
+ * communication formulas"): bytes are what the rank sends (all-to-all:
+ * 4 all-to-allv of its s_rows h es bytes, plus the 8 E bytes of counts
+ * without padding) or its ring bus bytes (ETP: 2 all-gathers and 2
+ * reduce-scatters of the etp r_rows gathered rows, (etp-1)/etp of each;
+ * shared expert: 3 all-gathers and 2 reduce-scatters of [s b, h] over TP),
+ * times on the critical path without overlap. */
+typedef struct {
+  int edp;                 /* expert data parallel = world / (etp ep pp) */
+  int ep_per_node;         /* EP ranks that share a node (the rest across the network) */
+  int etp_intra, edp_intra;
+  double a2a_bytes, a2a_s;
+  double etp_bytes, etp_s;
+  double shared_tp_bytes, shared_tp_s;
+} mt_plan_moe_comm;
+
 /* One layout and its predictions. */
 typedef struct {
   int world, tp, pp, vpp, dp, cp, ep, etp, zero, sp, mbs, gbs, n_micro;
@@ -125,6 +142,7 @@ typedef struct {
                                                 dp_intra: the dp x cp group) */
   mt_plan_memory mem;
   mt_plan_time time;
+  mt_plan_moe_comm moe;    /* MoE only */
 } mt_plan;
 
 /* Predict memory and time of `cfg` (loaded for `world` ranks, so the layout

@@ -86,6 +86,16 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
     fprintf(f, "},\"total\":%.0f}", tot);
   }
   fprintf(f, "]},");
+  if (cfg->model.num_experts > 0) {
+    const mt_plan_moe_comm *q = &p->moe;
+    fprintf(f,
+            "\"moe\":{\"edp\":%d,\"ep_ranks_per_node\":%d,\"etp_intra_node\":%s,"
+            "\"edp_intra_node\":%s,\"per_layer_microbatch\":{\"a2a_bytes\":%.0f,\"a2a_s\":%.6g,"
+            "\"etp_bytes\":%.0f,\"etp_s\":%.6g,\"shared_tp_bytes\":%.0f,\"shared_tp_s\":%.6g}},",
+            q->edp, q->ep_per_node, q->etp_intra ? "true" : "false",
+            q->edp_intra ? "true" : "false", q->a2a_bytes, q->a2a_s, q->etp_bytes, q->etp_s,
+            q->shared_tp_bytes, q->shared_tp_s);
+  }
   const mt_plan_time *t = &p->time;
   fprintf(f, "\"time\":{\"iteration_s\":%.6g,\"breakdown_s\":{", t->t_iter);
   for (int i = 0; i < MT_PT_N; i++)
@@ -126,8 +136,14 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
     fprintf(f, "cp %d%s (%s; gradients over dp x cp = %d%s), ", p->cp,
             p->cp_intra ? " intra-node" : " inter-node", cfg->parallel.cp_comm_type,
             p->dp * p->cp, p->dp_intra ? " intra-node" : " inter-node");
-  fprintf(f, "ep %d | sequence parallel %s | zero %d "
-          "| recompute %s | micro-batch %d, global %d (%d micro-batches) | %s\n", p->ep,
+  if (cfg->model.num_experts > 0)
+    fprintf(f, "ep %d (%d per node), etp %d%s, edp %d%s", p->ep, p->moe.ep_per_node, p->etp,
+            p->etp > 1 ? (p->moe.etp_intra ? " intra-node" : " inter-node") : "", p->moe.edp,
+            p->moe.edp > 1 ? (p->moe.edp_intra ? " intra-node" : " inter-node") : "");
+  else
+    fprintf(f, "ep %d", p->ep);
+  fprintf(f, " | sequence parallel %s | zero %d "
+          "| recompute %s | micro-batch %d, global %d (%d micro-batches) | %s\n",
           p->sp ? "on" : "off", p->zero, rc_name(p->recompute), p->mbs, p->gbs, p->n_micro,
           p->bf16 ? "bf16 (fp32 master, fp32 grads)" : "fp32");
   fprintf(f, "\nmemory per rank (worst rank: pipeline stage %d), GiB\n", m->worst_stage);
@@ -151,6 +167,18 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
             1e3 * r->block_s, 1e3 * (r->exposed_fwd_s + r->exposed_bwd_s),
             r->transfer_s > 0 ? 100 * (1 - (r->exposed_fwd_s + r->exposed_bwd_s) / r->transfer_s)
                               : 100.0);
+  }
+  if (cfg->model.num_experts > 0) {
+    const mt_plan_moe_comm *q = &p->moe;
+    fprintf(f, "  MoE per layer and micro-batch (fwd + bwd): EP all-to-all %.3g MiB sent (%.3g ms)",
+            q->a2a_bytes / 1048576.0, 1e3 * q->a2a_s);
+    if (p->etp > 1)
+      fprintf(f, ", ETP gather/scatter %.3g MiB (%.3g ms)", q->etp_bytes / 1048576.0,
+              1e3 * q->etp_s);
+    if (q->shared_tp_bytes > 0)
+      fprintf(f, ", shared expert TP %.3g MiB (%.3g ms)", q->shared_tp_bytes / 1048576.0,
+              1e3 * q->shared_tp_s);
+    fprintf(f, "\n");
   }
   fprintf(f, "\nthroughput: %.1f TFLOP/s per GPU (model FLOPs; %.1f with recomputation), "
           "MFU %.1f%%, HFU %.1f%%, %.4g tokens/s\n", t->tflops_per_gpu, t->hw_tflops_per_gpu,

@@ -23,8 +23,11 @@ typedef struct {
   double m;                            /* micro-batches per iteration per pipeline */
   double e;                            /* bytes per stored element (2 bf16, 4 fp32) */
   int sp, recompute, rc_layers, zero, untied, prefetch;
-  /* MoE: E experts (0 = dense), top-k, expert ffn, every `freq`-th layer, ep, etp */
-  double E, topk, fm, freq, ep, etp;
+  /* MoE: E experts (0 = dense), top-k, expert ffn, every `freq`-th layer, ep, etp,
+   * edp = world / (etp ep pp) (the expert generator's data parallelism,
+   * parallel/topology.h), shared-expert width S (0 = none), cap = the
+   * capacity C rows per expert when padding to capacity (0 = no padding) */
+  double E, topk, fm, freq, ep, etp, edp, S, cap;
   double n_moe_layers;                 /* MoE layers of the whole model */
   uint8_t moe_layer[MT_MAX_LAYERS];    /* 1 = layer l is MoE (moe_layer_freq integer or list) */
   double bucket;                       /* ddp_bucket_size, elements */
@@ -42,6 +45,33 @@ double mt_plan_total_params(const mt_plan_dims *d, int padded);
 double mt_plan_norm_width(const mt_plan_dims *d);
 /* Layers of stage `stage` that are MoE layers (fractional average). */
 double mt_plan_stage_moe_layers(const mt_plan_dims *d);
+/* Expert parameters of one rank holding n_moe MoE layers: E/ep experts of
+ * each, fc1 [g F / etp, h] (+ bias) and fc2 [h, F / etp] (+ bias). */
+double mt_plan_stage_expert_params(const mt_plan_dims *d, double n_moe);
+/* Transformer layers of pipeline stage r (all its model chunks, uneven
+ * first/last stages as configured) and how many of them are MoE layers
+ * (planner/plan_stage.c, model/gpt.c assign_chunks). */
+void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int r, int *n_layers,
+                                int *n_moe);
+
+/* ---- MoE sizes (planner/plan_moe.c; docs/moe.md "Memory and communication
+ * formulas") ---- */
+
+/* Rows of one MoE layer's dispatcher buffers on one rank for one
+ * micro-batch: sent s_max = n_loc k (E C with padding) and received
+ * r_max = ep n_loc k (E C with padding), n_loc = the rank's tokens (its SP
+ * shard); model/moe_token_dispatcher.c. */
+void mt_plan_moe_rows(const mt_plan_dims *d, double *s_max, double *r_max);
+/* Bytes of the MoE routing state and shared-expert activations of one layer
+ * set (model/moe_layer.c mt_moe_acts_create, moe_shared_experts.c); 0 for a
+ * dense model. */
+double mt_plan_moe_set_bytes(const mt_plan_dims *d);
+/* Bytes of the MoE layer's workspaces (router logits, dispatcher, experts,
+ * ETP exchange, shared expert output); 0 for a dense model. */
+double mt_plan_moe_workspace_bytes(const mt_plan_dims *d);
+/* Width of the model's MLP gradient workspaces dffn / dact per TP rank:
+ * max(ffn, S) / t (model/gpt.c alloc_buffers). */
+double mt_plan_mlp_ws_width(const mt_plan_dims *d);
 
 /* Details of one stage's exact memory (planner/plan_stage.c). */
 typedef struct {

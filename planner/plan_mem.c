@@ -71,6 +71,14 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
   d->freq = mc->moe_layer_freq > 0 ? mc->moe_layer_freq : 1;
   d->ep = pc->expert_model_parallel_size > 0 ? pc->expert_model_parallel_size : 1;
   d->etp = pc->expert_tensor_parallel_size > 0 ? pc->expert_tensor_parallel_size : d->t;
+  d->edp = world / (d->etp * d->ep * d->p);
+  if (d->edp < 1) d->edp = 1;
+  d->S = d->E > 0 && mc->moe_shared_expert_intermediate_size > 0
+             ? mc->moe_shared_expert_intermediate_size : 0;
+  /* model/moe_router.c mt_moe_capacity over the micro-batch's b s tokens */
+  d->cap = d->E > 0 && mc->moe_pad_expert_input_to_capacity && mc->moe_expert_capacity_factor > 0
+               ? ceil(d->b * d->s * d->topk / d->E * (double)mc->moe_expert_capacity_factor - 1e-9)
+               : 0;
   /* Megatron's moe_layer_freq = k: layers 0, k, 2k, ... are MoE; or the list form */
   d->n_moe_layers = 0;
   for (int l = 0; l < mc->num_layers && l < MT_MAX_LAYERS; l++) {
@@ -102,18 +110,27 @@ static double mlp_params(const mt_plan_dims *d, double t) {
 }
 
 /* Router (replicated) + local experts: E/ep experts of fc1 [g F, h] (+ bias)
- * and fc2 [h, F] split by etp, fc2 bias replicated. */
-static double moe_mlp_params(const mt_plan_dims *d, double ep, double etp) {
-  const double h = d->h, F = d->fm;
+ * and fc2 [h, F] split by etp, fc2 bias replicated; + the shared expert, a
+ * dense MLP of width S split by t (fc1 [g S / t, h], fc2 [h, S / t]). */
+static double moe_mlp_params(const mt_plan_dims *d, double ep, double etp, double t) {
+  const double h = d->h, F = d->fm, S = d->S;
   return d->E * h +
-         (d->E / ep) * ((d->g * F * h + d->bias * d->g * F + h * F) / etp + d->bias * h);
+         (d->E / ep) * ((d->g * F * h + d->bias * d->g * F + h * F) / etp + d->bias * h) +
+         (S > 0 ? (d->g * S * h + d->bias * d->g * S + h * S) / t + d->bias * h : 0);
+}
+
+double mt_plan_stage_expert_params(const mt_plan_dims *d, double n_moe) {
+  const double h = d->h, F = d->fm;
+  if (d->E <= 0) return 0;
+  return n_moe * (d->E / d->ep) *
+         ((d->g * F * h + d->bias * d->g * F + h * F) / d->etp + d->bias * h);
 }
 
 double mt_plan_stage_params(const mt_plan_dims *d, int stage) {
   double per_stage_layers = d->L / d->p;
   double moe = mt_plan_stage_moe_layers(d);
   double n = per_stage_layers * attn_params(d, d->t) + (per_stage_layers - moe) * mlp_params(d, d->t) +
-             moe * moe_mlp_params(d, d->ep, d->etp);
+             moe * moe_mlp_params(d, d->ep, d->etp, d->t);
   if (stage == 0) n += d->Vp * d->h / d->t + d->pos_table * d->maxpos * d->h;
   if (stage == (int)d->p - 1) {
     n += mt_plan_norm_width(d) * d->h; /* final norm */
@@ -127,7 +144,7 @@ double mt_plan_stage_params(const mt_plan_dims *d, int stage) {
 double mt_plan_total_params(const mt_plan_dims *d, int padded) {
   const double h = d->h, V = padded ? d->Vp : d->V;
   double n = d->L * attn_params(d, 1) + (d->L - d->n_moe_layers) * mlp_params(d, 1) +
-             d->n_moe_layers * moe_mlp_params(d, 1, 1);
+             d->n_moe_layers * moe_mlp_params(d, 1, 1, 1);
   n += V * h + d->pos_table * d->maxpos * h + mt_plan_norm_width(d) * h;
   if (d->untied) n += V * h;
   return n;
@@ -153,9 +170,12 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
   memset(mem, 0, sizeof *mem);
   double best = -1;
   for (int k = 0; k < (int)d.p; k++) {
-    /* the middle stages hold stage 1's parameters and fewer micro-batches:
-     * only the first, second and last stages can be the maximum */
-    if (k > 1 && k < (int)d.p - 1) continue;
+    /* when every stage has the same layers (dense, or all layers MoE) the
+     * middle stages hold stage 1's parameters and fewer micro-batches: only
+     * the first, second and last stages can be the maximum; with some dense
+     * layers (moe_layer_freq > 1 or a list) any stage can be */
+    const int mixed = d.E > 0 && d.n_moe_layers < d.L;
+    if (k > 1 && k < (int)d.p - 1 && !mixed) continue;
     double c[MT_PM_N], tot = 0;
     mt_plan_stage_info info;
     mt_plan_stage_memory(cfg, &d, k, c, &info);

@@ -63,22 +63,46 @@ static int is_moe_layer(const mt_plan_dims *d, int l) {
   return l >= 0 && l < MT_MAX_LAYERS && d->moe_layer[l];
 }
 
+void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int r, int *n_layers,
+                                int *n_moe) {
+  pchunk *ch = mt_xcalloc((size_t)d->v, sizeof(pchunk));
+  const int nc = stage_chunks(cfg, r, ch);
+  *n_layers = *n_moe = 0;
+  for (int k = 0; k < nc; k++)
+    for (int lc = 0; lc < ch[k].n; lc++) {
+      (*n_layers)++;
+      *n_moe += d->E > 0 && is_moe_layer(d, ch[k].first + lc);
+    }
+  free(ch);
+}
+
 /* ---- the flat parameter buffer and the ZeRO segments ---- */
+
+/* One registered parameter: its aligned offset and elements in the flat
+ * buffers, its ZeRO unit (0 embedding, 1.. the local layers, last the head;
+ * one unit for the whole stage with pipelines: trainer/zero_optimizer.c
+ * n_units) and its ZeRO part (1: an expert parameter, mt_param.is_expert). */
+typedef struct {
+  int64_t off, n;
+  int unit, expert;
+} pparam;
 
 typedef struct {
   int64_t flat;     /* elements of the flat buffers (aligned offsets) */
   int64_t numel;    /* parameter elements (no alignment) */
-  int64_t *bounds;  /* [2 n_seg]: embedding, local layers, head */
-  int n_seg, has_emb, has_head;
-  int64_t last_end; /* end of the last parameter */
+  pparam *p;        /* [np] in registration order */
+  int np, cap, n_units, has_emb, has_head;
+  int unit, expert; /* of the parameters being added */
 } flat_layout;
 
-static int64_t padd(flat_layout *f, int64_t n) {
-  int64_t off = f->flat;
+static void padd(flat_layout *f, int64_t n) {
+  if (f->np == f->cap) {
+    f->cap = f->cap ? 2 * f->cap : 256;
+    f->p = mt_xrealloc(f->p, (size_t)f->cap * sizeof *f->p);
+  }
+  f->p[f->np++] = (pparam){f->flat, n, f->unit, f->expert};
   f->flat = mt_round_up(f->flat + n, 16);
   f->numel += n;
-  f->last_end = off + n;
-  return off;
 }
 
 /* model/gpt.c register_params for the chunks ch[0..nc) of one rank: the
@@ -86,33 +110,34 @@ static int64_t padd(flat_layout *f, int64_t n) {
  * [+ bias]), linear_qkv [(a + 2 ng) hn / t, h] (+ bias), q/k norms [hn] each
  * (weight [+ bias]), linear_proj [h, a hn / t] (+ bias), pre-MLP norm, then
  * linear_fc1 [g f / t, h] (+ bias), linear_fc2 [h, f / t] (+ bias) or the
- * router and the local experts' fc1/fc2; the final norm and the output
- * layer. Each tensor starts at a 16-element aligned offset, so the order
- * inside a layer does not change the sizes. */
+ * router, the local experts' fc1 [g F / etp, h] (+ bias) / fc2 [h, F / etp]
+ * (+ bias) and the shared expert's fc1 [g S / t, h] (+ bias) / fc2
+ * [h, S / t] (+ bias); the final norm and the output layer. Each tensor
+ * starts at a 16-element aligned offset, so the order inside a layer does
+ * not change the sizes; the order of dense and expert tensors gives the
+ * ZeRO segments of each part. */
 static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_layout *f) {
   const int64_t t = (int64_t)d->t, h = (int64_t)d->h, fl = (int64_t)(d->f / d->t);
   const int64_t hn = (int64_t)d->hn, npl = (int64_t)d->a / t, ngl = (int64_t)d->ng / t;
   const int64_t hl = npl * hn, qkvl = (npl + 2 * ngl) * hn, g = (int64_t)d->g;
   const int64_t vl = (int64_t)(d->Vp / d->t), maxpos = (int64_t)d->maxpos;
   const int64_t E = (int64_t)d->E, El = (int64_t)(d->E / d->ep), F = (int64_t)(d->fm / d->etp);
-  const int ln = !d->rms, bias = d->bias;
-  int n_layers = 0;
-  for (int k = 0; k < nc; k++) n_layers += ch[k].n;
+  const int64_t Sl = (int64_t)(d->S / d->t);
+  const int ln = !d->rms, bias = d->bias, one_unit = d->p > 1;
   memset(f, 0, sizeof *f);
-  f->bounds = mt_xcalloc((size_t)2 * (n_layers + 2), sizeof(int64_t));
   const int pre = ch[0].pre, post = ch[nc - 1].post;
   int s = 0;
   if (pre) {
-    f->bounds[0] = padd(f, vl * h);
+    padd(f, vl * h);
     if (d->pos_table) padd(f, maxpos * h);
-    f->bounds[1] = f->last_end;
     f->has_emb = 1;
     s = 1;
   }
   for (int k = 0; k < nc; k++)
     for (int lc = 0; lc < ch[k].n; lc++, s++) {
       int moe = is_moe_layer(d, ch[k].first + lc);
-      f->bounds[2 * s] = padd(f, h); /* input norm */
+      f->unit = one_unit ? 0 : s;
+      padd(f, h); /* input norm */
       if (ln) padd(f, h);
       padd(f, qkvl * h);
       if (bias) padd(f, qkvl);
@@ -129,31 +154,61 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
         if (bias) padd(f, h);
       } else {
         padd(f, E * h); /* router */
+        f->expert = 1;
         for (int64_t e = 0; e < El; e++) {
           padd(f, g * F * h);
           if (bias) padd(f, g * F);
           padd(f, h * F);
           if (bias) padd(f, h);
         }
+        f->expert = 0;
+        if (Sl > 0) { /* shared expert, after the routed experts */
+          padd(f, g * Sl * h);
+          if (bias) padd(f, g * Sl);
+          padd(f, h * Sl);
+          if (bias) padd(f, h);
+        }
       }
-      f->bounds[2 * s + 1] = f->last_end;
     }
   if (post) {
-    f->bounds[2 * s] = padd(f, h); /* final norm */
+    f->unit = one_unit ? 0 : s;
+    padd(f, h); /* final norm */
     if (ln) padd(f, h);
     if (d->untied || !pre) padd(f, vl * h); /* output layer, or the tied copy */
-    f->bounds[2 * s + 1] = f->last_end;
     f->has_head = 1;
     s++;
   }
-  f->n_seg = s;
+  f->n_units = one_unit ? 1 : s;
+}
+
+/* The ZeRO segments of part k (0 dense, 1 experts) as the trainer cuts them
+ * (trainer/zero_optimizer.c part_segments): the maximal runs of the part's
+ * parameters inside each unit, from the first parameter's offset to the
+ * last one's end. Fills bounds [2 np] and unit_seg [n_units + 1] (the
+ * segments of unit u are unit_seg[u] .. unit_seg[u+1]-1); returns the count. */
+static int part_segments(const flat_layout *f, int k, int64_t *bounds, int *unit_seg) {
+  int n = 0, u = -1;
+  for (int i = 0; i < f->np; i++) {
+    const pparam *q = &f->p[i];
+    while (u < q->unit) unit_seg[++u] = n;
+    if (q->expert != k) continue;
+    if (i > 0 && f->p[i - 1].unit == q->unit && n > unit_seg[u] && f->p[i - 1].expert == k) {
+      bounds[2 * n - 1] = q->off + q->n;
+      continue;
+    }
+    bounds[2 * n] = q->off;
+    bounds[2 * n + 1] = q->off + q->n;
+    n++;
+  }
+  while (u < f->n_units) unit_seg[++u] = n;
+  return n;
 }
 
 /* ---- ZeRO-2/3 residency (parallel/zero.h's policy, as trainer/zero_hooks.c
  * runs it, replayed) ---- */
 
 typedef struct {
-  const mt_zero_layout *L;
+  const double *unit_len; /* padded elements of each unit, both parts */
   mt_zero_residency R;
   double es; /* parameter element size */
   double plive, glive, ppeak, gpeak;
@@ -163,7 +218,7 @@ typedef struct {
 static void z_step(zsim *z, int i, int after) {
   const int n = mt_zero_residency_step(&z->R, i, after);
   for (int k = 0; k < n; k++) {
-    const double len = (double)z->L->seg[z->R.act[k].seg].padded_len;
+    const double len = z->unit_len[z->R.act[k].seg];
     switch (z->R.act[k].kind) {
     case MT_ZERO_FREE_PARAMS:
       z->plive -= len * z->es;
@@ -186,18 +241,21 @@ static void z_step(zsim *z, int i, int after) {
 static void z_before(zsim *z, int i) { z_step(z, i, 0); }
 static void z_after(zsim *z, int i) { z_step(z, i, 1); }
 
-/* One training micro-batch's hook sequence (model/gpt_forward.c): segment
+/* One training micro-batch's hook sequence (model/gpt_forward.c): unit
  * x's forward is step x, its backward step 2S-1-x; under full
- * recomputation a group of n_rc layers begins its backward steps together. */
-static void zero_residency(const mt_plan_dims *d, const mt_zero_layout *L, const flat_layout *f,
+ * recomputation a group of n_rc layers begins its backward steps together.
+ * Every action on a unit is carried out on all its segments of both parts
+ * (trainer/zero_hooks.c), so a unit's working buffers are unit_len[u]
+ * elements. */
+static void zero_residency(const mt_plan_dims *d, const double *unit_len, const flat_layout *f,
                            int n_rc, double *param_peak, double *grad_peak) {
   zsim z;
   memset(&z, 0, sizeof z);
-  z.L = L;
-  mt_zero_residency_init(&z.R, L->n_seg, d->zero, d->prefetch,
+  z.unit_len = unit_len;
+  mt_zero_residency_init(&z.R, f->n_units, d->zero, d->prefetch,
                          !d->untied && f->has_emb && f->has_head);
   z.es = d->e;
-  const int S = L->n_seg, e0 = f->has_emb, nl = S - f->has_emb - f->has_head;
+  const int S = f->n_units, e0 = f->has_emb, nl = S - f->has_emb - f->has_head;
   for (int x = 0; x < S; x++) {
     z_before(&z, x);
     z_after(&z, x);
@@ -230,15 +288,6 @@ static void zero_residency(const mt_plan_dims *d, const mt_zero_layout *L, const
 }
 
 /* ---- activations ---- */
-
-/* Routing state of one layer set (model/moe_layer.c mt_moe_acts_create;
- * the experts' fc1 [r_max, g F] and activation [r_max, F]). */
-static double moe_set_bytes(const mt_plan_dims *d, double rows_l) {
-  if (d->E <= 0) return 0;
-  double e = d->e, k = d->topk, smax = rows_l * k, rmax = smax * d->ep, F = d->fm / d->etp;
-  return fmax(rows_l * k, 1) * 4 * 2 + fmax(smax, 1) * 4 + fmax(rmax * d->h, 1) * e +
-         fmax(rmax * d->g * F, 1) * e + fmax(rmax * F, 1) * e + fmax(smax * d->h, 1) * e;
-}
 
 /* Local sizes of the attention tensors: npl query heads, ngl groups,
  * hl = npl hn context channels, qkvl = (npl + 2 ngl) hn qkv channels. */
@@ -273,7 +322,7 @@ static double layer_set_bytes(const mt_plan_dims *d, int with_lse) {
   const double lse = d->b * l.npl * d->s_loc * 4;
   double bytes = 3 * rows_l * h * e + 2 * stats * rows_l * 4 + rows * l.qkvl * e +
                  rows * l.hl * e + rows * d->g * l.fl * e + rows * l.fl * e +
-                 (with_lse ? lse : 0) + moe_set_bytes(d, rows_l);
+                 (with_lse ? lse : 0) + mt_plan_moe_set_bytes(d);
   if (d->qkln) bytes += rows * l.qkvl * e + stats * rows * (l.npl + l.ngl) * 4;
   return bytes;
 }
@@ -360,23 +409,37 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
     out[MT_PM_GRAD] = flat * 4;
     out[MT_PM_OPTIM] = flat * 4 * (2 + master);
   } else {
-    /* the trainer's segments: one per stage with pipelines (stage 1 only),
-     * else embedding, layers, head */
-    int64_t one[2] = {0, f.last_end};
-    int seg_pp = d->p > 1 && d->zero == 1;
-    mt_zero_layout L;
-    mt_zero_layout_build(&L, seg_pp ? one : f.bounds, seg_pp ? 1 : f.n_seg, f.flat,
-                         d->bucket > 0 ? (int64_t)d->bucket : 0, (int)(d->d * d->c), 0);
-    const double sn = (double)L.shard_numel;
+    /* two parts (trainer/zero_optimizer.c): the dense parameters sharded
+     * over dp x cp, the experts over edp, each with its own layout of its
+     * segments and its own shard buffers (Adam m, v, the fp32 master under
+     * bf16, the stage-2/3 gradient shard, the stage-3 parameter shard) */
+    int64_t *bounds = mt_xcalloc((size_t)2 * f.np + 2, sizeof(int64_t));
+    int *useg = mt_xcalloc((size_t)f.n_units + 1, sizeof(int));
+    double *ulen = mt_xcalloc((size_t)f.n_units, sizeof(double));
+    double sn = 0, comm = 0;
+    for (int k = 0; k < 2; k++) {
+      const int n_seg = part_segments(&f, k, bounds, useg);
+      if (n_seg == 0) continue; /* no expert parameters on this rank */
+      mt_zero_layout L;
+      mt_zero_layout_build(&L, bounds, n_seg, f.flat, d->bucket > 0 ? (int64_t)d->bucket : 0,
+                           (int)(k ? d->edp : d->d * d->c), 0);
+      sn += (double)L.shard_numel;
+      for (int u = 0; u < f.n_units; u++)
+        for (int x = useg[u]; x < useg[u + 1]; x++) ulen[u] += (double)L.seg[x].padded_len;
+      if (d->zero <= 2 && L.padding > 0) comm += (double)L.max_bucket_padded * 4;
+      info->shard_numel += L.shard_numel;
+      info->zero_padding += L.padding;
+      mt_zero_layout_free(&L);
+    }
     double pwork = 0, gwork = 0;
-    if (d->zero >= 2) zero_residency(d, &L, &f, n_rc, &pwork, &gwork);
+    if (d->zero >= 2) zero_residency(d, ulen, &f, n_rc, &pwork, &gwork);
     out[MT_PM_PARAM] = d->zero == 3 ? sn * e + pwork : flat * e;
     out[MT_PM_GRAD] = d->zero == 1 ? flat * 4 : sn * 4 + gwork;
     out[MT_PM_OPTIM] = sn * 4 * (2 + master);
-    if (d->zero <= 2 && L.padding > 0) out[MT_PM_COMM] += (double)L.max_bucket_padded * 4;
-    info->shard_numel = L.shard_numel;
-    info->zero_padding = L.padding;
-    mt_zero_layout_free(&L);
+    out[MT_PM_COMM] += comm;
+    free(bounds);
+    free(useg);
+    free(ulen);
   }
 
   /* activations */
@@ -404,29 +467,19 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   /* workspaces (model/gpt.c alloc_buffers, model/moe_layer.c mt_moe_create):
    * tmp_h, dresid, dtmp_h [rows_l, h]; dqkv [rows, qkvl] (+ dqkv2 with
    * qk_layernorm); dctx [rows, hl]; dffn [rows, g fl] (+ dact [rows, fl]
-   * with SwiGLU); with t > 1 the gather and gradient [rows, h] buffers */
+   * with SwiGLU; both sized for max(ffn, S)); with t > 1 the gather and gradient [rows, h] buffers */
   const local_dims l = local_of(d);
   const double h = d->h;
+  const double fw = mt_plan_mlp_ws_width(d); /* dense MLP or shared expert */
   double ws = (3 * rows_l * h + (1 + d->qkln) * rows * l.qkvl + rows * l.hl +
-               rows * d->g * l.fl + d->swiglu * rows * l.fl) * e;
+               rows * d->g * fw + d->swiglu * rows * fw) * e;
   if (d->t > 1) ws += 2 * rows * h * e;
-  if (d->E > 0) {
-    double k = d->topk, smax = rows_l * k, rmax = smax * d->ep, F = d->fm / d->etp, E = d->E;
-    /* router logits: local, gathered over the whole micro-batch (SP: TP,
-     * then CP; model/moe_layer.c logits_full) and the TP-gathered stage with
-     * both */
-    const int gtp = rows_l < rows, gcp = d->c > 1;
-    ws += fmax(rows_l * E, 1) * 4 + (gtp || gcp ? fmax(rows * d->c * E, 1) * 4 : 0) +
-          (gtp && gcp ? fmax(rows * E, 1) * 4 : 0) +
-          (3 * fmax(smax * h, 1) + 3 * fmax(rmax * h, 1) + fmax(rmax * d->g * F, 1) +
-           (d->swiglu ? fmax(rmax * F, 1) : 0)) * e +
-          fmax(rows_l * k, 1) * 4 + fmax(rows_l * E, 1) * 4 + (e < 4 ? fmax(rows_l * E, 1) * e : 0);
-  }
+  ws += mt_plan_moe_workspace_bytes(d);
   ws += cp_ring_bytes(d);
   out[MT_PM_WORKSPACE] = ws;
   info->flat_numel = f.flat;
   info->params = f.numel;
   info->n_layers = n_layers;
-  free(f.bounds);
+  free(f.p);
   free(ch);
 }

@@ -38,8 +38,8 @@ typedef struct {
 
 /* Validate and plan one layout (the config with its keys overridden); a
  * valid one is appended to st->c. */
-static void try_layout(sweep_state *st, int tp, int cp, int pp, int v, int mbs, int ep, int rc,
-                       int zero) {
+static void try_layout(sweep_state *st, int tp, int cp, int pp, int v, int mbs, int ep, int etp,
+                       int rc, int zero) {
   cand k;
   memset(&k, 0, sizeof k);
   const char *ov[11];
@@ -52,7 +52,7 @@ static void try_layout(sweep_state *st, int tp, int cp, int pp, int v, int mbs, 
   snprintf(k.sets[5], 96, "training.micro_batch_size=%d", mbs);
   snprintf(k.sets[6], 96, "model.recompute_granularity=\"%s\"", k_rc[rc]);
   snprintf(k.sets[7], 96, "parallel.expert_model_parallel_size=%d", ep);
-  snprintf(k.sets[8], 96, "parallel.expert_tensor_parallel_size=%d", tp);
+  snprintf(k.sets[8], 96, "parallel.expert_tensor_parallel_size=%d", etp);
   snprintf(k.sets[9], 96, "parallel.context_parallel_size=%d", cp);
   k.n_sets = 10;
   for (int i = 0; i < k.n_sets; i++) ov[i] = k.sets[i];
@@ -94,9 +94,15 @@ int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
             if ((gbs / dp) % mbs || gbs % (dp * mbs)) continue;
             for (int ep = 1; ep <= (E > 0 ? E : 1); ep++) {
               if (E > 0 && (E % ep || (tp * cp * dp) % ep)) continue;
-              for (int rc = 0; rc < 3; rc++)
-                for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
-                  try_layout(&st, tp, cp, pp, v, mbs, ep, rc, zero);
+              /* experts unsplit (etp 1) or split like the dense MLP (etp = tp,
+               * Megatron's default); the config rules refuse what does not
+               * fit (etp ep dividing tp cp dp, biases with etp > 1) */
+              for (int etp = 1; etp <= tp; etp = etp < tp && E > 0 ? tp : tp + 1) {
+                if (E > 0 && (tp * cp * dp) % (etp * ep)) continue;
+                for (int rc = 0; rc < 3; rc++)
+                  for (int zero = 0; zero <= (dp * cp > 1 ? 3 : 0); zero++)
+                    try_layout(&st, tp, cp, pp, v, mbs, ep, E > 0 ? etp : tp, rc, zero);
+              }
             }
           }
         }
@@ -128,14 +134,14 @@ int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
   } else {
     fprintf(f, "megatrain plan --sweep: %s on %d x %s: %zu valid layouts, %zu fit; ranked by "
             "predicted throughput\n", base->source_path, world, hw->name, n, n_fit);
-    fprintf(f, "%4s %3s %3s %2s %4s %3s %3s %2s %4s %-9s %4s %8s %7s %6s %6s %10s  %s\n",
-            "rank", "tp", "pp", "v", "dp", "cp", "ep", "sp", "zero", "recompute", "mbs",
+    fprintf(f, "%4s %3s %3s %2s %4s %3s %3s %3s %2s %4s %-9s %4s %8s %7s %6s %6s %10s  %s\n",
+            "rank", "tp", "pp", "v", "dp", "cp", "ep", "etp", "sp", "zero", "recompute", "mbs",
             "mem_GiB", "iter_s", "TFLOPs", "MFU%", "tokens/s", "fits");
     for (size_t i = 0; i < show; i++) {
       const mt_plan *p = &c[i].p;
       fprintf(f,
-              "%4zu %3d %3d %2d %4d %3d %3d %2s %4d %-9s %4d %8.2f %7.4g %6.1f %6.1f %10.4g  %s\n",
-              i + 1, p->tp, p->pp, p->vpp, p->dp, p->cp, p->ep, p->sp ? "y" : "n", p->zero,
+              "%4zu %3d %3d %2d %4d %3d %3d %3d %2s %4d %-9s %4d %8.2f %7.4g %6.1f %6.1f %10.4g  %s\n",
+              i + 1, p->tp, p->pp, p->vpp, p->dp, p->cp, p->ep, p->etp, p->sp ? "y" : "n", p->zero,
               p->recompute == 1 ? "selective" : p->recompute == 2 ? "full" : "none", p->mbs,
               p->mem.total / 1073741824.0, p->time.t_iter, p->time.tflops_per_gpu,
               100 * p->time.mfu, p->time.tokens_per_s, p->mem.fits ? "yes" : "NO");

@@ -31,7 +31,13 @@
  *    backward cp-1 steps moving a K/V and a dK/dV block each behind a block
  *    backward (2x the forward), plus the last dK/dV hop home unhidden. The
  *    CP group is inside a node when tp x cp GPUs are (cp stride tp).
- *  - DP/ZeRO: gradient all-reduce over dp x cp (ZeRO-1/2: reduce-scatter +
+ *  - MoE layers (docs/moe.md "Memory and communication formulas"): router
+ *    GEMM and the TP all-gather of its logits, experts as E/ep grouped GEMMs
+ *    of the ETP group's rows (balanced routing), the shared expert as a
+ *    dense MLP, EP all-to-alls split between NVLink and the network by the
+ *    EP ranks per node (stride etp under parallel folding), ETP
+ *    all-gather/reduce-scatter; each stage with its own MoE layer count.
+ *  - DP/ZeRO: gradient all-reduce over dp x cp (experts over edp) (ZeRO-1/2: reduce-scatter +
  *    parameter all-gather; ZeRO-3 also gathers parameters per micro-batch),
  *    exposed unless overlap_grad_reduce, then only what the last backward
  *    cannot hide.
@@ -79,6 +85,22 @@ static double coll(const mt_hardware *hw, int kind, double n, double bytes, int 
   }
 }
 
+/* All-to-all of `bytes` (everything one rank sends, its own share
+ * included) over n ranks of which n_in share a node (the rest on other
+ * nodes): the (n_in - 1)/n share crosses NVLink, the (n - n_in)/n share the
+ * network, concurrently on the two links; each peer costs one latency. */
+static double a2a(const mt_hardware *hw, double n, double bytes, double n_in) {
+  if (n <= 1) return 0;
+  if (n_in > n) n_in = n;
+  if (n_in < 1) n_in = 1;
+  const double le = hw->link_eff;
+  const double t_in = (n_in - 1) / n * bytes / (hw->intra_node_gbs * 1e9 * le) +
+                      (n_in - 1) * hw->intra_latency_us * 1e-6;
+  const double t_out = (n - n_in) / n * bytes / (hw->inter_node_gbs * 1e9 * le) +
+                       (n - n_in) * hw->inter_latency_us * 1e-6;
+  return fmax(t_in, t_out);
+}
+
 /* Per micro-batch pieces of one pass, seconds. */
 typedef struct {
   double gemm, attn, elem, tp, cp, ep, rc; /* fwd + bwd + recompute, exposed comm */
@@ -113,28 +135,88 @@ static mt_plan_cp_ring cp_ring(const mt_hardware *hw, const mt_plan_dims *d, dou
   return r;
 }
 
-/* One transformer layer (dense or MoE) for one micro-batch. */
-static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra, int ep_intra,
-                   int cp_intra) {
+/* Node placement of the MoE groups (expert generator, rank = etp_rank +
+ * etp (ep_rank + ep (edp_rank + edp pp_rank))): the ETP group is etp
+ * consecutive ranks; the EP group has stride etp, so ep_in = min(ep,
+ * max(1, G / etp)) of its members share a node of G GPUs. */
+typedef struct {
+  int tp_intra, cp_intra, etp_intra;
+  double ep_in;
+} place_t;
+
+/* The MoE layer's communication per micro-batch, forward + backward (see
+ * mt_plan_moe_comm): EP all-to-alls of s_rows h es bytes (dispatch, combine;
+ * their gradients), the counts all-to-all without padding, the ETP
+ * all-gather + reduce-scatter of the etp r_rows rows per pass, and the
+ * shared expert's TP all-gather + reduce-scatter forward, 2 all-gathers + 1
+ * reduce-scatter backward. */
+static void moe_comm(const mt_hardware *hw, const mt_plan_dims *d, const place_t *pl,
+                     mt_plan_moe_comm *o) {
+  memset(o, 0, sizeof *o);
+  if (d->E <= 0) return;
+  const double h = d->h, e = d->e, etp = d->etp > 1 ? d->etp : 1, t = d->t;
+  double s_rows, r_rows;
+  mt_plan_moe_rows(d, &s_rows, &r_rows);
+  if (d->cap <= 0) r_rows = s_rows;
+  const double rx = etp * r_rows, counts = d->cap > 0 ? 0 : d->E * 8;
+  o->a2a_bytes = d->ep > 1 ? 4 * s_rows * h * e + counts : 0;
+  o->a2a_s = 4 * a2a(hw, d->ep, s_rows * h * e, pl->ep_in) + a2a(hw, d->ep, counts, pl->ep_in);
+  if (etp > 1) {
+    o->etp_bytes = 4 * (etp - 1) / etp * rx * h * e + (etp - 1) * d->E * 8;
+    o->etp_s = 2 * (coll(hw, C_AG, etp, rx * h * e, pl->etp_intra) +
+                    coll(hw, C_RS, etp, rx * h * e, pl->etp_intra)) +
+               coll(hw, C_AG, etp, etp * d->E * 8, pl->etp_intra);
+  }
+  if (d->S > 0 && t > 1) {
+    const double x = d->b * d->s_loc * h * e;
+    o->shared_tp_bytes = 5 * (t - 1) / t * x;
+    o->shared_tp_s = 3 * coll(hw, C_AG, t, x, pl->tp_intra) + 2 * coll(hw, C_RS, t, x, pl->tp_intra);
+  }
+}
+
+/* One transformer layer (dense or MoE) for one micro-batch. A MoE layer
+ * (docs/moe.md "Memory and communication formulas"): the router GEMM on the
+ * rank's n_loc tokens (its SP shard) and the all-gather of the [n_loc, E]
+ * fp32 logits over TP; dispatch and combine all-to-alls of the rank's
+ * s_rows = n_loc k rows (E C padded) forward and backward over EP; with
+ * etp > 1 an all-gather and a reduce-scatter of the etp r_rows received rows
+ * over ETP per pass; the experts' GEMMs as E/ep groups of etp r_rows / (E/ep)
+ * rows (balanced routing) and F/etp columns; the shared expert as a dense
+ * MLP of width S (its TP all-gather / reduce-scatter pair like the dense
+ * MLP's; a MoE layer without one has only the attention's pair). */
+static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t *pl) {
   const mt_hardware *hw = c->hw;
+  const int tp_intra = pl->tp_intra, cp_intra = pl->cp_intra;
   double b = d->b, s = d->s_loc, h = d->h, t = d->t, e = d->e, M = b * s, cp = d->c;
   double x = M * h, xs = d->sp ? x / t : x;
   /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] */
   double q = d->a * d->hn, qkv = (d->a + 2 * d->ng) * d->hn;
   double g_attn_lin = gemm(c, M, qkv / t, h, 1) + gemm(c, M, h, q / t, 1);
-  double g_mlp, mlp_elem, ep_f = 0;
+  double g_mlp, mlp_elem, ep_f = 0, tp_blocks = 2, tp_extra = 0;
   /* fc1 has g = 2 halves with SwiGLU; the activation reads g + (bias) and
    * writes one [M, f/t] tensor */
   if (!moe) {
     g_mlp = gemm(c, M, d->g * d->f / t, h, 1) + gemm(c, M, h, d->f / t, 1);
     mlp_elem = (d->g + 1) * M * d->f / t * e;
   } else {
-    /* router, then each token's top-k experts; balanced load over ep ranks */
-    double Mt = M * d->topk;
-    g_mlp = gemm(c, M, d->E, h, 1) + gemm(c, Mt, d->g * d->fm / d->etp, h, 1) +
-            gemm(c, Mt, h, d->fm / d->etp, 1);
-    mlp_elem = (d->g + 1) * Mt * d->fm / d->etp * e + 2 * Mt * h * e;
-    ep_f = 2 * coll(hw, C_A2A, d->ep, Mt * h * e, ep_intra); /* dispatch + combine */
+    const double n_loc = d->sp ? M / t : M, etp = d->etp > 1 ? d->etp : 1, El = d->E / d->ep;
+    double s_rows, r_rows;
+    mt_plan_moe_rows(d, &s_rows, &r_rows);
+    if (d->cap <= 0) r_rows = s_rows; /* balanced: a rank receives what it sends */
+    const double rx = etp * r_rows, Fx = d->fm / etp;
+    g_mlp = gemm(c, n_loc, d->E, h, 1) + gemm(c, rx / El, d->g * Fx, h, El) +
+            gemm(c, rx / El, h, Fx, El);
+    mlp_elem = (d->g + 1) * rx * Fx * e + 2 * n_loc * d->topk * h * e;
+    mt_plan_moe_comm mc;
+    moe_comm(hw, d, pl, &mc);
+    ep_f = (mc.a2a_s + mc.etp_s) / 2; /* forward half; backward the same */
+    tp_blocks = 1;
+    if (d->S > 0) {
+      g_mlp += gemm(c, M, d->g * d->S / t, h, 1) + gemm(c, M, h, d->S / t, 1);
+      mlp_elem += (d->g + 1) * M * d->S / t * e;
+      tp_blocks = 2;
+    }
+    if (d->sp) tp_extra = coll(hw, C_AG, t, M * d->E * 4, tp_intra); /* router logits */
   }
   /* cp ring steps of an [s_loc x s_loc] block (cp = 1: the whole s x s) */
   double hd = d->hn, heads = b * d->a / t;
@@ -147,10 +229,11 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, int tp_intra,
   double tp_f = 0, tp_b = 0;
   if (t > 1) {
     if (d->sp) {
-      tp_f = 2 * (coll(hw, C_AG, t, x * e, tp_intra) + coll(hw, C_RS, t, x * e, tp_intra));
-      tp_b = tp_f + 2 * coll(hw, C_AG, t, x * e, tp_intra); /* re-gather LN outputs */
+      tp_f = tp_blocks * (coll(hw, C_AG, t, x * e, tp_intra) + coll(hw, C_RS, t, x * e, tp_intra));
+      tp_b = tp_f + tp_blocks * coll(hw, C_AG, t, x * e, tp_intra); /* re-gather LN outputs */
+      tp_f += tp_extra;
     } else {
-      tp_f = 2 * coll(hw, C_AR, t, x * e, tp_intra);
+      tp_f = tp_blocks * coll(hw, C_AR, t, x * e, tp_intra);
       tp_b = tp_f;
     }
   }
@@ -241,6 +324,27 @@ double mt_plan_hw_flops(const mt_config *cfg) {
 
 static int same_node(const mt_hardware *hw, double span) { return span <= hw->gpus_per_node; }
 
+/* Exposed time of reducing the gradients of n parameters over a group of N
+ * ranks (intra: inside a node) per iteration of m micro-batches: stage 0
+ * all-reduce, 1 reduce-scatter + parameter all-gather, 2 a reduce-scatter
+ * per micro-batch, 3 also a parameter all-gather per micro-batch; hidden
+ * behind the last backward with overlap_grad_reduce (stages 0/1) or the
+ * bucketed stage-2/3 hooks, except one bucket's share. */
+static double grad_sync(const mt_hardware *hw, const mt_plan_dims *d, const mt_plan_options *opt,
+                        double n, double N, int intra, const piece *worst, double m) {
+  if (N <= 1 || n <= 0) return 0;
+  const double g4 = n * 4, pe = n * d->e, part = fmin(1, d->bucket / n);
+  const int ov = opt && opt->overlap_grad_reduce;
+  if (d->zero == 0) {
+    double ar = coll(hw, C_AR, N, g4, intra);
+    return ov ? fmax(ar * part, ar - worst->bwd) : ar;
+  }
+  double rs = coll(hw, C_RS, N, g4, intra), ag = coll(hw, C_AG, N, pe, intra);
+  if (d->zero == 1) return (ov ? fmax(rs * part, rs - worst->bwd) : rs) + ag;
+  if (d->zero == 2) return m * fmax(rs * part, rs - worst->bwd) + ag;
+  return m * (fmax(0, ag - worst->fwd) + fmax(rs * part, ag + rs - worst->bwd));
+}
+
 int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
                     const mt_plan_options *opt, mt_plan *out, char *err, size_t errlen) {
   mt_plan_dims d;
@@ -265,20 +369,24 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   out->cp_intra = same_node(hw, d.t * d.c);
   out->dp_intra = same_node(hw, d.t * d.c * d.d);
   out->pp_intra = same_node(hw, d.t * d.c * d.d * d.p);
-  int ep_intra = same_node(hw, d.etp * d.ep);
+  const double G = hw->gpus_per_node, etp_g = d.etp > 1 ? d.etp : 1;
+  place_t pl = {out->tp_intra, out->cp_intra, same_node(hw, etp_g),
+                fmin(d.ep, fmax(1, floor(G / etp_g)))};
+  const int edp_intra = same_node(hw, etp_g * d.ep * d.edp); /* edp stride etp ep */
+  if (d.E > 0) {
+    moe_comm(hw, &d, &pl, &out->moe);
+    out->moe.edp = (int)d.edp;
+    out->moe.ep_per_node = (int)pl.ep_in;
+    out->moe.etp_intra = pl.etp_intra;
+    out->moe.edp_intra = edp_intra;
+  }
   mt_plan_memory_compute(cfg, world, hw, &out->mem);
 
   ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
              hw->hbm_gbs * 1e9 * hw->hbm_eff};
-  piece dense = layer(&c, &d, 0, out->tp_intra, ep_intra, out->cp_intra);
-  double lps = d.L / d.p, moe_l = d.E > 0 ? mt_plan_stage_moe_layers(&d) : 0;
-  piece body;
-  memset(&body, 0, sizeof body);
-  add(&body, &dense, lps - moe_l);
-  if (moe_l > 0) {
-    piece moe = layer(&c, &d, 1, out->tp_intra, ep_intra, out->cp_intra);
-    add(&body, &moe, moe_l);
-  }
+  piece dense = layer(&c, &d, 0, &pl), moe;
+  memset(&moe, 0, sizeof moe);
+  if (d.E > 0) moe = layer(&c, &d, 1, &pl);
   /* pipeline p2p per micro-batch on one stage: v chunks, activation forward
    * and gradient backward, scatter/gather over the tp ranks */
   double p2p = 0;
@@ -286,21 +394,24 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
     double bytes = d.b * d.s_loc * d.h * d.e / d.t;
     p2p = 2 * d.v * coll(hw, C_P2P, 2, bytes, out->pp_intra);
   }
+  /* every stage with its own layers (uneven stages, a moe_layer_freq list) */
   double t_max = 0, t_sum = 0;
-  piece worst = body;
-  int np = (int)d.p;
+  piece worst = dense;
+  int np = (int)d.p, worst_moe = 0;
   for (int k = 0; k < np; k++) {
-    if (k > 0 && k < np - 1 && k != 1) { /* middle stages equal stage 1 */
-      t_sum += body.fwd + body.bwd + p2p;
-      continue;
-    }
-    piece st = body, en = ends(&c, &d, k == 0, k == np - 1, out->tp_intra);
+    int nl, nm;
+    mt_plan_stage_layer_counts(cfg, &d, k, &nl, &nm);
+    piece st, en = ends(&c, &d, k == 0, k == np - 1, out->tp_intra);
+    memset(&st, 0, sizeof st);
+    add(&st, &dense, nl - nm);
+    add(&st, &moe, nm);
     add(&st, &en, 1);
     double tk = st.fwd + st.bwd + p2p;
     t_sum += tk;
-    if (tk > t_max) {
+    if (k == 0 || tk > t_max) {
       t_max = tk;
       worst = st;
+      worst_moe = nm;
     }
   }
   double t_mean = t_sum / d.p;
@@ -322,30 +433,20 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   T->comp[MT_PT_BUBBLE] = (d.p - 1) / d.v * t_mean;
   T->bubble_fraction = (d.p - 1) / (d.v * m);
 
-  /* reduction of the worst stage's gradients over dp x cp (Megatron's
-   * data_parallel_group_with_context_parallel) */
-  double n = mt_plan_stage_params(&d, out->mem.worst_stage), dp_t = 0;
-  int di = out->dp_intra;
-  double g4 = n * 4, pe = n * d.e, ndc = d.d * d.c;
-  if (ndc > 1) {
-    if (d.zero == 0) {
-      double ar = coll(hw, C_AR, ndc, g4, di);
-      dp_t = opt && opt->overlap_grad_reduce
-                 ? fmax(ar * fmin(1, d.bucket / n), ar - worst.bwd) : ar;
-    } else if (d.zero == 1) {
-      double rs = coll(hw, C_RS, ndc, g4, di), ag = coll(hw, C_AG, ndc, pe, di);
-      dp_t = (opt && opt->overlap_grad_reduce ? fmax(rs * fmin(1, d.bucket / n), rs - worst.bwd)
-                                              : rs) + ag;
-    } else {
-      double rs = coll(hw, C_RS, ndc, g4, di), ag = coll(hw, C_AG, ndc, pe, di);
-      if (d.zero == 2) dp_t = m * fmax(rs * fmin(1, d.bucket / n), rs - worst.bwd) + ag;
-      else dp_t = m * (fmax(0, ag - worst.fwd) + fmax(rs * fmin(1, d.bucket / n), ag + rs - worst.bwd));
-    }
-  }
+  /* reduction of the worst stage's gradients: the dense ones over dp x cp
+   * (Megatron's data_parallel_group_with_context_parallel), the experts over
+   * edp (the expert generator's data-parallel group) */
+  const double n_e = mt_plan_stage_expert_params(&d, worst_moe);
+  const double n_d = mt_plan_stage_params(&d, out->mem.worst_stage) -
+                     mt_plan_stage_expert_params(&d, mt_plan_stage_moe_layers(&d));
+  double ndc = d.d * d.c;
+  double dp_t = grad_sync(hw, &d, opt, n_d, ndc, out->dp_intra, &worst, m) +
+                grad_sync(hw, &d, opt, n_e, d.edp, edp_intra, &worst, m);
   if (d.p > 1 && !d.untied) /* tied embedding gradient: first + last stage */
     dp_t += coll(hw, C_AR, 2, d.Vp * d.h / d.t * 4, out->pp_intra);
   T->comp[MT_PT_DP_COMM] = dp_t;
-  double n_opt = d.zero >= 1 ? n / ndc : n, n_grad = d.zero >= 2 ? n / ndc : n;
+  const double n = n_d + n_e, n_sh = n_d / ndc + n_e / d.edp;
+  double n_opt = d.zero >= 1 ? n_sh : n, n_grad = d.zero >= 2 ? n_sh : n;
   double opt_bytes = n_opt * (4 + 16 + 8 + (d.e < 4 ? 2 : 0) + 4) + n_grad * 4;
   T->comp[MT_PT_OPTIM] = mem(&c, opt_bytes) +
                          coll(hw, C_AR, d.t * d.p, 8, same_node(hw, d.t * d.c * d.d * d.p));

@@ -60,5 +60,30 @@ expect2 hw_key "peak_tflops_fp32" -- --config configs/papers/korthikanti22-22b.j
   --set 'model.recompute_granularity=""' --set parallel.sequence_parallel=false >"$tmp/nf" 2>&1
 if grep -q "DOES NOT FIT" "$tmp/nf"; then ok not_fit; else bad not_fit; cat "$tmp/nf"; fi
 
+# 6. MoE (issue 16): the sweep tries experts unsplit (etp 1) and split like
+# the dense MLP (etp = tp); one plan carries the MoE communication per layer
+# and micro-batch: EP all-to-all 4 s_rows h es + 8 E bytes (s_rows = n_loc k,
+# n_loc = b s / tp under SP), ETP 4 (etp-1)/etp etp s_rows h es + (etp-1) 8 E
+"$bin" plan --config configs/deepseek-tiny.json --world-size 8 --hardware h100-sxm \
+  --set training.global_batch_size=64 --set checkpoint.save=null --sweep --top 0 --json >"$tmp/moe_sweep" 2>&1
+"$bin" plan --config configs/deepseek-tiny.json --world-size 8 --hardware h100-sxm \
+  --set training.global_batch_size=64 --set checkpoint.save=null --set parallel.tensor_model_parallel_size=2 \
+  --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
+  --set parallel.expert_tensor_parallel_size=2 --json >"$tmp/moe_plan" 2>&1
+if $py -c '
+import json,sys
+L=json.load(open(sys.argv[1]))["layouts"]
+assert all("moe" in x for x in L)
+lay=[x["layout"] for x in L]
+assert any(l["etp"]==1 and l["tp"]>1 for l in lay) and any(l["etp"]>1 for l in lay)
+j=json.load(open(sys.argv[2])); q=j["moe"]["per_layer_microbatch"]
+h,s,b,k,E,es=128,128,8,4,16,4
+srows=b*s/2*k
+assert q["a2a_bytes"]==4*srows*h*es+8*E, q
+assert q["etp_bytes"]==4*(2-1)/2*2*srows*h*es+8*E, q
+assert q["a2a_s"]>0 and q["etp_s"]>0 and j["moe"]["edp"]==2
+assert j["time"]["breakdown_s"]["ep_comm"]>0
+' "$tmp/moe_sweep" "$tmp/moe_plan"; then ok moe_sweep_comm; else bad moe_sweep_comm; head -c 600 "$tmp/moe_plan"; fi
+
 [ $fails -eq 0 ] && echo "all plan CLI checks passed"
 exit $([ $fails -eq 0 ] && echo 0 || echo 1)

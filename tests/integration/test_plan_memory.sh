@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `megatrain plan` memory vs the CPU allocator (issues 10 and 14): for small
+# `megatrain plan` memory vs the CPU allocator (issues 10, 14 and 16): for small
 # configs under mpirun — tp=2 with and without SP, pp=2 and pp=4 (1F1B),
 # pp=2 v=2 (interleaved), dp=2 x ZeRO 1/2/3, tp=2 + SP + pp=2, selective and
 # full recomputation, uneven stages, MoE with ep=2 (with tp=2 + SP), and a
@@ -23,8 +23,9 @@ TP="parallel.tensor_model_parallel_size"; SP="parallel.sequence_parallel"
 PP="parallel.pipeline_model_parallel_size"; VP="parallel.virtual_pipeline_model_parallel_size"
 ZS="parallel.zero_stage"; RC="model.recompute_granularity"
 : >"$TMP/table.txt"
-run() { # name np sets...
+run() { # name np sets...  (PLAN_MEMORY_ONLY=REGEX runs only the matching cases)
   local name=$1 np=$2; shift 2
+  if [ -n "${PLAN_MEMORY_ONLY:-}" ] && ! [[ $name =~ $PLAN_MEMORY_ONLY ]]; then return 0; fi
   local sets=(--set training.train_iters=2 --set training.eval_interval=0 --set training.lr_warmup_iters=1 --set model.num_layers=4 "$@")
   "$MT" plan --config $CFG --world-size "$np" --hardware a100-80gb --json "${sets[@]}" \
     >"$TMP/$name.plan.json" 2>"$TMP/$name.plan.err" ||
@@ -128,6 +129,32 @@ if [ -f model/context_parallel.h ]; then
   run llama_cp2 2 --set $LL --set $CP=2
   run llama_cp2_tp2_sp 4 --set $LL --set $CP=2 --set $TP=2 --set $SP=true
 fi
+# issue 16: MoE as trained in 2026 — shared experts (TP-sharded dense MLP
+# beside the routed experts), expert tensor parallelism (parallel folding,
+# no expert biases), ZeRO 1-3 with the expert part sharded over edp =
+# world / (etp ep pp) (edp 1 and 2, ep != tp; with a shared expert a layer
+# is a dense, an expert and a dense segment), padding to capacity (E C rows
+# per buffer) with grouped GEMM, and a list moe_layer_freq (dense first
+# layer) over pp=2 with ZeRO-1 (one unit per stage: its dense runs between
+# the expert runs are the dense part's segments)
+M4="model.num_experts=4"; E1="parallel.expert_tensor_parallel_size=1"
+EPn="parallel.expert_model_parallel_size"
+run moe_shared_tp2_sp_ep2 2 --set $M4 --set model.moe_shared_expert_intermediate_size=128 \
+    --set $TP=2 --set $SP=true --set $EP
+run moe_etp2_ep2_tp2_sp 4 --set $M4 --set $TP=2 --set $SP=true --set $EPn=2 \
+    --set parallel.expert_tensor_parallel_size=2 --set model.add_bias_linear=false
+run moe_etp2_dp4_zero2 4 --set $M4 --set $EPn=1 --set parallel.expert_tensor_parallel_size=2 \
+    --set model.add_bias_linear=false --set $ZS=2
+run moe_dp2_ep2_zero2 2 --set $M4 --set $EP --set $ZS=2
+run moe_dp2_ep2_zero3 2 --set $M4 --set $EP --set $ZS=3
+run moe_dp4_ep2_zero2 4 --set $M4 --set $EP --set $ZS=2
+run moe_dp4_ep2_zero3_shared 4 --set $M4 --set $EP --set $ZS=3 \
+    --set model.moe_shared_expert_intermediate_size=128
+run moe_tp2_sp_ep4_zero1 4 --set $M4 --set $TP=2 --set $SP=true --set $EPn=4 --set $E1 --set $ZS=1
+run moe_pad_gg_ep2 2 --set $M4 --set $EP --set model.moe_expert_capacity_factor=1.0 \
+    --set model.moe_pad_expert_input_to_capacity=true --set model.moe_grouped_gemm=true
+run moe_list_pp2_ep2_zero1 4 --set $M4 --set $EP --set $PP=2 --set 'model.moe_layer_freq=[0,1,1,1]' \
+    --set $ZS=1
 echo "predicted/measured bytes per rank (one row per distinct stage); columns:"
 echo "| layout | rank | stage | parameters | gradients | optimizer | activations | communication | workspace | model state |"
 cat "$TMP/table.txt"

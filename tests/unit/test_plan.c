@@ -463,8 +463,85 @@ static void test_model_directions(void **state) {
   mt_config_free(&z);
 }
 
+/* ---- MoE (issue 16): placement of the EP group, ETP/EDP, shared experts,
+ * padding (docs/moe.md "Memory and communication formulas") ---- */
+
+static void moe_plan(const char *const *set, int n_set, int world, const mt_hardware *hw,
+                     mt_plan *p) {
+  static const char *json =
+      "{\"device\":\"cpu\",\"model\":{\"num_layers\":8,\"hidden_size\":2048,"
+      "\"num_attention_heads\":16,\"ffn_hidden_size\":8192,\"seq_length\":2048,"
+      "\"vocab_size\":32000,\"swiglu\":true,\"normalization\":\"RMSNorm\","
+      "\"position_embedding_type\":\"rope\",\"add_bias_linear\":false,"
+      "\"num_experts\":16,\"moe_router_topk\":2,\"moe_ffn_hidden_size\":1024},"
+      "\"parallel\":{\"expert_tensor_parallel_size\":1},"
+      "\"training\":{\"micro_batch_size\":1,\"global_batch_size\":256,\"precision\":\"bf16\","
+      "\"train_iters\":10,\"lr\":1e-4},\"data\":{\"data_path\":[\"x\"]}}";
+  char err[2048];
+  mt_config c;
+  int rc = mt_config_load_string(&c, json, "moe", set, n_set, world, err, sizeof err);
+  EXPECT_EQ(rc, 0, "%s", err);
+  mt_plan_options o = {0};
+  rc = mt_plan_compute(&c, world, hw, &o, p, err, sizeof err);
+  EXPECT_EQ(rc, 0, "%s", err);
+  mt_config_free(&c);
+}
+
+static void test_moe_plan(void **state) {
+  (void)state;
+  char err[2048];
+  mt_hardware hw;
+  assert_int_equal(mt_hardware_load(&hw, HW_A100, err, sizeof err), 0); /* 8 GPUs per node */
+  const double h = 2048, s = 2048, k = 2, E = 16, es = 2;
+  mt_plan p8, p16, pe, psh, ppad;
+  const char *ep8[] = {"parallel.expert_model_parallel_size=8"};
+  const char *ep16[] = {"parallel.expert_model_parallel_size=16"};
+  moe_plan(ep8, 1, 64, &hw, &p8);
+  moe_plan(ep16, 1, 64, &hw, &p16);
+  /* the same rows per rank; 8 EP ranks fill a node, 16 cross the network */
+  assert_true(p8.moe.a2a_bytes == 4 * s * k * h * es + 8 * E);
+  assert_true(p16.moe.a2a_bytes == p8.moe.a2a_bytes);
+  assert_int_equal(p8.moe.ep_per_node, 8);
+  assert_int_equal(p16.moe.ep_per_node, 8);
+  assert_true(p16.moe.a2a_s > 2 * p8.moe.a2a_s);
+  assert_int_equal(p8.moe.edp, 8);
+  assert_int_equal(p16.moe.edp, 4);
+  const char *etp[] = {"parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true",
+                       "parallel.expert_model_parallel_size=8",
+                       "parallel.expert_tensor_parallel_size=2"};
+  moe_plan(etp, 4, 64, &hw, &pe);
+  /* ETP: EP stride 2 -> 4 EP ranks per node; SP halves each rank's rows */
+  assert_int_equal(pe.moe.ep_per_node, 4);
+  assert_true(pe.moe.a2a_bytes == 4 * s / 2 * k * h * es + 8 * E);
+  assert_true(pe.moe.etp_bytes == 4 * 0.5 * 2 * (s / 2 * k) * h * es + 8 * E);
+  assert_true(pe.moe.etp_intra && pe.moe.etp_s > 0);
+  assert_int_equal(pe.moe.edp, 4);
+  /* shared expert: + L (g S h + h S) parameters, and its TP traffic */
+  const char *sh[] = {"parallel.tensor_model_parallel_size=2", "parallel.sequence_parallel=true",
+                      "parallel.expert_model_parallel_size=8",
+                      "parallel.expert_tensor_parallel_size=2",
+                      "model.moe_shared_expert_intermediate_size=2048"};
+  moe_plan(sh, 5, 64, &hw, &psh);
+  assert_true(psh.mem.params_total - pe.mem.params_total == (int64_t)(8 * (2 * 2048 + 2048) * h));
+  assert_true(psh.moe.shared_tp_bytes == 5 * 0.5 * s * h * es);
+  assert_true(psh.time.t_iter > pe.time.t_iter);
+  /* padding to capacity: every rank sends E C rows, C = ceil(s k / E cf) */
+  const char *pad[] = {"parallel.expert_model_parallel_size=8",
+                       "model.moe_expert_capacity_factor=1.5",
+                       "model.moe_pad_expert_input_to_capacity=true"};
+  moe_plan(pad, 3, 64, &hw, &ppad);
+  const double C = ceil(s * k / E * 1.5);
+  assert_true(ppad.moe.a2a_bytes == 4 * E * C * h * es);
+  /* the dispatcher's buffers: E C rows instead of n_loc k sent and
+   * ep n_loc k received (3 + 3 of them), the experts' d_f [r, 2F], d_a [r, F] */
+  const double smax = s * k, rmax = 8 * s * k, F = 1024;
+  const double dws = (3 * (smax - E * C) + 3 * (rmax - E * C)) * h * es + (rmax - E * C) * 3 * F * es;
+  assert_true(p8.mem.bytes[MT_PM_WORKSPACE] - ppad.mem.bytes[MT_PM_WORKSPACE] == dws);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_moe_plan),
       cmocka_unit_test(test_mfu_formula),       cmocka_unit_test(test_param_counts),
       cmocka_unit_test(test_paper_reproduction), cmocka_unit_test(test_memory_vs_allocator),
       cmocka_unit_test(test_bad_inputs),        cmocka_unit_test(test_model_directions),
