@@ -109,6 +109,11 @@ static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
       r->z_loss += w[3] / w[4];
     }
   }
+  /* mean over the MoE layers, as Megatron's MoE metrics tracker reports them */
+  if (L > 0) {
+    r->load_balancing_loss /= L;
+    r->z_loss /= L;
+  }
   r->dropped_tokens = (int64_t)dropped;
   r->dropped_fraction = slots > 0 ? dropped / slots : 0.0;
   free(v);
@@ -187,6 +192,30 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   return r;
 }
 
+/* One line describing the MoE layers (docs/moe.md). */
+static void print_moe_summary(const mt_trainer *t) {
+  const mt_model_config *m = &t->cfg->model;
+  int n_moe = 0;
+  for (int l = 0; l < m->num_layers; l++) n_moe += mt_config_is_moe_layer(t->cfg, l);
+  say(t, "> MoE: %d experts (top-%d, ffn %d) in %d of %d layers, %s scores", m->num_experts,
+      m->moe_router_topk, m->moe_ffn_hidden_size, n_moe, m->num_layers,
+      m->moe_router_score_function);
+  if (m->moe_router_enable_expert_bias)
+    say(t, " + expert bias (rate %g)", (double)m->moe_router_bias_update_rate);
+  if (m->moe_router_num_groups)
+    say(t, ", %d groups pick %d", m->moe_router_num_groups, m->moe_router_group_topk);
+  say(t, ", %s (coeff %g), z-loss coeff %g, ", m->moe_router_load_balancing_type,
+      (double)m->moe_aux_loss_coeff, (double)m->moe_z_loss_coeff);
+  if (m->moe_expert_capacity_factor > 0)
+    say(t, "capacity factor %g%s", (double)m->moe_expert_capacity_factor,
+        m->moe_pad_expert_input_to_capacity ? " (padded)" : "");
+  else
+    say(t, "dropless");
+  if (m->moe_shared_expert_intermediate_size)
+    say(t, ", shared expert %d", m->moe_shared_expert_intermediate_size);
+  say(t, "%s\n", m->moe_grouped_gemm ? ", grouped GEMM" : "");
+}
+
 static void print_summary(const mt_trainer *t) {
   const mt_config *c = t->cfg;
   const mt_mem_stats *ms = &t->be->mem;
@@ -196,7 +225,10 @@ static void print_summary(const mt_trainer *t) {
   if (t->topo.cp > 1)
     say(t, " cp=%d (cp_comm_type %s; gradients over dp x cp = %d ranks)", t->topo.cp,
         c->parallel.cp_comm_type, mt_group_size(t->dp_group));
+  if (c->model.num_experts > 0)
+    say(t, " | experts: ep=%d etp=%d edp=%d", t->topo.ep, t->topo.etp, t->topo.edp);
   say(t, "\n");
+  if (c->model.num_experts > 0) print_moe_summary(t);
   say(t, "> model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %lld)\n",
       c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
       c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
