@@ -10,7 +10,7 @@
 #   tp=2 + SP + ep=2 (ep = tp, edp = dp = 2) with ZeRO-1,
 #   etp=2 + dp=4 (edp 2, SwiGLU experts without biases) with ZeRO-3,
 # lm loss, grad norm, balance losses, dropped and tokens per expert within
-# 1e-5 relative (the comparison of test_moe_parity.sh); dense replicas over
+# 1e-5 relative (moe_compare.py, as in test_moe_parity.sh); dense replicas over
 # dp and expert replicas over edp bitwise identical (the trainer's replica
 # check). DeepSeek-style model (tests/configs/gpt-moe-deepseek-test.json:
 # expert bias, shared expert, list moe_layer_freq, SwiGLU): dp=4 + ep=2
