@@ -1,5 +1,5 @@
-/* core/backend.c — allocator bookkeeping and backend destruction (the
- * factory is backends/registry.c). */
+/* core/backend.c — allocator bookkeeping, grouped-GEMM helpers shared by
+ * the backends, and backend destruction (the factory is backends/registry.c). */
 #include "backend.h"
 
 const char *mt_mem_cat_name(mt_mem_cat c) {
@@ -20,6 +20,25 @@ void mt_mem_account(mt_mem_stats *st, mt_mem_cat cat, int64_t bytes) {
 void mt_mem_reset_peak(mt_mem_stats *st) {
   for (int c = 0; c < MT_MEM_NCAT; c++) st->peak[c] = st->live[c];
   st->peak_total = st->live_total;
+}
+
+mt_gemm_desc mt_gemm_grouped_member(const mt_gemm_grouped_desc *d, int g) {
+  mt_gemm_desc e = {.trans_a = d->trans_a, .trans_b = d->trans_b, .m = d->m[g], .n = d->n[g],
+                    .k = d->k[g], .alpha = d->alpha, .beta = d->beta, .a = d->a[g],
+                    .lda = d->lda, .b = d->b[g], .ldb = d->ldb, .c = d->c[g], .ldc = d->ldc,
+                    .a_type = d->a_type, .b_type = d->b_type, .c_type = d->c_type,
+                    .bias = d->bias ? d->bias[g] : NULL, .batch = 1};
+  return e;
+}
+
+int mt_gemm_grouped_stages(const mt_gemm_grouped_desc *d, int *stage) {
+  int nstage = 0;
+  for (int g = 0; g < d->groups; g++) {
+    stage[g] = 0;
+    for (int j = 0; j < g; j++) stage[g] += d->c[j] == d->c[g];
+    if (stage[g] + 1 > nstage) nstage = stage[g] + 1;
+  }
+  return nstage;
 }
 
 void mt_backend_destroy(mt_backend *be) {

@@ -101,6 +101,13 @@ typedef struct {
   const void *const *bias;          /* [groups] or NULL */
 } mt_gemm_grouped_desc;
 
+/* Group g of d as a plain gemm (batch 1): what "once per group" calls. */
+mt_gemm_desc mt_gemm_grouped_member(const mt_gemm_grouped_desc *d, int g);
+/* The order groups naming the same C run in: stage[g] (host, [groups]) =
+ * the number of earlier groups with the same C; groups of one stage write
+ * distinct C's, stages run one after the other. Returns the stage count. */
+int mt_gemm_grouped_stages(const mt_gemm_grouped_desc *d, int *stage);
+
 /* Causal self-attention core (Megatron's "core attention"), with grouped-query
  * attention (Ainslie et al. 2023, GQA; MQA when ng = 1; plain multi-head when
  * ng = np):

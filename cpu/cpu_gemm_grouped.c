@@ -26,15 +26,6 @@ typedef struct {
   int g, sl;
 } gg_task;
 
-static mt_gemm_desc group_desc(const mt_gemm_grouped_desc *d, int g) {
-  mt_gemm_desc e = {.trans_a = d->trans_a, .trans_b = d->trans_b, .m = d->m[g], .n = d->n[g],
-                    .k = d->k[g], .alpha = d->alpha, .beta = d->beta, .a = d->a[g],
-                    .lda = d->lda, .b = d->b[g], .ldb = d->ldb, .c = d->c[g], .ldc = d->ldc,
-                    .a_type = d->a_type, .b_type = d->b_type, .c_type = d->c_type,
-                    .bias = d->bias ? d->bias[g] : NULL, .batch = 1};
-  return e;
-}
-
 void cpu_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
   MT_ASSERT(d->a_type == MT_F32 && d->b_type == MT_F32 && d->c_type == MT_F32);
   MT_ASSERT(d->groups >= 0);
@@ -44,14 +35,11 @@ void cpu_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
   mt_gemm_desc *gd = mt_xmalloc(sizeof *gd * (size_t)G);
   int *stage = mt_xmalloc(sizeof(int) * (size_t)G), *split = mt_xmalloc(sizeof(int) * (size_t)G);
   int *per = mt_xmalloc(sizeof(int) * (size_t)G), *nsl = mt_xmalloc(sizeof(int) * (size_t)G);
-  int nstage = 0;
+  const int nstage = mt_gemm_grouped_stages(d, stage);
   int64_t ntask = 0;
   for (int g = 0; g < G; g++) {
     MT_ASSERT(d->m[g] >= 0 && d->n[g] >= 0 && d->k[g] >= 0);
-    gd[g] = group_desc(d, g);
-    stage[g] = 0;
-    for (int j = 0; j < g; j++) stage[g] += d->c[j] == d->c[g];
-    if (stage[g] + 1 > nstage) nstage = stage[g] + 1;
+    gd[g] = mt_gemm_grouped_member(d, g);
     nsl[g] = d->m[g] && d->n[g]
                  ? cpu_gemm_slabs(be, nthr, d->m[g], d->n[g], d->k[g], &split[g], &per[g])
                  : 0;

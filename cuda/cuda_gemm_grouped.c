@@ -24,15 +24,6 @@ static cudaDataType_t gg_type(mt_dtype t) {
   return t == MT_BF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-static mt_gemm_desc group_desc(const mt_gemm_grouped_desc *d, int g) {
-  mt_gemm_desc e = {.trans_a = d->trans_a, .trans_b = d->trans_b, .m = d->m[g], .n = d->n[g],
-                    .k = d->k[g], .alpha = d->alpha, .beta = d->beta, .a = d->a[g],
-                    .lda = d->lda, .b = d->b[g], .ldb = d->ldb, .c = d->c[g], .ldc = d->ldc,
-                    .a_type = d->a_type, .b_type = d->b_type, .c_type = d->c_type,
-                    .bias = d->bias ? d->bias[g] : NULL, .batch = 1};
-  return e;
-}
-
 void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
   cuda_impl *im = cuda_impl_of(be);
   MT_ASSERT(d->groups >= 0 && d->a_type == d->b_type);
@@ -45,19 +36,14 @@ void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
   }
   if (fallback || G == 1) {
     for (int g = 0; g < G; g++) {
-      mt_gemm_desc e = group_desc(d, g);
+      mt_gemm_desc e = mt_gemm_grouped_member(d, g);
       cuda_gemm(be, &e);
     }
     return;
   }
   MT_ASSERT(d->lda <= INT_MAX && d->ldb <= INT_MAX && d->ldc <= INT_MAX);
   int *stage = malloc(sizeof(int) * (size_t)G);
-  int nstage = 0;
-  for (int g = 0; g < G; g++) {
-    stage[g] = 0;
-    for (int j = 0; j < g; j++) stage[g] += d->c[j] == d->c[g];
-    if (stage[g] + 1 > nstage) nstage = stage[g] + 1;
-  }
+  const int nstage = mt_gemm_grouped_stages(d, stage);
   /* host arrays of one stage: at most G problems */
   cublasOperation_t *ta = malloc(sizeof *ta * (size_t)G), *tb = malloc(sizeof *tb * (size_t)G);
   int *mm = malloc(sizeof(int) * (size_t)G * 7);

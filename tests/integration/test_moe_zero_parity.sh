@@ -10,7 +10,7 @@
 #   tp=2 + SP + ep=2 (ep = tp, edp = dp = 2) with ZeRO-1,
 #   etp=2 + dp=4 (edp 2, SwiGLU experts without biases) with ZeRO-3,
 # lm loss, grad norm, balance losses, dropped and tokens per expert within
-# 1e-5 relative (the comparison of test_moe_parity.sh); dense replicas over
+# 1e-5 relative (moe_compare.py, as in test_moe_parity.sh); dense replicas over
 # dp and expert replicas over edp bitwise identical (the trainer's replica
 # check). DeepSeek-style model (tests/configs/gpt-moe-deepseek-test.json:
 # expert bias, shared expert, list moe_layer_freq, SwiGLU): dp=4 + ep=2
@@ -20,52 +20,13 @@
 # is refused naming both expert-data-parallel sizes. ZeRO-2 with a pipeline
 # stays refused.
 source "$(dirname "$0")/lib.sh"
-command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
-CFG=tests/configs/gpt-moe-test.json
-COMMON=(--set training.eval_interval=0 --set model.hidden_dropout=0.1
-        --set model.attention_dropout=0.1 --set parallel.ddp_bucket_size=4999)
+source "$(dirname "$0")/moe_lib.sh"
+COMMON=(--set training.check_replicas_interval=10 --set training.eval_interval=0
+        --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1
+        --set parallel.ddp_bucket_size=4999)
+CMP_ARGS=(--keys "lm_loss,grad_norm,load_balancing_loss,z_loss,dropped_tokens,tokens_per_expert_max,tokens_per_expert_mean?,expert_bias?")
 # hidden 45 (odd segment lengths: padded buckets in both parts) where tp = 1
 ODD=(--set model.hidden_size=45 --set model.num_attention_heads=5)
-run() { # name np args...
-  local name=$1 np=$2; shift 2
-  local cmd=("$MT" --config $CFG --set logging.metrics_file="$TMP/$name.jsonl"
-             --set training.check_replicas_interval=10 "${COMMON[@]}" "$@")
-  if [ "$np" = 1 ]; then "${cmd[@]}" >"$TMP/$name.log" 2>&1
-  else mpirun -np "$np" --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
-         -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "${cmd[@]}" >"$TMP/$name.log" 2>&1
-  fi || { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
-}
-cmp_moe() { # a b [first_iteration] [tolerance]
-  /usr/bin/python3 - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$1" "$2" "${3:-1}" "${4:-1e-5}" <<'PY'
-import json, sys
-first, tol = int(sys.argv[5]), float(sys.argv[6])
-def load(p):
-    return {o["iteration"]: o for o in map(json.loads, open(p))
-            if "lm_loss" in o and o["iteration"] >= first}
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a.keys() == b.keys() and len(a) == 21 - first, (sorted(a), sorted(b))
-worst = 0.0
-for it in sorted(a):
-    for k in ("lm_loss", "grad_norm", "load_balancing_loss", "z_loss", "dropped_tokens",
-              "tokens_per_expert_max", "tokens_per_expert_mean", "expert_bias"):
-        if k not in a[it] and k not in b[it]:
-            continue
-        x, y = a[it][k], b[it][k]
-        flat = lambda v: [w for u in v for w in flat(u)] if isinstance(v, list) else [v]
-        xs, ys = flat(x), flat(y)
-        assert len(xs) == len(ys), (it, k, x, y)
-        for u, v in zip(xs, ys):
-            r = abs(u - v) / max(abs(v), 1e-30)
-            worst = max(worst, r)
-            if (tol == 0 and u != v) or r > tol:
-                sys.exit("iteration %d %s: %r vs %r" % (it, k, x, y))
-last = a[20]
-print("%s vs %s: iterations %d-20 agree (worst rel %.2e, tolerance %g); step 20: lm %.5f "
-      "grad norm %.5f lb %.5f tokens/expert max %s" % (sys.argv[3], sys.argv[4], first, worst,
-      tol, last["lm_loss"], last["grad_norm"], last["load_balancing_loss"],
-      last["tokens_per_expert_max"]))
-PY
-}
 expect_log() { # name pattern
   grep -q "$2" "$TMP/$1.log" || { echo "$1: '$2' missing from the log"; cat "$TMP/$1.log"; exit 1; }
 }
@@ -118,7 +79,7 @@ CFG=$DS run ds_dp4_ep2_z3_resumed 4 --set parallel.expert_model_parallel_size=2 
     --set parallel.zero_stage=3 --set checkpoint.load="$TMP/ck10" --set checkpoint.save="$TMP/ck10" \
     --set checkpoint.save_interval=10
 expect_log ds_dp4_ep2_z3_resumed "resumed from iteration 10"
-cmp_moe ds_dp4_ep2_z3_resumed ds_dp4_ep2_z3 11 0
+cmp_moe ds_dp4_ep2_z3_resumed ds_dp4_ep2_z3 --first 11 --tol 0
 for r in 0 1 2 3; do
   cmp "$TMP/ck/iter_0000020/mp_rank_00/distrib_optim_dp00$r.bin" \
       "$TMP/ck10/iter_0000020/mp_rank_00/distrib_optim_dp00$r.bin"

@@ -26,6 +26,7 @@
 #include "model/gpt.h"
 #include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
+#include "tests/tools/tool_util.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/optimizer.h"
 
@@ -49,10 +50,7 @@ int main(int argc, char **argv) {
     if (!mt_gpt_is_option(argv[i]) && k < 9) a[k++] = atoi(argv[i]);
   mkdir(dir, 0755);
   char err[512];
-  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&bo);
-  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
-  if (!be) mt_fatal("%s", err);
+  mt_backend *be = mt_tool_cpu_backend();
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[6] ? a[6] : 4 * a[1], a[3], a[5], a[4], 1234);
   c.untie_embeddings_and_output_weights = a[7];
   c.max_position_embeddings = c.seq_length + 3;

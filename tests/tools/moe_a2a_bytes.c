@@ -31,15 +31,7 @@
 #include "core/util.h"
 #include "model/moe_token_dispatcher.h"
 #include "parallel/comm.h"
-
-#define CHECK(c, ...)                        \
-  do {                                       \
-    if (!(c)) {                              \
-      fprintf(stderr, __VA_ARGS__);          \
-      fprintf(stderr, "\n");                 \
-      exit(1);                               \
-    }                                        \
-  } while (0)
+#include "tests/tools/tool_util.h"
 
 static int expert_of(int r, int i, int j, int E) {
   int b = i % 3 == 0 ? 0 : (i * (r + 1) + r) % E;
@@ -70,11 +62,7 @@ int main(int argc, char **argv) {
   int *ranks = mt_xmalloc(sizeof(int) * (size_t)P);
   for (int i = 0; i < P; i++) ranks[i] = i;
   mt_group *ep = mt_group_create(dist, ranks, P, "ep", MT_ENGINE_MPI);
-  char err[256];
-  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&bo);
-  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
-  if (!be) mt_fatal("%s", err);
+  mt_backend *be = mt_tool_cpu_backend();
   uint8_t *kept = mt_xmalloc((size_t)P * n * k);
   int64_t *cnt = mt_xmalloc(sizeof(int64_t) * (size_t)P * E);
   float *xh = mt_xmalloc(sizeof(float) * (size_t)n * h), *dyh = mt_xmalloc(sizeof(float) * (size_t)n * h);

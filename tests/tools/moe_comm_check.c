@@ -26,6 +26,7 @@
 #include "core/util.h"
 #include "model/moe_layer.h"
 #include "parallel/comm.h"
+#include "tests/tools/tool_util.h"
 
 static void fill(mt_backend *be, void *d, int64_t n, const char *name, int rank, float std) {
   float *h = mt_xmalloc(sizeof(float) * (size_t)n);
@@ -34,15 +35,6 @@ static void fill(mt_backend *be, void *d, int64_t n, const char *name, int rank,
   be->ops->memcpy_h2d(be, d, h, sizeof(float) * (size_t)n);
   free(h);
 }
-
-#define CHECK(c, ...)                        \
-  do {                                       \
-    if (!(c)) {                              \
-      fprintf(stderr, __VA_ARGS__);          \
-      fprintf(stderr, "\n");                 \
-      exit(1);                               \
-    }                                        \
-  } while (0)
 
 static int etp_main(mt_dist *d, const int *a, int etp);
 
@@ -61,11 +53,7 @@ int main(int argc, char **argv) {
   int *ranks = mt_xmalloc(sizeof(int) * (size_t)P);
   for (int i = 0; i < P; i++) ranks[i] = i;
   mt_group *ep = mt_group_create(d, ranks, P, "ep", MT_ENGINE_MPI);
-  char err[256];
-  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&bo);
-  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
-  if (!be) mt_fatal("%s", err);
+  mt_backend *be = mt_tool_cpu_backend();
   for (int skew = 0; skew < 2; skew++) {
     mt_moe_config c = {.E = E, .k = k, .h = h, .F = F, .n_loc = n, .n_full = n, .ep = ep,
                        .ep_size = P, .ep_rank = rank, .n_moe_layers = 1, .lb_coeff = 0.01f};
@@ -182,11 +170,7 @@ static int etp_main(mt_dist *d, const int *a, int etp) {
   for (int i = 0; i < etp; i++) ranks[i] = pr * etp + i;
   mt_group *tg = mt_group_create(d, ranks, etp, "etp", MT_ENGINE_MPI);
   check_v_collectives(tg);
-  char err[256];
-  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&bo);
-  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
-  if (!be) mt_fatal("%s", err);
+  mt_backend *be = mt_tool_cpu_backend();
   for (int drop = 0; drop < 2; drop++) {
     mt_moe_config c = {.E = E, .k = k, .h = h, .F = F, .n_loc = n, .n_full = n, .ep = ep,
                        .ep_size = ep_size, .ep_rank = pr, .etp = tg, .n_moe_layers = 1,

@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "core/util.h"
 #include "model/moe_layer.h"
+#include "tests/tools/tool_util.h"
 
 static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
   char path[1024];
@@ -61,11 +62,7 @@ int main(int argc, char **argv) {
               aux_scale = (float)atof(argv[12]);
   const float lscale = argc > 13 ? (float)atof(argv[13]) : 1.0f;
   mkdir(dir, 0755);
-  char err[256];
-  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&bo);
-  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
-  if (!be) mt_fatal("%s", err);
+  mt_backend *be = mt_tool_cpu_backend();
   mt_moe_config c = {.E = E, .k = k, .h = h, .F = F, .lb_coeff = lb, .z_coeff = z,
                      .n_loc = N, .n_full = N, .t0 = 0, .ep_size = 1, .n_moe_layers = 1};
   c.route.capacity_factor = cf;

@@ -24,6 +24,7 @@
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
+#include "tests/tools/tool_util.h"
 
 static mt_gpt_config moe_config(int swiglu) {
   mt_gpt_config c = mt_tiny_gpt(4, 32, 4, 64, 8, 300, 2, 99);
@@ -36,22 +37,6 @@ static mt_gpt_config moe_config(int swiglu) {
   return c;
 }
 
-static mt_backend *cpu(void) {
-  char err[256];
-  mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&o);
-  mt_backend *be = mt_backend_create(&o, err, sizeof err);
-  assert_non_null(be);
-  return be;
-}
-
-static float *host_params(mt_backend *be, mt_gpt *m) {
-  const mt_param_list *pl = mt_gpt_params(m);
-  float *h = mt_xmalloc((size_t)pl->numel * sizeof(float));
-  be->ops->memcpy_d2h(be, h, mt_gpt_param_buffer(m), (size_t)pl->numel * sizeof(float));
-  return h;
-}
-
 static int64_t expert_numel(const mt_gpt *m) {
   const mt_param_list *pl = mt_gpt_params(m);
   int64_t n = 0;
@@ -61,10 +46,10 @@ static int64_t expert_numel(const mt_gpt *m) {
 }
 
 static void check(int swiglu) {
-  mt_backend *be = cpu();
+  mt_backend *be = mt_tool_cpu_backend();
   const mt_gpt_config c1 = moe_config(swiglu);
   mt_gpt *full = mt_gpt_create(be, &c1);
-  float *Fv = host_params(be, full);
+  float *Fv = mt_tool_host_params(be, full);
   const mt_param_list *fl = mt_gpt_params(full);
   const int64_t one = expert_numel(full);
   const int64_t g = swiglu ? 2 : 1, h = c1.hidden_size, F = c1.moe_ffn_hidden_size;
@@ -81,7 +66,7 @@ static void check(int swiglu) {
           c.ep_size = ep;
           c.ep_rank = pr;
           mt_gpt *sh = mt_gpt_create(be, &c);
-          float *S = host_params(be, sh);
+          float *S = mt_tool_host_params(be, sh);
           const mt_param_list *sl = mt_gpt_params(sh);
           const int64_t n = expert_numel(sh);
           /* (2) parameter and gradient bytes of this rank's expert shards */

@@ -23,6 +23,7 @@
 #include "core/util.h"
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
+#include "tests/tools/tool_util.h"
 
 static mt_gpt_config base_config(void) {
   mt_gpt_config c = mt_tiny_gpt(3, 64, 8, 256, 16, 1000, 2, 77);
@@ -47,27 +48,11 @@ static mt_gpt_config llama_config(int qk) {
   return c;
 }
 
-static mt_backend *cpu(void) {
-  char err[256];
-  mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backends_process_init(&o);
-  mt_backend *be = mt_backend_create(&o, err, sizeof err);
-  assert_non_null(be);
-  return be;
-}
-
-static float *host_params(mt_backend *be, mt_gpt *m) {
-  const mt_param_list *pl = mt_gpt_params(m);
-  float *h = mt_xmalloc((size_t)pl->numel * sizeof(float));
-  be->ops->memcpy_d2h(be, h, mt_gpt_param_buffer(m), (size_t)pl->numel * sizeof(float));
-  return h;
-}
-
 static void check_init_shards(mt_gpt_config c1) {
-  mt_backend *be = cpu();
+  mt_backend *be = mt_tool_cpu_backend();
   c1.padded_vocab_size = mt_round_up(c1.vocab_size, 128 * 4); /* same padding for all tp */
   mt_gpt *full = mt_gpt_create(be, &c1);
-  float *F = host_params(be, full);
+  float *F = mt_tool_host_params(be, full);
   const mt_param_list *fl = mt_gpt_params(full);
   for (int tp = 2; tp <= 4; tp *= 2) {
     for (int r = 0; r < tp; r++) {
@@ -75,7 +60,7 @@ static void check_init_shards(mt_gpt_config c1) {
       c.tp_size = tp;
       c.tp_rank = r;
       mt_gpt *sh = mt_gpt_create(be, &c);
-      float *S = host_params(be, sh);
+      float *S = mt_tool_host_params(be, sh);
       const mt_param_list *sl = mt_gpt_params(sh);
       assert_int_equal(sl->n, fl->n);
       for (int i = 0; i < sl->n; i++) {
@@ -144,7 +129,7 @@ static int64_t expected_act_bytes(const mt_gpt_config *c, int tp, int sp, int re
 
 static void test_activation_bytes(void **state) {
   (void)state;
-  mt_backend *be = cpu();
+  mt_backend *be = mt_tool_cpu_backend();
   for (int blk = 0; blk < 3; blk++)
   for (int tp = 1; tp <= 4; tp *= 2)
     for (int sp = 0; sp <= 1; sp++)
