@@ -19,7 +19,7 @@ ap.add_argument("a"); ap.add_argument("b"); ap.add_argument("name_a"); ap.add_ar
 ap.add_argument("--keys", default=DEFAULT_KEYS, help="comma-separated; '?' suffix: optional")
 ap.add_argument("--first", type=int, default=1, help="first iteration compared")
 ap.add_argument("--tol", type=float, default=1e-5, help="relative tolerance (0: bitwise)")
-ap.add_argument("--bitwise", default="", help="keys whose (non-)bitwise equality is reported")
+ap.add_argument("--bitwise", default="", help="keys that must be bitwise equal in every iteration (counts, expert bias)")
 ap.add_argument("--bias-moved", action="store_true",
                 help="require non-zero expert_bias entries at the last step and report them")
 opt = ap.parse_args()
@@ -60,13 +60,16 @@ for it in sorted(a):
                 sys.exit("%s vs %s: iteration %d %s: %r vs %r (rel %.3e > %g)" % (
                     opt.name_a, opt.name_b, it, k, x, y, r, opt.tol))
 
+if not_bitwise:
+    sys.exit("%s vs %s: %s not bitwise equal (expected bitwise: integer counts and the expert bias "
+             "they drive)" % (opt.name_a, opt.name_b, ",".join(sorted(not_bitwise))))
 last = a[LAST]
 span = "%d steps" % LAST if opt.first == 1 else "iterations %d-%d" % (opt.first, LAST)
 line = "%s vs %s: %s agree (worst rel %.2e%s, tolerance %g)" % (
     opt.name_a, opt.name_b, span, worst, " at %s" % worst_key if worst else "", opt.tol)
 if report_bitwise:
     line += "; %s %s" % ("/".join(report_bitwise), "bitwise equal" if not not_bitwise
-                         else "NOT bitwise: " + ",".join(sorted(not_bitwise)))
+                         else "")
 fields = (("lm", "lm_loss", "%.5f"), ("gn", "grad_norm", "%.5f"), ("lb", "load_balancing_loss", "%.5f"),
           ("z", "z_loss", "%.4f"), ("dropped", "dropped_tokens", "%d"),
           ("tokens/expert max", "tokens_per_expert_max", "%s"))

@@ -24,7 +24,7 @@ source "$(dirname "$0")/moe_lib.sh"
 COMMON=(--set training.check_replicas_interval=10 --set training.eval_interval=0
         --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1
         --set parallel.ddp_bucket_size=4999)
-CMP_ARGS=(--keys "lm_loss,grad_norm,load_balancing_loss,z_loss,dropped_tokens,tokens_per_expert_max,tokens_per_expert_mean?,expert_bias?")
+CMP_ARGS=(--keys "lm_loss,grad_norm,load_balancing_loss,z_loss,dropped_tokens,tokens_per_expert_max,tokens_per_expert_mean?,tokens_per_expert,expert_bias?")
 # hidden 45 (odd segment lengths: padded buckets in both parts) where tp = 1
 ODD=(--set model.hidden_size=45 --set model.num_attention_heads=5)
 expect_log() { # name pattern
@@ -70,6 +70,15 @@ CFG=$DS run ds_dp4_ep2_z3 4 --set parallel.expert_model_parallel_size=2 --set pa
     --set checkpoint.save="$TMP/ck" --set checkpoint.save_interval=10
 expect_log ds_dp4_ep2_z3 "ZeRO stage 3 over edp=2"
 cmp_moe ds_dp4_ep2_z3 ds_base
+# the dp=2+ep=2 ZeRO-2 and tp=2+SP+ep=4 ZeRO-1 (ep != tp) layouts on
+# the DeepSeek-style model too (expert bias, shared expert compared)
+CFG=$DS run ds_dp2_ep2_z2 2 --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=2
+cmp_moe ds_dp2_ep2_z2 ds_base
+CFG=$DS run ds_tp2sp_ep4_z1 4 --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=4 \
+    --set parallel.expert_tensor_parallel_size=1 --set parallel.zero_stage=1
+expect_log ds_tp2sp_ep4_z1 "ZeRO stage 1 over edp=1"
+cmp_moe ds_tp2sp_ep4_z1 ds_base
 # resume from its iteration-10 files: iterations 11-20 bitwise, final shard
 # files byte-identical
 mkdir -p "$TMP/ck10"
