@@ -423,11 +423,6 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "own sequence shard; Megatron requires it when expert_model_parallel_size "
                        "> 1 too)",
                        m->num_experts, tp);
-  if (strcmp(cfg->device, "cpu") != 0)
-    return mt_cfg_fail(c, key("device"),
-                       "\"%s\" is not supported with MoE (model.num_experts %d) in this build "
-                       "(expected \"cpu\")",
-                       cfg->device, m->num_experts);
   /* zero_stage 0 writes the experts in the model-parallel files of data-
    * parallel rank 0: complete only when the expert-data-parallel group is
    * the dense dp x cp group, i.e. etp x ep = tp. ZeRO 1-3 checkpoints are

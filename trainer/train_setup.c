@@ -159,6 +159,15 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
    * unless etp x ep = tp, which makes edp the dp x cp group */
   MT_ASSERT(cfg->model.num_experts == 0 || cfg->parallel.zero_stage > 0 ||
             !(cfg->checkpoint.save[0] || cfg->checkpoint.load[0]) || edp_is_dp(&t->topo));
+  /* a limit of this build's trainer, not of the config: `megatrain plan`
+   * validates the same config and plans MoE for any hardware */
+  if (cfg->model.num_experts > 0 && strcmp(cfg->device, "cpu") != 0) {
+    snprintf(err, errlen,
+             "device \"%s\": MoE (model.num_experts %d) runs on device \"cpu\" only in this "
+             "build (expected \"cpu\")",
+             cfg->device, cfg->model.num_experts);
+    return -1;
+  }
   if (cfg->parallel.zero_stage >= 2 && t->topo.pp > 1) {
     snprintf(err, errlen,
              "parallel.zero_stage %d with pipeline parallelism is not implemented yet "

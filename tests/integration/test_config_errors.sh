@@ -185,7 +185,6 @@ expect_world moe_shared_vs_tp 2 "$g" "model.moe_shared_expert_intermediate_size"
 expect_world moe_tp_without_sp 2 "$g" "parallel.sequence_parallel" \
   "tensor_model_parallel_size 2" -- $MOE --set parallel.tensor_model_parallel_size=2 \
   --set parallel.expert_tensor_parallel_size=1
-expect moe_device_cuda "$g" "device" "expected \"cpu\"" -- $MOE --set device=cuda
 expect_world moe_ckpt_stage0_layout 2 "$g" "checkpoint.save" \
   "expert_model_parallel_size (2) equal to tensor_model_parallel_size (1)" \
   "parallel.zero_stage 1-3" -- $MOE --set parallel.expert_model_parallel_size=2 \
