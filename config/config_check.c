@@ -419,20 +419,30 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "(expected false: as in Megatron, expert biases need "
                        "expert_tensor_parallel_size 1)",
                        etp);
-  /* ZeRO shard files record edp but not etp / ep (etp 2 x ep 1 and etp 1 x
-   * ep 2 give expert shards of one size): refused rather than mis-loaded.
-   * zero_stage 0 files name and shape every tensor shard (checked on load). */
-  if (etp > 1 && p->zero_stage > 0 && (cfg->checkpoint.save[0] || cfg->checkpoint.load[0]))
-    return mt_cfg_fail(c, key(cfg->checkpoint.save[0] ? "checkpoint.save" : "checkpoint.load"),
-                       "is not supported with MoE, expert_tensor_parallel_size %d and "
-                       "parallel.zero_stage %d in this build (expected null, or zero_stage 0: "
-                       "the ZeRO shard files do not record the expert layout)",
-                       etp, p->zero_stage);
-  if (ep > 1 && tp > 1 && !p->sequence_parallel)
+  /* Megatron requires SP for ep > 1 with tp > 1; this build also for ep = 1,
+   * since each TP rank routes and dispatches its own sequence shard */
+  if (tp > 1 && !p->sequence_parallel)
     return mt_cfg_fail(c, key("parallel.sequence_parallel"),
-                       "must be true when expert_model_parallel_size (%d) and "
-                       "tensor_model_parallel_size (%d) are both > 1 (as in Megatron)",
-                       ep, tp);
+                       "must be true for MoE (model.num_experts %d) with "
+                       "tensor_model_parallel_size %d (expected true: each TP rank routes its "
+                       "own sequence shard; Megatron requires it when expert_model_parallel_size "
+                       "> 1 too)",
+                       m->num_experts, tp);
+  /* zero_stage 0 writes the experts in the model-parallel files of data-
+   * parallel rank 0: complete only when the expert-data-parallel group is
+   * the dense dp x cp group, i.e. etp x ep = tp. ZeRO 1-3 checkpoints are
+   * per-rank shard files recording the layout (any layout saves and resumes
+   * with the same layout). */
+  if (p->zero_stage == 0 && (int64_t)etp * ep != tp &&
+      (cfg->checkpoint.save[0] || cfg->checkpoint.load[0]))
+    return mt_cfg_fail(c, key(cfg->checkpoint.save[0] ? "checkpoint.save" : "checkpoint.load"),
+                       "with MoE and parallel.zero_stage 0 needs expert_tensor_parallel_size (%d) "
+                       "x expert_model_parallel_size (%d) equal to tensor_model_parallel_size "
+                       "(%d) (zero_stage 0 saves the experts in the model-parallel files of "
+                       "data-parallel rank 0); expected that layout, or parallel.zero_stage 1-3, "
+                       "whose per-rank shard files save any layout and resume with the same "
+                       "layout",
+                       etp, ep, tp);
   if (m->moe_layer_pattern_len > 0 && m->moe_layer_pattern_len != m->num_layers)
     return mt_cfg_fail(c, key("model.moe_layer_freq"),
                        "list has %d entries but num_layers is %d (expected one 0/1 entry per "

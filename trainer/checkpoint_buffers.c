@@ -57,18 +57,21 @@ int mt_ckpt_buffer_record(const mt_ckpt_layout *L, const char *path, const char 
     if (dtype != (uint32_t)b->dtype || shape[0] != b->numel ||
         nbytes != (uint64_t)b->numel * mt_dtype_size(b->dtype)) {
       snprintf(err, errlen,
-               "'%s': checkpoint buffer '%s' has %lld elements of dtype %u but the model "
-               "expects %lld of dtype %d",
-               path, name, (long long)shape[0], dtype, (long long)b->numel, (int)b->dtype);
+               "'%s': checkpoint buffer '%s' has %lld elements of dtype %s (%llu bytes) but "
+               "the model built from the config expects %lld of dtype %s (%llu bytes)",
+               path, name, (long long)shape[0], mt_dtype_name((mt_dtype)dtype),
+               (unsigned long long)nbytes, (long long)b->numel, mt_dtype_name(b->dtype),
+               (unsigned long long)((uint64_t)b->numel * mt_dtype_size(b->dtype)));
       return -1;
     }
     if (apply) memcpy(b->data, src, nbytes);
     return 0;
   }
   snprintf(err, errlen,
-           "'%s': checkpoint buffer '%s' does not exist in the model built from the config "
-           "(e.g. saved with model.moe_router_enable_expert_bias true, loaded without it)",
-           path, name);
+           "'%s': checkpoint buffer '%s' does not exist in the model built from the config, "
+           "which has %d buffer(s)%s%s%s (expected only records of the model's buffers)",
+           path, name, L->n_buffers, L->n_buffers ? ", e.g. '" : "",
+           L->n_buffers ? L->buffers[0].name : "", L->n_buffers ? "'" : "");
   return -1;
 }
 
@@ -76,10 +79,10 @@ int mt_ckpt_buffers_missing(const mt_ckpt_layout *L, int seen, const char *path,
                             size_t errlen) {
   if (seen == L->n_buffers) return 0;
   snprintf(err, errlen,
-           "'%s' holds %d buffer(s) but the model has %d (%s%s): the checkpoint was saved "
-           "with another model.moe_router_enable_expert_bias or MoE layout",
-           path, seen, L->n_buffers, L->n_buffers ? "e.g. " : "none",
-           L->n_buffers ? L->buffers[0].name : "");
+           "'%s' holds %d buffer record(s) but the model built from the config has %d "
+           "buffers%s%s%s (expected one record per model buffer)",
+           path, seen, L->n_buffers, L->n_buffers ? ", e.g. '" : "",
+           L->n_buffers ? L->buffers[0].name : "", L->n_buffers ? "'" : "");
   return -1;
 }
 

@@ -140,37 +140,6 @@ static int edp_is_dp(const mt_topology *t) {
   return 1;
 }
 
-/* What this build's MoE supports, as config errors. */
-static int moe_layout_check(mt_trainer *t, const mt_config *cfg, char *err, size_t errlen) {
-  const mt_parallel_config *p = &cfg->parallel;
-  if (p->tensor_model_parallel_size > 1 && !p->sequence_parallel) {
-    snprintf(err, errlen,
-             "parallel.sequence_parallel must be true for MoE with tensor_model_parallel_size %d "
-             "(each TP rank routes its own sequence shard)", p->tensor_model_parallel_size);
-    return -1;
-  }
-  if (strcmp(cfg->device, "cpu") != 0) {
-    snprintf(err, errlen, "MoE (model.num_experts > 0) runs on device \"cpu\" only in this build");
-    return -1;
-  }
-  /* ZeRO 1-3 shard the expert parameters over edp in any layout
-   * (trainer/zero_optimizer.h mt_zero_part), and its checkpoints are per-rank
-   * shard files; zero_stage 0 writes the experts in the model-parallel files
-   * of data-parallel rank 0, complete only when edp = dp */
-  if (p->zero_stage == 0 && !edp_is_dp(&t->topo) &&
-      (cfg->checkpoint.save[0] || cfg->checkpoint.load[0])) {
-    snprintf(err, errlen,
-             "checkpoints with MoE and parallel.zero_stage 0 need expert_tensor_parallel_size "
-             "(%d) x expert_model_parallel_size (%d) equal to tensor_model_parallel_size (%d) in "
-             "this build (experts are saved in the model-parallel files written by data-parallel "
-             "rank 0); unset checkpoint.save/load or use zero_stage >= 1 (per-rank shard files)",
-             p->expert_tensor_parallel_size, p->expert_model_parallel_size,
-             p->tensor_model_parallel_size);
-    return -1;
-  }
-  return 0;
-}
-
 int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *err,
                      size_t errlen) {
   memset(t, 0, sizeof *t);
@@ -186,6 +155,19 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       .expert_tensor_parallel_size = cfg->parallel.expert_tensor_parallel_size,
       .context_parallel_size = cfg->parallel.context_parallel_size};
   if (mt_topology_build(&t->topo, t->world_size, &sz, err, errlen) != 0) return -1;
+  /* config/config_check.c check_moe refuses zero_stage 0 MoE checkpoints
+   * unless etp x ep = tp, which makes edp the dp x cp group */
+  MT_ASSERT(cfg->model.num_experts == 0 || cfg->parallel.zero_stage > 0 ||
+            !(cfg->checkpoint.save[0] || cfg->checkpoint.load[0]) || edp_is_dp(&t->topo));
+  /* a limit of this build's trainer, not of the config: `megatrain plan`
+   * validates the same config and plans MoE for any hardware */
+  if (cfg->model.num_experts > 0 && strcmp(cfg->device, "cpu") != 0) {
+    snprintf(err, errlen,
+             "device \"%s\": MoE (model.num_experts %d) runs on device \"cpu\" only in this "
+             "build (expected \"cpu\")",
+             cfg->device, cfg->model.num_experts);
+    return -1;
+  }
   if (cfg->parallel.zero_stage >= 2 && t->topo.pp > 1) {
     snprintf(err, errlen,
              "parallel.zero_stage %d with pipeline parallelism is not implemented yet "
@@ -193,7 +175,6 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
              cfg->parallel.zero_stage, t->topo.pp);
     return -1;
   }
-  if (cfg->model.num_experts > 0 && moe_layout_check(t, cfg, err, errlen) != 0) return -1;
   /* the backend first: a missing device is reported before any group needs it */
   mt_backend_options bo = {.device = cfg->device,
                            .num_threads = cfg->training.num_threads,

@@ -9,13 +9,18 @@
  *   nan_iters, u64 seed, then the shard buffers: parameters (T), exp_avg,
  *   exp_avg_sq, [master] (fp32), each shard_numel elements, then a CRC-32.
  * With expert parameters (MoE: a second part sharded over the expert-data-
- * parallel group) the version is 2, the header is followed by u32 edp,
- * u32 edp_rank, i64 expert shard_numel, and the dense shards by the expert
- * part's parameter, exp_avg, exp_avg_sq, [master] shards. Every rank writes its
- * own file (its dense and expert shards), so any tp/ep/etp/dp layout saves.
- * The union of the parameter shards is the full parameter buffer (every
- * stage), so the file set is the whole training state. Loading requires the
- * same zero_stage, dp, edp, bucket size and model (no cross-layout resharding).
+ * parallel group) the version is 3, the header is followed by the expert
+ * layout: u32 edp, edp_rank, etp, etp_rank, ep, ep_rank, i64 expert
+ * shard_numel, and the dense shards by the expert part's parameter, exp_avg,
+ * exp_avg_sq, [master] shards. (Version 2, still read, had only u32 edp,
+ * edp_rank, i64 shard_numel; it was written with etp 1 only.) etp and ep are
+ * recorded because edp and the shard size alone do not fix them: etp 2 x ep 1
+ * and etp 1 x ep 2 give expert shards of one size. Every rank writes its own
+ * file (its dense and expert shards), so any tp/ep/etp/dp layout saves. The
+ * union of the parameter shards is the full parameter buffer (every stage),
+ * so the file set is the whole training state. Loading requires the same
+ * zero_stage, dp, expert layout (etp, ep, edp and this rank's coordinates),
+ * bucket size and model (no cross-layout resharding).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +31,8 @@
 
 #define ZMAGIC "MTZERO\0\1"
 #define ZVERSION 1u  /* dense parameters only */
-#define ZVERSION_MOE 2u /* + expert part */
+#define ZVERSION_MOE2 2u /* + expert part (edp only; read, no longer written) */
+#define ZVERSION_MOE 3u /* + expert part with its etp / ep layout */
 
 typedef struct {
   char magic[8];
@@ -37,9 +43,29 @@ typedef struct {
 } zhdr;
 
 typedef struct {
-  uint32_t edp, edp_rank;
+  uint32_t edp, edp_rank, etp, etp_rank, ep, ep_rank;
   int64_t shard_numel;
 } zexp;
+
+typedef struct { /* version 2 */
+  uint32_t edp, edp_rank;
+  int64_t shard_numel;
+} zexp2;
+
+static zexp this_exp(const mt_zero_opt *z, const mt_zero_part *X) {
+  zexp x = {.edp = (uint32_t)X->L.dp, .edp_rank = (uint32_t)X->L.dp_rank,
+            .etp = (uint32_t)z->g.etp, .etp_rank = (uint32_t)z->g.etp_rank,
+            .ep = (uint32_t)z->g.ep, .ep_rank = (uint32_t)z->g.ep_rank,
+            .shard_numel = X->L.shard_numel};
+  return x;
+}
+
+/* Appends ", NAME saved A, now B" to the list in buf when a != b. */
+static void diff_i64(char *buf, size_t n, const char *name, long long a, long long b) {
+  size_t l = strlen(buf);
+  if (a != b && l < n)
+    snprintf(buf + l, n - l, "%s%s saved %lld, this run %lld", l ? "; " : "", name, a, b);
+}
 
 static void shard_path(char *out, size_t n, const char *mp_dir, int dp_rank) {
   snprintf(out, n, "%s/distrib_optim_dp%03d.bin", mp_dir, dp_rank);
@@ -129,8 +155,7 @@ int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, ch
   memcpy(p, &h, sizeof h);
   p += sizeof h;
   if (X) {
-    zexp x = {.edp = (uint32_t)X->L.dp, .edp_rank = (uint32_t)X->L.dp_rank,
-              .shard_numel = X->L.shard_numel};
+    zexp x = this_exp(z, X);
     memcpy(p, &x, sizeof x);
     p += sizeof x;
   }
@@ -169,9 +194,10 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
       if ((f = fopen(other, "rb"))) {
         fclose(f);
         snprintf(err, errlen,
-                 "checkpoint '%s' has no shard for data-parallel rank %d: it was saved with a "
-                 "smaller data-parallel size (ZeRO checkpoints resume only with the same dp)",
-                 mp_dir, D->L.dp_rank);
+                 "checkpoint '%s' has distrib_optim_dp000.bin but no shard file for "
+                 "data-parallel rank %d (expected one file per data-parallel rank of this run, "
+                 "dp %d: ZeRO checkpoints resume only with the layout they were saved with)",
+                 mp_dir, D->L.dp_rank, D->L.dp);
       }
     }
     return -1;
@@ -184,9 +210,10 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
     goto out;
   }
   memcpy(&h, data, sizeof h);
-  if (h.version != ZVERSION && h.version != ZVERSION_MOE) {
-    snprintf(err, errlen, "'%s' has ZeRO shard format version %u, this megatrain reads %u and %u",
-             path, h.version, ZVERSION, ZVERSION_MOE);
+  if (h.version != ZVERSION && h.version != ZVERSION_MOE2 && h.version != ZVERSION_MOE) {
+    snprintf(err, errlen,
+             "'%s' has ZeRO shard format version %u, this megatrain reads %u, %u and %u", path,
+             h.version, ZVERSION, ZVERSION_MOE2, ZVERSION_MOE);
     goto out;
   }
   if ((int)h.stage != z->o.stage || (int)h.dp != D->L.dp) {
@@ -197,47 +224,76 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
              mp_dir, h.stage, h.dp, z->o.stage, D->L.dp);
     goto out;
   }
-  if ((h.version == ZVERSION_MOE) != (X != NULL)) {
+  const int saved_exp = h.version != ZVERSION;
+  if (saved_exp != (X != NULL)) {
     snprintf(err, errlen,
-             "'%s' was saved %s expert parameters on this rank but this run has %s "
-             "(model.num_experts and moe_layer_freq must be as saved)",
-             path, h.version == ZVERSION_MOE ? "with" : "without", X ? "some" : "none");
+             "'%s' (format version %u) holds %s but this run has %s on this rank (expected a "
+             "file saved with the same model and layout)",
+             path, h.version, saved_exp ? "expert-parameter shards" : "no expert-parameter shards",
+             X ? "expert parameters" : "no expert parameters");
     goto out;
   }
+  size_t xsize = !X ? 0 : h.version == ZVERSION_MOE2 ? sizeof(zexp2) : sizeof(zexp);
   if (X) {
-    zexp x = {0};
-    if (n >= sizeof h + sizeof x) memcpy(&x, data + sizeof h, sizeof x);
-    if ((int)x.edp != X->L.dp || (int)x.edp_rank != X->L.dp_rank ||
-        x.shard_numel != X->L.shard_numel) {
+    zexp x = {0}, now = this_exp(z, X);
+    int known = n >= sizeof h + xsize; /* else the size check below reports it */
+    if (known && h.version == ZVERSION_MOE2) { /* written with etp 1, ep not recorded */
+      zexp2 x2;
+      memcpy(&x2, data + sizeof h, sizeof x2);
+      x = (zexp){.edp = x2.edp, .edp_rank = x2.edp_rank, .etp = 1, .etp_rank = 0,
+                 .ep = now.ep, .ep_rank = now.ep_rank, .shard_numel = x2.shard_numel};
+    } else if (known) {
+      memcpy(&x, data + sizeof h, sizeof x);
+    }
+    if (known && (x.edp != now.edp || x.edp_rank != now.edp_rank || x.etp != now.etp ||
+                  x.etp_rank != now.etp_rank || x.ep != now.ep || x.ep_rank != now.ep_rank ||
+                  x.shard_numel != now.shard_numel)) {
       snprintf(err, errlen,
-               "checkpoint '%s' was saved with expert-data-parallel size %u (rank %u, expert shard "
-               "%lld elements) but this run has edp %d (rank %d, shard %lld; edp = world / "
-               "(expert_tensor_parallel_size * expert_model_parallel_size * "
-               "pipeline_model_parallel_size)); ZeRO checkpoints resume only with the same layout "
-               "(cross-layout resharding is not implemented)",
-               mp_dir, x.edp, x.edp_rank, (long long)x.shard_numel, X->L.dp, X->L.dp_rank,
-               (long long)X->L.shard_numel);
+               "checkpoint '%s' was saved with the expert layout "
+               "expert_tensor_parallel_size %u x expert_model_parallel_size %u x "
+               "expert-data-parallel %u (this rank: etp rank %u, ep rank %u, edp rank %u, expert "
+               "shard %lld elements%s) but this run has etp %u x ep %u x edp %u (etp rank %u, "
+               "ep rank %u, edp rank %u, shard %lld); ZeRO checkpoints resume only with the "
+               "layout they were saved with (cross-layout resharding is not implemented)",
+               mp_dir, x.etp, x.ep, x.edp, x.etp_rank, x.ep_rank, x.edp_rank,
+               (long long)x.shard_numel,
+               h.version == ZVERSION_MOE2
+                   ? "; format version 2: written with etp 1, ep not recorded, shown as this run's"
+                   : "",
+               now.etp, now.ep, now.edp, now.etp_rank, now.ep_rank,
+               now.edp_rank, (long long)now.shard_numel);
       goto out;
     }
   }
   if ((int)h.dp_rank != D->L.dp_rank || h.flat_numel != D->L.flat_numel ||
       h.shard_numel != sn || h.bucket_size != D->L.bucket_size ||
       h.dtype != (uint32_t)be->dtype || h.has_master != (D->master != NULL)) {
+    char d[512] = "";
+    diff_i64(d, sizeof d, "data-parallel rank", h.dp_rank, D->L.dp_rank);
+    diff_i64(d, sizeof d, "parameters (flat buffer elements)", h.flat_numel, D->L.flat_numel);
+    diff_i64(d, sizeof d, "dense shard elements", h.shard_numel, sn);
+    diff_i64(d, sizeof d, "bucket size", h.bucket_size, D->L.bucket_size);
+    diff_i64(d, sizeof d, "fp32 master copy (0/1)", h.has_master, D->master != NULL);
+    if (h.dtype != (uint32_t)be->dtype) {
+      size_t l = strlen(d);
+      snprintf(d + l, sizeof d - l, "%sparameter dtype saved %s, this run %s", l ? "; " : "",
+               mt_dtype_name((mt_dtype)h.dtype), mt_dtype_name(be->dtype));
+    }
     snprintf(err, errlen,
-             "'%s' does not match this run's shard layout (saved: %lld parameters, shard %lld, "
-             "bucket %lld, dtype %s; now: %lld, %lld, %lld, %s): model shape, "
-             "parallel.ddp_bucket_size or training.precision differ",
-             path, (long long)h.flat_numel, (long long)h.shard_numel, (long long)h.bucket_size,
-             mt_dtype_name((mt_dtype)h.dtype), (long long)D->L.flat_numel, (long long)sn,
-             (long long)D->L.bucket_size, mt_dtype_name(be->dtype));
+             "'%s' does not match this run's ZeRO shard layout: %s (expected equal: a ZeRO "
+             "checkpoint resumes only with the model, parallel.ddp_bucket_size and "
+             "training.precision it was saved with)",
+             path, d);
     goto out;
   }
-  size_t want = sizeof h + part_bytes(z, D) + (X ? sizeof(zexp) + part_bytes(z, X) : 0);
+  size_t want = sizeof h + part_bytes(z, D) + (X ? xsize + part_bytes(z, X) : 0);
   if (n != want) {
-    snprintf(err, errlen, "'%s' has the wrong size for its header (truncated?)", path);
+    snprintf(err, errlen,
+             "'%s' holds %zu bytes before its CRC but its header describes %zu (expected equal)",
+             path, n, want);
     goto out;
   }
-  const unsigned char *p = get_part(z, D, data + sizeof h + (X ? sizeof(zexp) : 0));
+  const unsigned char *p = get_part(z, D, data + sizeof h + xsize);
   if (X) get_part(z, X, p);
   z->step = h.step;
   st->iteration = h.iteration;

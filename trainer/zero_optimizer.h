@@ -58,6 +58,7 @@ typedef struct {
   mt_group *etp_ep;        /* expert norm: expert tensor x expert model parallel */
   mt_group *pp;            /* expert norm: pipeline (may be NULL) */
   int etp_rank;            /* tp_replicated expert tensors counted on etp rank 0 */
+  int etp, ep, ep_rank;    /* expert layout, recorded in checkpoint shard files */
 } mt_zero_groups;
 
 /* One sharded buffer family (Megatron's distributed optimizer keeps one per

@@ -26,7 +26,10 @@ mt_zero_opt *mt_trainer_zero_create(mt_trainer *t) {
                       .edp = moe ? t->ps->edp : NULL,
                       .etp_ep = moe ? t->ps->etp_ep : NULL,
                       .pp = moe ? t->ps->pp : NULL,
-                      .etp_rank = t->ps->etp_rank};
+                      .etp_rank = t->ps->etp_rank,
+                      .etp = t->topo.etp,
+                      .ep = t->topo.ep,
+                      .ep_rank = t->ps->ep_rank};
   mt_zero_opt_init(z, t->be, t->model, &g, &o);
   return z;
 }

@@ -21,7 +21,9 @@
 #   process (expert bias values and tokens per expert compared too).
 # Expert replicas are checked across the expert-data-parallel group by the
 # trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
-# etp > 1 (zero_stage 0) resume bitwise; other cases are refused (below).
+# etp > 1 resume bitwise, at zero_stage 0 (etp x ep = tp) and with ZeRO-2
+# (etp=2, tp=1: shard files recording etp/ep); loading either with another
+# expert layout is refused (below).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
 COMMON=(--set model.add_bias_linear=false --set model.swiglu=true
@@ -60,7 +62,7 @@ cmp_moe dl_ep2_etp2 dl_base
 # checkpoints: zero_stage 0 with tp=2+SP, etp=2 (the default etp = tp;
 # edp = dp): a parity case, saved at 10, resumed from 10: the final
 # checkpoint files are byte-identical; loading it with etp=1, ep=2 is refused
-# (tensor shapes); ZeRO with etp > 1 refuses checkpoints (exit 2)
+# (tensor shapes)
 run tp2sp_etp2 2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
     --set parallel.expert_tensor_parallel_size=2 --set checkpoint.save="$TMP/ck" \
     --set checkpoint.save_interval=10
@@ -92,6 +94,48 @@ refused() { # name expected-rc pattern args...
 refused load_etp1_ep2 1 "checkpoint tensor 'decoder.layers.0.mlp.experts.0.linear_fc1.weight' has" \
   --set parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1 \
   --set checkpoint.load="$TMP/ck10"
-refused zero1_ckpt 2 "checkpoint.save (from --set): is not supported" \
-  --set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=1 \
-  --set checkpoint.save="$TMP/ckz"
+# ZeRO-2 with etp=2, tp=1 (world 2: dp 2, edp 1; etp x ep != tp, which
+# zero_stage 0 cannot save): saved at 10 by an uninterrupted 20-step run,
+# resumed from 10: iterations 11-20 and the final shard files bitwise equal
+Z=(--set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=2)
+run z2_etp2 2 "${Z[@]}" --set checkpoint.save="$TMP/ckz" --set checkpoint.save_interval=10
+cmp_moe z2_etp2 base
+mkdir -p "$TMP/ckz10"
+cp -r "$TMP/ckz/iter_0000010" "$TMP/ckz10/"
+echo 10 >"$TMP/ckz10/latest_checkpointed_iteration.txt"
+run z2_etp2_resumed 2 "${Z[@]}" --set checkpoint.load="$TMP/ckz10" \
+    --set checkpoint.save="$TMP/ckz10" --set checkpoint.save_interval=10
+grep -q "resumed from iteration 10" "$TMP/z2_etp2_resumed.log"
+/usr/bin/python3 - "$TMP/z2_etp2.jsonl" "$TMP/z2_etp2_resumed.jsonl" <<'PY'
+import json, sys
+def load(p):
+    return {o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert sorted(b) == list(range(11, 21)), sorted(b)
+for it in b:
+    for k in ("lm_loss", "grad_norm", "load_balancing_loss", "z_loss", "dropped_tokens",
+              "tokens_per_expert", "lr"):
+        assert a[it].get(k) == b[it].get(k), (it, k, a[it].get(k), b[it].get(k))
+PY
+for f in "$TMP"/ckz/iter_0000020/mp_rank_00/*; do
+  cmp "$f" "$TMP/ckz10/iter_0000020/mp_rank_00/$(basename "$f")"
+done
+echo "z2_etp2 resumed at 10: iterations 11-20 bitwise equal, final files byte-identical:" \
+     $(cd "$TMP/ckz/iter_0000020/mp_rank_00" && ls)
+# the same shard sizes with etp=1, ep=2 (edp 1): refused naming both layouts,
+# exit 1, nothing written
+set +e
+mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
+  -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$MT" --config $CFG "${COMMON[@]}" \
+  --set parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1 \
+  --set parallel.zero_stage=2 --set checkpoint.load="$TMP/ckz10" \
+  --set checkpoint.save="$TMP/ckz10" --set checkpoint.save_interval=1 >"$TMP/zl.log" 2>&1
+rc=$?
+set -e
+pat="saved with the expert layout expert_tensor_parallel_size 2 x expert_model_parallel_size 1 x expert-data-parallel 1 .* but this run has etp 1 x ep 2 x edp 1"
+[ $rc -eq 1 ] && grep -q "$pat" "$TMP/zl.log" ||
+  { echo "zero_etp_load: expected exit 1 and '$pat' (got $rc):"; tail -5 "$TMP/zl.log"; exit 1; }
+[ "$(ls "$TMP/ckz10")" = "$(printf 'iter_0000010\niter_0000020\nlatest_checkpointed_iteration.txt')" ] &&
+  [ "$(cat "$TMP/ckz10/latest_checkpointed_iteration.txt")" = 20 ] ||
+  { echo "zero_etp_load: the refused run wrote into the checkpoint directory:"; ls -R "$TMP/ckz10"; exit 1; }
+echo "zero_etp_load refused (exit 1): $(grep -m1 -o 'saved with the expert layout.*' "$TMP/zl.log" | cut -c1-160)"

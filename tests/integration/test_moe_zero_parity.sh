@@ -97,13 +97,13 @@ cmp "$TMP/ck/iter_0000020/mp_rank_00/model_buffers.bin" \
     "$TMP/ck10/iter_0000020/mp_rank_00/model_buffers.bin"
 echo "resume at 10: iterations 11-20 bitwise identical, final shard files (dense + expert" \
      "parts) and model buffers (expert bias) byte-identical"
-# another expert layout (ep=4: edp 1) is refused naming both edp sizes
+# another expert layout (ep=4: edp 1) is refused naming both layouts
 if mpirun -np 4 --oversubscribe --bind-to none "$MT" --config $DS "${COMMON[@]}" \
      --set parallel.expert_model_parallel_size=4 --set parallel.zero_stage=3 \
      --set checkpoint.load="$TMP/ck10" >"$TMP/e.log" 2>&1; then
   echo "expected loading an edp=2 checkpoint with edp=1 to be refused"; exit 1
 fi
-grep -q "saved with expert-data-parallel size 2 .* but this run has edp 1" "$TMP/e.log" \
+grep -q "saved with the expert layout .* x expert_model_parallel_size 2 x expert-data-parallel 2 .* but this run has etp 1 x ep 4 x edp 1" "$TMP/e.log" \
   || { cat "$TMP/e.log"; exit 1; }
 # still refused: ZeRO-2/3 with pipelines (as for dense models)
 if mpirun -np 2 --oversubscribe --bind-to none "$MT" --config $CFG \
