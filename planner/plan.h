@@ -116,7 +116,7 @@ typedef struct {
 } mt_plan_time;
 
 /* MoE communication of one MoE layer for one micro-batch on one rank,
- * forward + backward (zeros for a dense model; docs/moe.md "Memory and
+ * forward + backward (zeros for a dense model; docs/moe_parallel.md "Memory and
  * communication formulas"): bytes are what the rank sends (all-to-all:
  * 4 all-to-allv of its s_rows h es bytes, plus the 8 E bytes of counts
  * without padding) or its ring bus bytes (ETP: 2 all-gathers and 2

@@ -54,7 +54,7 @@ double mt_plan_stage_expert_params(const mt_plan_dims *d, double n_moe);
 void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int r, int *n_layers,
                                 int *n_moe);
 
-/* ---- MoE sizes (planner/plan_moe.c; docs/moe.md "Memory and communication
+/* ---- MoE sizes (planner/plan_moe.c; docs/moe_parallel.md "Memory and communication
  * formulas") ---- */
 
 /* Rows of one MoE layer's dispatcher buffers on one rank for one

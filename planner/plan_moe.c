@@ -1,6 +1,6 @@
 /* planner/plan_moe.c — the MoE layer's activation and workspace bytes on
  * one rank, buffer by buffer as the implementation allocates them
- * (docs/moe.md "Memory and communication formulas"; checked byte for byte
+ * (docs/moe_parallel.md "Memory and communication formulas"; checked byte for byte
  * against the allocator by tests/integration/test_plan_memory.sh):
  *
  *  - router (model/moe_layer.c mt_moe_create): fp32 logits [n_loc, E], the

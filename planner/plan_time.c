@@ -31,7 +31,7 @@
  *    backward cp-1 steps moving a K/V and a dK/dV block each behind a block
  *    backward (2x the forward), plus the last dK/dV hop home unhidden. The
  *    CP group is inside a node when tp x cp GPUs are (cp stride tp).
- *  - MoE layers (docs/moe.md "Memory and communication formulas"): router
+ *  - MoE layers (docs/moe_parallel.md "Memory and communication formulas"): router
  *    GEMM and the TP all-gather of its logits, experts as E/ep grouped GEMMs
  *    of the ETP group's rows (balanced routing), the shared expert as a
  *    dense MLP, EP all-to-alls split between NVLink and the network by the
@@ -175,7 +175,7 @@ static void moe_comm(const mt_hardware *hw, const mt_plan_dims *d, const place_t
 }
 
 /* One transformer layer (dense or MoE) for one micro-batch. A MoE layer
- * (docs/moe.md "Memory and communication formulas"): the router GEMM on the
+ * (docs/moe_parallel.md "Memory and communication formulas"): the router GEMM on the
  * rank's n_loc tokens (its SP shard) and the all-gather of the [n_loc, E]
  * fp32 logits over TP; dispatch and combine all-to-alls of the rank's
  * s_rows = n_loc k rows (E C padded) forward and backward over EP; with
