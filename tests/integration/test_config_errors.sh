@@ -207,6 +207,10 @@ expect moe_router_dtype_unknown "$g" "model.moe_router_dtype" "fp32|fp64" -- \
   $MOE --set model.moe_router_dtype=bf16
 expect moe_scaling_negative "$g" "model.moe_router_topk_scaling_factor" "> 0" -- \
   $MOE --set model.moe_router_topk_scaling_factor=-1
+expect moe_scaling_zero "$g" "model.moe_router_topk_scaling_factor" "0 is out of range" -- \
+  $MOE --set model.moe_router_topk_scaling_factor=0
+expect moe_groups_zero "$g" "model.moe_router_num_groups" "0 is out of range" -- \
+  $MOE --set model.moe_router_num_groups=0 --set model.moe_router_group_topk=1
 expect moe_bias_rate_negative "$g" "model.moe_router_bias_update_rate" ">= 0" -- \
   $MOE --set model.moe_router_enable_expert_bias=true --set model.moe_router_bias_update_rate=-0.1
 expect moe_bias_rate_without_bias "$g" "model.moe_router_bias_update_rate" \

@@ -1,7 +1,8 @@
 /* tests/unit/test_config.c — config/: the example config of the
  * issue, Megatron defaults and derived values, --set overrides, the error
  * messages (return 2, key named, did-you-mean), JSON syntax errors with line
- * and caret, canonical JSON round trip and hash. */
+ * and caret, canonical JSON round trip and hash. Model-option keys (Llama
+ * block, context parallelism, MoE): test_config_model.c. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -393,109 +394,7 @@ static const err_case CASES[] = {
  * samples, so its derived default is micro_batch_size x dp (not x cp);
  * seq_length 24 with tp 2 + SP and cp 3 is refused (24 % 12 == 0 passes,
  * 2·cp·tp = 12), with cp 2 and tp 4 it is not a multiple of 16. */
-static void test_context_parallel(void **state) {
-  (void)state;
-  const char *ov[] = {"parallel.context_parallel_size=2", "parallel.tensor_model_parallel_size=2",
-                      "parallel.sequence_parallel=true"};
-  mt_config cfg;
-  char err[1024] = "";
-  int rc = mt_config_load_string(&cfg, MINIMAL, SRC, ov, 3, 8, err, sizeof err);
-  if (rc) print_message("%s\n", err);
-  assert_int_equal(rc, 0);
-  assert_int_equal(cfg.parallel.context_parallel_size, 2);
-  assert_string_equal(cfg.parallel.cp_comm_type, "p2p");
-  assert_int_equal(mt_config_data_parallel_size(&cfg, 8), 2);
-  assert_int_equal(cfg.training.global_batch_size, 2 * 2); /* mbs 2 x dp 2 */
-  assert_non_null(strstr(cfg.json, "\"cp_comm_type\":\"p2p\""));
-  mt_config_free(&cfg);
-  const char *ov2[] = {"parallel.context_parallel_size=3", "parallel.tensor_model_parallel_size=2",
-                       "parallel.sequence_parallel=true", "model.seq_length=24"};
-  rc = mt_config_load_string(&cfg, MINIMAL, SRC, ov2, 4, 6, err, sizeof err);
-  if (rc) print_message("%s\n", err);
-  assert_int_equal(rc, 0);
-  mt_config_free(&cfg);
-}
 
-static void test_llama_keys(void **state) {
-  (void)state;
-  mt_config cfg;
-  char err[1024] = "";
-  /* defaults: the GPT-2 block, every head its own K/V group */
-  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, NULL, 0, 1, err, sizeof err), 0);
-  assert_string_equal(cfg.model.position_embedding_type, "learned_absolute");
-  assert_string_equal(cfg.model.normalization, "LayerNorm");
-  assert_int_equal(cfg.model.num_query_groups, 4);
-  assert_int_equal(cfg.model.kv_channels, 16);
-  assert_int_equal(cfg.model.add_bias_linear, 1);
-  assert_int_equal(cfg.model.swiglu, 0);
-  assert_int_equal(cfg.model.qk_layernorm, 0);
-  assert_true(cfg.model.norm_epsilon == 1e-5f && cfg.model.layernorm_epsilon == 1e-5f);
-  assert_true(cfg.model.rotary_base == 10000.0f && cfg.model.rotary_percent == 1.0f);
-  mt_config_free(&cfg);
-
-  /* a Llama-style block on tp = 2 */
-  const char *ll[] = {"model.position_embedding_type=rope", "model.normalization=RMSNorm",
-                      "model.swiglu=true", "model.group_query_attention=true",
-                      "model.num_query_groups=2", "model.add_bias_linear=false",
-                      "model.qk_layernorm=true", "model.norm_epsilon=1e-6",
-                      "model.rotary_percent=0.5", "model.rotary_base=500000",
-                      "parallel.tensor_model_parallel_size=2"};
-  int rc = mt_config_load_string(&cfg, MINIMAL, SRC, ll, (int)(sizeof ll / sizeof ll[0]), 2, err,
-                                 sizeof err);
-  if (rc) print_message("%s\n", err);
-  assert_int_equal(rc, 0);
-  assert_int_equal(cfg.model.num_query_groups, 2);
-  assert_int_equal(cfg.model.ffn_hidden_size, 128); /* int(4 * 64 * 2/3 / 64) * 64 */
-  assert_int_equal(cfg.model.moe_ffn_hidden_size, 128);
-  assert_true(cfg.model.norm_epsilon == 1e-6f && cfg.model.layernorm_epsilon == 1e-6f);
-  assert_true(cfg.model.rotary_base == 500000.0f);
-  mt_config again;
-  rc = mt_config_load_string(&again, cfg.json, "checkpoint", NULL, 0, 2, err, sizeof err);
-  if (rc) print_message("%s\n", err);
-  assert_int_equal(rc, 0);
-  assert_string_equal(again.json, cfg.json);
-  mt_config_free(&again);
-  mt_config_free(&cfg);
-
-  /* swiglu derivation at Llama's widths; MQA by default with GQA */
-  const char *w[] = {"model.swiglu=true", "model.hidden_size=768", "model.num_attention_heads=12",
-                     "model.group_query_attention=true"};
-  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, w, 4, 1, err, sizeof err), 0);
-  assert_int_equal(cfg.model.ffn_hidden_size, 2048);
-  assert_int_equal(cfg.model.num_query_groups, 1);
-  assert_int_equal(cfg.model.kv_channels, 64);
-  mt_config_free(&cfg);
-  const char *w2[] = {"model.swiglu=true", "model.hidden_size=4096", "model.num_attention_heads=32"};
-  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, w2, 3, 1, err, sizeof err), 0);
-  assert_int_equal(cfg.model.ffn_hidden_size, 10880); /* Megatron's; Llama-2-7B sets 11008 */
-  mt_config_free(&cfg);
-
-  /* the old epsilon name alone, and both names agreeing */
-  const char *e1[] = {"model.layernorm_epsilon=1e-6"};
-  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, e1, 1, 1, err, sizeof err), 0);
-  assert_true(cfg.model.norm_epsilon == 1e-6f && cfg.model.layernorm_epsilon == 1e-6f);
-  mt_config_free(&cfg);
-  const char *e2[] = {"model.layernorm_epsilon=1e-6", "model.norm_epsilon=1e-6"};
-  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, e2, 2, 1, err, sizeof err), 0);
-  assert_true(cfg.model.norm_epsilon == 1e-6f);
-  mt_config_free(&cfg);
-
-  /* kv_channels given: hidden_size need not be heads x kv_channels (Megatron);
-   * num_query_groups = heads is accepted without group_query_attention */
-  const char *kv[] = {"model.num_attention_heads=3", "model.kv_channels=32",
-                      "model.num_query_groups=3"};
-  rc = mt_config_load_string(&cfg, MINIMAL, SRC, kv, 3, 1, err, sizeof err);
-  if (rc) print_message("%s\n", err);
-  assert_int_equal(rc, 0);
-  assert_int_equal(cfg.model.kv_channels, 32);
-  mt_config_free(&cfg);
-
-  /* rope on part of the channels: int(16 x 0.25) = 4 */
-  const char *rp[] = {"model.position_embedding_type=rope", "model.rotary_percent=0.25",
-                      "model.rotary_interleaved=true"};
-  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, rp, 3, 1, err, sizeof err), 0);
-  mt_config_free(&cfg);
-}
 
 static void test_errors(void **state) {
   (void)state;
@@ -600,25 +499,12 @@ static void test_docs_list_every_key(void **state) {
   mt_config_free(&cfg);
 }
 
-/* RoPE's rotated channels equal Megatron's int(kv_channels * rotary_percent)
- * in double precision on the decimal written in the config, although the
- * config stores a float (80 x 0.35f would give 27 in float arithmetic). */
-static void test_rotary_dim(void **state) {
-  (void)state;
-  assert_int_equal(mt_rotary_dim(80, 0.35f), 28);
-  assert_int_equal(mt_rotary_dim(20, 0.7f), 14);
-  assert_int_equal(mt_rotary_dim(100, 0.29f), 28); /* Python: int(100 * 0.29) == 28 */
-  assert_int_equal(mt_rotary_dim(64, 0.5f), 32);
-  assert_int_equal(mt_rotary_dim(128, 1.0f), 128);
-}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_example_file), cmocka_unit_test(test_defaults),
       cmocka_unit_test(test_overrides),    cmocka_unit_test(test_errors),
       cmocka_unit_test(test_syntax_error), cmocka_unit_test(test_docs_list_every_key),
-      cmocka_unit_test(test_llama_keys),   cmocka_unit_test(test_rotary_dim),
-      cmocka_unit_test(test_context_parallel),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
