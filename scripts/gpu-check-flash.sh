@@ -14,23 +14,8 @@
 #        GPU's own, from nvidia-smi; else "80 90"), REPS (bench, default 10)
 set -u
 cd "$(dirname "$0")/.."
-log=build/gpu-check-flash; mkdir -p "$log"
-summary=()
-step() { # name, time limit (s), command...
-  local name=$1 lim=$2; shift 2
-  local t0=$(date +%s) r
-  echo "=== $name"
-  timeout "$lim" "$@" 2>&1 | tee "$log/$name.log"
-  r=${PIPESTATUS[0]}
-  local dt=$(( $(date +%s) - t0 ))
-  case $r in
-    0) summary+=("PASS  $name (${dt}s)");;
-    77) summary+=("SKIP  $name: $(grep -m1 -o 'SKIP.*' "$log/$name.log")");;
-    *) summary+=("FAIL  $name (exit $r, ${dt}s; log $log/$name.log)");;
-  esac
-  return $r
-}
-echo "=== GPUs"; nvidia-smi -L 2>&1 || echo "(nvidia-smi not found)"
+log=build/gpu-check-flash
+source scripts/gpu-step.sh
 if [ -z "${CUDA_ARCH:-}" ]; then
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   CUDA_ARCH=${cc:-80 90}

@@ -8,23 +8,8 @@
 set -u
 cd "$(dirname "$0")/.."
 steps="${1:-5}"
-log=build/gpu-check; mkdir -p "$log"
-summary=()
-step() { # name, time limit (s), command...
-  local name=$1 lim=$2; shift 2
-  local t0=$(date +%s) r
-  echo "=== $name"
-  timeout "$lim" "$@" 2>&1 | tee "$log/$name.log"
-  r=${PIPESTATUS[0]}
-  local dt=$(( $(date +%s) - t0 ))
-  case $r in
-    0) summary+=("PASS  $name (${dt}s)");;
-    77) summary+=("SKIP  $name: $(grep -m1 -o 'SKIP.*' "$log/$name.log")");;
-    *) summary+=("FAIL  $name (exit $r, ${dt}s; log $log/$name.log)");;
-  esac
-  return $r
-}
-echo "=== GPUs"; nvidia-smi -L 2>&1 || echo "(nvidia-smi not found)"
+log=build/gpu-check
+source scripts/gpu-step.sh
 jobs=$(nproc 2>/dev/null || echo 4)
 if ! step build 360 make -j"$jobs" CUDA=1 megatrain build/tests/test_cuda_table \
      build/tests/tools/cuda_parity build/bench/bench_gpu; then
