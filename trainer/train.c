@@ -72,18 +72,21 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   return loss_sum;
 }
 
-/* MoE routing statistics of the step: summed over the data x context-
- * parallel ranks (different tokens) and the pipeline stages (different
- * layers); TP ranks hold identical copies. Collective over dp x cp and pp. */
+/* MoE routing statistics of the step: per-layer dropped and routed slots,
+ * balance and z losses summed over the data x context-parallel ranks
+ * (different tokens) and the pipeline stages (different layers); TP ranks
+ * hold identical copies. The tokens per expert come already reduced from
+ * mt_trainer_moe_bias_step (t->moe_tokens_per_expert, routed part), which
+ * runs first. Collective over dp x cp and pp. */
 static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
   const mt_moe_stats *st = mt_gpt_moe_stats(t->model);
   if (!st) return;
   const int L = st->n_layers, E = st->E;
-  const size_t n = (size_t)L * E + 5 * (size_t)L;
+  const int64_t *routed = t->moe_tokens_per_expert; /* [L·E], NULL without MoE layers */
+  const size_t n = 5 * (size_t)L;
   double *v = mt_xcalloc(n, sizeof(double));
-  for (int i = 0; i < L * E; i++) v[i] = (double)st->routed[i];
   for (int l = 0; l < L; l++) {
-    double *w = v + (size_t)L * E + 5 * (size_t)l;
+    double *w = v + 5 * (size_t)l;
     w[0] = (double)st->dropped[l];
     w[1] = (double)st->slots[l];
     w[2] = st->lb[l];
@@ -95,9 +98,10 @@ static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
   double dropped = 0, slots = 0;
   r->n_moe_layers = L < 64 ? L : 64;
   for (int l = 0; l < L; l++) {
-    const double *w = v + (size_t)L * E + 5 * (size_t)l;
+    const double *w = v + 5 * (size_t)l;
     double mx = 0;
-    for (int e = 0; e < E; e++) mx = v[(size_t)l * E + e] > mx ? v[(size_t)l * E + e] : mx;
+    for (int e = 0; e < E && routed; e++)
+      mx = (double)routed[(size_t)l * E + e] > mx ? (double)routed[(size_t)l * E + e] : mx;
     if (l < 64) {
       r->tokens_per_expert_max[l] = mx;
       r->tokens_per_expert_mean[l] = w[1] / E;
@@ -168,8 +172,8 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
   t->consumed_samples += c->training.global_batch_size;
-  moe_step_stats(t, &r);
   mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
+  moe_step_stats(t, &r);
   for (int k = 0; k <= MT_GK_N; k++) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (!g || (k < MT_GK_N && mt_parallel_state_is_alias(t->ps, (mt_group_kind)k))) continue;
