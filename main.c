@@ -38,6 +38,13 @@ static void usage(FILE *f) {
           "      print every rank's coordinates and process groups without launching\n"
           "  megatrain plan --config FILE --world-size N --hardware H [--json] [--sweep]\n"
           "      predict memory per rank and iteration time on N GPUs (docs/planner.md)\n"
+          "  megatrain convert --to hf --load DIR --output DIR [--dtype bf16|fp32]\n"
+          "  megatrain convert --from hf --input DIR --output DIR --config FILE\n"
+          "      export a checkpoint to a Hugging Face model directory, or import one as a\n"
+          "      checkpoint at iteration 0 for training.finetune (docs/checkpoint.md)\n"
+          "  megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
+          "      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+          "      continue TEXT with the model of a checkpoint (KV cache; mpirun for tp > 1)\n"
           "  megatrain --help | --version\n"
           "\n"
           "exit status: 0 success, 1 runtime/data/checkpoint error, 2 bad config or usage\n");
@@ -124,6 +131,8 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "preprocess")) return mt_preprocess_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "topology")) return mt_cli_topology(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return mt_plan_main(argc - 1, argv + 1);
+  if (!strcmp(cmd, "convert")) return mt_cli_convert(argc - 2, argv + 2);
+  if (!strcmp(cmd, "generate")) return mt_cli_generate(argc - 2, argv + 2);
   if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
   return cmd_train(argc - 1, argv + 1);
 }

@@ -112,6 +112,7 @@ typedef struct {
   char precision[8];              /* "fp32" | "bf16" */
   int max_nan_iters;              /* consecutive non-finite steps before abort */
   int64_t exit_interval;          /* save and exit after an iteration divisible by it; 0 = off */
+  int finetune;                   /* load weights only, reset iteration/optimizer/data (Megatron --finetune) */
   int64_t check_replicas_interval; /* compare replica checksums every N iterations; 0 = at the end */
   int num_threads;                /* cpu threads per rank; 0 = OMP default */
 } mt_training_config;

@@ -267,6 +267,11 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--exit-interval`",
      "after an iteration divisible by it, save a checkpoint (when `checkpoint.save` is set) "
      "and exit with status 0; 0 = off"},
+    {S_TRAIN, "finetune", MT_CT_BOOL, FLD(training.finetune), 0, 0, 0, NULL, NUM(0),
+     "`--finetune`",
+     "with `checkpoint.load`: load the model weights only (any layout) and start at iteration "
+     "0 with fresh optimizer state and data position; the way to train from `megatrain convert "
+     "--from hf`"},
     {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0),
      NULL, NUM(0), "megatrain-only",
      "every N iterations compare checksums of the parameters across the data-parallel group "

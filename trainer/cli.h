@@ -8,4 +8,14 @@
  * config). */
 int mt_cli_topology(int argc, char **argv);
 
+/* `megatrain convert ...` (trainer/convert_cli.c): Hugging Face export and
+ * import of layout-free checkpoints (docs/checkpoint.md). Returns the exit
+ * status (2 usage, 1 bad input). */
+int mt_cli_convert(int argc, char **argv);
+
+/* `megatrain generate --load DIR --prompt TEXT ...` (trainer/generate_cli.c):
+ * sample text from a checkpoint with a KV cache, one process or under
+ * mpirun with tensor parallelism. Returns the exit status. */
+int mt_cli_generate(int argc, char **argv);
+
 #endif
