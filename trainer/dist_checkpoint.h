@@ -65,7 +65,9 @@ typedef struct {
   int64_t r0, c0, nr, nc;       /* the box (row-major layout of the memory) */
   int64_t lo, hi;               /* elements [lo, hi) of the box held; 0 <= lo <= hi <= nr*nc */
   mt_dtype dtype;               /* of the memory: MT_F32, MT_BF16 or MT_I64 */
-  void *data;                   /* element lo; device memory of `be` (host when be is NULL) */
+  void *data;                   /* element lo; device memory of `be` (host when be is NULL or
+                                   host is set) */
+  int host;                     /* data is host memory whatever be is (MoE buffers) */
   int write;                    /* save: this rank stores these elements */
 } mt_dckpt_view;
 
