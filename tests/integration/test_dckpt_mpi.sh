@@ -28,7 +28,7 @@ meta, t = load_checkpoint(sys.argv[1])
 assert meta["iteration"] == 3 and meta["seed"] == "18446744073709551557", meta
 def val(i, r, c):
     return ((r * 131 + c * 7 + i * 17) % 255 - 127) / 8.0
-for name, i in (("w", 1), ("e", 2), ("big", 3)):
+for name, i in (("w", 1), ("e", 2), ("big", 3), ("z", 4)):
     a = t[name]
     r, c = np.meshgrid(np.arange(a.shape[0]), np.arange(a.shape[1]), indexing="ij")
     assert a.dtype == np.float32 and (a == val(i, r, c).astype(np.float32)).all(), name

@@ -128,14 +128,20 @@ def load_checkpoint(path, names=None):
                     raise CheckpointError("%s: checksum mismatch in tensor %s (block %d)" % (fpath, name, i))
             vals = _decode(raw, dt)
             r0, c0, nr, nc, lo, hi = (p[k] for k in ("r0", "c0", "nr", "nc", "lo", "hi"))
-            if lo == 0 and hi == nr * nc:
-                arr[r0:r0 + nr, c0:c0 + nc] = vals.reshape(nr, nc)
-                seen[r0:r0 + nr, c0:c0 + nc] += 1
-            else:
-                k = np.arange(lo, hi, dtype=np.int64)
-                rr, cc = r0 + k // nc, c0 + k % nc
-                arr[rr, cc] = vals
-                np.add.at(seen, (rr, cc), 1)
+            # box elements [lo, hi): a partial first row, whole rows, a partial last row
+            k = lo
+            while k < hi:
+                i, j = divmod(k, nc)
+                if j == 0 and hi - k >= nc:
+                    m = (hi - k) // nc
+                    arr[r0 + i:r0 + i + m, c0:c0 + nc] = vals[k - lo:k - lo + m * nc].reshape(m, nc)
+                    seen[r0 + i:r0 + i + m, c0:c0 + nc] += 1
+                    k += m * nc
+                else:
+                    e = min(hi, (i + 1) * nc)
+                    arr[r0 + i, c0 + j:c0 + j + e - k] = vals[k - lo:e - lo]
+                    seen[r0 + i, c0 + j:c0 + j + e - k] += 1
+                    k = e
         if not (seen == 1).all():
             raise CheckpointError("%s: tensor %s is not covered exactly once by its pieces" % (d, name))
         out[name] = arr

@@ -5,11 +5,13 @@
  *                               "e" bf16 [1, 3000], column cuts of "big"
  *                               fp32 [700, 1000] (several CRC blocks), and
  *                               rank 0 alone "n" int64 [1, 7] (the other
- *                               ranks hold a replica they do not write);
+ *                               ranks hold a replica they do not write),
+ *                               flat ZeRO-like ranges of "z" [13, 11]
+ *                               crossing its rows;
  *   dckpt_check load DIR        every rank reads the latest checkpoint under
  *                               another cut (column boxes of w and their flat
  *                               halves, e as fp32 column boxes, row cuts of
- *                               big, n whole) and checks every element and
+ *                               big, n whole, column boxes of z) and checks every element and
  *                               the metadata.
  * Values are k/8 with |k| <= 127, exact in bf16. Rank 0 prints
  * "dckpt_check OK"; any failure exits 1 with the message. */
@@ -55,7 +57,9 @@ static mt_dckpt_view mk(const char *name, int64_t rows, int64_t cols, int64_t r0
   return v;
 }
 
-static int id_of(const char *name) { return name[0] == 'w' ? 1 : name[0] == 'e' ? 2 : 3; }
+static int id_of(const char *name) {
+  return name[0] == 'w' ? 1 : name[0] == 'e' ? 2 : name[0] == 'z' ? 4 : 3;
+}
 
 static void fill_view(mt_dckpt_view *v) {
   for (int64_t k = v->lo; k < v->hi; k++) {
@@ -102,6 +106,8 @@ int main(int argc, char **argv) {
     cut(1000, n, rank, &s, &e);
     v[nv++] = mk("big", 700, 1000, 0, s, 700, e - s, 0, 700 * (e - s), MT_F32, 1);
     v[nv++] = mk("n", 1, 7, 0, 0, 1, 7, 0, 7, MT_I64, rank == 0);
+    cut(13 * 11, n, rank, &s, &e);
+    v[nv++] = mk("z", 13, 11, 0, 0, 13, 11, s, e, MT_F32, 1);
     for (int i = 0; i < nv; i++) fill_view(&v[i]);
     mt_dckpt_meta m = {.iteration = atoll(argv[3]), .consumed_samples = 96, .step = 3,
                        .seed = SEED, .vocab_size = 37, .has_optimizer = 1};
@@ -130,6 +136,8 @@ int main(int argc, char **argv) {
     cut(700, n, rank, &s, &e);
     v[nv++] = mk("big", 700, 1000, s, 0, e - s, 1000, 0, (e - s) * 1000, MT_F32, 0);
     v[nv++] = mk("n", 1, 7, 0, 0, 1, 7, 0, 7, MT_I64, 0);
+    cut(11, n, rank, &s, &e);
+    v[nv++] = mk("z", 13, 11, 0, s, 13, e - s, 0, 13 * (e - s), MT_F32, 0);
     if (mt_dckpt_load(c, NULL, v, nv, err, sizeof err)) {
       fprintf(stderr, "rank %d: load failed: %s\n", rank, err);
       failed = 1;
