@@ -51,7 +51,7 @@ for k in ("lm_loss", "grad_norm"):
             sys.exit("%s: iteration %d %s: resumed %r vs uninterrupted %r (rel %.3e > %g)"
                      % (label, it, k, x, y, r, tol))
     worst[k] = w
-print("%-34s lm_loss %.2e  grad_norm %.2e  (iterations %d-%d, tolerance %g)"
+print("%-40s lm_loss %.2e  grad_norm %.2e  (iterations %d-%d, tolerance %g)"
       % (label, worst["lm_loss"], worst["grad_norm"], first, last, tol))
 PY
 }
