@@ -7,7 +7,8 @@
 # directory, keeps its files byte for byte, no new iteration).
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
-S=(--set training.train_iters=4 --set training.eval_interval=0 --set logging.log_interval=1)
+S=(--set training.train_iters=4 --set training.eval_interval=0 --set logging.log_interval=1
+   --set training.lr_warmup_iters=1)
 MOE=tests/configs/gpt-moe-test.json
 mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
   -x OMP_NUM_THREADS "$MT" --config $CFG "${S[@]}" --set training.train_iters=2 \
