@@ -198,7 +198,13 @@ int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *e
         rc = -1;
         break;
       }
-    if (!rc && total != t->rows * t->cols) {
+    if (!rc && total == 0 && t->rows * t->cols > 0) {
+      snprintf(err, errlen,
+               "%s: tensor '%s' [%" PRId64 ", %" PRId64 "] has no stored piece (no rank wrote "
+               "it: 0 of %" PRId64 " elements)",
+               where, t->name, t->rows, t->cols, t->rows * t->cols);
+      rc = -1;
+    } else if (!rc && total != t->rows * t->cols) {
       int64_t gap = 0; /* first element not covered */
       for (int64_t k = 0; k < n && v[k].a == gap; k++) gap = v[k].b;
       snprintf(err, errlen,
