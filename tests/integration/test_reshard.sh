@@ -48,6 +48,7 @@ train_a z2dp4 4 --set $Z=2
 resume_b "dp=4 ZeRO-2 -> 1 process" z2dp4 1
 train_a tp2sp 2 --set $TP=2 --set $SP=true
 resume_b "tp=2+SP -> tp=4+SP" tp2sp 4 --set $TP=4 --set $SP=true
+resume_b "tp=2+SP -> cp=2 dp=2 ZeRO-1" tp2sp 4 --set parallel.context_parallel_size=2 --set $Z=1
 train_a one 1
 resume_b "1 process -> tp=2 pp=2 dp=2 ZeRO-1" one 8 --set $TP=2 --set $SP=true --set $PP=2 --set $Z=1
 train_a vocab128 1 --set model.make_vocab_size_divisible_by=128
