@@ -9,6 +9,10 @@
  *       and print the mean token loss (nats, "%.12e") over TOKENS_FILE:
  *       int32 little-endian samples of seq_length + 1 tokens, taken
  *       micro_batch_size at a time, no dropout.
+ *   ckpt_loss same CKPT_A CKPT_B
+ *       every model tensor (not optimizer state) of B is in A with the same
+ *       shape and the same fp32 bits, and A has no other model tensor; exit 1
+ *       naming the first difference (the HF round trip is bitwise).
  *   ckpt_loss init CONFIG OUT_DIR
  *       save the freshly initialised model of CONFIG as a layout-free
  *       checkpoint at iteration 0 (model only), one process.
@@ -159,9 +163,46 @@ static int cmd_init(const char *config_path, const char *out) {
   return 0;
 }
 
+static int is_model(const char *name) { return strncmp(name, "optimizer.", 10) != 0; }
+
+static int cmd_same(const char *da, const char *db) {
+  char err[1024];
+  mt_dckpt *a, *b;
+  CHECK(mt_dckpt_open(da, -1, &a, err, sizeof err) == 0, "ckpt_loss: %s", err);
+  CHECK(mt_dckpt_open(db, -1, &b, err, sizeof err) == 0, "ckpt_loss: %s", err);
+  int n = 0;
+  for (int i = 0; i < mt_dckpt_n_tensors(a); i++) n += is_model(mt_dckpt_tensor_name(a, i));
+  for (int i = 0; i < mt_dckpt_n_tensors(b); i++) {
+    const char *nm = mt_dckpt_tensor_name(b, i);
+    if (!is_model(nm)) continue;
+    n--;
+    int k = mt_dckpt_find(a, nm);
+    CHECK(k >= 0, "ckpt_loss same: '%s' only in %s", nm, db);
+    int64_t ra, ca, rb, cb;
+    mt_dtype ta, tb;
+    mt_dckpt_tensor_shape(a, k, &ra, &ca, &ta);
+    mt_dckpt_tensor_shape(b, i, &rb, &cb, &tb);
+    CHECK(ra == rb && ca == cb, "ckpt_loss same: '%s' is [%lld, %lld] vs [%lld, %lld]", nm,
+          (long long)ra, (long long)ca, (long long)rb, (long long)cb);
+    float *x = mt_dckpt_read_tensor(a, nm, MT_F32, err, sizeof err);
+    CHECK(x, "ckpt_loss: %s", err);
+    float *y = mt_dckpt_read_tensor(b, nm, MT_F32, err, sizeof err);
+    CHECK(y, "ckpt_loss: %s", err);
+    CHECK(!memcmp(x, y, (size_t)(ra * ca) * sizeof(float)), "ckpt_loss same: '%s' differs", nm);
+    free(x);
+    free(y);
+  }
+  CHECK(n == 0, "ckpt_loss same: %s has %d model tensors more than %s", da, n, db);
+  printf("model tensors of %s and %s are bitwise equal\n", da, db);
+  mt_dckpt_close(a);
+  mt_dckpt_close(b);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 4 && !strcmp(argv[1], "same")) return cmd_same(argv[2], argv[3]);
   if (argc == 4 && !strcmp(argv[1], "loss")) return cmd_loss(argv[2], argv[3]);
   if (argc == 4 && !strcmp(argv[1], "init")) return cmd_init(argv[2], argv[3]);
-  fprintf(stderr, "usage: ckpt_loss loss CKPT_DIR TOKENS_FILE | ckpt_loss init CONFIG OUT_DIR\n");
+  fprintf(stderr, "usage: ckpt_loss loss CKPT_DIR TOKENS_FILE | same CKPT_A CKPT_B | init CONFIG OUT_DIR\n");
   return 2;
 }
