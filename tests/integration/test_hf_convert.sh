@@ -22,8 +22,9 @@ TOOL=build/tests/tools/ckpt_loss
 [ -x $TOOL ] || { echo "SKIP: $TOOL not built"; exit 77; }
 $PY tests/reference/hf_forward.py selftest
 
-# GPT-2 (the test config, learned positions, tied) and Llama-style (RoPE,
-# RMSNorm, SwiGLU, 2 query groups for 4 heads, no biases, untied) models;
+# GPT-2 (the test config, learned positions, tied; and untied: lm_head) and
+# Llama-style (RoPE, RMSNorm, SwiGLU, 2 query groups for 4 heads, no biases,
+# untied; and with biases and tied embeddings) models;
 # init std 0.1 so that a wrong head or channel order moves the loss visibly
 $PY - "$CFG" "$TMP" "$TS.bin" <<'PY'
 import json, sys, numpy as np
@@ -35,8 +36,13 @@ c["model"].update(position_embedding_type="rope", normalization="RMSNorm", swigl
                   group_query_attention=True, num_query_groups=2, add_bias_linear=False,
                   untie_embeddings_and_output_weights=True, ffn_hidden_size=128)
 json.dump(c, open(tmp + "/llama.json", "w"))
+c["model"].update(add_bias_linear=True, untie_embeddings_and_output_weights=False)
+json.dump(c, open(tmp + "/llama_bias_tied.json", "w"))
 c["model"]["rotary_interleaved"] = True
 json.dump(c, open(tmp + "/interleaved.json", "w"))
+g = json.load(open(tmp + "/gpt2.json"))
+g["model"]["untie_embeddings_and_output_weights"] = True
+json.dump(g, open(tmp + "/gpt2_untied.json", "w"))
 seq, b = c["model"]["seq_length"], c["training"]["micro_batch_size"]
 tok = np.fromfile(data, dtype=np.uint16)[1000:1000 + 4 * b * (seq + 1)]
 tok.astype("<i4").tofile(tmp + "/tok.bin")  # 4 micro-batches of real text
@@ -50,7 +56,7 @@ print("%s: megatrain %.10f, PyTorch from HF %.10f, rel diff %.2e" % (sys.argv[1]
 sys.exit(r > t)' "$@"
 }
 
-for fam in gpt2 llama; do
+for fam in gpt2 llama gpt2_untied llama_bias_tied; do
   ck=$TMP/ck_$fam
   # trained weights when the trainer writes the layout-free format, else the
   # initialised model
