@@ -114,8 +114,8 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
   int o = mt_dckpt_open(load_dir, -1, &ck, err, errlen);
   if (o == 1)
     snprintf(err, errlen, "'%s' holds a checkpoint of the per-layout format (mp_rank_*); the "
-             "export reads the layout-free format (%s): load it with this version and save "
-             "again", load_dir, MT_DCKPT_FORMAT);
+             "export reads the layout-free format (%s): rewrite it first with `megatrain "
+             "convert --upgrade --load %s --output NEW`", load_dir, MT_DCKPT_FORMAT, load_dir);
   if (o) goto out;
   const char *cj = mt_dckpt_config_json(ck);
   if (!cj || !strcmp(cj, "null")) {

@@ -148,3 +148,12 @@ ft() { # ft NAME NP [--set ...]
 ft one 1
 ft tp2 2 --set parallel.tensor_model_parallel_size=2
 compare_metrics $TMP/ft_tp2.jsonl $TMP/ft_one.jsonl 1e-5
+grep -m1 -i "finetune\|fine-tun" $TMP/ft_one.log || true
+# the imported weights were used: the first loss is not that of a fresh start
+"$MT" --config $TMP/gpt2.json --set training.train_iters=6 --set training.eval_interval=0 \
+  --set logging.log_interval=1 --set logging.metrics_file=$TMP/fresh.jsonl >/dev/null 2>&1
+$PY -c 'import json, sys
+first = lambda p: [json.loads(l) for l in open(p) if "lm_loss" in l][0]["lm_loss"]
+ft, fresh = first(sys.argv[1]), first(sys.argv[2])
+print("first loss: fine-tuning from the import %.6f, fresh start %.6f" % (ft, fresh))
+sys.exit(abs(ft - fresh) < 1e-3 * fresh)' $TMP/ft_one.jsonl $TMP/fresh.jsonl
