@@ -96,6 +96,13 @@ print("sharded export (%s files): %d tensors equal the single file bit for bit" 
   relcheck "$fam bf16 export (rounding only)" "$a" "$b16" 1e-2
 done
 
+# names without "transformer." (the hub's gpt2 files, saved from GPT2Model)
+mkdir -p $TMP/bare; cp $TMP/hf_gpt2/config.json $TMP/bare/
+$PY tests/reference/st_edit.py strip $TMP/hf_gpt2/model.safetensors $TMP/bare/model.safetensors transformer.
+"$MT" convert --from hf --input $TMP/bare --output $TMP/rt_bare --config $TMP/gpt2.json 2>/dev/null
+$TOOL same $TMP/ck_gpt2 $TMP/rt_bare >/dev/null
+echo "GPT-2 names without 'transformer.': imported bitwise equal"
+
 # ---- bad input: one message, exit 1, no output directory
 HF=$TMP/hf_gpt2
 bad() { # bad NAME EXPECTED-MESSAGE-PART [convert args...]

@@ -10,6 +10,7 @@
     missing    TENSOR removed (header and data)
     transpose  TENSOR's shape reversed (same bytes)
     extra      a tensor "TENSOR" of 2 floats added
+    strip      the prefix TENSOR removed from every name (GPT2Model's names)
 """
 import json
 import struct
@@ -69,6 +70,8 @@ def main():
         h[t]["shape"] = h[t]["shape"][::-1]
     elif mode == "extra":
         h, data = rebuild(h, data, add=t)
+    elif mode == "strip":
+        h = {k[len(t):] if k.startswith(t) else k: e for k, e in h.items()}
     else:
         sys.exit(__doc__)
     save(dst, h, data)
