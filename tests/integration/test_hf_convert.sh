@@ -56,12 +56,21 @@ print("%s: megatrain %.10f, PyTorch from HF %.10f, rel diff %.2e" % (sys.argv[1]
 sys.exit(r > t)' "$@"
 }
 
-for fam in gpt2 llama gpt2_untied llama_bias_tied; do
+# llama_tp2: the Llama model trained under tp=2 with sequence parallelism
+# (its GQA query groups split over the ranks), exported from that checkpoint
+cp $TMP/llama.json $TMP/llama_tp2.json
+for fam in gpt2 llama gpt2_untied llama_bias_tied llama_tp2; do
   ck=$TMP/ck_$fam
   # trained weights when the trainer writes the layout-free format, else the
   # initialised model
-  "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=10 \
-    --set training.eval_interval=0 >"$TMP/train_$fam.log" 2>&1 || true
+  launch="" par=""
+  if [ $fam = llama_tp2 ]; then
+    launch="mpirun -np 2 --oversubscribe --bind-to none"
+    par="--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true"
+  fi
+  # shellcheck disable=SC2086
+  $launch "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=10 \
+    --set training.eval_interval=0 $par >"$TMP/train_$fam.log" 2>&1 || true
   if grep -qs megatrain-dist-v2 "$ck"/iter_*/metadata.json; then
     what="trained 10 iterations"; trained=1
   else
