@@ -30,8 +30,13 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
     cJSON_AddNumberToObject(o, "attn_pdrop", m->attention_dropout);
     cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
   } else {
-    cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", "llama");
+    const int qwen = m->family == MT_HF_QWEN3;
+    cJSON_AddItemToArray(arch, cJSON_CreateString(qwen ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", qwen ? "qwen3" : "llama");
+    if (qwen) {
+      cJSON_AddBoolToObject(o, "use_sliding_window", 0);
+      cJSON_AddNullToObject(o, "sliding_window");
+    }
     cJSON_AddNumberToObject(o, "vocab_size", (double)m->V);
     cJSON_AddNumberToObject(o, "hidden_size", (double)m->h);
     cJSON_AddNumberToObject(o, "intermediate_size", (double)m->ffn);
@@ -160,10 +165,13 @@ int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path,
     want_bool(&c, "scale_attn_by_inverse_layer_idx", 0, 0);
     want_bool(&c, "tie_word_embeddings", !m->untie, 1);
   } else {
-    static const char *const type[] = {"llama", NULL};
+    static const char *const llama[] = {"llama", NULL}, *const qwen3[] = {"qwen3", NULL};
     static const char *const act[] = {"silu", NULL};
-    snprintf(why, sizeof why, "the config's Llama naming (rope, RMSNorm, SwiGLU)");
-    want_str(&c, "model_type", type, why);
+    const int qwen = m->family == MT_HF_QWEN3;
+    snprintf(why, sizeof why, "the config's %s", qwen ? "Qwen3 naming (Llama's with qk_layernorm)"
+                                                      : "Llama naming (rope, RMSNorm, SwiGLU)");
+    want_str(&c, "model_type", qwen ? qwen3 : llama, why);
+    if (qwen) want_bool(&c, "use_sliding_window", 0, 0);
     want_str(&c, "hidden_act", act, "megatrain's SwiGLU");
     want_int(&c, "num_hidden_layers", m->L, -1);
     want_int(&c, "hidden_size", m->h, -1);

@@ -8,7 +8,9 @@
 
 #include "core/util.h"
 
-const char *mt_hf_family_name(mt_hf_family f) { return f == MT_HF_LLAMA ? "Llama" : "GPT-2"; }
+const char *mt_hf_family_name(mt_hf_family f) {
+  return f == MT_HF_QWEN3 ? "Qwen3" : f == MT_HF_LLAMA ? "Llama" : "GPT-2";
+}
 
 #define REFUSE(...)                   \
   do {                                \
@@ -28,8 +30,9 @@ int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errle
   if (c->num_experts > 0)
     REFUSE("model.num_experts is %d: mixture-of-experts models have no GPT-2 or Llama naming "
            "(the Hugging Face export needs a dense model)", c->num_experts);
-  if (c->qk_layernorm)
-    REFUSE("model.qk_layernorm is true: neither GPT-2 nor Llama naming has a query/key norm");
+  if (c->qk_layernorm && m->family == MT_HF_GPT2)
+    REFUSE("model.qk_layernorm is true with learned_absolute positions: GPT-2 naming has no "
+           "query/key norm (Qwen3 naming has, with rope, RMSNorm and SwiGLU)");
   if (m->family == MT_HF_GPT2) {
     if (strcmp(c->normalization, "LayerNorm"))
       REFUSE("model.normalization is \"%s\" with learned_absolute positions: GPT-2 naming needs "
@@ -57,6 +60,12 @@ int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errle
     if (c->rotary_percent != 1.0f)
       REFUSE("model.rotary_percent is %g: Llama naming rotates every channel (1.0)",
              mt_float_decimal(c->rotary_percent));
+    if (c->qk_layernorm) {
+      m->family = MT_HF_QWEN3;
+      if (c->add_bias_linear)
+        REFUSE("model.add_bias_linear is true with qk_layernorm: Qwen3 naming (the one with "
+               "q_norm/k_norm) has no linear biases");
+    }
   }
   m->L = c->num_layers;
   m->h = c->hidden_size;
@@ -181,6 +190,12 @@ int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
           MT_HF_K, 0);
       ADD("model.layers.%d.self_attn.v_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
           MT_HF_V, 0);
+      if (m->family == MT_HF_QWEN3) {
+        ADD("model.layers.%d.self_attn.q_norm.weight", "self_attention.q_layernorm.weight", 1,
+            m->hn, MT_HF_ALL, 0);
+        ADD("model.layers.%d.self_attn.k_norm.weight", "self_attention.k_layernorm.weight", 1,
+            m->hn, MT_HF_ALL, 0);
+      }
       if (m->bias) {
         ADD("model.layers.%d.self_attn.q_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
             MT_HF_Q, 0);

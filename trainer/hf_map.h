@@ -15,7 +15,10 @@
  *   - SwiGLU linear_fc1 rows [0, ffn) are the gate (HF gate_proj), rows
  *     [ffn, 2 ffn) the up projection (up_proj).
  * RoPE needs no permutation: megatrain's non-interleaved RoPE is HF's
- * rotate_half (rotary_interleaved models are refused).
+ * rotate_half (rotary_interleaved models are refused). Qwen3 naming is
+ * Llama's plus self_attn.{q,k}_norm.weight [head_dim] = megatrain's
+ * qk_layernorm (RMSNorm over each head's channels, shared by the heads,
+ * before RoPE in both).
  */
 #ifndef MT_TRAINER_HF_MAP_H
 #define MT_TRAINER_HF_MAP_H
@@ -25,7 +28,7 @@
 
 #include "config/config.h"
 
-typedef enum { MT_HF_GPT2 = 0, MT_HF_LLAMA = 1 } mt_hf_family;
+typedef enum { MT_HF_GPT2 = 0, MT_HF_LLAMA = 1, MT_HF_QWEN3 = 2 } mt_hf_family;
 
 /* The model as both sides see it. */
 typedef struct {
@@ -54,9 +57,9 @@ typedef struct {
 
 /* Which naming expresses the model of cfg: GPT-2 for LayerNorm + learned
  * absolute positions + GELU + biases + multi-head attention, Llama for
- * RMSNorm + RoPE (rotate-half, all channels) + SwiGLU. Anything else (MoE,
- * qk_layernorm, interleaved or partial RoPE, a mix such as LayerNorm with
- * RoPE) is refused: returns -1 with a message naming the config key, its
+ * RMSNorm + RoPE (rotate-half, all channels) + SwiGLU, Qwen3 for that with
+ * qk_layernorm and no linear biases. Anything else (MoE, interleaved or
+ * partial RoPE, a mix such as LayerNorm with RoPE) is refused: returns -1 with a message naming the config key, its
  * value and what the naming needs. */
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen);
 

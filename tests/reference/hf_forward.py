@@ -5,7 +5,8 @@ reader (struct + json + numpy), the config.json keys, and the published
 model definitions (GPT-2: Radford et al. 2019 / HF GPT2LMHeadModel with
 Conv1D weights [in, out] and fused c_attn [q | k | v]; Llama: Touvron et al.
 2023 / HF LlamaForCausalLM: RMSNorm, rotate-half RoPE, grouped-query
-attention via repeat_kv, SwiGLU). No transformers library, no megatrain code.
+attention via repeat_kv, SwiGLU; Qwen3: Llama's with a per-head RMSNorm of q
+and k before RoPE). No transformers library, no megatrain code.
 float64 throughout.
 
 Usage:
@@ -113,7 +114,8 @@ def rotate_half(t):
 
 
 def llama_forward(w, cfg, ids):
-    """logits [b, s, V] of LlamaForCausalLM (no rope_scaling)."""
+    """logits [b, s, V] of LlamaForCausalLM (no rope_scaling); Qwen3ForCausalLM
+    when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention)."""
     assert cfg.get("rope_scaling") is None and cfg.get("hidden_act", "silu") == "silu"
     nh, h = cfg["num_attention_heads"], cfg["hidden_size"]
     nkv = cfg.get("num_key_value_heads") or nh
@@ -140,6 +142,8 @@ def llama_forward(w, cfg, ids):
         q = lin(t, p + "self_attn.q_proj").view(b, s, nh, hd).transpose(1, 2)
         k = lin(t, p + "self_attn.k_proj").view(b, s, nkv, hd).transpose(1, 2)
         v = lin(t, p + "self_attn.v_proj").view(b, s, nkv, hd).transpose(1, 2)
+        if p + "self_attn.q_norm.weight" in w:  # Qwen3: RMSNorm of each head, before RoPE
+            q, k = rms(q, p + "self_attn.q_norm.weight"), rms(k, p + "self_attn.k_norm.weight")
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
         rep = nh // nkv  # repeat_kv: query head n reads kv head n // rep
@@ -162,7 +166,7 @@ def loss(hf_dir, tokens_file, seq):
     tok = np.fromfile(tokens_file, dtype="<i4").reshape(-1, seq + 1)
     ids = torch.tensor(tok[:, :seq].astype(np.int64))
     tgt = torch.tensor(tok[:, 1:].astype(np.int64))
-    fwd = {"gpt2": gpt2_forward, "llama": llama_forward}[cfg["model_type"]]
+    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward}[cfg["model_type"]]
     with torch.no_grad():
         logits = fwd(w, cfg, ids)
     return cross_entropy(logits, tgt) / tgt.numel()
