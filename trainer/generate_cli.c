@@ -275,7 +275,9 @@ static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
   fputc('\n', stdout);
   free(text);
   if (a->print_ids) {
-    printf("ids:");
+    printf("prompt_ids:");
+    for (size_t i = 0; i < n_prompt; i++) printf(" %d", r->ids.data[i]);
+    printf("\nids:");
     for (size_t i = 0; i < r->ids.n; i++) printf(" %d", r->ids.data[i]);
     printf("\n");
   }
