@@ -19,10 +19,13 @@ MPI="mpirun -np 2 --oversubscribe --bind-to none"
 TOK="--set data.vocab_file=$SHARED/gpt2-vocab.json --set data.merge_file=$SHARED/gpt2-merges.txt"
 PROMPT="First Citizen: Before we proceed any further, hear me"
 
-# train N steps of a model and save it (dropout on, as always)
+# train 6 steps of a model and save it (dropout on). init_method_std 0.2:
+# six steps from Megatron's 0.02 leave a model whose greedy continuation is
+# one token repeated, which would prove little; at 0.2 it varies.
 train() { # name, extra --set options...
   local n=$1; shift
   "$MT" --config $CFG --set training.train_iters=6 --set training.eval_interval=0 \
+    --set model.init_method_std=0.2 \
     --set model.max_position_embeddings=64 --set checkpoint.save="$TMP/$n" $TOK "$@" \
     >"$TMP/$n.train.log"
 }
@@ -36,6 +39,8 @@ check_model() { # name
   grep '^generate:' "$d.g1.log"
   local ids prompt_ids
   ids=$(ids_of "$d.g1.log")
+  local distinct; distinct=$(echo "$ids" | tr ' ' '\n' | sort -u | wc -l)
+  [ "$distinct" -ge 12 ] || { echo "$n: greedy continuation too uniform to prove much: $ids"; exit 1; }
   prompt_ids=$(grep '^prompt_ids:' "$d.g1.log" | sed 's/^prompt_ids: //')
   $PY tests/reference/generate_reference.py "$d" --ids "$prompt_ids" --max-new-tokens 32 \
     --logits "$d.kv.f32" >"$d.ref.log"
