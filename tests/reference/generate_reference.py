@@ -14,7 +14,7 @@ usage: generate_reference.py CKPT --ids "ID ID ..." --max-new-tokens N
            [--logits FILE]   megatrain's --dump-logits file: also report the
                              worst |logit difference| per step (fp32 [n, V])
 Prints "ids: ..." (prompt and continuation) and, with --logits, the worst
-difference on a line "max_abs_logit_diff X".
+difference and the largest |logit| on a line "max_abs_logit_diff X max_abs_logit Y".
 """
 import argparse
 import os
@@ -79,19 +79,20 @@ def main():
     theirs = None
     if a.logits:
         theirs = np.fromfile(a.logits, dtype=np.float32).reshape(-1, c.V)
-    worst = 0.0
+    worst, scale = 0.0, 0.0
     with torch.no_grad():
         for step in range(a.max_new_tokens):
             lg = next_logits(c, P, ids)
             if theirs is not None and step < theirs.shape[0]:
                 worst = max(worst, float(np.max(np.abs(lg.numpy() - theirs[step]))))
+                scale = max(scale, float(np.max(np.abs(lg.numpy()))))
             nxt = int(torch.argmax(lg))  # first maximum: lowest id on ties
             ids.append(nxt)
             if nxt == EOD:
                 break
     print("ids: " + " ".join(str(t) for t in ids))
     if theirs is not None:
-        print("max_abs_logit_diff %.3e" % worst)
+        print("max_abs_logit_diff %.3e max_abs_logit %.3e" % (worst, scale))
 
 
 if __name__ == "__main__":
