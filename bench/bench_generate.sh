@@ -34,7 +34,8 @@ if [ ! -f "$DIR/ckpt/latest_checkpointed_iteration.txt" ]; then
     --set model.seq_length=1024 --set model.max_position_embeddings=1024 \
     --set model.hidden_dropout=0.0 --set model.attention_dropout=0.0 \
     --set training.micro_batch_size=1 --set training.global_batch_size=1 \
-    --set training.train_iters=1 --set training.eval_interval=0 --set training.num_threads=2 \
+    --set training.train_iters=1 --set training.lr_warmup_iters=0 --set training.eval_interval=0 \
+    --set training.num_threads=2 \
     --set checkpoint.save="$DIR/ckpt" \
     --set data.vocab_file="$SHARED/gpt2-vocab.json" --set data.merge_file="$SHARED/gpt2-merges.txt" \
     >"$DIR/train.log"
