@@ -48,12 +48,13 @@ run() { # label, command...
   printf '%-28s %s\n' "$label" "${line#generate: }"
 }
 echo "# 124M GPT shape, fp32, greedy, $NEW new tokens, $(nproc) cores"
-OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain 1 proc x 2 thr" ./megatrain "${G[@]}"
+OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain 1 proc x 2 thr" ./megatrain "${G[@]}" --num-threads 2
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run "megatrain 1 proc x 1 thr" ./megatrain "${G[@]}" --num-threads 1
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run "megatrain tp=2 x 1 thr" \
-  mpirun -np 2 --oversubscribe --bind-to none ./megatrain "${G[@]}"
-OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain no KV cache" ./megatrain "${G[@]}" --no-kv-cache
+  mpirun -np 2 --oversubscribe --bind-to none ./megatrain "${G[@]}" --num-threads 1
+OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain no KV cache, 2 thr" ./megatrain "${G[@]}" --no-kv-cache --num-threads 2
 if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f tests/reference/dist_ckpt.py ]; then
   ids=$(OMP_NUM_THREADS=2 ./megatrain "${G[@]}" --max-new-tokens 1 --print-ids | sed -n 's/^prompt_ids: //p')
-  OMP_NUM_THREADS=2 run "pytorch peer (2 threads)" \
+  OMP_NUM_THREADS=2 run "pytorch peer, 2 thr" \
     /usr/bin/python3 bench/generate_torch.py "$DIR/ckpt" --ids "$ids" --max-new-tokens "$NEW"
 fi

@@ -21,6 +21,7 @@
 typedef struct {
   const char *load, *prompt, *vocab, *merges, *dump_logits;
   int max_new, no_cache, print_ids;
+  int threads; /* --num-threads: -1 = the config's training.num_threads */
   mt_sample_opts s;
 } gen_args;
 
@@ -47,6 +48,7 @@ static int num_arg(int argc, char **argv, int i, double lo, double hi, double *o
 
 static int parse(int argc, char **argv, gen_args *a) {
   a->max_new = 32;
+  a->threads = -1;
   a->s.temperature = 1.0f;
   a->s.top_p = 1.0f;
   a->s.seed = 1234;
@@ -79,6 +81,9 @@ static int parse(int argc, char **argv, gen_args *a) {
     } else if (!strcmp(k, "--top-p")) {
       if ((rc = num_arg(argc, argv, i++, 1e-9, 1, &v))) return rc;
       a->s.top_p = (float)v;
+    } else if (!strcmp(k, "--num-threads")) {
+      if ((rc = num_arg(argc, argv, i++, 0, 4096, &v))) return rc;
+      a->threads = (int)v;
     } else if (!strcmp(k, "--seed")) {
       if ((rc = num_arg(argc, argv, i++, 0, 18446744073709551615.0, &v))) return rc;
       a->s.seed = (uint64_t)v;
@@ -170,11 +175,15 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
                         "parallel.zero_stage=0",
                         "training.micro_batch_size=1",
                         "training.global_batch_size=1",
-                        "model.recompute_granularity=null"};
+                        "model.recompute_granularity=null",
+                        NULL};
+  int n_sets = (int)(sizeof sets / sizeof sets[0]) - 1;
+  char thr[64];
+  snprintf(thr, sizeof thr, "training.num_threads=%d", a->threads);
+  if (a->threads >= 0) sets[n_sets++] = thr;
   char where[600];
   snprintf(where, sizeof where, "%s/metadata.json", mt_dckpt_dir(r->ck));
-  rc = mt_config_load_string(&r->cfg, json, where, sets, (int)(sizeof sets / sizeof sets[0]),
-                             r->world_size, err, errlen);
+  rc = mt_config_load_string(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);
   if (rc) return rc;
   r->cfg_loaded = 1;
   if (r->cfg.model.num_experts > 0) {
