@@ -4,11 +4,13 @@
 # seq 1024, fp32) from a checkpoint saved after one training iteration
 # (micro-batch 1): `megatrain generate` with the KV cache, greedy, a prompt
 # of about 120 tokens then BENCH_NEW new tokens (default 64); prefill and
-# decode tokens/s as the command prints them, for one process (2 threads),
-# tp=2 (mpirun -np 2, 1 thread per rank) and, for scale, one process without
-# the KV cache (the whole prefix every step), and a PyTorch peer
+# decode tokens/s as the command prints them, for one process (2 threads and
+# 1 thread), tp=2 (mpirun -np 2, 1 thread per rank), one process without the
+# KV cache (the whole prefix every step; 1 thread), and a PyTorch peer
 # (bench/generate_torch.py: the same weights, fp32, greedy, KV cache by
-# hand) when /usr/bin/python3 has torch. Printed, not asserted. Writes the
+# hand; 1 and 2 threads) when /usr/bin/python3 has torch. On a shared
+# machine the 2-thread rows suffer most (OpenMP threads wait spinning for a
+# descheduled peer). Printed, not asserted. Writes the
 # 1.5 GB checkpoint (parameters + Adam state) under BENCH_DIR (default a
 # temporary directory, removed at the end).
 set -eu
@@ -52,9 +54,11 @@ OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain 1 proc x 2 thr" ./megatr
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run "megatrain 1 proc x 1 thr" ./megatrain "${G[@]}" --num-threads 1
 OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run "megatrain tp=2 x 1 thr" \
   mpirun -np 2 --oversubscribe --bind-to none ./megatrain "${G[@]}" --num-threads 1
-OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain no KV cache, 2 thr" ./megatrain "${G[@]}" --no-kv-cache --num-threads 2
+OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 run "megatrain no KV cache, 1 thr" ./megatrain "${G[@]}" --no-kv-cache --num-threads 1
 if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f tests/reference/dist_ckpt.py ]; then
   ids=$(OMP_NUM_THREADS=2 ./megatrain "${G[@]}" --max-new-tokens 1 --print-ids | sed -n 's/^prompt_ids: //p')
-  OMP_NUM_THREADS=2 run "pytorch peer, 2 thr" \
-    /usr/bin/python3 bench/generate_torch.py "$DIR/ckpt" --ids "$ids" --max-new-tokens "$NEW"
+  for t in 1 2; do
+    OMP_NUM_THREADS=$t run "pytorch peer, $t thr" \
+      /usr/bin/python3 bench/generate_torch.py "$DIR/ckpt" --ids "$ids" --max-new-tokens "$NEW"
+  done
 fi
