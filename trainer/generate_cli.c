@@ -216,6 +216,7 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   r->ps = mt_parallel_state_create(r->dist, &r->topo,
                                    strcmp(c->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
   mt_gpt_config gc = mt_trainer_model_config(c, r->ps);
+  gc.skip_init = 1; /* every parameter comes from the checkpoint */
   r->model = mt_gpt_create(r->be, &gc);
   mt_dckpt_view *v = NULL;
   int n = 0;
