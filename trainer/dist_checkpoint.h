@@ -86,8 +86,11 @@ typedef struct {
  * save_dir: SAVE/iter_NNNNNNN/{metadata.json, index.bin, shard_RRRRR.bin}
  * (one shard file per rank of `world` that writes anything). config_json
  * (may be NULL) is stored in metadata.json as "config". Every view with
- * write set is stored; writing the same element twice is a caller bug
- * (detected at load as overlapping pieces). Returns 0, or -1 with a message
+ * write set is stored; writing the same element twice, or leaving an
+ * element of a tensor that some rank has a view of unwritten, is a caller
+ * bug: rank 0 checks the gathered index before publishing and the save
+ * fails naming the tensor and the element (load checks it again). Every
+ * rank gets the message of the lowest failing rank. Returns 0, or -1 with a message
  * naming the path and the error; on failure the previous checkpoint and
  * "latest" are untouched and the temporary directory is removed.
  * Collective over `world` (NULL: one process). Device memory is copied to
@@ -139,7 +142,9 @@ int mt_dckpt_tensor_used(const mt_dckpt *c, int i);
  * (a mismatch names the file and the tensor) and copies (converting
  * fp32 <-> bf16) into the views through `be` (NULL: host memory). Every
  * element of every view must be covered (else the tensor and the number of
- * missing elements are named). Returns 0 or -1 with a message. No
+ * missing elements are named). Returns 0 or -1 with a message; after a
+ * read or checksum error the views may be partly filled (the caller stops).
+ * Reads go through a bounded host buffer (16 MiB per view at most). No
  * communication. */
 int mt_dckpt_load(mt_dckpt *c, mt_backend *be, const mt_dckpt_view *views, int n_views,
                   char *err, size_t errlen);

@@ -1,10 +1,13 @@
-"""Reader of megatrain checkpoints (trainer/checkpoint.c format v1) that
-reassembles tensor-parallel shards into global tensors.
+"""Reader of megatrain checkpoints that returns global tensors: the
+layout-free format (megatrain-dist-v2, read by tests/reference/dist_ckpt.py)
+and the previous per-layout format (trainer/checkpoint.c format v1, whose
+tensor-parallel shards are reassembled here).
 
 usage as a tool:
   /usr/bin/python3 tests/reference/ckpt_reader.py compare DIR_A DIR_B [RELTOL]
       compare the parameters of the latest checkpoints under DIR_A and DIR_B
-      (any TP layouts): the whole model's relative L2 difference
+      (any layouts, either format): the model parameters only (not the
+      optimizer state nor the buffers such as the MoE expert bias); the whole model's relative L2 difference
       ||a - b|| / ||b|| over all parameters must be <= RELTOL (default 1e-5);
       the worst single tensor is printed too. Element-wise comparison is not
       meaningful after AdamW steps: gradients that are zero up to rounding
@@ -21,7 +24,15 @@ import zlib
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dist_ckpt  # noqa: E402
+
 KINDS = ["param", "exp_avg", "exp_avg_sq", "master"]
+# optimizer state names of the layout-free format per kind (prefix + parameter name)
+DIST_PREFIX = {"exp_avg": "optimizer.state.exp_avg.", "exp_avg_sq": "optimizer.state.exp_avg_sq.",
+               "master": "optimizer.state.fp32_param."}
+# persistent buffers stored next to the parameters (not parameters)
+BUFFER_SUFFIXES = ("router.expert_bias", "router.tokens_per_expert")
 
 
 def read_file(path):
@@ -64,10 +75,24 @@ def swiglu_halves(meta, name):
         or name.endswith("mlp.shared_experts.linear_fc1.bias"))
 
 
+def load_dist(it_dir, kind):
+    """{name: global array} of one kind from a layout-free checkpoint."""
+    if kind == "param":
+        def pick(n):
+            return not n.startswith("optimizer.") and not n.endswith(BUFFER_SUFFIXES)
+        return dist_ckpt.load_checkpoint(it_dir, pick)[1]
+    prefix = DIST_PREFIX[kind]
+    t = dist_ckpt.load_checkpoint(it_dir, lambda n: n.startswith(prefix))[1]
+    return {n[len(prefix):]: a for n, a in t.items()}
+
+
 def load_global(ckpt_dir, kind="param"):
-    """{name: global np.ndarray [rows, cols]} from all mp_rank_* files."""
+    """{name: global np.ndarray [rows, cols]} of the latest checkpoint under
+    ckpt_dir: index.bin + shard files, or all mp_rank_* files."""
     it = int(open(os.path.join(ckpt_dir, "latest_checkpointed_iteration.txt")).read())
     it_dir = os.path.join(ckpt_dir, "iter_%07d" % it)
+    if os.path.exists(os.path.join(it_dir, "index.bin")):
+        return load_dist(it_dir, kind)
     files = sorted(glob.glob(os.path.join(it_dir, "mp_rank_*", "model_optim_rng.bin")))
     assert files, "no checkpoint files under " + ckpt_dir
     meta_path = os.path.join(it_dir, "metadata.json")
@@ -96,7 +121,8 @@ def load_global(ckpt_dir, kind="param"):
 
 def compare(a_dir, b_dir, tol):
     a, b = load_global(a_dir), load_global(b_dir)
-    assert a.keys() == b.keys(), "tensor sets differ"
+    assert a.keys() == b.keys(), "tensor sets differ: only in %s: %s; only in %s: %s" % (
+        a_dir, sorted(set(a) - set(b))[:5], b_dir, sorted(set(b) - set(a))[:5])
     worst = ("", 0.0)
     num = den = 0.0
     for name in a:
