@@ -1,27 +1,33 @@
 #!/usr/bin/env bash
-# Checkpoints of the previous per-layout format (written by
-# tests/tools/ckpt_legacy_save, since the trainer no longer writes them):
-#  - one saved at iteration 5 by dp=2 ZeRO-1 still resumes under its layout,
-#    steps 6-10 bitwise equal to the uninterrupted run;
-#  - `megatrain convert --upgrade` (run under that layout) rewrites it in the
-#    layout-free format at the same iteration; resumed under the same layout
-#    it is bitwise, in one process (ZeRO off) and with tp=2 within 1e-5;
+# `megatrain convert --upgrade` on a checkpoint of the previous per-layout
+# format (the fixture is written at test time by the old writer,
+# tests/tools/legacy_ckpt, from iteration 5 of a dp=2 ZeRO-1 run):
+#  - the legacy checkpoint itself resumes under its layout, steps 6-10
+#    bitwise equal to the uninterrupted run;
+#  - `convert --upgrade` (run under that layout) rewrites it in the
+#    layout-free format at the same iteration, byte-identical to the one the
+#    run itself saved; resumed under the same layout it is bitwise, in one
+#    process (ZeRO off) and with tp=2 within 1e-5;
 #  - refusals, exit status and nothing written: a layout-free checkpoint
 #    (nothing to upgrade), the wrong layout (1 process for a dp=2 ZeRO-1
 #    checkpoint), missing --output (usage, exit 2).
 source "$(dirname "$0")/lib.sh"
-source tests/integration/ckpt_lib.sh
-make -s build/tests/tools/ckpt_legacy_save
+source "$(dirname "$0")/ckpt_lib.sh"
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+TOOL=build/tests/tools/legacy_ckpt
+[ -f tests/tools/legacy_ckpt.c ] && make -s $TOOL
+[ -x $TOOL ] || { echo "SKIP: $TOOL not built"; exit 77; }
 MPI2=(mpirun -np 2 --oversubscribe --bind-to none)
-BASE=(--config "$CFG" --set training.train_iters=10 --set training.lr_decay_iters=10
-  --set training.eval_interval=0 --set logging.log_interval=1)
+BASE=(--config "$CFG" --set training.train_iters=10 --set training.eval_interval=0
+  --set logging.log_interval=1)
 Z1=(--set parallel.zero_stage=1)
 
 "${MPI2[@]}" "$MT" "${BASE[@]}" "${Z1[@]}" --set logging.metrics_file="$TMP/full.jsonl" \
-  >"$TMP/full.log" 2>&1 || { tail "$TMP/full.log"; exit 1; }
-"${MPI2[@]}" build/tests/tools/ckpt_legacy_save "${BASE[@]}" "${Z1[@]}" \
-  --set training.train_iters=5 --set checkpoint.save="$TMP/old" >"$TMP/tool.log" 2>&1 \
-  || { tail "$TMP/tool.log"; exit 1; }
+  --set checkpoint.save="$TMP/full" --set checkpoint.save_interval=5 >"$TMP/full.log" 2>&1 \
+  || { tail "$TMP/full.log"; exit 1; }
+ckpt_at "$TMP/full" 5 "$TMP/full5"
+"${MPI2[@]}" $TOOL "${BASE[@]}" "${Z1[@]}" --set checkpoint.load="$TMP/full5" \
+  --set checkpoint.save="$TMP/old" >"$TMP/tool.log" 2>&1 || { tail "$TMP/tool.log"; exit 1; }
 [ -f "$TMP/old/iter_0000005/mp_rank_00/distrib_optim_dp001.bin" ] \
   || { echo "FAIL: no legacy ZeRO shard file"; ls -R "$TMP/old"; exit 1; }
 
@@ -50,6 +56,7 @@ assert m["format"] == "megatrain-dist-v2" and m["iteration"] == 5, m
 assert not [f for f in os.listdir(d) if f.startswith("mp_rank")], os.listdir(d)
 print("  upgraded: %s, iteration %d, %d files" % (m["format"], m["iteration"], len(os.listdir(d))))
 ' "$TMP/new"
+same_ckpt "$TMP/full5/iter_0000005" "$TMP/new/iter_0000005" # the run's own checkpoint, byte for byte
 
 resume same 2 "${Z1[@]}" --set checkpoint.load="$TMP/new"
 compare_resumed "$TMP/full.jsonl" "$TMP/same.jsonl" 6 10 0 "upgraded, same layout (bitwise)"
