@@ -428,21 +428,6 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                        "own sequence shard; Megatron requires it when expert_model_parallel_size "
                        "> 1 too)",
                        m->num_experts, tp);
-  /* zero_stage 0 writes the experts in the model-parallel files of data-
-   * parallel rank 0: complete only when the expert-data-parallel group is
-   * the dense dp x cp group, i.e. etp x ep = tp. ZeRO 1-3 checkpoints are
-   * per-rank shard files recording the layout (any layout saves and resumes
-   * with the same layout). */
-  if (p->zero_stage == 0 && (int64_t)etp * ep != tp &&
-      (cfg->checkpoint.save[0] || cfg->checkpoint.load[0]))
-    return mt_cfg_fail(c, key(cfg->checkpoint.save[0] ? "checkpoint.save" : "checkpoint.load"),
-                       "with MoE and parallel.zero_stage 0 needs expert_tensor_parallel_size (%d) "
-                       "x expert_model_parallel_size (%d) equal to tensor_model_parallel_size "
-                       "(%d) (zero_stage 0 saves the experts in the model-parallel files of "
-                       "data-parallel rank 0); expected that layout, or parallel.zero_stage 1-3, "
-                       "whose per-rank shard files save any layout and resume with the same "
-                       "layout",
-                       etp, ep, tp);
   if (m->moe_layer_pattern_len > 0 && m->moe_layer_pattern_len != m->num_layers)
     return mt_cfg_fail(c, key("model.moe_layer_freq"),
                        "list has %d entries but num_layers is %d (expected one 0/1 entry per "

@@ -466,6 +466,7 @@ void mt_gpt_destroy(mt_gpt *m) {
 
 const mt_gpt_config *mt_gpt_get_config(const mt_gpt *m) { return &m->cfg; }
 const mt_param_list *mt_gpt_params(const mt_gpt *m) { return &m->params; }
+mt_backend *mt_gpt_backend(const mt_gpt *m) { return m->be; }
 void *mt_gpt_param_buffer(mt_gpt *m) { return m->param_buf; }
 float *mt_gpt_grad_buffer(mt_gpt *m) { return m->grad_buf; }
 

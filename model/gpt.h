@@ -157,6 +157,8 @@ void mt_gpt_destroy(mt_gpt *m);
 
 const mt_gpt_config *mt_gpt_get_config(const mt_gpt *m);
 const mt_param_list *mt_gpt_params(const mt_gpt *m);
+/* The backend the model was created on (its storage dtype T is be->dtype). */
+mt_backend *mt_gpt_backend(const mt_gpt *m);
 /* Flat buffers: params (T) and grads (fp32), mt_gpt_params()->numel elements. */
 void *mt_gpt_param_buffer(mt_gpt *m);
 float *mt_gpt_grad_buffer(mt_gpt *m);

@@ -1,4 +1,9 @@
-/* trainer/checkpoint.h — Megatron-layout checkpoints that resume exactly.
+/* trainer/checkpoint.h — megatrain's PREVIOUS, per-layout checkpoint format.
+ * The trainer saves the layout-free format (trainer/dist_checkpoint.h) and
+ * loads this one only for checkpoints written before it, under the layout
+ * that wrote them (trainer/train_checkpoint.c). mt_checkpoint_save and
+ * mt_zero_ckpt_save are kept only to write such checkpoints in tests
+ * (tests/tools/legacy_ckpt.c, tests/unit/test_checkpoint.c).
  *
  * Layout (Megatron's names): SAVE/iter_0000100/ holds one
  * mp_rank_TT[_PPP]/model_optim_rng.bin per model-parallel rank (written by
@@ -75,7 +80,7 @@ int mt_ckpt_write_with_crc(const char *path, const void *data, size_t n, char *e
  * a malloc'ed buffer of *n payload bytes (free()), or NULL with a message. */
 void *mt_ckpt_read_with_crc(const char *path, size_t *n, char *err, size_t errlen);
 
-/* Save iteration st->iteration under `save_dir`. `config_json` is stored in
+/* (Tests only, see above.) Save iteration st->iteration under `save_dir`. `config_json` is stored in
  * metadata.json. Returns 0, or -1 with a message (I/O errors) in err; on
  * failure the previous checkpoint is untouched. Collective over layout->world. */
 int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char *config_json,

@@ -260,7 +260,13 @@ int mt_dckpt_load(mt_dckpt *c, mt_backend *be, const mt_dckpt_view *views, int n
                               (size_t)(sub.hi - sub.lo) * es);
       }
     }
-    if (!rc && covered != v->hi - v->lo) {
+    if (!rc && covered > v->hi - v->lo) {
+      snprintf(err, errlen,
+               "checkpoint '%s': tensor '%s': %" PRId64 " elements this rank needs are stored "
+               "more than once",
+               c->dir, v->name, covered - (v->hi - v->lo));
+      rc = -1;
+    } else if (!rc && covered != v->hi - v->lo) {
       snprintf(err, errlen,
                "checkpoint '%s': tensor '%s': %" PRId64 " of the %" PRId64
                " elements this rank needs are not stored",

@@ -417,7 +417,6 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
         status = 1;
         break;
       }
-      say(t, " saved checkpoint at iteration %lld to %s\n", (long long)it, cfg->checkpoint.save);
     }
     t_log = mt_now();
     if (exiting) {

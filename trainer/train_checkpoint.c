@@ -1,41 +1,327 @@
-/* trainer/train_checkpoint.c — glue between the trainer and the checkpoint
- * format (trainer/checkpoint.h): this rank's place in the layout, the ZeRO
- * shard hooks, and the training state saved and restored with it (see
- * train_internal.h). */
+/* trainer/train_checkpoint.c — glue between the trainer and the layout-free
+ * checkpoint (trainer/dist_checkpoint.h): the training state as views
+ * (trainer/ckpt_views.h), the scalars saved with it, loading under any
+ * layout, training.finetune, and the previous per-layout format
+ * (trainer/checkpoint.h), which still loads under the layout that wrote it. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
 
+#include "core/util.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_views.h"
+#include "trainer/dist_checkpoint.h"
 #include "trainer/train_internal.h"
 
-static mt_ckpt_layout ckpt_layout(const mt_trainer *t) {
+#define PFX_OPT "optimizer.state."
+#define PFX_FP32 "optimizer.state.fp32_param."
+
+/* Agree on an error over the world: returns 1 when any rank failed, and
+ * then every rank's err holds the message of the lowest failing rank. */
+static int agree_err(mt_group *world, int failed, char *err, size_t errlen) {
+  if (!world || mt_group_size(world) < 2) return failed != 0;
+  const int n = mt_group_size(world), me = mt_group_rank(world);
+  int32_t who = failed ? n - me : 0;
+  mt_allreduce(world, &who, 1, MT_I32, MT_OP_MAX);
+  if (who == 0) return 0;
+  int32_t msg[256];
+  memset(msg, 0, sizeof msg);
+  if (n - who == me) snprintf((char *)msg, sizeof msg, "%s", err);
+  mt_broadcast(world, msg, 256, MT_I32, n - who);
+  ((char *)msg)[sizeof msg - 1] = '\0';
+  snprintf(err, errlen, "%s", (const char *)msg);
+  return 1;
+}
+
+/* ---------- the previous per-layout format (load only) ---------- */
+
+static mt_ckpt_layout legacy_layout(const mt_trainer *t) {
   mt_ckpt_layout L = {0};
   L.tp_rank = t->ps->tp_rank;
   L.pp_rank = t->ps->pp_rank;
   L.pp_size = t->cfg->parallel.pipeline_model_parallel_size;
-  L.writer = t->ps->dp_cp_rank == 0; /* one writer per model-parallel rank, not per CP rank */
+  L.writer = t->ps->dp_cp_rank == 0;
   L.world = t->world;
   if (t->zero) {
-    L.shard_save = mt_zero_ckpt_save;
     L.shard_load = mt_zero_ckpt_load;
     L.shard_ctx = t->zero;
   }
   return L;
 }
 
+static int load_legacy(mt_trainer *t, mt_ckpt_state *st, char *err, size_t errlen) {
+  mt_ckpt_layout L = legacy_layout(t);
+  mt_ckpt_buffer *bufs = NULL;
+  L.n_buffers = mt_trainer_moe_ckpt_buffers(t, &bufs);
+  L.buffers = bufs;
+  int rc = mt_checkpoint_load(t->cfg->checkpoint.load, st, &t->opt, &L, err, errlen);
+  free(bufs);
+  if (rc != 0) {
+    size_t l = strlen(err);
+    snprintf(err + l, errlen - l,
+             " (this checkpoint is in megatrain's previous per-layout format, which loads only "
+             "under the tp, pp, zero_stage and data-parallel layout that wrote it)");
+    return -1;
+  }
+  if (t->zero) mt_zero_opt_sync_params(t->zero);
+  mt_trainer_moe_bias_after_load(t);
+  return 0;
+}
+
+/* ---------- views of the training state ---------- */
+
+/* This rank's views: parameters, optimizer state when `optim`, buffers.
+ * saving sets the write flags (ckpt_views.h rules). */
+static int trainer_views(mt_trainer *t, int saving, int optim, mt_dckpt_view **v) {
+  const int64_t V = mt_gpt_get_config(t->model)->vocab_size;
+  int n = 0;
+  *v = NULL;
+  if (t->zero) {
+    mt_ckpt_zero_views(t->zero, V, 1, optim, saving, v, &n);
+  } else {
+    const int wd = saving && t->ps->dp_cp_rank == 0, we = saving && t->ps->edp_rank == 0;
+    mt_ckpt_model_param_views(t->model, V, wd, we, v, &n);
+    if (optim) mt_ckpt_adamw_views(t->model, &t->opt, V, wd, we, v, &n);
+  }
+  mt_ckpt_buffer *bufs = NULL;
+  int nb = mt_trainer_moe_ckpt_buffers(t, &bufs);
+  mt_ckpt_buffer_views(bufs, nb, saving && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0, v, &n);
+  free(bufs);
+  return n;
+}
+
+static int64_t dir_bytes(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int64_t sum = 0;
+  struct dirent *e;
+  char path[4600];
+  struct stat sb;
+  while ((e = readdir(d))) {
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) sum += (int64_t)sb.st_size;
+  }
+  closedir(d);
+  return sum;
+}
+
+int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
+  const double t0 = mt_now();
+  mt_dckpt_meta meta = {.iteration = t->iteration,
+                        .consumed_samples = t->consumed_samples,
+                        .step = t->zero ? t->zero->step : t->opt.step,
+                        .skipped_iters = t->skipped_iters,
+                        .nan_iters = t->nan_iters,
+                        .seed = t->cfg->training.seed,
+                        .vocab_size = mt_gpt_get_config(t->model)->vocab_size,
+                        .has_optimizer = 1};
+  mt_dckpt_view *v = NULL;
+  int n = trainer_views(t, 1, 1, &v);
+  err[0] = '\0';
+  int rc = mt_dckpt_save(t->cfg->checkpoint.save, &meta, t->cfg->json, t->be, v, n, t->world,
+                         err, errlen);
+  free(v);
+  if (rc != 0) return -1;
+  if (t->rank == 0) {
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/iter_%07lld", t->cfg->checkpoint.save, (long long)t->iteration);
+    printf(" saved checkpoint at iteration %lld to %s in %.2f s (%.1f MiB)\n",
+           (long long)t->iteration, t->cfg->checkpoint.save, mt_now() - t0,
+           (double)dir_bytes(dir) / (1024.0 * 1024.0));
+    fflush(stdout);
+  }
+  return 0;
+}
+
+/* ---------- loading ---------- */
+
+/* Zero moments and step; fp32 master copies re-derived from the parameters
+ * (training.finetune: fresh optimizer on loaded weights). */
+static void reset_optimizer(mt_trainer *t) {
+  mt_backend *be = t->be;
+  if (!t->zero) {
+    mt_adamw *o = &t->opt;
+    be->ops->memset0(be, o->m, (size_t)o->numel * sizeof(float));
+    be->ops->memset0(be, o->v, (size_t)o->numel * sizeof(float));
+    if ((void *)o->master != o->param_buf)
+      be->ops->cast(be, o->master, MT_F32, o->param_buf, be->dtype, o->numel);
+    o->step = 0;
+    return;
+  }
+  mt_zero_opt *z = t->zero;
+  for (int k = 0; k < z->n_part; k++) {
+    mt_zero_part *P = &z->part[k];
+    const int64_t sn = P->L.shard_numel;
+    be->ops->memset0(be, P->m, (size_t)sn * sizeof(float));
+    be->ops->memset0(be, P->v, (size_t)sn * sizeof(float));
+    if (!P->master) continue;
+    if (z->o.stage == 3) {
+      be->ops->cast(be, P->master, MT_F32, P->param_shard, be->dtype, sn);
+    } else {
+      void *tmp = be->ops->alloc(be, (size_t)sn * mt_dtype_size(be->dtype) + 1, MT_MEM_COMM);
+      mt_zero_flat_to_shard(be, &P->L, mt_gpt_param_buffer(z->model), tmp, be->dtype);
+      be->ops->cast(be, P->master, MT_F32, tmp, be->dtype, sn);
+      be->ops->free(be, tmp);
+    }
+  }
+  z->step = 0;
+}
+
+/* Point the views at the stored tensors they load from: a parameter held in
+ * fp32 reads the fp32 master copy when the checkpoint has one; an fp32
+ * master reads the parameter when the checkpoint has no master (saved in
+ * fp32). With finetune, optimizer state is dropped and masters read the
+ * parameters (re-derived). Buffers absent from a finetune source are
+ * dropped. Returns the number of views kept. */
+static int resolve_views(mt_dckpt *c, mt_dckpt_view *v, int n, int finetune) {
+  int k = 0;
+  char alt[MT_DCKPT_NAME_MAX];
+  for (int i = 0; i < n; i++) {
+    mt_dckpt_view x = v[i];
+    const int is_opt = !strncmp(x.name, PFX_OPT, strlen(PFX_OPT));
+    const int is_master = !strncmp(x.name, PFX_FP32, strlen(PFX_FP32));
+    if (is_opt && !is_master && finetune) continue;
+    if (is_master && (finetune || mt_dckpt_find(c, x.name) < 0)) {
+      memmove(x.name, x.name + strlen(PFX_FP32), strlen(x.name + strlen(PFX_FP32)) + 1);
+    } else if (!is_opt && x.dtype == MT_F32 && !finetune) {
+      snprintf(alt, sizeof alt, PFX_FP32 "%.*s", (int)(sizeof alt - sizeof PFX_FP32), x.name);
+      if (mt_dckpt_find(c, alt) >= 0) snprintf(x.name, sizeof x.name, "%s", alt);
+    }
+    if (x.host && finetune && mt_dckpt_find(c, x.name) < 0) continue;
+    v[k++] = x;
+  }
+  return k;
+}
+
+/* Name of the base parameter of a stored tensor (optimizer prefixes removed). */
+static const char *base_name(const char *name) {
+  static const char *pfx[] = {"optimizer.state.exp_avg_sq.", "optimizer.state.exp_avg.",
+                              PFX_FP32};
+  for (int i = 0; i < 3; i++)
+    if (!strncmp(name, pfx[i], strlen(pfx[i]))) return name + strlen(pfx[i]);
+  return name;
+}
+
+/* A checkpoint tensor that no rank loaded, unless the model has its
+ * parameter and only a form it does not need (optimizer state under
+ * finetune, a master or the parameter it replaced) went unused: the
+ * checkpoint describes a model the config does not build (fewer layers or
+ * experts). Collective over the world. */
+static int check_unused(mt_trainer *t, mt_dckpt *c, char *err, size_t errlen) {
+  const int nt = mt_dckpt_n_tensors(c);
+  if (nt <= 0) return 0;
+  int32_t *used = mt_xcalloc((size_t)nt, sizeof *used);
+  for (int i = 0; i < nt; i++) used[i] = mt_dckpt_tensor_used(c, i) != 0;
+  if (t->world) mt_allreduce(t->world, used, nt, MT_I32, MT_OP_MAX);
+  int bad = -1;
+  for (int i = 0; i < nt && bad < 0; i++) {
+    if (used[i]) continue;
+    const char *b = base_name(mt_dckpt_tensor_name(c, i));
+    int ok = 0;
+    for (int j = 0; j < nt && !ok; j++)
+      ok = used[j] && !strcmp(base_name(mt_dckpt_tensor_name(c, j)), b);
+    if (!ok) bad = i;
+  }
+  free(used);
+  if (bad < 0) return 0;
+  int64_t r, co;
+  mt_dtype dt;
+  mt_dckpt_tensor_shape(c, bad, &r, &co, &dt);
+  snprintf(err, errlen,
+           "checkpoint '%s' holds tensor '%s' [%lld, %lld] that the model built from the config "
+           "does not have (the checkpoint has more layers or experts, or other options, than "
+           "the config)",
+           mt_dckpt_dir(c), mt_dckpt_tensor_name(c, bad), (long long)r, (long long)co);
+  return -1;
+}
+
+/* Load the layout-free checkpoint c into every view of this rank. Collective
+ * over the world (agreement, unused tensors, ZeRO-1/2 parameter all-gather). */
+static int load_dist(mt_trainer *t, mt_dckpt *c, int finetune, char *err, size_t errlen) {
+  const mt_dckpt_meta *meta = mt_dckpt_meta_of(c);
+  int failed = 0;
+  if (!meta->has_optimizer && !finetune) {
+    snprintf(err, errlen,
+             "checkpoint '%s' holds model weights only (no optimizer state, e.g. written by "
+             "megatrain convert --from hf): set training.finetune: true to train from it",
+             mt_dckpt_dir(c));
+    failed = 1;
+  }
+  if (agree_err(t->world, failed, err, errlen)) return -1;
+  mt_dckpt_view *v = NULL;
+  int n = trainer_views(t, 0, !finetune, &v);
+  n = resolve_views(c, v, n, finetune);
+  failed = mt_dckpt_load(c, t->be, v, n, err, errlen) != 0;
+  free(v);
+  if (agree_err(t->world, failed, err, errlen)) return -1;
+  failed = check_unused(t, c, err, errlen) != 0; /* identical result on every rank */
+  if (failed) return -1;
+  if (t->zero) mt_zero_opt_sync_params(t->zero);
+  mt_trainer_moe_bias_after_load(t);
+  return 0;
+}
+
 int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
   const mt_config *cfg = t->cfg;
-  if (cfg->checkpoint.load[0]) {
-    mt_ckpt_state st = {0};
-    mt_ckpt_layout L = ckpt_layout(t);
-    mt_ckpt_buffer *bufs = NULL;
-    L.n_buffers = mt_trainer_moe_ckpt_buffers(t, &bufs);
-    L.buffers = bufs;
-    int rc = mt_checkpoint_load(cfg->checkpoint.load, &st, &t->opt, &L, err, errlen);
-    free(bufs);
-    if (rc != 0) return -1;
-    mt_trainer_moe_bias_after_load(t);
-    if (t->zero) mt_zero_opt_sync_params(t->zero);
+  err[0] = '\0';
+  if (!cfg->checkpoint.load[0]) {
+    if (cfg->checkpoint.save[0] && t->rank == 0) {
+      int64_t old = mt_dckpt_latest(cfg->checkpoint.save);
+      if (old > 0)
+        fprintf(stderr,
+                "megatrain: warning: checkpoint.save '%s' already holds iteration %lld and "
+                "checkpoint.load is not set: this run starts from scratch and its checkpoints "
+                "will replace 'latest' (set checkpoint.load to resume)\n",
+                cfg->checkpoint.save, (long long)old);
+    }
+    return 0;
+  }
+  const double t0 = mt_now();
+  const int finetune = cfg->training.finetune;
+  mt_dckpt *c = NULL;
+  int rc = mt_dckpt_open(cfg->checkpoint.load, -1, &c, err, errlen);
+  if (agree_err(t->world, rc < 0, err, errlen)) {
+    if (c) mt_dckpt_close(c);
+    return -1;
+  }
+  int32_t legacy = rc == 1, any_legacy = legacy;
+  if (t->world) mt_allreduce(t->world, &any_legacy, 1, MT_I32, MT_OP_MAX);
+  mt_ckpt_state st = {0};
+  int64_t step = 0;
+  if (any_legacy) {
+    if (!legacy) snprintf(err, errlen, "ranks disagree on the checkpoint format of '%s'",
+                          cfg->checkpoint.load);
+    if (agree_err(t->world, !legacy, err, errlen)) {
+      if (c) mt_dckpt_close(c);
+      return -1;
+    }
+    if (load_legacy(t, &st, err, errlen) != 0) return -1;
+    step = t->zero ? t->zero->step : t->opt.step;
+  } else {
+    if (load_dist(t, c, finetune, err, errlen) != 0) {
+      mt_dckpt_close(c);
+      return -1;
+    }
+    const mt_dckpt_meta *m = mt_dckpt_meta_of(c);
+    st.iteration = m->iteration;
+    st.consumed_samples = m->consumed_samples;
+    st.skipped_iters = m->skipped_iters;
+    st.nan_iters = m->nan_iters;
+    st.seed = m->seed;
+    step = m->step;
+  }
+  if (c) mt_dckpt_close(c);
+  if (finetune) {
+    reset_optimizer(t);
+    if (t->rank == 0)
+      printf("> fine-tuning from the weights of '%s' (iteration %lld): iteration, optimizer "
+             "state and data position start afresh\n",
+             cfg->checkpoint.load, (long long)st.iteration);
+    t->iteration = t->consumed_samples = t->skipped_iters = t->nan_iters = 0;
+  } else {
     if (st.seed != cfg->training.seed) {
       snprintf(err, errlen,
                "checkpoint in '%s' was trained with training.seed %llu but the config says %llu",
@@ -43,34 +329,17 @@ int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
                (unsigned long long)cfg->training.seed);
       return -1;
     }
+    if (t->zero) t->zero->step = step;
+    else t->opt.step = step;
     t->iteration = st.iteration;
     t->consumed_samples = st.consumed_samples;
     t->skipped_iters = st.skipped_iters;
     t->nan_iters = st.nan_iters;
   }
-  if (!cfg->checkpoint.load[0] && cfg->checkpoint.save[0] && t->rank == 0) {
-    int64_t old = mt_checkpoint_latest(cfg->checkpoint.save);
-    if (old > 0)
-      fprintf(stderr,
-              "megatrain: warning: checkpoint.save '%s' already holds iteration %lld and "
-              "checkpoint.load is not set: this run starts from scratch and its checkpoints "
-              "will replace 'latest' (set checkpoint.load to resume)\n",
-              cfg->checkpoint.save, (long long)old);
+  if (t->rank == 0) {
+    printf(" loaded checkpoint at iteration %lld from %s in %.2f s%s\n", (long long)st.iteration,
+           cfg->checkpoint.load, mt_now() - t0, any_legacy ? " (previous per-layout format)" : "");
+    fflush(stdout);
   }
   return 0;
-}
-
-int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
-  mt_ckpt_state st = {.iteration = t->iteration,
-                      .consumed_samples = t->consumed_samples,
-                      .skipped_iters = t->skipped_iters,
-                      .nan_iters = t->nan_iters,
-                      .seed = t->cfg->training.seed};
-  mt_ckpt_layout L = ckpt_layout(t);
-  mt_ckpt_buffer *bufs = NULL;
-  L.n_buffers = mt_trainer_moe_ckpt_buffers(t, &bufs);
-  L.buffers = bufs;
-  int rc = mt_checkpoint_save(t->cfg->checkpoint.save, &st, t->cfg->json, &t->opt, &L, err, errlen);
-  free(bufs);
-  return rc;
 }

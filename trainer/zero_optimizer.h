@@ -155,7 +155,8 @@ void mt_zero_opt_part_expected_bytes(const mt_zero_opt *z, int k, size_t out[MT_
 /* Print "> ZeRO stage S over dp=N: ..." lines (layout and per-rank state). */
 void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
 
-/* Checkpoint shard files (trainer/zero_checkpoint.c), plugged into
+/* Checkpoint shard files of the previous per-layout format
+ * (trainer/zero_checkpoint.c; the save is kept for tests only), plugged into
  * mt_ckpt_layout.shard_save / shard_load with ctx = the mt_zero_opt. Load
  * refuses another zero_stage, dp size, bucket size, dtype or model with a
  * message. After a successful load on every rank, call

@@ -185,14 +185,6 @@ expect_world moe_shared_vs_tp 2 "$g" "model.moe_shared_expert_intermediate_size"
 expect_world moe_tp_without_sp 2 "$g" "parallel.sequence_parallel" \
   "tensor_model_parallel_size 2" -- $MOE --set parallel.tensor_model_parallel_size=2 \
   --set parallel.expert_tensor_parallel_size=1
-expect_world moe_ckpt_stage0_layout 2 "$g" "checkpoint.save" \
-  "expert_model_parallel_size (2) equal to tensor_model_parallel_size (1)" \
-  "parallel.zero_stage 1-3" -- $MOE --set parallel.expert_model_parallel_size=2 \
-  --set checkpoint.save="$tmp/ck"
-expect_world moe_ckpt_stage0_load 2 "$g" "checkpoint.load" \
-  "expert_tensor_parallel_size (2) x expert_model_parallel_size (1)" -- $MOE \
-  --set parallel.expert_tensor_parallel_size=2 --set model.add_bias_linear=false \
-  --set checkpoint.load="$tmp/ck"
 expect moe_layer_freq_len "$g" "model.moe_layer_freq" "3 entries but num_layers is 2" -- \
   $MOE --set 'model.moe_layer_freq=[1,0,1]'
 expect moe_layer_freq_two "$g" "model.moe_layer_freq" "element 1 is 2" -- \

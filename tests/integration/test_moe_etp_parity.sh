@@ -22,10 +22,12 @@
 # Expert replicas are checked across the expert-data-parallel group by the
 # trainer (check_replicas_interval) where edp > 1. Also: checkpoints with
 # etp > 1 resume bitwise, at zero_stage 0 (etp x ep = tp) and with ZeRO-2
-# (etp=2, tp=1: shard files recording etp/ep); loading either with another
-# expert layout is refused (below).
+# (etp=2, tp=1); loading either under another expert layout (etp=1, ep=2)
+# resumes it (layout-free checkpoint, docs/checkpoint.md) and reproduces the
+# single-process curve (below).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
+source "$(dirname "$0")/ckpt_lib.sh"
 COMMON=(--set model.add_bias_linear=false --set model.swiglu=true
         --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1
         --set training.check_replicas_interval=10 --set training.eval_interval=0)
@@ -61,8 +63,7 @@ run dl_ep2_etp2 4 "${DL[@]}" --set parallel.expert_model_parallel_size=2 \
 cmp_moe dl_ep2_etp2 dl_base
 # checkpoints: zero_stage 0 with tp=2+SP, etp=2 (the default etp = tp;
 # edp = dp): a parity case, saved at 10, resumed from 10: the final
-# checkpoint files are byte-identical; loading it with etp=1, ep=2 is refused
-# (tensor shapes)
+# checkpoint files are byte-identical; loading it with etp=1, ep=2 resumes
 run tp2sp_etp2 2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
     --set parallel.expert_tensor_parallel_size=2 --set checkpoint.save="$TMP/ck" \
     --set checkpoint.save_interval=10
@@ -74,26 +75,14 @@ run tp2sp_etp2_resumed 2 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
     --set checkpoint.load="$TMP/ck10" --set checkpoint.save="$TMP/ck10" --set checkpoint.save_interval=10
 grep -q "resumed from iteration 10" "$TMP/tp2sp_etp2_resumed.log"
-for r in 00 01; do
-  cmp "$TMP/ck/iter_0000020/mp_rank_$r/model_optim_rng.bin" \
-      "$TMP/ck10/iter_0000020/mp_rank_$r/model_optim_rng.bin"
-done
+same_ckpt "$TMP/ck/iter_0000020" "$TMP/ck10/iter_0000020"
 echo "tp2sp_etp2 resumed at 10: final checkpoint files byte-identical to the uninterrupted run's"
-refused() { # name expected-rc pattern args...
-  local name=$1 want=$2 pat=$3; shift 3
-  set +e
-  launch 2 "$MT" --config $CFG "${COMMON[@]}" \
-    --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
-    --set training.train_iters=2 --set training.lr_warmup_iters=1 "$@" >"$TMP/$name.log" 2>&1
-  local rc=$?
-  set -e
-  [ $rc -eq "$want" ] && grep -q "$pat" "$TMP/$name.log" ||
-    { echo "$name: expected exit $want and '$pat' (got $rc):"; tail -5 "$TMP/$name.log"; exit 1; }
-  echo "$name refused (exit $rc): $(grep -m1 -o "$pat.*" "$TMP/$name.log" | cut -c1-100)"
-}
-refused load_etp1_ep2 1 "checkpoint tensor 'decoder.layers.0.mlp.experts.0.linear_fc1.weight' has" \
-  --set parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1 \
-  --set checkpoint.load="$TMP/ck10"
+ckpt_at "$TMP/ck" 10 "$TMP/ckx"
+run etp1_ep2_from_etp2 2 --set parallel.tensor_model_parallel_size=2 \
+    --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
+    --set parallel.expert_tensor_parallel_size=1 --set checkpoint.load="$TMP/ckx"
+grep -q "resumed from iteration 10" "$TMP/etp1_ep2_from_etp2.log"
+cmp_moe etp1_ep2_from_etp2 base --first 11
 # ZeRO-2 with etp=2, tp=1 (world 2: dp 2, edp 1; etp x ep != tp, which
 # zero_stage 0 cannot save): saved at 10 by an uninterrupted 20-step run,
 # resumed from 10: iterations 11-20 and the final shard files bitwise equal
@@ -117,25 +106,13 @@ for it in b:
               "tokens_per_expert", "lr"):
         assert a[it].get(k) == b[it].get(k), (it, k, a[it].get(k), b[it].get(k))
 PY
-for f in "$TMP"/ckz/iter_0000020/mp_rank_00/*; do
-  cmp "$f" "$TMP/ckz10/iter_0000020/mp_rank_00/$(basename "$f")"
-done
-echo "z2_etp2 resumed at 10: iterations 11-20 bitwise equal, final files byte-identical:" \
-     $(cd "$TMP/ckz/iter_0000020/mp_rank_00" && ls)
-# the same shard sizes with etp=1, ep=2 (edp 1): refused naming both layouts,
-# exit 1, nothing written
-set +e
-mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
-  -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$MT" --config $CFG "${COMMON[@]}" \
-  --set parallel.expert_model_parallel_size=2 --set parallel.expert_tensor_parallel_size=1 \
-  --set parallel.zero_stage=2 --set checkpoint.load="$TMP/ckz10" \
-  --set checkpoint.save="$TMP/ckz10" --set checkpoint.save_interval=1 >"$TMP/zl.log" 2>&1
-rc=$?
-set -e
-pat="saved with the expert layout expert_tensor_parallel_size 2 x expert_model_parallel_size 1 x expert-data-parallel 1 .* but this run has etp 1 x ep 2 x edp 1"
-[ $rc -eq 1 ] && grep -q "$pat" "$TMP/zl.log" ||
-  { echo "zero_etp_load: expected exit 1 and '$pat' (got $rc):"; tail -5 "$TMP/zl.log"; exit 1; }
-[ "$(ls "$TMP/ckz10")" = "$(printf 'iter_0000010\niter_0000020\nlatest_checkpointed_iteration.txt')" ] &&
-  [ "$(cat "$TMP/ckz10/latest_checkpointed_iteration.txt")" = 20 ] ||
-  { echo "zero_etp_load: the refused run wrote into the checkpoint directory:"; ls -R "$TMP/ckz10"; exit 1; }
-echo "zero_etp_load refused (exit 1): $(grep -m1 -o 'saved with the expert layout.*' "$TMP/zl.log" | cut -c1-160)"
+same_ckpt "$TMP/ckz/iter_0000020" "$TMP/ckz10/iter_0000020"
+echo "z2_etp2 resumed at 10: iterations 11-20 bitwise equal, final files byte-identical"
+# the same shard sizes with etp=1, ep=2 (edp 1): resumes from the ZeRO-2
+# etp=2 checkpoint and reproduces the single-process curve
+ckpt_at "$TMP/ckz" 10 "$TMP/ckzx"
+run z2_ep2_from_etp2 2 --set parallel.expert_model_parallel_size=2 \
+    --set parallel.expert_tensor_parallel_size=1 --set parallel.zero_stage=2 \
+    --set checkpoint.load="$TMP/ckzx"
+grep -q "resumed from iteration 10" "$TMP/z2_ep2_from_etp2.log"
+cmp_moe z2_ep2_from_etp2 base --first 11

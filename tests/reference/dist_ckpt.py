@@ -18,6 +18,7 @@ usage as a tool:
 """
 import json
 import os
+import signal
 import struct
 import sys
 import zlib
@@ -151,6 +152,7 @@ def load_checkpoint(path, names=None):
 
 
 def main(argv):
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `dump DIR | head` ends quietly
     if len(argv) == 3 and argv[1] == "dump":
         meta, tensors = load_checkpoint(argv[2])
         print("iteration %s consumed_samples %s step %s seed %s vocab_size %s has_optimizer %s" % (

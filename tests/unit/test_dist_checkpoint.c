@@ -418,11 +418,83 @@ static void test_failed_save(void **state) {
   mt_dckpt_rm_rf(g_dir);
 }
 
+static uint64_t g_lcg = 88172645463325252ull;
+static int64_t rnd(int64_t n) { /* 0 .. n-1 */
+  g_lcg = g_lcg * 6364136223846793005ull + 1442695040888963407ull;
+  return (int64_t)((g_lcg >> 33) % (uint64_t)n);
+}
+
+/* Cuts of [R, C] into grid boxes (rows in a parts, columns in b parts), each
+ * box split into up to 3 flat ranges: appends views to v. */
+static int random_cut(const char *name, int64_t R, int64_t C, mt_dckpt_view *v, int write) {
+  int64_t rs[5], cs[5];
+  int a = 1 + (int)rnd(R < 4 ? R : 4), b = 1 + (int)rnd(C < 4 ? C : 4), n = 0;
+  rs[0] = 0, cs[0] = 0, rs[a] = R, cs[b] = C;
+  for (int i = 1; i < a; i++) rs[i] = rs[i - 1] + 1 + rnd(R - rs[i - 1] - (a - i));
+  for (int i = 1; i < b; i++) cs[i] = cs[i - 1] + 1 + rnd(C - cs[i - 1] - (b - i));
+  for (int i = 0; i < a; i++)
+    for (int j = 0; j < b; j++) {
+      int64_t nr = rs[i + 1] - rs[i], nc = cs[j + 1] - cs[j], m = nr * nc;
+      int64_t x = rnd(m + 1), y = rnd(m + 1);
+      int64_t cut[4] = {0, x < y ? x : y, x < y ? y : x, m};
+      for (int k = 0; k < 3; k++) {
+        if (cut[k] == cut[k + 1] && k != 0) continue;
+        v[n] = view(name, R, C, rs[i], cs[j], nr, nc, cut[k], cut[k + 1], MT_F32,
+                    box_data(rs[i], cs[j], nr, nc, cut[k], cut[k + 1]), write);
+        n++;
+      }
+    }
+  return n;
+}
+
+/* 60 random pairs of cuts (boxes x flat ranges) of random small tensors,
+ * stored as fp32 or bf16 (values exact in bf16). */
+static void test_random_cuts(void **state) {
+  (void)state;
+  fresh_dir("random");
+  mt_dckpt_view sv[48], lv[48];
+  char err[512];
+  for (int it = 0; it < 60; it++) {
+    int64_t R = 1 + rnd(9), C = 1 + rnd(9);
+    int ns = random_cut("t", R, C, sv, 1), nl = random_cut("t", R, C, lv, 0);
+    int bf = (int)rnd(2);
+    if (bf) /* val(r, c) = r*1000 + c + 0.25 is not exact in bf16: store exact copies */
+      for (int i = 0; i < ns; i++) {
+        uint16_t *h = malloc((size_t)(sv[i].hi - sv[i].lo + 1) * 2);
+        mt_dckpt_convert(h, MT_BF16, sv[i].data, MT_F32, sv[i].hi - sv[i].lo);
+        free(sv[i].data);
+        sv[i].data = h;
+        sv[i].dtype = MT_BF16;
+      }
+    save_ok(1, NULL, sv, ns);
+    mt_dckpt *c = open_ok();
+    for (int i = 0; i < nl; i++) memset(lv[i].data, 0xff, (size_t)(lv[i].hi - lv[i].lo) * 4);
+    if (mt_dckpt_load(c, NULL, lv, nl, err, sizeof err)) fail_msg("case %d: %s", it, err);
+    for (int i = 0; i < nl; i++) {
+      const mt_dckpt_view *x = &lv[i];
+      for (int64_t k = x->lo; k < x->hi; k++) {
+        float want = val(x->r0 + k / x->nc, x->c0 + k % x->nc), got = ((float *)x->data)[k - x->lo];
+        if (bf) {
+          uint16_t h;
+          mt_dckpt_convert(&h, MT_BF16, &want, MT_F32, 1);
+          mt_dckpt_convert(&want, MT_F32, &h, MT_BF16, 1);
+        }
+        EXPECT(got == want, "case %d [%lld, %lld] view %d element %lld", it, (long long)R,
+               (long long)C, i, (long long)k);
+      }
+    }
+    mt_dckpt_close(c);
+    for (int i = 0; i < ns; i++) free(sv[i].data);
+    for (int i = 0; i < nl; i++) free(lv[i].data);
+  }
+  mt_dckpt_rm_rf(g_dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_recut),     cmocka_unit_test(test_dtypes),
       cmocka_unit_test(test_large_and_blocks), cmocka_unit_test(test_refusals),
-      cmocka_unit_test(test_failed_save),
+      cmocka_unit_test(test_failed_save), cmocka_unit_test(test_random_cuts),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

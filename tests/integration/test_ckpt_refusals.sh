@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Refusals of the layout-free checkpoint (issue 17): a model of another shape
+# (hidden size, number of experts, fewer layers) and a damaged checkpoint (a
+# truncated piece, a missing piece, a flipped byte) each stop the run with
+# exit 1 and one message naming the tensor or file and what was expected,
+# and nothing is written (the save directory, which is also the load
+# directory, keeps its files byte for byte, no new iteration).
+source "$(dirname "$0")/lib.sh"
+command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
+S=(--set training.train_iters=4 --set training.eval_interval=0 --set logging.log_interval=1
+   --set training.lr_warmup_iters=1)
+MOE=tests/configs/gpt-moe-test.json
+mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
+  -x OMP_NUM_THREADS "$MT" --config $CFG "${S[@]}" --set training.train_iters=2 \
+  --set parallel.zero_stage=1 --set checkpoint.save="$TMP/dense" >"$TMP/dense.log" 2>&1 \
+  || { tail "$TMP/dense.log"; exit 1; }
+"$MT" --config $MOE "${S[@]}" --set training.train_iters=2 --set checkpoint.save="$TMP/moe" \
+  >"$TMP/moe.log" 2>&1 || { tail "$TMP/moe.log"; exit 1; }
+ls "$TMP/dense/iter_0000002/shard_00000.bin" "$TMP/dense/iter_0000002/shard_00001.bin" >/dev/null
+snap() { (cd "$1" && find . -type f | sort | xargs md5sum); }
+refused() { # name src-dir pattern [edit command] -- run args...
+  local name=$1 src=$2 pat=$3; shift 3
+  local d="$TMP/$name"
+  cp -r "$TMP/$src" "$d"
+  while [ "$1" != -- ]; do eval "$1"; shift; done; shift
+  snap "$d" >"$TMP/$name.before"
+  set +e
+  "$MT" "$@" "${S[@]}" --set checkpoint.load="$d" --set checkpoint.save="$d" \
+    --set checkpoint.save_interval=1 >"$TMP/$name.log" 2>&1
+  local rc=$?
+  set -e
+  [ $rc = 1 ] || { echo "$name: exit $rc, expected 1"; cat "$TMP/$name.log"; exit 1; }
+  grep -Eq "$pat" "$TMP/$name.log" || { echo "$name: message missing '$pat':"; cat "$TMP/$name.log"; exit 1; }
+  snap "$d" | diff - "$TMP/$name.before" >/dev/null \
+    || { echo "$name: the refused run changed the checkpoint directory"; snap "$d"; exit 1; }
+  echo "$name (exit 1, nothing written): $(grep -m1 error "$TMP/$name.log" | sed 's/^.*error: //')"
+}
+IT=iter_0000002
+refused hidden_size dense "embedding.word_embeddings.weight.*\[50257, 64\].*\[50257, 128\]" -- \
+  --config $CFG --set model.hidden_size=128
+refused num_experts moe "decoder.layers.0.mlp.router.weight.*\[8, 64\].*\[4, 64\]" -- \
+  --config $MOE --set model.num_experts=4
+refused fewer_layers dense "decoder.layers.1\." -- --config $CFG --set model.num_layers=1
+refused truncated_piece dense "shard_00001.bin" \
+  'f=$d/$IT/shard_00001.bin; truncate -s $(( $(stat -c %s $f) / 2 )) $f' -- --config $CFG
+refused missing_piece dense "shard_00000.bin" 'rm $d/$IT/shard_00000.bin' -- --config $CFG
+refused flipped_byte dense "checksum|CRC|crc" \
+  'f=$d/$IT/shard_00001.bin; printf "\x55" | dd of=$f bs=1 seek=$(( $(stat -c %s $f) / 3 )) conv=notrunc status=none' \
+  -- --config $CFG
+echo "test_ckpt_refusals OK"
