@@ -91,6 +91,7 @@ typedef struct {
   int zero_stage;                   /* 0..3, DeepSpeed's name */
   int64_t ddp_bucket_size;          /* elements */
   int zero_prefetch_layers;
+  float distributed_timeout_minutes; /* collective / p2p deadline */
 } mt_parallel_config;
 
 typedef struct {
@@ -112,6 +113,10 @@ typedef struct {
   char precision[8];              /* "fp32" | "bf16" */
   int max_nan_iters;              /* consecutive non-finite steps before abort */
   int64_t exit_interval;          /* save and exit after an iteration divisible by it; 0 = off */
+  int exit_signal_handler;        /* save and exit 0 on exit_signal / SIGUSR1 */
+  char exit_signal[16];           /* "SIGTERM" | "SIGINT" | "SIGUSR1" | "SIGUSR2" */
+  float exit_duration_in_mins;    /* 0 = off */
+  int override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
   int finetune;                   /* load weights only, reset iteration/optimizer/data (Megatron --finetune) */
   int64_t check_replicas_interval; /* compare replica checksums every N iterations; 0 = at the end */
   int num_threads;                /* cpu threads per rank; 0 = OMP default */
@@ -130,11 +135,13 @@ typedef struct {
   char save[MT_PATH_MAX];   /* "" = do not save */
   char load[MT_PATH_MAX];   /* "" = fresh start */
   int64_t save_interval;    /* 0 = only at the end */
+  int async_save;           /* write in a background thread */
 } mt_checkpoint_config;
 
 typedef struct {
   int64_t log_interval;
   char metrics_file[MT_PATH_MAX]; /* "" = none */
+  int log_straggler;              /* slowest / fastest rank per log interval */
 } mt_logging_config;
 
 typedef struct {

@@ -218,6 +218,10 @@ const mt_cfg_key mt_cfg_keys[] = {
      NUM(40000000), "`--ddp-bucket-size` / DeepSpeed `reduce_bucket_size`",
      "gradient all-reduce / reduce-scatter bucket, in elements (ZeRO: rounded down to a "
      "multiple of dp, buckets never cross a layer; docs/zero.md)"},
+    {S_PAR, "distributed_timeout_minutes", MT_CT_FLOAT, FLD(parallel.distributed_timeout_minutes),
+     GT(0), NULL, NUM(10), "`--distributed-timeout-minutes` (fractions allowed here)",
+     "deadline of every collective and point-to-point operation; on expiry the job prints which "
+     "ranks of which group never arrived and aborts"},
     {S_PAR, "zero_prefetch_layers", MT_CT_INT, FLD(parallel.zero_prefetch_layers), GE(0), NULL,
      NUM(1), "DeepSpeed `stage3_prefetch_bucket_size` (in bytes there)",
      "ZeRO-3: layers whose parameters are all-gathered ahead (on the MPI engine: gathered "
@@ -272,6 +276,26 @@ const mt_cfg_key mt_cfg_keys[] = {
      "with `checkpoint.load`: load the model weights only (any layout) and start at iteration "
      "0 with fresh optimizer state and data position; the way to train from `megatrain convert "
      "--from hf`"},
+    {S_TRAIN, "exit_signal_handler", MT_CT_BOOL, FLD(training.exit_signal_handler), 0, 0, 0, NULL,
+     NUM(1), "`--exit-signal-handler` (Megatron's default is false)",
+     "on `exit_signal` (and SIGUSR1) every rank finishes the current iteration, a checkpoint is "
+     "saved (when `checkpoint.save` is set) and the job exits 0"},
+    {S_TRAIN, "exit_signal", MT_CT_STR, FLD(training.exit_signal), 0, 0, 0,
+     "SIGTERM|SIGINT|SIGUSR1|SIGUSR2", STR("SIGTERM"), "`--exit-signal`",
+     "the signal that asks for a checkpoint and a clean exit (SIGUSR1 is caught as well)"},
+    {S_TRAIN, "exit_duration_in_mins", MT_CT_FLOAT, FLD(training.exit_duration_in_mins), GE(0),
+     NULL, NUM(0), "`--exit-duration-in-mins` (fractions allowed here)",
+     "save and exit 0 after the first iteration that ends this many minutes after start-up; "
+     "0 = off"},
+    {S_TRAIN, "override_opt_param_scheduler", MT_CT_BOOL,
+     FLD(training.override_opt_param_scheduler), 0, 0, 0, NULL, NUM(0),
+     "`--override-opt_param-scheduler`",
+     "on resume, use this config's learning-rate schedule even where it differs from the "
+     "checkpoint's"},
+    {S_TRAIN, "use_checkpoint_opt_param_scheduler", MT_CT_BOOL,
+     FLD(training.use_checkpoint_opt_param_scheduler), 0, 0, 0, NULL, NUM(0),
+     "`--use-checkpoint-opt_param-scheduler`",
+     "on resume, take the learning-rate schedule from the checkpoint's config"},
     {S_TRAIN, "check_replicas_interval", MT_CT_I64, FLD(training.check_replicas_interval), GE(0),
      NULL, NUM(0), "megatrain-only",
      "every N iterations compare checksums of the parameters across the data-parallel group "
@@ -301,12 +325,19 @@ const mt_cfg_key mt_cfg_keys[] = {
      "checkpoint directory to resume from; null = fresh start"},
     {S_CKPT, "save_interval", MT_CT_I64, FLD(checkpoint.save_interval), GE(0), NULL, NUM(0),
      "`--save-interval`", "save every N steps; 0 = only at the end (when `save` is set)"},
+    {S_CKPT, "async_save", MT_CT_BOOL, FLD(checkpoint.async_save), 0, 0, 0, NULL, NUM(0),
+     "`--async-save`",
+     "copy the state to host memory at the iteration boundary and write it in the background "
+     "while training continues"},
 
     {S_LOG, "log_interval", MT_CT_I64, FLD(logging.log_interval), GE(1), NULL, NUM(100),
      "`--log-interval` / DeepSpeed `steps_per_print`", "print a log line every N steps"},
     {S_LOG, "metrics_file", MT_CT_STR, FLD(logging.metrics_file), NUL, 0, 0, NULL, STR(NULL),
      "megatrain-only (like `--tensorboard-dir` / `--wandb-project`)",
      "JSON-lines file of per-step metrics; null = none"},
+    {S_LOG, "log_straggler", MT_CT_BOOL, FLD(logging.log_straggler), 0, 0, 0, NULL, NUM(1),
+     "`--log-straggler` (Megatron's default is false)",
+     "every `log_interval`, the slowest and fastest rank's iteration time with their ranks"},
 };
 const int mt_cfg_nkeys = (int)(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]));
 
