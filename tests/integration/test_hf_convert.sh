@@ -73,10 +73,10 @@ for fam in gpt2 llama gpt2_untied llama_bias_tied qwen3 llama_tp2; do
     par="--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true"
   fi
   # shellcheck disable=SC2086
-  $launch "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=10 \
+  $launch "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=6 \
     --set training.eval_interval=0 $par >"$TMP/train_$fam.log" 2>&1 || true
   if grep -qs megatrain-dist-v2 "$ck"/iter_*/metadata.json; then
-    what="trained 10 iterations"; trained=1
+    what="trained 6 iterations"; trained=1
   else
     rm -rf "$ck"; $TOOL init $TMP/$fam.json "$ck"; what="initialised"; trained=0
   fi
@@ -91,14 +91,7 @@ for fam in gpt2 llama gpt2_untied llama_bias_tied qwen3 llama_tp2; do
   "$MT" convert --to hf --load "$ck" --output $TMP/sh_$fam --max-shard-size 50KB 2>/dev/null
   [ -f $TMP/sh_$fam/model.safetensors.index.json ] && [ ! -f $TMP/sh_$fam/model.safetensors ]
   n=$(ls $TMP/sh_$fam/model-*-of-*.safetensors | wc -l)
-  $PY tests/reference/hf_forward.py dump $TMP/hf_$fam $TMP/one.npz
-  $PY tests/reference/hf_forward.py dump $TMP/sh_$fam $TMP/sh.npz
-  $PY -c 'import numpy as np, sys
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-assert sorted(a.files) == sorted(b.files), "tensor names differ"
-for k in a.files: assert a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes(), k
-print("sharded export (%s files): %d tensors equal the single file bit for bit" % (sys.argv[3], len(a.files)))' \
-    $TMP/one.npz $TMP/sh.npz "$n"
+  echo "sharded export ($n files) vs single file: $($PY tests/reference/hf_forward.py same $TMP/hf_$fam $TMP/sh_$fam)"
   "$MT" convert --from hf --input $TMP/sh_$fam --output $TMP/rts_$fam --config $TMP/$fam.json 2>/dev/null
   $TOOL same "$ck" $TMP/rts_$fam >/dev/null
   echo "sharded import: bitwise equal to the checkpoint"
@@ -124,13 +117,7 @@ mkdir -p $TMP/f16; cp $TMP/hf_llama/config.json $TMP/f16/
 $PY tests/reference/st_edit.py f16 $TMP/hf_llama/model.safetensors $TMP/f16/model.safetensors
 "$MT" convert --from hf --input $TMP/f16 --output $TMP/ck_f16 --config $TMP/llama.json 2>/dev/null
 "$MT" convert --to hf --load $TMP/ck_f16 --output $TMP/hf_f16 2>/dev/null
-$PY tests/reference/hf_forward.py dump $TMP/f16 $TMP/a.npz
-$PY tests/reference/hf_forward.py dump $TMP/hf_f16 $TMP/b.npz
-$PY -c 'import numpy as np, sys
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-for k in a.files: assert a[k].tobytes() == b[k].tobytes(), k
-sub = sum(int(((a[k] != 0) & (abs(a[k]) < 6.104e-5)).sum()) for k in a.files)
-print("F16 import: %d tensors exact (%d subnormal values)" % (len(a.files), sub))' $TMP/a.npz $TMP/b.npz
+echo "F16 import, exported again: $($PY tests/reference/hf_forward.py same $TMP/f16 $TMP/hf_f16)"
 # a tied model's file that keeps lm_head: accepted when equal to the embedding
 mkdir -p $TMP/tied; cp $HF_GPT2/config.json $TMP/tied/
 $PY tests/reference/st_edit.py copy $HF_GPT2/model.safetensors $TMP/tied/model.safetensors transformer.wte.weight
