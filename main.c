@@ -42,6 +42,9 @@ static void usage(FILE *f) {
           "  megatrain convert --from hf --input DIR --output DIR --config FILE\n"
           "      export a checkpoint to a Hugging Face model directory, or import one as a\n"
           "      checkpoint at iteration 0 for training.finetune (docs/checkpoint.md)\n"
+          "  megatrain convert --upgrade --load OLD --output NEW [--set k=v]...\n"
+          "      rewrite a checkpoint of the previous per-layout format in the layout-free\n"
+          "      one (run under the layout that wrote it)\n"
           "  megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
           "      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
           "      [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids] [--num-threads N]\n"
@@ -133,7 +136,11 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "preprocess")) return mt_preprocess_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "topology")) return mt_cli_topology(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return mt_plan_main(argc - 1, argv + 1);
-  if (!strcmp(cmd, "convert")) return mt_cli_convert(argc - 2, argv + 2);
+  if (!strcmp(cmd, "convert")) {
+    for (int i = 2; i < argc; i++) /* --upgrade: trainer/ckpt_upgrade.c */
+      if (!strcmp(argv[i], "--upgrade")) return mt_cli_upgrade(argc - 2, argv + 2);
+    return mt_cli_convert(argc - 2, argv + 2);
+  }
   if (!strcmp(cmd, "generate")) return mt_cli_generate(argc - 2, argv + 2);
   if (!strcmp(cmd, "train")) return cmd_train(argc - 2, argv + 2);
   return cmd_train(argc - 1, argv + 1);

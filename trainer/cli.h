@@ -13,6 +13,14 @@ int mt_cli_topology(int argc, char **argv);
  * status (2 usage, 1 bad input). */
 int mt_cli_convert(int argc, char **argv);
 
+/* `megatrain convert --upgrade --load OLD --output NEW [--set k=v]...`
+ * (trainer/ckpt_upgrade.c), run under the layout that wrote OLD: rebuild the
+ * trainer from OLD's saved config, load OLD (previous per-layout format) and
+ * save it in the layout-free format under NEW, same iteration. Collective
+ * over the MPI world it initialises. Returns the exit status (2 usage or
+ * config, 1 checkpoint error). */
+int mt_cli_upgrade(int argc, char **argv);
+
 /* `megatrain generate --load DIR --prompt TEXT ...` (trainer/generate_cli.c):
  * sample text from a checkpoint with a KV cache, one process or under
  * mpirun with tensor parallelism. Returns the exit status. */
