@@ -40,7 +40,7 @@ endif
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -g -Wall -Wextra -fopenmp -MMD -MP \
            -I. $(BLAS_CFLAGS) $(MPI_CFLAGS)
-LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -lz -lm -fopenmp
+LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -ldeflate -lz -lm -fopenmp
 
 LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
 

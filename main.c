@@ -47,7 +47,9 @@ static void usage(FILE *f) {
           "      one (run under the layout that wrote it)\n"
           "  megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
           "      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-          "      continue TEXT with the model of a checkpoint (KV cache; mpirun for tp > 1)\n"
+          "      [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids] [--num-threads N]\n"
+          "      continue TEXT with the model of a checkpoint (KV cache; mpirun for tp > 1;\n"
+          "      temperature 0 = greedy; tokenizer files default to the config's data.*_file)\n"
           "  megatrain --help | --version\n"
           "\n"
           "exit status: 0 success, 1 runtime/data/checkpoint error, 2 bad config or usage\n");

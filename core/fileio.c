@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include "util.h"
 
@@ -101,13 +101,5 @@ int mt_mkdirs(const char *path) {
 }
 
 uint32_t mt_crc32(uint32_t crc, const void *p, size_t n) {
-  const unsigned char *s = p;
-  const size_t chunk = (size_t)1 << 30; /* zlib takes uInt lengths */
-  uLong c = crc;
-  if (n == 0) return (uint32_t)crc32(c, s, 0);
-  for (size_t off = 0; off < n; off += chunk) {
-    size_t len = n - off < chunk ? n - off : chunk;
-    c = crc32(c, s + off, (uInt)len);
-  }
-  return (uint32_t)c;
+  return libdeflate_crc32(crc, p, n); /* zlib's CRC-32, PCLMUL-folded: about 4x zlib 1.2's */
 }

@@ -25,8 +25,9 @@ void mt_fsync_dir(const char *path);
 /* mkdir -p with mode 0755; returns 0 or -1 (errno set). */
 int mt_mkdirs(const char *path);
 
-/* CRC-32 (zlib's polynomial) of n bytes continuing from crc (start with 0);
- * fed to zlib in chunks, so any size_t length works. */
+/* CRC-32 (zlib's polynomial and values, as Python's zlib.crc32) of n bytes
+ * continuing from crc (start with 0); computed by libdeflate (any size_t
+ * length). */
 uint32_t mt_crc32(uint32_t crc, const void *p, size_t n);
 
 #endif

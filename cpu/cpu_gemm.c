@@ -34,6 +34,17 @@ void cpu_gemm_block(const mt_gemm_desc *d, const float *a, const float *b, float
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++)
         cp[(int64_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * cp[(int64_t)i * ldc + j];
+  } else if (m == 1) {
+    /* one row (a decode step of `megatrain generate`): OpenBLAS's sgemm
+     * packs the whole of B for it, ~10x slower than the matrix-vector
+     * product; op(A) row 0 has stride lda when A is transposed */
+    const blasint inc = d->trans_a ? (blasint)lda : 1;
+    if (d->trans_b)
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, n, d->k, d->alpha, bp, (blasint)ldb, ap, inc, beta,
+                  cp, 1);
+    else
+      cblas_sgemv(CblasRowMajor, CblasTrans, d->k, n, d->alpha, bp, (blasint)ldb, ap, inc, beta,
+                  cp, 1);
   } else {
     cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
                 d->trans_b ? CblasTrans : CblasNoTrans, m, n, d->k, d->alpha, ap, (blasint)lda,

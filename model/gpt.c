@@ -221,6 +221,10 @@ static void init_params(mt_gpt *m) {
     switch (p->init) {
       case MT_INIT_NORMAL:
       case MT_INIT_SCALED: {
+        if (c->skip_init) { /* the caller loads every parameter */
+          be->ops->fill(be, dst, be->dtype, 0.0f, p->numel);
+          break;
+        }
         mt_rng_key_t key = mt_rng_key(c->seed, p->name, 0, 0);
         float std = p->init == MT_INIT_NORMAL ? c->init_method_std : scaled;
         if (p->halves) { /* gate slice, then up slice (keyed by global rows) */

@@ -81,6 +81,8 @@ typedef struct {
   int qk_layernorm;          /* normalise per-head q and k */
   int micro_batch_size;      /* b: sizes the activation buffers */
   uint64_t seed;
+  int skip_init;             /* 1: weights drawn from N(0, std) are zero-filled instead (the
+                                caller loads every parameter: `megatrain generate`) */
   /* tensor / sequence parallelism (Megatron); tp_group NULL when tp_size 1 */
   int tp_size, tp_rank;
   int sequence_parallel;

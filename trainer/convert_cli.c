@@ -1,12 +1,74 @@
-/* trainer/convert_cli.c — `megatrain convert` (see trainer/cli.h). Placeholder of the
- * shared interface: replaced by its implementation. */
+/* trainer/convert_cli.c — `megatrain convert` (see trainer/cli.h):
+ *   --to hf --load DIR --output DIR [--dtype bf16|fp32] [--max-shard-size SIZE]
+ *   --from hf --input DIR --output DIR --config FILE
+ * (trainer/hf_convert.h). Exit 0, 1 bad input, 2 usage or config. */
 #include <stdio.h>
+#include <string.h>
 
+#include "core/safetensors.h"
 #include "trainer/cli.h"
+#include "trainer/hf_convert.h"
+
+static int usage(const char *msg) {
+  if (msg) fprintf(stderr, "megatrain convert: error: %s\n", msg);
+  fprintf(stderr,
+          "usage: megatrain convert --to hf --load DIR --output DIR [--dtype bf16|fp32]\n"
+          "                         [--max-shard-size SIZE]   (default 5GB)\n"
+          "       megatrain convert --from hf --input DIR --output DIR --config FILE\n");
+  return 2;
+}
 
 int mt_cli_convert(int argc, char **argv) {
-  (void)argc;
-  (void)argv;
-  fprintf(stderr, "megatrain: error: 'convert' is not implemented yet\n");
-  return 2;
+  const char *to = NULL, *from = NULL, *load = NULL, *input = NULL, *output = NULL;
+  const char *config = NULL, *dtype = "fp32", *shard = "5GB";
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+      usage(NULL);
+      return 0;
+    }
+    const char **slot = !strcmp(a, "--to")               ? &to
+                        : !strcmp(a, "--from")           ? &from
+                        : !strcmp(a, "--load")           ? &load
+                        : !strcmp(a, "--input")          ? &input
+                        : !strcmp(a, "--output")         ? &output
+                        : !strcmp(a, "--config")         ? &config
+                        : !strcmp(a, "--dtype")          ? &dtype
+                        : !strcmp(a, "--max-shard-size") ? &shard
+                                                         : NULL;
+    char msg[300];
+    if (!slot) {
+      snprintf(msg, sizeof msg, "unknown argument '%s'", a);
+      return usage(msg);
+    }
+    if (i + 1 >= argc) {
+      snprintf(msg, sizeof msg, "%s needs a value", a);
+      return usage(msg);
+    }
+    *slot = argv[++i];
+  }
+  if (!!to == !!from) return usage("give one of --to hf or --from hf");
+  if ((to && strcmp(to, "hf")) || (from && strcmp(from, "hf")))
+    return usage("the only format is 'hf' (Hugging Face: --to hf / --from hf)");
+  if (!output) return usage("--output DIR is required");
+  char err[2048];
+  int rc;
+  if (to) {
+    if (!load) return usage("--to hf needs --load DIR (a megatrain checkpoint)");
+    if (input || config) return usage("--input and --config belong to --from hf");
+    if (strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))
+      return usage("--dtype must be bf16 or fp32");
+    uint64_t max_shard;
+    if (mt_st_parse_size(shard, &max_shard) || max_shard == 0)
+      return usage("--max-shard-size must be a size such as 5GB, 500MB, 100KB or a byte count");
+    rc = mt_hf_export_dir(load, output, !strcmp(dtype, "bf16"), max_shard, err, sizeof err);
+  } else {
+    if (!input) return usage("--from hf needs --input DIR (a Hugging Face model directory)");
+    if (!config) return usage("--from hf needs --config FILE (the megatrain model it becomes)");
+    if (load) return usage("--load belongs to --to hf");
+    rc = mt_hf_import_dir(input, output, config, err, sizeof err);
+  }
+  if (rc) fprintf(stderr, "megatrain convert: error: %s\n", err);
+  else fprintf(stderr, "megatrain convert: wrote %s\n", output);
+  return rc;
 }

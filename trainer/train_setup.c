@@ -9,7 +9,7 @@
 #include "core/util.h"
 #include "trainer/train_internal.h"
 
-static mt_gpt_config model_config(const mt_config *c, const mt_parallel_state *ps) {
+mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps) {
   mt_gpt_config g = {0};
   g.tp_size = c->parallel.tensor_model_parallel_size;
   g.tp_rank = ps->tp_rank;
@@ -172,7 +172,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 
   if (open_data(t, err, errlen) != 0) return -1;
 
-  mt_gpt_config gc = model_config(cfg, t->ps);
+  mt_gpt_config gc = mt_trainer_model_config(cfg, t->ps);
   t->model = mt_gpt_create(t->be, &gc);
   if (cfg->parallel.zero_stage > 0) {
     t->zero = mt_trainer_zero_create(t);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Refusals of the layout-free checkpoint (issue 17): a model of another shape
-# (hidden size, number of experts, fewer layers) and a damaged checkpoint (a
-# truncated piece, a missing piece, a flipped byte) each stop the run with
+# (hidden size, number of experts, fewer layers), a damaged checkpoint (a
+# truncated piece, a missing piece, a flipped byte) and a weights-only
+# checkpoint without training.finetune each stop the run with
 # exit 1 and one message naming the tensor or file and what was expected,
 # and nothing is written (the save directory, which is also the load
 # directory, keeps its files byte for byte, no new iteration).
@@ -47,4 +48,12 @@ refused missing_piece dense "shard_00000.bin" 'rm $d/$IT/shard_00000.bin' -- --c
 refused flipped_byte dense "checksum|CRC|crc" \
   'f=$d/$IT/shard_00001.bin; printf "\x55" | dd of=$f bs=1 seek=$(( $(stat -c %s $f) / 3 )) conv=notrunc status=none' \
   -- --config $CFG
+# a weights-only checkpoint (has_optimizer false, as `convert --from hf`
+# writes) trains only with training.finetune
+WO='p=$d/$IT/metadata.json; /usr/bin/python3 -c "import json,sys; m=json.load(open(sys.argv[1])); m[\"has_optimizer\"]=False; json.dump(m,open(sys.argv[1],\"w\"))" $p'
+refused weights_only dense "model weights only .*set training.finetune: true" "$WO" -- --config $CFG
+"$MT" --config $CFG "${S[@]}" --set training.train_iters=1 --set checkpoint.load="$TMP/weights_only" \
+  --set training.finetune=true >"$TMP/wo_ft.log" 2>&1 || { cat "$TMP/wo_ft.log"; exit 1; }
+grep -q "fine-tuning from the weights of" "$TMP/wo_ft.log"
+echo "weights-only checkpoint trains with training.finetune: true"
 echo "test_ckpt_refusals OK"

@@ -1,0 +1,273 @@
+/* model/gpt_infer.c — see gpt_infer.h. The layer below is the training
+ * forward of model/gpt_block.c without dropout, on `rows` new tokens of one
+ * sequence (b = 1) at global positions pos0 .., with the core attention
+ * reading its keys and values from the KV cache (or from the whole
+ * recomputed sequence). */
+#include "model/gpt_infer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "model/gpt_internal.h"
+#include "model/linear.h"
+
+struct mt_gpt_infer {
+  mt_gpt *m;
+  mt_backend *be;
+  int max_len, use_cache, len;
+  size_t es;                 /* bytes of one T element */
+  int npg;                   /* query heads per group */
+  int32_t *tok_dev;          /* [max_len] device */
+  int32_t *tok_host;         /* [max_len] host: the sequence so far (recompute path) */
+  void *x, *ln, *tmp;        /* [max_len, h] */
+  void *qkv, *qkv_lin;       /* [max_len, qkvl] (qkv_lin: qk_layernorm only) */
+  void *ctx;                 /* [max_len, hl] */
+  void *fc1, *act;           /* [max_len, glu·fl], [max_len, fl] */
+  float *mean, *rstd;        /* [max_len] */
+  float *qk_mean, *qk_rstd;  /* [max_len·(np + ng)] (qk_layernorm only) */
+  float *lse;                /* [np, max_len] */
+  void *lnf, *logits;        /* [h], [vl] (T) */
+  float *logits_f, *gathered; /* [vl], [tp·vl] fp32 device */
+  float *host_logits;        /* [tp·vl] host */
+  void **cache;              /* [layers] x [max_len, 1, ng, 2, hn] (use_cache) */
+  int64_t sample_id0;        /* the attention descriptor's (unused: no dropout) sample id */
+};
+
+static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
+  return g->be->ops->alloc(g->be, (size_t)n * es, cat);
+}
+
+mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
+                                  size_t errlen) {
+  const mt_gpt_config *c = &m->cfg;
+  if (c->num_experts > 0) {
+    snprintf(err, errlen,
+             "generation supports dense models only (model.num_experts is %d; expected 0)",
+             c->num_experts);
+    return NULL;
+  }
+  if (c->pp_size != 1 || c->cp_size != 1 || m->n_chunks != 1) {
+    snprintf(err, errlen,
+             "generation runs with pipeline_model_parallel_size 1 and context_parallel_size 1 "
+             "(got %d and %d)",
+             c->pp_size, c->cp_size);
+    return NULL;
+  }
+  if (c->sequence_parallel && c->tp_size > 1) {
+    snprintf(err, errlen, "generation runs without sequence_parallel (the model has it on)");
+    return NULL;
+  }
+  if (max_len < 1 ||
+      (c->position_embedding == MT_POS_LEARNED && max_len > c->max_position_embeddings)) {
+    snprintf(err, errlen,
+             "generation length %d is outside [1, max_position_embeddings %d]", max_len,
+             c->max_position_embeddings);
+    return NULL;
+  }
+  mt_gpt_infer *g = mt_xcalloc(1, sizeof *g);
+  g->m = m;
+  g->be = m->be;
+  g->max_len = max_len;
+  g->use_cache = use_cache;
+  g->es = mt_dtype_size(m->be->dtype);
+  g->npg = m->np / m->ng;
+  const int64_t R = max_len, h = c->hidden_size, es = (int64_t)g->es;
+  const mt_mem_cat W = MT_MEM_WORKSPACE;
+  g->tok_dev = dalloc(g, R, sizeof(int32_t), W);
+  g->tok_host = mt_xcalloc((size_t)R, sizeof(int32_t));
+  g->x = dalloc(g, R * h, (size_t)es, W);
+  g->ln = dalloc(g, R * h, (size_t)es, W);
+  g->tmp = dalloc(g, R * h, (size_t)es, W);
+  g->qkv = dalloc(g, R * m->qkvl, (size_t)es, W);
+  g->ctx = dalloc(g, R * m->hl, (size_t)es, W);
+  g->fc1 = dalloc(g, R * m->glu * m->fl, (size_t)es, W);
+  g->act = dalloc(g, R * m->fl, (size_t)es, W);
+  g->mean = dalloc(g, R, sizeof(float), W);
+  g->rstd = dalloc(g, R, sizeof(float), W);
+  if (c->qk_layernorm) {
+    g->qkv_lin = dalloc(g, R * m->qkvl, (size_t)es, W);
+    g->qk_mean = dalloc(g, R * (m->np + m->ng), sizeof(float), W);
+    g->qk_rstd = dalloc(g, R * (m->np + m->ng), sizeof(float), W);
+  }
+  g->lse = dalloc(g, R * m->np, sizeof(float), W);
+  g->lnf = dalloc(g, h, (size_t)es, W);
+  g->logits = dalloc(g, m->vl, (size_t)es, W);
+  g->logits_f = dalloc(g, m->vl, sizeof(float), W);
+  g->gathered = dalloc(g, m->vl * c->tp_size, sizeof(float), W);
+  g->host_logits = mt_xmalloc((size_t)(m->vl * c->tp_size) * sizeof(float));
+  if (use_cache) {
+    g->cache = mt_xcalloc((size_t)m->n_local_layers, sizeof(void *));
+    for (int l = 0; l < m->n_local_layers; l++)
+      g->cache[l] = dalloc(g, R * m->ng * 2 * m->hn, (size_t)es, MT_MEM_ACT);
+  }
+  return g;
+}
+
+void mt_gpt_infer_destroy(mt_gpt_infer *g) {
+  if (!g) return;
+  mt_backend *be = g->be;
+  void *bufs[] = {g->tok_dev, g->x,       g->ln,     g->tmp,      g->qkv,      g->qkv_lin,
+                  g->ctx,     g->fc1,     g->act,    g->mean,     g->rstd,     g->qk_mean,
+                  g->qk_rstd, g->lse,     g->lnf,    g->logits,   g->logits_f, g->gathered};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops->free(be, bufs[i]);
+  if (g->cache)
+    for (int l = 0; l < g->m->n_local_layers; l++) be->ops->free(be, g->cache[l]);
+  free(g->cache);
+  free(g->tok_host);
+  free(g->host_logits);
+  free(g);
+}
+
+int mt_gpt_infer_len(const mt_gpt_infer *g) { return g->len; }
+
+void mt_gpt_infer_reset(mt_gpt_infer *g) { g->len = 0; }
+
+/* The TP context of a pass over `rows` tokens (b = 1, no sequence
+ * parallelism: the TP layers then need no workspace). */
+static mt_tp_ctx tp_ctx(const mt_gpt_infer *g, int64_t rows) {
+  const mt_gpt *m = g->m;
+  mt_tp_ctx t = {0};
+  t.be = m->be;
+  t.tp = m->cfg.tp_size > 1 ? m->cfg.tp_group : NULL;
+  t.tp_size = m->cfg.tp_size;
+  t.tp_rank = m->cfg.tp_rank;
+  t.s = rows;
+  t.b = 1;
+  return t;
+}
+
+/* Copy the key and value heads of qkv rows [0, rows) into the cache of local
+ * layer li at positions pos0 ..: per row and query group its K head and V
+ * head are adjacent (2·hn elements) in both layouts. */
+static void cache_append(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
+  const mt_gpt *m = g->m;
+  const int64_t ng = m->ng, hn = m->hn, npg = g->npg;
+  char *dst = (char *)g->cache[li];
+  const char *src = (const char *)g->qkv;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t q = 0; q < ng; q++)
+      g->be->ops->memcpy_d2d(g->be, dst + (((pos0 + r) * ng + q) * 2 * hn) * g->es,
+                             src + (((r * ng + q) * (npg + 2) + npg) * hn) * g->es,
+                             (size_t)(2 * hn) * g->es);
+}
+
+/* Core attention of global layer l over this rank's heads: the new rows'
+ * queries (positions pos0 ..) against the cache (positions 0 .. pos0 +
+ * rows - 1), or, without cache, the whole sequence (pos0 = 0) causally. */
+static void attention(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
+  const mt_gpt *m = g->m;
+  const mt_gpt_config *c = &m->cfg;
+  mt_attn_desc d = {0};
+  d.s = (int)rows;
+  d.b = 1;
+  d.np = m->np;
+  d.ng = m->ng;
+  d.hn = m->hn;
+  d.head_offset = c->tp_rank * m->np;
+  d.n_heads_total = c->num_attention_heads;
+  d.scale = 1.0f / sqrtf((float)d.hn);
+  d.sample_ids = &g->sample_id0;
+  if (!g->use_cache) {
+    g->be->ops->flash_attn_fwd(g->be, &d, g->ctx, g->lse, g->qkv, NULL);
+    return;
+  }
+  cache_append(g, li, rows, pos0);
+  d.sq = (int)rows;
+  d.sk = (int)(pos0 + rows);
+  d.q_pos[0] = (int)pos0;
+  d.k_pos[0] = 0;
+  g->be->ops->flash_attn_fwd(g->be, &d, g->ctx, g->lse, g->qkv, g->cache[li]);
+}
+
+#define W(k) (P[k] >= 0 ? mt_gpt_param_ptr(m, P[k]) : NULL)
+
+/* One transformer layer (local index li) on g->x [rows, h], in place. */
+static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
+  mt_gpt *m = g->m;
+  mt_backend *be = g->be;
+  const mt_gpt_config *c = &m->cfg;
+  const int *P = m->layer_p[li];
+  const int64_t h = c->hidden_size;
+  mt_tp_ctx tp = tp_ctx(g, rows);
+  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, W(MT_LP_LN1_W), W(MT_LP_LN1_B), rows);
+  if (c->qk_layernorm) {
+    mt_column_parallel_linear_fwd(&tp, g->qkv_lin, g->ln, W(MT_LP_QKV_W), W(MT_LP_QKV_B),
+                                  m->qkvl, h);
+    mt_qknorm_desc qd = {rows, m->np, m->ng, m->hn, c->normalization == MT_NORM_RMSNORM,
+                         c->layernorm_epsilon};
+    be->ops->qknorm_fwd(be, &qd, g->qkv, g->qk_mean, g->qk_rstd, g->qkv_lin, W(MT_LP_QN_W),
+                        W(MT_LP_QN_B), W(MT_LP_KN_W), W(MT_LP_KN_B));
+  } else {
+    mt_column_parallel_linear_fwd(&tp, g->qkv, g->ln, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
+  }
+  if (c->position_embedding == MT_POS_ROPE) {
+    mt_rope_desc rd = {0};
+    rd.s = (int)rows;
+    rd.b = 1;
+    rd.np = m->np;
+    rd.ng = m->ng;
+    rd.hn = m->hn;
+    rd.rot_dim = mt_rotary_dim(m->hn, c->rotary_percent);
+    rd.interleaved = c->rotary_interleaved;
+    rd.base = c->rotary_base;
+    rd.s_offset = (int)pos0;
+    be->ops->rope_fwd(be, &rd, g->qkv);
+  }
+  attention(g, li, rows, pos0);
+  mt_row_parallel_linear_fwd(&tp, g->tmp, g->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
+  be->ops->add(be, g->x, g->tmp, g->x, rows * h); /* residual (dropout off) */
+  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, W(MT_LP_LN2_W), W(MT_LP_LN2_B), rows);
+  mt_column_parallel_linear_fwd(&tp, g->fc1, g->ln, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
+                                m->glu * m->fl, h);
+  if (m->glu == 2)
+    be->ops->swiglu_fwd(be, g->act, g->fc1, rows, m->fl);
+  else
+    be->ops->gelu_fwd(be, g->act, g->fc1, rows * m->fl);
+  mt_row_parallel_linear_fwd(&tp, g->tmp, g->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
+  be->ops->add(be, g->x, g->tmp, g->x, rows * h);
+}
+
+/* Final norm and output layer on the last row, vocab-parallel logits
+ * all-gathered over TP, real columns copied to logits (host). */
+static void head(mt_gpt_infer *g, int64_t rows, float *logits) {
+  mt_gpt *m = g->m;
+  mt_backend *be = g->be;
+  const mt_gpt_config *c = &m->cfg;
+  const int64_t h = c->hidden_size;
+  const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
+  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, mt_gpt_param_ptr(m, m->p_lnf_w),
+                  m->p_lnf_b >= 0 ? mt_gpt_param_ptr(m, m->p_lnf_b) : NULL, 1);
+  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_param_ptr(m, m->p_out), NULL, 1, m->vl, h);
+  be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
+  const float *full = g->logits_f;
+  if (c->tp_size > 1) {
+    mt_allgather(c->tp_group, g->logits_f, g->gathered, m->vl, MT_F32);
+    full = g->gathered;
+  }
+  const int64_t V = c->vocab_size; /* padded columns are cut */
+  be->ops->memcpy_d2h(be, g->host_logits, full, (size_t)V * sizeof(float));
+  memcpy(logits, g->host_logits, (size_t)V * sizeof(float));
+}
+
+void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *logits) {
+  mt_gpt *m = g->m;
+  mt_backend *be = g->be;
+  const mt_gpt_config *c = &m->cfg;
+  MT_ASSERT(n >= 1 && g->len + n <= g->max_len);
+  memcpy(g->tok_host + g->len, tokens, (size_t)n * sizeof(int32_t));
+  /* the rows this call runs: the new tokens (cache) or the whole sequence */
+  const int64_t pos0 = g->use_cache ? g->len : 0, rows = g->len + n - pos0;
+  g->len += n;
+  be->ops->memcpy_h2d(be, g->tok_dev, g->tok_host + pos0, (size_t)rows * sizeof(int32_t));
+  const int64_t h = c->hidden_size;
+  mt_tp_ctx tp = tp_ctx(g, rows);
+  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, mt_gpt_param_ptr(m, m->p_wte),
+                                  m->v_start, m->v_start + m->vl, h);
+  if (m->p_wpe >= 0)
+    be->ops->pos_embedding_fwd(be, g->x, mt_gpt_param_ptr(m, m->p_wpe), rows, 1, h, pos0);
+  for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
+  head(g, rows, logits);
+}

@@ -1,0 +1,59 @@
+/* model/gpt_infer.h — autoregressive inference (text generation) on the
+ * parameters of an mt_gpt (Megatron's inference engine, reduced to one
+ * sequence): the same shards as training, so tensor parallelism works as in
+ * the training forward (column-parallel linear_qkv / linear_fc1,
+ * row-parallel linear_proj / linear_fc2 all-reduced over the TP group,
+ * vocab-parallel embedding; the vocab-parallel logits are all-gathered over
+ * TP so every rank holds the same full row).
+ *
+ * Two paths, same results up to the order of floating-point sums:
+ *  - KV cache (Pope et al. 2022, "Efficiently Scaling Transformer
+ *    Inference"): each layer keeps the keys and values of every position
+ *    seen, [max_len, 1, ng, 2, hn] (T, this rank's query groups; the layout of
+ *    mt_attn_desc's kv block), the prompt is run once (prefill) and every
+ *    later call runs only its new tokens, whose queries attend to the cached
+ *    keys through the fused attention op (flash_attn_fwd with a kv block at
+ *    global positions: causal by position);
+ *  - recompute (use_cache 0): every call runs the whole sequence so far
+ *    through the causal forward — the reference the cache is checked against.
+ * Dropout is off (inference). Only the backend op table and the group API
+ * are used. Supports everything of the dense block (LayerNorm / RMSNorm,
+ * learned / RoPE / no positions, rotary_percent, GELU / SwiGLU, GQA, linear
+ * biases or none, qk_layernorm, tied or untied output layer); not MoE layers,
+ * pipeline or context parallelism, or sequence parallelism (refused by
+ * mt_gpt_infer_create).
+ */
+#ifndef MT_MODEL_GPT_INFER_H
+#define MT_MODEL_GPT_INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt.h"
+
+typedef struct mt_gpt_infer mt_gpt_infer;
+
+/* Inference state for model m (not owned; it must outlive the state) holding
+ * up to max_len positions (1 <= max_len; with learned positions at most
+ * max_position_embeddings). use_cache: 1 = KV cache, 0 = recompute the
+ * prefix every call. Allocates the cache (MT_MEM_ACT) and the buffers for
+ * max_len rows (MT_MEM_WORKSPACE) on m's backend. Returns NULL with a
+ * message naming the unsupported option (MoE layer, pp_size / cp_size > 1,
+ * sequence_parallel, max_len) in err. No communication. */
+mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
+                                  size_t errlen);
+void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
+
+/* Positions held so far (tokens appended since create / reset). */
+int mt_gpt_infer_len(const mt_gpt_infer *g);
+/* Forget the sequence (the cache is overwritten by the next calls). */
+void mt_gpt_infer_reset(mt_gpt_infer *g);
+
+/* Append n >= 1 tokens (host int32 ids < vocab_size, the same on every TP
+ * rank) at positions len .. len + n - 1 (len + n <= max_len, checked:
+ * aborts otherwise) and write into logits (host fp32 [vocab_size], the real
+ * vocabulary: padding columns cut) the next-token logits after the last
+ * one — identical on every TP rank. Collective over the model's tp_group. */
+void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *logits);
+
+#endif

@@ -1,0 +1,213 @@
+#!/usr/bin/python3
+"""Independent PyTorch forward of a Hugging Face model directory (GPT-2 or
+Llama), written from the Hugging Face layout alone: its own safetensors
+reader (struct + json + numpy), the config.json keys, and the published
+model definitions (GPT-2: Radford et al. 2019 / HF GPT2LMHeadModel with
+Conv1D weights [in, out] and fused c_attn [q | k | v]; Llama: Touvron et al.
+2023 / HF LlamaForCausalLM: RMSNorm, rotate-half RoPE, grouped-query
+attention via repeat_kv, SwiGLU; Qwen3: Llama's with a per-head RMSNorm of q
+and k before RoPE). No transformers library, no megatrain code.
+float64 throughout.
+
+Usage:
+  hf_forward.py loss HF_DIR TOKENS_FILE SEQ
+      mean next-token cross-entropy (nats) over TOKENS_FILE: int32 samples of
+      SEQ + 1 tokens (inputs [:SEQ], targets [1:]); prints "%.12e".
+  hf_forward.py dump HF_DIR OUT.npz
+      every tensor as float32 (bf16 / f16 widened), for bitwise checks.
+  hf_forward.py selftest
+      the reader against hand-made files, and GQA/RoPE against per-head loops.
+"""
+import json
+import math
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+DT = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64,
+      "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+      "BF16": np.uint16}
+
+
+def read_file(path):
+    """{name: numpy array} of one safetensors file; BF16 returned as float32."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert 8 + n <= len(raw), "%s: header length %d beyond the file" % (path, n)
+    hdr = json.loads(raw[8:8 + n].decode("utf-8"))
+    buf = memoryview(raw)[8 + n:]
+    out = {}
+    for name, e in hdr.items():
+        if name == "__metadata__":
+            continue
+        b, en = e["data_offsets"]
+        dt = np.dtype(DT[e["dtype"]]).newbyteorder("<")
+        a = np.frombuffer(buf[b:en], dtype=dt).reshape(e["shape"])
+        if e["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[name] = a.copy()
+    return out, hdr.get("__metadata__", {})
+
+
+def read_dir(d):
+    idx = os.path.join(d, "model.safetensors.index.json")
+    if os.path.exists(idx):
+        wm = json.load(open(idx))["weight_map"]
+        out = {}
+        for fn in sorted(set(wm.values())):
+            t, _ = read_file(os.path.join(d, fn))
+            for k, v in t.items():
+                assert wm[k] == fn, (k, fn)
+                out[k] = v
+        assert set(out) == set(wm), "index and files disagree"
+        return out
+    return read_file(os.path.join(d, "model.safetensors"))[0]
+
+
+def T(a):
+    return torch.tensor(np.asarray(a, dtype=np.float64))
+
+
+def cross_entropy(logits, targets):
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                             targets.reshape(-1), reduction="sum").item()
+
+
+def gpt2_forward(w, cfg, ids):
+    """logits [b, s, V] of GPT2LMHeadModel (eval: no dropout)."""
+    nh, eps = cfg["n_head"], cfg.get("layer_norm_epsilon", 1e-5)
+    assert cfg.get("activation_function", "gelu_new") in ("gelu_new", "gelu_pytorch_tanh")
+    p = "transformer." if "transformer.wte.weight" in w else ""
+    b, s = ids.shape
+    x = T(w[p + "wte.weight"])[ids] + T(w[p + "wpe.weight"])[torch.arange(s)]
+    h = x.shape[-1]
+    hd = h // nh
+    ln = lambda t, n: torch.nn.functional.layer_norm(t, (h,), T(w[n + ".weight"]), T(w[n + ".bias"]), eps)
+    conv1d = lambda t, n: t @ T(w[n + ".weight"]) + T(w[n + ".bias"])  # Conv1D: [in, out]
+    mask = torch.ones(s, s, dtype=torch.bool).tril()
+    for i in range(cfg["n_layer"]):
+        q_ = "%sh.%d." % (p, i)
+        a = conv1d(ln(x, q_ + "ln_1"), q_ + "attn.c_attn")
+        q, k, v = a.split(h, dim=-1)
+        heads = lambda t: t.view(b, s, nh, hd).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, h)
+        x = x + conv1d(y, q_ + "attn.c_proj")
+        m = conv1d(ln(x, q_ + "ln_2"), q_ + "mlp.c_fc")
+        m = 0.5 * m * (1 + torch.tanh(math.sqrt(2 / math.pi) * (m + 0.044715 * m ** 3)))  # gelu_new
+        x = x + conv1d(m, q_ + "mlp.c_proj")
+    x = ln(x, p + "ln_f")
+    head = w["lm_head.weight"] if "lm_head.weight" in w and not cfg.get("tie_word_embeddings", True) \
+        else w[p + "wte.weight"]
+    return x @ T(head).T
+
+
+def rotate_half(t):
+    t1, t2 = t.chunk(2, dim=-1)
+    return torch.cat((-t2, t1), dim=-1)
+
+
+def llama_forward(w, cfg, ids):
+    """logits [b, s, V] of LlamaForCausalLM (no rope_scaling); Qwen3ForCausalLM
+    when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention)."""
+    assert cfg.get("rope_scaling") is None and cfg.get("hidden_act", "silu") == "silu"
+    nh, h = cfg["num_attention_heads"], cfg["hidden_size"]
+    nkv = cfg.get("num_key_value_heads") or nh
+    hd = cfg.get("head_dim") or h // nh
+    eps, theta = cfg.get("rms_norm_eps", 1e-6), cfg.get("rope_theta", 10000.0)
+    b, s = ids.shape
+
+    def rms(t, n):
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + eps) * T(w[n])
+
+    def lin(t, n):
+        y = t @ T(w[n + ".weight"]).T  # nn.Linear: [out, in]
+        return y + T(w[n + ".bias"]) if n + ".bias" in w else y
+
+    inv_freq = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    freqs = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos(), emb.sin()
+    mask = torch.ones(s, s, dtype=torch.bool).tril()
+    x = T(w["model.embed_tokens.weight"])[ids]
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        t = rms(x, p + "input_layernorm.weight")
+        q = lin(t, p + "self_attn.q_proj").view(b, s, nh, hd).transpose(1, 2)
+        k = lin(t, p + "self_attn.k_proj").view(b, s, nkv, hd).transpose(1, 2)
+        v = lin(t, p + "self_attn.v_proj").view(b, s, nkv, hd).transpose(1, 2)
+        if p + "self_attn.q_norm.weight" in w:  # Qwen3: RMSNorm of each head, before RoPE
+            q, k = rms(q, p + "self_attn.q_norm.weight"), rms(k, p + "self_attn.k_norm.weight")
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = nh // nkv  # repeat_kv: query head n reads kv head n // rep
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+        y = (att @ v).transpose(1, 2).reshape(b, s, nh * hd)
+        x = x + lin(y, p + "self_attn.o_proj")
+        t = rms(x, p + "post_attention_layernorm.weight")
+        g = lin(t, p + "mlp.gate_proj")
+        x = x + lin(torch.nn.functional.silu(g) * lin(t, p + "mlp.up_proj"), p + "mlp.down_proj")
+    x = rms(x, "model.norm.weight")
+    head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
+    return x @ T(head).T
+
+
+def loss(hf_dir, tokens_file, seq):
+    cfg = json.load(open(os.path.join(hf_dir, "config.json")))
+    w = read_dir(hf_dir)
+    tok = np.fromfile(tokens_file, dtype="<i4").reshape(-1, seq + 1)
+    ids = torch.tensor(tok[:, :seq].astype(np.int64))
+    tgt = torch.tensor(tok[:, 1:].astype(np.int64))
+    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward}[cfg["model_type"]]
+    with torch.no_grad():
+        logits = fwd(w, cfg, ids)
+    return cross_entropy(logits, tgt) / tgt.numel()
+
+
+def selftest():
+    import tempfile
+    d = tempfile.mkdtemp()
+    # a hand-made file: header padded, bf16 and f32
+    hdr = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+           "b": {"dtype": "BF16", "shape": [1], "data_offsets": [8, 10]},
+           "__metadata__": {"format": "pt"}}
+    hb = json.dumps(hdr).encode()
+    hb += b" " * (-len(hb) % 8)
+    data = struct.pack("<2f", 1.5, -2.0) + struct.pack("<H", 0x3fc0)
+    with open(os.path.join(d, "model.safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(hb)) + hb + data)
+    t = read_dir(d)
+    assert t["a"].tolist() == [1.5, -2.0] and t["b"].tolist() == [1.5], t
+    # rotate_half RoPE = complex rotation of pairs (i, i + hd/2)
+    hd, s = 8, 5
+    x = torch.randn(s, hd, dtype=torch.float64)
+    inv = 1.0 / (10000 ** (torch.arange(0, hd, 2, dtype=torch.float64) / hd))
+    ang = torch.outer(torch.arange(s, dtype=torch.float64), inv)
+    emb = torch.cat((ang, ang), -1)
+    y = x * emb.cos() + rotate_half(x) * emb.sin()
+    z = torch.view_as_real(torch.complex(x[:, :hd // 2], x[:, hd // 2:]) * torch.polar(torch.ones_like(ang), ang))
+    assert torch.allclose(y, torch.cat((z[..., 0], z[..., 1]), -1))
+    print("hf_forward selftest: OK")
+
+
+def main():
+    if sys.argv[1] == "loss":
+        print("%.12e" % loss(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    elif sys.argv[1] == "dump":
+        np.savez(sys.argv[3], **{k: v.astype(np.float32) for k, v in read_dir(sys.argv[2]).items()})
+    elif sys.argv[1] == "selftest":
+        selftest()
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
