@@ -218,6 +218,7 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   mt_gpt_config gc = mt_trainer_model_config(c, r->ps);
   gc.skip_init = 1; /* every parameter comes from the checkpoint */
   r->model = mt_gpt_create(r->be, &gc);
+  mt_gpt_release_flat_buffers(r->model, 0, 1); /* no gradients in inference */
   mt_dckpt_view *v = NULL;
   int n = 0;
   mt_ckpt_model_param_views(r->model, c->model.vocab_size, 0, 0, &v, &n);
