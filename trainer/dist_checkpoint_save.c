@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/failpoint.h"
 #include "core/util.h"
 #include "trainer/dist_checkpoint_internal.h"
 
@@ -37,9 +38,7 @@ int mt_dckpt_rm_rf(const char *path) {
 }
 
 static int failpoint_hit(int64_t iteration) {
-  const char *fp = getenv("MEGATRAIN_FAILPOINT");
-  if (!fp || strncmp(fp, "checkpoint_write:", 17) != 0) return 0;
-  return atoll(fp + 17) == iteration;
+  return mt_failpoint_at("checkpoint_write", iteration);
 }
 
 /* Agree on failure over the world: every rank gets the message of the
