@@ -67,8 +67,12 @@ def load(p):
         (save if (i - 1) % every == 0 else other).append(dt)
     return save, other
 print("%-6s %22s %22s %14s" % ("mode", "save iterations (s)", "other iterations (s)", "sum (s)"))
+rows = []
 for name, p in (("sync", sys.argv[1]), ("async", sys.argv[2])):
     s, o = load(p)
     print("%-6s %10.3f (n=%2d)      %10.3f (n=%2d)      %10.2f" %
           (name, st.mean(s), len(s), st.mean(o), len(o), sum(s) + sum(o)))
+    rows.append((name, [l.split() for l in open(p)]))
+for name, r in rows:
+    print("%-6s per iteration: %s" % (name, " ".join("%s:%.2f" % (i, float(d)) for i, d in r)))
 PY

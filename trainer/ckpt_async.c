@@ -2,6 +2,9 @@
 #include "trainer/ckpt_async.h"
 
 #include <pthread.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,11 +29,20 @@ mt_ckpt_async *mt_ckpt_async_create(void) {
   return a;
 }
 
-static void *writer_main(void *arg) {
-  mt_ckpt_async *a = arg;
+/* Niceness of the writer thread: training keeps the CPU when both want it
+ * (the writer mostly waits for the disk; a nice 10 thread still gets about a
+ * tenth of a busy core, so it always progresses). */
+#define WRITER_NICE 10
+
+static void write_now(mt_ckpt_async *a) {
   mt_dckpt_save_write(a->p, a->rank, NULL, a->views, a->n_views);
   a->t_end = mt_now();
   atomic_store(&a->done, 1);
+}
+
+static void *writer_main(void *arg) {
+  setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), WRITER_NICE); /* this thread only */
+  write_now(arg);
   return NULL;
 }
 
@@ -72,7 +84,7 @@ int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_m
   a->t_start = mt_now();
   atomic_store(&a->done, 0);
   if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
-    writer_main(a); /* no thread: write now (still correct, just synchronous) */
+    write_now(a); /* no thread: write now (still correct, just synchronous) */
   } else {
     a->running = 1;
   }

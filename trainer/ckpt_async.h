@@ -3,7 +3,8 @@
  * "Asynchronous saves"). At the iteration boundary the views' data are
  * copied to a host snapshot (device -> host through the backend), the
  * temporary directory is created (mt_dckpt_save_begin, collective), and a
- * background pthread writes this rank's shard file while training goes on.
+ * background pthread (niceness +10: training keeps the CPU when both want
+ * it) writes this rank's shard file while training goes on.
  * The collective steps (error agreement, index gather, publish by rank 0)
  * run on the main thread at a later iteration boundary once every rank's
  * writer has finished (mt_ckpt_async_poll: one all-reduce of an int per
