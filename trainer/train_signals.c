@@ -147,7 +147,7 @@ int mt_trainer_exit_boundary(void *trainer, const mt_exit_watch *w, int saved, c
   if (d.stop == 1)
     snprintf(why, sizeof why, "received %s on rank %d", mt_exit_signal_name(d.signum), d.rank);
   else
-    snprintf(why, sizeof why, "%.2f minutes since start-up >= training.exit_duration_in_mins = %g",
+    snprintf(why, sizeof why, "%.3g minutes since start-up >= training.exit_duration_in_mins = %g",
              d.minutes, (double)w->exit_duration_in_mins);
   if (saved)
     printf("> exiting after iteration %lld: %s; checkpoint saved to '%s'\n",

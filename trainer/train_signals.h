@@ -94,7 +94,7 @@ double mt_straggler_failpoint(int rank);
  * to stop, save (when checkpoint.save is set and `saved` is 0: this
  * iteration's checkpoint is not written yet) and print on the logging rank
  *   > exiting after iteration N: received SIGTERM on rank R; checkpoint saved to 'DIR'
- * (or "...: 0.51 minutes since start-up >= training.exit_duration_in_mins = 0.5",
+ * (or "...: 0.501 minutes since start-up >= training.exit_duration_in_mins = 0.5",
  * "nothing saved (checkpoint.save is not set)"). Collective over the world
  * (and the save's groups). Returns 0 to continue, 1 to stop (exit status 0),
  * -1 with err when the save failed. */
