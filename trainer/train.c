@@ -439,6 +439,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
          it == tc->train_iters || exiting)) {
+      mt_exit_failpoint_in_save(&watch, t->rank, it);
       if (mt_trainer_save(t, err, sizeof err) != 0) {
         rank_error(t, err);
         status = 1;

@@ -108,6 +108,10 @@ mt_exit_decision mt_exit_check(const mt_exit_watch *w, mt_group *world, double n
   return d;
 }
 
+void mt_exit_failpoint_in_save(const mt_exit_watch *w, int rank, int64_t iteration) {
+  if (rank == 0 && w->enabled && mt_failpoint_at("signal_in_save", iteration)) raise(w->signums[0]);
+}
+
 mt_straggler mt_straggler_reduce(mt_group *world, double my_ms) {
   const int n = mt_group_size(world);
   double *all = mt_xmalloc((size_t)n * sizeof(double));

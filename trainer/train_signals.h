@@ -89,6 +89,12 @@ mt_straggler mt_straggler_reduce(mt_group *world, double my_ms);
  * seconds slept (0 on every other rank). */
 double mt_straggler_failpoint(int rank);
 
+/* Fault injection for the test of a signal during a save: with
+ * MEGATRAIN_FAILPOINT holding signal_in_save:N, world rank 0 raises its own
+ * exit signal right before the save of iteration N starts (the handler
+ * records it, the save proceeds with the flag set). No-op otherwise. */
+void mt_exit_failpoint_in_save(const mt_exit_watch *w, int rank, int64_t iteration);
+
 /* The boundary check of the training loop (trainer/train.c), after the
  * iteration's regular save: mt_exit_check over t->world; when the ranks agree
  * to stop, save (when checkpoint.save is set and `saved` is 0: this

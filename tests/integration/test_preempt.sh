@@ -6,6 +6,8 @@
 #    resuming continues bitwise equal to an uninterrupted run;
 #  - SIGUSR1 to a single process: the same;
 #  - exit_duration_in_mins: saves and exits 0 with its own line;
+#  - SIGTERM during a save (failpoint signal_in_save:N): the save finishes
+#    and the run exits right after it, saved once;
 #  - exit_signal_handler=false: SIGTERM kills at once (nothing saved);
 #  - a 2-rank run whose rank 1 is slowed (failpoint straggler:1:MS) names
 #    rank 1 as the slowest in the log line and the JSONL.
@@ -82,6 +84,15 @@ grep "> exiting after iteration 1: .* minutes since start-up >= training.exit_du
 # without checkpoint.save: says nothing was saved
 "$MT" --config $CFG --set training.exit_duration_in_mins=0.001 >"$TMP/dur2.log" 2>&1
 grep -q "nothing saved (checkpoint.save is not set)" "$TMP/dur2.log"
+
+# --- a signal during a save: the save finishes, the run ends right after it,
+# without a second save ---
+MEGATRAIN_FAILPOINT=signal_in_save:5 "$MT" --config $CFG --set checkpoint.save_interval=5 \
+  --set checkpoint.save="$TMP/cs" >"$TMP/ins.log" 2>&1 || { echo "signal in save: exit $?"; tail "$TMP/ins.log"; exit 1; }
+grep "> exiting after iteration 5: received SIGTERM on rank 0; checkpoint saved" "$TMP/ins.log"
+[ "$(grep -c "saved checkpoint at iteration" "$TMP/ins.log")" = 1 ] &&
+  [ "$(cat "$TMP/cs/latest_checkpointed_iteration.txt")" = 5 ] ||
+  { echo "signal in save: expected one save, of iteration 5"; grep saved "$TMP/ins.log"; exit 1; }
 
 # --- exit_signal_handler=false: the default disposition (killed, nothing saved) ---
 MEGATRAIN_FAILPOINT=straggler:0:300 "$MT" --config $CFG --set logging.log_interval=1 \
