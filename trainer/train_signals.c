@@ -9,7 +9,6 @@
 
 #include "core/failpoint.h"
 #include "core/util.h"
-#include "trainer/train_internal.h"
 
 /* The one piece of global mutable state: the signal number the handler saw
  * last on this process (0 = none). Written only by on_signal and cleared by
@@ -136,9 +135,8 @@ double mt_straggler_failpoint(int rank) {
   return (double)a[1] / 1e3;
 }
 
-int mt_trainer_exit_boundary(void *trainer, const mt_exit_watch *w, int saved, char *err,
+int mt_trainer_exit_boundary(mt_trainer *t, const mt_exit_watch *w, int saved, char *err,
                              size_t errlen) {
-  mt_trainer *t = trainer;
   const mt_config *c = t->cfg;
   mt_exit_decision d = mt_exit_check(w, t->world, mt_now());
   if (!d.stop) return 0;

@@ -24,6 +24,7 @@
 
 #include "config/config.h"
 #include "parallel/comm.h"
+#include "trainer/train_internal.h"
 
 /* Installed handlers and the previous dispositions to restore. */
 typedef struct {
@@ -104,7 +105,7 @@ void mt_exit_failpoint_in_save(const mt_exit_watch *w, int rank, int64_t iterati
  * "nothing saved (checkpoint.save is not set)"). Collective over the world
  * (and the save's groups). Returns 0 to continue, 1 to stop (exit status 0),
  * -1 with err when the save failed. */
-int mt_trainer_exit_boundary(void *trainer, const mt_exit_watch *w, int saved, char *err,
+int mt_trainer_exit_boundary(mt_trainer *t, const mt_exit_watch *w, int saved, char *err,
                              size_t errlen);
 
 #endif
