@@ -45,7 +45,7 @@ typedef struct {
   double bubble[64];
   double bubble_theory;
   double bubble_slowest;    /* idle/busy of the busiest stage (imbalance excluded) */
-  /* straggler report (logging.log_straggler; has_straggler 0 = absent): the
+  /* straggler report (logging.log_straggler, world size > 1; has_straggler 0 = absent): the
    * slowest and fastest rank's mean forward/backward time per iteration over
    * the log interval, world ranks (JSONL straggler_max_ms / _max_rank /
    * straggler_min_ms / _min_rank) */

@@ -410,7 +410,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       line.tflops_per_device =
           t->flops_per_iter * n_iv / (now - t->t_interval) / t->world_size / 1e12;
       line.eta_s = per_it * (double)(tc->train_iters - it);
-      if (cfg->logging.log_straggler) {
+      if (cfg->logging.log_straggler && t->world_size > 1) {
         /* collective over the world: every rank reaches this line */
         mt_straggler sg = mt_straggler_reduce(t->world, 1e3 * t->busy_s / (double)n_iv);
         rec.has_straggler = line.has_straggler = 1;
