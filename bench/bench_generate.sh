@@ -46,8 +46,10 @@ PROMPT=$(head -c 520 "$SHARED/tinyshakespeare.txt")
 G=(generate --load "$DIR/ckpt" --prompt "$PROMPT" --max-new-tokens "$NEW" --temperature 0)
 run() { # label, command...
   local label=$1; shift
-  local line; line=$("$@" | grep '^generate:')
+  local out; out=$("$@" --print-ids)
+  local line; line=$(grep '^generate:' <<<"$out")
   printf '%-28s %s\n' "$label" "${line#generate: }"
+  grep '^ids:' <<<"$out" >"$DIR/ids.$(tr -c 'a-z0-9' _ <<<"$label")" || true
 }
 echo "# 124M GPT shape, fp32, greedy, $NEW new tokens, $(nproc) cores"
 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run "megatrain 1 proc x 2 thr" ./megatrain "${G[@]}" --num-threads 2
@@ -61,4 +63,6 @@ if /usr/bin/python3 -c 'import torch' 2>/dev/null && [ -f tests/reference/dist_c
     OMP_NUM_THREADS=$t run "pytorch peer, $t thr" \
       /usr/bin/python3 bench/generate_torch.py "$DIR/ckpt" --ids "$ids" --max-new-tokens "$NEW"
   done
+  cmp -s "$DIR"/ids.megatrain_1_proc_x_1_thr* "$DIR"/ids.pytorch_peer__1_thr* &&
+    echo "greedy tokens: PyTorch peer = megatrain" || echo "greedy tokens: PyTorch peer differs"
 fi

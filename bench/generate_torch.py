@@ -26,6 +26,7 @@ def main():
     ap.add_argument("ckpt")
     ap.add_argument("--ids", required=True)
     ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--print-ids", action="store_true")  # always printed (megatrain's flag)
     a = ap.parse_args()
     meta, T = load_checkpoint(a.ckpt)
     m = meta["config"]["model"]

@@ -33,6 +33,7 @@ struct mt_gpt_infer {
   float *logits_f, *gathered; /* [vl], [tp·vl] fp32 device */
   float *host_logits;        /* [tp·vl] host */
   void **cache;              /* [layers] x [max_len, 1, ng, 2, hn] (use_cache) */
+  int32_t *kv_rows;          /* [max_len·ng·2] device: qkv row (of hn) of each cache row (of hn) */
   int64_t sample_id0;        /* the attention descriptor's (unused: no dropout) sample id */
 };
 
@@ -99,6 +100,15 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
   g->gathered = dalloc(g, m->vl * c->tp_size, sizeof(float), W);
   g->host_logits = mt_xmalloc((size_t)(m->vl * c->tp_size) * sizeof(float));
   if (use_cache) {
+    /* cache row (r, q, j) of hn elements (token r, query group q, j = 0 key /
+     * 1 value) is qkv row ((r·ng + q)·(npg + 2) + npg + j) of hn elements */
+    const int64_t nr = R * m->ng * 2;
+    int32_t *idx = mt_xmalloc((size_t)nr * sizeof(int32_t));
+    for (int64_t i = 0; i < nr; i++)
+      idx[i] = (int32_t)(((i / 2) * (g->npg + 2)) + g->npg + (i & 1)); /* i / 2 = r·ng + q */
+    g->kv_rows = dalloc(g, nr, sizeof(int32_t), W);
+    g->be->ops->memcpy_h2d(g->be, g->kv_rows, idx, (size_t)nr * sizeof(int32_t));
+    free(idx);
     g->cache = mt_xcalloc((size_t)m->n_local_layers, sizeof(void *));
     for (int l = 0; l < m->n_local_layers; l++)
       g->cache[l] = dalloc(g, R * m->ng * 2 * m->hn, (size_t)es, MT_MEM_ACT);
@@ -111,7 +121,8 @@ void mt_gpt_infer_destroy(mt_gpt_infer *g) {
   mt_backend *be = g->be;
   void *bufs[] = {g->tok_dev, g->x,       g->ln,     g->tmp,      g->qkv,      g->qkv_lin,
                   g->ctx,     g->fc1,     g->act,    g->mean,     g->rstd,     g->qk_mean,
-                  g->qk_rstd, g->lse,     g->lnf,    g->logits,   g->logits_f, g->gathered};
+                  g->qk_rstd, g->lse,     g->lnf,    g->logits,   g->logits_f, g->gathered,
+                  g->kv_rows};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops->free(be, bufs[i]);
   if (g->cache)
     for (int l = 0; l < g->m->n_local_layers; l++) be->ops->free(be, g->cache[l]);
@@ -140,18 +151,13 @@ static mt_tp_ctx tp_ctx(const mt_gpt_infer *g, int64_t rows) {
 }
 
 /* Copy the key and value heads of qkv rows [0, rows) into the cache of local
- * layer li at positions pos0 ..: per row and query group its K head and V
- * head are adjacent (2·hn elements) in both layouts. */
+ * layer li at positions pos0 ..: one row gather of hn-element rows (per
+ * token and query group its K head and V head, adjacent in both layouts). */
 static void cache_append(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   const mt_gpt *m = g->m;
-  const int64_t ng = m->ng, hn = m->hn, npg = g->npg;
-  char *dst = (char *)g->cache[li];
-  const char *src = (const char *)g->qkv;
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t q = 0; q < ng; q++)
-      g->be->ops->memcpy_d2d(g->be, dst + (((pos0 + r) * ng + q) * 2 * hn) * g->es,
-                             src + (((r * ng + q) * (npg + 2) + npg) * hn) * g->es,
-                             (size_t)(2 * hn) * g->es);
+  const int64_t per_tok = (int64_t)m->ng * 2; /* cache rows of hn per token */
+  char *dst = (char *)g->cache[li] + (size_t)(pos0 * per_tok * m->hn) * g->es;
+  g->be->ops->moe_gather_rows(g->be, dst, g->qkv, g->kv_rows, rows * per_tok, m->hn);
 }
 
 /* Core attention of global layer l over this rank's heads: the new rows'

@@ -4,6 +4,7 @@
  * parameters, tokenise the prompt with the GPT-2 BPE, decode with a KV cache
  * (model/gpt_infer.h), sample (trainer/sampling.h) and print the text and
  * the speed. Rank 0 prints; every rank runs the model. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,18 @@ static int parse(int argc, char **argv, gen_args *a) {
     } else if (!strcmp(k, "--num-threads")) {
       if ((rc = num_arg(argc, argv, i++, 0, 4096, &v))) return rc;
       a->threads = (int)v;
-    } else if (!strcmp(k, "--seed")) {
-      if ((rc = num_arg(argc, argv, i++, 0, 18446744073709551615.0, &v))) return rc;
-      a->s.seed = (uint64_t)v;
+    } else if (!strcmp(k, "--seed")) { /* any uint64, exactly */
+      if (i + 1 >= argc) return usage_error("a value is needed after", k);
+      char *end;
+      errno = 0;
+      unsigned long long sv = strtoull(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end || errno || argv[i + 1][0] == '-') {
+        fprintf(stderr, "megatrain generate: error: --seed '%s': expected an integer in [0, 2^64)\n",
+                argv[i + 1]);
+        return 2;
+      }
+      a->s.seed = (uint64_t)sv;
+      i++;
     } else {
       return usage_error("unknown argument", k);
     }
@@ -218,6 +228,7 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   mt_gpt_config gc = mt_trainer_model_config(c, r->ps);
   gc.skip_init = 1; /* every parameter comes from the checkpoint */
   r->model = mt_gpt_create(r->be, &gc);
+  mt_gpt_release_flat_buffers(r->model, 0, 1); /* no gradients in inference */
   mt_dckpt_view *v = NULL;
   int n = 0;
   mt_ckpt_model_param_views(r->model, c->model.vocab_size, 0, 0, &v, &n);

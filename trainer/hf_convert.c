@@ -110,6 +110,7 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
   mt_st_tensor *t = NULL;
   void **bufs = NULL;
   float *cur = NULL;
+  char *used = NULL;
   char tmp[2048] = "", path[2100];
   int o = mt_dckpt_open(load_dir, -1, &ck, err, errlen);
   if (o == 1)
@@ -138,7 +139,7 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
   n_e = mt_hf_entries(&m, &e);
   t = mt_xcalloc((size_t)n_e, sizeof *t);
   bufs = mt_xcalloc((size_t)n_e, sizeof *bufs);
-  char *used = mt_xcalloc((size_t)mt_dckpt_n_tensors(ck) + 1, 1);
+  used = mt_xcalloc((size_t)mt_dckpt_n_tensors(ck) + 1, 1);
   for (int i = 0; i < n_e; i++) {
     if (i == 0 || strcmp(e[i].mt, e[i - 1].mt)) { /* a new megatrain tensor */
       free(cur);
@@ -148,7 +149,6 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
         snprintf(err, errlen, "checkpoint '%s' has no tensor '%s' (the model of its config, %s "
                  "naming, has it with shape [%lld, %lld])", mt_dckpt_dir(ck), e[i].mt,
                  mt_hf_family_name(m.family), (long long)e[i].mt_rows, (long long)e[i].mt_cols);
-        free(used);
         goto out;
       }
       int64_t r, c;
@@ -158,7 +158,6 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
         snprintf(err, errlen, "checkpoint tensor '%s' is [%lld, %lld] but the model of its saved "
                  "config has [%lld, %lld]", e[i].mt, (long long)r, (long long)c,
                  (long long)e[i].mt_rows, (long long)e[i].mt_cols);
-        free(used);
         goto out;
       }
       used[k] = 1;
@@ -167,7 +166,6 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
       int km = mt_dckpt_find(ck, master);
       cur = mt_dckpt_read_tensor(ck, km >= 0 ? master : e[i].mt, MT_F32, err, errlen);
       if (!cur) {
-        free(used);
         goto out;
       }
     }
@@ -195,11 +193,9 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
     if (!used[k] && strncmp(nm, "optimizer.", 10)) {
       snprintf(err, errlen, "checkpoint tensor '%s' has no place in the %s naming (the export "
                "would drop it)", nm, mt_hf_family_name(m.family));
-      free(used);
       goto out;
     }
   }
-  free(used);
   /* write into a sibling temporary directory, renamed at the end */
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out_dir, (long)getpid());
   if (mt_mkdirs(tmp)) {
@@ -230,6 +226,7 @@ out:
   if (tmp[0]) remove_dir(tmp);
   for (int i = 0; bufs && i < n_e; i++) free(bufs[i]);
   free(bufs);
+  free(used);
   free(t);
   free(e);
   free(cur);

@@ -29,7 +29,10 @@ static void say(const mt_trainer *t, const char *fmt, ...) {
   fflush(stdout);
 }
 
+/* Print this rank's error; an empty message means another rank prints the
+ * one every rank agreed on (checkpoint loading). */
 static void rank_error(const mt_trainer *t, const char *msg) {
+  if (!msg[0]) return;
   fprintf(stderr, "[rank %d] megatrain: error: %s\n", t->rank, msg);
   fflush(stderr);
 }

@@ -264,9 +264,9 @@ static int load_dist(mt_trainer *t, mt_dckpt *c, int finetune, char *err, size_t
   return 0;
 }
 
-int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
+static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen) {
   const mt_config *cfg = t->cfg;
-  err[0] = '\0';
+  *agreed = 1;
   if (!cfg->checkpoint.load[0]) {
     if (cfg->checkpoint.save[0] && t->rank == 0) {
       int64_t old = mt_dckpt_latest(cfg->checkpoint.save);
@@ -298,7 +298,10 @@ int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
       if (c) mt_dckpt_close(c);
       return -1;
     }
-    if (load_legacy(t, &st, err, errlen) != 0) return -1;
+    if (load_legacy(t, &st, err, errlen) != 0) {
+      *agreed = 0; /* each rank names what it found */
+      return -1;
+    }
     step = t->zero ? t->zero->step : t->opt.step;
   } else {
     if (load_dist(t, c, finetune, err, errlen) != 0) {
@@ -342,4 +345,13 @@ int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
     fflush(stdout);
   }
   return 0;
+}
+
+int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen) {
+  err[0] = '\0';
+  int agreed = 1;
+  int rc = load_checkpoint(t, &agreed, err, errlen);
+  /* every rank holds the same message: rank 0 prints it (train.c) */
+  if (rc != 0 && agreed && t->rank != 0) err[0] = '\0';
+  return rc;
 }

@@ -175,15 +175,23 @@ void mt_trainer_zero_full_params_host(mt_trainer *t, void *host);
 void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_bytes);
 
 /* Checkpoint glue (trainer/train_checkpoint.c). Load: when checkpoint.load
- * is set, read it into the model and optimizer (ZeRO shards too) and
- * restore iteration and sample counters; refuse another training.seed.
- * When only checkpoint.save is set and already holds a checkpoint, warn on
- * rank 0. Collective over the world (and dp for ZeRO-1/2's parameter
- * all-gather). Returns 0, or -1 with a message. */
+ * is set, fill this rank's model, optimizer state (ZeRO shards too) and MoE
+ * buffers from the layout-free checkpoint, whatever layout wrote it
+ * (trainer/ckpt_views.h), and restore iteration, sample counters and Adam
+ * step; training.finetune loads the weights only and starts afresh. A
+ * checkpoint of the previous per-layout format loads under the layout that
+ * wrote it. Refuses another model shape, a damaged checkpoint, another
+ * training.seed. When only checkpoint.save is set and already holds a
+ * checkpoint, warns on rank 0. Collective over the world (and dp for
+ * ZeRO-1/2's parameter all-gather). Returns 0, or -1 with a message; when
+ * all ranks agreed on the error only rank 0's err holds it (others are
+ * empty, so the message is printed once). */
 int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen);
-/* Save a checkpoint of the current state to checkpoint.save (data-parallel
- * rank 0 writes the model-parallel files, ZeRO ranks their shards).
- * Collective over the world. Returns 0, or -1 with a message. */
+/* Save the layout-free checkpoint of the current state to checkpoint.save
+ * (each rank writes its own pieces: data-parallel rank 0 its boxes, ZeRO
+ * ranks the sub-ranges they own; trainer/ckpt_views.h); rank 0 prints
+ * "saved checkpoint at iteration N to DIR in X s (Y MiB)". Collective over
+ * the world. Returns 0, or -1 with a message. */
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);
 
 #endif

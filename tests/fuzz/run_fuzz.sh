@@ -16,8 +16,8 @@ echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)
 "$CLANG" -fsanitize=fuzzer "$B/probe.c" -o "$B/probe" 2>/dev/null || { echo "SKIP: clang has no libFuzzer"; exit 77; }
 FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 SRC="data/indexed_dataset.c data/gpt_index.c data/data_util.c data/bpe.c data/jsonl.c core/util.c core/rng.c core/hash.c core/fileio.c"
-"$CLANG" $FLAGS tests/fuzz/fuzz_mmidx.c $SRC -o "$B/fuzz_mmidx" -lcjson -lpcre2-8 -lz -lm || exit 1
-"$CLANG" $FLAGS tests/fuzz/fuzz_jsonl.c $SRC -o "$B/fuzz_jsonl" -lcjson -lpcre2-8 -lz -lm || exit 1
+"$CLANG" $FLAGS tests/fuzz/fuzz_mmidx.c $SRC -o "$B/fuzz_mmidx" -lcjson -lpcre2-8 -ldeflate -lz -lm || exit 1
+"$CLANG" $FLAGS tests/fuzz/fuzz_jsonl.c $SRC -o "$B/fuzz_jsonl" -lcjson -lpcre2-8 -ldeflate -lz -lm || exit 1
 # seed corpora: a real index (first byte = .bin size / 64) and JSON lines
 mkdir -p "$B/corpus_mmidx" "$B/corpus_jsonl"
 /usr/bin/python3 - "$B/corpus_mmidx/seed1" <<'PY'

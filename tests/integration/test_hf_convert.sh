@@ -14,7 +14,9 @@
 #    model no naming expresses (interleaved RoPE) is refused by the export;
 #    an output directory that is not empty is refused (exit 2).
 #  - fine-tuning from the imported GPT-2 checkpoint (training.finetune) under
-#    tp=2 equals the same fine-tuning in one process within 1e-5.
+#    tp=2, and under pp=2 (tied embedding on both stages), equals the same
+#    fine-tuning in one process within 1e-5, and starts from the imported
+#    weights (its first loss is not a fresh start's).
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY has no torch"; exit 77; }
@@ -73,10 +75,10 @@ for fam in gpt2 llama gpt2_untied llama_bias_tied qwen3 llama_tp2; do
     par="--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true"
   fi
   # shellcheck disable=SC2086
-  $launch "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=10 \
+  $launch "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=6 \
     --set training.eval_interval=0 $par >"$TMP/train_$fam.log" 2>&1 || true
   if grep -qs megatrain-dist-v2 "$ck"/iter_*/metadata.json; then
-    what="trained 10 iterations"; trained=1
+    what="trained 6 iterations"; trained=1
   else
     rm -rf "$ck"; $TOOL init $TMP/$fam.json "$ck"; what="initialised"; trained=0
   fi
@@ -91,14 +93,7 @@ for fam in gpt2 llama gpt2_untied llama_bias_tied qwen3 llama_tp2; do
   "$MT" convert --to hf --load "$ck" --output $TMP/sh_$fam --max-shard-size 50KB 2>/dev/null
   [ -f $TMP/sh_$fam/model.safetensors.index.json ] && [ ! -f $TMP/sh_$fam/model.safetensors ]
   n=$(ls $TMP/sh_$fam/model-*-of-*.safetensors | wc -l)
-  $PY tests/reference/hf_forward.py dump $TMP/hf_$fam $TMP/one.npz
-  $PY tests/reference/hf_forward.py dump $TMP/sh_$fam $TMP/sh.npz
-  $PY -c 'import numpy as np, sys
-a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
-assert sorted(a.files) == sorted(b.files), "tensor names differ"
-for k in a.files: assert a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes(), k
-print("sharded export (%s files): %d tensors equal the single file bit for bit" % (sys.argv[3], len(a.files)))' \
-    $TMP/one.npz $TMP/sh.npz "$n"
+  echo "sharded export ($n files) vs single file: $($PY tests/reference/hf_forward.py same $TMP/hf_$fam $TMP/sh_$fam)"
   "$MT" convert --from hf --input $TMP/sh_$fam --output $TMP/rts_$fam --config $TMP/$fam.json 2>/dev/null
   $TOOL same "$ck" $TMP/rts_$fam >/dev/null
   echo "sharded import: bitwise equal to the checkpoint"
@@ -110,12 +105,27 @@ print("sharded export (%s files): %d tensors equal the single file bit for bit" 
   relcheck "$fam bf16 export (rounding only)" "$a" "$b16" 1e-2
 done
 
+HF_GPT2=$TMP/hf_gpt2
 # names without "transformer." (the hub's gpt2 files, saved from GPT2Model)
 mkdir -p $TMP/bare; cp $TMP/hf_gpt2/config.json $TMP/bare/
 $PY tests/reference/st_edit.py strip $TMP/hf_gpt2/model.safetensors $TMP/bare/model.safetensors transformer.
 "$MT" convert --from hf --input $TMP/bare --output $TMP/rt_bare --config $TMP/gpt2.json 2>/dev/null
 $TOOL same $TMP/ck_gpt2 $TMP/rt_bare >/dev/null
 echo "GPT-2 names without 'transformer.': imported bitwise equal"
+
+# F16 input: imported exactly (an fp32 export of the import equals numpy's
+# float16 -> float32 of the same values, subnormals included)
+mkdir -p $TMP/f16; cp $TMP/hf_llama/config.json $TMP/f16/
+$PY tests/reference/st_edit.py f16 $TMP/hf_llama/model.safetensors $TMP/f16/model.safetensors
+"$MT" convert --from hf --input $TMP/f16 --output $TMP/ck_f16 --config $TMP/llama.json 2>/dev/null
+"$MT" convert --to hf --load $TMP/ck_f16 --output $TMP/hf_f16 2>/dev/null
+echo "F16 import, exported again: $($PY tests/reference/hf_forward.py same $TMP/f16 $TMP/hf_f16)"
+# a tied model's file that keeps lm_head: accepted when equal to the embedding
+mkdir -p $TMP/tied; cp $HF_GPT2/config.json $TMP/tied/
+$PY tests/reference/st_edit.py copy $HF_GPT2/model.safetensors $TMP/tied/model.safetensors transformer.wte.weight
+"$MT" convert --from hf --input $TMP/tied --output $TMP/rt_tied --config $TMP/gpt2.json 2>/dev/null
+$TOOL same $TMP/ck_gpt2 $TMP/rt_tied >/dev/null
+echo "tied GPT-2 with an lm_head equal to wte: imported bitwise equal"
 
 # ---- bad input: one message, exit 1, no output directory
 HF=$TMP/hf_gpt2
@@ -143,6 +153,7 @@ badhf dtype dtype transformer.h.1.mlp.c_fc.weight 'unknown dtype "F31"'
 badhf missing missing transformer.h.1.attn.c_proj.weight "tensor 'transformer.h.1.attn.c_proj.weight' is missing"
 badhf shape transpose transformer.h.0.attn.c_attn.weight "is \[192, 64\] but config .* needs \[64, 192\]"
 badhf extra extra transformer.h.0.attn.rotary "has no place in the model"
+badhf headdiff copy- transformer.wte.weight "'lm_head.weight' .* differs from the word embedding"
 mkdir -p $TMP/in_cfg; cp $HF/model.safetensors $TMP/in_cfg/
 sed 's/"n_head":[[:space:]]*4/"n_head": 8/' $HF/config.json > $TMP/in_cfg/config.json
 bad cfg '"n_head" is 8 but the config gives 4' --from hf --input $TMP/in_cfg --output $TMP/out_cfg --config $TMP/gpt2.json
@@ -169,6 +180,9 @@ ft() { # ft NAME NP [--set ...]
 ft one 1
 ft tp2 2 --set parallel.tensor_model_parallel_size=2
 compare_metrics $TMP/ft_tp2.jsonl $TMP/ft_one.jsonl 1e-5
+# pp=2: the tied embedding's last-stage copy is loaded from the import too
+ft pp2 2 --set parallel.pipeline_model_parallel_size=2
+compare_metrics $TMP/ft_pp2.jsonl $TMP/ft_one.jsonl 1e-5
 grep -m1 -i "finetune\|fine-tun" $TMP/ft_one.log || true
 # the imported weights were used: the first loss is not that of a fresh start
 "$MT" --config $TMP/gpt2.json --set training.train_iters=6 --set training.eval_interval=0 \

@@ -51,6 +51,8 @@ resume_b "tp=2+SP -> tp=4+SP" tp2sp 4 --set $TP=4 --set $SP=true
 resume_b "tp=2+SP -> cp=2 dp=2 ZeRO-1" tp2sp 4 --set parallel.context_parallel_size=2 --set $Z=1
 train_a one 1
 resume_b "1 process -> tp=2 pp=2 dp=2 ZeRO-1" one 8 --set $TP=2 --set $SP=true --set $PP=2 --set $Z=1
+train_a pp2z1 4 --set $PP=2 --set $Z=1
+resume_b "pp=2 dp=2 ZeRO-1 (tied copy) -> tp=2+SP" pp2z1 2 --set $TP=2 --set $SP=true
 train_a vocab128 1 --set model.make_vocab_size_divisible_by=128
 resume_b "tp=1 vocab/128 -> tp=4 vocab/1" vocab128 4 --set $TP=4 --set model.make_vocab_size_divisible_by=1
 MODEL=(--set model.num_layers=8)

@@ -13,8 +13,10 @@ Usage:
   hf_forward.py loss HF_DIR TOKENS_FILE SEQ
       mean next-token cross-entropy (nats) over TOKENS_FILE: int32 samples of
       SEQ + 1 tokens (inputs [:SEQ], targets [1:]); prints "%.12e".
-  hf_forward.py dump HF_DIR OUT.npz
-      every tensor as float32 (bf16 / f16 widened), for bitwise checks.
+  hf_forward.py same HF_DIR_A HF_DIR_B
+      the two directories hold the same tensor names, shapes and float32
+      values bit for bit (bf16 / f16 widened); exit 1 naming the first
+      difference.
   hf_forward.py selftest
       the reader against hand-made files, and GQA/RoPE against per-head loops.
 """
@@ -201,8 +203,17 @@ def selftest():
 def main():
     if sys.argv[1] == "loss":
         print("%.12e" % loss(sys.argv[2], sys.argv[3], int(sys.argv[4])))
-    elif sys.argv[1] == "dump":
-        np.savez(sys.argv[3], **{k: v.astype(np.float32) for k, v in read_dir(sys.argv[2]).items()})
+    elif sys.argv[1] == "same":
+        a, b = read_dir(sys.argv[2]), read_dir(sys.argv[3])
+        if sorted(a) != sorted(b):
+            sys.exit("tensor names differ: %s" % sorted(set(a) ^ set(b))[:5])
+        sub = 0
+        for k in a:
+            x, y = a[k].astype(np.float32), b[k].astype(np.float32)
+            if x.shape != y.shape or x.tobytes() != y.tobytes():
+                sys.exit("tensor %s differs" % k)
+            sub += int(((x != 0) & (abs(x) < 6.104e-5)).sum())
+        print("%d tensors bitwise equal (%d values below fp16's smallest normal)" % (len(a), sub))
     elif sys.argv[1] == "selftest":
         selftest()
     else:

@@ -11,6 +11,9 @@
     transpose  TENSOR's shape reversed (same bytes)
     extra      a tensor "TENSOR" of 2 floats added
     strip      the prefix TENSOR removed from every name (GPT2Model's names)
+    f16        every F32 tensor stored as F16 (round to nearest, numpy)
+    copy       a tensor "lm_head.weight" equal to TENSOR added (tied models'
+               files that keep the head); "copy-" adds it with one value changed
 """
 import json
 import struct
@@ -29,8 +32,9 @@ def save(p, h, data):
     open(p, "wb").write(struct.pack("<Q", len(hb)) + hb + data)
 
 
-def rebuild(h, data, drop=None, add=None):
-    """the same tensors with fresh contiguous offsets"""
+def rebuild(h, data, drop=None, add=None, conv=None):
+    """the same tensors with fresh contiguous offsets; conv(entry, bytes) ->
+    (entry, bytes) may change a tensor"""
     out, buf = {}, b""
     for k, e in h.items():
         if k == "__metadata__":
@@ -39,8 +43,9 @@ def rebuild(h, data, drop=None, add=None):
         if k == drop:
             continue
         b, en = e["data_offsets"]
-        out[k] = dict(e, data_offsets=[len(buf), len(buf) + en - b])
-        buf += data[b:en]
+        e2, raw = conv(e, data[b:en]) if conv else (e, data[b:en])
+        out[k] = dict(e2, data_offsets=[len(buf), len(buf) + len(raw)])
+        buf += raw
     if add:
         out[add] = {"dtype": "F32", "shape": [2], "data_offsets": [len(buf), len(buf) + 8]}
         buf += struct.pack("<2f", 1, 2)
@@ -70,6 +75,21 @@ def main():
         h[t]["shape"] = h[t]["shape"][::-1]
     elif mode == "extra":
         h, data = rebuild(h, data, add=t)
+    elif mode == "f16":
+        import numpy as np
+
+        def f16(e, raw):
+            if e["dtype"] != "F32":
+                return e, raw
+            return dict(e, dtype="F16"), np.frombuffer(raw, "<f4").astype("<f2").tobytes()
+        h, data = rebuild(h, data, conv=f16)
+    elif mode in ("copy", "copy-"):
+        b, en = h[t]["data_offsets"]
+        raw = bytearray(data[b:en])
+        if mode == "copy-":
+            raw[0] ^= 1
+        h["lm_head.weight"] = dict(h[t], data_offsets=[len(data), len(data) + len(raw)])
+        data = data + bytes(raw)
     elif mode == "strip":
         h = {k[len(t):] if k.startswith(t) else k: e for k, e in h.items()}
     else:
