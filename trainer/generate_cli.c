@@ -172,9 +172,10 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
              mt_dckpt_dir(r->ck));
     return 1;
   }
-  char tp[64];
+  char tp[64], etp[64];
   snprintf(tp, sizeof tp, "parallel.tensor_model_parallel_size=%d", r->world_size);
-  const char *sets[] = {tp,
+  snprintf(etp, sizeof etp, "parallel.expert_tensor_parallel_size=%d", r->world_size);
+  const char *sets[] = {tp, etp,
                         "parallel.pipeline_model_parallel_size=1",
                         "parallel.virtual_pipeline_model_parallel_size=1",
                         "parallel.num_layers_in_first_pipeline_stage=0",
