@@ -14,6 +14,7 @@
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_async.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
@@ -312,6 +313,8 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     return 1;
   }
   print_summary(t);
+  if (cfg->checkpoint.save[0] && cfg->checkpoint.async_save)
+    t->ckpt_async = mt_ckpt_async_create();
   /* peaks from here on are the training loop's (not set-up transients such
    * as ZeRO-2/3's full flat buffers before they are sharded) */
   mt_mem_reset_peak(&t->be->mem);
@@ -411,6 +414,12 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       t->t_interval += mt_now() - now; /* keep evaluation out of the throughput figures */
     }
     if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);
+    /* publish a finished asynchronous save (Megatron's async finalize) */
+    if (t->ckpt_async && mt_trainer_save_poll(t, 0, err, sizeof err) != 0) {
+      rank_error(t, err);
+      status = 1;
+      break;
+    }
     int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
@@ -427,6 +436,11 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
           (long long)tc->exit_interval);
       break;
     }
+  }
+  /* every exit path waits for (and publishes) the last asynchronous save */
+  if (t->ckpt_async && mt_trainer_save_poll(t, 1, err, sizeof err) != 0) {
+    rank_error(t, err);
+    status = 1;
   }
   if (status == 0) report_peaks(t);
   const int n_dp_cp = mt_group_size(t->dp_group);
