@@ -147,7 +147,8 @@ void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_r
 void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                        mt_dtype t, mt_redop op) {
   check_count(g, count_per_rank, "reduce-scatter");
-  mt_wd_op_begin(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
+  mt_wd_op_begin(g, MT_COLL_REDUCE_SCATTER,
+                 count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->reduce_scatter(g, send, recv, count_per_rank, t, op);
   mt_wd_op_end(g);
   record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t);
@@ -247,7 +248,8 @@ void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)s_end * es, recv, (size_t)r_end * es, "all-to-allv");
   mt_wd_op_begin(g, MT_COLL_ALLTOALLV, total * (int64_t)mt_dtype_size(t), -1);
-  engine_for(g, send)->alltoallv(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+  engine_for(g, send)->alltoallv(g, send, send_counts, send_displs, recv, recv_counts,
+                                 recv_displs, t);
   mt_wd_op_end(g);
   record(g, MT_COLL_ALLTOALLV, total, t);
 }
