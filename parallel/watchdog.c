@@ -1,10 +1,12 @@
 /* parallel/watchdog.c — per-operation deadlines and the hang report (see
  * watchdog.h and docs/communication.md "Hang diagnosis"). */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,7 +56,12 @@ struct mt_watchdog {
   _Atomic int64_t timeout_ns;  /* 0 = off */
   _Atomic int stop;
   int thread_running;
+  /* heartbeat files (MEGATRAIN_HEARTBEAT_DIR): this rank's record copied by
+   * the watchdog thread every period, read for ranks outside the window */
+  char hb_prefix[512];         /* "DIR/megatrain-<run id>-rank", "" = off */
+  int hb_fd;
   pthread_t thread;
+  wd_record peer_copy;         /* a heartbeat file read by the report (its thread) */
 };
 
 static int64_t now_ns(void) {
@@ -81,7 +88,8 @@ mt_watchdog *mt_wd_create(mt_dist *d) {
   int *wr = mt_xmalloc(sizeof(int) * (size_t)nsize);
   MT_MPI_CHECK(MPI_Allgather(&d->rank, 1, MPI_INT, wr, 1, MPI_INT, w->node));
   void *base = NULL;
-  int rc = MPI_Win_allocate_shared((MPI_Aint)sizeof(wd_record), 1, MPI_INFO_NULL, w->node, &base,
+  const char *shm = getenv("MEGATRAIN_WATCHDOG_SHM"); /* "0": test of the files */
+  int rc = shm && !strcmp(shm, "0") ? MPI_ERR_OTHER : MPI_Win_allocate_shared((MPI_Aint)sizeof(wd_record), 1, MPI_INFO_NULL, w->node, &base,
                                    &w->win);
   int ok = rc == MPI_SUCCESS, all_ok = 0;
   MT_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, w->node));
@@ -105,6 +113,19 @@ mt_watchdog *mt_wd_create(mt_dist *d) {
   atomic_store_explicit(&w->own->last_slot, -1, memory_order_relaxed);
   w->peer[d->rank] = w->own;
   free(wr);
+  w->hb_fd = -1;
+  const char *dir = getenv("MEGATRAIN_HEARTBEAT_DIR");
+  if (dir && *dir) {
+    long long id[2] = {(long long)getpid(), (long long)time(NULL)}; /* rank 0's: the run id */
+    MT_MPI_CHECK(MPI_Bcast(id, 2, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
+    snprintf(w->hb_prefix, sizeof w->hb_prefix, "%s/megatrain-%lld-%lld-rank", dir, id[0], id[1]);
+    char path[600];
+    snprintf(path, sizeof path, "%s%d", w->hb_prefix, d->rank);
+    w->hb_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (w->hb_fd < 0)
+      mt_fatal("MEGATRAIN_HEARTBEAT_DIR: cannot create the heartbeat file %s: %s", path,
+               strerror(errno));
+  }
   MT_MPI_CHECK(MPI_Barrier(w->node)); /* every record initialised before use */
   return w;
 }
@@ -116,6 +137,12 @@ void mt_wd_destroy(mt_watchdog *w) {
     pthread_join(w->thread, NULL);
   }
   for (int i = 0; i < WD_SLOTS; i++) free(w->local[i].world_ranks);
+  if (w->hb_fd >= 0) {
+    char path[600];
+    snprintf(path, sizeof path, "%s%d", w->hb_prefix, w->d->rank);
+    close(w->hb_fd);
+    unlink(path);
+  }
   if (w->have_win) MPI_Win_free(&w->win);
   else free(w->own);
   MPI_Comm_free(&w->node);
@@ -179,12 +206,28 @@ void mt_wd_set_micro_batch(mt_watchdog *w, int micro_batch) {
   atomic_store_explicit(&w->own->micro_batch, micro_batch, memory_order_relaxed);
 }
 
+/* The record of world rank wr: the shared window on this node, else its
+ * heartbeat file read into w->peer_copy, else NULL (unknown). */
+static const wd_record *peer_record(mt_watchdog *w, int wr) {
+  wd_record *tmp = &w->peer_copy;
+  if (w->peer[wr]) return w->peer[wr];
+  if (!w->hb_prefix[0]) return NULL;
+  char path[600];
+  snprintf(path, sizeof path, "%s%d", w->hb_prefix, wr);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  ssize_t n = pread(fd, tmp, sizeof *tmp, 0);
+  close(fd);
+  return n == (ssize_t)sizeof *tmp ? tmp : NULL;
+}
+
 /* "last seen in all-gather on dp group at iteration 3, op #57" for world
  * rank wr, or why it cannot be told. */
-static void describe_peer(const mt_watchdog *w, int wr, char *buf, size_t n) {
-  const wd_record *r = w->peer[wr];
+static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n) {
+  const wd_record *r = peer_record(w, wr);
   if (!r) {
-    snprintf(buf, n, "state unknown: on another node");
+    snprintf(buf, n, "state unknown: on another node%s",
+             w->hb_prefix[0] ? ", no heartbeat file" : " (set MEGATRAIN_HEARTBEAT_DIR)");
     return;
   }
   int ls = atomic_load_explicit(&r->last_slot, memory_order_relaxed);
@@ -229,7 +272,7 @@ static void expire(mt_watchdog *w, int slot, double waited_min) {
     int behind = 0;
     for (int i = 0; i < l->n && p < sizeof msg; i++) {
       int wr = l->world_ranks[i];
-      const wd_record *r = w->peer[wr];
+      const wd_record *r = peer_record(w, wr);
       if (wr == w->d->rank) continue;
       if (r && atomic_load_explicit(&r->slot[slot].ops, memory_order_relaxed) >= my_ops) continue;
       describe_peer(w, wr, who, sizeof who);
@@ -261,6 +304,9 @@ static void *watch(void *arg) {
     if (period < 20000000) period = 20000000;
     struct timespec ts = {(time_t)(period / 1000000000), (long)(period % 1000000000)};
     nanosleep(&ts, NULL);
+    if (w->hb_fd >= 0 && pwrite(w->hb_fd, w->own, sizeof *w->own, 0) < 0) {
+      /* a heartbeat that cannot be written only weakens a later report */
+    }
     if (to <= 0) continue;
     int64_t t = now_ns();
     for (int i = 0; i < WD_SLOTS && i < w->next_slot; i++) {

@@ -7,6 +7,8 @@
 #     reached a collective of a group that contains it;
 #  2. pipeline p2p: 2 ranks pp=2, rank 1 frozen: rank 0's report names the
 #     receive it waits in and its peer, rank 1;
+#  2b. case 1 with the shared window off and MEGATRAIN_HEARTBEAT_DIR set:
+#     the report reads rank 2's state from its heartbeat file;
 #  3. a normal 4-rank run with a 0.02-minute deadline is not aborted (the
 #     deadline is per operation, not per run);
 #  4. case 1 under srun --mpi=pmix with the local Slurm (skipped when Slurm
@@ -51,6 +53,16 @@ check_ended "mpirun pp2, rank 1 frozen" "$TMP/pp.log" "$rc" "$dt"
 PP_RE='rank 0: wait for a (receive|send) on pp group \[0, 1\] .*iteration 3, .*its peer is rank 1 \(last seen in '
 grep -Eq "$PP_RE" "$TMP/pp.log" || { echo "no report naming the pp peer"; tail -20 "$TMP/pp.log"; exit 1; }
 grep -E -m1 "$PP_RE" "$TMP/pp.log" | sed 's/^.*megatrain: error/  megatrain: error/'
+
+# 2b. case 1 with the peers read from heartbeat files (as across nodes):
+#     MEGATRAIN_WATCHDOG_SHM=0 turns the node's shared window off
+mkdir -p "$TMP/hb"
+read -r rc dt < <(MEGATRAIN_FAILPOINT=freeze:2:3 run_frozen "$TMP/hb.log" $MPI -np 4 \
+  -x MEGATRAIN_WATCHDOG_SHM=0 -x MEGATRAIN_HEARTBEAT_DIR="$TMP/hb" "$MT" $ARGS \
+  --set parallel.tensor_model_parallel_size=2)
+check_ended "mpirun tp2 dp2, rank 2 frozen, heartbeat files" "$TMP/hb.log" "$rc" "$dt"
+grep -Eq "$REPORT_RANK2" "$TMP/hb.log" || { echo "heartbeat files: no report naming rank 2"; tail -20 "$TMP/hb.log"; exit 1; }
+grep -E -m1 "$REPORT_RANK2" "$TMP/hb.log" | sed 's/^.*megatrain: error/  megatrain: error/'
 
 # 3. no freeze, a short deadline: the run completes
 $MPI -np 4 "$MT" --config $CFG --set training.train_iters=6 --set training.eval_interval=0 \
