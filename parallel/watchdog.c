@@ -73,7 +73,8 @@ static int64_t now_ns(void) {
 static const char *kind_name(int k) {
   static const char *const n[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
                                   "all-to-allv", "broadcast", "send/recv", "barrier",
-                                  "wait for a send", "wait for a receive", "agreement check"};
+                                  "wait for a send", "wait for a receive", "agreement check",
+                                  "group creation"};
   return k >= 0 && k < (int)(sizeof n / sizeof n[0]) ? n[k] : "operation";
 }
 

@@ -26,6 +26,7 @@
 #define MT_WD_WAIT_SEND (MT_COLL_N + 0) /* mt_wait on an isend */
 #define MT_WD_WAIT_RECV (MT_COLL_N + 1) /* mt_wait on an irecv */
 #define MT_WD_AGREE (MT_COLL_N + 2)     /* mt_dist_check_agree */
+#define MT_WD_CREATE (MT_COLL_N + 3)    /* mt_group_create (on the world's slot) */
 
 typedef struct mt_watchdog mt_watchdog;
 
