@@ -90,8 +90,10 @@ mt_watchdog *mt_wd_create(mt_dist *d) {
   MT_MPI_CHECK(MPI_Allgather(&d->rank, 1, MPI_INT, wr, 1, MPI_INT, w->node));
   void *base = NULL;
   const char *shm = getenv("MEGATRAIN_WATCHDOG_SHM"); /* "0": test of the files */
-  int rc = shm && !strcmp(shm, "0") ? MPI_ERR_OTHER : MPI_Win_allocate_shared((MPI_Aint)sizeof(wd_record), 1, MPI_INFO_NULL, w->node, &base,
-                                   &w->win);
+  int rc = shm && !strcmp(shm, "0")
+               ? MPI_ERR_OTHER
+               : MPI_Win_allocate_shared((MPI_Aint)sizeof(wd_record), 1, MPI_INFO_NULL, w->node,
+                                         &base, &w->win);
   int ok = rc == MPI_SUCCESS, all_ok = 0;
   MT_MPI_CHECK(MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, w->node));
   if (all_ok) {
@@ -125,6 +127,9 @@ mt_watchdog *mt_wd_create(mt_dist *d) {
     w->hb_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (w->hb_fd < 0)
       mt_fatal("MEGATRAIN_HEARTBEAT_DIR: cannot create the heartbeat file %s: %s", path,
+               strerror(errno));
+    if (pwrite(w->hb_fd, w->own, sizeof *w->own, 0) != (ssize_t)sizeof *w->own)
+      mt_fatal("MEGATRAIN_HEARTBEAT_DIR: cannot write the heartbeat file %s: %s", path,
                strerror(errno));
   }
   MT_MPI_CHECK(MPI_Barrier(w->node)); /* every record initialised before use */
