@@ -19,6 +19,7 @@
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_internal.h"
+#include "trainer/train_watchdog.h"
 
 static void say(const mt_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const mt_trainer *t, const char *fmt, ...) {
@@ -67,6 +68,7 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
     mt_allreduce(t->ps->pp, &loss_sum, 1, MT_F64, MT_OP_SUM);
   } else {
     for (int64_t mb = 0; mb < n_micro; mb++) {
+      mt_group_set_micro_batch(t->dp_group, (int)mb);
       mt_trainer_load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
       loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
       if (t->zero) mt_zero_opt_flush(t->zero);
@@ -307,6 +309,7 @@ static void report_peaks(const mt_trainer *t) {
 int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
   char err[2048];
+  mt_trainer_watchdog_start(cfg, dist);
   if (mt_trainer_setup(t, cfg, dist, err, sizeof err) != 0) {
     rank_error(t, err);
     mt_trainer_teardown(t);
@@ -326,6 +329,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0;
   int status = 0;
   for (int64_t it = start + 1; it <= tc->train_iters; it++) {
+    mt_trainer_iteration_begin(dist, it);
     mt_step_result r = mt_trainer_step(t, it);
     t->iteration = it;
     iters_done++;
