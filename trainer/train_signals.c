@@ -151,7 +151,11 @@ int mt_trainer_exit_boundary(mt_trainer *t, const mt_exit_watch *w, int saved, c
   else
     snprintf(why, sizeof why, "%.3g minutes since start-up >= training.exit_duration_in_mins = %g",
              d.minutes, (double)w->exit_duration_in_mins);
-  if (saved)
+  if (saved && c->checkpoint.async_save)
+    printf("> exiting after iteration %lld: %s; checkpoint being saved to '%s' (asynchronous; "
+           "finished before the process exits)\n",
+           (long long)t->iteration, why, c->checkpoint.save);
+  else if (saved)
     printf("> exiting after iteration %lld: %s; checkpoint saved to '%s'\n",
            (long long)t->iteration, why, c->checkpoint.save);
   else
