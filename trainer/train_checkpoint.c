@@ -14,6 +14,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_views.h"
 #include "trainer/dist_checkpoint.h"
+#include "trainer/resume_checks.h"
 #include "trainer/train_internal.h"
 
 #define PFX_OPT "optimizer.state."
@@ -316,7 +317,17 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     st.seed = m->seed;
     step = m->step;
   }
+  char *saved_cfg = !any_legacy && c ? mt_xstrdup(mt_dckpt_config_json(c))
+                      : mt_resume_legacy_config(cfg->checkpoint.load, st.iteration);
   if (c) mt_dckpt_close(c);
+  if (!finetune) { /* same metadata on every rank: the same outcome everywhere */
+    rc = mt_resume_check_schedule(saved_cfg, cfg, cfg->checkpoint.load, t->rank == 0, &t->sched,
+                                  err, errlen);
+    if (rc == 0)
+      mt_resume_note_batch(saved_cfg, cfg, st.consumed_samples, t->rank == 0);
+  }
+  free(saved_cfg);
+  if (rc < 0) return -1;
   if (finetune) {
     reset_optimizer(t);
     if (t->rank == 0)
