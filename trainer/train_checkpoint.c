@@ -62,9 +62,14 @@ static int load_legacy(mt_trainer *t, mt_ckpt_state *st, char *err, size_t errle
   free(bufs);
   if (rc != 0) {
     size_t l = strlen(err);
-    snprintf(err + l, errlen - l,
-             " (this checkpoint is in megatrain's previous per-layout format, which loads only "
-             "under the tp, pp, zero_stage and data-parallel layout that wrote it)");
+    /* a damaged file (or another rank's failure) is not a layout question */
+    const int damaged = strstr(err, "checksum mismatch") || strstr(err, "short read") ||
+                        strstr(err, "failed on another rank");
+    snprintf(err + l, errlen - l, "%s",
+             damaged ? " (a checkpoint in megatrain's previous per-layout format)"
+                     : " (this checkpoint is in megatrain's previous per-layout format, which "
+                       "loads only under the tp, pp, zero_stage and data-parallel layout that "
+                       "wrote it)");
     return -1;
   }
   if (t->zero) mt_zero_opt_sync_params(t->zero);
