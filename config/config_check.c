@@ -503,9 +503,10 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
                        (double)t->min_lr, (double)t->lr);
   if (t->override_opt_param_scheduler && t->use_checkpoint_opt_param_scheduler)
     return mt_cfg_fail(c, key("training.override_opt_param_scheduler"),
-                       "and training.use_checkpoint_opt_param_scheduler are both true (expected "
-                       "at most one: override = this config's LR schedule wins on resume, "
-                       "use_checkpoint = the checkpoint's; as Megatron asserts)");
+                       "true together with training.use_checkpoint_opt_param_scheduler true "
+                       "(expected at most one of the two: override = this config's LR schedule "
+                       "wins on resume, use_checkpoint = the checkpoint's; Megatron asserts the "
+                       "same)");
   if (t->lr_warmup_iters > t->lr_decay_iters)
     return mt_cfg_fail(c, key("training.lr_warmup_iters"),
                        "%lld is larger than lr_decay_iters %lld (expected warmup <= decay iters)",
