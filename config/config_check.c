@@ -246,7 +246,7 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) 
    * and `megatrain topology` refuse the same layouts training refuses */
   if (p->zero_stage >= 2 && pp > 1)
     return mt_cfg_fail(c, key("parallel.zero_stage"),
-                       "%d with pipeline parallelism is not implemented yet "
+                       "zero_stage %d with pipeline parallelism is not implemented yet "
                        "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
                        p->zero_stage, pp);
   if (m->seq_length > m->max_position_embeddings)
