@@ -138,6 +138,14 @@ int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen) {
   return 0;
 }
 
+void mt_trainer_async_init(mt_trainer *t) {
+  t->ckpt_async = mt_ckpt_async_create();
+  mt_dckpt_view *v = NULL;
+  int n = trainer_views(t, 1, 1, &v);
+  mt_ckpt_async_reserve(t->ckpt_async, v, n);
+  free(v);
+}
+
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   const double t0 = mt_now();
   mt_dckpt_meta meta = {.iteration = t->iteration,
@@ -155,12 +163,14 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   if (t->ckpt_async) {
     /* a new save waits for the previous one */
     rc = mt_trainer_save_poll(t, 1, err, errlen);
+    const double t1 = mt_now();
     if (rc == 0)
       rc = mt_ckpt_async_start(t->ckpt_async, t->cfg->checkpoint.save, &meta, t->cfg->json, t->be,
                                v, n, t->world, err, errlen);
     if (rc == 0 && t->rank == 0) {
-      printf(" started asynchronous save of iteration %lld to %s (host snapshot in %.2f s)\n",
-             (long long)t->iteration, t->cfg->checkpoint.save, mt_now() - t0);
+      printf(" started asynchronous save of iteration %lld to %s (waited %.2f s for the previous "
+             "save, host snapshot in %.2f s)\n",
+             (long long)t->iteration, t->cfg->checkpoint.save, t1 - t0, mt_now() - t1);
       fflush(stdout);
     }
     free(v);
