@@ -187,7 +187,7 @@ int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *e
       piece_intervals(p, t->cols, ix->sorted[t->first + k], &v, &n, &cap);
       total += p->hi - p->lo;
     }
-    qsort(v, (size_t)n, sizeof *v, cmp_interval);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_interval);
     for (int64_t k = 1; k < n; k++)
       if (v[k].a < v[k - 1].b) {
         int64_t e = v[k].a;
