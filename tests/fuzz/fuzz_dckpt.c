@@ -120,6 +120,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
           if ((flags & 4) && (dt == MT_F32 || dt == MT_BF16)) want = dt == MT_F32 ? MT_BF16 : MT_F32;
           void *t = mt_dckpt_read_tensor(c, mt_dckpt_tensor_name(c, i), want, err, sizeof err);
           free(t);
+          /* a sub-box view with a flat sub-range (a tensor-parallel box with a ZeRO shard) */
+          mt_dckpt_view v = {0};
+          snprintf(v.name, sizeof v.name, "%s", mt_dckpt_tensor_name(c, i));
+          v.rows = rows;
+          v.cols = cols;
+          v.r0 = rows / 2;
+          v.nr = rows - v.r0;
+          v.c0 = (flags & 8) ? cols / 3 : 0;
+          v.nc = cols - v.c0;
+          v.lo = (flags & 16) && v.nr * v.nc > 0 ? 1 : 0;
+          v.hi = v.nr * v.nc - ((flags & 32) && v.nr * v.nc > v.lo ? 1 : 0);
+          v.dtype = want;
+          v.host = 1;
+          v.data = malloc((size_t)(v.hi - v.lo + 1) * 8);
+          if (mt_dckpt_load(c, NULL, &v, 1, err, sizeof err) != 0 && t) abort(); /* whole read ok */
+          free(v.data);
         }
         mt_dckpt_close(c);
       }
