@@ -9,8 +9,10 @@
  * (fp32 <-> bf16 conversion). The harness writes index.bin, a fixed valid
  * metadata.json and one shard_RRRRR.bin per file of the index (at most 4)
  * into a directory under /dev/shm (or $TMPDIR), then mt_dckpt_open and
- * mt_dckpt_read_tensor of every small tensor. Reader errors are fine; a
- * sanitizer report, a crash or a leak is a bug. */
+ * mt_dckpt_read_tensor of every small tensor plus a sub-box view. The index
+ * is also validated in memory (mt_dckpt_index_validate) before any file is
+ * written. Reader errors are fine; a sanitizer report, a crash or a leak is
+ * a bug. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[1024];
   mt_dckpt_index ix;
   if (mt_dckpt_index_decode(&ix, ib, n, "index.bin", err, sizeof err) == 0) {
+    (void)mt_dckpt_index_validate(&ix, "index.bin", err, sizeof err); /* in memory, no files */
     if (flags & 2) { /* block CRCs from the shard bytes the piece lies over */
       for (int i = 0; i < ix.n_p; i++) {
         mt_dckpt_piece *p = &ix.p[i];

@@ -89,6 +89,12 @@ put("dckpt", "tp_columns_zero", dckpt_seed(
 put("dckpt", "empty_tensor", dckpt_seed([("x", 0, 3, F32)], [], flags=1))
 put("dckpt", "convert", dckpt_seed([("optimizer.state.exp_avg.w", 2, 2, F32)], [(0, 0, 0, 2, 2, 0, 4)], flags=6))
 
+# real files of `megatrain --config tests/configs/gpt-test.json` after 1 iteration
+# (tests/fuzz/seeds/: index.bin with flags 1 and no shard bytes, metadata.json)
+seeds = os.path.join(root, "tests", "fuzz", "seeds")
+put("dckpt", "gpt_test_index", open(os.path.join(seeds, "dckpt_gpt_test_index"), "rb").read())
+put("dckpt_meta", "gpt_test", open(os.path.join(seeds, "dckpt_meta_gpt_test.json"), "rb").read())
+
 # ---- dckpt_meta ----
 meta = {"format": "megatrain-dist-v2", "iteration": 20, "consumed_samples": 160, "step": 20,
         "skipped_iters": 0, "nan_iters": 0, "seed": 1234, "vocab_size": 50257, "has_optimizer": True,

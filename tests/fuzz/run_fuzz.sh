@@ -84,7 +84,7 @@ for t in $TARGETS; do
   A="$B/$t"; rm -rf "$A"; mkdir -p "$A"
   work="$B/work_$t"; rm -rf "$work"; mkdir -p "$work"   # new inputs found this run
   dict=""; [ -f "$B/$t.dict" ] && dict="-dict=$B/$t.dict"
-  maxlen=4096; [ "$t" = dckpt ] && maxlen=16384
+  maxlen=4096; case $t in dckpt|dckpt_meta) maxlen=16384 ;; esac
   runs=""; [ -n "${FUZZ_RUNS:-}" ] && runs="-runs=$FUZZ_RUNS"
   t0=$(date +%s.%N)
   "$B/fuzz_$t" -max_total_time="$SECS" $runs -print_final_stats=1 -max_len=$maxlen -timeout=10 \
