@@ -38,7 +38,7 @@ srcs() {
   case "$1" in
     mmidx|jsonl) echo "$DATA $CORE" ;;
     dckpt|dckpt_meta) echo "$DCKPT $CORE" ;;
-    config) echo "config/config.c config/config_check.c config/config_doc.c config/config_keys.c config/config_table.c $CORE" ;;
+    config) echo "$(ls config/*.c | tr "\n" " ") $CORE" ;;
     hw) echo "planner/plan_hw.c $CORE" ;;
     safetensors) echo "core/safetensors.c core/safetensors_dir.c $CORE" ;;
     *) return 1 ;;
