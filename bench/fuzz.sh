@@ -5,7 +5,7 @@
 # exec/s, crashes (0/1) and the reproducer path. RUNS=N stops a target after
 # N executions instead (SECONDS is then the upper bound), e.g. the closing
 # check of issue 18:  RUNS=1000000 nice bash bench/fuzz.sh 3600
-# Targets: mmidx jsonl dckpt dckpt_meta config hw safetensors (default all);
+# Targets: mmidx jsonl dckpt dckpt_meta legacy config hw safetensors (default all);
 # tests/fuzz/run_fuzz.sh describes each. Exit 1 on a crash (replay the
 # reproducer with build/fuzz/fuzz_TARGET FILE), 77 without clang/libFuzzer.
 set -u

@@ -161,3 +161,28 @@ put("safetensors", "dir", b"\1" + struct.pack("<H", len(ij)) + ij + struct.pack(
 dictionary("safetensors", ["__metadata__", "dtype", "shape", "data_offsets", "F32", "BF16", "F16", "I64", "U8",
                            "BOOL", "F8_E4M3", "F8_E5M2", "F64", "weight_map", "metadata", "total_size",
                            "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"])
+
+# ---- legacy: mp_rank_01/model_optim_rng.bin of the model in fuzz_legacy.c ----
+def legacy(bf16, it=7):
+    params = [("decoder.layers.0.mlp.linear_fc1.weight", [8, 6, 4, 6, 4, 0], 24),
+              ("decoder.final_layernorm.weight", [1, 6, 1, 6, 0, 0], 6)]
+    kinds = 4 if bf16 else 3
+    b = b"MTCKPT\0\1" + struct.pack("<II", 1, len(params) * kinds + 1)
+    b += struct.pack("<qqqqqQ", it, 56, it, 0, 1, 1234)
+    for kind in range(kinds):
+        for name, shape, numel in params:
+            dt = codes["MT_BF16"] if (kind == 0 and bf16) else codes["MT_F32"]
+            el = 2 if (kind == 0 and bf16) else 4
+            nm = name.encode()
+            b += struct.pack("<I", len(nm)) + nm + struct.pack("<II6qQ", kind, dt, *shape, numel * el)
+            b += bytes((i * 13 + kind) & 0x3F for i in range(numel * el))
+    nm = b"decoder.layers.0.mlp.router.expert_bias"
+    b += struct.pack("<I", len(nm)) + nm + struct.pack("<II6qQ", 4, codes["MT_F32"], 3, 1, 3, 1, 0, 0, 12) + bytes(12)
+    b += struct.pack("<I", zlib.crc32(b))
+    return b
+
+
+put("legacy", "fp32", b"\1" + legacy(False))
+put("legacy", "bf16", b"\3" + legacy(True))
+dictionary("legacy", ["MTCKPT\x00\x01", "decoder.layers.0.mlp.linear_fc1.weight", "decoder.final_layernorm.weight",
+                      "decoder.layers.0.mlp.router.expert_bias", "\x04\x00\x00\x00"])

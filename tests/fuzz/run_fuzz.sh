@@ -12,6 +12,7 @@
 #   dckpt        layout-free checkpoint: index.bin decode/validate, shard
 #                files, piece reads with CRC check and fp32/bf16 conversion
 #   dckpt_meta   layout-free checkpoint metadata.json
+#   legacy       previous per-layout checkpoint (model_optim_rng.bin records)
 #   config       config reader (JSON, overrides, checks, canonical round trip)
 #   hw           planner hardware file (planner/plan_hw.c)
 #   safetensors  safetensors file and sharded directory with index JSON
@@ -21,7 +22,7 @@ set -u
 cd "$(dirname "$0")/../.."
 SECS="${1:-60}"
 shift 2>/dev/null
-ALL="mmidx jsonl dckpt dckpt_meta config hw safetensors"
+ALL="mmidx jsonl dckpt dckpt_meta legacy config hw safetensors"
 TARGETS="${*:-$ALL}"
 export MEGATRAIN_SHARED_DATA="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 CLANG="${CLANG:-clang}"
@@ -39,6 +40,7 @@ srcs() {
     mmidx|jsonl) echo "$DATA $CORE" ;;
     dckpt|dckpt_meta) echo "$DCKPT $CORE" ;;
     config) echo "$(ls config/*.c | tr "\n" " ") $CORE" ;;
+    legacy) echo "trainer/checkpoint.c trainer/checkpoint_buffers.c model/params.c $CORE" ;;
     hw) echo "planner/plan_hw.c $CORE" ;;
     safetensors) echo "core/safetensors.c core/safetensors_dir.c $CORE" ;;
     *) return 1 ;;
