@@ -27,7 +27,7 @@ TARGETS="${*:-$ALL}"
 export MEGATRAIN_SHARED_DATA="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
 CLANG="${CLANG:-clang}"
 command -v "$CLANG" >/dev/null || { echo "SKIP: clang not installed"; exit 77; }
-B=build/fuzz; mkdir -p "$B"
+B="${FUZZ_BUILD:-build/fuzz}"; mkdir -p "$B"   # FUZZ_BUILD: another build folder
 echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)d;(void)n;return 0;}' > "$B/probe.c"
 "$CLANG" -fsanitize=fuzzer "$B/probe.c" -o "$B/probe" 2>/dev/null || { echo "SKIP: clang has no libFuzzer"; exit 77; }
 FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
@@ -48,23 +48,19 @@ srcs() {
 }
 for t in $TARGETS; do srcs "$t" >/dev/null || { echo "unknown fuzz target '$t' (known: $ALL)"; exit 2; }; done
 
-# ---- build (two at a time), only when a source is newer than the binary ----
-build() {
-  local t=$1 s; s="tests/fuzz/fuzz_$t.c $(srcs "$t")"
-  if [ -x "$B/fuzz_$t" ] && [ -z "$(find $s tests/fuzz/run_fuzz.sh -newer "$B/fuzz_$t" 2>/dev/null)" ] &&
-     [ -z "$(find config core trainer planner data -name '*.h' -newer "$B/fuzz_$t" 2>/dev/null)" ]; then return 0; fi
-  "$CLANG" $FLAGS $s -o "$B/fuzz_$t.tmp" $LIBS > "$B/build_$t.log" 2>&1 && mv "$B/fuzz_$t.tmp" "$B/fuzz_$t"
-}
-pids=""; n=0; bfail=0
+# ---- build: every source compiled once (two at a time, only when it or a
+# header is newer than its object), then each target linked ----
+O=$B/obj; mkdir -p "$O"
+all_src=$(for t in $TARGETS; do echo "tests/fuzz/fuzz_$t.c $(srcs "$t")"; done | tr ' ' '\n' | grep . | sort -u)
+newest_h=$(find config core trainer planner data model parallel -name '*.h' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
+for f in $all_src; do
+  o="$O/$(echo "$f" | tr / _).o"
+  if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || { [ -n "$newest_h" ] && [ "$newest_h" -nt "$o" ]; }; then echo "$f"; fi
+done | xargs -r -P 2 -I{} sh -c 'f={}; "$0" $1 -c "$f" -o "$2/$(echo "$f" | tr / _).o" 2>"$2/$(echo "$f" | tr / _).log" || { cat "$2/$(echo "$f" | tr / _).log"; exit 1; }' "$CLANG" "$FLAGS" "$O" || { echo "fuzz: compilation failed"; exit 1; }
 for t in $TARGETS; do
-  build "$t" & pids="$pids $!"; n=$((n+1))
-  if [ $n -ge 2 ]; then for p in $pids; do wait "$p" || bfail=1; done; pids=""; n=0; fi
+  objs=""; for f in tests/fuzz/fuzz_$t.c $(srcs "$t"); do objs="$objs $O/$(echo "$f" | tr / _).o"; done
+  "$CLANG" $FLAGS $objs -o "$B/fuzz_$t" $LIBS > "$B/build_$t.log" 2>&1 || { echo "link of fuzz_$t failed:"; cat "$B/build_$t.log"; exit 1; }
 done
-for p in $pids; do wait "$p" || bfail=1; done
-if [ $bfail -ne 0 ]; then
-  for t in $TARGETS; do [ -x "$B/fuzz_$t" ] || { echo "build of fuzz_$t failed:"; cat "$B/build_$t.log"; }; done
-  exit 1
-fi
 
 # ---- seed corpora (valid inputs of each reader) and dictionaries ----
 /usr/bin/python3 tests/fuzz/make_seeds.py "$B" || exit 1
