@@ -17,7 +17,8 @@
 #   hw           planner hardware file (planner/plan_hw.c)
 #   safetensors  safetensors file and sharded directory with index JSON
 # Exit 0 = no crash, 1 = a crash (reproducer left in build/fuzz/TARGET/),
-# 77 = no libFuzzer available.
+# 77 = no libFuzzer available. FUZZ_BUILD=DIR: build and run in DIR instead
+# of build/fuzz.
 set -u
 cd "$(dirname "$0")/../.."
 SECS="${1:-60}"
