@@ -25,6 +25,13 @@
 
 static char g_root[256], g_dir[300];
 
+/* Remove this process's scratch directory at exit. */
+static void cleanup(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_root);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
@@ -37,6 +44,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     fprintf(stderr, "fuzz_dckpt: cannot create %s\n", g_dir);
     exit(1);
   }
+  atexit(cleanup);
   return 0;
 }
 

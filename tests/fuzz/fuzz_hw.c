@@ -13,11 +13,14 @@
 
 static char g_path[300];
 
+static void cleanup(void) { unlink(g_path); }
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
   const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   snprintf(g_path, sizeof g_path, "%s/fuzz_hw.%d.json", base, (int)getpid());
+  atexit(cleanup);
   return 0;
 }
 

@@ -48,6 +48,13 @@ static mt_param_list g_pl = {g_p, 2, 2, 32};
 static float g_bias[3];
 static mt_ckpt_buffer g_buf = {"decoder.layers.0.mlp.router.expert_bias", g_bias, 3, MT_F32};
 
+/* Remove this process's scratch directory at exit. */
+static void cleanup(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_root);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
@@ -70,6 +77,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                       .local_rows = 4, .local_cols = 6, .row_offset = 4, .offset = 0, .numel = 24};
   g_p[1] = (mt_param){.name = "decoder.final_layernorm.weight", .rows = 1, .cols = 6,
                       .local_rows = 1, .local_cols = 6, .offset = 24, .numel = 6};
+  atexit(cleanup);
   return 0;
 }
 

@@ -19,6 +19,13 @@
 
 static char g_dir[300];
 
+/* Remove this process's scratch directory at exit. */
+static void cleanup(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+  if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", g_dir);
+}
+
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
@@ -28,6 +35,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     perror(g_dir);
     exit(1);
   }
+  atexit(cleanup);
   return 0;
 }
 
