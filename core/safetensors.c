@@ -203,9 +203,13 @@ int mt_st_open(const char *path, mt_st_file **out, char *err, size_t errlen) {
   hdr = mt_xmalloc(hn + 1);
   if (pread(f->fd, hdr, hn, 8) != (ssize_t)hn) FAIL("cannot read the header: %s", strerror(errno));
   hdr[hn] = 0;
-  root = cJSON_ParseWithLength(hdr, hn);
+  const char *end = NULL;
+  root = cJSON_ParseWithLengthOpts(hdr, hn, &end, 0);
   if (!root) FAIL("the header is not valid JSON");
   if (!cJSON_IsObject(root)) FAIL("the header is not a JSON object");
+  for (; end && end < hdr + hn; end++) /* only the padding may follow the object */
+    if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')
+      FAIL("the header has bytes after its JSON object (at header byte %ld)", (long)(end - hdr));
   f->data_start = 8 + hn;
   if (parse_header(f, root, size - 8 - hn, path, err, errlen)) goto fail;
   cJSON_Delete(root);

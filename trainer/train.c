@@ -14,10 +14,12 @@
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_async.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_internal.h"
+#include "trainer/train_watchdog.h"
 
 static void say(const mt_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const mt_trainer *t, const char *fmt, ...) {
@@ -66,6 +68,7 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
     mt_allreduce(t->ps->pp, &loss_sum, 1, MT_F64, MT_OP_SUM);
   } else {
     for (int64_t mb = 0; mb < n_micro; mb++) {
+      mt_group_set_micro_batch(t->dp_group, (int)mb);
       mt_trainer_load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
       loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
       if (t->zero) mt_zero_opt_flush(t->zero);
@@ -306,12 +309,15 @@ static void report_peaks(const mt_trainer *t) {
 int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
   char err[2048];
+  mt_trainer_watchdog_start(cfg, dist);
   if (mt_trainer_setup(t, cfg, dist, err, sizeof err) != 0) {
     rank_error(t, err);
     mt_trainer_teardown(t);
     return 1;
   }
   print_summary(t);
+  if (cfg->checkpoint.save[0] && cfg->checkpoint.async_save)
+    t->ckpt_async = mt_ckpt_async_create();
   /* peaks from here on are the training loop's (not set-up transients such
    * as ZeRO-2/3's full flat buffers before they are sharded) */
   mt_mem_reset_peak(&t->be->mem);
@@ -323,6 +329,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0;
   int status = 0;
   for (int64_t it = start + 1; it <= tc->train_iters; it++) {
+    mt_trainer_iteration_begin(dist, it);
     mt_step_result r = mt_trainer_step(t, it);
     t->iteration = it;
     iters_done++;
@@ -411,6 +418,12 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       t->t_interval += mt_now() - now; /* keep evaluation out of the throughput figures */
     }
     if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);
+    /* publish a finished asynchronous save (Megatron's async finalize) */
+    if (t->ckpt_async && mt_trainer_save_poll(t, 0, err, sizeof err) != 0) {
+      rank_error(t, err);
+      status = 1;
+      break;
+    }
     int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
@@ -427,6 +440,11 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
           (long long)tc->exit_interval);
       break;
     }
+  }
+  /* every exit path waits for (and publishes) the last asynchronous save */
+  if (t->ckpt_async && mt_trainer_save_poll(t, 1, err, sizeof err) != 0) {
+    rank_error(t, err);
+    status = 1;
   }
   if (status == 0) report_peaks(t);
   const int n_dp_cp = mt_group_size(t->dp_group);
