@@ -33,7 +33,7 @@ echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)
 "$CLANG" -fsanitize=fuzzer "$B/probe.c" -o "$B/probe" 2>/dev/null || { echo "SKIP: clang has no libFuzzer"; exit 77; }
 FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 LIBS="-lcjson -lpcre2-8 -ldeflate -lz -lm"
-CORE="core/util.c core/rng.c core/hash.c core/fileio.c core/dtype.c"
+CORE="core/util.c core/rng.c core/hash.c core/fileio.c core/dtype.c $(ls core/failpoint.c 2>/dev/null)"
 DATA="data/indexed_dataset.c data/gpt_index.c data/data_util.c data/bpe.c data/jsonl.c"
 DCKPT="trainer/dist_checkpoint_index.c trainer/dist_checkpoint_meta.c trainer/dist_checkpoint_load.c trainer/dist_checkpoint_copy.c"
 srcs() {
