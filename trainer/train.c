@@ -14,7 +14,6 @@
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
 #include "trainer/checkpoint.h"
-#include "trainer/ckpt_async.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
@@ -330,7 +329,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   }
   print_summary(t);
   if (cfg->checkpoint.save[0] && cfg->checkpoint.async_save)
-    t->ckpt_async = mt_ckpt_async_create();
+    mt_trainer_async_init(t);
   /* peaks from here on are the training loop's (not set-up transients such
    * as ZeRO-2/3's full flat buffers before they are sharded) */
   mt_mem_reset_peak(&t->be->mem);

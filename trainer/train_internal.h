@@ -205,5 +205,8 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);
  * message (the save failed; previous checkpoint untouched). No-op for
  * synchronous saves. */
 int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen);
+/* checkpoint.async_save: create t->ckpt_async and its host snapshot (the
+ * size of this rank's share of a checkpoint, touched now). No communication. */
+void mt_trainer_async_init(mt_trainer *t);
 
 #endif
