@@ -15,6 +15,7 @@
 #include "trainer/ckpt_async.h"
 #include "trainer/ckpt_views.h"
 #include "trainer/dist_checkpoint.h"
+#include "trainer/resume_checks.h"
 #include "trainer/train_internal.h"
 
 #define PFX_OPT "optimizer.state."
@@ -62,9 +63,14 @@ static int load_legacy(mt_trainer *t, mt_ckpt_state *st, char *err, size_t errle
   free(bufs);
   if (rc != 0) {
     size_t l = strlen(err);
-    snprintf(err + l, errlen - l,
-             " (this checkpoint is in megatrain's previous per-layout format, which loads only "
-             "under the tp, pp, zero_stage and data-parallel layout that wrote it)");
+    /* a damaged file (or another rank's failure) is not a layout question */
+    const int damaged = strstr(err, "checksum mismatch") || strstr(err, "short read") ||
+                        strstr(err, "failed on another rank");
+    snprintf(err + l, errlen - l, "%s",
+             damaged ? " (a checkpoint in megatrain's previous per-layout format)"
+                     : " (this checkpoint is in megatrain's previous per-layout format, which "
+                       "loads only under the tp, pp, zero_stage and data-parallel layout that "
+                       "wrote it)");
     return -1;
   }
   if (t->zero) mt_zero_opt_sync_params(t->zero);
@@ -360,7 +366,17 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     st.seed = m->seed;
     step = m->step;
   }
+  char *saved_cfg = !any_legacy && c ? mt_xstrdup(mt_dckpt_config_json(c))
+                      : mt_resume_legacy_config(cfg->checkpoint.load, st.iteration);
   if (c) mt_dckpt_close(c);
+  if (!finetune) { /* same metadata on every rank: the same outcome everywhere */
+    rc = mt_resume_check_schedule(saved_cfg, cfg, cfg->checkpoint.load, t->rank == 0, &t->sched,
+                                  err, errlen);
+    if (rc == 0)
+      mt_resume_note_batch(saved_cfg, cfg, st.consumed_samples, t->rank == 0);
+  }
+  free(saved_cfg);
+  if (rc < 0) return -1;
   if (finetune) {
     reset_optimizer(t);
     if (t->rank == 0)

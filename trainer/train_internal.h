@@ -58,6 +58,8 @@ typedef struct {
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
+  double busy_s;            /* this rank's forward/backward seconds since the last log
+                             * line, pipeline waits excluded (logging.log_straggler) */
   /* pipeline parallelism */
   mt_pp_schedule sched_train, sched_eval;
   mt_pp_stats pp_stats;     /* of the last training iteration */
