@@ -124,12 +124,30 @@ static void print_saved(const mt_trainer *t, int64_t iteration, const char *how)
   fflush(stdout);
 }
 
+/* After a failed save of iteration `it`: say what is left (every rank holds
+ * the same message; the lock keeps other writers out, so "latest" is ours). */
+static void explain_failed_save(const mt_trainer *t, int64_t it, char *err, size_t errlen) {
+  const int64_t latest = mt_dckpt_latest(t->cfg->checkpoint.save);
+  size_t l = strlen(err);
+  if (latest >= 0)
+    snprintf(err + l, errlen - l,
+             " (the checkpoint of iteration %lld was not saved; '%s' still holds iteration %lld "
+             "as latest)", (long long)it, t->cfg->checkpoint.save, (long long)latest);
+  else
+    snprintf(err + l, errlen - l,
+             " (the checkpoint of iteration %lld was not saved; '%s' holds no earlier checkpoint)",
+             (long long)it, t->cfg->checkpoint.save);
+}
+
 int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen) {
-  int64_t it;
+  int64_t it = 0;
   double write_s;
   err[0] = '\0';
   int rc = mt_ckpt_async_poll(t->ckpt_async, t->world, wait, &it, &write_s, err, errlen);
-  if (rc < 0) return -1;
+  if (rc < 0) {
+    explain_failed_save(t, it, err, errlen);
+    return -1;
+  }
   if (rc == 1) {
     char how[96];
     snprintf(how, sizeof how, "(asynchronous: written in %.2f s in the background)", write_s);
@@ -179,7 +197,10 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   rc = mt_dckpt_save(t->cfg->checkpoint.save, &meta, t->cfg->json, t->be, v, n, t->world, err,
                      errlen);
   free(v);
-  if (rc != 0) return -1;
+  if (rc != 0) {
+    explain_failed_save(t, t->iteration, err, errlen);
+    return -1;
+  }
   char how[64];
   snprintf(how, sizeof how, "in %.2f s", mt_now() - t0);
   print_saved(t, t->iteration, how);

@@ -18,7 +18,7 @@ set -e
 grep "error" "$TMP/a.log" || true
 [ $rc -eq 1 ] || { echo "exit $rc, want 1"; cat "$TMP/a.log"; exit 1; }
 for r in 0 1; do
-  grep -q "\[rank $r\] megatrain: error: write to '$S/iter_0000008.tmp.[^/]*/shard_00001.bin' failed: No space left on device" "$TMP/a.log" \
+  grep -q "\[rank $r\] megatrain: error: write to '$S/iter_0000008.tmp.[^/]*/shard_00001.bin' failed: No space left on device (the checkpoint of iteration 8 was not saved; '$S' still holds iteration 4 as latest)" "$TMP/a.log" \
     || { echo "rank $r did not print the write error"; cat "$TMP/a.log"; exit 1; }
 done
 [ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "latest is not 4"; exit 1; }
@@ -37,7 +37,7 @@ MEGATRAIN_FAILPOINT=checkpoint_eio:8 "$MT" --config $CFG --set checkpoint.save="
   >"$TMP/c.log" 2>&1; rc=$?
 set -e
 [ $rc -eq 1 ] || { echo "async: exit $rc, want 1"; cat "$TMP/c.log"; exit 1; }
-grep "error: write to '$S/iter_0000008.tmp.[^/]*/shard_00000.bin' failed: Input/output error" "$TMP/c.log"
+grep "error: write to '$S/iter_0000008.tmp.[^/]*/shard_00000.bin' failed: Input/output error (the checkpoint of iteration 8 was not saved; '$S' still holds iteration 4 as latest)" "$TMP/c.log"
 [ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "async: latest is not 4"; exit 1; }
 ! compgen -G "$S/*.tmp*" >/dev/null || { echo "async: temporary files left:"; ls "$S"; exit 1; }
 echo "async: EIO -> exit 1, iteration 4 still latest"
