@@ -498,6 +498,13 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
       check_moe(c, cfg, world_size))
     return 2;
   const mt_training_config *t = &cfg->training;
+  if (!strcmp(t->precision, "bf16") && !strcmp(cfg->device, "cpu"))
+    return mt_cfg_fail(c, key("training.precision"),
+                       "\"bf16\" with device \"cpu\" (the cpu backend stores fp32 only; expected "
+                       "training.precision \"fp32\", or device \"cuda\" for bf16)");
+  if (t->finetune && !cfg->checkpoint.load[0])
+    note(c, "training.finetune is true but checkpoint.load is not set: finetune has no effect, "
+            "the model trains from scratch (as in Megatron)");
   if (t->min_lr > t->lr)
     return mt_cfg_fail(c, key("training.min_lr"), "%g is larger than lr %g (expected min_lr <= lr)",
                        (double)t->min_lr, (double)t->lr);
