@@ -97,6 +97,7 @@ static int cmd_train(int argc, char **argv) {
   char err[4096];
   rc = mt_config_load(&cfg, a.config, a.sets, a.n_sets, mt_dist_size(dist), err, sizeof err);
   free(a.sets);
+  if (!rc && (rc = mt_config_check_trainable(&cfg, err, sizeof err))) mt_config_free(&cfg);
   if (rc) {
     if (rank == 0) fprintf(stderr, "megatrain: error: %s\n", err);
     mt_dist_finalize(dist);
