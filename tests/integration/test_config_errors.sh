@@ -239,6 +239,15 @@ if grep -q "megatrain: note: .*training.finetune is true but checkpoint.load is 
 else
   echo "FAIL finetune_no_load: no note"; sed 's/^/     | /' "$tmp/err" | head; fails=$((fails + 1))
 fi
+# bundled configs that train on the quick-start data name its tokenizer
+# (so that `megatrain generate` works on their checkpoints without flags)
+for f in configs/*.json; do
+  if grep -q 'prepared/brown_text_document' "$f" && ! { grep -q '"vocab_file": "prepared/gpt2-vocab.json"' "$f" \
+       && grep -q '"merge_file": "prepared/gpt2-merges.txt"' "$f"; }; then
+    echo "FAIL $f: trains on prepared/brown_text_document without data.vocab_file/merge_file"
+    fails=$((fails + 1))
+  fi
+done
 
 if [ $fails -ne 0 ]; then
   echo "$fails case(s) failed"
