@@ -48,6 +48,7 @@ static void usage(FILE *f) {
           "  megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
           "      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
           "      [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids] [--num-threads N]\n"
+          "      [--dump-logits FILE]   (generate --help: the flags)\n"
           "      continue TEXT with the model of a checkpoint (KV cache; mpirun for tp > 1;\n"
           "      temperature 0 = greedy; tokenizer files default to the config's data.*_file)\n"
           "  megatrain --help | --version\n"
