@@ -24,7 +24,7 @@ done
 [ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "latest is not 4"; exit 1; }
 [ ! -e "$S/iter_0000008" ] || { echo "the failed iteration was published"; exit 1; }
 ! compgen -G "$S/*.tmp*" >/dev/null || { echo "temporary files left:"; ls "$S"; exit 1; }
-$MPIRUN -np 2 "$MT" "${ARGS[@]}" --set checkpoint.load="$S" --set training.train_iters=5 \
+$MPIRUN -np 2 "$MT" "${ARGS[@]}" --set checkpoint.load="$S" --set training.train_iters=5 --set training.lr_decay_iters=8 \
   --set checkpoint.save="$TMP/s2" >"$TMP/b.log" 2>&1 || { cat "$TMP/b.log"; exit 1; }
 grep -q "resumed from iteration 4" "$TMP/b.log"
 echo "sync: ENOSPC on rank 1 -> exit 1 on both ranks, iteration 4 still latest and loadable"
