@@ -38,7 +38,7 @@ static void usage(FILE *f) {
           "      print every rank's coordinates and process groups without launching\n"
           "  megatrain plan --config FILE --world-size N --hardware H [--json] [--sweep]\n"
           "      predict memory per rank and iteration time on N GPUs (docs/planner.md)\n"
-          "  megatrain convert --to hf --load DIR --output DIR [--dtype bf16|fp32]\n"
+          "  megatrain convert --to hf --load DIR --output DIR [--dtype bf16|fp32] [--max-shard-size S]\n"
           "  megatrain convert --from hf --input DIR --output DIR --config FILE\n"
           "      export a checkpoint to a Hugging Face model directory, or import one as a\n"
           "      checkpoint at iteration 0 for training.finetune (docs/checkpoint.md)\n"

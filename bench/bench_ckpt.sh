@@ -21,8 +21,8 @@
 # ranks reading the same amount of state, written by themselves).
 #
 # usage: bench/bench_ckpt.sh [--all] [--repeat N] [--keep DIR]
-#   --repeat N: run every load N times and keep the fastest (the machine is
-#   shared: single runs vary by tens of percent); --keep: leave the
+#   --repeat N: N rounds over all loads, keeping each load's fastest (the
+#   machine is shared: single runs vary by tens of percent); --keep: leave the
 #   checkpoints and logs in DIR.
 # About 4-5 minutes on 2 cores with the defaults (most of it building the
 # 124M model in each process); ~1.4 GiB of disk per checkpoint (three kept)
@@ -49,11 +49,16 @@ declare -A NP=([1-rank]=1 [dp4-zero1]=4 [tp2-dp2]=4)
 declare -A SETS=([1-rank]="" [dp4-zero1]="parallel.zero_stage=1"
   [tp2-dp2]="parallel.tensor_model_parallel_size=2")
 NAMES=(1-rank dp4-zero1 tp2-dp2)
-PAIRS=("1-rank 1-rank" "dp4-zero1 dp4-zero1" "tp2-dp2 tp2-dp2"
-  "dp4-zero1 1-rank" "1-rank dp4-zero1" "tp2-dp2 dp4-zero1")
+# grouped by target layout, its own checkpoint first, so that a load and its
+# reference run next to each other (the machine's load drifts)
+PAIRS=("1-rank 1-rank" "dp4-zero1 1-rank" "dp4-zero1 dp4-zero1" "1-rank dp4-zero1"
+  "tp2-dp2 dp4-zero1" "tp2-dp2 tp2-dp2")
 if [ "$ALL" = 1 ]; then
   PAIRS=()
-  for a in "${NAMES[@]}"; do for b in "${NAMES[@]}"; do PAIRS+=("$a $b"); done; done
+  for b in "${NAMES[@]}"; do
+    PAIRS+=("$b $b")
+    for a in "${NAMES[@]}"; do [ "$a" = "$b" ] || PAIRS+=("$a $b"); done
+  done
 fi
 COMMON=(--set model.num_layers=12 --set model.hidden_size=768 --set model.num_attention_heads=12
   --set model.seq_length=32 --set model.max_position_embeddings=1024 --set model.vocab_size=50257
@@ -85,9 +90,9 @@ for a in "${NAMES[@]}"; do
   run "$a" "$WORK/save_$a.log" "checkpoint.save=$WORK/ckpt_$a" "checkpoint.load=null"
   echo "save $a $a $WORK/save_$a.log" >>"$RESULTS"
 done
-for pair in "${PAIRS[@]}"; do
-  read -r a b <<<"$pair"
-  for r in $(seq "$REPEAT"); do
+for r in $(seq "$REPEAT"); do # rounds over all pairs, not back-to-back repeats
+  for pair in "${PAIRS[@]}"; do
+    read -r a b <<<"$pair"
     echo "== load the $a checkpoint under $b (${NP[$b]} rank(s)) [$r/$REPEAT]"
     run "$b" "$WORK/load_${a}_${b}_$r.log" "checkpoint.load=$WORK/ckpt_$a" "checkpoint.save=null"
     echo "load $a $b $WORK/load_${a}_${b}_$r.log" >>"$RESULTS"

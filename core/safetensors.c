@@ -79,13 +79,18 @@ static int by_name(const void *a, const void *b) {
 static int parse_header(mt_st_file *f, const cJSON *root, uint64_t buf_size, const char *path,
                         char *err, size_t errlen) {
   mt_st_info **order = NULL;
-  int n = 0;
-  for (const cJSON *e = root->child; e; e = e->next) n++;
+  int n = 0, n_kv = 0, seen_meta = 0;
+  for (const cJSON *e = root->child; e; e = e->next) {
+    n++;
+    if (e->string && !strcmp(e->string, "__metadata__"))
+      for (const cJSON *m = e->child; m; m = m->next) n_kv++;
+  }
   f->t = mt_xcalloc((size_t)n + 1, sizeof(mt_st_info));
-  f->meta = mt_xcalloc(2 * (size_t)n + 2, sizeof(char *));
+  f->meta = mt_xcalloc(2 * (size_t)n_kv + 2, sizeof(char *)); /* key, value per entry */
   for (const cJSON *e = root->child; e; e = e->next) {
     if (!e->string) FAIL("header entry without a name");
     if (!strcmp(e->string, "__metadata__")) {
+      if (seen_meta++) FAIL("__metadata__ is given twice");
       if (!cJSON_IsObject(e)) FAIL("__metadata__ is not an object of strings");
       for (const cJSON *m = e->child; m; m = m->next) {
         if (!cJSON_IsString(m))
@@ -198,9 +203,13 @@ int mt_st_open(const char *path, mt_st_file **out, char *err, size_t errlen) {
   hdr = mt_xmalloc(hn + 1);
   if (pread(f->fd, hdr, hn, 8) != (ssize_t)hn) FAIL("cannot read the header: %s", strerror(errno));
   hdr[hn] = 0;
-  root = cJSON_ParseWithLength(hdr, hn);
+  const char *end = NULL;
+  root = cJSON_ParseWithLengthOpts(hdr, hn, &end, 0);
   if (!root) FAIL("the header is not valid JSON");
   if (!cJSON_IsObject(root)) FAIL("the header is not a JSON object");
+  for (; end && end < hdr + hn; end++) /* only the padding may follow the object */
+    if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')
+      FAIL("the header has bytes after its JSON object (at header byte %ld)", (long)(end - hdr));
   f->data_start = 8 + hn;
   if (parse_header(f, root, size - 8 - hn, path, err, errlen)) goto fail;
   cJSON_Delete(root);

@@ -28,8 +28,13 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
     if (!found) mt_fatal("group '%s': calling rank %d is not in its rank list", name, d->rank);
   }
   MPI_Comm comm;
+  if (d->world) mt_wd_op_begin(d->world, MT_WD_CREATE, 0, -1);
   MT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));
-  if (!member) return NULL;
+  if (d->world) mt_wd_op_end(d->world);
+  if (!member) {
+    if (d->wd) mt_wd_register(d->wd, NULL); /* slot numbers stay aligned across ranks */
+    return NULL;
+  }
 
   /* Every member must have passed the same list. */
   int size;
@@ -51,12 +56,14 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
   g->world_ranks = mt_xmalloc(sizeof(int) * (size_t)n);
   memcpy(g->world_ranks, ranks, sizeof(int) * (size_t)n);
   g->comm = comm;
+  g->wd_slot = d->wd ? mt_wd_register(d->wd, g) : -1;
   g->ops->init(g);
   return g;
 }
 
 void mt_group_destroy(mt_group *g) {
   if (!g) return;
+  if (g->d->wd) mt_wd_unregister(g->d->wd, g->wd_slot);
   g->ops->fini(g);
   MPI_Comm_free(&g->comm);
   free(g->scratch);
@@ -125,20 +132,27 @@ static void check_disjoint(const mt_group *g, const void *a, size_t na, const vo
 
 void mt_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   check_count(g, count, "all-reduce");
+  mt_wd_op_begin(g, MT_COLL_ALLREDUCE, count * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, buf)->allreduce(g, buf, count, t, op);
+  mt_wd_op_end(g);
   record(g, MT_COLL_ALLREDUCE, count, t);
 }
 
 void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
   check_count(g, count_per_rank, "all-gather");
+  mt_wd_op_begin(g, MT_COLL_ALLGATHER, count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, recv)->allgather(g, send, recv, count_per_rank, t);
+  mt_wd_op_end(g);
   record(g, MT_COLL_ALLGATHER, count_per_rank * g->size, t);
 }
 
 void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                        mt_dtype t, mt_redop op) {
   check_count(g, count_per_rank, "reduce-scatter");
+  mt_wd_op_begin(g, MT_COLL_REDUCE_SCATTER,
+                 count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->reduce_scatter(g, send, recv, count_per_rank, t, op);
+  mt_wd_op_end(g);
   record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t);
 }
 
@@ -185,7 +199,9 @@ void mt_allgatherv(mt_group *g, const void *send, int64_t send_count, void *recv
       memcpy((char *)recv + (size_t)recv_displs[0] * es, send, (size_t)send_count * es);
     return;
   }
+  mt_wd_op_begin(g, MT_COLL_ALLGATHER, total * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, recv)->allgatherv(g, send, send_count, recv, recv_counts, recv_displs, t);
+  mt_wd_op_end(g);
   record_v(g, MT_COLL_ALLGATHER, total, send_count, t);
 }
 
@@ -200,7 +216,9 @@ void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, vo
     if (counts[0]) memcpy(recv, send, (size_t)counts[0] * es);
     return;
   }
+  mt_wd_op_begin(g, MT_COLL_REDUCE_SCATTER, total * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->reduce_scatterv(g, send, counts, recv, t, op);
+  mt_wd_op_end(g);
   record_v(g, MT_COLL_REDUCE_SCATTER, total, counts[g->rank], t);
 }
 
@@ -208,7 +226,9 @@ void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_ra
   check_count(g, count_per_rank, "all-to-all");
   size_t bytes = (size_t)(count_per_rank * g->size) * mt_dtype_size(t);
   check_disjoint(g, send, bytes, recv, bytes, "all-to-all");
+  mt_wd_op_begin(g, MT_COLL_ALLTOALL, count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->alltoall(g, send, recv, count_per_rank, t);
+  mt_wd_op_end(g);
   record(g, MT_COLL_ALLTOALL, count_per_rank * g->size, t);
 }
 
@@ -229,7 +249,10 @@ void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
   }
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)s_end * es, recv, (size_t)r_end * es, "all-to-allv");
-  engine_for(g, send)->alltoallv(g, send, send_counts, send_displs, recv, recv_counts, recv_displs, t);
+  mt_wd_op_begin(g, MT_COLL_ALLTOALLV, total * (int64_t)mt_dtype_size(t), -1);
+  engine_for(g, send)->alltoallv(g, send, send_counts, send_displs, recv, recv_counts,
+                                 recv_displs, t);
+  mt_wd_op_end(g);
   record(g, MT_COLL_ALLTOALLV, total, t);
 }
 
@@ -237,7 +260,9 @@ void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
   check_count(g, count, "broadcast");
   if (root < 0 || root >= g->size)
     mt_fatal("group '%s': broadcast root %d out of range [0, %d)", g->name, root, g->size);
+  mt_wd_op_begin(g, MT_COLL_BROADCAST, count * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, buf)->broadcast(g, buf, count, t, root);
+  mt_wd_op_end(g);
   record(g, MT_COLL_BROADCAST, count, t);
 }
 
@@ -252,7 +277,11 @@ void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
       sent_bytes += ops[i].count * (int64_t)mt_dtype_size(ops[i].dtype);
     }
   }
-  if (n_ops > 0) g->ops->batch_send_recv(g, ops, n_ops);
+  if (n_ops > 0) {
+    mt_wd_op_begin(g, MT_COLL_SENDRECV, sent_bytes, n_ops == 1 ? ops[0].peer : -1);
+    g->ops->batch_send_recv(g, ops, n_ops);
+    mt_wd_op_end(g);
+  }
   if (g->size > 1) {
     mt_coll_counter *c = &g->ctr[MT_COLL_SENDRECV];
     c->calls++;
@@ -263,6 +292,20 @@ void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
 }
 
 void mt_barrier(mt_group *g) {
+  mt_wd_op_begin(g, MT_COLL_BARRIER, 0, -1);
   g->ops->barrier(g);
+  mt_wd_op_end(g);
   if (g->size > 1) g->ctr[MT_COLL_BARRIER].calls++;
+}
+
+void mt_dist_set_timeout(mt_dist *d, double minutes) {
+  if (d->wd) mt_wd_set_timeout(d->wd, minutes);
+}
+
+void mt_dist_set_phase(mt_dist *d, int64_t iteration, int micro_batch) {
+  if (d->wd) mt_wd_set_phase(d->wd, iteration, micro_batch);
+}
+
+void mt_group_set_micro_batch(mt_group *g, int micro_batch) {
+  if (g && g->d->wd) mt_wd_set_micro_batch(g->d->wd, micro_batch);
 }

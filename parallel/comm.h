@@ -58,6 +58,22 @@ void mt_dist_finalize(mt_dist *d);
 int mt_dist_rank(const mt_dist *d);
 int mt_dist_size(const mt_dist *d);
 int mt_dist_local_rank(const mt_dist *d);
+/* Hang deadline (parallel.distributed_timeout_minutes; 0 = none, the
+ * default until called): from now on, a collective or point-to-point wait
+ * of any group that has not completed after `minutes` makes this rank print
+ * one report — the group (kind and world ranks), the operation, its bytes,
+ * the iteration and micro-batch, and which ranks of the group have not
+ * reached it, read from their shared-memory records without their
+ * cooperation — and end the job (ncclCommAbort on NCCL groups, then
+ * MPI_Abort). Local; starts one watchdog thread per process on the first
+ * call with minutes > 0. docs/communication.md, "Hang diagnosis". */
+void mt_dist_set_timeout(mt_dist *d, double minutes);
+/* The trainer's position, printed in hang reports: the iteration (1-based)
+ * and micro-batch (0-based; -1 = outside the micro-batch loop). Local; a
+ * few stores. */
+void mt_dist_set_phase(mt_dist *d, int64_t iteration, int micro_batch);
+/* The micro-batch only (pipeline schedules, which see groups only). */
+void mt_group_set_micro_batch(mt_group *g, int micro_batch);
 /* Group of all ranks (owned by d; MPI engine, host buffers). */
 mt_group *mt_dist_world(mt_dist *d);
 /* Check that `value` (e.g. a config hash) is equal on every rank. Collective

@@ -7,6 +7,7 @@
 
 #include "../core/util.h"
 #include "comm.h"
+#include "watchdog.h"
 
 /* Wrap an MPI call: on failure, fatal with the call text and MPI's message. */
 #define MT_MPI_CHECK(call)                                                     \
@@ -26,6 +27,7 @@ struct mt_dist {
   MPI_Op bf16_sum, bf16_max;
   int cuda_device;      /* GPU bound by the NCCL engine, -1 before */
   mt_group *world;
+  mt_watchdog *wd;      /* hang watchdog (watchdog.h) */
 };
 
 /* One engine: the collectives on already-validated arguments. */
@@ -47,6 +49,9 @@ typedef struct {
                      const int64_t *rd, mt_dtype t);
   void (*reduce_scatterv)(mt_group *g, const void *send, const int64_t *cnt, void *recv,
                           mt_dtype t, mt_redop op);
+  /* watchdog expiry, from its thread: abort the engine's communicator
+   * (ncclCommAbort); NULL when MPI_Abort suffices */
+  void (*abort)(mt_group *g);
 } mt_comm_engine_ops;
 
 extern const mt_comm_engine_ops mt_comm_mpi_engine;
@@ -65,7 +70,17 @@ struct mt_group {
   mt_coll_counter ctr[MT_COLL_N];
   void *scratch;        /* host scratch, grow-only (fresh pages are slow) */
   size_t scratch_bytes;
+  int wd_slot;          /* watchdog slot, -1 = not watched */
 };
+
+/* Watchdog marks around one blocking operation of g (groups of one rank
+ * never wait and are not marked). */
+static inline void mt_wd_op_begin(mt_group *g, int kind, int64_t bytes, int peer) {
+  if (g->size > 1 && g->d->wd) mt_wd_begin(g->d->wd, g->wd_slot, kind, bytes, peer);
+}
+static inline void mt_wd_op_end(mt_group *g) {
+  if (g->size > 1 && g->d->wd) mt_wd_end(g->d->wd, g->wd_slot);
+}
 
 /* 1 when p is host memory (always without CUDA). Collectives of an NCCL
  * group on host buffers (loss sums, norms, flags) run through MPI on the

@@ -6,6 +6,9 @@
 
 struct mt_request {
   MPI_Request req;
+  mt_group *g;
+  int peer, is_send;
+  int64_t bytes;
 };
 
 static mt_request *post(mt_group *g, int peer, int tag, void *buf, int64_t count, mt_dtype t,
@@ -17,6 +20,10 @@ static mt_request *post(mt_group *g, int peer, int tag, void *buf, int64_t count
     mt_fatal("group '%s': p2p peer %d invalid (size %d, rank %d)", g->name, peer, g->size, g->rank);
   if (count < 0 || count > INT_MAX) mt_fatal("group '%s': p2p count %lld", g->name, (long long)count);
   mt_request *r = mt_xmalloc(sizeof *r);
+  r->g = g;
+  r->peer = peer;
+  r->is_send = is_send;
+  r->bytes = count * (int64_t)mt_dtype_size(t);
   if (is_send) {
     MT_MPI_CHECK(MPI_Isend(buf, (int)count, mt_mpi_dtype(t), peer, tag, g->comm, &r->req));
     mt_coll_counter *c = &g->ctr[MT_COLL_SENDRECV];
@@ -41,7 +48,9 @@ mt_request *mt_irecv(mt_group *g, int peer, int tag, void *buf, int64_t count, m
 
 void mt_wait(mt_request *r) {
   if (!r) return;
+  mt_wd_op_begin(r->g, r->is_send ? MT_WD_WAIT_SEND : MT_WD_WAIT_RECV, r->bytes, r->peer);
   MT_MPI_CHECK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+  mt_wd_op_end(r->g);
   free(r);
 }
 

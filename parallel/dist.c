@@ -67,6 +67,7 @@ mt_dist *mt_dist_init(int *argc, char ***argv) {
   MT_MPI_CHECK(MPI_Op_create(bf16_sum_fn, 1, &d->bf16_sum));
   MT_MPI_CHECK(MPI_Op_create(bf16_max_fn, 1, &d->bf16_max));
   d->cuda_device = -1;
+  d->wd = mt_wd_create(d); /* before the first group: slot 0 is the world */
 
   int *all = mt_xmalloc(sizeof(int) * (size_t)d->size);
   for (int i = 0; i < d->size; i++) all[i] = i;
@@ -78,6 +79,7 @@ mt_dist *mt_dist_init(int *argc, char ***argv) {
 void mt_dist_finalize(mt_dist *d) {
   if (!d) return;
   mt_group_destroy(d->world);
+  mt_wd_destroy(d->wd);
   MPI_Op_free(&d->bf16_sum);
   MPI_Op_free(&d->bf16_max);
   if (d->own_mpi) {
@@ -94,7 +96,9 @@ mt_group *mt_dist_world(mt_dist *d) { return d->world; }
 
 int mt_dist_check_agree(mt_dist *d, uint64_t value, const char *what, char *err, size_t errlen) {
   uint64_t *all = mt_xmalloc(sizeof(uint64_t) * (size_t)d->size);
+  mt_wd_op_begin(d->world, MT_WD_AGREE, (int64_t)sizeof value, -1);
   MT_MPI_CHECK(MPI_Allgather(&value, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD));
+  mt_wd_op_end(d->world);
   int bad = 0, first_bad = -1;
   for (int r = 1; r < d->size; r++)
     if (all[r] != all[0]) {

@@ -165,6 +165,7 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
   for (int i = 0; i < s->n_actions; i++) {
     const mt_pp_action *a = &s->actions[i];
     int pc;
+    mt_group_set_micro_batch(pp, a->mb);
     if (!md->backward) { /* forward only: release micro-batches whose output has left */
       for (int k = 0; k < cap; k++)
         if (fwd_send[k] && mt_test(fwd_send[k])) {

@@ -8,6 +8,7 @@
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +61,13 @@ static int read_keys(const cJSON *o, const hw_key *t, size_t nt, const char *sec
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, t[i].key);
     if (!v) return fail(err, n, path, "missing key \"%s\" (see docs/planner.md)", name);
     double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
+    /* an integer key is range-checked before the cast (a double beyond int is undefined) */
     if (!cJSON_IsNumber(v) || d < 0 || (d == 0 && !t[i].allow_zero) ||
-        (t[i].is_int && d != (double)(int)d))
+        (t[i].is_int && (d > INT_MAX || d != (double)(int)d)))
       return fail(err, n, path,
-                  t[i].allow_zero ? "key \"%s\" must be a number >= 0"
-                                  : "key \"%s\" must be a number > 0",
+                  t[i].is_int       ? "key \"%s\" must be an integer > 0 (at most 2147483647)"
+                  : t[i].allow_zero ? "key \"%s\" must be a number >= 0"
+                                    : "key \"%s\" must be a number > 0",
                   name);
     char *dst = (char *)hw + t[i].off;
     if (t[i].is_int) *(int *)dst = (int)d;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/failpoint.h"
 #include "core/util.h"
 #include "trainer/checkpoint_buffers.h"
 
@@ -44,9 +45,7 @@ static void mp_dir_name(char *out, size_t n, const mt_ckpt_layout *L) {
  * MEGATRAIN_FAILPOINT=checkpoint_write:N the process writes half of its
  * checkpoint file of iteration N and then kills itself with SIGKILL. */
 static int failpoint_hit(int64_t iteration) {
-  const char *fp = getenv("MEGATRAIN_FAILPOINT");
-  if (!fp || strncmp(fp, "checkpoint_write:", 17) != 0) return 0;
-  return atoll(fp + 17) == iteration;
+  return mt_failpoint_at("checkpoint_write", iteration);
 }
 
 static int rm_rf(const char *path) {

@@ -14,7 +14,8 @@ static int usage(const char *msg) {
   fprintf(stderr,
           "usage: megatrain convert --to hf --load DIR --output DIR [--dtype bf16|fp32]\n"
           "                         [--max-shard-size SIZE]   (default 5GB)\n"
-          "       megatrain convert --from hf --input DIR --output DIR --config FILE\n");
+          "       megatrain convert --from hf --input DIR --output DIR --config FILE\n"
+          "       megatrain convert --upgrade --load OLD --output NEW   (under OLD's layout)\n");
   return 2;
 }
 

@@ -83,7 +83,7 @@ typedef struct {
 } mt_dckpt_meta;
 
 /* Save `views` (n of them, this rank's) as iteration meta->iteration under
- * save_dir: SAVE/iter_NNNNNNN/{metadata.json, index.bin, shard_RRRRR.bin}
+ * save_dir (begin + write + finish below): SAVE/iter_NNNNNNN/{metadata.json, index.bin, shard_RRRRR.bin}
  * (one shard file per rank of `world` that writes anything). config_json
  * (may be NULL) is stored in metadata.json as "config". Every view with
  * write set is stored; writing the same element twice, or leaving an
@@ -98,6 +98,41 @@ typedef struct {
 int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,
                   mt_backend *be, const mt_dckpt_view *views, int n_views, mt_group *world,
                   char *err, size_t errlen);
+
+/* mt_dckpt_save in three phases, for asynchronous saves
+ * (trainer/ckpt_async.h): the collective steps run on the calling (main)
+ * thread, the file writing anywhere.
+ *  begin  (collective over world): rank 0 creates the temporary directory
+ *         SAVE/iter_NNNNNNN.tmp.<host>.<pid> (rank 0's host and pid,
+ *         broadcast: unique to the run, so another run's temporary directory
+ *         is never touched) and the views are checked; meta and config_json
+ *         are copied. -1 with the agreed message (nothing left behind).
+ *  write  (no communication; any thread): this rank's shard file from
+ *         `views` (device memory through be; NULL: host memory), which must
+ *         describe the same pieces as at begin. A write, fsync or close
+ *         error (ENOSPC, EIO, EACCES…) is kept for finish (-1 returned).
+ *         Fault injection (core/failpoint.h): checkpoint_write:N (half the
+ *         file, then SIGKILL), checkpoint_enospc:N / checkpoint_eio:N (the
+ *         write past half the file fails with ENOSPC / EIO),
+ *         checkpoint_stall:N (sleeps 60 s before writing).
+ *  finish (collective): agree on the write errors (the message of the
+ *         lowest failing rank names the path and the error), gather the
+ *         piece index, rank 0 validates it and publishes (metadata,
+ *         rename, latest). On any failure the temporary directory is
+ *         removed and the previous checkpoint and "latest" are untouched.
+ *         Frees p.
+ * abandon: free p without publishing (its temporary directory stays, removed
+ * at the next start of a run that takes the directory's lock). */
+typedef struct mt_dckpt_pending mt_dckpt_pending;
+int mt_dckpt_save_begin(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,
+                        const mt_dckpt_view *views, int n_views, mt_group *world,
+                        mt_dckpt_pending **out, char *err, size_t errlen);
+int mt_dckpt_save_write(mt_dckpt_pending *p, int rank, mt_backend *be, const mt_dckpt_view *views,
+                        int n_views);
+int mt_dckpt_save_finish(mt_dckpt_pending *p, mt_group *world, char *err, size_t errlen);
+void mt_dckpt_save_abandon(mt_dckpt_pending *p);
+/* The iteration p saves. */
+int64_t mt_dckpt_pending_iteration(const mt_dckpt_pending *p);
 
 typedef struct mt_dckpt mt_dckpt; /* an opened checkpoint: metadata and piece index */
 

@@ -154,6 +154,21 @@ static void piece_intervals(const mt_dckpt_piece *p, int64_t cols, int32_t id, i
 
 int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *err,
                             size_t errlen) {
+  /* shapes first: rows * cols * element size fits in int64, so every product
+   * of in-bounds piece coordinates below does too */
+  for (int i = 0; i < ix->n_t; i++) {
+    const mt_dckpt_tensor *t = &ix->t[i];
+    int64_t numel, bytes;
+    size_t es = mt_dtype_size(t->dtype);
+    if (t->rows < 0 || t->cols < 0 || __builtin_mul_overflow(t->rows, t->cols, &numel) ||
+        __builtin_mul_overflow(numel, (int64_t)(es ? es : 1), &bytes)) {
+      snprintf(err, errlen,
+               "%s: tensor '%s' has an impossible shape [%" PRId64 ", %" PRId64
+               "] (its size overflows 64 bits)",
+               where, t->name, t->rows, t->cols);
+      return -1;
+    }
+  }
   for (int i = 0; i < ix->n_p; i++) {
     const mt_dckpt_piece *p = &ix->p[i];
     const mt_dckpt_tensor *t = &ix->t[p->tensor];
@@ -163,8 +178,9 @@ int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *e
                (int)t->dtype);
       return -1;
     }
-    if (p->r0 < 0 || p->c0 < 0 || p->nr < 0 || p->nc < 0 || p->r0 + p->nr > t->rows ||
-        p->c0 + p->nc > t->cols || p->lo < 0 || p->lo > p->hi || p->hi > p->nr * p->nc ||
+    if (p->r0 < 0 || p->c0 < 0 || p->nr < 0 || p->nc < 0 || p->r0 > t->rows ||
+        p->nr > t->rows - p->r0 || p->c0 > t->cols || p->nc > t->cols - p->c0 || p->lo < 0 ||
+        p->lo > p->hi || p->hi > p->nr * p->nc ||
         p->nbytes != (p->hi - p->lo) * (int64_t)es ||
         p->n_blocks != (p->nbytes + MT_DCKPT_BLOCK - 1) / MT_DCKPT_BLOCK) {
       snprintf(err, errlen,
@@ -187,7 +203,7 @@ int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *e
       piece_intervals(p, t->cols, ix->sorted[t->first + k], &v, &n, &cap);
       total += p->hi - p->lo;
     }
-    qsort(v, (size_t)n, sizeof *v, cmp_interval);
+    if (n > 1) qsort(v, (size_t)n, sizeof *v, cmp_interval);
     for (int64_t k = 1; k < n; k++)
       if (v[k].a < v[k - 1].b) {
         int64_t e = v[k].a;

@@ -81,7 +81,8 @@ static int check_files(const mt_dckpt *c, char *err, size_t errlen) {
   }
   for (int k = 0; k < c->ix.n_p; k++) { /* every piece inside its file */
     const mt_dckpt_piece *p = &c->ix.p[k];
-    if (p->offset + p->nbytes > c->ix.f[p->file].bytes) {
+    int64_t fb = c->ix.f[p->file].bytes; /* no overflow: offset >= 32 (decode) */
+    if (p->nbytes < 0 || p->offset > fb || p->nbytes > fb - p->offset) {
       char path[4200];
       shard_path(path, sizeof path, c, p->file);
       snprintf(err, errlen, "'%s/index.bin': a piece of tensor '%s' ends past the end of '%s'",

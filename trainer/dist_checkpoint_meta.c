@@ -63,8 +63,13 @@ char *mt_dckpt_meta_json(const mt_dckpt_meta *meta, const char *config_json,
 static int get_int(const cJSON *o, const char *key, int64_t *v, const char *path, char *err,
                    size_t errlen) {
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
-  if (!cJSON_IsNumber(x) || x->valuedouble != (double)(int64_t)x->valuedouble) {
-    snprintf(err, errlen, "'%s': \"%s\" is missing or not an integer", path, key);
+  /* range first: converting a double outside int64 (1e308, inf) is undefined,
+   * and above 2^53 a JSON number is not exact (the writer stores doubles) */
+  if (!cJSON_IsNumber(x) || !(x->valuedouble >= -9007199254740992.0 &&
+                              x->valuedouble <= 9007199254740992.0) ||
+      x->valuedouble != (double)(int64_t)x->valuedouble) {
+    snprintf(err, errlen, "'%s': \"%s\" is missing or not an integer of at most 2^53", path,
+             key);
     return -1;
   }
   *v = (int64_t)x->valuedouble;

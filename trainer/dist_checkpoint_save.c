@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
+#include "core/failpoint.h"
 #include "core/util.h"
 #include "trainer/dist_checkpoint_internal.h"
 
@@ -37,9 +38,7 @@ int mt_dckpt_rm_rf(const char *path) {
 }
 
 static int failpoint_hit(int64_t iteration) {
-  const char *fp = getenv("MEGATRAIN_FAILPOINT");
-  if (!fp || strncmp(fp, "checkpoint_write:", 17) != 0) return 0;
-  return atoll(fp + 17) == iteration;
+  return mt_failpoint_at("checkpoint_write", iteration);
 }
 
 /* Agree on failure over the world: every rank gets the message of the
@@ -79,13 +78,21 @@ typedef struct {
   int fd;
   int64_t pos, limit; /* limit < 0: none */
   const char *path;
+  int64_t limit_inject; /* failpoint: the first write past this offset fails ... */
+  int inject;           /* ... with this errno (0: none) */
 } writer;
 
 static int wr(writer *w, const void *p, int64_t n, char *err, size_t errlen) {
   if (w->limit >= 0 && w->pos + n > w->limit) n = w->limit - w->pos;
   const char *s = p;
   while (n > 0) {
-    ssize_t k = write(w->fd, s, (size_t)n);
+    ssize_t k;
+    if (w->inject && w->pos + n > w->limit_inject) {
+      k = -1;
+      errno = w->inject; /* failpoint checkpoint_enospc / checkpoint_eio */
+    } else {
+      k = write(w->fd, s, (size_t)n);
+    }
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       snprintf(err, errlen, "write to '%s' failed: %s", w->path, strerror(errno));
@@ -115,7 +122,7 @@ static int write_shard(const char *path, int rank, int64_t iteration, mt_backend
   }
   int64_t file_bytes = pos > MT_DCKPT_SHARD_HEADER ? pos : 0;
   PUT(d, file_bytes);
-  writer w = {-1, 0, -1, path};
+  writer w = {-1, 0, -1, path, 0, 0};
   int rc = 0;
   unsigned char *stage = NULL;
   if (file_bytes) {
@@ -126,6 +133,9 @@ static int write_shard(const char *path, int rank, int64_t iteration, mt_backend
       return -1;
     }
     if (failpoint_hit(iteration)) w.limit = file_bytes / 2;
+    w.limit_inject = file_bytes / 2;
+    if (mt_failpoint_at("checkpoint_enospc", iteration)) w.inject = ENOSPC;
+    if (mt_failpoint_at("checkpoint_eio", iteration)) w.inject = EIO;
     unsigned char hdr[MT_DCKPT_SHARD_HEADER] = {0};
     uint32_t version = MT_DCKPT_VERSION, r32 = (uint32_t)rank;
     memcpy(hdr, MT_DCKPT_SHARD_MAGIC, 8);
@@ -257,7 +267,7 @@ static int build_index(mt_dckpt_index *ix, const unsigned char *all, const int64
 static int publish(const char *save_dir, const char *tmp, const char *final,
                    const mt_dckpt_meta *meta, const char *config_json, const mt_dckpt_index *ix,
                    char *err, size_t errlen) {
-  char path[4400];
+  char path[4600];
   size_t n;
   unsigned char *idx = mt_dckpt_index_encode(ix, &n);
   snprintf(path, sizeof path, "%s/index.bin", tmp);
@@ -298,24 +308,18 @@ static int publish(const char *save_dir, const char *tmp, const char *final,
   return 0;
 }
 
-int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,
-                  mt_backend *be, const mt_dckpt_view *views, int n_views, mt_group *world,
-                  char *err, size_t errlen) {
-  char final[4096], tmp[4200], path[4400];
-  snprintf(final, sizeof final, "%s/iter_%07" PRId64, save_dir, meta->iteration);
-  snprintf(tmp, sizeof tmp, "%s.tmp", final);
-  int rank = world ? mt_group_rank(world) : 0, n_ranks = world ? mt_group_size(world) : 1;
-  int failed = 0;
-  err[0] = '\0';
-  if (rank == 0) {
-    mt_dckpt_rm_rf(tmp); /* leftovers of a crashed save */
-    if (mt_mkdirs(tmp) != 0) {
-      snprintf(err, errlen, "cannot create checkpoint directory '%s': %s", tmp, strerror(errno));
-      failed = 1;
-    }
-  }
-  if (agree(world, failed, err, errlen)) return -1;
-  for (int i = 0; i < n_views && !failed; i++) {
+struct mt_dckpt_pending {
+  char save_dir[4096], final[4200], tmp[4500];
+  mt_dckpt_meta meta;
+  char *config_json;
+  int failed;       /* of the write phase */
+  char err[5000];   /* its message */
+  buf_t d;          /* this rank's piece descriptors */
+};
+
+/* The checked views of a save; 0 or -1 with a message. */
+static int check_views(const mt_dckpt_view *views, int n_views, char *err, size_t errlen) {
+  for (int i = 0; i < n_views; i++) {
     const mt_dckpt_view *v = &views[i];
     if (v->nr < 0 || v->nc < 0 || v->r0 < 0 || v->c0 < 0 || v->r0 + v->nr > v->rows ||
         v->c0 + v->nc > v->cols || v->lo < 0 || v->lo > v->hi || v->hi > v->nr * v->nc ||
@@ -327,18 +331,91 @@ int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *c
                ", elements %" PRId64 "..%" PRId64 ", dtype %s)",
                v->name, v->rows, v->cols, v->r0, v->c0, v->nr, v->nc, v->lo, v->hi,
                mt_dtype_name(v->dtype));
+      return -1;
+    }
+  }
+  return 0;
+}
+
+int64_t mt_dckpt_pending_iteration(const mt_dckpt_pending *p) { return p->meta.iteration; }
+
+void mt_dckpt_save_abandon(mt_dckpt_pending *p) {
+  if (!p) return;
+  free(p->config_json);
+  free(p->d.p);
+  free(p);
+}
+
+int mt_dckpt_save_begin(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,
+                        const mt_dckpt_view *views, int n_views, mt_group *world,
+                        mt_dckpt_pending **out, char *err, size_t errlen) {
+  *out = NULL;
+  mt_dckpt_pending *p = mt_xcalloc(1, sizeof *p);
+  snprintf(p->save_dir, sizeof p->save_dir, "%s", save_dir);
+  snprintf(p->final, sizeof p->final, "%s/iter_%07" PRId64, save_dir, meta->iteration);
+  p->meta = *meta;
+  if (config_json) {
+    p->config_json = mt_xmalloc(strlen(config_json) + 1);
+    strcpy(p->config_json, config_json);
+  }
+  const int rank = world ? mt_group_rank(world) : 0;
+  int failed = 0;
+  err[0] = '\0';
+  /* the temporary directory is unique to the writing run (rank 0's host and
+   * pid, broadcast): another run's leftovers are never ours to delete */
+  int32_t name[64]; /* 256 bytes */
+  memset(name, 0, sizeof name);
+  if (rank == 0) {
+    char host[128] = "host";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = '\0';
+    for (char *c = host; *c; c++)
+      if (*c == '/' || *c == ' ') *c = '_';
+    snprintf((char *)name, sizeof name, "%.100s.%ld", host, (long)getpid());
+  }
+  if (world) mt_broadcast(world, name, 64, MT_I32, 0);
+  ((char *)name)[sizeof name - 1] = '\0';
+  snprintf(p->tmp, sizeof p->tmp, "%s.tmp.%s", p->final, (const char *)name);
+  if (rank == 0) {
+    mt_dckpt_rm_rf(p->tmp); /* this process's own earlier attempt */
+    if (mt_mkdirs(p->tmp) != 0) {
+      snprintf(err, errlen, "cannot create checkpoint directory '%s': %s", p->tmp,
+               strerror(errno));
       failed = 1;
     }
   }
-  buf_t d = {0};
-  snprintf(path, sizeof path, "%s/shard_%05d.bin", tmp, rank);
-  if (!failed)
-    failed = write_shard(path, rank, meta->iteration, be, views, n_views, &d, err, errlen) != 0;
+  if (!failed) failed = check_views(views, n_views, err, errlen) != 0;
   if (agree(world, failed, err, errlen)) {
-    free(d.p);
-    if (rank == 0) mt_dckpt_rm_rf(tmp);
+    if (rank == 0) mt_dckpt_rm_rf(p->tmp);
+    mt_dckpt_save_abandon(p);
     return -1;
   }
+  *out = p;
+  return 0;
+}
+
+int mt_dckpt_save_write(mt_dckpt_pending *p, int rank, mt_backend *be, const mt_dckpt_view *views,
+                        int n_views) {
+  int64_t a[MT_FAILPOINT_MAX_ARGS];
+  if (mt_failpoint_get("checkpoint_stall", a) >= 1 && a[0] == p->meta.iteration)
+    sleep(60); /* failpoint: a slow writer (the kill -9 test of asynchronous saves) */
+  char path[4600];
+  snprintf(path, sizeof path, "%s/shard_%05d.bin", p->tmp, rank);
+  p->failed = write_shard(path, rank, p->meta.iteration, be, views, n_views, &p->d, p->err,
+                          sizeof p->err) != 0;
+  return p->failed ? -1 : 0;
+}
+
+int mt_dckpt_save_finish(mt_dckpt_pending *p, mt_group *world, char *err, size_t errlen) {
+  const int rank = world ? mt_group_rank(world) : 0, n_ranks = world ? mt_group_size(world) : 1;
+  snprintf(err, errlen, "%s", p->failed ? p->err : "");
+  if (agree(world, p->failed, err, errlen)) {
+    if (rank == 0) mt_dckpt_rm_rf(p->tmp);
+    mt_dckpt_save_abandon(p);
+    return -1;
+  }
+  buf_t d = p->d;
+  p->d.p = NULL;
   /* gather the descriptors (as int64 words) */
   while (d.n % 8) put(&d, "", 1);
   int64_t mine = (int64_t)(d.n / 8);
@@ -360,18 +437,31 @@ int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *c
     displs[0] = 0;
     all = d.p;
   }
+  int failed = 0;
   if (rank == 0) {
     mt_dckpt_index ix = {0};
     char where[4300];
-    snprintf(where, sizeof where, "checkpoint save '%s'", final);
+    snprintf(where, sizeof where, "checkpoint save '%s'", p->final);
     failed = build_index(&ix, all, counts, displs, n_ranks, err, errlen) != 0 ||
              mt_dckpt_index_validate(&ix, where, err, errlen) != 0 ||
-             publish(save_dir, tmp, final, meta, config_json, &ix, err, errlen) != 0;
+             publish(p->save_dir, p->tmp, p->final, &p->meta, p->config_json, &ix, err,
+                     errlen) != 0;
     mt_dckpt_index_free(&ix);
-    if (failed) mt_dckpt_rm_rf(tmp);
+    if (failed) mt_dckpt_rm_rf(p->tmp);
   }
   free(all);
   free(counts);
   free(displs);
+  mt_dckpt_save_abandon(p);
   return agree(world, failed, err, errlen) ? -1 : 0;
+}
+
+int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,
+                  mt_backend *be, const mt_dckpt_view *views, int n_views, mt_group *world,
+                  char *err, size_t errlen) {
+  mt_dckpt_pending *p;
+  if (mt_dckpt_save_begin(save_dir, meta, config_json, views, n_views, world, &p, err, errlen))
+    return -1;
+  mt_dckpt_save_write(p, world ? mt_group_rank(world) : 0, be, views, n_views);
+  return mt_dckpt_save_finish(p, world, err, errlen);
 }

@@ -4,6 +4,7 @@
  * parameters, tokenise the prompt with the GPT-2 BPE, decode with a KV cache
  * (model/gpt_infer.h), sample (trainer/sampling.h) and print the text and
  * the speed. Rank 0 prints; every rank runs the model. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,9 +85,18 @@ static int parse(int argc, char **argv, gen_args *a) {
     } else if (!strcmp(k, "--num-threads")) {
       if ((rc = num_arg(argc, argv, i++, 0, 4096, &v))) return rc;
       a->threads = (int)v;
-    } else if (!strcmp(k, "--seed")) {
-      if ((rc = num_arg(argc, argv, i++, 0, 18446744073709551615.0, &v))) return rc;
-      a->s.seed = (uint64_t)v;
+    } else if (!strcmp(k, "--seed")) { /* any uint64, exactly */
+      if (i + 1 >= argc) return usage_error("a value is needed after", k);
+      char *end;
+      errno = 0;
+      unsigned long long sv = strtoull(argv[i + 1], &end, 10);
+      if (end == argv[i + 1] || *end || errno || argv[i + 1][0] == '-') {
+        fprintf(stderr, "megatrain generate: error: --seed '%s': expected an integer in [0, 2^64)\n",
+                argv[i + 1]);
+        return 2;
+      }
+      a->s.seed = (uint64_t)sv;
+      i++;
     } else {
       return usage_error("unknown argument", k);
     }
@@ -162,9 +172,10 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
              mt_dckpt_dir(r->ck));
     return 1;
   }
-  char tp[64];
+  char tp[64], etp[64];
   snprintf(tp, sizeof tp, "parallel.tensor_model_parallel_size=%d", r->world_size);
-  const char *sets[] = {tp,
+  snprintf(etp, sizeof etp, "parallel.expert_tensor_parallel_size=%d", r->world_size);
+  const char *sets[] = {tp, etp,
                         "parallel.pipeline_model_parallel_size=1",
                         "parallel.virtual_pipeline_model_parallel_size=1",
                         "parallel.num_layers_in_first_pipeline_stage=0",

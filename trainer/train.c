@@ -18,6 +18,8 @@
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_internal.h"
+#include "trainer/train_signals.h"
+#include "trainer/train_watchdog.h"
 
 static void say(const mt_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void say(const mt_trainer *t, const char *fmt, ...) {
@@ -60,16 +62,21 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
   const float loss_scale = (float)(1.0 / ((double)gbs * c->model.seq_length));
   double loss_sum = 0.0;
+  if (train) t->busy_s += mt_straggler_failpoint(t->rank);
+  const double t0 = mt_now();
   if (t->topo.pp > 1) {
     /* the last stage computes the loss; the others contribute 0 */
     loss_sum = mt_trainer_run_pipeline(t, split, base, train, loss_scale);
+    if (train) t->busy_s += t->pp_stats.wall_s - t->pp_stats.wait_s;
     mt_allreduce(t->ps->pp, &loss_sum, 1, MT_F64, MT_OP_SUM);
   } else {
     for (int64_t mb = 0; mb < n_micro; mb++) {
+      mt_group_set_micro_batch(t->dp_group, (int)mb);
       mt_trainer_load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
       loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
       if (t->zero) mt_zero_opt_flush(t->zero);
     }
+    if (train) t->busy_s += mt_now() - t0;
   }
   mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
   return loss_sum;
@@ -306,12 +313,23 @@ static void report_peaks(const mt_trainer *t) {
 int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
   char err[2048];
+  mt_trainer_watchdog_start(cfg, dist);
+  /* handlers first: a preemption during set-up (e.g. a long checkpoint
+   * load) is acted on at the first iteration boundary */
+  mt_exit_watch watch;
+  if (mt_exit_watch_start(&watch, &cfg->training, mt_now(), err, sizeof err) != 0) {
+    fprintf(stderr, "megatrain: error: %s\n", err);
+    return 1;
+  }
   if (mt_trainer_setup(t, cfg, dist, err, sizeof err) != 0) {
     rank_error(t, err);
     mt_trainer_teardown(t);
+    mt_exit_watch_stop(&watch);
     return 1;
   }
   print_summary(t);
+  if (cfg->checkpoint.save[0] && cfg->checkpoint.async_save)
+    mt_trainer_async_init(t);
   /* peaks from here on are the training loop's (not set-up transients such
    * as ZeRO-2/3's full flat buffers before they are sharded) */
   mt_mem_reset_peak(&t->be->mem);
@@ -323,6 +341,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0;
   int status = 0;
   for (int64_t it = start + 1; it <= tc->train_iters; it++) {
+    mt_trainer_iteration_begin(dist, it);
     mt_step_result r = mt_trainer_step(t, it);
     t->iteration = it;
     iters_done++;
@@ -397,6 +416,16 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       line.tflops_per_device =
           t->flops_per_iter * n_iv / (now - t->t_interval) / t->world_size / 1e12;
       line.eta_s = per_it * (double)(tc->train_iters - it);
+      if (cfg->logging.log_straggler && t->world_size > 1) {
+        /* collective over the world: every rank reaches this line */
+        mt_straggler sg = mt_straggler_reduce(t->world, 1e3 * t->busy_s / (double)n_iv);
+        rec.has_straggler = line.has_straggler = 1;
+        rec.straggler_max_ms = line.straggler_max_ms = sg.max_ms;
+        rec.straggler_max_rank = line.straggler_max_rank = sg.max_rank;
+        rec.straggler_min_ms = line.straggler_min_ms = sg.min_ms;
+        rec.straggler_min_rank = line.straggler_min_rank = sg.min_rank;
+      }
+      t->busy_s = 0.0;
       if (t->is_logger) mt_log_line(stdout, &line);
       acc_loss = acc_norm = 0.0;
       n_acc = 0;
@@ -411,22 +440,47 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       t->t_interval += mt_now() - now; /* keep evaluation out of the throughput figures */
     }
     if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);
+    /* publish a finished asynchronous save (Megatron's async finalize) */
+    if (t->ckpt_async && mt_trainer_save_poll(t, 0, err, sizeof err) != 0) {
+      rank_error(t, err);
+      status = 1;
+      break;
+    }
     int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
+    int saved = 0;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
          it == tc->train_iters || exiting)) {
+      mt_exit_failpoint_in_save(&watch, t->rank, it);
       if (mt_trainer_save(t, err, sizeof err) != 0) {
         rank_error(t, err);
         status = 1;
         break;
       }
+      saved = 1;
     }
-    t_log = mt_now();
     if (exiting) {
       say(t, "> exiting after iteration %lld (training.exit_interval = %lld)\n", (long long)it,
           (long long)tc->exit_interval);
       break;
     }
+    /* preemption / time budget: agreed after the regular save, so a signal
+     * that arrived during that save ends the run here without another one */
+    if (it < tc->train_iters && mt_exit_watch_active(&watch)) {
+      int rc = mt_trainer_exit_boundary(t, &watch, saved, err, sizeof err);
+      if (rc < 0) {
+        rank_error(t, err);
+        status = 1;
+        break;
+      }
+      if (rc > 0) break;
+    }
+    t_log = mt_now();
+  }
+  /* every exit path waits for (and publishes) the last asynchronous save */
+  if (t->ckpt_async && mt_trainer_save_poll(t, 1, err, sizeof err) != 0) {
+    rank_error(t, err);
+    status = 1;
   }
   if (status == 0) report_peaks(t);
   const int n_dp_cp = mt_group_size(t->dp_group);
@@ -445,5 +499,6 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     printf("> training done: %lld iterations in %.1f s\n", (long long)iters_done,
            mt_now() - t_start);
   mt_trainer_teardown(t);
+  mt_exit_watch_stop(&watch);
   return status;
 }

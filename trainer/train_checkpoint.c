@@ -12,6 +12,7 @@
 
 #include "core/util.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_async.h"
 #include "trainer/ckpt_views.h"
 #include "trainer/dist_checkpoint.h"
 #include "trainer/resume_checks.h"
@@ -114,6 +115,37 @@ static int64_t dir_bytes(const char *dir) {
   return sum;
 }
 
+static void print_saved(const mt_trainer *t, int64_t iteration, const char *how) {
+  if (t->rank != 0) return;
+  char dir[4200];
+  snprintf(dir, sizeof dir, "%s/iter_%07lld", t->cfg->checkpoint.save, (long long)iteration);
+  printf(" saved checkpoint at iteration %lld to %s %s (%.1f MiB)\n", (long long)iteration,
+         t->cfg->checkpoint.save, how, (double)dir_bytes(dir) / (1024.0 * 1024.0));
+  fflush(stdout);
+}
+
+int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen) {
+  int64_t it;
+  double write_s;
+  err[0] = '\0';
+  int rc = mt_ckpt_async_poll(t->ckpt_async, t->world, wait, &it, &write_s, err, errlen);
+  if (rc < 0) return -1;
+  if (rc == 1) {
+    char how[96];
+    snprintf(how, sizeof how, "(asynchronous: written in %.2f s in the background)", write_s);
+    print_saved(t, it, how);
+  }
+  return 0;
+}
+
+void mt_trainer_async_init(mt_trainer *t) {
+  t->ckpt_async = mt_ckpt_async_create();
+  mt_dckpt_view *v = NULL;
+  int n = trainer_views(t, 1, 1, &v);
+  mt_ckpt_async_reserve(t->ckpt_async, v, n);
+  free(v);
+}
+
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   const double t0 = mt_now();
   mt_dckpt_meta meta = {.iteration = t->iteration,
@@ -127,18 +159,30 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   mt_dckpt_view *v = NULL;
   int n = trainer_views(t, 1, 1, &v);
   err[0] = '\0';
-  int rc = mt_dckpt_save(t->cfg->checkpoint.save, &meta, t->cfg->json, t->be, v, n, t->world,
-                         err, errlen);
+  int rc;
+  if (t->ckpt_async) {
+    /* a new save waits for the previous one */
+    rc = mt_trainer_save_poll(t, 1, err, errlen);
+    const double t1 = mt_now();
+    if (rc == 0)
+      rc = mt_ckpt_async_start(t->ckpt_async, t->cfg->checkpoint.save, &meta, t->cfg->json, t->be,
+                               v, n, t->world, err, errlen);
+    if (rc == 0 && t->rank == 0) {
+      printf(" started asynchronous save of iteration %lld to %s (waited %.2f s for the previous "
+             "save, host snapshot in %.2f s)\n",
+             (long long)t->iteration, t->cfg->checkpoint.save, t1 - t0, mt_now() - t1);
+      fflush(stdout);
+    }
+    free(v);
+    return rc;
+  }
+  rc = mt_dckpt_save(t->cfg->checkpoint.save, &meta, t->cfg->json, t->be, v, n, t->world, err,
+                     errlen);
   free(v);
   if (rc != 0) return -1;
-  if (t->rank == 0) {
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s/iter_%07lld", t->cfg->checkpoint.save, (long long)t->iteration);
-    printf(" saved checkpoint at iteration %lld to %s in %.2f s (%.1f MiB)\n",
-           (long long)t->iteration, t->cfg->checkpoint.save, mt_now() - t0,
-           (double)dir_bytes(dir) / (1024.0 * 1024.0));
-    fflush(stdout);
-  }
+  char how[64];
+  snprintf(how, sizeof how, "in %.2f s", mt_now() - t0);
+  print_saved(t, t->iteration, how);
   return 0;
 }
 

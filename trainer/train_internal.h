@@ -58,6 +58,8 @@ typedef struct {
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
+  double busy_s;            /* this rank's forward/backward seconds since the last log
+                             * line, pipeline waits excluded (logging.log_straggler) */
   /* pipeline parallelism */
   mt_pp_schedule sched_train, sched_eval;
   mt_pp_stats pp_stats;     /* of the last training iteration */
@@ -68,6 +70,11 @@ typedef struct {
   /* MoE: per-expert counts of the last step's whole global batch, [routed
    * n_moe · E | kept n_moe · E] (trainer/train_moe_bias.c); NULL until then */
   int64_t *moe_tokens_per_expert;
+  /* checkpoint.save's lock, held by world rank 0 (trainer/ckpt_lock.h) */
+  struct mt_ckpt_lock *ckpt_lock;
+  /* checkpoint.async_save: the background writer (trainer/ckpt_async.h);
+   * NULL for synchronous saves */
+  struct mt_ckpt_async *ckpt_async;
 } mt_trainer;
 
 typedef struct {
@@ -193,5 +200,13 @@ int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen);
  * "saved checkpoint at iteration N to DIR in X s (Y MiB)". Collective over
  * the world. Returns 0, or -1 with a message. */
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);
+/* At an iteration boundary (every rank): publish a finished asynchronous
+ * save (wait = 1: wait for it; every exit path does). 0, or -1 with a
+ * message (the save failed; previous checkpoint untouched). No-op for
+ * synchronous saves. */
+int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen);
+/* checkpoint.async_save: create t->ckpt_async and its host snapshot (the
+ * size of this rank's share of a checkpoint, touched now). No communication. */
+void mt_trainer_async_init(mt_trainer *t);
 
 #endif

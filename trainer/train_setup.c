@@ -7,6 +7,8 @@
 
 #include "backends/registry.h"
 #include "core/util.h"
+#include "trainer/ckpt_async.h"
+#include "trainer/ckpt_lock.h"
 #include "trainer/train_internal.h"
 
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps) {
@@ -139,6 +141,10 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       .expert_tensor_parallel_size = cfg->parallel.expert_tensor_parallel_size,
       .context_parallel_size = cfg->parallel.context_parallel_size};
   if (mt_topology_build(&t->topo, t->world_size, &sz, err, errlen) != 0) return -1;
+  /* one writer per checkpoint directory (trainer/ckpt_lock.h) */
+  if (cfg->checkpoint.save[0] &&
+      mt_ckpt_lock_acquire(cfg->checkpoint.save, t->world, &t->ckpt_lock, err, errlen) != 0)
+    return -1;
   /* a limit of this build's trainer, not of the config: `megatrain plan`
    * validates the same config and plans MoE for any hardware */
   if (cfg->model.num_experts > 0 && strcmp(cfg->device, "cpu") != 0) {
@@ -205,6 +211,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
 }
 
 void mt_trainer_teardown(mt_trainer *t) {
+  mt_ckpt_async_destroy(t->ckpt_async); /* joins a writer still running */
+  mt_ckpt_lock_release(t->ckpt_lock);
   mt_metrics_close(&t->metrics);
   mt_adamw_free(&t->opt);
   mt_ddp_buffer_free(&t->ddp);

@@ -241,7 +241,7 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
     snprintf(err, errlen,
              "checkpoint '%s' was saved with parallel.zero_stage %u and data-parallel size %u "
              "but this run has zero_stage %d and dp %d; ZeRO checkpoints resume only with the "
-             "same layout (cross-layout resharding is not implemented)",
+             "same layout (checkpoints of this per-layout format, written before the layout-free one, are not cut again: load it under the layout that wrote it, or turn it into a layout-free one there with megatrain convert --upgrade)",
              mp_dir, h.stage, h.dp, z->o.stage, D->L.dp);
     goto out;
   }
@@ -275,7 +275,7 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
                "expert-data-parallel %u (this rank: etp rank %u, ep rank %u, edp rank %u, expert "
                "shard %lld elements%s) but this run has etp %u x ep %u x edp %u (etp rank %u, "
                "ep rank %u, edp rank %u, shard %lld); ZeRO checkpoints resume only with the "
-               "layout they were saved with (cross-layout resharding is not implemented)",
+               "layout they were saved with (checkpoints of this per-layout format, written before the layout-free one, are not cut again: load it under the layout that wrote it, or turn it into a layout-free one there with megatrain convert --upgrade)",
                mp_dir, x.etp, x.ep, x.edp, x.etp_rank, x.ep_rank, x.edp_rank,
                (long long)x.shard_numel,
                h.version == ZVERSION_MOE2

@@ -14,7 +14,9 @@
 #    model no naming expresses (interleaved RoPE) is refused by the export;
 #    an output directory that is not empty is refused (exit 2).
 #  - fine-tuning from the imported GPT-2 checkpoint (training.finetune) under
-#    tp=2 equals the same fine-tuning in one process within 1e-5.
+#    tp=2, and under pp=2 (tied embedding on both stages), equals the same
+#    fine-tuning in one process within 1e-5, and starts from the imported
+#    weights (its first loss is not a fresh start's).
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY has no torch"; exit 77; }
@@ -178,6 +180,9 @@ ft() { # ft NAME NP [--set ...]
 ft one 1
 ft tp2 2 --set parallel.tensor_model_parallel_size=2
 compare_metrics $TMP/ft_tp2.jsonl $TMP/ft_one.jsonl 1e-5
+# pp=2: the tied embedding's last-stage copy is loaded from the import too
+ft pp2 2 --set parallel.pipeline_model_parallel_size=2
+compare_metrics $TMP/ft_pp2.jsonl $TMP/ft_one.jsonl 1e-5
 grep -m1 -i "finetune\|fine-tun" $TMP/ft_one.log || true
 # the imported weights were used: the first loss is not that of a fresh start
 "$MT" --config $TMP/gpt2.json --set training.train_iters=6 --set training.eval_interval=0 \

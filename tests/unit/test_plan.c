@@ -402,6 +402,10 @@ static void test_bad_inputs(void **state) {
   assert_int_equal(mt_hardware_load(&hw, "build/test_plan_bad_hw.json", err, sizeof err), 2);
   assert_non_null(strstr(err, "peak_tflops_fp32"));
   remove("build/test_plan_bad_hw.json");
+  /* an integer key beyond int (once an undefined cast, found by fuzzing) */
+  assert_int_equal(mt_hardware_load(&hw, "tests/fuzz/regress/hw/gpus_per_node_1e300", err,
+                                    sizeof err), 2);
+  assert_non_null(strstr(err, "\"gpus_per_node\" must be an integer"));
   /* a layout that cannot divide the world: the config loader names it */
   mt_config cfg;
   int rc = mt_config_load(&cfg, "configs/papers/korthikanti22-175b.json", NULL, 0, 60, err,

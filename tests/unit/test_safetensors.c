@@ -146,6 +146,7 @@ static void test_malformed(void **state) {
   expect_refused("{}", (long long)1 << 40, 0, "above the format's limit");
   expect_refused("{\"a\":", -1, 0, "not valid JSON");
   expect_refused("[1, 2]", -1, 0, "not a JSON object");
+  expect_refused("{}  x     ", -1, 0, "bytes after its JSON object");
   expect_refused("{" T("w", "F33", "[2]", 0, 8) "}", -1, 8, "unknown dtype \"F33\"");
   expect_refused("{" T("w", "F32", "[-2]", 0, 8) "}", -1, 8, "'w': \"shape\" is not a list");
   expect_refused("{" T("w", "F32", "[2.5]", 0, 8) "}", -1, 8, "\"shape\" is not a list");
@@ -161,7 +162,25 @@ static void test_malformed(void **state) {
                  "'w' is listed twice");
   expect_refused("{" T("w", "F32", "[2]", 0, 8) "}", -1, 12, "trailing bytes");
   expect_refused("{\"__metadata__\":{\"format\":1}}", -1, 0, "is not a string");
+  expect_refused("{\"__metadata__\":{},\"__metadata__\":{}}", -1, 0, "given twice");
+  { /* more metadata keys than header entries (once a heap overflow, found by fuzzing) */
+    const char *h = "{\"__metadata__\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\"}}";
+    uint64_t hl = strlen(h);
+    snprintf(path, sizeof path, "%s/meta.safetensors", g_dir);
+    fp = fopen(path, "wb");
+    fwrite(&hl, 8, 1, fp);
+    fputs(h, fp);
+    fclose(fp);
+    assert_int_equal(mt_st_open(path, &f, err, sizeof err), 0);
+    assert_string_equal(mt_st_metadata(f, "d"), "4");
+    mt_st_close(f);
+  }
   expect_refused("{\"w\":{\"dtype\":\"F32\",\"shape\":[2]}}", -1, 8, "\"data_offsets\"");
+  /* an empty file with a space-padded header is valid */
+  craft(path, "{}      ", -1, 0);
+  if (mt_st_open(path, &f, err, sizeof err)) fail_msg("padded empty header: %s", err);
+  assert_int_equal(mt_st_count(f), 0);
+  mt_st_close(f);
   /* a valid file for the index cases */
   char sdir[300], ip[700];
   snprintf(sdir, sizeof sdir, "%s/idx", g_dir);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Failed saves (docs/checkpoint.md "Failed saves"): a write error during a
+# save (MEGATRAIN_FAILPOINT=checkpoint_enospc:N makes the shard write of
+# iteration N fail with ENOSPC) on rank 1 of a 2-rank tp2 job ends the job
+# with exit 1 on every rank, one message naming the file and the error; the
+# previous checkpoint stays latest and loads, no temporary directory is left.
+# The same with an asynchronous save (the error surfaces at its finalize),
+# and a save directory that cannot be created is refused at start-up.
+source "$(dirname "$0")/lib.sh"
+MPIRUN="timeout 120 mpirun --oversubscribe --bind-to none"
+S="$TMP/save"
+ARGS=(--config $CFG --set parallel.tensor_model_parallel_size=2 --set checkpoint.save="$S"
+      --set checkpoint.save_interval=4 --set training.train_iters=8 --set training.eval_interval=0)
+set +e
+$MPIRUN -np 1 "$MT" "${ARGS[@]}" : -np 1 env MEGATRAIN_FAILPOINT=checkpoint_enospc:8 "$MT" "${ARGS[@]}" \
+  >"$TMP/a.log" 2>&1; rc=$?
+set -e
+grep "error" "$TMP/a.log" || true
+[ $rc -eq 1 ] || { echo "exit $rc, want 1"; cat "$TMP/a.log"; exit 1; }
+for r in 0 1; do
+  grep -q "\[rank $r\] megatrain: error: write to '$S/iter_0000008.tmp.[^/]*/shard_00001.bin' failed: No space left on device" "$TMP/a.log" \
+    || { echo "rank $r did not print the write error"; cat "$TMP/a.log"; exit 1; }
+done
+[ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "latest is not 4"; exit 1; }
+[ ! -e "$S/iter_0000008" ] || { echo "the failed iteration was published"; exit 1; }
+! compgen -G "$S/*.tmp*" >/dev/null || { echo "temporary files left:"; ls "$S"; exit 1; }
+$MPIRUN -np 2 "$MT" "${ARGS[@]}" --set checkpoint.load="$S" --set training.train_iters=5 \
+  --set checkpoint.save="$TMP/s2" >"$TMP/b.log" 2>&1 || { cat "$TMP/b.log"; exit 1; }
+grep -q "resumed from iteration 4" "$TMP/b.log"
+echo "sync: ENOSPC on rank 1 -> exit 1 on both ranks, iteration 4 still latest and loadable"
+
+# asynchronous save, one process: the error is reported when the save is finalized
+S="$TMP/save_async"
+set +e
+MEGATRAIN_FAILPOINT=checkpoint_eio:8 "$MT" --config $CFG --set checkpoint.save="$S" \
+  --set checkpoint.save_interval=4 --set training.train_iters=8 --set checkpoint.async_save=true \
+  >"$TMP/c.log" 2>&1; rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "async: exit $rc, want 1"; cat "$TMP/c.log"; exit 1; }
+grep "error: write to '$S/iter_0000008.tmp.[^/]*/shard_00000.bin' failed: Input/output error" "$TMP/c.log"
+[ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "async: latest is not 4"; exit 1; }
+! compgen -G "$S/*.tmp*" >/dev/null || { echo "async: temporary files left:"; ls "$S"; exit 1; }
+echo "async: EIO -> exit 1, iteration 4 still latest"
+
+# a save directory that cannot be created: refused at start-up, exit 1
+touch "$TMP/file"
+set +e
+"$MT" --config $CFG --set checkpoint.save="$TMP/file/ck" --set training.train_iters=4 >"$TMP/d.log" 2>&1; rc=$?
+set -e
+cat "$TMP/d.log"
+[ $rc -eq 1 ] && grep -q "cannot create checkpoint.save directory '$TMP/file/ck': Not a directory" "$TMP/d.log"
+if [ "$(id -u)" != 0 ]; then
+  mkdir "$TMP/ro"; chmod 555 "$TMP/ro"
+  set +e
+  "$MT" --config $CFG --set checkpoint.save="$TMP/ro" --set training.train_iters=4 >"$TMP/e.log" 2>&1; rc=$?
+  set -e
+  cat "$TMP/e.log"
+  [ $rc -eq 1 ] && grep -q "Permission denied" "$TMP/e.log"
+fi
+echo "failed saves end the job with exit 1 and leave the previous checkpoint latest"
