@@ -337,7 +337,9 @@ const mt_cfg_key mt_cfg_keys[] = {
      "JSON-lines file of per-step metrics; null = none"},
     {S_LOG, "log_straggler", MT_CT_BOOL, FLD(logging.log_straggler), 0, 0, 0, NULL, NUM(1),
      "`--log-straggler` (Megatron's default is false)",
-     "every `log_interval`, the slowest and fastest rank's iteration time with their ranks"},
+     "every `log_interval`, the slowest and fastest rank's compute time per iteration "
+     "(forward and backward, without waits for other pipeline stages) with their ranks, in the "
+     "log line and the JSONL"},
 };
 const int mt_cfg_nkeys = (int)(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]));
 

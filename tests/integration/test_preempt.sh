@@ -45,7 +45,8 @@ check_stop() {
 }
 
 # --- 4 ranks tp=2 dp=2, SIGTERM to rank 3 only ---
-$MPI "$MT" --config $CFG $TP2 --set logging.metrics_file="$TMP/ref4.jsonl" >"$TMP/ref4.log" 2>&1
+$MPI "$MT" --config $CFG $TP2 --set logging.metrics_file="$TMP/ref4.jsonl" >"$TMP/ref4.log" 2>&1 ||
+  { echo "reference run failed"; tail -20 "$TMP/ref4.log"; exit 1; }
 MEGATRAIN_FAILPOINT=straggler:0:300 $MPI -x MEGATRAIN_FAILPOINT "$MT" --config $CFG $TP2 \
   --set logging.log_interval=1 --set checkpoint.save="$TMP/c4" \
   --set logging.metrics_file="$TMP/int4.jsonl" >"$TMP/int4.log" 2>&1 & JOB=$!
@@ -57,7 +58,8 @@ set +e; wait $JOB; rc=$?; set -e
 IT=$(check_stop "$TMP/int4.log" "$TMP/c4" SIGTERM 3)
 ls "$TMP/c4/iter_$(printf %07d "$IT")" >/dev/null
 $MPI "$MT" --config $CFG $TP2 --set checkpoint.load="$TMP/c4" \
-  --set logging.metrics_file="$TMP/int4.jsonl" >"$TMP/res4.log" 2>&1
+  --set logging.metrics_file="$TMP/int4.jsonl" >"$TMP/res4.log" 2>&1 ||
+  { echo "resumed run failed"; tail -20 "$TMP/res4.log"; exit 1; }
 grep -q "resumed from iteration $IT" "$TMP/res4.log"
 echo "tp2 dp2, SIGTERM to rank 3, stopped after iteration $IT, resumed:"
 compare_metrics "$TMP/ref4.jsonl" "$TMP/int4.jsonl" 0
@@ -81,6 +83,11 @@ compare_metrics "$TMP/ref1.jsonl" "$TMP/int1.jsonl" 0
   >"$TMP/dur.log" 2>&1 || { echo "exit_duration_in_mins: exit $?"; tail "$TMP/dur.log"; exit 1; }
 grep "> exiting after iteration 1: .* minutes since start-up >= training.exit_duration_in_mins = 0.001; checkpoint saved" "$TMP/dur.log"
 [ "$(cat "$TMP/cd/latest_checkpointed_iteration.txt")" = 1 ]
+# with checkpoint.async_save: the background write is finished and published before the exit
+"$MT" --config $CFG --set training.exit_duration_in_mins=0.001 --set checkpoint.save="$TMP/ca" \
+  --set checkpoint.async_save=true >"$TMP/dura.log" 2>&1 || { echo "async: exit $?"; tail "$TMP/dura.log"; exit 1; }
+grep -q "> exiting after iteration 1: .*checkpoint being saved to .* (asynchronous; finished before the process exits)" "$TMP/dura.log"
+[ "$(cat "$TMP/ca/latest_checkpointed_iteration.txt")" = 1 ] || { echo "async: iteration 1 not published"; exit 1; }
 # without checkpoint.save: says nothing was saved
 "$MT" --config $CFG --set training.exit_duration_in_mins=0.001 >"$TMP/dur2.log" 2>&1
 grep -q "nothing saved (checkpoint.save is not set)" "$TMP/dur2.log"
@@ -104,8 +111,8 @@ set +e; wait $JOB; rc=$?; set -e
   { echo "exit_signal_handler=false: exit $rc (expected 143), or a checkpoint was written"; exit 1; }
 echo "exit_signal_handler=false: SIGTERM kills at once (exit 143, nothing saved)"
 
-# --- straggler report: rank 1 of 2 sleeps 100 ms per step ---
-MEGATRAIN_FAILPOINT=straggler:1:100 mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
+# --- straggler report: rank 1 of 2 sleeps 300 ms per step ---
+MEGATRAIN_FAILPOINT=straggler:1:300 mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
   -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MEGATRAIN_FAILPOINT "$MT" --config $CFG \
   --set training.train_iters=10 --set logging.metrics_file="$TMP/s.jsonl" >"$TMP/s.log" 2>&1
 grep -m1 -o "straggler: slowest rank 1 [0-9.]* ms, fastest rank 0 [0-9.]* ms |" "$TMP/s.log" ||
@@ -117,7 +124,7 @@ s = [r for r in recs if "straggler_max_ms" in r]
 assert [r["iteration"] for r in s] == [5, 10], [r["iteration"] for r in s]
 for r in s:
     assert r["straggler_max_rank"] == 1 and r["straggler_min_rank"] == 0, r
-    assert r["straggler_max_ms"] >= r["straggler_min_ms"] + 90, r
+    assert r["straggler_max_ms"] >= r["straggler_min_ms"] + 150, r
 print("straggler JSONL: iterations 5 and 10 name rank 1 slowest (%.1f ms) and rank 0 fastest (%.1f ms)"
       % (s[-1]["straggler_max_ms"], s[-1]["straggler_min_ms"]))
 PY
