@@ -227,6 +227,11 @@ fi
 if [ "$(awk '/^    / && length > 110' "$tmp/err" | wc -l)" -ne 0 ]; then
   echo "FAIL json_binary: quoted text not cut to a short window"; fails=$((fails + 1))
 fi
+printf '{"\\u001b[31mred": 1, "model": {"x\377": 2}}\n' >"$tmp/ctrlkey.json"
+expect unknown_key_escaped "$tmp/ctrlkey.json" "unknown" '\x1B[31mred'
+if LC_ALL=C grep -q "$(printf '[\033\377]')" "$tmp/err"; then
+  echo "FAIL unknown_key_escaped: raw control bytes echoed"; fails=$((fails + 1))
+fi
 expect opt_sched_both "$g" "training.override_opt_param_scheduler" \
   "use_checkpoint_opt_param_scheduler" -- --set training.override_opt_param_scheduler=true \
   --set training.use_checkpoint_opt_param_scheduler=true
