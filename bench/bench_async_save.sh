@@ -9,18 +9,21 @@
 # time of iteration i is the wall-clock gap between the log lines of
 # iterations i-1 and i as read from the trainer's stdout (log_interval 1):
 # a synchronous save of iteration i-1 (written after its log line) lands in
-# iteration i's gap, as does the host snapshot of an asynchronous save; its
-# background write overlaps the following iterations. "save" rows are the
+# iteration i's gap, as do the host snapshot of an asynchronous save and
+# its wait for the previous asynchronous save when that one is still being
+# written (the trainer prints both); the background write overlaps the
+# following iterations. The snapshot buffer is allocated and touched at the
+# start of training, not in a save iteration. "save" rows are the
 # gaps that follow a save iteration, "other" the rest (the first iteration
 # and the end-of-training save are left out). The checkpoint is ~1.4 GiB
 # (fp32 parameters + Adam moments).
 #
-# usage: bench/bench_async_save.sh [ITERS [EVERY]]   (defaults 13 4)
+# usage: bench/bench_async_save.sh [ITERS [EVERY]]   (defaults 19 6)
 #   THREADS=N (env, default 1): training.num_threads.
 # About 3-4 minutes on 2 shared cores; ~3 GiB of disk at most (checkpoints
 # removed between runs), ~3 GiB of memory (the snapshot).
 set -eu
-ITERS=${1:-13} EVERY=${2:-4} THREADS=${THREADS:-1}
+ITERS=${1:-19} EVERY=${2:-6} THREADS=${THREADS:-1}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
 make -s megatrain

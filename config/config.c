@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/fileio.h"
 #include "core/hash.h"
@@ -375,20 +376,33 @@ static int fail_syntax(mt_cfg_ctx *c, const char *text, const char *at) {
   while (*le && *le != '\n') le++;
   if (le > ls && le[-1] == '\r') le--;
   int col = (int)(at - ls) + 1;
-  /* Show at most 100 characters around the error position. */
+  /* Show at most ~100 characters around the error position; bytes that are
+   * not printable ASCII are shown escaped (\xNN) so that a binary file never
+   * writes raw bytes to the terminal. caret = output column of 'at'. */
   const char *from = ls, *to = le;
-  if (at - from > 60) from = at - 60;
-  if (to - from > 100) to = from + 100;
-  char snip[128];
-  int n = 0;
-  for (const char *q = from; q < to; q++) snip[n++] = (*q == '\t' || *q == '\r') ? ' ' : *q;
+  if (at - from > 24) from = at - 24;
+  if (to - from > 60) to = from + 60;
+  if (to < at) to = at;
+  char snip[4 * 64 + 8];
+  int n = 0, caret = 0;
+  for (const char *q = from; q < to && n < (int)sizeof snip - 5 && (n < 100 || q <= at); q++) {
+    unsigned char ch = (unsigned char)*q;
+    if (q == at) caret = n;
+    if (ch == '\t' || ch == '\r')
+      snip[n++] = ' ';
+    else if (ch < 0x20 || ch >= 0x7f)
+      n += snprintf(snip + n, sizeof snip - (size_t)n, "\\x%02X", ch);
+    else
+      snip[n++] = (char)ch;
+  }
+  if (at >= to) caret = n;
   snip[n] = '\0';
   char label[MT_PATH_MAX + 32];
   snprintf(label, sizeof label, "line %d, column %d", line, col);
   return mt_cfg_fail_label(c, label,
                            "JSON syntax error (expected valid JSON: check commas, quotes and "
                            "brackets)\n    %s\n    %*s^",
-                           snip, (int)(at - from), "");
+                           snip, caret, "");
 }
 
 static int walk(mt_cfg_ctx *c, const cJSON *root, mt_config *cfg) {
@@ -464,10 +478,16 @@ int mt_config_load(mt_config *cfg, const char *path, const char *const *override
   c.errlen = errlen;
   size_t len = 0;
   int err_no = 0;
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+    return mt_cfg_fail_label(&c, "cannot read config file",
+                             "'%s' is a directory, expected a JSON config file", path);
   char *text = mt_read_file(path, (size_t)16 << 20, &len, &err_no);
   if (!text && err_no == EFBIG)
     return mt_cfg_fail_label(&c, "cannot read config file", "larger than 16 MiB");
-  if (!text && err_no == EIO) return mt_cfg_fail_label(&c, "cannot read config file", "read error");
+  if (!text && err_no != ENOENT && err_no != EACCES && err_no != ENOTDIR && err_no != ELOOP &&
+      err_no != ENAMETOOLONG)
+    return mt_cfg_fail_label(&c, "cannot read config file", "read error: %s", strerror(err_no));
   if (!text) return mt_cfg_fail_label(&c, "cannot open config file", "%s", strerror(err_no));
   int rc = mt_config_load_string(cfg, text, path, overrides, n_overrides, world_size, err, errlen);
   free(text);

@@ -242,6 +242,13 @@ static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) 
                        "num_layers (%d) is not divisible by pipeline_model_parallel_size (%d) x "
                        "virtual_pipeline_model_parallel_size (%d) (expected equal chunks)",
                        m->num_layers, pp, vpp);
+  /* a limit of the trainer, checked here so that `megatrain plan` / --sweep
+   * and `megatrain topology` refuse the same layouts training refuses */
+  if (p->zero_stage >= 2 && pp > 1)
+    return mt_cfg_fail(c, key("parallel.zero_stage"),
+                       "zero_stage %d with pipeline parallelism is not implemented yet "
+                       "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
+                       p->zero_stage, pp);
   if (m->seq_length > m->max_position_embeddings)
     return mt_cfg_fail(c, key("model.seq_length"),
                        "%d is larger than max_position_embeddings %d (expected seq_length <= "
@@ -494,6 +501,12 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (t->min_lr > t->lr)
     return mt_cfg_fail(c, key("training.min_lr"), "%g is larger than lr %g (expected min_lr <= lr)",
                        (double)t->min_lr, (double)t->lr);
+  if (t->override_opt_param_scheduler && t->use_checkpoint_opt_param_scheduler)
+    return mt_cfg_fail(c, key("training.override_opt_param_scheduler"),
+                       "true together with training.use_checkpoint_opt_param_scheduler true "
+                       "(expected at most one of the two: override = this config's LR schedule "
+                       "wins on resume, use_checkpoint = the checkpoint's; Megatron asserts the "
+                       "same)");
   if (t->lr_warmup_iters > t->lr_decay_iters)
     return mt_cfg_fail(c, key("training.lr_warmup_iters"),
                        "%lld is larger than lr_decay_iters %lld (expected warmup <= decay iters)",

@@ -26,9 +26,12 @@ char *mt_read_file(const char *path, size_t max_bytes, size_t *len, int *err_no)
     cap = (size_t)st.st_size + 2; /* + NUL + room to see EOF */
   if (max_bytes && cap > max_bytes + 2) cap = max_bytes + 2;
   char *buf = mt_xmalloc(cap);
+  int read_errno = 0;
   for (;;) {
     if (n + 1 >= cap) buf = mt_xrealloc(buf, cap *= 2);
+    errno = 0;
     size_t r = fread(buf + n, 1, cap - n - 1, f);
+    if (r == 0 && ferror(f)) read_errno = errno;
     n += r;
     if (max_bytes && n > max_bytes) {
       fclose(f);
@@ -42,7 +45,7 @@ char *mt_read_file(const char *path, size_t max_bytes, size_t *len, int *err_no)
   fclose(f);
   if (bad) {
     free(buf);
-    *err_no = EIO;
+    *err_no = read_errno ? read_errno : EIO; /* e.g. EISDIR */
     return NULL;
   }
   buf[n] = 0;

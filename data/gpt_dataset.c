@@ -122,8 +122,12 @@ static int build_split(mt_gpt_dataset *ds, const mt_gpt_dataset_options *opt, co
                  (long long)tokens);
         return -1;
       }
-      fprintf(stderr, "data: %s: %s split is empty; it supplies no samples\n", s->path,
-              k_split_name[split]);
+      fprintf(stderr,
+              "data: the %s split of '%s' (documents %lld..%lld of %lld, split \"%s\") has %s; "
+              "it supplies no samples\n",
+              split == MT_SPLIT_VALID ? "validation" : k_split_name[split], s->path,
+              (long long)b[split], (long long)b[split + 1], (long long)s->n_docs,
+              opt->split ? opt->split : "969,30,1", b[split] == b[split + 1] ? "no documents" : "fewer than 2 tokens");
       sp->size = 0;
       return 0;
     }
@@ -180,6 +184,13 @@ mt_gpt_dataset *mt_gpt_dataset_open(const mt_gpt_dataset_options *opt, char *err
     ds->n_src = k + 1;
     int64_t lo, hi;
     mt_token_source_minmax(&ds->src[k], &lo, &hi);
+    if (hi < 0) { /* no token at all: lo/hi are the empty-range sentinels, not token ids */
+      snprintf(err, errlen,
+               "data.data_path '%s': the dataset has 0 tokens (%lld documents); expected at "
+               "least 2 tokens in its train split",
+               ds->src[k].path, (long long)ds->src[k].n_docs);
+      goto fail;
+    }
     if (lo < 0) {
       snprintf(err, errlen, "%s: negative token id %lld", ds->src[k].path, (long long)lo);
       goto fail;

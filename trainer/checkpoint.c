@@ -454,7 +454,7 @@ int mt_checkpoint_load(const char *load_dir, mt_ckpt_state *st, mt_adamw *opt,
         char zpath[4500];
         snprintf(zpath, sizeof zpath, "%s/iter_%07lld/%s/distrib_optim_dp000.bin", load_dir,
                  (long long)it, mp);
-        if (access(zpath, F_OK) == 0)
+        if (access(path, F_OK) != 0 && access(zpath, F_OK) == 0) /* only when missing */
           snprintf(err, errlen,
                    "checkpoint '%s/iter_%07lld' was saved with ZeRO (parallel.zero_stage >= 1: "
                    "per-rank distrib_optim_dp*.bin shards) but this run has zero_stage 0; resume "

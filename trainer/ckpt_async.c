@@ -48,23 +48,32 @@ static void *writer_main(void *arg) {
 
 int mt_ckpt_async_pending(const mt_ckpt_async *a) { return a && a->p != NULL; }
 
+/* Bytes of the host snapshot of `views`: each written view, 8-aligned. */
+static size_t snapshot_bytes(const mt_dckpt_view *views, int n_views) {
+  size_t need = 0;
+  for (int i = 0; i < n_views; i++)
+    if (views[i].write && views[i].hi > views[i].lo)
+      need += (size_t)mt_round_up((views[i].hi - views[i].lo) *
+                                      (int64_t)mt_dtype_size(views[i].dtype), 8);
+  return need;
+}
+
+void mt_ckpt_async_reserve(mt_ckpt_async *a, const mt_dckpt_view *views, int n_views) {
+  size_t need = snapshot_bytes(views, n_views);
+  if (need <= a->snap_cap) return;
+  free(a->snap);
+  a->snap = mt_xmalloc(need);
+  memset(a->snap, 0, need); /* fault the pages in now, not in a save iteration */
+  a->snap_cap = need;
+}
+
 int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_meta *meta,
                         const char *config_json, mt_backend *be, const mt_dckpt_view *views,
                         int n_views, mt_group *world, char *err, size_t errlen) {
   MT_ASSERT(!a->p && !a->running);
   if (mt_dckpt_save_begin(save_dir, meta, config_json, views, n_views, world, &a->p, err, errlen))
     return -1;
-  /* the host snapshot: each written view's elements, 8-aligned */
-  size_t need = 0;
-  for (int i = 0; i < n_views; i++)
-    if (views[i].write && views[i].hi > views[i].lo)
-      need += (size_t)mt_round_up((views[i].hi - views[i].lo) *
-                                      (int64_t)mt_dtype_size(views[i].dtype), 8);
-  if (need > a->snap_cap) {
-    free(a->snap);
-    a->snap = mt_xmalloc(need ? need : 1);
-    a->snap_cap = need;
-  }
+  mt_ckpt_async_reserve(a, views, n_views);
   free(a->views);
   a->views = mt_xmalloc((size_t)(n_views ? n_views : 1) * sizeof *a->views);
   memcpy(a->views, views, (size_t)n_views * sizeof *views);

@@ -24,6 +24,11 @@ typedef struct mt_ckpt_async mt_ckpt_async;
 
 mt_ckpt_async *mt_ckpt_async_create(void);
 
+/* Allocate (and touch) the host snapshot for `views` ahead of the first
+ * save, so that the save iteration does not pay for faulting its pages in
+ * (about 1 s per GiB on a loaded host). Optional; no communication. */
+void mt_ckpt_async_reserve(mt_ckpt_async *a, const mt_dckpt_view *views, int n_views);
+
 /* Start saving `views` (this rank's, as for mt_dckpt_save; the data are
  * copied before return, so training may change them at once) as
  * meta->iteration under save_dir. A pending save must have been finished

@@ -4,6 +4,7 @@
  * by building the trainer from the checkpoint's own saved config under the
  * layout that wrote it, loading it, and saving it again (docs/checkpoint.md
  * "Legacy checkpoints"). */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,22 @@ int mt_cli_upgrade(int argc, char **argv) {
     free(sets);
     return 2;
   }
+  DIR *od = opendir(out);
+  if (od) { /* never write into another run's checkpoints (or OLD itself) */
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(od)))
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(od);
+    if (!empty) {
+      fprintf(stderr,
+              "megatrain convert: error: --output '%s' already exists and is not empty "
+              "(expected a new or empty directory for the upgraded checkpoint)\n",
+              out);
+      free(sets);
+      return 2;
+    }
+  }
   mt_dist *dist = mt_dist_init(&argc, &argv);
   const int rank = mt_dist_rank(dist);
   char err[4096] = "";
@@ -127,7 +144,12 @@ int mt_cli_upgrade(int argc, char **argv) {
   free(s_load);
   free(s_save);
   if (rc) {
-    if (rank == 0) fprintf(stderr, "megatrain convert: error: %s\n", err);
+    if (rank == 0)
+      fprintf(stderr,
+              "megatrain convert: error: %s\n(convert --upgrade rebuilds the run that wrote "
+              "'%s' from its saved config: launch it with that run's number of ranks, e.g. "
+              "mpirun -np N)\n",
+              err, old);
     mt_dist_finalize(dist);
     return rc;
   }

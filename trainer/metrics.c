@@ -38,8 +38,12 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
               r->tokens_per_expert_mean[l]);
     fprintf(f, " |");
   }
-  fprintf(f, " number of skipped iterations: %3lld | number of nan iterations: %3lld | ETA: %.0f s |\n",
+  fprintf(f, " number of skipped iterations: %3lld | number of nan iterations: %3lld | ETA: %.0f s |",
           (long long)r->skipped_iters, (long long)r->nan_iters, r->eta_s);
+  if (r->has_straggler)
+    fprintf(f, " straggler: slowest rank %d %.1f ms, fastest rank %d %.1f ms |",
+            r->straggler_max_rank, r->straggler_max_ms, r->straggler_min_rank, r->straggler_min_ms);
+  fputc('\n', f);
   fflush(f);
 }
 
@@ -153,6 +157,12 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
     for (int i = 0; i < r->n_stages; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber(r->bubble[i]));
     cJSON_AddNumberToObject(o, "pp_bubble_theory", r->bubble_theory);
     cJSON_AddNumberToObject(o, "pp_bubble_busiest_stage", r->bubble_slowest);
+  }
+  if (r->has_straggler) {
+    cJSON_AddNumberToObject(o, "straggler_max_ms", r->straggler_max_ms);
+    cJSON_AddNumberToObject(o, "straggler_max_rank", r->straggler_max_rank);
+    cJSON_AddNumberToObject(o, "straggler_min_ms", r->straggler_min_ms);
+    cJSON_AddNumberToObject(o, "straggler_min_rank", r->straggler_min_rank);
   }
   if (val_loss >= 0) cJSON_AddNumberToObject(o, "val_loss", val_loss);
   emit(mf, o);

@@ -45,6 +45,13 @@ typedef struct {
   double bubble[64];
   double bubble_theory;
   double bubble_slowest;    /* idle/busy of the busiest stage (imbalance excluded) */
+  /* straggler report (logging.log_straggler, world size > 1; has_straggler 0 = absent): the
+   * slowest and fastest rank's mean forward/backward time per iteration over
+   * the log interval, world ranks (JSONL straggler_max_ms / _max_rank /
+   * straggler_min_ms / _min_rank) */
+  int has_straggler;
+  double straggler_max_ms, straggler_min_ms;
+  int straggler_max_rank, straggler_min_rank;
 } mt_log_record;
 
 /* Print the Megatron-style line for r to f. */

@@ -14,11 +14,11 @@
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
 #include "trainer/checkpoint.h"
-#include "trainer/ckpt_async.h"
 #include "trainer/lr_schedule.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/train_internal.h"
+#include "trainer/train_signals.h"
 #include "trainer/train_watchdog.h"
 
 static void say(const mt_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -62,9 +62,12 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
   const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
   const float loss_scale = (float)(1.0 / ((double)gbs * c->model.seq_length));
   double loss_sum = 0.0;
+  if (train) t->busy_s += mt_straggler_failpoint(t->rank);
+  const double t0 = mt_now();
   if (t->topo.pp > 1) {
     /* the last stage computes the loss; the others contribute 0 */
     loss_sum = mt_trainer_run_pipeline(t, split, base, train, loss_scale);
+    if (train) t->busy_s += t->pp_stats.wall_s - t->pp_stats.wait_s;
     mt_allreduce(t->ps->pp, &loss_sum, 1, MT_F64, MT_OP_SUM);
   } else {
     for (int64_t mb = 0; mb < n_micro; mb++) {
@@ -73,6 +76,7 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int train
       loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
       if (t->zero) mt_zero_opt_flush(t->zero);
     }
+    if (train) t->busy_s += mt_now() - t0;
   }
   mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
   return loss_sum;
@@ -310,14 +314,22 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
   char err[2048];
   mt_trainer_watchdog_start(cfg, dist);
+  /* handlers first: a preemption during set-up (e.g. a long checkpoint
+   * load) is acted on at the first iteration boundary */
+  mt_exit_watch watch;
+  if (mt_exit_watch_start(&watch, &cfg->training, mt_now(), err, sizeof err) != 0) {
+    fprintf(stderr, "megatrain: error: %s\n", err);
+    return 1;
+  }
   if (mt_trainer_setup(t, cfg, dist, err, sizeof err) != 0) {
     rank_error(t, err);
     mt_trainer_teardown(t);
+    mt_exit_watch_stop(&watch);
     return 1;
   }
   print_summary(t);
   if (cfg->checkpoint.save[0] && cfg->checkpoint.async_save)
-    t->ckpt_async = mt_ckpt_async_create();
+    mt_trainer_async_init(t);
   /* peaks from here on are the training loop's (not set-up transients such
    * as ZeRO-2/3's full flat buffers before they are sharded) */
   mt_mem_reset_peak(&t->be->mem);
@@ -404,6 +416,16 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       line.tflops_per_device =
           t->flops_per_iter * n_iv / (now - t->t_interval) / t->world_size / 1e12;
       line.eta_s = per_it * (double)(tc->train_iters - it);
+      if (cfg->logging.log_straggler && t->world_size > 1) {
+        /* collective over the world: every rank reaches this line */
+        mt_straggler sg = mt_straggler_reduce(t->world, 1e3 * t->busy_s / (double)n_iv);
+        rec.has_straggler = line.has_straggler = 1;
+        rec.straggler_max_ms = line.straggler_max_ms = sg.max_ms;
+        rec.straggler_max_rank = line.straggler_max_rank = sg.max_rank;
+        rec.straggler_min_ms = line.straggler_min_ms = sg.min_ms;
+        rec.straggler_min_rank = line.straggler_min_rank = sg.min_rank;
+      }
+      t->busy_s = 0.0;
       if (t->is_logger) mt_log_line(stdout, &line);
       acc_loss = acc_norm = 0.0;
       n_acc = 0;
@@ -425,21 +447,35 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       break;
     }
     int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
+    int saved = 0;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
          it == tc->train_iters || exiting)) {
+      mt_exit_failpoint_in_save(&watch, t->rank, it);
       if (mt_trainer_save(t, err, sizeof err) != 0) {
         rank_error(t, err);
         status = 1;
         break;
       }
+      saved = 1;
     }
-    t_log = mt_now();
     if (exiting) {
       say(t, "> exiting after iteration %lld (training.exit_interval = %lld)\n", (long long)it,
           (long long)tc->exit_interval);
       break;
     }
+    /* preemption / time budget: agreed after the regular save, so a signal
+     * that arrived during that save ends the run here without another one */
+    if (it < tc->train_iters && mt_exit_watch_active(&watch)) {
+      int rc = mt_trainer_exit_boundary(t, &watch, saved, err, sizeof err);
+      if (rc < 0) {
+        rank_error(t, err);
+        status = 1;
+        break;
+      }
+      if (rc > 0) break;
+    }
+    t_log = mt_now();
   }
   /* every exit path waits for (and publishes) the last asynchronous save */
   if (t->ckpt_async && mt_trainer_save_poll(t, 1, err, sizeof err) != 0) {
@@ -463,5 +499,6 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     printf("> training done: %lld iterations in %.1f s\n", (long long)iters_done,
            mt_now() - t_start);
   mt_trainer_teardown(t);
+  mt_exit_watch_stop(&watch);
   return status;
 }

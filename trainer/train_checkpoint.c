@@ -15,6 +15,7 @@
 #include "trainer/ckpt_async.h"
 #include "trainer/ckpt_views.h"
 #include "trainer/dist_checkpoint.h"
+#include "trainer/resume_checks.h"
 #include "trainer/train_internal.h"
 
 #define PFX_OPT "optimizer.state."
@@ -62,9 +63,14 @@ static int load_legacy(mt_trainer *t, mt_ckpt_state *st, char *err, size_t errle
   free(bufs);
   if (rc != 0) {
     size_t l = strlen(err);
-    snprintf(err + l, errlen - l,
-             " (this checkpoint is in megatrain's previous per-layout format, which loads only "
-             "under the tp, pp, zero_stage and data-parallel layout that wrote it)");
+    /* a damaged file (or another rank's failure) is not a layout question */
+    const int damaged = strstr(err, "checksum mismatch") || strstr(err, "short read") ||
+                        strstr(err, "failed on another rank");
+    snprintf(err + l, errlen - l, "%s",
+             damaged ? " (a checkpoint in megatrain's previous per-layout format)"
+                     : " (this checkpoint is in megatrain's previous per-layout format, which "
+                       "loads only under the tp, pp, zero_stage and data-parallel layout that "
+                       "wrote it)");
     return -1;
   }
   if (t->zero) mt_zero_opt_sync_params(t->zero);
@@ -132,6 +138,14 @@ int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen) {
   return 0;
 }
 
+void mt_trainer_async_init(mt_trainer *t) {
+  t->ckpt_async = mt_ckpt_async_create();
+  mt_dckpt_view *v = NULL;
+  int n = trainer_views(t, 1, 1, &v);
+  mt_ckpt_async_reserve(t->ckpt_async, v, n);
+  free(v);
+}
+
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   const double t0 = mt_now();
   mt_dckpt_meta meta = {.iteration = t->iteration,
@@ -149,12 +163,14 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   if (t->ckpt_async) {
     /* a new save waits for the previous one */
     rc = mt_trainer_save_poll(t, 1, err, errlen);
+    const double t1 = mt_now();
     if (rc == 0)
       rc = mt_ckpt_async_start(t->ckpt_async, t->cfg->checkpoint.save, &meta, t->cfg->json, t->be,
                                v, n, t->world, err, errlen);
     if (rc == 0 && t->rank == 0) {
-      printf(" started asynchronous save of iteration %lld to %s (host snapshot in %.2f s)\n",
-             (long long)t->iteration, t->cfg->checkpoint.save, mt_now() - t0);
+      printf(" started asynchronous save of iteration %lld to %s (waited %.2f s for the previous "
+             "save, host snapshot in %.2f s)\n",
+             (long long)t->iteration, t->cfg->checkpoint.save, t1 - t0, mt_now() - t1);
       fflush(stdout);
     }
     free(v);
@@ -350,7 +366,17 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     st.seed = m->seed;
     step = m->step;
   }
+  char *saved_cfg = !any_legacy && c ? mt_xstrdup(mt_dckpt_config_json(c))
+                      : mt_resume_legacy_config(cfg->checkpoint.load, st.iteration);
   if (c) mt_dckpt_close(c);
+  if (!finetune) { /* same metadata on every rank: the same outcome everywhere */
+    rc = mt_resume_check_schedule(saved_cfg, cfg, cfg->checkpoint.load, t->rank == 0, &t->sched,
+                                  err, errlen);
+    if (rc == 0)
+      mt_resume_note_batch(saved_cfg, cfg, st.consumed_samples, t->rank == 0);
+  }
+  free(saved_cfg);
+  if (rc < 0) return -1;
   if (finetune) {
     reset_optimizer(t);
     if (t->rank == 0)

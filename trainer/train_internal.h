@@ -58,6 +58,8 @@ typedef struct {
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
+  double busy_s;            /* this rank's forward/backward seconds since the last log
+                             * line, pipeline waits excluded (logging.log_straggler) */
   /* pipeline parallelism */
   mt_pp_schedule sched_train, sched_eval;
   mt_pp_stats pp_stats;     /* of the last training iteration */
@@ -203,5 +205,8 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);
  * message (the save failed; previous checkpoint untouched). No-op for
  * synchronous saves. */
 int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen);
+/* checkpoint.async_save: create t->ckpt_async and its host snapshot (the
+ * size of this rank's share of a checkpoint, touched now). No communication. */
+void mt_trainer_async_init(mt_trainer *t);
 
 #endif

@@ -154,13 +154,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
              cfg->device, cfg->model.num_experts);
     return -1;
   }
-  if (cfg->parallel.zero_stage >= 2 && t->topo.pp > 1) {
-    snprintf(err, errlen,
-             "parallel.zero_stage %d with pipeline parallelism is not implemented yet "
-             "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
-             cfg->parallel.zero_stage, t->topo.pp);
-    return -1;
-  }
+  /* layout refusals (e.g. zero_stage >= 2 with pp > 1) are in config/config_check.c,
+   * shared with `megatrain plan` and `topology` */
   /* the backend first: a missing device is reported before any group needs it */
   mt_backend_options bo = {.device = cfg->device,
                            .num_threads = cfg->training.num_threads,

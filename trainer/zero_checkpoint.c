@@ -24,6 +24,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/util.h"
 #include "trainer/checkpoint.h"
@@ -129,6 +130,43 @@ static const unsigned char *get_part(mt_zero_opt *z, mt_zero_part *P, const unsi
   return p;
 }
 
+/* This rank's shard file `path` is missing: report what the checkpoint's
+ * other files record (a non-ZeRO model_optim_rng.bin, or the zero_stage
+ * and data-parallel size in the header of distrib_optim_dp000.bin); with
+ * neither, keep the open error already in err. */
+static void explain_missing(const mt_zero_opt *z, const char *mp_dir, const char *path,
+                            char *err, size_t errlen) {
+  const mt_zero_part *D = &z->part[0];
+  char other[4700];
+  snprintf(other, sizeof other, "%s/model_optim_rng.bin", mp_dir);
+  if (access(other, F_OK) == 0) {
+    snprintf(err, errlen,
+             "checkpoint '%s' was saved without ZeRO (it holds model_optim_rng.bin, no "
+             "distrib_optim_dp*.bin) but this run has parallel.zero_stage %d; resume with the "
+             "zero_stage and data-parallel size it was saved with",
+             mp_dir, z->o.stage);
+    return;
+  }
+  snprintf(other, sizeof other, "%s/distrib_optim_dp000.bin", mp_dir);
+  FILE *f = fopen(other, "rb");
+  if (!f) return;
+  zhdr h;
+  int ok = fread(&h, sizeof h, 1, f) == 1 && memcmp(h.magic, ZMAGIC, 8) == 0;
+  fclose(f);
+  if (ok && ((int)h.dp != D->L.dp || (int)h.stage != z->o.stage))
+    snprintf(err, errlen,
+             "'%s' is missing: the checkpoint was saved with parallel.zero_stage %u and "
+             "data-parallel size %u (header of distrib_optim_dp000.bin) but this run has "
+             "zero_stage %d and dp %d; ZeRO checkpoints resume only with the layout they were "
+             "saved with",
+             path, h.stage, h.dp, z->o.stage, D->L.dp);
+  else if (ok)
+    snprintf(err, errlen,
+             "'%s' is missing (expected one shard file per data-parallel rank: "
+             "distrib_optim_dp000.bin records data-parallel size %u, as this run has)",
+             path, h.dp);
+}
+
 int mt_zero_ckpt_save(void *ctx, const mt_ckpt_state *st, const char *mp_dir, char *err,
                       size_t errlen) {
   mt_zero_opt *z = ctx;
@@ -179,27 +217,10 @@ int mt_zero_ckpt_load(void *ctx, mt_ckpt_state *st, const char *mp_dir, char *er
   size_t n = 0;
   unsigned char *data = mt_ckpt_read_with_crc(path, &n, err, errlen);
   if (!data) {
-    char other[4700];
-    snprintf(other, sizeof other, "%s/model_optim_rng.bin", mp_dir);
-    FILE *f = fopen(other, "rb");
-    if (f) {
-      fclose(f);
-      snprintf(err, errlen,
-               "checkpoint '%s' was saved without ZeRO (parallel.zero_stage 0) but this run "
-               "has zero_stage %d; resume with the zero_stage and data-parallel size it was "
-               "saved with",
-               mp_dir, z->o.stage);
-    } else if (D->L.dp_rank > 0) {
-      snprintf(other, sizeof other, "%s/distrib_optim_dp000.bin", mp_dir);
-      if ((f = fopen(other, "rb"))) {
-        fclose(f);
-        snprintf(err, errlen,
-                 "checkpoint '%s' has distrib_optim_dp000.bin but no shard file for "
-                 "data-parallel rank %d (expected one file per data-parallel rank of this run, "
-                 "dp %d: ZeRO checkpoints resume only with the layout they were saved with)",
-                 mp_dir, D->L.dp_rank, D->L.dp);
-      }
-    }
+    /* the file exists: its read / checksum error stands (never replaced by
+     * a guess); it is missing: say what the files that are there record */
+    if (access(path, F_OK) == 0) return -1;
+    explain_missing(z, mp_dir, path, err, errlen);
     return -1;
   }
   int rc = -1;

@@ -215,6 +215,22 @@ expect_world moe_ep_etp_world 4 "$g" "parallel.expert_model_parallel_size" \
   "does not divide the world size 4" -- $MOE --set parallel.expert_model_parallel_size=4 \
   --set parallel.expert_tensor_parallel_size=2
 
+# issue 18: honest messages for a directory, and for binary bytes (escaped, cut short)
+mkdir -p "$tmp/cfgdir"
+expect config_is_dir "$tmp/cfgdir" "is a directory, expected a JSON config file"
+printf '{"model": \001\377\033[31m\n' >"$tmp/binary.json"
+head -c 400 /dev/zero | tr '\0' 'x' >>"$tmp/binary.json"
+expect json_binary "$tmp/binary.json" "JSON syntax error" '\x01\xFF\x1B[31m'
+if LC_ALL=C grep -q "$(printf '[\001\033\377]')" "$tmp/err"; then
+  echo "FAIL json_binary: raw control bytes echoed"; fails=$((fails + 1))
+fi
+if [ "$(awk '/^    / && length > 110' "$tmp/err" | wc -l)" -ne 0 ]; then
+  echo "FAIL json_binary: quoted text not cut to a short window"; fails=$((fails + 1))
+fi
+expect opt_sched_both "$g" "training.override_opt_param_scheduler" \
+  "use_checkpoint_opt_param_scheduler" -- --set training.override_opt_param_scheduler=true \
+  --set training.use_checkpoint_opt_param_scheduler=true
+
 if [ $fails -ne 0 ]; then
   echo "$fails case(s) failed"
   exit 1

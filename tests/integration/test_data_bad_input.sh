@@ -58,4 +58,42 @@ if [ $rc -eq 1 ] && grep -q "wrong magic" "$T/err"; then echo "ok   reader: $(ca
 head -c 40 "$T/u8.idx" > "$T/t.idx"; cp "$T/u8.bin" "$T/t.bin"
 build/tests/tools/mmidx_dump "$T/t" "$T/t.tok" 2>"$T/err"; rc=$?
 if [ $rc -eq 1 ] && grep -q "truncated" "$T/err"; then echo "ok   reader: $(cat "$T/err")"; else echo "FAIL: reader truncated rc=$rc"; fails=$((fails+1)); fi
+# trainer side: a dataset without tokens says so (not a token-id sentinel), and
+# an empty validation split says it has no documents
+if [ -x ./megatrain ]; then
+  /usr/bin/python3 - "$T" <<'PY'
+import struct, sys
+def w(prefix, sizes):  # Megatron .idx/.bin, int32 tokens (dtype code 4)
+    with open(prefix + ".idx", "wb") as f:
+        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 4, len(sizes), len(sizes) + 1))
+        f.write(b"".join(struct.pack("<i", s) for s in sizes))
+        p = 0
+        for s in sizes:
+            f.write(struct.pack("<q", p)); p += 4 * s
+        f.write(b"".join(struct.pack("<q", i) for i in range(len(sizes) + 1)))
+    with open(prefix + ".bin", "wb") as f:
+        f.write(b"".join(struct.pack("<i", i % 100) for i in range(sum(sizes))))
+w(sys.argv[1] + "/none", [])
+w(sys.argv[1] + "/emptydocs", [0, 0, 0])
+w(sys.argv[1] + "/two", [200, 200])
+PY
+  TR=(--config tests/configs/gpt-test.json --set training.train_iters=2 --set training.lr_warmup_iters=0
+      --set training.eval_interval=0)
+  for ds in none emptydocs; do
+    ./megatrain "${TR[@]}" --set data.data_path="[\"$T/$ds\"]" >"$T/stdout" 2>"$T/stderr"; rc=$?
+    if [ $rc -eq 1 ] && grep -q "data.data_path '$T/$ds': the dataset has 0 tokens" "$T/stderr" &&
+       ! grep -q "negative token id" "$T/stderr"; then
+      echo "ok   exit 1: $(grep -m1 'has 0 tokens' "$T/stderr")"
+    else
+      echo "FAIL: dataset $ds: exit $rc: $(head -c 300 "$T/stderr")"; fails=$((fails+1))
+    fi
+  done
+  ./megatrain "${TR[@]}" --set data.data_path="[\"$T/two\"]" --set data.split=100,0,0 \
+    --set training.eval_interval=1 --set training.eval_iters=1 >"$T/stdout" 2>"$T/stderr"; rc=$?
+  if [ $rc -eq 0 ] && grep -q "the validation split of '$T/two' (documents 2..2 of 2, split \"100,0,0\") has no documents" "$T/stderr"; then
+    echo "ok   exit 0: $(grep -m1 'validation split' "$T/stderr")"
+  else
+    echo "FAIL: empty validation split: exit $rc: $(head -c 300 "$T/stderr")"; fails=$((fails+1))
+  fi
+fi
 [ $fails -eq 0 ] && echo "PASS: bad input handled" || { echo "$fails failures"; exit 1; }

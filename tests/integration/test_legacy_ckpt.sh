@@ -42,4 +42,30 @@ set -e
 [ $rc = 1 ] && grep -q "previous per-layout format, which loads only under the tp, pp, zero_stage" "$TMP/x.log" \
   || { echo "legacy checkpoint under another layout: exit $rc"; cat "$TMP/x.log"; exit 1; }
 echo "another layout refused (exit 1): $(grep -m1 error "$TMP/x.log" | cut -c1-220)"
+# a damaged ZeRO shard of data-parallel rank 1 is reported as such (file and
+# checksum), never as a layout change; a missing one under a larger dp names
+# the layout read from distrib_optim_dp000.bin
+damaged() { # name pattern edit
+  local d="$TMP/$1"; cp -r "$TMP/dp2_zero2-legacy" "$d"
+  local f="$d/iter_0000005/mp_rank_00/distrib_optim_dp001.bin"
+  eval "$3"
+  set +e
+  launch 2 "$MT" --config $CFG "${S[@]}" --set parallel.zero_stage=2 --set checkpoint.load="$d" \
+    >"$TMP/$1.log" 2>&1; local rc=$?
+  set -e
+  [ $rc = 1 ] && grep -q "$2" "$TMP/$1.log" && ! grep -q "data-parallel\|no shard file" "$TMP/$1.log" \
+    || { echo "$1: exit $rc"; cat "$TMP/$1.log"; exit 1; }
+  echo "$1 (exit 1): $(grep -m1 error "$TMP/$1.log" | sed 's/^.*error: //' | cut -c1-160)"
+}
+damaged truncated_zero_shard "checksum mismatch in '.*distrib_optim_dp001.bin'" \
+  'truncate -s $(( $(stat -c %s $f) / 2 )) $f'
+damaged flipped_zero_shard "checksum mismatch in '.*distrib_optim_dp001.bin'" \
+  'printf "\x55" | dd of=$f bs=1 seek=$(( $(stat -c %s $f) / 3 )) conv=notrunc status=none'
+set +e
+launch 4 "$MT" --config $CFG "${S[@]}" --set parallel.zero_stage=2 \
+  --set checkpoint.load="$TMP/dp2_zero2-legacy" >"$TMP/dp4.log" 2>&1; rc=$?
+set -e
+[ $rc = 1 ] && grep -q "distrib_optim_dp002.bin' is missing: the checkpoint was saved with parallel.zero_stage 2 and data-parallel size 2" "$TMP/dp4.log" \
+  || { echo "dp4 from a dp2 ZeRO checkpoint: exit $rc"; cat "$TMP/dp4.log"; exit 1; }
+echo "dp 4 from dp 2 (exit 1): $(grep -m1 'dp002' "$TMP/dp4.log" | sed 's/^.*error: //' | cut -c1-160)"
 echo "test_legacy_ckpt OK"

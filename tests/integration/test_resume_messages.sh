@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# tests/integration/test_resume_messages.sh — what a resumed run says about
+# changes against the checkpoint (issue 18, Megatron's
+# OptimizerParamScheduler check):
+#  - a changed LR schedule (lr, min_lr) refuses, exit 1, naming each key with
+#    both values, and writes nothing;
+#  - training.override_opt_param_scheduler: this config's schedule is used;
+#  - training.use_checkpoint_opt_param_scheduler: the checkpoint's schedule
+#    is used: the resumed run equals the uninterrupted one bitwise;
+#  - training.finetune: no comparison;
+#  - a changed global_batch_size prints a note with the consumed-samples position.
+source "$(dirname "$0")/lib.sh"
+S=(--config $CFG --set training.eval_interval=0 --set logging.log_interval=1
+   --set training.train_iters=4)
+"$MT" "${S[@]}" --set logging.metrics_file="$TMP/full.jsonl" >"$TMP/full.log" 2>&1 \
+  || { tail "$TMP/full.log"; exit 1; }
+"$MT" "${S[@]}" --set checkpoint.save="$TMP/ck" --set training.exit_interval=2 >"$TMP/a.log" 2>&1 \
+  || { tail "$TMP/a.log"; exit 1; }
+snap() { (cd "$1" && find . -type f | sort | xargs md5sum); }
+snap "$TMP/ck" >"$TMP/ck.before"
+
+# 1. refusal
+set +e
+"$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set checkpoint.save="$TMP/ck" \
+  --set training.lr=2e-3 --set training.min_lr=5e-5 >"$TMP/r.log" 2>&1; rc=$?
+set -e
+[ $rc = 1 ] || { echo "schedule change: exit $rc, expected 1"; cat "$TMP/r.log"; exit 1; }
+for n in "training.lr: checkpoint 0.001, this run 0.002" "training.min_lr: checkpoint 0.0001, this run 5e-05" \
+         "override_opt_param_scheduler" "use_checkpoint_opt_param_scheduler"; do
+  grep -qF "$n" "$TMP/r.log" || { echo "schedule change: message lacks '$n'"; cat "$TMP/r.log"; exit 1; }
+done
+snap "$TMP/ck" | diff - "$TMP/ck.before" >/dev/null || { echo "refused run wrote into the checkpoint"; exit 1; }
+echo "changed schedule refused (exit 1): $(grep -m1 error "$TMP/r.log" | sed 's/^.*error: //' | cut -c1-160)..."
+
+# 2. override: this config's lr
+"$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 \
+  --set training.override_opt_param_scheduler=true --set logging.metrics_file="$TMP/ov.jsonl" \
+  >"$TMP/ov.log" 2>&1 || { tail "$TMP/ov.log"; exit 1; }
+grep -q "override_opt_param_scheduler: this config's LR schedule" "$TMP/ov.log"
+/usr/bin/python3 - "$TMP/full.jsonl" "$TMP/ov.jsonl" <<'PY'
+import json, sys
+lr = lambda p: {o["iteration"]: o["lr"] for o in map(json.loads, open(p)) if "lm_loss" in o}
+a, b = lr(sys.argv[1]), lr(sys.argv[2])
+assert abs(b[3] / a[3] - 2) < 1e-5, (a[3], b[3])
+PY
+echo "override_opt_param_scheduler: the config's schedule (lr x2) is used"
+
+# 3. use_checkpoint: the checkpoint's schedule, bitwise as uninterrupted
+"$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 --set training.min_lr=5e-5 \
+  --set training.use_checkpoint_opt_param_scheduler=true --set logging.metrics_file="$TMP/uc.jsonl" \
+  >"$TMP/uc.log" 2>&1 || { tail "$TMP/uc.log"; exit 1; }
+grep -q "use_checkpoint_opt_param_scheduler: the checkpoint's LR schedule is used" "$TMP/uc.log"
+/usr/bin/python3 - "$TMP/full.jsonl" "$TMP/uc.jsonl" <<'PY'
+import json, sys
+rec = lambda p: {o["iteration"]: (o["lr"], o["lm_loss"]) for o in map(json.loads, open(p)) if "lm_loss" in o}
+a, b = rec(sys.argv[1]), rec(sys.argv[2])
+for i in (3, 4): assert a[i] == b[i], (i, a[i], b[i])
+PY
+echo "use_checkpoint_opt_param_scheduler: iterations 3-4 bitwise equal to the uninterrupted run"
+
+# 4. finetune: no comparison
+"$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 --set training.finetune=true \
+  --set training.train_iters=1 --set training.lr_warmup_iters=0 >"$TMP/ft.log" 2>&1 || { tail "$TMP/ft.log"; exit 1; }
+echo "finetune with another lr: accepted"
+
+# 5. global_batch_size changed: a note with the position
+"$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.global_batch_size=4 \
+  >"$TMP/gb.log" 2>&1 || { tail "$TMP/gb.log"; exit 1; }
+grep -F "> note: global_batch_size changed from 8 to 4; the data continues at consumed sample 16" "$TMP/gb.log" \
+  || { echo "no global_batch_size note"; cat "$TMP/gb.log"; exit 1; }
+echo "test_resume_messages OK"

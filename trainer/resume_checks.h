@@ -1,0 +1,42 @@
+/* trainer/resume_checks.h — what a resumed run compares with the config saved
+ * in the checkpoint (metadata.json "config"): the learning-rate schedule
+ * (Megatron's OptimizerParamScheduler check) and the global batch size. */
+#ifndef MT_TRAINER_RESUME_CHECKS_H
+#define MT_TRAINER_RESUME_CHECKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+#include "trainer/lr_schedule.h"
+
+/* Compare this run's LR schedule (cfg->training: lr, min_lr, lr_decay_style,
+ * lr_warmup_iters, lr_decay_iters, as resolved) with the one of
+ * saved_config_json (the resolved config JSON saved with the checkpoint;
+ * NULL, "null" or a JSON without a "training" object: nothing to compare,
+ * returns 0). As Megatron's OptimizerParamScheduler on load:
+ *   - training.override_opt_param_scheduler: this config wins, *sched is
+ *     kept; `verbose` prints which keys the checkpoint had otherwise;
+ *   - training.use_checkpoint_opt_param_scheduler: the checkpoint's values
+ *     are written to *sched, and `verbose` prints each one used;
+ *   - neither: any difference is an error (returns -1; err names every
+ *     differing key with both values and the two keys that choose; the
+ *     caller exits 1, as Megatron's assertion does).
+ * load_dir names the checkpoint in messages. Host only, no communication:
+ * every rank reads the same metadata and reaches the same result. */
+int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg,
+                             const char *load_dir, int verbose, mt_lr_schedule *sched, char *err,
+                             size_t errlen);
+
+/* When saved_config_json's training.global_batch_size differs from this
+ * run's and `verbose`, print "> note: global_batch_size changed from A to
+ * B; the data continues at consumed sample N" (N = consumed_samples). */
+void mt_resume_note_batch(const char *saved_config_json, const mt_config *cfg,
+                          int64_t consumed_samples, int verbose);
+
+/* The "config" object of the previous per-layout format's
+ * LOAD/iter_NNNNNNN/metadata.json as a malloc'ed JSON string (free()), or
+ * NULL when the file or the object is missing (then nothing is compared). */
+char *mt_resume_legacy_config(const char *load_dir, int64_t iteration);
+
+#endif
