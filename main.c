@@ -48,6 +48,7 @@ static void usage(FILE *f) {
           "  megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
           "      [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
           "      [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids] [--num-threads N]\n"
+          "      [--dump-logits FILE]   (generate --help: the flags)\n"
           "      continue TEXT with the model of a checkpoint (KV cache; mpirun for tp > 1;\n"
           "      temperature 0 = greedy; tokenizer files default to the config's data.*_file)\n"
           "  megatrain --help | --version\n"
@@ -97,6 +98,7 @@ static int cmd_train(int argc, char **argv) {
   char err[4096];
   rc = mt_config_load(&cfg, a.config, a.sets, a.n_sets, mt_dist_size(dist), err, sizeof err);
   free(a.sets);
+  if (!rc && (rc = mt_config_check_trainable(&cfg, err, sizeof err))) mt_config_free(&cfg);
   if (rc) {
     if (rank == 0) fprintf(stderr, "megatrain: error: %s\n", err);
     mt_dist_finalize(dist);

@@ -46,8 +46,8 @@ PROMPT=$(head -c 520 "$SHARED/tinyshakespeare.txt")
 G=(generate --load "$DIR/ckpt" --prompt "$PROMPT" --max-new-tokens "$NEW" --temperature 0)
 run() { # label, command...
   local label=$1; shift
-  local out; out=$("$@" --print-ids)
-  local line; line=$(grep '^generate:' <<<"$out")
+  local out; out=$("$@" --print-ids 2>"$DIR/gen.err") # the speed line is on stderr
+  local line; line=$(grep '^generate:' "$DIR/gen.err")
   printf '%-28s %s\n' "$label" "${line#generate: }"
   grep '^ids:' <<<"$out" >"$DIR/ids.$(tr -c 'a-z0-9' _ <<<"$label")" || true
 }

@@ -180,6 +180,10 @@ int mt_config_load_string(mt_config *cfg, const char *json, const char *source_n
                           const char *const *overrides, int n_overrides, int world_size,
                           char *err, size_t errlen);
 
+/* 0, or 2 with a message naming the keys when this process cannot train
+ * the config on its device (bf16 on the cpu backend). */
+int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen);
+
 /* Release what mt_config_load allocated. */
 void mt_config_free(mt_config *cfg);
 

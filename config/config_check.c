@@ -400,6 +400,13 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                          "%d needs model.num_experts > 0 (expected 1 for a dense model)", ep);
     return 0;
   }
+  /* a limit of this build's trainer (checked here so that `megatrain plan`
+   * refuses it too): the MoE layers have no CUDA kernels yet */
+  if (strcmp(cfg->device, "cpu") != 0)
+    return mt_cfg_fail(c, key("device"),
+                       "\"%s\": MoE (model.num_experts %d) runs on device \"cpu\" only in this "
+                       "build (expected \"cpu\")",
+                       cfg->device, m->num_experts);
   if (m->moe_router_topk > m->num_experts)
     return mt_cfg_fail(c, key("model.moe_router_topk"),
                        "%d is more than num_experts %d (expected 1..num_experts)",
@@ -481,6 +488,19 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
   return 0;
 }
 
+/* What training on cfg->device needs (not applied when a config is only
+ * planned, shown or converted: those may describe a GPU run). */
+int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
+  if (!strcmp(cfg->training.precision, "bf16") && !strcmp(cfg->device, "cpu")) {
+    snprintf(err, errlen,
+             "%s: training.precision \"bf16\" with device \"cpu\" (the cpu backend stores fp32 "
+             "only; expected training.precision \"fp32\", or device \"cuda\" for bf16)",
+             cfg->source_path[0] ? cfg->source_path : "config");
+    return 2;
+  }
+  return 0;
+}
+
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (world_size < 1) world_size = 1;
   mt_model_config *m = &cfg->model;
@@ -498,6 +518,9 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
       check_moe(c, cfg, world_size))
     return 2;
   const mt_training_config *t = &cfg->training;
+  if (t->finetune && !cfg->checkpoint.load[0])
+    note(c, "training.finetune is true but checkpoint.load is not set: finetune has no effect, "
+            "the model trains from scratch (as in Megatron)");
   if (t->min_lr > t->lr)
     return mt_cfg_fail(c, key("training.min_lr"), "%g is larger than lr %g (expected min_lr <= lr)",
                        (double)t->min_lr, (double)t->lr);

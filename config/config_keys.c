@@ -31,6 +31,38 @@ const void *mt_cfg_cfield(const mt_config *cfg, int k) {
   return (const char *)cfg + mt_cfg_keys[k].off;
 }
 
+/* Length of the valid UTF-8 sequence of 2-4 bytes at p, or 0. */
+static int utf8_len(const unsigned char *p) {
+  int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+  if (p[0] >= 0xf5) n = 0;
+  for (int i = 1; i < n; i++)
+    if ((p[i] & 0xc0) != 0x80) return 0;
+  return n;
+}
+
+/* Rewrite s in place (capacity cap) with control bytes (but newlines) and
+ * bytes that are not valid UTF-8 shown as \xNN: a key or value quoted from a
+ * binary file never writes raw bytes to the terminal. */
+static void escape_unprintable(char *s, size_t cap) {
+  char tmp[4096];
+  size_t o = 0;
+  const unsigned char *p = (const unsigned char *)s;
+  while (*p && o + 5 < sizeof tmp) {
+    int u = *p >= 0x80 ? utf8_len(p) : 0;
+    if (u) {
+      memcpy(tmp + o, p, (size_t)u);
+      o += (size_t)u;
+      p += u;
+    } else if ((*p < 0x20 && *p != '\n') || *p >= 0x7f) {
+      o += (size_t)snprintf(tmp + o, sizeof tmp - o, "\\x%02X", *p++);
+    } else {
+      tmp[o++] = (char)*p++;
+    }
+  }
+  tmp[o] = '\0';
+  snprintf(s, cap, "%s", tmp);
+}
+
 static void vfail(mt_cfg_ctx *c, const char *label, const char *suffix, const char *fmt,
                   va_list ap) {
   if (c->failed) return;
@@ -38,6 +70,7 @@ static void vfail(mt_cfg_ctx *c, const char *label, const char *suffix, const ch
   if (!c->err || c->errlen == 0) return;
   int n = snprintf(c->err, c->errlen, "%s: %s%s: ", c->src, label, suffix);
   if (n >= 0 && (size_t)n < c->errlen) vsnprintf(c->err + n, c->errlen - (size_t)n, fmt, ap);
+  escape_unprintable(c->err, c->errlen);
 }
 
 int mt_cfg_fail(mt_cfg_ctx *c, int key, const char *fmt, ...) {

@@ -3,6 +3,7 @@
  *   --from hf --input DIR --output DIR --config FILE
  * (trainer/hf_convert.h). Exit 0, 1 bad input, 2 usage or config. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/safetensors.h"
@@ -17,6 +18,28 @@ static int usage(const char *msg) {
           "       megatrain convert --from hf --input DIR --output DIR --config FILE\n"
           "       megatrain convert --upgrade --load OLD --output NEW   (under OLD's layout)\n");
   return 2;
+}
+
+/* The number of processes the launcher started, from its environment
+ * (without initialising MPI): Open MPI, MPICH/Hydra (PMI), PMIx, and srun
+ * (SLURM_NTASKS only inside a job step: SLURM_STEP_ID is set by srun, not by
+ * sbatch/salloc alone). 1 when none says more. */
+static long launcher_world_size(const char **var) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE"};
+  for (int i = 0; i < 3; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && atol(v) > 1) {
+      *var = vars[i];
+      return atol(v);
+    }
+  }
+  const char *v = getenv("SLURM_NTASKS");
+  if (!v) v = getenv("SLURM_NPROCS");
+  if (v && getenv("SLURM_STEP_ID") && atol(v) > 1) {
+    *var = "SLURM_NTASKS";
+    return atol(v);
+  }
+  return 1;
 }
 
 int mt_cli_convert(int argc, char **argv) {
@@ -52,6 +75,13 @@ int mt_cli_convert(int argc, char **argv) {
   if ((to && strcmp(to, "hf")) || (from && strcmp(from, "hf")))
     return usage("the only format is 'hf' (Hugging Face: --to hf / --from hf)");
   if (!output) return usage("--output DIR is required");
+  const char *var = NULL;
+  long ws = launcher_world_size(&var);
+  if (ws > 1) {
+    fprintf(stderr, "megatrain convert: error: convert --to hf/--from hf runs in one process; run "
+            "it without mpirun/srun (%s is %ld)\n", var, ws);
+    return 2;
+  }
   char err[2048];
   int rc;
   if (to) {

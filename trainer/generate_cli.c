@@ -32,6 +32,29 @@ static int usage_error(const char *msg, const char *arg) {
   return 2;
 }
 
+static const char gen_usage[] =
+    "usage: megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
+    "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
+    "         [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids]\n"
+    "         [--num-threads N] [--dump-logits FILE]\n"
+    "  stdout: the text (and the ids with --print-ids); stderr: the speed line\n"
+    "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n";
+
+/* Parse an integer of the flag at argv[i + 1] in [lo, hi]; 0 or exit 2. */
+static int int_arg(int argc, char **argv, int i, long long lo, long long hi, long long *out) {
+  if (i + 1 >= argc) return usage_error("a value is needed after", argv[i]);
+  char *end;
+  errno = 0;
+  long long v = strtoll(argv[i + 1], &end, 10);
+  if (end == argv[i + 1] || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "megatrain generate: error: %s '%s': expected an integer in [%lld, %lld]\n",
+            argv[i], argv[i + 1], lo, hi);
+    return 2;
+  }
+  *out = v;
+  return 0;
+}
+
 /* Parse a number of the flag at argv[i + 1]; 0 or the exit status 2. */
 static int num_arg(int argc, char **argv, int i, double lo, double hi, double *out) {
   if (i + 1 >= argc) return usage_error("a value is needed after", argv[i]);
@@ -56,7 +79,12 @@ static int parse(int argc, char **argv, gen_args *a) {
   for (int i = 0; i < argc; i++) {
     const char *k = argv[i];
     double v;
+    long long iv;
     int rc = 0;
+    if (!strcmp(k, "--help") || !strcmp(k, "-h")) {
+      fputs(gen_usage, stdout);
+      return -1;
+    }
     const char **str = !strcmp(k, "--load")           ? &a->load
                        : !strcmp(k, "--prompt")       ? &a->prompt
                        : !strcmp(k, "--vocab-file")   ? &a->vocab
@@ -71,20 +99,20 @@ static int parse(int argc, char **argv, gen_args *a) {
     } else if (!strcmp(k, "--print-ids")) {
       a->print_ids = 1;
     } else if (!strcmp(k, "--max-new-tokens")) {
-      if ((rc = num_arg(argc, argv, i++, 1, 1e9, &v))) return rc;
-      a->max_new = (int)v;
+      if ((rc = int_arg(argc, argv, i++, 1, 1000000000, &iv))) return rc;
+      a->max_new = (int)iv;
     } else if (!strcmp(k, "--temperature")) {
       if ((rc = num_arg(argc, argv, i++, 0, 1e6, &v))) return rc;
       a->s.temperature = (float)v;
     } else if (!strcmp(k, "--top-k")) {
-      if ((rc = num_arg(argc, argv, i++, 0, 1e9, &v))) return rc;
-      a->s.top_k = (int)v;
+      if ((rc = int_arg(argc, argv, i++, 0, 1000000000, &iv))) return rc;
+      a->s.top_k = (int)iv;
     } else if (!strcmp(k, "--top-p")) {
       if ((rc = num_arg(argc, argv, i++, 1e-9, 1, &v))) return rc;
       a->s.top_p = (float)v;
     } else if (!strcmp(k, "--num-threads")) {
-      if ((rc = num_arg(argc, argv, i++, 0, 4096, &v))) return rc;
-      a->threads = (int)v;
+      if ((rc = int_arg(argc, argv, i++, 0, 4096, &iv))) return rc;
+      a->threads = (int)iv;
     } else if (!strcmp(k, "--seed")) { /* any uint64, exactly */
       if (i + 1 >= argc) return usage_error("a value is needed after", k);
       char *end;
@@ -154,6 +182,40 @@ static void teardown(gen_run *r) {
   if (r->ck) mt_dckpt_close(r->ck);
 }
 
+/* The config does not fit tensor parallelism over all `ws` ranks: say so,
+ * naming the heads when they are what does not divide. */
+static void explain_tp(const char *json, const char *where, const char **sets, int n_sets, int ws,
+                       char *err, size_t errlen) {
+  mt_config c1;
+  char e1[512];
+  const char *s0 = sets[0], *s1 = sets[1];
+  sets[0] = "parallel.tensor_model_parallel_size=1";
+  sets[1] = "parallel.expert_tensor_parallel_size=1";
+  int rc = mt_config_load_string(&c1, json, where, sets, n_sets, 1, e1, sizeof e1);
+  sets[0] = s0;
+  sets[1] = s1;
+  if (rc) return; /* the config itself is bad: err says why */
+  int h = c1.model.num_attention_heads, g = c1.model.num_query_groups;
+  if (h % ws || g % ws)
+    snprintf(err, errlen,
+             "generate runs with tensor parallelism over all %d ranks, and %d does not divide the "
+             "model's %d %s (%s in %s; expected a number of ranks that divides it, e.g. one "
+             "process without mpirun)",
+             ws, ws, h % ws ? h : g, h % ws ? "attention heads" : "query groups",
+             h % ws ? "model.num_attention_heads" : "model.num_query_groups", where);
+  else { /* prefix err, in place */
+    char pre[96];
+    size_t n = (size_t)snprintf(pre, sizeof pre,
+                                "generate runs with tensor parallelism over all %d ranks: ", ws);
+    size_t len = strlen(err);
+    if (n + len + 1 > errlen) len = errlen - n - 1;
+    memmove(err + n, err, len);
+    err[n + len] = 0;
+    memcpy(err, pre, n);
+  }
+  mt_config_free(&c1);
+}
+
 /* The checkpoint's config for generation on world_size ranks: tensor
  * parallelism over all of them, nothing else parallel, one sequence. */
 static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) {
@@ -195,6 +257,7 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
   char where[600];
   snprintf(where, sizeof where, "%s/metadata.json", mt_dckpt_dir(r->ck));
   rc = mt_config_load_string(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);
+  if (rc && r->world_size > 1) explain_tp(json, where, sets, n_sets, r->world_size, err, errlen);
   if (rc) return rc;
   r->cfg_loaded = 1;
   if (r->cfg.model.num_experts > 0) {
@@ -251,6 +314,15 @@ static int load_tokenizer(gen_run *r, const gen_args *a, char *err, size_t errle
     return 1;
   }
   r->bpe = mt_bpe_load(vf, mf, err, errlen);
+  if (!r->bpe && (!a->vocab || !a->merges)) {
+    char tail[2048];
+    snprintf(tail, sizeof tail, "%s", err);
+    snprintf(err, errlen,
+             "%.1500s (the tokenizer paths %s%s%s come from data.vocab_file/data.merge_file in the "
+             "config of %s/metadata.json; pass --vocab-file FILE and --merge-file FILE)",
+             tail, a->vocab ? "" : vf, !a->vocab && !a->merges ? ", " : "", a->merges ? "" : mf,
+             mt_dckpt_dir(r->ck));
+  }
   if (!r->bpe) return 1;
   if (mt_bpe_vocab_size(r->bpe) > r->cfg.model.vocab_size) {
     snprintf(err, errlen,
@@ -305,7 +377,8 @@ static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
   }
   /* decode steps after the first token (its logits came from the prefill) */
   int steps = n_new > 1 ? n_new - 1 : 0;
-  printf("generate: %zu prompt tokens, prefill %.3f s (%.1f tokens/s); %d new tokens%s, decode "
+  fflush(stdout);
+  fprintf(stderr, "generate: %zu prompt tokens, prefill %.3f s (%.1f tokens/s); %d new tokens%s, decode "
          "%.3f s (%.1f tokens/s); kv cache %s, tp %d\n",
          n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, n_new,
          stop_eod ? " (end of text)" : "", t_decode,
@@ -340,6 +413,7 @@ static int encode_prompt(gen_run *r, const gen_args *a, char *err, size_t errlen
 int mt_cli_generate(int argc, char **argv) {
   gen_args a = {0};
   int rc = parse(argc, argv, &a), n_bad = 0;
+  if (rc == -1) return 0; /* --help */
   if (rc) return rc;
   gen_run r = {0};
   r.dist = mt_dist_init(&argc, &argv);

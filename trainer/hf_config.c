@@ -119,8 +119,12 @@ static void want_bool(ctx *c, const char *key, int want, int dflt) {
   const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->o, key);
   int got = !j || cJSON_IsNull(j) ? dflt : cJSON_IsTrue(j) ? 1 : cJSON_IsFalse(j) ? 0 : -1;
   if (got != want) {
-    snprintf(c->err, c->errlen, "'%s': \"%s\" is %s but the config gives %s", c->path, key,
-             got < 0 ? "not a boolean" : got ? "true" : "false", want ? "true" : "false");
+    int tie = !strcmp(key, "tie_word_embeddings"); /* the config's key is the inverse */
+    snprintf(c->err, c->errlen, "'%s': \"%s\" is %s but the config gives %s%s", c->path, key,
+             got < 0 ? "not a boolean" : got ? "true" : "false", want ? "true" : "false",
+             tie ? (want ? " (model.untie_embeddings_and_output_weights false)"
+                         : " (model.untie_embeddings_and_output_weights true)")
+                 : "");
     c->bad = 1;
   }
 }

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,12 +98,44 @@ static void remove_dir(const char *dir) {
   rmdir(dir);
 }
 
+/* Remove the sibling temporary directories `out_dir`.tmp.PID that an
+ * export killed before its rename left behind: those whose PID is not a
+ * live process on this host (a live one may be an export still running). */
+static void remove_stale_tmp(const char *out_dir) {
+  char parent[2048], base[512];
+  size_t n = strlen(out_dir);
+  while (n > 1 && out_dir[n - 1] == '/') n--;
+  const char *slash = NULL;
+  for (size_t i = 0; i < n; i++)
+    if (out_dir[i] == '/') slash = out_dir + i;
+  size_t plen = slash ? (size_t)(slash - out_dir) : 0, blen = slash ? n - plen - 1 : n;
+  if (blen + 6 >= sizeof base || plen + 1 >= sizeof parent) return;
+  snprintf(parent, sizeof parent, "%.*s", slash ? (int)(plen ? plen : 1) : 1, slash ? out_dir : ".");
+  snprintf(base, sizeof base, "%.*s.tmp.", (int)blen, slash ? slash + 1 : out_dir);
+  DIR *d = opendir(parent);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t bl = strlen(base);
+    if (strncmp(e->d_name, base, bl)) continue;
+    char *end;
+    long pid = strtol(e->d_name + bl, &end, 10);
+    if (end == e->d_name + bl || *end || pid <= 0 || pid == (long)getpid()) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive (or not ours to judge) */
+    char p[2600];
+    snprintf(p, sizeof p, "%s/%s", parent, e->d_name);
+    fprintf(stderr, "megatrain convert: removing '%s' (left by an export, process %ld, that "
+            "did not finish)\n", p, pid);
+    remove_dir(p);
+  }
+  if (d) closedir(d);
+}
+
 /* ---------------------------------------------------------------- export */
 
 int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64_t max_shard_bytes,
                      char *err, size_t errlen) {
   int existed, rc = 1, n_e = 0;
   if (check_output(out_dir, &existed, err, errlen)) return 2;
+  remove_stale_tmp(out_dir);
   mt_dckpt *ck = NULL;
   mt_config cfg;
   int have_cfg = 0;

@@ -145,17 +145,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   if (cfg->checkpoint.save[0] &&
       mt_ckpt_lock_acquire(cfg->checkpoint.save, t->world, &t->ckpt_lock, err, errlen) != 0)
     return -1;
-  /* a limit of this build's trainer, not of the config: `megatrain plan`
-   * validates the same config and plans MoE for any hardware */
-  if (cfg->model.num_experts > 0 && strcmp(cfg->device, "cpu") != 0) {
-    snprintf(err, errlen,
-             "device \"%s\": MoE (model.num_experts %d) runs on device \"cpu\" only in this "
-             "build (expected \"cpu\")",
-             cfg->device, cfg->model.num_experts);
-    return -1;
-  }
-  /* layout refusals (e.g. zero_stage >= 2 with pp > 1) are in config/config_check.c,
-   * shared with `megatrain plan` and `topology` */
+  /* layout refusals (zero_stage >= 2 with pp > 1, MoE off the CPU) are in
+   * config/config_check.c, shared with `megatrain plan` and `topology` */
   /* the backend first: a missing device is reported before any group needs it */
   mt_backend_options bo = {.device = cfg->device,
                            .num_threads = cfg->training.num_threads,

@@ -10,7 +10,8 @@
 #    process (ZeRO off) and with tp=2 within 1e-5;
 #  - refusals, exit status and nothing written: a layout-free checkpoint
 #    (nothing to upgrade), the wrong layout (1 process for a dp=2 ZeRO-1
-#    checkpoint), missing --output (usage, exit 2).
+#    checkpoint), missing --output (usage, exit 2), a non-empty --output
+#    (exit 2, left as it was).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
@@ -80,4 +81,10 @@ refuse new_again 1 "nothing to upgrade" "$MT" convert --upgrade --load "$TMP/new
 refuse wrong_layout 1 "previous per-layout format" \
   "$MT" convert --upgrade --load "$TMP/old" --output "$TMP/wrong_layout"
 refuse usage 2 "needs --load OLD and --output NEW" "$MT" convert --upgrade --load "$TMP/old"
+# a non-empty --output: exit 2, its contents untouched
+mkdir -p "$TMP/nonempty"; echo keep >"$TMP/nonempty/keep.txt"
+refuse nonempty 2 "already exists and is not empty" \
+  "${MPI2[@]}" "$MT" convert --upgrade --load "$TMP/old" --output "$TMP/nonempty"
+[ "$(ls -A "$TMP/nonempty")" = keep.txt ] && [ "$(cat "$TMP/nonempty/keep.txt")" = keep ] \
+  || { echo "FAIL: the non-empty --output was changed"; ls -la "$TMP/nonempty"; exit 1; }
 echo "PASS"

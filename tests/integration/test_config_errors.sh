@@ -227,9 +227,32 @@ fi
 if [ "$(awk '/^    / && length > 110' "$tmp/err" | wc -l)" -ne 0 ]; then
   echo "FAIL json_binary: quoted text not cut to a short window"; fails=$((fails + 1))
 fi
+printf '{"\\u001b[31mred": 1, "model": {"x\377": 2}}\n' >"$tmp/ctrlkey.json"
+expect unknown_key_escaped "$tmp/ctrlkey.json" "unknown" '\x1B[31mred'
+if LC_ALL=C grep -q "$(printf '[\033\377]')" "$tmp/err"; then
+  echo "FAIL unknown_key_escaped: raw control bytes echoed"; fails=$((fails + 1))
+fi
 expect opt_sched_both "$g" "training.override_opt_param_scheduler" \
   "use_checkpoint_opt_param_scheduler" -- --set training.override_opt_param_scheduler=true \
   --set training.use_checkpoint_opt_param_scheduler=true
+# bf16 on the cpu backend: a config error (was a runtime error from every rank)
+expect bf16_cpu "$g" "training.precision" 'with device "cpu"' "fp32" -- --set training.precision=bf16
+# finetune without checkpoint.load: a start-up note (the run goes on from scratch)
+timeout 120 "$bin" --config "$g" --set training.finetune=true >"$tmp/out" 2>"$tmp/err"
+if grep -q "megatrain: note: .*training.finetune is true but checkpoint.load is not set" "$tmp/err"; then
+  echo "ok   finetune_no_load: $(grep -m1 'finetune' "$tmp/err")"
+else
+  echo "FAIL finetune_no_load: no note"; sed 's/^/     | /' "$tmp/err" | head; fails=$((fails + 1))
+fi
+# bundled configs that train on the quick-start data name its tokenizer
+# (so that `megatrain generate` works on their checkpoints without flags)
+for f in configs/*.json; do
+  if grep -q 'prepared/brown_text_document' "$f" && ! { grep -q '"vocab_file": "prepared/gpt2-vocab.json"' "$f" \
+       && grep -q '"merge_file": "prepared/gpt2-merges.txt"' "$f"; }; then
+    echo "FAIL $f: trains on prepared/brown_text_document without data.vocab_file/merge_file"
+    fails=$((fails + 1))
+  fi
+done
 
 if [ $fails -ne 0 ]; then
   echo "$fails case(s) failed"

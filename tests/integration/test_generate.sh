@@ -37,8 +37,10 @@ check_model() { # name
   local n=$1 d="$TMP/$1"
   # greedy, one process, with the logits of every step
   "$MT" generate --load "$d" --prompt "$PROMPT" --max-new-tokens 32 --temperature 0 \
-    --print-ids --dump-logits "$d.kv.f32" >"$d.g1.log"
-  grep '^generate:' "$d.g1.log"
+    --print-ids --dump-logits "$d.kv.f32" >"$d.g1.log" 2>"$d.g1.err"
+  # stdout: the text and the ids; the speed line goes to stderr
+  grep '^generate:' "$d.g1.err"
+  ! grep -q '^generate:' "$d.g1.log" || { echo "$n: the speed line is on stdout"; exit 1; }
   local ids prompt_ids
   ids=$(ids_of "$d.g1.log")
   local distinct; distinct=$(echo "$ids" | tr ' ' '\n' | sort -u | wc -l)
@@ -72,10 +74,10 @@ sys.exit(w > 1e-5 * m)
 EOF
   # tp=2 = one process (greedy and sampled)
   $MPI "$MT" generate --load "$d" --prompt "$PROMPT" --max-new-tokens 32 --temperature 0 \
-    --print-ids >"$d.tp2.log"
+    --print-ids >"$d.tp2.log" 2>"$d.tp2.err"
   [ "$(ids_of "$d.tp2.log")" = "$ids" ] || {
     echo "$n: tp=2 greedy tokens differ"; echo " tp1: $ids"; echo " tp2: $(ids_of "$d.tp2.log")"; exit 1; }
-  grep '^generate:' "$d.tp2.log"
+  grep '^generate:' "$d.tp2.err"
   local S="--max-new-tokens 32 --temperature 1.0 --top-k 50 --top-p 0.95 --print-ids"
   "$MT" generate --load "$d" --prompt "$PROMPT" $S --seed 7 >"$d.s7a.log"
   "$MT" generate --load "$d" --prompt "$PROMPT" $S --seed 7 >"$d.s7b.log"
@@ -120,4 +122,21 @@ long=$(printf 'word %.0s' $(seq 80))
 expect 1 "max_position_embeddings" "$MT" generate --load "$TMP/gpt2" --prompt "$long"
 expect 2 "max-new-tokens" "$MT" generate --load "$TMP/gpt2" --prompt hi --max-new-tokens 100
 expect 2 "unknown argument" "$MT" generate --load "$TMP/gpt2" --prompt hi --bogus
+# integer flags are parsed strictly (no truncated fractions)
+for f in --top-k --num-threads --max-new-tokens --seed; do
+  expect 2 "$f '2.5': expected an integer" "$MT" generate --load "$TMP/gpt2" --prompt hi $f 2.5
+done
+# --help: the usage (with --dump-logits) on stdout, exit 0
+"$MT" generate --help >"$TMP/help.log"
+grep -q -- "--dump-logits" "$TMP/help.log" || { echo "generate --help lacks --dump-logits"; exit 1; }
+# a tokenizer path from the checkpoint's config that cannot be read: where it came from
+cp -r "$TMP/gpt2" "$TMP/gpt2bad"
+$PY -c 'import json, sys
+m = json.load(open(sys.argv[1])); m["config"]["data"]["vocab_file"] = "/nonexistent/vocab.json"
+json.dump(m, open(sys.argv[1], "w"))' "$TMP"/gpt2bad/iter_*/metadata.json
+expect 1 "come from data.vocab_file/data.merge_file in the config.*--vocab-file" \
+  "$MT" generate --load "$TMP/gpt2bad" --prompt hi
+# 3 ranks on a 4-head model: tensor parallelism over all ranks, 3 does not divide 4 heads
+expect 2 "tensor parallelism over all 3 ranks, and 3 does not divide the model's 4 attention heads" \
+  mpirun -np 3 --oversubscribe --bind-to none "$MT" generate --load "$TMP/gpt2" --prompt hi
 echo "test_generate: OK"

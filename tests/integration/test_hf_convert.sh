@@ -67,8 +67,7 @@ sys.exit(r > t)' "$@"
 cp $TMP/llama.json $TMP/llama_tp2.json
 for fam in gpt2 llama gpt2_untied llama_bias_tied qwen3 llama_tp2; do
   ck=$TMP/ck_$fam
-  # trained weights when the trainer writes the layout-free format, else the
-  # initialised model
+  # trained weights (a training failure fails the test)
   launch="" par=""
   if [ $fam = llama_tp2 ]; then
     launch="mpirun -np 2 --oversubscribe --bind-to none"
@@ -76,12 +75,11 @@ for fam in gpt2 llama gpt2_untied llama_bias_tied qwen3 llama_tp2; do
   fi
   # shellcheck disable=SC2086
   $launch "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=6 \
-    --set training.eval_interval=0 $par >"$TMP/train_$fam.log" 2>&1 || true
-  if grep -qs megatrain-dist-v2 "$ck"/iter_*/metadata.json; then
-    what="trained 6 iterations"; trained=1
-  else
-    rm -rf "$ck"; $TOOL init $TMP/$fam.json "$ck"; what="initialised"; trained=0
-  fi
+    --set training.eval_interval=0 $par >"$TMP/train_$fam.log" 2>&1 \
+    || { echo "$fam: training failed"; tail -5 "$TMP/train_$fam.log"; exit 1; }
+  grep -qs megatrain-dist-v2 "$ck"/iter_*/metadata.json \
+    || { echo "$fam: training wrote no layout-free checkpoint in $ck"; exit 1; }
+  what="trained 6 iterations"
   "$MT" convert --to hf --load "$ck" --output $TMP/hf_$fam 2>/dev/null
   a=$($TOOL loss "$ck" $TMP/tok.bin)
   b=$($PY tests/reference/hf_forward.py loss $TMP/hf_$fam $TMP/tok.bin $SEQ)
@@ -163,12 +161,35 @@ mkdir -p $TMP/full; touch $TMP/full/x
 set +e; "$MT" convert --to hf --load $TMP/ck_gpt2 --output $TMP/full >"$TMP/bad.log" 2>&1; rc=$?; set -e
 [ $rc = 2 ] && grep -q "not an empty directory" "$TMP/bad.log" || { echo "non-empty output: exit $rc"; cat "$TMP/bad.log"; exit 1; }
 echo "non-empty output: exit 2, $(grep error "$TMP/bad.log")"
+# the model's config disagrees on tied embeddings: the message names the key
+bad untie "model.untie_embeddings_and_output_weights" --from hf --input $TMP/hf_gpt2_untied \
+  --output $TMP/out_untie --config $TMP/gpt2.json
+# under a launcher with several processes: refused, exit 2, nothing written
+for v in OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_SIZE; do
+  set +e; env $v=2 "$MT" convert --to hf --load $TMP/ck_gpt2 --output $TMP/out_mpi >"$TMP/bad.log" 2>&1
+  rc=$?; set -e
+  [ $rc = 2 ] && grep -q "runs in one process; run it without mpirun/srun" "$TMP/bad.log" \
+    && [ ! -e $TMP/out_mpi ] || { echo "$v=2: exit $rc"; cat "$TMP/bad.log"; exit 1; }
+done
+set +e; mpirun -np 2 --oversubscribe --bind-to none "$MT" convert --from hf --input $HF \
+  --output $TMP/out_mpi --config $TMP/gpt2.json >"$TMP/bad.log" 2>&1; rc=$?; set -e
+[ $rc = 2 ] && [ ! -e $TMP/out_mpi ] || { echo "convert under mpirun: exit $rc"; cat "$TMP/bad.log"; exit 1; }
+echo "convert under mpirun: exit 2, $(grep -m1 error "$TMP/bad.log")"
+# SLURM_NTASKS alone (sbatch/salloc, no srun step) is one process
+env SLURM_NTASKS=4 "$MT" convert --to hf --load $TMP/ck_gpt2 --output $TMP/out_slurm 2>/dev/null
+# a temporary directory a killed export left behind (its process gone) is
+# removed by the next export; one of a live process is kept
+sleep 60 & live=$!
+dead=$(sh -c 'echo $$')
+mkdir -p $TMP/out_kill.tmp.$dead $TMP/out_kill.tmp.$live
+touch $TMP/out_kill.tmp.$dead/model.safetensors
+"$MT" convert --to hf --load $TMP/ck_gpt2 --output $TMP/out_kill 2>"$TMP/kill.log"
+kill $live
+[ ! -e $TMP/out_kill.tmp.$dead ] && [ -d $TMP/out_kill.tmp.$live ] && [ -f $TMP/out_kill/config.json ] \
+  || { echo "stale temporary: not removed (or the live one was)"; cat "$TMP/kill.log"; exit 1; }
+echo "stale export temporary removed: $(cat "$TMP/kill.log" | head -1)"
 
 # ---- fine-tuning from the imported GPT-2 checkpoint: tp=2 equals one process
-if [ $trained = 0 ]; then
-  echo "fine-tuning parity: SKIPPED (the trainer does not write the layout-free checkpoint yet)"
-  exit 0
-fi
 ft() { # ft NAME NP [--set ...]
   local name=$1 np=$2; shift 2
   mpirun -np $np --oversubscribe --bind-to none "$MT" --config $TMP/gpt2.json \

@@ -16,7 +16,8 @@ S=(--config $CFG --set training.eval_interval=0 --set logging.log_interval=1
   || { tail "$TMP/full.log"; exit 1; }
 "$MT" "${S[@]}" --set checkpoint.save="$TMP/ck" --set training.exit_interval=2 >"$TMP/a.log" 2>&1 \
   || { tail "$TMP/a.log"; exit 1; }
-snap() { (cd "$1" && find . -type f | sort | xargs md5sum); }
+# .megatrain.lock: the run lock (holder, pid, start time), rewritten by every run that starts
+snap() { (cd "$1" && find . -type f ! -name .megatrain.lock | sort | xargs md5sum); }
 snap "$TMP/ck" >"$TMP/ck.before"
 
 # 1. refusal

@@ -274,6 +274,12 @@ static const err_case CASES[] = {
     {NULL, {"training.lr=0"}, 1, {"training.lr", "> 0"}},
     {NULL, {"training.lr=-1"}, 1, {"training.lr", "out of range"}},
     {NULL, {"parallel.zero_stage=4"}, 1, {"parallel.zero_stage", "[0, 3]"}},
+    /* refused by the trainer, hence by the config checks plan and topology share */
+    {NULL, {"parallel.zero_stage=2", "parallel.pipeline_model_parallel_size=2"}, 2,
+     {"parallel.zero_stage", "with pipeline parallelism is not implemented"}},
+    {NULL, {"training.override_opt_param_scheduler=true",
+            "training.use_checkpoint_opt_param_scheduler=true"}, 1,
+     {"training.override_opt_param_scheduler", "use_checkpoint_opt_param_scheduler"}},
     {NULL, {"training.adam_beta1=1"}, 1, {"training.adam_beta1", "[0, 1)"}},
     {NULL, {"training.adam_beta2=-0.5"}, 1, {"training.adam_beta2"}},
     {NULL, {"training.micro_batch_size=0"}, 1, {"training.micro_batch_size", ">= 1"}},
@@ -447,6 +453,12 @@ static void test_syntax_error(void **state) {
   assert_non_null(strstr(err, "line 1"));
   assert_int_equal(mt_config_load_string(&cfg, "", SRC, NULL, 0, 1, err, sizeof err), 2);
   assert_non_null(strstr(err, "JSON syntax error"));
+
+  /* Unprintable bytes are quoted escaped, in a short window. */
+  assert_int_equal(mt_config_load_string(&cfg, "{\"model\": \x01\xff\x1b[31m zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz", SRC, NULL, 0, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "\\x01\\xFF\\x1B[31m"));
+  for (const char *q = err; *q; q++) assert_true(*q == '\n' || (*q >= 0x20 && *q < 0x7f));
+  assert_true(strlen(strchr(err, '\n') + 1) < 250);
 
   /* A missing file is named. */
   assert_int_equal(mt_config_load(&cfg, "/nonexistent/cfg.json", NULL, 0, 1, err, sizeof err), 2);
