@@ -18,7 +18,8 @@ mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x O
 "$MT" --config $MOE "${S[@]}" --set training.train_iters=2 --set checkpoint.save="$TMP/moe" \
   >"$TMP/moe.log" 2>&1 || { tail "$TMP/moe.log"; exit 1; }
 ls "$TMP/dense/iter_0000002/shard_00000.bin" "$TMP/dense/iter_0000002/shard_00001.bin" >/dev/null
-snap() { (cd "$1" && find . -type f | sort | xargs md5sum); }
+# .megatrain.lock: the run lock (holder, pid, start time), rewritten by every run that starts
+snap() { (cd "$1" && find . -type f ! -name .megatrain.lock | sort | xargs md5sum); }
 refused() { # name src-dir pattern [edit command] -- run args...
   local name=$1 src=$2 pat=$3; shift 3
   local d="$TMP/$name"
