@@ -155,6 +155,31 @@ static const cJSON *model_of(const cJSON *root) {
   return cJSON_IsObject(m) ? m : NULL;
 }
 
+/* model.moe_layer_freq as the same pattern: an integer k (every k-th layer)
+ * and the list [1, 0, ...] of the same layers are one setting. */
+static int same_layer_freq(const cJSON *a, const cJSON *b, const cJSON *sa, const cJSON *sb) {
+  const cJSON *na = cJSON_GetObjectItemCaseSensitive(sa, "num_layers");
+  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(sb, "num_layers");
+  if (!cJSON_IsNumber(na) || !cJSON_IsNumber(nb) || na->valueint != nb->valueint) return 0;
+  for (int l = 0; l < na->valueint; l++) {
+    int moe[2];
+    const cJSON *f[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+      if (cJSON_IsArray(f[k])) {
+        const cJSON *x = cJSON_GetArrayItem(f[k], l);
+        if (!cJSON_IsNumber(x)) return 0;
+        moe[k] = x->valueint != 0;
+      } else if (cJSON_IsNumber(f[k]) && f[k]->valueint >= 1) {
+        moe[k] = l % f[k]->valueint == 0;
+      } else {
+        return 0;
+      }
+    }
+    if (moe[0] != moe[1]) return 0;
+  }
+  return 1;
+}
+
 int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
                           const char *load_dir, char *err, size_t errlen) {
   if (!saved_config_json || !cfg->json) return 0;
@@ -166,6 +191,7 @@ int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, shape_keys[k]);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(m, shape_keys[k]);
     if (!a || !b || cJSON_Compare(a, b, 1)) continue; /* a key the checkpoint lacks: no check */
+    if (!strcmp(shape_keys[k], "moe_layer_freq") && same_layer_freq(a, b, s, m)) continue;
     char *as = cJSON_PrintUnformatted(a), *bs = cJSON_PrintUnformatted(b);
     size_t l = strlen(diff);
     if (l < sizeof diff)

@@ -68,4 +68,9 @@ refused weights_only dense "model weights only .*set training.finetune: true" "$
   --set training.finetune=true >"$TMP/wo_ft.log" 2>&1 || { cat "$TMP/wo_ft.log"; exit 1; }
 grep -q "fine-tuning from the weights of" "$TMP/wo_ft.log"
 echo "weights-only checkpoint trains with training.finetune: true"
+# model.moe_layer_freq 2 and its list form [1, 0, 1, 0] are one setting: accepted
+"$MT" --config $MOE "${S[@]}" --set training.train_iters=2 --set 'model.moe_layer_freq=[1,0,1,0]' \
+  --set checkpoint.load="$TMP/moe" >"$TMP/moe_list.log" 2>&1 || { cat "$TMP/moe_list.log"; exit 1; }
+grep -q "loaded checkpoint at iteration 2" "$TMP/moe_list.log"
+echo "moe_layer_freq 2 = [1, 0, 1, 0]: accepted"
 echo "test_ckpt_refusals OK"
