@@ -589,6 +589,13 @@ static void test_same_iteration_crash(void **state) {
   assert_int_equal(mt_dckpt_open(old, -1, &c, err, sizeof err), -1);
   EXPECT(strstr(err, "holds a Hugging Face model (model.safetensors): import it with megatrain "
                      "convert --from hf"), "%s", err);
+  /* metadata vocab_size (7) must equal the word embedding's rows */
+  float *w = box_data(0, 0, 5, 2, 0, 10);
+  mt_dckpt_view we = view("embedding.word_embeddings.weight", 5, 2, 0, 0, 5, 2, 0, -1, MT_F32, w, 1);
+  save_ok(3, NULL, &we, 1);
+  free(w);
+  expect_open_error("says vocab_size 7 but tensor 'embedding.word_embeddings.weight' has 5 rows",
+                    NULL);
   mt_dckpt_rm_rf(g_dir);
 }
 
