@@ -255,7 +255,7 @@ static void put(buf_t *b, const void *src, size_t n) {
 
 unsigned char *mt_dckpt_index_encode(const mt_dckpt_index *ix, size_t *n) {
   buf_t b = {0};
-  uint32_t version = MT_DCKPT_VERSION, nt = (uint32_t)ix->n_t, nf = (uint32_t)ix->n_f,
+  uint32_t version = MT_DCKPT_INDEX_VERSION, nt = (uint32_t)ix->n_t, nf = (uint32_t)ix->n_f,
            np = (uint32_t)ix->n_p;
   uint64_t block = (uint64_t)MT_DCKPT_BLOCK;
   put(&b, MT_DCKPT_INDEX_MAGIC, 8);
@@ -287,6 +287,7 @@ unsigned char *mt_dckpt_index_encode(const mt_dckpt_index *ix, size_t *n) {
     PUT(&b, p->n_blocks);
     put(&b, p->crc, (size_t)p->n_blocks * sizeof(uint32_t));
   }
+  PUT(&b, ix->meta_crc);
   uint32_t crc = mt_crc32(0, b.p, b.n);
   PUT(&b, crc);
   *n = b.n;
@@ -332,12 +333,18 @@ int mt_dckpt_index_decode(mt_dckpt_index *ix, const unsigned char *b, size_t n, 
   GET(&r, nf);
   GET(&r, np);
   GET(&r, block);
-  if (version != MT_DCKPT_VERSION || block != (uint64_t)MT_DCKPT_BLOCK) {
+  if ((version != 1 && version != MT_DCKPT_INDEX_VERSION) || block != (uint64_t)MT_DCKPT_BLOCK) {
     snprintf(err, errlen,
-             "'%s': index version %u with %" PRIu64 "-byte blocks; this build reads version %u "
-             "with %" PRId64 "-byte blocks",
-             path, version, block, MT_DCKPT_VERSION, MT_DCKPT_BLOCK);
+             "'%s': index version %u with %" PRIu64 "-byte blocks; this build reads versions 1 "
+             "and %u with %" PRId64 "-byte blocks",
+             path, version, block, MT_DCKPT_INDEX_VERSION, MT_DCKPT_BLOCK);
     return -1;
+  }
+  if (version >= 2) { /* metadata.json's CRC, just before the index's own */
+    if (r.n < 36) goto truncated;
+    r.n -= 4;
+    memcpy(&ix->meta_crc, b + r.n, 4);
+    ix->has_meta_crc = 1;
   }
   if ((uint64_t)nf * 12 + (uint64_t)nt * 24 + (uint64_t)np * 68 > n) goto truncated;
   ix->f = mt_xcalloc(nf ? nf : 1, sizeof *ix->f);

@@ -9,6 +9,7 @@
  *   n_tensors x { u32 name_len, name, i64 rows, i64 cols, u32 dtype }
  *   n_pieces x { u32 tensor, u32 file, u64 offset, u64 nbytes,
  *                i64 r0 c0 nr nc lo hi, u32 n_blocks, u32 crc[n_blocks] }
+ *   u32 CRC-32 of metadata.json's bytes (version 2; absent in version 1)
  *   u32 CRC-32 of everything before it.
  * shard_RRRRR.bin: "MTDCKSHD" u32 version u32 rank i64 iteration u64 0, then
  * the raw data of the rank's pieces (each at its index offset, 8-aligned).
@@ -24,7 +25,8 @@
 
 #define MT_DCKPT_INDEX_MAGIC "MTDCKIDX"
 #define MT_DCKPT_SHARD_MAGIC "MTDCKSHD"
-#define MT_DCKPT_VERSION 1u
+#define MT_DCKPT_VERSION 1u       /* of shard_RRRRR.bin */
+#define MT_DCKPT_INDEX_VERSION 2u /* of index.bin (1: without metadata.json's CRC, still read) */
 #define MT_DCKPT_BLOCK ((int64_t)1 << 20) /* CRC block, bytes */
 #define MT_DCKPT_SHARD_HEADER 32          /* bytes before the first piece */
 #define MT_DCKPT_CHUNK ((int64_t)16 << 20) /* staging chunk, bytes (multiple of BLOCK) */
@@ -59,6 +61,8 @@ typedef struct {
   int n_p;
   int32_t *sorted;                  /* piece ids grouped by tensor (mt_dckpt_index_finish) */
   void *name_map;                   /* name -> tensor (hash table, dist_checkpoint_index.c) */
+  uint32_t meta_crc;                /* CRC-32 of metadata.json's bytes ... */
+  int has_meta_crc;                 /* ... when the index records it (version 2) */
 } mt_dckpt_index;
 
 struct mt_dckpt {
@@ -83,7 +87,7 @@ void mt_dckpt_index_finish(mt_dckpt_index *ix);
  * index in messages. */
 int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *err,
                             size_t errlen);
-/* Encode to a malloc'ed buffer (with the trailing CRC). */
+/* Encode to a malloc'ed buffer (version 2: ix->meta_crc, the trailing CRC). */
 unsigned char *mt_dckpt_index_encode(const mt_dckpt_index *ix, size_t *n);
 /* Decode; 0 or -1 with a message naming `path`. */
 int mt_dckpt_index_decode(mt_dckpt_index *ix, const unsigned char *b, size_t n, const char *path,

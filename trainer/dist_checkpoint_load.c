@@ -93,20 +93,71 @@ static int check_files(const mt_dckpt *c, char *err, size_t errlen) {
   return 0;
 }
 
+/* 1 when path exists. */
+static int exists(const char *dir, const char *name) {
+  char path[4300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  return access(path, F_OK) == 0;
+}
+
+/* The message for a load directory without latest_checkpointed_iteration.txt:
+ * what is there instead, when it is recognizable. */
+static void no_latest(const char *load_dir, char *err, size_t errlen) {
+  struct stat st;
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", load_dir);
+  size_t l = strlen(dir);
+  while (l > 1 && dir[l - 1] == '/') dir[--l] = '\0';
+  const char *slash = strrchr(dir, '/');
+  const char *base = slash ? slash + 1 : dir;
+  size_t bl = strlen(base);
+  int iter_name = bl >= 12 && !strncmp(base, "iter_", 5) && strspn(base + 5, "0123456789") >= 7;
+  if (stat(load_dir, &st) != 0) {
+    snprintf(err, errlen, "checkpoint directory '%s' does not exist", load_dir);
+  } else if (iter_name || exists(load_dir, "index.bin") || exists(load_dir, "mp_rank_00")) {
+    char parent[4096];
+    if (slash == dir) snprintf(parent, sizeof parent, "/");
+    else if (slash) snprintf(parent, sizeof parent, "%.*s", (int)(slash - dir), dir);
+    else snprintf(parent, sizeof parent, ".");
+    snprintf(err, errlen,
+             "'%s' is an iteration directory of a checkpoint: pass its parent '%s' (the "
+             "checkpoint.save directory)",
+             load_dir, parent);
+  } else if (exists(load_dir, "model.safetensors") ||
+             exists(load_dir, "model.safetensors.index.json")) {
+    snprintf(err, errlen,
+             "'%s' holds a Hugging Face model (model.safetensors): import it with megatrain "
+             "convert --from hf",
+             load_dir);
+  } else {
+    snprintf(err, errlen,
+             "no checkpoint in '%s': latest_checkpointed_iteration.txt is missing or unreadable",
+             load_dir);
+  }
+}
+
 int mt_dckpt_open(const char *load_dir, int64_t iteration, mt_dckpt **out, char *err,
                   size_t errlen) {
   *out = NULL;
   if (iteration < 0) {
     iteration = mt_dckpt_latest(load_dir);
     if (iteration < 0) {
-      snprintf(err, errlen,
-               "no checkpoint in '%s': latest_checkpointed_iteration.txt is missing or unreadable",
-               load_dir);
+      no_latest(load_dir, err, errlen);
       return -1;
     }
   }
   mt_dckpt *c = mt_xcalloc(1, sizeof *c);
   snprintf(c->dir, sizeof c->dir, "%s/iter_%07" PRId64, load_dir, iteration);
+  struct stat dst;
+  if (stat(c->dir, &dst) != 0) { /* a save of the same iteration stopped between its renames */
+    char old[sizeof c->dir];
+    size_t l = strlen(c->dir);
+    if (l + 5 <= sizeof old) {
+      memcpy(old, c->dir, l);
+      memcpy(old + l, ".old", 5);
+      if (stat(old, &dst) == 0) memcpy(c->dir, old, l + 5);
+    }
+  }
   char path[4300];
   snprintf(path, sizeof path, "%s/index.bin", c->dir);
   size_t n = 0;
@@ -131,12 +182,24 @@ int mt_dckpt_open(const char *load_dir, int64_t iteration, mt_dckpt **out, char 
     if (!text) {
       snprintf(err, errlen, "cannot read '%s': %s", path, strerror(e));
       rc = -1;
+    } else if (c->ix.has_meta_crc && mt_crc32(0, text, n) != c->ix.meta_crc) {
+      snprintf(err, errlen, "checksum mismatch in '%s' (file corrupt or edited)", path);
+      free(text);
+      rc = -1;
     } else {
       rc = mt_dckpt_meta_parse(text, path, &c->meta, &c->config_json, err, errlen);
       free(text);
       if (rc == 0 && c->meta.iteration != iteration) {
         snprintf(err, errlen, "'%s' says iteration %" PRId64 ", its directory %" PRId64, path,
                  c->meta.iteration, iteration);
+        rc = -1;
+      }
+      int we = rc == 0 ? mt_dckpt_index_find(&c->ix, "embedding.word_embeddings.weight") : -1;
+      if (we >= 0 && c->ix.t[we].rows != c->meta.vocab_size) {
+        snprintf(err, errlen,
+                 "'%s' says vocab_size %" PRId64 " but tensor 'embedding.word_embeddings.weight' "
+                 "has %" PRId64 " rows",
+                 path, c->meta.vocab_size, c->ix.t[we].rows);
         rc = -1;
       }
     }

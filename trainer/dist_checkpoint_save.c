@@ -49,10 +49,10 @@ static int agree(mt_group *world, int failed, char *err, size_t errlen) {
   mt_allreduce(world, &who, 1, MT_I32, MT_OP_MAX);
   if (!who) return 0;
   int root = mt_group_size(world) - who;
-  int32_t msg[128]; /* 512 bytes */
+  int32_t msg[512]; /* 2048 bytes, as the trainer's (train_checkpoint.c) */
   memset(msg, 0, sizeof msg);
   if (mt_group_rank(world) == root) snprintf((char *)msg, sizeof msg, "%s", err);
-  mt_broadcast(world, msg, 128, MT_I32, root);
+  mt_broadcast(world, msg, 512, MT_I32, root);
   ((char *)msg)[sizeof msg - 1] = '\0';
   if (mt_group_rank(world) != root) snprintf(err, errlen, "%s", (const char *)msg);
   return 1;
@@ -269,30 +269,41 @@ static int publish(const char *save_dir, const char *tmp, const char *final,
                    char *err, size_t errlen) {
   char path[4600];
   size_t n;
-  unsigned char *idx = mt_dckpt_index_encode(ix, &n);
+  char *mj = mt_dckpt_meta_json(meta, config_json, ix);
+  mt_dckpt_index sealed = *ix; /* index.bin records metadata.json's CRC */
+  sealed.meta_crc = mt_crc32(0, mj, strlen(mj));
+  unsigned char *idx = mt_dckpt_index_encode(&sealed, &n);
   snprintf(path, sizeof path, "%s/index.bin", tmp);
   int rc = mt_write_file_synced(path, idx, n, err, errlen);
   free(idx);
-  if (rc) return -1;
-  char *mj = mt_dckpt_meta_json(meta, config_json, ix);
   snprintf(path, sizeof path, "%s/metadata.json", tmp);
-  rc = mt_write_file_synced(path, mj, strlen(mj), err, errlen);
+  if (!rc) rc = mt_write_file_synced(path, mj, strlen(mj), err, errlen);
   free(mj);
   if (rc) return -1;
   mt_fsync_dir(tmp);
+  /* At every instant the iteration named by "latest" stays loadable: when
+   * final exists (the same iteration saved again) it becomes final.old, and
+   * mt_dckpt_open reads final.old while final is missing; final.old is
+   * deleted only once the new final and "latest" are in place. */
   char old[4400];
   snprintf(old, sizeof old, "%s.old", final);
-  mt_dckpt_rm_rf(old);
-  if (access(final, F_OK) == 0 && rename(final, old) != 0) {
-    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", final, old, strerror(errno));
+  if (access(final, F_OK) != 0 && access(old, F_OK) == 0 && rename(old, final) != 0) {
+    /* a crash between the two renames below left the only copy in .old */
+    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", old, final, strerror(errno));
     return -1;
+  }
+  if (access(final, F_OK) == 0) {
+    mt_dckpt_rm_rf(old); /* a leftover: final is the copy "latest" may name */
+    if (rename(final, old) != 0) {
+      snprintf(err, errlen, "cannot rename '%s' to '%s': %s", final, old, strerror(errno));
+      return -1;
+    }
   }
   if (rename(tmp, final) != 0) {
     snprintf(err, errlen, "cannot rename '%s' to '%s': %s", tmp, final, strerror(errno));
     if (access(old, F_OK) == 0) rename(old, final);
     return -1;
   }
-  mt_dckpt_rm_rf(old);
   mt_fsync_dir(save_dir);
   char latest[4400], latest_tmp[4500], num[32];
   snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", save_dir);
@@ -305,6 +316,7 @@ static int publish(const char *save_dir, const char *tmp, const char *final,
     return -1;
   }
   mt_fsync_dir(save_dir);
+  mt_dckpt_rm_rf(old);
   return 0;
 }
 

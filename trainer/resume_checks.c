@@ -140,3 +140,73 @@ char *mt_resume_legacy_config(const char *load_dir, int64_t iteration) {
   cJSON_Delete(root);
   return out;
 }
+
+/* The model keys that fix how the stored tensors are interpreted (Megatron's
+ * check_checkpoint_args); derived ones are compared as resolved. */
+static const char *const shape_keys[] = {
+    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+    "kv_channels", "swiglu", "normalization", "position_embedding_type", "rotary_percent",
+    "rotary_interleaved", "num_experts", "moe_ffn_hidden_size", "vocab_size", "qk_layernorm",
+    "untie_embeddings_and_output_weights", "add_bias_linear",
+    "moe_shared_expert_intermediate_size", "moe_layer_freq"};
+
+static const cJSON *model_of(const cJSON *root) {
+  const cJSON *m = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "model") : NULL;
+  return cJSON_IsObject(m) ? m : NULL;
+}
+
+/* model.moe_layer_freq as the same pattern: an integer k (every k-th layer)
+ * and the list [1, 0, ...] of the same layers are one setting. */
+static int same_layer_freq(const cJSON *a, const cJSON *b, const cJSON *sa, const cJSON *sb) {
+  const cJSON *na = cJSON_GetObjectItemCaseSensitive(sa, "num_layers");
+  const cJSON *nb = cJSON_GetObjectItemCaseSensitive(sb, "num_layers");
+  if (!cJSON_IsNumber(na) || !cJSON_IsNumber(nb) || na->valueint != nb->valueint) return 0;
+  for (int l = 0; l < na->valueint; l++) {
+    int moe[2];
+    const cJSON *f[2] = {a, b};
+    for (int k = 0; k < 2; k++) {
+      if (cJSON_IsArray(f[k])) {
+        const cJSON *x = cJSON_GetArrayItem(f[k], l);
+        if (!cJSON_IsNumber(x)) return 0;
+        moe[k] = x->valueint != 0;
+      } else if (cJSON_IsNumber(f[k]) && f[k]->valueint >= 1) {
+        moe[k] = l % f[k]->valueint == 0;
+      } else {
+        return 0;
+      }
+    }
+    if (moe[0] != moe[1]) return 0;
+  }
+  return 1;
+}
+
+int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
+                          const char *load_dir, char *err, size_t errlen) {
+  if (!saved_config_json || !cfg->json) return 0;
+  cJSON *saved = cJSON_Parse(saved_config_json), *mine = cJSON_Parse(cfg->json);
+  const cJSON *s = model_of(saved), *m = model_of(mine);
+  char diff[1536] = "";
+  int n_diff = 0;
+  for (size_t k = 0; s && m && k < sizeof shape_keys / sizeof shape_keys[0]; k++) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, shape_keys[k]);
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(m, shape_keys[k]);
+    if (!a || !b || cJSON_Compare(a, b, 1)) continue; /* a key the checkpoint lacks: no check */
+    if (!strcmp(shape_keys[k], "moe_layer_freq") && same_layer_freq(a, b, s, m)) continue;
+    char *as = cJSON_PrintUnformatted(a), *bs = cJSON_PrintUnformatted(b);
+    size_t l = strlen(diff);
+    if (l < sizeof diff)
+      snprintf(diff + l, sizeof diff - l, "%smodel.%s %.100s but the config gives %.100s",
+               n_diff ? ", " : "", shape_keys[k], as ? as : "?", bs ? bs : "?");
+    n_diff++;
+    cJSON_free(as);
+    cJSON_free(bs);
+  }
+  cJSON_Delete(saved);
+  cJSON_Delete(mine);
+  if (!n_diff) return 0;
+  snprintf(err, errlen,
+           "checkpoint '%s' was trained with %s; a checkpoint loads only into the model shape "
+           "that wrote it",
+           load_dir, diff);
+  return -1;
+}

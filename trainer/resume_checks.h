@@ -1,6 +1,7 @@
 /* trainer/resume_checks.h — what a resumed run compares with the config saved
- * in the checkpoint (metadata.json "config"): the learning-rate schedule
- * (Megatron's OptimizerParamScheduler check) and the global batch size. */
+ * in the checkpoint (metadata.json "config"): the model shape (Megatron's
+ * check_checkpoint_args), the learning-rate schedule (Megatron's
+ * OptimizerParamScheduler check) and the global batch size. */
 #ifndef MT_TRAINER_RESUME_CHECKS_H
 #define MT_TRAINER_RESUME_CHECKS_H
 
@@ -27,6 +28,17 @@
 int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg,
                              const char *load_dir, int verbose, mt_lr_schedule *sched, char *err,
                              size_t errlen);
+
+/* Compare the model keys that fix how the stored tensors are interpreted
+ * (num_layers, hidden_size, ffn_hidden_size, num_attention_heads,
+ * num_query_groups and kv_channels as resolved, swiglu, normalization,
+ * position embedding and rotary settings, experts, vocab_size, ...) of
+ * saved_config_json with this run's (cfg->json), as Megatron's
+ * check_checkpoint_args. No saved config, no "model" object, or a key absent
+ * from either side: nothing to compare for it. Any difference: -1, err names
+ * every differing key with both values (the caller exits 1). Host only. */
+int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
+                          const char *load_dir, char *err, size_t errlen);
 
 /* When saved_config_json's training.global_batch_size differs from this
  * run's and `verbose`, print "> note: global_batch_size changed from A to

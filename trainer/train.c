@@ -35,7 +35,8 @@ static void say(const mt_trainer *t, const char *fmt, ...) {
  * one every rank agreed on (checkpoint loading). */
 static void rank_error(const mt_trainer *t, const char *msg) {
   if (!msg[0]) return;
-  fprintf(stderr, "[rank %d] megatrain: error: %s\n", t->rank, msg);
+  if (t->world_size > 1) fprintf(stderr, "[rank %d] megatrain: error: %s\n", t->rank, msg);
+  else fprintf(stderr, "megatrain: error: %s\n", msg);
   fflush(stderr);
 }
 

@@ -29,10 +29,10 @@ static int agree_err(mt_group *world, int failed, char *err, size_t errlen) {
   int32_t who = failed ? n - me : 0;
   mt_allreduce(world, &who, 1, MT_I32, MT_OP_MAX);
   if (who == 0) return 0;
-  int32_t msg[256];
+  int32_t msg[512]; /* 2048 bytes, as dist_checkpoint_save.c */
   memset(msg, 0, sizeof msg);
   if (n - who == me) snprintf((char *)msg, sizeof msg, "%s", err);
-  mt_broadcast(world, msg, 256, MT_I32, n - who);
+  mt_broadcast(world, msg, 512, MT_I32, n - who);
   ((char *)msg)[sizeof msg - 1] = '\0';
   snprintf(err, errlen, "%s", (const char *)msg);
   return 1;
@@ -278,9 +278,9 @@ static const char *base_name(const char *name) {
 
 /* A checkpoint tensor that no rank loaded, unless the model has its
  * parameter and only a form it does not need (optimizer state under
- * finetune, a master or the parameter it replaced) went unused: the
- * checkpoint describes a model the config does not build (fewer layers or
- * experts). Collective over the world. */
+ * finetune, a master or the parameter it replaced) went unused: the model
+ * built from the config has no tensor of that name. Collective over the
+ * world. */
 static int check_unused(mt_trainer *t, mt_dckpt *c, char *err, size_t errlen) {
   const int nt = mt_dckpt_n_tensors(c);
   if (nt <= 0) return 0;
@@ -302,9 +302,8 @@ static int check_unused(mt_trainer *t, mt_dckpt *c, char *err, size_t errlen) {
   mt_dtype dt;
   mt_dckpt_tensor_shape(c, bad, &r, &co, &dt);
   snprintf(err, errlen,
-           "checkpoint '%s' holds tensor '%s' [%lld, %lld] that the model built from the config "
-           "does not have (the checkpoint has more layers or experts, or other options, than "
-           "the config)",
+           "checkpoint '%s' holds tensor '%s' [%lld, %lld] that no rank loaded: the model built "
+           "from the config has no tensor of that name",
            mt_dckpt_dir(c), mt_dckpt_tensor_name(c, bad), (long long)r, (long long)co);
   return -1;
 }
@@ -390,7 +389,9 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
   char *saved_cfg = !any_legacy && c ? mt_xstrdup(mt_dckpt_config_json(c))
                       : mt_resume_legacy_config(cfg->checkpoint.load, st.iteration);
   if (c) mt_dckpt_close(c);
-  if (!finetune) { /* same metadata on every rank: the same outcome everywhere */
+  /* same metadata on every rank: the same outcome everywhere */
+  rc = mt_resume_check_model(saved_cfg, cfg, cfg->checkpoint.load, err, errlen);
+  if (rc == 0 && !finetune) {
     rc = mt_resume_check_schedule(saved_cfg, cfg, cfg->checkpoint.load, t->rank == 0, &t->sched,
                                   err, errlen);
     if (rc == 0)

@@ -44,6 +44,17 @@ refused hidden_size dense "embedding.word_embeddings.weight.*\[50257, 64\].*\[50
 refused num_experts moe "decoder.layers.0.mlp.router.weight.*\[8, 64\].*\[4, 64\]" -- \
   --config $MOE --set model.num_experts=4
 refused fewer_layers dense "decoder.layers.1\." -- --config $CFG --set model.num_layers=1
+# same tensor shapes, another head layout: refused by the saved config
+refused heads dense "model.num_attention_heads 4 but the config gives 8" -- \
+  --config $CFG --set model.num_attention_heads=8
+# metadata.json is checksummed in index.bin: one digit of consumed_samples edited
+bump_digit() { # the first digit of "consumed_samples" in metadata.json $1, plus one
+  perl -pi -e 's/("consumed_samples":\s*)(\d)/$1.(($2 + 1) % 10)/e' "$1"
+  grep -q '"consumed_samples"' "$1"
+}
+refused edited_metadata dense "checksum mismatch in '.*/iter_0000002/metadata.json' \(file corrupt or edited\)" \
+  'bump_digit $d/$IT/metadata.json; if cmp -s $d/$IT/metadata.json $TMP/dense/$IT/metadata.json; then echo "edit failed"; exit 1; fi' \
+  -- --config $CFG
 refused truncated_piece dense "shard_00001.bin" \
   'f=$d/$IT/shard_00001.bin; truncate -s $(( $(stat -c %s $f) / 2 )) $f' -- --config $CFG
 refused missing_piece dense "shard_00000.bin" 'rm $d/$IT/shard_00000.bin' -- --config $CFG
@@ -52,10 +63,15 @@ refused flipped_byte dense "checksum|CRC|crc" \
   -- --config $CFG
 # a weights-only checkpoint (has_optimizer false, as `convert --from hf`
 # writes) trains only with training.finetune
-WO='p=$d/$IT/metadata.json; /usr/bin/python3 -c "import json,sys; m=json.load(open(sys.argv[1])); m[\"has_optimizer\"]=False; json.dump(m,open(sys.argv[1],\"w\"))" $p'
+WO='p=$d/$IT/metadata.json; /usr/bin/python3 -c "import json,sys; m=json.load(open(sys.argv[1])); m[\"has_optimizer\"]=False; json.dump(m,open(sys.argv[1],\"w\"))" $p; /usr/bin/python3 tests/reference/dist_ckpt.py reseal $d/$IT'
 refused weights_only dense "model weights only .*set training.finetune: true" "$WO" -- --config $CFG
 "$MT" --config $CFG "${S[@]}" --set training.train_iters=1 --set checkpoint.load="$TMP/weights_only" \
   --set training.finetune=true >"$TMP/wo_ft.log" 2>&1 || { cat "$TMP/wo_ft.log"; exit 1; }
 grep -q "fine-tuning from the weights of" "$TMP/wo_ft.log"
 echo "weights-only checkpoint trains with training.finetune: true"
+# model.moe_layer_freq 2 and its list form [1, 0, 1, 0] are one setting: accepted
+"$MT" --config $MOE "${S[@]}" --set training.train_iters=2 --set 'model.moe_layer_freq=[1,0,1,0]' \
+  --set checkpoint.load="$TMP/moe" >"$TMP/moe_list.log" 2>&1 || { cat "$TMP/moe_list.log"; exit 1; }
+grep -q "loaded checkpoint at iteration 2" "$TMP/moe_list.log"
+echo "moe_layer_freq 2 = [1, 0, 1, 0]: accepted"
 echo "test_ckpt_refusals OK"

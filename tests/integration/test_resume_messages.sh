@@ -31,6 +31,9 @@ for n in "training.lr: checkpoint 0.001, this run 0.002" "training.min_lr: check
   grep -qF "$n" "$TMP/r.log" || { echo "schedule change: message lacks '$n'"; cat "$TMP/r.log"; exit 1; }
 done
 snap "$TMP/ck" | diff - "$TMP/ck.before" >/dev/null || { echo "refused run wrote into the checkpoint"; exit 1; }
+# one process: the error line carries no rank prefix
+grep -q "^megatrain: error: checkpoint '$TMP/ck' was trained with another" "$TMP/r.log" && ! grep -q "\[rank" "$TMP/r.log" \
+  || { echo "single-process error: prefix"; cat "$TMP/r.log"; exit 1; }
 echo "changed schedule refused (exit 1): $(grep -m1 error "$TMP/r.log" | sed 's/^.*error: //' | cut -c1-160)..."
 
 # 2. override: this config's lr
@@ -69,4 +72,18 @@ echo "finetune with another lr: accepted"
   >"$TMP/gb.log" 2>&1 || { tail "$TMP/gb.log"; exit 1; }
 grep -F "> note: global_batch_size changed from 8 to 4; the data continues at consumed sample 16" "$TMP/gb.log" \
   || { echo "no global_batch_size note"; cat "$TMP/gb.log"; exit 1; }
+# 6. checkpoint.load naming what is not a checkpoint directory: each named
+load_refused() { # pattern dir
+  set +e
+  "$MT" "${S[@]}" --set checkpoint.load="$2" >"$TMP/lr.log" 2>&1; local rc=$?
+  set -e
+  [ $rc = 1 ] && grep -qF "$1" "$TMP/lr.log" || { echo "load $2: exit $rc"; cat "$TMP/lr.log"; exit 1; }
+}
+load_refused "checkpoint directory '$TMP/nope' does not exist" "$TMP/nope"
+load_refused "'$TMP/ck/iter_0000002' is an iteration directory of a checkpoint: pass its parent '$TMP/ck'" \
+  "$TMP/ck/iter_0000002"
+mkdir -p "$TMP/hf" && : >"$TMP/hf/model.safetensors"
+load_refused "'$TMP/hf' holds a Hugging Face model (model.safetensors): import it with megatrain convert --from hf" \
+  "$TMP/hf"
+echo "checkpoint.load: a missing directory, an iteration directory, a Hugging Face directory each named"
 echo "test_resume_messages OK"

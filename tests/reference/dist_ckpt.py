@@ -12,9 +12,15 @@ API:
       CRC-32s verified; every tensor must be covered exactly (element count
       and a coverage mask).
 
+  index.bin version 2 records the CRC-32 of metadata.json's bytes (checked);
+  version 1 does not.
+
 usage as a tool:
   /usr/bin/python3 tests/reference/dist_ckpt.py dump DIR
       one line per tensor: name, shape, dtype, L2 norm.
+  /usr/bin/python3 tests/reference/dist_ckpt.py reseal ITER_DIR
+      record the CRC-32 of ITER_DIR/metadata.json in ITER_DIR/index.bin (for
+      tests that edit metadata.json on purpose).
 """
 import json
 import os
@@ -54,8 +60,13 @@ def read_index(path):
     if zlib.crc32(data[:-4]) & 0xFFFFFFFF != crc:
         raise CheckpointError("%s: checksum mismatch of the index" % path)
     version, nt, nf, npieces, block = struct.unpack_from("<IIIIQ", data, 8)
-    if version != 1:
-        raise CheckpointError("%s: index version %d, expected 1" % (path, version))
+    if version not in (1, 2):
+        raise CheckpointError("%s: index version %d, expected 1 or 2" % (path, version))
+    end = len(data) - 4
+    meta_crc = None
+    if version == 2:  # u32 CRC-32 of metadata.json before the index's own CRC
+        end -= 4
+        (meta_crc,) = struct.unpack_from("<I", data, end)
     off = 32
     files = []
     for _ in range(nf):
@@ -80,9 +91,22 @@ def read_index(path):
         off += 4 * nb
         tensors[t]["pieces"].append(dict(file=f, offset=offset, nbytes=nbytes, r0=r0, c0=c0,
                                          nr=nr, nc=nc, lo=lo, hi=hi, crcs=crcs))
-    if off != len(data) - 4:
-        raise CheckpointError("%s: index is malformed (%d trailing bytes)" % (path, len(data) - 4 - off))
-    return files, tensors, block
+    if off != end:
+        raise CheckpointError("%s: index is malformed (%d trailing bytes)" % (path, end - off))
+    return files, tensors, block, meta_crc
+
+
+def reseal(d):
+    """Rewrite d/index.bin (version 2) with the CRC-32 of d/metadata.json."""
+    path = os.path.join(d, "index.bin")
+    data = bytearray(open(path, "rb").read())
+    (version,) = struct.unpack_from("<I", data, 8)
+    if version != 2:
+        raise CheckpointError("%s: index version %d, reseal needs 2" % (path, version))
+    meta = open(os.path.join(d, "metadata.json"), "rb").read()
+    struct.pack_into("<I", data, len(data) - 8, zlib.crc32(meta) & 0xFFFFFFFF)
+    struct.pack_into("<I", data, len(data) - 4, zlib.crc32(bytes(data[:-4])) & 0xFFFFFFFF)
+    open(path, "wb").write(bytes(data))
 
 
 def _decode(raw, dtype):
@@ -95,10 +119,13 @@ def _decode(raw, dtype):
 
 def load_checkpoint(path, names=None):
     d = iter_dir(path)
-    meta = json.load(open(os.path.join(d, "metadata.json")))
+    files, tensors, block, meta_crc = read_index(os.path.join(d, "index.bin"))
+    meta_bytes = open(os.path.join(d, "metadata.json"), "rb").read()
+    if meta_crc is not None and zlib.crc32(meta_bytes) & 0xFFFFFFFF != meta_crc:
+        raise CheckpointError("%s: checksum mismatch of metadata.json" % d)
+    meta = json.loads(meta_bytes)
     if meta.get("format") != "megatrain-dist-v2":
         raise CheckpointError("%s: format %r, expected megatrain-dist-v2" % (d, meta.get("format")))
-    files, tensors, block = read_index(os.path.join(d, "index.bin"))
     handles = {}
     out = {}
     for t in tensors:
@@ -162,6 +189,9 @@ def main(argv):
         for name, a in tensors.items():
             print("%-70s [%d, %d] %-5s norm %.9g" % (name, a.shape[0], a.shape[1], dtypes.get(name, "?"),
                                                       float(np.sqrt((a.astype(np.float64) ** 2).sum()))))
+        return 0
+    if len(argv) == 3 and argv[1] == "reseal":
+        reseal(argv[2])
         return 0
     print(__doc__)
     return 2

@@ -319,6 +319,7 @@ static void test_refusals(void **state) {
   (void)state;
   fresh_dir("refuse");
   char err[512], path[512];
+  int e0;
   save_small(1);
   mt_dckpt *c = open_ok();
   /* missing tensor, shape mismatch: nothing written */
@@ -342,6 +343,21 @@ static void test_refusals(void **state) {
   /* missing shard file */
   unlink(path);
   expect_open_error("is missing", "shard_00000.bin");
+  /* metadata.json edited (index.bin records its CRC-32): one digit of
+   * consumed_samples (40) */
+  save_small(1);
+  snprintf(path, sizeof path, "%s/iter_0000001/metadata.json", g_dir);
+  size_t mn;
+  char *mt = mt_read_file(path, 0, &mn, &e0);
+  char *cs = strstr(mt, "\"consumed_samples\":");
+  assert_non_null(cs);
+  cs = strchr(cs, '4');
+  assert_non_null(cs);
+  *cs = '5';
+  assert_int_equal(mt_write_file_synced(path, mt, mn, err, sizeof err), 0);
+  free(mt);
+  expect_open_error("checksum mismatch in '", "iter_0000001/metadata.json' (file corrupt or "
+                                              "edited)");
   /* a bit flip in index.bin */
   save_small(1);
   snprintf(path, sizeof path, "%s/iter_0000001/index.bin", g_dir);
@@ -535,12 +551,60 @@ static void test_random_cuts(void **state) {
   mt_dckpt_rm_rf(g_dir);
 }
 
+/* A save of an iteration that already exists stopped between its renames
+ * (final moved to final.old, the new one not yet in place): open reads
+ * final.old, and the next save puts it back before replacing it. What a
+ * load directory without "latest" holds is named. */
+static void test_same_iteration_crash(void **state) {
+  (void)state;
+  fresh_dir("crash2");
+  char err[512], path[300], old[700];
+  save_small(1);
+  snprintf(path, sizeof path, "%s/iter_0000001", g_dir);
+  snprintf(old, sizeof old, "%s.old", path);
+  assert_int_equal(rename(path, old), 0);
+  mt_dckpt *c = open_ok();
+  assert_non_null(strstr(mt_dckpt_dir(c), "iter_0000001.old"));
+  expect_view(c, NULL, "a", 4, 6, 0, 0, 4, 6, 0, -1);
+  mt_dckpt_close(c);
+  save_small(1);
+  EXPECT(access(path, F_OK) == 0 && access(old, F_OK) != 0, "%s back, .old gone", path);
+  c = open_ok();
+  assert_null(strstr(mt_dckpt_dir(c), ".old"));
+  mt_dckpt_close(c);
+  c = NULL;
+  snprintf(old, sizeof old, "%s/nothing", g_dir);
+  assert_int_equal(mt_dckpt_open(old, -1, &c, err, sizeof err), -1);
+  EXPECT(strstr(err, "checkpoint directory '") && strstr(err, "nothing' does not exist"), "%s",
+         err);
+  assert_int_equal(mt_dckpt_open(path, -1, &c, err, sizeof err), -1);
+  EXPECT(strstr(err, "is an iteration directory of a checkpoint: pass its parent '") &&
+             strstr(err, "crash2"),
+         "%s", err);
+  snprintf(old, sizeof old, "%s/hf", g_dir);
+  mt_mkdirs(old);
+  char hf[800];
+  snprintf(hf, sizeof hf, "%s/model.safetensors", old);
+  assert_int_equal(mt_write_file_synced(hf, "x", 1, err, sizeof err), 0);
+  assert_int_equal(mt_dckpt_open(old, -1, &c, err, sizeof err), -1);
+  EXPECT(strstr(err, "holds a Hugging Face model (model.safetensors): import it with megatrain "
+                     "convert --from hf"), "%s", err);
+  /* metadata vocab_size (7) must equal the word embedding's rows */
+  float *w = box_data(0, 0, 5, 2, 0, 10);
+  mt_dckpt_view we = view("embedding.word_embeddings.weight", 5, 2, 0, 0, 5, 2, 0, -1, MT_F32, w, 1);
+  save_ok(3, NULL, &we, 1);
+  free(w);
+  expect_open_error("says vocab_size 7 but tensor 'embedding.word_embeddings.weight' has 5 rows",
+                    NULL);
+  mt_dckpt_rm_rf(g_dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_recut),     cmocka_unit_test(test_dtypes),
       cmocka_unit_test(test_large_and_blocks), cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_failed_save), cmocka_unit_test(test_random_cuts),
-      cmocka_unit_test(test_fuzz_found),
+      cmocka_unit_test(test_fuzz_found), cmocka_unit_test(test_same_iteration_crash),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
