@@ -2,6 +2,7 @@
  * watchdog.h and docs/communication.md "Hang diagnosis"). */
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -275,20 +276,37 @@ static void expire(mt_watchdog *w, int slot, double waited_min) {
       p += (size_t)snprintf(msg + p, sizeof msg - p, "its peer is rank %d (%s)", wr, who);
     }
   } else {
-    int behind = 0;
+    int behind = 0, unknown = 0;
     for (int i = 0; i < l->n && p < sizeof msg; i++) {
       int wr = l->world_ranks[i];
       const wd_record *r = peer_record(w, wr);
       if (wr == w->d->rank) continue;
-      if (r && atomic_load_explicit(&r->slot[slot].ops, memory_order_relaxed) >= my_ops) continue;
+      if (!r) {
+        unknown++; /* no record to read: named below, never as "not reached" */
+        continue;
+      }
+      if (atomic_load_explicit(&r->slot[slot].ops, memory_order_relaxed) >= my_ops) continue;
       describe_peer(w, wr, who, sizeof who);
       p += (size_t)snprintf(msg + p, sizeof msg - p, "%s%d (%s)",
                             behind++ ? ", " : "ranks that have not reached it: ", wr, who);
     }
-    if (!behind && p < sizeof msg)
+    if (unknown && p < sizeof msg) {
+      p += (size_t)snprintf(msg + p, sizeof msg - p, "%sstate unknown of rank",
+                            behind ? "; " : "");
+      for (int i = 0, k = 0; i < l->n && p < sizeof msg; i++) {
+        int wr = l->world_ranks[i];
+        if (wr == w->d->rank || peer_record(w, wr)) continue;
+        p += (size_t)snprintf(msg + p, sizeof msg - p, "%s %d", k++ ? "," : "", wr);
+      }
+      if (p < sizeof msg)
+        p += (size_t)snprintf(msg + p, sizeof msg - p,
+                              " (not on this node's shared window and no heartbeat file: set "
+                              "MEGATRAIN_HEARTBEAT_DIR to a directory every node shares)");
+    } else if (!behind && p < sizeof msg) {
       snprintf(msg + p, sizeof msg - p,
                "every rank of the group has started op #%lld on it, yet it has not completed",
                (long long)my_ops);
+    }
   }
   fprintf(stderr, "%s\n", msg);
   fflush(stderr);
@@ -329,8 +347,14 @@ static void *watch(void *arg) {
 void mt_wd_set_timeout(mt_watchdog *w, double minutes) {
   atomic_store(&w->timeout_ns, minutes > 0 ? (int64_t)(minutes * 6e10) : 0);
   if (minutes > 0 && !w->thread_running) {
-    if (pthread_create(&w->thread, NULL, watch, w) != 0)
-      mt_fatal("cannot start the communication watchdog thread");
+    /* the thread inherits a mask blocking every signal, so the trainer's
+     * handlers (SIGTERM, SIGUSR1, ...) always run on the main thread */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&w->thread, NULL, watch, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) mt_fatal("cannot start the communication watchdog thread");
     w->thread_running = 1;
   }
 }

@@ -2,6 +2,7 @@
 #include "trainer/ckpt_async.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -92,7 +93,12 @@ int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_m
   a->rank = world ? mt_group_rank(world) : 0;
   a->t_start = mt_now();
   atomic_store(&a->done, 0);
-  if (pthread_create(&a->thread, NULL, writer_main, a) != 0) {
+  sigset_t all, old; /* the writer blocks every signal: handlers run on the main thread */
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  int rc = pthread_create(&a->thread, NULL, writer_main, a);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (rc != 0) {
     write_now(a); /* no thread: write now (still correct, just synchronous) */
   } else {
     a->running = 1;

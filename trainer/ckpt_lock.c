@@ -115,7 +115,7 @@ static int take(const char *save_dir, int *fd_out, char *err, size_t errlen) {
   const char *job = getenv("SLURM_JOB_ID");
   int n = snprintf(line, sizeof line, "host %s pid %ld started %s%s%s\n", host, (long)getpid(),
                    when, job && job[0] ? " job " : "", job && job[0] ? job : "");
-  if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+  if (pwrite(fd, line, (size_t)n, 0) != n || ftruncate(fd, n) != 0) { /* never empty */
     snprintf(err, errlen, "cannot write the lock file '%s': %s", path, strerror(errno));
     close(fd);
     return -1;

@@ -81,7 +81,11 @@ int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg
   if (saved_num(t, "lr_decay_iters", &v) && (int64_t)v != c->lr_decay_iters) {
     ck.decay_iters = (int64_t)v;
     snprintf(a, sizeof a, "%lld", (long long)v);
-    snprintf(b, sizeof b, "%lld", (long long)c->lr_decay_iters);
+    double ti;
+    if (saved_num(t, "train_iters", &ti) && (int64_t)ti == (int64_t)v)
+      snprintf(a, sizeof a, "%lld (= its training.train_iters)", (long long)v);
+    snprintf(b, sizeof b, "%lld%s", (long long)c->lr_decay_iters,
+             c->lr_decay_iters == c->train_iters ? " (= this run's training.train_iters)" : "");
     add_diff(diff, sizeof diff, "lr_decay_iters", a, b);
   }
   cJSON_Delete(root);
