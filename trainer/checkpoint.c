@@ -14,6 +14,7 @@
 #include "core/failpoint.h"
 #include "core/util.h"
 #include "trainer/checkpoint_buffers.h"
+#include "trainer/dist_checkpoint.h"
 
 #define CKPT_MAGIC "MTCKPT\0\1"
 #define CKPT_VERSION 1u
@@ -231,16 +232,7 @@ int mt_checkpoint_save(const char *save_dir, const mt_ckpt_state *st, const char
   return 0;
 }
 
-int64_t mt_checkpoint_latest(const char *dir) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/latest_checkpointed_iteration.txt", dir);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  long long it = -1;
-  if (fscanf(f, "%lld", &it) != 1) it = -1;
-  fclose(f);
-  return it;
-}
+int64_t mt_checkpoint_latest(const char *dir) { return mt_dckpt_latest(dir); }
 
 int mt_ckpt_write_with_crc(const char *path, const void *data, size_t n, char *err,
                            size_t errlen) {

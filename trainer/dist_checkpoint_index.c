@@ -238,12 +238,7 @@ int mt_dckpt_index_validate(const mt_dckpt_index *ix, const char *where, char *e
 
 /* ---- encoding ---- */
 
-typedef struct {
-  unsigned char *p;
-  size_t n, cap;
-} buf_t;
-
-static void put(buf_t *b, const void *src, size_t n) {
+void mt_dckpt_buf_put(mt_dckpt_buf *b, const void *src, size_t n) {
   if (b->n + n > b->cap) {
     b->cap = (b->n + n) * 2 + 4096;
     b->p = mt_xrealloc(b->p, b->cap);
@@ -251,45 +246,45 @@ static void put(buf_t *b, const void *src, size_t n) {
   memcpy(b->p + b->n, src, n);
   b->n += n;
 }
-#define PUT(b, v) put((b), &(v), sizeof(v))
+
 
 unsigned char *mt_dckpt_index_encode(const mt_dckpt_index *ix, size_t *n) {
-  buf_t b = {0};
+  mt_dckpt_buf b = {0};
   uint32_t version = MT_DCKPT_INDEX_VERSION, nt = (uint32_t)ix->n_t, nf = (uint32_t)ix->n_f,
            np = (uint32_t)ix->n_p;
   uint64_t block = (uint64_t)MT_DCKPT_BLOCK;
-  put(&b, MT_DCKPT_INDEX_MAGIC, 8);
-  PUT(&b, version);
-  PUT(&b, nt);
-  PUT(&b, nf);
-  PUT(&b, np);
-  PUT(&b, block);
+  mt_dckpt_buf_put(&b, MT_DCKPT_INDEX_MAGIC, 8);
+  MT_DCKPT_PUT(&b, version);
+  MT_DCKPT_PUT(&b, nt);
+  MT_DCKPT_PUT(&b, nf);
+  MT_DCKPT_PUT(&b, np);
+  MT_DCKPT_PUT(&b, block);
   for (int i = 0; i < ix->n_f; i++) {
-    PUT(&b, ix->f[i].rank);
-    PUT(&b, ix->f[i].bytes);
+    MT_DCKPT_PUT(&b, ix->f[i].rank);
+    MT_DCKPT_PUT(&b, ix->f[i].bytes);
   }
   for (int i = 0; i < ix->n_t; i++) {
     const mt_dckpt_tensor *t = &ix->t[i];
     uint32_t len = (uint32_t)strlen(t->name), dt = (uint32_t)t->dtype;
-    PUT(&b, len);
-    put(&b, t->name, len);
-    PUT(&b, t->rows);
-    PUT(&b, t->cols);
-    PUT(&b, dt);
+    MT_DCKPT_PUT(&b, len);
+    mt_dckpt_buf_put(&b, t->name, len);
+    MT_DCKPT_PUT(&b, t->rows);
+    MT_DCKPT_PUT(&b, t->cols);
+    MT_DCKPT_PUT(&b, dt);
   }
   for (int i = 0; i < ix->n_p; i++) {
     const mt_dckpt_piece *p = &ix->p[i];
-    PUT(&b, p->tensor);
-    PUT(&b, p->file);
-    PUT(&b, p->offset);
-    PUT(&b, p->nbytes);
-    put(&b, &p->r0, 6 * sizeof(int64_t));
-    PUT(&b, p->n_blocks);
-    put(&b, p->crc, (size_t)p->n_blocks * sizeof(uint32_t));
+    MT_DCKPT_PUT(&b, p->tensor);
+    MT_DCKPT_PUT(&b, p->file);
+    MT_DCKPT_PUT(&b, p->offset);
+    MT_DCKPT_PUT(&b, p->nbytes);
+    mt_dckpt_buf_put(&b, &p->r0, 6 * sizeof(int64_t));
+    MT_DCKPT_PUT(&b, p->n_blocks);
+    mt_dckpt_buf_put(&b, p->crc, (size_t)p->n_blocks * sizeof(uint32_t));
   }
-  PUT(&b, ix->meta_crc);
+  MT_DCKPT_PUT(&b, ix->meta_crc);
   uint32_t crc = mt_crc32(0, b.p, b.n);
-  PUT(&b, crc);
+  MT_DCKPT_PUT(&b, crc);
   *n = b.n;
   return b.p;
 }

@@ -118,4 +118,13 @@ int mt_dckpt_fill_from_piece(int fd, const char *path, const mt_dckpt_tensor *t,
 /* ---- dist_checkpoint_save.c ---- */
 int mt_dckpt_rm_rf(const char *path);
 
+/* A growable byte buffer (index and shard encoding). */
+typedef struct {
+  unsigned char *p;
+  size_t n, cap;
+} mt_dckpt_buf;
+/* Append n bytes of src to b (grows with mt_xrealloc; free b->p). */
+void mt_dckpt_buf_put(mt_dckpt_buf *b, const void *src, size_t n);
+#define MT_DCKPT_PUT(b, v) mt_dckpt_buf_put((b), &(v), sizeof(v))
+
 #endif

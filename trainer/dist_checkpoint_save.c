@@ -58,20 +58,6 @@ static int agree(mt_group *world, int failed, char *err, size_t errlen) {
   return 1;
 }
 
-typedef struct {
-  unsigned char *p;
-  size_t n, cap;
-} buf_t;
-
-static void put(buf_t *b, const void *src, size_t n) {
-  if (b->n + n > b->cap) {
-    b->cap = (b->n + n) * 2 + 4096;
-    b->p = mt_xrealloc(b->p, b->cap);
-  }
-  memcpy(b->p + b->n, src, n);
-  b->n += n;
-}
-#define PUT(b, v) put((b), &(v), sizeof(v))
 
 /* Writes with an optional byte limit (the failpoint). */
 typedef struct {
@@ -110,7 +96,7 @@ static int wr(writer *w, const void *p, int64_t n, char *err, size_t errlen) {
  * 1 piece), u32 name_len, name, i64 rows, cols, i32 dtype[, i64 offset,
  * nbytes, r0 c0 nr nc lo hi, i32 n_blocks, u32 crc[]]}. */
 static int write_shard(const char *path, int rank, int64_t iteration, mt_backend *be,
-                       const mt_dckpt_view *views, int n_views, buf_t *d, char *err,
+                       const mt_dckpt_view *views, int n_views, mt_dckpt_buf *d, char *err,
                        size_t errlen) {
   int64_t *off = mt_xcalloc((size_t)(n_views ? n_views : 1), sizeof *off);
   int64_t pos = MT_DCKPT_SHARD_HEADER;
@@ -121,7 +107,7 @@ static int write_shard(const char *path, int rank, int64_t iteration, mt_backend
     pos = mt_round_up(pos + (v->hi - v->lo) * (int64_t)mt_dtype_size(v->dtype), 8);
   }
   int64_t file_bytes = pos > MT_DCKPT_SHARD_HEADER ? pos : 0;
-  PUT(d, file_bytes);
+  MT_DCKPT_PUT(d, file_bytes);
   writer w = {-1, 0, -1, path, 0, 0};
   int rc = 0;
   unsigned char *stage = NULL;
@@ -149,22 +135,22 @@ static int write_shard(const char *path, int rank, int64_t iteration, mt_backend
     const mt_dckpt_view *v = &views[i];
     uint32_t kind = v->write && v->hi > v->lo, len = (uint32_t)strlen(v->name);
     int32_t dt = (int32_t)v->dtype;
-    PUT(d, kind);
-    PUT(d, len);
-    put(d, v->name, len);
-    PUT(d, v->rows);
-    PUT(d, v->cols);
-    PUT(d, dt);
+    MT_DCKPT_PUT(d, kind);
+    MT_DCKPT_PUT(d, len);
+    mt_dckpt_buf_put(d, v->name, len);
+    MT_DCKPT_PUT(d, v->rows);
+    MT_DCKPT_PUT(d, v->cols);
+    MT_DCKPT_PUT(d, dt);
     if (!kind) continue;
     size_t es = mt_dtype_size(v->dtype);
     int64_t nbytes = (v->hi - v->lo) * (int64_t)es;
     int32_t nb = (int32_t)((nbytes + MT_DCKPT_BLOCK - 1) / MT_DCKPT_BLOCK);
-    PUT(d, off[i]);
-    PUT(d, nbytes);
-    put(d, &v->r0, 4 * sizeof(int64_t));
-    PUT(d, v->lo);
-    PUT(d, v->hi);
-    PUT(d, nb);
+    MT_DCKPT_PUT(d, off[i]);
+    MT_DCKPT_PUT(d, nbytes);
+    mt_dckpt_buf_put(d, &v->r0, 4 * sizeof(int64_t));
+    MT_DCKPT_PUT(d, v->lo);
+    MT_DCKPT_PUT(d, v->hi);
+    MT_DCKPT_PUT(d, nb);
     if (w.pos < off[i]) rc = wr(&w, zeros, off[i] - w.pos, err, errlen); /* 8-alignment */
     int device = be && !v->host;
     if (device && !stage) stage = mt_xmalloc((size_t)MT_DCKPT_CHUNK);
@@ -178,7 +164,7 @@ static int write_shard(const char *path, int rank, int64_t iteration, mt_backend
       for (int64_t k = 0; k < n; k += MT_DCKPT_BLOCK) {
         uint32_t crc = mt_crc32(0, src + k, (size_t)(n - k < MT_DCKPT_BLOCK ? n - k
                                                                             : MT_DCKPT_BLOCK));
-        PUT(d, crc);
+        MT_DCKPT_PUT(d, crc);
       }
       rc = wr(&w, src, n, err, errlen);
     }
@@ -326,7 +312,7 @@ struct mt_dckpt_pending {
   char *config_json;
   int failed;       /* of the write phase */
   char err[5000];   /* its message */
-  buf_t d;          /* this rank's piece descriptors */
+  mt_dckpt_buf d;          /* this rank's piece descriptors */
 };
 
 /* The checked views of a save; 0 or -1 with a message. */
@@ -426,10 +412,10 @@ int mt_dckpt_save_finish(mt_dckpt_pending *p, mt_group *world, char *err, size_t
     mt_dckpt_save_abandon(p);
     return -1;
   }
-  buf_t d = p->d;
+  mt_dckpt_buf d = p->d;
   p->d.p = NULL;
   /* gather the descriptors (as int64 words) */
-  while (d.n % 8) put(&d, "", 1);
+  while (d.n % 8) mt_dckpt_buf_put(&d, "", 1);
   int64_t mine = (int64_t)(d.n / 8);
   int64_t *counts = mt_xmalloc((size_t)n_ranks * sizeof *counts);
   int64_t *displs = mt_xmalloc((size_t)n_ranks * sizeof *displs);
