@@ -41,7 +41,7 @@ srcs() {
     mmidx|jsonl) echo "$DATA $CORE" ;;
     dckpt|dckpt_meta) echo "$DCKPT $CORE" ;;
     config) echo "$(ls config/*.c | tr "\n" " ") $CORE" ;;
-    legacy) echo "trainer/checkpoint.c trainer/checkpoint_buffers.c model/params.c $CORE" ;;
+    legacy) echo "trainer/checkpoint.c trainer/checkpoint_buffers.c model/params.c $DCKPT $CORE" ;;
     hw) echo "planner/plan_hw.c $CORE" ;;
     safetensors) echo "core/safetensors.c core/safetensors_dir.c $CORE" ;;
     *) return 1 ;;
