@@ -134,6 +134,7 @@ cp -r "$TMP/gpt2" "$TMP/gpt2bad"
 $PY -c 'import json, sys
 m = json.load(open(sys.argv[1])); m["config"]["data"]["vocab_file"] = "/nonexistent/vocab.json"
 json.dump(m, open(sys.argv[1], "w"))' "$TMP"/gpt2bad/iter_*/metadata.json
+$PY tests/reference/dist_ckpt.py reseal "$(echo "$TMP"/gpt2bad/iter_*)" >/dev/null  # metadata.json is checksummed
 expect 1 "come from data.vocab_file/data.merge_file in the config.*--vocab-file" \
   "$MT" generate --load "$TMP/gpt2bad" --prompt hi
 # 3 ranks on a 4-head model: tensor parallelism over all ranks, 3 does not divide 4 heads
