@@ -39,6 +39,13 @@ it=$(echo "$line" | sed -E 's/.*after iteration ([0-9]+):.*/\1/')
 [ "$(cat "$TMP/c/latest_checkpointed_iteration.txt")" = "$it" ] && [ "$it" -lt 20 ]
 
 # --- sbatch-cpu.sh: USR1 to the batch shell, save, requeue, resume ---
+# Slurm holds a requeued job back for about two minutes, which made this part
+# take 30 s to over 4 minutes on a shared 2-core CI machine: it runs only with
+# MEGATRAIN_TEST_REQUEUE=1 (the scancel case above runs always).
+if [ "${MEGATRAIN_TEST_REQUEUE:-0}" != 1 ]; then
+  echo "sbatch requeue case not run (set MEGATRAIN_TEST_REQUEUE=1 to run it)"
+  exit 0
+fi
 OUT=$TMP/sbatch.out
 MEGATRAIN_FAILPOINT=straggler:0:300 MEGATRAIN=$MT sbatch --parsable -J mt-pre-batch -n 2 \
   --ntasks-per-node=2 --cpus-per-task=1 --time=10 -o "$OUT" \
