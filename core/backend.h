@@ -415,6 +415,18 @@ struct mt_backend {
   mt_mem_stats mem;  /* allocator counters, updated via mt_mem_account */
   void *impl;        /* backend-private state */
   void (*destroy)(mt_backend *be); /* frees impl and the struct */
+  /* cuda: the cudaStream_t every op of this backend is queued on (NCCL
+   * collectives and the staging engine's copies are ordered on it); NULL on
+   * cpu. */
+  void *stream;
+  /* 1 when the host cannot read p directly (device memory of this backend):
+   * collectives and point-to-point on such a buffer go through NCCL or the
+   * staging engine (parallel.distributed_backend, parallel/comm_staged.c).
+   * cuda: cudaPointerGetAttributes says device or managed memory. cpu: 0,
+   * except with the test switch MEGATRAIN_TEST_DEVICE_BUFFERS=1 set when the
+   * backend is created: then 1 for every pointer, so that every collective
+   * and p2p of the trainer's groups takes the staging path. */
+  int (*is_device_ptr)(const mt_backend *be, const void *p);
 };
 
 typedef struct {

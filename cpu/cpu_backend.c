@@ -196,6 +196,17 @@ void mt_cpu_process_init(int num_threads) {
     openblas_set_num_threads(num_threads);
 }
 
+/* is_device_ptr: host memory is never device memory, except under the
+ * staging test switch (core/backend.h). */
+static int cpu_is_device_ptr_none(const mt_backend *be, const void *p) {
+  (void)be, (void)p;
+  return 0;
+}
+static int cpu_is_device_ptr_all(const mt_backend *be, const void *p) {
+  (void)be, (void)p;
+  return 1;
+}
+
 mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {
   if (opt && opt->dtype != MT_F32) {
     snprintf(err, errlen, "cpu backend supports only fp32 storage (requested %s)",
@@ -217,5 +228,7 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   be->dtype = MT_F32;
   be->impl = im;
   be->destroy = cpu_destroy;
+  const char *db = getenv("MEGATRAIN_TEST_DEVICE_BUFFERS");
+  be->is_device_ptr = db && !strcmp(db, "1") ? cpu_is_device_ptr_all : cpu_is_device_ptr_none;
   return be;
 }

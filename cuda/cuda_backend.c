@@ -369,6 +369,17 @@ static void cuda_destroy(mt_backend *be) {
   free(be);
 }
 
+/* is_device_ptr (core/backend.h): device or managed memory. */
+static int cuda_is_device_ptr(const mt_backend *be, const void *p) {
+  (void)be;
+  struct cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear the error of an unknown pointer */
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 /* Fail creation with a message naming the CUDA error. */
 static mt_backend *create_fail(mt_backend *be, cudaError_t e, const char *what, char *err,
                                size_t errlen) {
@@ -401,8 +412,10 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
   be->dtype = dt;
   be->destroy = cuda_destroy;
   im->device = dev;
+  be->is_device_ptr = cuda_is_device_ptr;
   if ((e = cudaStreamCreate(&im->stream)) != cudaSuccess)
     return create_fail(be, e, "cudaStreamCreate", err, errlen);
+  be->stream = im->stream;
   if ((e = cudaMalloc((void **)&im->red_dev, (CUDA_RED_BLOCKS + 1) * sizeof(double))) !=
       cudaSuccess)
     return create_fail(be, e, "cudaMalloc", err, errlen);
