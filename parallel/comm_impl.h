@@ -52,9 +52,36 @@ typedef struct {
   /* watchdog expiry, from its thread: abort the engine's communicator
    * (ncclCommAbort); NULL when MPI_Abort suffices */
   void (*abort)(mt_group *g);
+  /* Tagged non-blocking point-to-point (comm.h mt_isend/mt_irecv; comm_p2p.c
+   * fills r's public fields, checks them and counts sends, then calls post).
+   * complete(r, block): block = 1 waits; block = 0 tests. Returns 1 when
+   * the request is complete (its buffer may be reused / read in stream
+   * order); the engine then releases its own part of r (comm_p2p.c frees
+   * r). NULL post: the engine has no tagged p2p (fatal with a message). */
+  void (*post)(mt_group *g, mt_request *r);
+  int (*complete)(mt_request *r, int block);
 } mt_comm_engine_ops;
 
+/* One posted tagged message (comm.h's opaque mt_request). */
+struct mt_request {
+  mt_group *g;
+  const mt_comm_engine_ops *eng; /* the engine that posted it */
+  int peer, tag, is_send;
+  void *buf;                     /* the caller's buffer */
+  int64_t count;
+  mt_dtype dtype;
+  int64_t bytes;
+  MPI_Request req;               /* MPI-based engines */
+  void *host;                    /* engine-owned host copy (staging), or NULL */
+  void *engine_state;            /* engine-private (NCCL: events), or NULL */
+};
+
 extern const mt_comm_engine_ops mt_comm_mpi_engine;
+/* The MPI engine's tagged p2p (comm_p2p.c): MPI_Isend/MPI_Irecv on r->buf
+ * with r->tag; complete = MPI_Wait / MPI_Test. Other engines may reuse
+ * them on host copies. */
+void mt_comm_mpi_post(mt_group *g, mt_request *r);
+int mt_comm_mpi_complete(mt_request *r, int block);
 extern const mt_comm_engine_ops mt_comm_nccl_engine;
 
 struct mt_group {

@@ -181,5 +181,5 @@ static void mpi_barrier(mt_group *g) { MT_MPI_CHECK(MPI_Barrier(g->comm)); }
 const mt_comm_engine_ops mt_comm_mpi_engine = {
     mpi_init,      mpi_fini,      mpi_allreduce,       mpi_allgather, mpi_reduce_scatter,
     mpi_alltoall,  mpi_alltoallv, mpi_broadcast,       mpi_batch_send_recv, mpi_barrier,
-    mpi_allgatherv, mpi_reduce_scatterv, NULL,
+    mpi_allgatherv, mpi_reduce_scatterv, NULL, mt_comm_mpi_post, mt_comm_mpi_complete,
 };

@@ -157,7 +157,7 @@ static void nccl_abort(mt_group *g) {
 const mt_comm_engine_ops mt_comm_nccl_engine = {
     nccl_init,     nccl_fini,      nccl_allreduce, nccl_allgather,       nccl_reduce_scatter,
     nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_batch_send_recv, nccl_barrier,
-    nccl_allgatherv, nccl_reduce_scatterv, nccl_abort,
+    nccl_allgatherv, nccl_reduce_scatterv, nccl_abort, NULL, NULL,
 };
 
 int mt_comm_is_host_ptr(const void *p) {
@@ -176,7 +176,7 @@ static void no_nccl(mt_group *g) {
 }
 
 const mt_comm_engine_ops mt_comm_nccl_engine = {
-    no_nccl, no_nccl, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    no_nccl, no_nccl, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 };
 
 int mt_comm_is_host_ptr(const void *p) {

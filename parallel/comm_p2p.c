@@ -1,39 +1,44 @@
-/* parallel/comm_p2p.c — non-blocking tagged point-to-point (see comm.h). */
+/* parallel/comm_p2p.c — non-blocking tagged point-to-point (see comm.h):
+ * argument checks, the send counters and dispatch to the group's engine
+ * (engine_for-style: a host buffer on a device-engine group goes through
+ * MPI). The MPI engine's post/complete are here too. */
 #include <limits.h>
 #include <stdlib.h>
 
 #include "comm_impl.h"
 
-struct mt_request {
-  MPI_Request req;
-  mt_group *g;
-  int peer, is_send;
-  int64_t bytes;
-};
+/* The engine for a message on `buf` (host buffers of a device-memory
+ * engine go through plain MPI, as for collectives). */
+static const mt_comm_engine_ops *p2p_engine(const mt_group *g, const void *buf) {
+  if (g->engine != MT_ENGINE_MPI && mt_comm_is_host_ptr(buf)) return &mt_comm_mpi_engine;
+  return g->ops;
+}
 
 static mt_request *post(mt_group *g, int peer, int tag, void *buf, int64_t count, mt_dtype t,
                         int is_send) {
-  if (g->engine != MT_ENGINE_MPI)
-    mt_fatal("group '%s': non-blocking point-to-point is implemented for the MPI engine only",
-             g->name);
   if (peer < 0 || peer >= g->size || peer == g->rank)
     mt_fatal("group '%s': p2p peer %d invalid (size %d, rank %d)", g->name, peer, g->size, g->rank);
   if (count < 0 || count > INT_MAX) mt_fatal("group '%s': p2p count %lld", g->name, (long long)count);
-  mt_request *r = mt_xmalloc(sizeof *r);
+  const mt_comm_engine_ops *eng = p2p_engine(g, buf);
+  if (!eng->post)
+    mt_fatal("group '%s': this communication engine has no non-blocking point-to-point", g->name);
+  mt_request *r = mt_xcalloc(1, sizeof *r);
   r->g = g;
+  r->eng = eng;
   r->peer = peer;
+  r->tag = tag;
   r->is_send = is_send;
+  r->buf = buf;
+  r->count = count;
+  r->dtype = t;
   r->bytes = count * (int64_t)mt_dtype_size(t);
+  eng->post(g, r);
   if (is_send) {
-    MT_MPI_CHECK(MPI_Isend(buf, (int)count, mt_mpi_dtype(t), peer, tag, g->comm, &r->req));
     mt_coll_counter *c = &g->ctr[MT_COLL_SENDRECV];
-    int64_t bytes = count * (int64_t)mt_dtype_size(t);
     c->calls++;
     c->elements += count;
-    c->bytes += bytes;
-    c->bus_bytes += bytes;
-  } else {
-    MT_MPI_CHECK(MPI_Irecv(buf, (int)count, mt_mpi_dtype(t), peer, tag, g->comm, &r->req));
+    c->bytes += r->bytes;
+    c->bus_bytes += r->bytes;
   }
   return r;
 }
@@ -49,14 +54,33 @@ mt_request *mt_irecv(mt_group *g, int peer, int tag, void *buf, int64_t count, m
 void mt_wait(mt_request *r) {
   if (!r) return;
   mt_wd_op_begin(r->g, r->is_send ? MT_WD_WAIT_SEND : MT_WD_WAIT_RECV, r->bytes, r->peer);
-  MT_MPI_CHECK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+  r->eng->complete(r, 1);
   mt_wd_op_end(r->g);
   free(r);
 }
 
 int mt_test(mt_request *r) {
-  int done = 0;
-  MT_MPI_CHECK(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
+  int done = r->eng->complete(r, 0);
   if (done) free(r);
+  return done;
+}
+
+/* ---- the MPI engine's tagged p2p (host buffers) ---- */
+
+void mt_comm_mpi_post(mt_group *g, mt_request *r) {
+  if (r->is_send)
+    MT_MPI_CHECK(MPI_Isend(r->buf, (int)r->count, mt_mpi_dtype(r->dtype), r->peer, r->tag, g->comm,
+                           &r->req));
+  else
+    MT_MPI_CHECK(MPI_Irecv(r->buf, (int)r->count, mt_mpi_dtype(r->dtype), r->peer, r->tag, g->comm,
+                           &r->req));
+}
+
+int mt_comm_mpi_complete(mt_request *r, int block) {
+  int done = 1;
+  if (block)
+    MT_MPI_CHECK(MPI_Wait(&r->req, MPI_STATUS_IGNORE));
+  else
+    MT_MPI_CHECK(MPI_Test(&r->req, &done, MPI_STATUS_IGNORE));
   return done;
 }
