@@ -146,7 +146,10 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       mt_ckpt_lock_acquire(cfg->checkpoint.save, t->world, &t->ckpt_lock, err, errlen) != 0)
     return -1;
   /* layout refusals (e.g. zero_stage >= 2 with pp > 1) are in
-   * config/config_check.c, shared with `megatrain plan` and `topology` */
+   * config/config_check.c, shared with `megatrain plan` and `topology`, and
+   * ran before this (main.c: mt_config_load, mt_config_check_trainable): a
+   * layout is never refused by device here, and a missing device is never
+   * mistaken for a config error (tests/integration/test_cuda_layouts_accept.sh) */
   /* the backend first: a missing device is reported before any group needs it */
   mt_backend_options bo = {.device = cfg->device,
                            .num_threads = cfg->training.num_threads,
