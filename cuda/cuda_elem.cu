@@ -127,19 +127,26 @@ __global__ void k_reduce_part(const float *x, int64_t n, int squares, double *pa
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-__global__ void k_reduce_final(double *part) {
+/* The final tree; the result goes to part[CUDA_RED_BLOCKS], or is added to
+ * *acc (one thread, so deterministic) when acc is non-NULL. */
+__global__ void k_reduce_final(double *part, double *out_acc) {
   __shared__ double sh[TPB];
   double acc = 0.0;
   for (int i = threadIdx.x; i < CUDA_RED_BLOCKS; i += TPB) acc += part[i];
   double s = block_sum_double(acc, sh);
-  if (threadIdx.x == 0) part[CUDA_RED_BLOCKS] = s;
+  if (threadIdx.x == 0) {
+    if (out_acc)
+      *out_acc += s;
+    else
+      part[CUDA_RED_BLOCKS] = s;
+  }
 }
 
 extern "C" void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares,
-                             double *red_dev) {
+                             double *red_dev, double *acc) {
   k_reduce_part<<<CUDA_RED_BLOCKS, TPB, 0, st>>>(x, n, squares, red_dev);
   MT_CUDA_LAUNCHED();
-  k_reduce_final<<<1, TPB, 0, st>>>(red_dev);
+  k_reduce_final<<<1, TPB, 0, st>>>(red_dev, acc);
   MT_CUDA_LAUNCHED();
 }
 
