@@ -196,7 +196,8 @@ static void bf16_add(mt_backend *be, void *out_, const void *a_, const void *b_,
   uint16_t *out = (uint16_t *)out_;
   const uint16_t *a = (const uint16_t *)a_, *b = (const uint16_t *)b_;
 #pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
-  for (int64_t i = 0; i < n; i++) out[i] = mt_f32_to_bf16(mt_bf16_to_f32(a[i]) + mt_bf16_to_f32(b[i]));
+  for (int64_t i = 0; i < n; i++)
+    out[i] = mt_f32_to_bf16(mt_bf16_to_f32(a[i]) + mt_bf16_to_f32(b[i]));
 }
 
 /* ---- mixture of experts (same loops as cpu_moe.c, on bf16 rows) ---- */
