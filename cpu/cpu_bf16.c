@@ -49,7 +49,13 @@ static void bf16_c_rows(mt_backend *be, const mt_gemm_desc *d, float *f, int to_
   }
 }
 
+/* a, b (and the bias) bf16, c bf16 or fp32; or everything fp32 (as cuda/
+ * accepts on a bf16 backend): the fp32 op. */
 static void bf16_gemm(mt_backend *be, const mt_gemm_desc *d) {
+  if (d->a_type == MT_F32 && d->b_type == MT_F32 && d->c_type == MT_F32) {
+    cpu_gemm(be, d);
+    return;
+  }
   MT_ASSERT(d->a_type == MT_BF16 && d->b_type == MT_BF16);
   MT_ASSERT(d->c_type == MT_BF16 || d->c_type == MT_F32);
   MT_ASSERT(d->batch >= 1 && d->m >= 0 && d->n >= 0 && d->k >= 0);
