@@ -184,6 +184,7 @@ static const mt_backend_ops cpu_ops = {
     .scale_f32 = cpu_scale_f32,
     .sumsq_f32 = cpu_sumsq_f32,
     .sum_f32 = cpu_sum_f32,
+    .sumsq_acc_f32 = cpu_sumsq_acc_f32,
     .adamw = cpu_adamw,
     .moe_gather_rows = cpu_moe_gather_rows,
     .moe_combine_fwd = cpu_moe_combine_fwd,

@@ -104,6 +104,10 @@ double cpu_sum_f32(mt_backend *be, const float *x, int64_t n) {
   return reduce_f32(be, x, n, 0);
 }
 
+void cpu_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n) {
+  *acc += reduce_f32(be, x, n, 1);
+}
+
 /* AdamW in fp32 per element (mt_adamw_update, core/scalar_math.h, shared
  * with cuda/); the bias corrections 1 - beta^step are computed once in
  * double and rounded to float (mt_adamw_coef_make). */

@@ -177,6 +177,7 @@ void cpu_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t
 void cpu_scale_f32(mt_backend *be, float *x, float alpha, int64_t n);
 double cpu_sumsq_f32(mt_backend *be, const float *x, int64_t n);
 double cpu_sum_f32(mt_backend *be, const float *x, int64_t n);
+void cpu_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n);
 void cpu_moe_gather_rows(mt_backend *be, void *dst, const void *src, const int32_t *idx, int64_t n,
                          int64_t h);
 void cpu_moe_combine_fwd(mt_backend *be, void *y, const void *src, const int32_t *slot,

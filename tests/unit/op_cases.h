@@ -303,6 +303,8 @@ static const op_case ot_cases[] = {
     {"sum_f32", "sum", {100003}, {0}, {0}, F32, TF(0, 3e-5), TF(1e-10, 0), DET},
     {"sumsq_f32", "sumsq", {100003}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), DET},
     {"sumsq_f32", "sumsq", {3000001}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), 0},
+    {"sumsq_acc_f32", "acc", {100003}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), DET},
+    {"sumsq_acc_f32", "acc", {2}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), 0},
     /* ---- MoE row ops: ne {n_tok, k, h, rows}, ip[0] = no weights ---- */
     {"moe_gather_rows", "gather", {5, 2, 12, 10}, {0}, {0}, F32, TX, TM(0), 0},
     {"moe_combine_fwd", "y", {5, 2, 12, 10}, {0}, {0}, F32, TF(1e-6, 1e-7), TM(1e-5), 0},
@@ -390,6 +392,7 @@ static ot_runner ot_runner_of(const char *op) {
       {"xent_max", ot_run_xent}, {"xent_stats", ot_run_xent}, {"xent_loss", ot_run_xent},
       {"xent_bwd", ot_run_xent}, {"add", ot_run_elementwise}, {"axpy_f32", ot_run_elementwise},
       {"scale_f32", ot_run_elementwise}, {"sum_f32", ot_run_reduce}, {"sumsq_f32", ot_run_reduce},
+      {"sumsq_acc_f32", ot_run_sumsq_acc},
       {"moe_gather_rows", ot_run_moe}, {"moe_combine_fwd", ot_run_moe},
       {"moe_combine_bwd", ot_run_moe}, {"adamw", ot_run_adamw},
       {"init_normal", ot_run_init_normal}, {"fill", ot_run_fill_cast}, {"cast", ot_run_fill_cast},
