@@ -31,6 +31,11 @@
 # env:   GPU_CHECK_STEPS="probe ops trainer mpi nccl bench" (a subset; probe always runs)
 #        GPU_CHECK_BENCH_STEPS=5 (timed steps per bench shape)
 #        GPU_CHECK_NCCL_COMM="comm_check --engine nccl" (the comm check's NCCL mode)
+#        GPU_CHECK_TIME_SCALE=N multiplies every time limit (slow machines)
+#        GPU_CHECK_DEVICE=cpu: a dry run of the check's own logic on a machine
+#        without a GPU (trainer and mpi steps on the cpu backend with
+#        MEGATRAIN_TEST_DEVICE_BUFFERS=1, ops/nccl/bench left out); never a pass
+#        of the GPU check (its summary says DRY RUN; exit 0 when those pass)
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 self=$here/$(basename "$0")
@@ -45,11 +50,17 @@ if [ "${1:-}" = --run-step ]; then
   PY=python3; command -v python3 >/dev/null || PY=/usr/bin/python3
   DATA="[\"$B/data/tinyshakespeare_text_document\"]"
   W=$O/work; mkdir -p "$W"
-  note() { echo "$*" >> "$O/$step.note"; echo "NOTE: $*"; }
+  DEV=cuda
+  if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then DEV=cpu; export MEGATRAIN_TEST_DEVICE_BUFFERS=1; fi
+  # parallel.distributed_backend (issue 19): a binary without it cannot run
+  # the mpi engine on device buffers
+  HAS_BK=0; grep -qa 'distributed_backend' "$B/bin/megatrain" && HAS_BK=1
+  bk() { [ $HAS_BK = 1 ] && echo "--set parallel.distributed_backend=$1"; }
+  note() { echo "$*" >> "$W/$step.note"; echo "NOTE: $*"; }
   # run NAME NP TIMEOUT megatrain-args...: one training run (NP ranks, all on
   # GPU 0 when the device is cuda), metrics in $W/NAME.jsonl, log $W/NAME.log
   run() {
-    local name=$1 np=$2 lim=$3; shift 3
+    local name=$1 np=$2 lim=$(( $3 * ${GPU_CHECK_TIME_SCALE:-1} )); shift 3
     local cmd=("$B/bin/megatrain" --set data.data_path="$DATA" --set checkpoint.save=null
                --set checkpoint.save_interval=0 --set logging.log_interval=1
                --set logging.metrics_file="$W/$name.jsonl" "$@")
@@ -159,8 +170,8 @@ PY
   trainer)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
     run cpu_fp32 1 40 "${cfg[@]}" --set device=cpu
-    run cuda_fp32 1 40 "${cfg[@]}" --set device=cuda --set parallel.distributed_backend=mpi
-    run cuda_bf16 1 40 "${cfg[@]}" --set device=cuda --set parallel.distributed_backend=mpi --set training.precision=bf16
+    run cuda_fp32 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi)
+    run cuda_bf16 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16
     rc=0
     compare cuda_fp32 cpu_fp32 1e-4 || rc=1
     compare cuda_bf16 cpu_fp32 2e-2 || rc=1
@@ -168,8 +179,10 @@ PY
     exit $rc
     ;;
   mpi)
+    [ $HAS_BK = 1 ] || [ $DEV = cpu ] ||
+      { note "this megatrain has no parallel.distributed_backend key (the mpi engine on device buffers)"; exit 1; }
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10
-         --set model.num_layers=4 --set device=cuda --set parallel.distributed_backend=mpi)
+         --set model.num_layers=4 --set device=$DEV $(bk mpi))
     chk=(--set training.check_replicas_interval=1)
     run base4 1 40 "${cfg[@]}"
     rc=0
@@ -183,7 +196,7 @@ PY
     run dp2_zero3 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3
     compare dp2_zero3 base4 1e-4 || rc=1
     moe=(--config "$B/configs/gpt-moe.json" --set training.train_iters=10 --set training.eval_interval=10
-         --set training.eval_iters=1 --set device=cuda --set parallel.distributed_backend=mpi)
+         --set training.eval_iters=1 --set device=$DEV $(bk mpi))
     run moe_1 1 40 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
         --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0
     run moe_8 8 60 "${moe[@]}" --set training.check_replicas_interval=5
@@ -230,7 +243,7 @@ done
 [ -n "$O" ] || { echo "usage: bash gpu-check.sh [--bundle DIR] OUTDIR" >&2; exit 2; }
 mkdir -p "$O" || exit 2
 O=$(cd "$O" && pwd)
-rm -f "$O"/*.log "$O"/*.note "$O/summary.txt"; rm -rf "$O/work"
+rm -f "$O"/*.log "$O/summary.txt"; rm -rf "$O/work"
 if [ -z "$B" ]; then
   if [ -f "$here/env.sh" ] && [ -x "$here/bin/megatrain" ]; then B=$here
   else B=$here/../dist/gpu-bundle; fi
@@ -245,6 +258,12 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   gpu_seen=$(nvidia-smi -L 2>/dev/null | grep -m1 '^GPU')
 elif ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
   gpu_seen="$(ls /dev/nvidia[0-9]* | head -1) (no nvidia-smi)"
+fi
+dry=""
+if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then
+  dry="DRY RUN on the cpu backend (GPU_CHECK_DEVICE=cpu): not a GPU check"
+  gpu_seen="none (dry run)"
+  GPU_CHECK_STEPS=${GPU_CHECK_STEPS:-trainer mpi}
 fi
 if [ -z "$gpu_seen" ]; then
   summary "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)" \
@@ -262,16 +281,17 @@ B=$(cd "$B" && pwd)
 (source "$B/env.sh") || exit 1   # unpacks the gzipped libraries once, before the steps
 steps=${GPU_CHECK_STEPS:-probe ops trainer mpi nccl bench}
 results=(); failed=0
-for s in probe $steps; do
+first=probe; [ -n "$dry" ] && first=""
+for s in $first $steps; do
   case " ${done_steps:-} " in *" $s "*) continue;; esac
   done_steps="${done_steps:-} $s"
-  lim=$(printf '%s\n' $STEP_LIMITS | sed -n "s/^$s://p"); lim=${lim:-60}
+  lim=$(printf '%s\n' $STEP_LIMITS | sed -n "s/^$s://p"); lim=$(( ${lim:-60} * ${GPU_CHECK_TIME_SCALE:-1} ))
   echo "=== $s (limit ${lim}s) — log $O/$s.log"
   t0=$(date +%s)
   timeout -k 10 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
   r=$?; dt=$(( $(date +%s) - t0 ))
   fault=$(grep -m1 -iE 'illegal memory|illegal instruction|misaligned address|unspecified launch failure|device-side assert|cudaError[A-Za-z]+|CUDA error|NCCL error|Xid' "$O/$s.log" | cut -c1-160)
-  notes=$(paste -sd ';' "$O/$s.note" 2>/dev/null | cut -c1-300)
+  notes=$(paste -sd ';' "$O/work/$s.note" 2>/dev/null | cut -c1-300)
   case $r in
     0) res=PASS;;
     77) res=FAIL; notes="SKIP with a GPU visible: $(grep -m1 -o 'SKIP.*' "$O/$s.log")";;
@@ -292,13 +312,13 @@ for s in $steps; do case " $ran " in *" $s "*) ;; *) results+=("FAIL  $s  not ru
 
 rm -f "$O/summary.txt"
 summary "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) — $(grep -m1 '^# commit:' "$B/MANIFEST" | cut -c3-) — total $(( $(date +%s) - t_start ))s" \
-        "GPU: $gpu_seen" "" "${results[@]}"
+        "GPU: $gpu_seen" ${dry:+"$dry"} "" "${results[@]}"
 if [ -f "$O/bench.log" ] && grep -q '^RESULT name=' "$O/bench.log"; then
   summary "" "MFU (bf16 storage, seq 1024, 1 GPU; peak $(sed -n 's/.*(peak \([0-9.]*\)).*/\1/p' "$O/bench.log" | head -1) TFLOP/s):" \
     "$(printf '  %-11s %6s %10s %9s %7s %9s' shape mb tokens/s TFLOP/s MFU 'peak mem')"
   sed -n 's/^RESULT name=\([^ ]*\) .*mb=\([0-9]*\) .*tokens\/s \([0-9.]*\) | \([0-9.]*\) TFLOP\/s | MFU \([0-9.]*%\).*peak mem \([0-9.]*\) GiB.*/\1 \2 \3 \4 \5 \6/p' "$O/bench.log" |
     while read -r n mb tps tf mfu mem; do summary "$(printf '  %-11s %6s %10s %9s %7s %9s' "$n" "$mb" "$tps" "$tf" "$mfu" "$mem GiB")"; done
 fi
-if [ $failed = 0 ]; then summary "" "RESULT: PASS (every step)"; exit 0; fi
+if [ $failed = 0 ]; then summary "" "RESULT: ${dry:+DRY RUN }PASS (every step${dry:+ run: $steps})"; exit 0; fi
 summary "" "RESULT: FAIL ($failed step(s); logs in $O)"
 exit 1
