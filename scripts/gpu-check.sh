@@ -58,7 +58,9 @@ if [ "${1:-}" = --run-step ]; then
   bk() { [ $HAS_BK = 1 ] && echo "--set parallel.distributed_backend=$1"; }
   note() { echo "$*" >> "$W/$step.note"; echo "NOTE: $*"; }
   # run NAME NP TIMEOUT megatrain-args...: one training run (NP ranks, all on
-  # GPU 0 when the device is cuda), metrics in $W/NAME.jsonl, log $W/NAME.log
+  # GPU 0 when the device is cuda), metrics in $W/NAME.jsonl, log $W/NAME.log;
+  # returns 1 when it fails (the step goes on with its other runs: more
+  # findings per GPU minute)
   run() {
     local name=$1 np=$2 lim=$(( $3 * ${GPU_CHECK_TIME_SCALE:-1} )); shift 3
     local cmd=("$B/bin/megatrain" --set data.data_path="$DATA" --set checkpoint.save=null
@@ -75,7 +77,7 @@ if [ "${1:-}" = --run-step ]; then
       echo "   FAILED (exit $r$([ $r = 124 ] && echo ": timed out after ${lim}s")); last lines of $W/$name.log:"
       tail -15 "$W/$name.log" | sed 's/^/   | /'
       note "$name failed (exit $r): $(grep -m1 -iE 'error|fault|illegal|abort|fatal' "$W/$name.log" | cut -c1-150)"
-      exit 1
+      return 1
     fi
   }
   # compare NAME REF TOL: per-iteration lm_loss, grad_norm, val_loss within
@@ -135,11 +137,26 @@ PY
       p=$(ldd "$B/bin/megatrain" | awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}')
       echo "lib$l: $(readlink -f "$p")"
     done
+    # the runtime found (libcudart.so.13.0.96 -> 13.0) must not be newer than the driver
+    # cudaRuntimeGetVersion / cudaDriverGetVersion of that libcudart (no GPU needed)
+    crt=$(ldd "$B/bin/megatrain" | awk '/libcudart/ {print $3; exit}')
+    read -r rt drt < <("$PY" -c 'import ctypes, sys
+l = ctypes.CDLL(sys.argv[1]); r = ctypes.c_int(0); d = ctypes.c_int(0)
+l.cudaRuntimeGetVersion(ctypes.byref(r)); l.cudaDriverGetVersion(ctypes.byref(d))
+f = lambda v: "%d.%d" % (v // 1000, v % 1000 // 10)
+print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
+    echo "cudaRuntimeGetVersion ${rt:-?}, cudaDriverGetVersion ${drt:-?}"
+    echo "CUDA runtime found: ${rt:-unknown}"
+    if [ -n "$drv_cuda" ] && [ -n "$rt" ] &&
+       [ "$(printf '%s\n%s\n' "$rt" "$drv_cuda" | sort -V | head -1)" != "$rt" ]; then
+      note "driver too old for the CUDA runtime found: driver supports CUDA $drv_cuda, libcudart is $rt"
+      exit 1
+    fi
     echo "== OpenMPI from the bundle"
     ompi_info --path all | grep -E 'Prefix|Pkglibdir|Pkgdatadir|Sysconfdir'
     timeout 30 mpirun -np 2 hostname || { note "bundled mpirun -np 2 hostname failed"; exit 1; }
     gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
-    note "$gpu, driver CUDA $drv_cuda, bundle CUDA ${built:-?}; cudart $(basename "$(readlink -f "$(ldd "$B/bin/megatrain" | awk '/libcudart/ {print $3}')")")"
+    note "$gpu, driver CUDA $drv_cuda, bundle CUDA ${built:-?}, runtime ${rt:-?}"
     ;;
   ops)
     export CUDA_LAUNCH_BLOCKING=1
@@ -169,12 +186,11 @@ PY
     ;;
   trainer)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
-    run cpu_fp32 1 40 "${cfg[@]}" --set device=cpu
-    run cuda_fp32 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi)
-    run cuda_bf16 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16
     rc=0
-    compare cuda_fp32 cpu_fp32 1e-4 || rc=1
-    compare cuda_bf16 cpu_fp32 2e-2 || rc=1
+    run cpu_fp32 1 40 "${cfg[@]}" --set device=cpu || exit 1
+    run cuda_fp32 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi) && compare cuda_fp32 cpu_fp32 1e-4 || rc=1
+    run cuda_bf16 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
+      compare cuda_bf16 cpu_fp32 2e-2 || rc=1
     worst
     exit $rc
     ;;
@@ -184,33 +200,30 @@ PY
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10
          --set model.num_layers=4 --set device=$DEV $(bk mpi))
     chk=(--set training.check_replicas_interval=1)
-    run base4 1 40 "${cfg[@]}"
+    run base4 1 40 "${cfg[@]}" || exit 1
     rc=0
-    run tp2_sp 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
-    compare tp2_sp base4 1e-4 || rc=1
-    run pp2_1f1b 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2
-    compare pp2_1f1b base4 1e-4 || rc=1
+    run tp2_sp 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.tensor_model_parallel_size=2 \
+        --set parallel.sequence_parallel=true && compare tp2_sp base4 1e-4 || rc=1
+    run pp2_1f1b 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 &&
+      compare pp2_1f1b base4 1e-4 || rc=1
     run pp2_v2 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 \
-        --set parallel.virtual_pipeline_model_parallel_size=2
-    compare pp2_v2 base4 1e-4 || rc=1
-    run dp2_zero3 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3
-    compare dp2_zero3 base4 1e-4 || rc=1
+        --set parallel.virtual_pipeline_model_parallel_size=2 && compare pp2_v2 base4 1e-4 || rc=1
+    run dp2_zero3 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3 && compare dp2_zero3 base4 1e-4 || rc=1
     moe=(--config "$B/configs/gpt-moe.json" --set training.train_iters=10 --set training.eval_interval=10
          --set training.eval_iters=1 --set device=$DEV $(bk mpi))
-    run moe_1 1 40 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
-        --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0
-    run moe_8 8 60 "${moe[@]}" --set training.check_replicas_interval=5
-    compare moe_8 moe_1 1e-4 || rc=1
+    if run moe_1 1 40 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
+        --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0; then
+      run moe_8 8 60 "${moe[@]}" --set training.check_replicas_interval=5 && compare moe_8 moe_1 1e-4 || rc=1
+    else rc=1; fi
     worst
     exit $rc
     ;;
   nccl)
     [ -f "$W/cuda_fp32.jsonl" ] || { note "needs the trainer step's cuda_fp32 run"; exit 1; }
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
-    MEGATRAIN_NCCL_SIZE1=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} run nccl_1rank 1 30 "${cfg[@]}" --set device=cuda \
-        --set parallel.distributed_backend=nccl
     rc=0
-    compare nccl_1rank cuda_fp32 1e-4 || rc=1
+    MEGATRAIN_NCCL_SIZE1=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} run nccl_1rank 1 30 "${cfg[@]}" --set device=cuda \
+        --set parallel.distributed_backend=nccl && compare nccl_1rank cuda_fp32 1e-4 || rc=1
     read -r -a cc <<< "${GPU_CHECK_NCCL_COMM:-comm_check --engine nccl}"
     echo "== ${cc[*]} (1 rank, MEGATRAIN_NCCL_SIZE1=1)"
     MEGATRAIN_NCCL_SIZE1=1 timeout -k 5 30 mpirun -np 1 -x PATH -x LD_LIBRARY_PATH -x MEGATRAIN_NCCL_SIZE1 \
