@@ -39,7 +39,7 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 self=$here/$(basename "$0")
-STEP_LIMITS="probe:30 ops:100 trainer:60 mpi:110 nccl:40 bench:150"   # 490 s at most
+STEP_LIMITS="probe:20 ops:120 trainer:50 mpi:110 nccl:40 bench:140"   # 480 s at most
 
 # ---- one step, run as a child of this script: gpu-check.sh --run-step NAME OUTDIR BUNDLE
 if [ "${1:-}" = --run-step ]; then
@@ -166,7 +166,8 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     for prec in fp32 bf16; do
       for shape in tiny realistic; do
         echo "== cuda_parity $prec $shape"
-        timeout -k 5 50 $ub "$B/bin/cuda_parity" "$prec" "$shape" 2>&1 | tee "$W/parity_${prec}_$shape.log"
+        lim=15; [ $shape = realistic ] && lim=35
+        timeout -k 5 $lim $ub "$B/bin/cuda_parity" "$prec" "$shape" 2>&1 | tee "$W/parity_${prec}_$shape.log"
         r=${PIPESTATUS[0]}
         [ $r = 0 ] || { note "cuda_parity $prec $shape: exit $r"; rc=1; }
         grep -q ' FAIL\|CUDA error\|illegal' "$W/parity_${prec}_$shape.log" && [ $r = 0 ] && rc=1
@@ -175,7 +176,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
       done
     done
     echo "== test_cuda_table"
-    timeout -k 5 30 $ub "$B/bin/test_cuda_table" 2>&1; r=$?
+    timeout -k 5 15 $ub "$B/bin/test_cuda_table" 2>&1; r=$?
     [ $r = 0 ] || { note "test_cuda_table: exit $r"; rc=1; }
     # worst (error / tolerance) over every "max rel err E (tol T)" / "rel E (tol T)" line
     cat "$W"/parity_*.log | awk '
@@ -189,9 +190,9 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
   trainer)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
     rc=0
-    run cpu_fp32 1 40 "${cfg[@]}" --set device=cpu || exit 1
-    run cuda_fp32 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi) && compare cuda_fp32 cpu_fp32 1e-4 || rc=1
-    run cuda_bf16 1 40 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
+    run cpu_fp32 1 20 "${cfg[@]}" --set device=cpu || exit 1
+    run cuda_fp32 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) && compare cuda_fp32 cpu_fp32 1e-4 || rc=1
+    run cuda_bf16 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
       compare cuda_bf16 cpu_fp32 2e-2 || rc=1
     worst
     exit $rc
@@ -202,20 +203,20 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10
          --set model.num_layers=4 --set device=$DEV $(bk mpi))
     chk=(--set training.check_replicas_interval=1)
-    run base4 1 40 "${cfg[@]}" || exit 1
+    run base4 1 25 "${cfg[@]}" || exit 1
     rc=0
-    run tp2_sp 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.tensor_model_parallel_size=2 \
+    run tp2_sp 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.tensor_model_parallel_size=2 \
         --set parallel.sequence_parallel=true && compare tp2_sp base4 1e-4 || rc=1
-    run pp2_1f1b 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 &&
+    run pp2_1f1b 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 &&
       compare pp2_1f1b base4 1e-4 || rc=1
-    run pp2_v2 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 \
+    run pp2_v2 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 \
         --set parallel.virtual_pipeline_model_parallel_size=2 && compare pp2_v2 base4 1e-4 || rc=1
-    run dp2_zero3 2 40 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3 && compare dp2_zero3 base4 1e-4 || rc=1
+    run dp2_zero3 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3 && compare dp2_zero3 base4 1e-4 || rc=1
     moe=(--config "$B/configs/gpt-moe.json" --set training.train_iters=10 --set training.eval_interval=10
          --set training.eval_iters=1 --set device=$DEV $(bk mpi))
-    if run moe_1 1 40 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
+    if run moe_1 1 25 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
         --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0; then
-      run moe_8 8 60 "${moe[@]}" --set training.check_replicas_interval=5 && compare moe_8 moe_1 1e-4 || rc=1
+      run moe_8 8 40 "${moe[@]}" --set training.check_replicas_interval=5 && compare moe_8 moe_1 1e-4 || rc=1
     else rc=1; fi
     worst
     exit $rc
@@ -238,7 +239,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     exit $rc
     ;;
   bench)
-    BENCH_GPU=$B/bin/bench_gpu BENCH_GPU_TIMEOUT=60 bash "$B/bench/bench_gpu.sh" "${GPU_CHECK_BENCH_STEPS:-5}"
+    BENCH_GPU=$B/bin/bench_gpu BENCH_GPU_TIMEOUT=34 bash "$B/bench/bench_gpu.sh" "${GPU_CHECK_BENCH_STEPS:-5}"
     ;;
   *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2;;
   esac
