@@ -41,7 +41,7 @@ TOOLS=(tests/test_cuda_table tests/tools/cuda_parity tests/tools/comm_check benc
 if [ -z "$from" ]; then
   from=build-portable
   echo "== building in $from (PORTABLE=1 CUDA=1)"
-  make -j"$(nproc)" PORTABLE=1 CUDA=1 BUILD=$from BIN=$from/megatrain \
+  nice make -j"$(nproc)" PORTABLE=1 CUDA=1 BUILD=$from BIN=$from/megatrain \
     $from/megatrain "${TOOLS[@]/#/$from/}" >"$ROOT/$from.log" 2>&1 ||
     { echo "gpu-bundle.sh: build failed; last lines of $from.log:" >&2; tail -20 "$from.log" >&2; exit 1; }
 fi
