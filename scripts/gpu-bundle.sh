@@ -164,7 +164,8 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 } > "$out/MANIFEST"
 total=$(du -sb "$out" | cut -f1)
 if [ -z "$limit_mib" ]; then
-  repo=$(git ls-files -z | xargs -0 stat -c %s 2>/dev/null | awk '{s+=$1} END {print s+0}')
+  # disk usage of the tracked files (du, whole blocks: the larger measure)
+  repo=$(( $(git ls-files -z | xargs -0 du -ck 2>/dev/null | awk '$2 == "total" {s += $1} END {print s + 0}') * 1024 ))
   limit=$(( 64 * 1048576 - repo - 1048576 ))
   why="64 MiB - repo's tracked files ($((repo / 1024)) KiB) - 1 MiB"
 else

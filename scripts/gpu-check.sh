@@ -307,7 +307,7 @@ for s in $first $steps; do
   timeout -k 10 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
   r=$?; dt=$(( $(date +%s) - t0 ))
   fault=$(grep -m1 -iE 'illegal memory|illegal instruction|misaligned address|unspecified launch failure|device-side assert|cudaError[A-Za-z]+|CUDA error|NCCL error|Xid' "$O/$s.log" | cut -c1-160)
-  notes=$(paste -sd ';' "$O/work/$s.note" 2>/dev/null | cut -c1-300)
+  notes=$(paste -sd ';' "$O/work/$s.note" 2>/dev/null | sed 's/;/; /g' | cut -c1-300)
   case $r in
     0) res=PASS;;
     77) res=FAIL; notes="SKIP with a GPU visible: $(grep -m1 -o 'SKIP.*' "$O/$s.log")";;
