@@ -39,6 +39,8 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 self=$here/$(basename "$0")
+# what a CUDA fault (or a dead GPU / NCCL failure) prints
+FAULT="illegal memory|illegal instruction|illegal address|misaligned address|unspecified launch failure|device-side assert|cudaErrorLaunch[A-Za-z]*|cudaErrorIllegal[A-Za-z]*|cudaErrorMisaligned[A-Za-z]*|cudaErrorAssert|NCCL error|Xid"
 STEP_LIMITS="probe:20 ops:120 trainer:50 mpi:110 nccl:40 bench:140"   # 480 s at most
 
 # ---- one step, run as a child of this script: gpu-check.sh --run-step NAME OUTDIR BUNDLE
@@ -172,7 +174,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
         [ $r = 0 ] || { note "cuda_parity $prec $shape: exit $r"; rc=1; }
         grep -q ' FAIL\|CUDA error\|illegal' "$W/parity_${prec}_$shape.log" && [ $r = 0 ] && rc=1
         # a fault: stop here, the op it names is the lead
-        grep -qiE 'illegal|misaligned|launch failure|cudaError|CUDA error' "$W/parity_${prec}_$shape.log" && exit 1
+        grep -qiE "$FAULT" "$W/parity_${prec}_$shape.log" && exit 1
       done
     done
     echo "== test_cuda_table"
@@ -240,6 +242,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     ;;
   bench)
     BENCH_GPU=$B/bin/bench_gpu BENCH_GPU_TIMEOUT=34 bash "$B/bench/bench_gpu.sh" "${GPU_CHECK_BENCH_STEPS:-5}"
+    exit $?
     ;;
   *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2;;
   esac
@@ -306,7 +309,7 @@ for s in $first $steps; do
   t0=$(date +%s)
   timeout -k 10 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
   r=$?; dt=$(( $(date +%s) - t0 ))
-  fault=$(grep -m1 -iE 'illegal memory|illegal instruction|misaligned address|unspecified launch failure|device-side assert|cudaError[A-Za-z]+|CUDA error|NCCL error|Xid' "$O/$s.log" | cut -c1-160)
+  fault=$(grep -m1 -iE "$FAULT" "$O/$s.log" | cut -c1-160)
   notes=$(paste -sd ';' "$O/work/$s.note" 2>/dev/null | sed 's/;/; /g' | cut -c1-300)
   case $r in
     0) res=PASS;;
