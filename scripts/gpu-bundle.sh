@@ -157,6 +157,8 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
   echo "# OpenMPI: $(ompi_info --version 2>/dev/null | head -1)"
   echo "# nvcc: $("${NVCC:-/usr/local/cuda/bin/nvcc}" --version 2>/dev/null | grep -m1 release || echo none)"
   echo "# not bundled (taken from the target): glibc, libcuda, libcudart, libcublas(Lt), libnccl"
+  echo "# needs glibc: $(for f in "$out"/bin/* "$out"/lib/*.so* "$out"/lib/compat/*.so* "$out"/lib/openmpi/*.so; do
+      objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'; done | sort -uV | tail -1 | sed 's/GLIBC_//')"
   echo "# size_bytes sha256 path origin"
   (cd "$out" && find . -type f ! -name MANIFEST | sed 's|^\./||' | sort) | while read -r f; do
     printf '%s %s %s %s\n' "$(stat -c %s "$out/$f")" "$(sha256sum "$out/$f" | cut -d' ' -f1)" "$f" "${origin[$f]:-repo:$f}"

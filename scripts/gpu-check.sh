@@ -129,6 +129,13 @@ PY
       note "driver too old: it supports CUDA $drv_cuda, the bundle needs CUDA $built (driver >= 580 for 13.0)"
       exit 1
     fi
+    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+    need=$(sed -n 's/^# needs glibc: //p' "$B/MANIFEST")
+    echo "glibc $glibc here; the bundle needs ${need:-?}"
+    if [ -n "$glibc" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$glibc" | sort -V | head -1)" != "$need" ]; then
+      note "glibc $glibc is older than the $need the bundle was built against: build the bundle on an older distribution"
+      exit 1
+    fi
     echo "== libraries (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
     ldd "$B/bin/megatrain" | grep -E 'cuda|cublas|nccl|stdc\+\+|not found'
     if ldd "$B/bin/megatrain" | grep -q 'not found'; then
