@@ -41,9 +41,11 @@ TOOLS=(tests/test_cuda_table tests/tools/cuda_parity tests/tools/comm_check benc
 if [ -z "$from" ]; then
   from=build-portable
   echo "== building in $from (PORTABLE=1 CUDA=1)"
+  mkdir -p "$from"
   nice make -j"$(nproc)" PORTABLE=1 CUDA=1 BUILD=$from BIN=$from/megatrain \
-    $from/megatrain "${TOOLS[@]/#/$from/}" >"$ROOT/$from.log" 2>&1 ||
-    { echo "gpu-bundle.sh: build failed; last lines of $from.log:" >&2; tail -20 "$from.log" >&2; exit 1; }
+    $from/megatrain "${TOOLS[@]/#/$from/}" >"$from/gpu-bundle-build.log" 2>&1 ||
+    { echo "gpu-bundle.sh: build failed; last lines of $from/gpu-bundle-build.log:" >&2
+      tail -20 "$from/gpu-bundle-build.log" >&2; exit 1; }
 fi
 [ -d "$from" ] || { echo "gpu-bundle.sh: build folder '$from' not found" >&2; exit 2; }
 mtbin=$from/megatrain
