@@ -184,6 +184,13 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
         grep -qiE "$FAULT" "$W/parity_${prec}_$shape.log" && exit 1
       done
     done
+    # a cuda_parity without the realistic mode ignores the word and repeats
+    # the tiny shapes: the same lines twice is no realistic check
+    for prec in fp32 bf16; do
+      if [ -s "$W/parity_${prec}_tiny.log" ] && cmp -s "$W/parity_${prec}_tiny.log" "$W/parity_${prec}_realistic.log"; then
+        note "cuda_parity $prec realistic printed exactly what tiny did: no realistic mode in this build"; rc=1
+      fi
+    done
     echo "== test_cuda_table"
     timeout -k 5 15 $ub "$B/bin/test_cuda_table" 2>&1; r=$?
     [ $r = 0 ] || { note "test_cuda_table: exit $r"; rc=1; }
