@@ -28,6 +28,7 @@ static void cmp_gpu2(P *p, const char *name, const void *a, const void *b, int64
   }
   double rel = err / (mx > 0 ? mx : 1.0);
   int ok = rel <= tol;
+  note_err(p, rel);
   p->checks++;
   if (!ok) p->fails++;
   printf("  %-4s %-34s max rel err %.3e (tol %.1e)\n", ok ? "ok" : "FAIL", name, rel, tol);
