@@ -134,6 +134,7 @@ static void r_xent(P *p, int64_t rows, int64_t vl, int64_t valid) {
  * fused op, forward ctx and backward dqkv. */
 static void r_unfused(P *p, int s, int b, int np, int ng, int hn, float drop) {
 #if MT_HAVE_CUDA
+  if (strcmp(p->g->name, "cuda")) return; /* self-test on cpu */
   const mt_dtype T = p->T;
   const double tol = T == MT_BF16 ? 2 * p->l2 : p->l2;
   const int npg = np / ng;
