@@ -403,13 +403,6 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
                          "%d needs model.num_experts > 0 (expected 1 for a dense model)", ep);
     return 0;
   }
-  /* a limit of this build's trainer (checked here so that `megatrain plan`
-   * refuses it too): the MoE layers have no CUDA kernels yet */
-  if (strcmp(cfg->device, "cpu") != 0)
-    return mt_cfg_fail(c, key("device"),
-                       "\"%s\": MoE (model.num_experts %d) runs on device \"cpu\" only in this "
-                       "build (expected \"cpu\")",
-                       cfg->device, m->num_experts);
   if (m->moe_router_topk > m->num_experts)
     return mt_cfg_fail(c, key("model.moe_router_topk"),
                        "%d is more than num_experts %d (expected 1..num_experts)",
