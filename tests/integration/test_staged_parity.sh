@@ -4,7 +4,8 @@
 # every buffer device memory, so every collective and point-to-point of the
 # trainer's groups is copied to host staging buffers, run by the MPI
 # engine's code and copied back. Each layout — tp=2 + SP, pp=2 (1F1B),
-# pp=2 v=2 (interleaved), dp=2 ZeRO-3, ep=2 MoE, cp=2; a few steps, tiny
+# pp=2 v=2 (interleaved), dp=2 ZeRO-3, ep=2 MoE, cp=2, and tp=2 + SP in
+# bf16 (bf16 collectives); a few steps, tiny
 # shapes, dropout on — must equal the same layout without the switch
 # BITWISE (lm loss, grad norm, validation loss) with the same bytes per
 # group in the metrics (comm counters unchanged), and the start-up line
@@ -51,4 +52,6 @@ pair pp2_v2 $CFG --set model.num_layers=4 --set $P.pipeline_model_parallel_size=
 pair dp2_zero3 $CFG --set $P.zero_stage=3
 pair ep2_moe $MOE --set $P.expert_model_parallel_size=2
 pair cp2 $CFG --set $P.context_parallel_size=2
+pair tp2_sp_bf16 $CFG --set training.precision=bf16 --set $P.tensor_model_parallel_size=2 \
+  --set $P.sequence_parallel=true
 echo "staging engine: every layout bitwise equal to the MPI engine"
