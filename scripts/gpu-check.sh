@@ -334,6 +334,10 @@ B=$(cd "$B" && pwd)
 glibc_mode=$(source "$B/env.sh" && echo "$MT_BUNDLE_MODE_WHY") || exit 1
 steps=${GPU_CHECK_STEPS:-probe ops trainer mpi nccl bench}
 results=(); failed=0
+# summary.txt grows step by step (rewritten whole at the end), so a run cut
+# short from outside (the device tool's limit) still leaves what it found
+printf '%s\n' "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) — IN PROGRESS (no RESULT line below: the run was cut short; step logs in $O)" \
+  "GPU: $gpu_seen" "glibc: $glibc_mode" ${dry:+"$dry"} "" > "$O/summary.txt"
 first=probe; [ -n "$dry" ] && first=""
 for s in $first $steps; do
   case " ${done_steps:-} " in *" $s "*) continue;; esac
@@ -355,7 +359,7 @@ for s in $first $steps; do
   [ -n "$fault" ] && [ $res = FAIL ] && notes="CUDA fault: $fault; $notes"
   [ $res = PASS ] || { failed=$((failed + 1)); tail -12 "$O/$s.log" | sed 's/^/  | /'; }
   line=$(printf '%-4s  %-8s %4ss  %s' "$res" "$s" "$dt" "$notes")
-  echo "$line"; results+=("$line")
+  echo "$line"; results+=("$line"); echo "$line" >> "$O/summary.txt"
   if [ $s = probe ] && [ $res = FAIL ] && [ -z "$go_on" ]; then echo "probe failed: the other steps would tell nothing"; break; fi
   if [ -n "$fault" ] && ! timeout 20 nvidia-smi -L >/dev/null 2>&1; then
     results+=("ABORT: the GPU stopped answering after $s (nvidia-smi); later steps not run"); failed=$((failed + 1)); break
