@@ -19,7 +19,8 @@
 # GPU_BUNDLE_LOADER=1 (GPU_BUNDLE_LOADER=0 forces native): the wrappers in
 # bin/ then run bin/real/* through MT_LOADER (lib/glibc/ld-linux-x86-64.so.2)
 # with --library-path MT_LOADER_LIBRARY_PATH (lib/glibc, the bundle's lib,
-# the CUDA folders, the original path), and LD_LIBRARY_PATH keeps only the
+# the CUDA folders, the original path, the folder of the driver's
+# libcuda.so.1), and LD_LIBRARY_PATH keeps only the
 # CUDA folders and the original path, so that the machine's own programs
 # (python3, grep) never load a bundled library built for the newer glibc.
 # mt_ldd FILE: ldd of a bundled program as the chosen mode loads it.
@@ -95,6 +96,13 @@ for p in nvidia.__path__:
 fi
 mt_orig=${MT_ORIG_LD_LIBRARY_PATH:+:$MT_ORIG_LD_LIBRARY_PATH}
 if [ "$MT_BUNDLE_MODE" = loader ]; then
+  # the driver's libcuda.so.1 where the machine's own loader finds it (its
+  # ld.so.cache, or the NVIDIA container folder), in case the bundled loader
+  # cannot read that cache or its default folders differ (/usr/lib64)
+  mt_drv=$(/sbin/ldconfig -p 2>/dev/null | sed -n 's/.*libcuda\.so\.1 (libc6,x86-64) => //p' | head -1)
+  for d in ${mt_drv:+"$(dirname "$mt_drv")"} /usr/local/nvidia/lib64; do
+    [ -e "$d/libcuda.so.1" ] && case ":$mt_libs$mt_orig:" in *":$d:"*) ;; *) mt_orig=$mt_orig:$d;; esac
+  done
   export MT_LOADER_LIBRARY_PATH=$MT_BUNDLE/lib/glibc:$mt_libs$mt_orig
   mt_cuda_orig=${MT_CUDA_LIBDIRS:-}$mt_orig
   export LD_LIBRARY_PATH=${mt_cuda_orig#:}
@@ -102,7 +110,7 @@ else
   unset MT_LOADER_LIBRARY_PATH
   export LD_LIBRARY_PATH=$mt_libs$mt_orig
 fi
-unset mt_libs mt_pip d py mt_orig mt_cuda_orig
+unset mt_libs mt_pip d py mt_orig mt_cuda_orig mt_drv
 # mt_ldd FILE: how the chosen mode resolves FILE's libraries (ldd's format)
 mt_ldd() {
   if [ "$MT_BUNDLE_MODE" = loader ]; then "$MT_LOADER" --library-path "$MT_LOADER_LIBRARY_PATH" --list "$1"
