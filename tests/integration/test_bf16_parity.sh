@@ -7,12 +7,15 @@
 # parameters and the fp32 master weights) are bitwise identical across ranks
 # after every step (training.check_replicas_interval=1); a bf16 run saved at
 # step 10 and resumed reproduces steps 11-20 of the uninterrupted run
-# exactly, in 1 process and with dp=2 ZeRO-3; the bf16 1-process run stays
+# exactly (metrics and the final checkpoint's bytes: bf16 parameters, fp32
+# masters and moments), in 1 process and with dp=2 ZeRO-3; the checkpoints
+# hold each bf16 parameter as the RNE of its fp32 master; the bf16 1-process run stays
 # within 2e-2 of the fp32 one.
 # CI runs a subset (about 90 s on 2 cores); MEGATRAIN_TEST_FULL=1 runs the
 # whole matrix (adds pp=2 1F1B, dp=2 ZeRO-1 and ZeRO-2, tp=2 resume and the
 # 8-rank tp2+SP+pp2+dp2 ZeRO-1 combination).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/ckpt_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
 FULL=${MEGATRAIN_TEST_FULL:-0}
@@ -82,8 +85,36 @@ resume() { # name np args...
   grep -q "resumed from iteration 10" "$TMP/${name}_b.log"
   echo -n "resume $(printf '%-21s' "$name") bitwise: "
   compare_metrics "$TMP/${name}_b.jsonl" "$TMP/${name}_a.jsonl" 0
+  echo -n "resume $(printf '%-21s' "$name") final checkpoint: "
+  same_ckpt "$TMP/${name}_a/iter_0000020" "$TMP/${name}_b/iter_0000020"
 }
 resume r1 1 "${BF[@]}"
 resume r_dp2_z3 2 "${BF[@]}" --set parallel.zero_stage=3
 [ "$FULL" = 1 ] && resume r_tp2_sp 2 "${BF[@]}" "${TP[@]}"
+# the bf16 checkpoints: every parameter stored in bf16 next to its fp32
+# master (optimizer.state.fp32_param.*), the parameter the round-to-nearest-
+# even of its master bitwise; the dp=2 ZeRO-3 run's final parameters near the
+# 1-process run's
+for d in r1_a r_dp2_z3_a; do
+  /usr/bin/python3 - "$TMP/$d" <<'PY'
+import os, sys
+import numpy as np
+sys.path.insert(0, "tests/reference")
+import dist_ckpt
+d = dist_ckpt.iter_dir(sys.argv[1])
+_, tensors, _, _ = dist_ckpt.read_index(os.path.join(d, "index.bin"))
+dt = {t["name"]: t["dtype"] for t in tensors}
+_, x = dist_ckpt.load_checkpoint(sys.argv[1])
+M = "optimizer.state.fp32_param."
+params = [n for n in dt if not n.startswith("optimizer.") and M + n in dt]
+assert params, "no fp32_param master weights in %s" % d
+for n in params:
+    assert dt[n] == 1 and dt[M + n] == 0, "%s: dtype %d, master %d (expected bf16, fp32)" % (n, dt[n], dt[M + n])
+    u = x[M + n].astype(np.float32).view(np.uint32).astype(np.uint64)
+    r = (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+    assert np.array_equal(r, x[n]), "%s: bf16 parameter is not RNE(fp32 master)" % n
+print("%s: %d bf16 parameters, each RNE of its fp32 master" % (os.path.basename(sys.argv[1]), len(params)))
+PY
+done
+/usr/bin/python3 tests/reference/ckpt_reader.py compare "$TMP/r_dp2_z3_a" "$TMP/r1_a" $TOL
 echo "bf16 parity: all layouts within $TOL, replicas bitwise identical, resume bitwise"
