@@ -7,7 +7,7 @@
  * gather) move bf16 bits unchanged; elementwise add and the MoE combine are
  * written here directly. This file: the table, initialisation, GEMMs,
  * embeddings, cross-entropy, elementwise, MoE and AdamW; cpu_bf16_ops.c the
- * rest. fp32-only ops (axpy_f32, scale_f32, sum_f32, sumsq_f32) and the
+ * rest. fp32-only ops (axpy_f32, scale_f32, sum_f32, sumsq_f32, sumsq_acc_f32) and the
  * memory ops are the fp32 table's. */
 #include "core/util.h"
 #include "cpu_bf16.h"
@@ -316,6 +316,7 @@ const mt_backend_ops cpu_bf16_ops = {
     .axpy_f32 = cpu_axpy_f32,
     .scale_f32 = cpu_scale_f32,
     .sumsq_f32 = cpu_sumsq_f32,
+    .sumsq_acc_f32 = cpu_sumsq_acc_f32,
     .sum_f32 = cpu_sum_f32,
     .adamw = bf16_adamw,
     .moe_gather_rows = bf16_moe_gather_rows,
