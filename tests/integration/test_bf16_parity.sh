@@ -12,7 +12,7 @@
 # hold each bf16 parameter as the RNE of its fp32 master; the bf16 1-process run stays
 # within 2e-2 of the fp32 one.
 # CI runs a subset (about 90 s on 2 cores); MEGATRAIN_TEST_FULL=1 runs the
-# whole matrix (adds pp=2 1F1B, dp=2 ZeRO-1 and ZeRO-2, tp=2 resume and the
+# whole matrix (adds pp=2 1F1B, dp=2 without ZeRO and with ZeRO-1 and -2, tp=2 resume and the
 # 8-rank tp2+SP+pp2+dp2 ZeRO-1 combination).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
@@ -59,7 +59,7 @@ check cp2 base
 if [ "$FULL" = 1 ]; then
   run pp2 2 "${BF[@]}" "${PP[@]}"
   check pp2 base
-  for st in 1 2; do
+  for st in 0 1 2; do
     run dp2_z$st 2 "${BF[@]}" --set parallel.zero_stage=$st
     check dp2_z$st base
   done
