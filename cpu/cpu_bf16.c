@@ -7,8 +7,8 @@
  * gather) move bf16 bits unchanged; elementwise add and the MoE combine are
  * written here directly. This file: the table, initialisation, GEMMs,
  * embeddings, cross-entropy, elementwise, MoE and AdamW; cpu_bf16_ops.c the
- * rest. fp32-only ops (axpy_f32, scale_f32, sum_f32, sumsq_f32, sumsq_acc_f32) and the
- * memory ops are the fp32 table's. */
+ * rest. fp32-only ops (axpy_f32, scale_f32, sum_f32, sumsq_f32,
+ * sumsq_acc_f32) and the memory ops are the fp32 table's. */
 #include "core/util.h"
 #include "cpu_bf16.h"
 

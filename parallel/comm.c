@@ -19,6 +19,19 @@ const char *mt_comm_engine_name(mt_comm_engine e) {
   return "?";
 }
 
+const char *mt_comm_engine_describe(mt_comm_engine e) {
+  return e == MT_ENGINE_STAGED ? "mpi (staged through host)" : mt_comm_engine_name(e);
+}
+
+mt_comm_engine mt_comm_engine_choose(const mt_backend *be, const char *distributed_backend) {
+  /* a GPU backend has a stream; the cpu test switch calls every pointer,
+   * even the backend struct, device memory */
+  int device = be && (be->stream || (be->is_device_ptr && be->is_device_ptr(be, be)));
+  if (!device) return MT_ENGINE_MPI;
+  return distributed_backend && !strcmp(distributed_backend, "nccl") ? MT_ENGINE_NCCL
+                                                                      : MT_ENGINE_STAGED;
+}
+
 const char *mt_coll_name(mt_coll_kind k) {
   return (k >= 0 && k < MT_COLL_N) ? coll_names[k] : "?";
 }

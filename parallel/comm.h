@@ -93,6 +93,17 @@ void mt_group_set_micro_batch(mt_group *g, int micro_batch);
  * clears it. */
 void mt_dist_set_backend(mt_dist *d, mt_backend *be);
 mt_backend *mt_dist_backend(const mt_dist *d);
+/* The engine for the groups of a run on backend `be` with
+ * parallel.distributed_backend `distributed_backend` ("nccl" | "mpi"): a
+ * host-memory backend (the cpu backend: be->stream NULL, is_device_ptr 0)
+ * → MPI; the cpu backend under the test switch
+ * MEGATRAIN_TEST_DEVICE_BUFFERS=1 (is_device_ptr 1 for every pointer) →
+ * STAGED; a device backend (be->stream set) → NCCL for "nccl", STAGED for
+ * "mpi". NULL be → MPI. Local. */
+mt_comm_engine mt_comm_engine_choose(const mt_backend *be, const char *distributed_backend);
+/* How the engine is described in start-up lines: "mpi", "nccl", "mpi (staged
+ * through host)". */
+const char *mt_comm_engine_describe(mt_comm_engine e);
 /* Group of all ranks (owned by d; MPI engine, host buffers). */
 mt_group *mt_dist_world(mt_dist *d);
 /* Check that `value` (e.g. a config hash) is equal on every rank. Collective

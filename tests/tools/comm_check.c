@@ -6,12 +6,17 @@
  * in-place variants and batched send/recv, then checks the byte counters
  * exactly. Exits 0 and rank 0 prints "comm_check OK ..." on success; any
  * mismatch is fatal (aborts the job).
- * Usage: comm_check [--tp N] [--pp N] [--ep N] [--etp N]
+ * Usage: comm_check [--tp N] [--pp N] [--ep N] [--etp N] [--cp N] [--staged 1]
+ * --staged 1: the layout's groups use the staging engine (MT_ENGINE_STAGED)
+ * on a cpu backend created under MEGATRAIN_TEST_DEVICE_BUFFERS=1, so every
+ * buffer is staged through host copies (parallel/comm_staged.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
+#include "core/backend.h"
 #include "core/util.h"
 #include "parallel/comm.h"
 #include "parallel/parallel_state.h"
@@ -198,6 +203,75 @@ static void check_p2p(ctx *c, mt_dtype t) {
   free(s1), free(s2), free(r1), free(r2);
 }
 
+/* Tagged non-blocking ring (mt_isend/mt_irecv): two tags, received in the
+ * opposite order of sending, one completed by mt_test polling. */
+static void check_tagged(ctx *c, mt_dtype t) {
+  if (c->n < 2) return;
+  int next = (c->r + 1) % c->n, prev = (c->r + c->n - 1) % c->n;
+  const int64_t n1 = 13, n2 = 300;
+  size_t es = mt_dtype_size(t);
+  char *s1 = mt_xmalloc(n1 * es), *s2 = mt_xmalloc(n2 * es), *r1 = mt_xmalloc(n1 * es), *r2 = mt_xmalloc(n2 * es);
+  for (int64_t i = 0; i < n1; i++) put(s1, t, i, val(W(c, c->r), i, 8));
+  for (int64_t i = 0; i < n2; i++) put(s2, t, i, val(W(c, c->r), i, 9));
+  mt_request *q2 = mt_irecv(c->g, prev, 2, r2, n2, t);
+  mt_request *q1 = mt_irecv(c->g, prev, 1, r1, n1, t);
+  mt_request *a = mt_isend(c->g, next, 1, s1, n1, t);
+  mt_request *b = mt_isend(c->g, next, 2, s2, n2, t);
+  mt_wait(q1);
+  while (!mt_test(q2)) {
+  }
+  mt_wait(a);
+  mt_wait(b);
+  c->want[MT_COLL_SENDRECV].calls += 2;
+  c->want[MT_COLL_SENDRECV].elements += n1 + n2;
+  c->want[MT_COLL_SENDRECV].bytes += (n1 + n2) * (int64_t)es;
+  c->want[MT_COLL_SENDRECV].bus_bytes += (n1 + n2) * (int64_t)es;
+  for (int64_t i = 0; i < n1; i++) expect(c, "tagged recv 1", t, i, get(r1, t, i), val(W(c, prev), i, 8));
+  for (int64_t i = 0; i < n2; i++) expect(c, "tagged recv 2", t, i, get(r2, t, i), val(W(c, prev), i, 9));
+  free(s1), free(s2), free(r1), free(r2);
+}
+
+/* Uneven all-gatherv (gaps between blocks stay untouched) and
+ * reduce-scatterv. */
+static void check_vcoll(ctx *c, mt_dtype t) {
+  int n = c->n;
+  size_t es = mt_dtype_size(t);
+  int64_t *rc = mt_xmalloc(sizeof(int64_t) * 2 * (size_t)n), *rd = rc + n, tot = 0, end = 0;
+  for (int j = 0; j < n; j++) rc[j] = (j * 5 + 3) % 4, rd[j] = end, end += rc[j] + 1, tot += rc[j];
+  char *send = mt_xmalloc((size_t)(rc[c->r] + 1) * es), *recv = mt_xmalloc((size_t)end * es);
+  for (int64_t i = 0; i < rc[c->r]; i++) put(send, t, i, val(W(c, c->r), i, 10));
+  for (int64_t i = 0; i < end; i++) put(recv, t, i, 99);
+  mt_allgatherv(c->g, send, rc[c->r], recv, rc, rd, t);
+  for (int j = 0; j < n; j++) {
+    for (int64_t i = 0; i < rc[j]; i++)
+      expect(c, "all-gatherv", t, rd[j] + i, get(recv, t, rd[j] + i), val(W(c, j), i, 10));
+    expect(c, "all-gatherv gap", t, rd[j] + rc[j], get(recv, t, rd[j] + rc[j]), 99);
+  }
+  if (n > 1) {
+    c->want[MT_COLL_ALLGATHER].calls++;
+    c->want[MT_COLL_ALLGATHER].elements += tot;
+    c->want[MT_COLL_ALLGATHER].bytes += tot * (int64_t)es;
+    c->want[MT_COLL_ALLGATHER].bus_bytes += (tot - rc[c->r]) * (int64_t)es;
+  }
+  char *big = mt_xmalloc((size_t)(tot + 1) * es);
+  for (int64_t i = 0; i < tot; i++) put(big, t, i, val(W(c, c->r), i, 11));
+  mt_reduce_scatterv(c->g, big, rc, send, t, MT_OP_SUM);
+  int64_t off = 0;
+  for (int j = 0; j < c->r; j++) off += rc[j];
+  for (int64_t i = 0; i < rc[c->r]; i++) {
+    double w = 0;
+    for (int j = 0; j < n; j++) w += val(W(c, j), off + i, 11);
+    expect(c, "reduce-scatterv", t, i, get(send, t, i), w);
+  }
+  if (n > 1) {
+    c->want[MT_COLL_REDUCE_SCATTER].calls++;
+    c->want[MT_COLL_REDUCE_SCATTER].elements += tot;
+    c->want[MT_COLL_REDUCE_SCATTER].bytes += tot * (int64_t)es;
+    c->want[MT_COLL_REDUCE_SCATTER].bus_bytes += (tot - rc[c->r]) * (int64_t)es;
+  }
+  free(big), free(send), free(recv), free(rc);
+}
+
 static void check_group(mt_group *g) {
   ctx c = {.g = g, .n = mt_group_size(g), .r = mt_group_rank(g)};
   mt_group_reset_counters(g);
@@ -223,6 +297,8 @@ static void check_group(mt_group *g) {
     check_alltoallv(&c, t, 0);
     check_alltoallv(&c, t, 2);
     check_p2p(&c, t);
+    check_tagged(&c, t);
+    check_vcoll(&c, t);
   }
   mt_barrier(g);
   if (c.n > 1) c.want[MT_COLL_BARRIER].calls++;
@@ -239,6 +315,7 @@ static void check_group(mt_group *g) {
 int main(int argc, char **argv) {
   mt_dist *d = mt_dist_init(&argc, &argv);
   mt_topology_sizes sz = {1, 1, 1, 0, 1};
+  int staged = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     int v = atoi(argv[i + 1]);
     if (!strcmp(argv[i], "--tp")) sz.tensor_model_parallel_size = v;
@@ -246,12 +323,23 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--ep")) sz.expert_model_parallel_size = v;
     else if (!strcmp(argv[i], "--etp")) sz.expert_tensor_parallel_size = v;
     else if (!strcmp(argv[i], "--cp")) sz.context_parallel_size = v;
+    else if (!strcmp(argv[i], "--staged")) staged = v;
     else mt_fatal("unknown option %s", argv[i]);
   }
   mt_topology t;
   char err[512];
   if (mt_topology_build(&t, mt_dist_size(d), &sz, err, sizeof err) != 0) mt_fatal("%s", err);
-  mt_parallel_state *ps = mt_parallel_state_create(d, &t, MT_ENGINE_MPI);
+  mt_backend *be = NULL;
+  if (staged) { /* every buffer a "device" buffer: the staging engine's test switch */
+    setenv("MEGATRAIN_TEST_DEVICE_BUFFERS", "1", 1);
+    mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+    mt_backends_process_init(&bo);
+    if (!(be = mt_backend_create(&bo, err, sizeof err))) mt_fatal("%s", err);
+    mt_dist_set_backend(d, be);
+  }
+  mt_comm_engine eng = be ? mt_comm_engine_choose(be, "mpi") : MT_ENGINE_MPI;
+  MT_ASSERT(eng == (staged ? MT_ENGINE_STAGED : MT_ENGINE_MPI));
+  mt_parallel_state *ps = mt_parallel_state_create(d, &t, eng);
   /* Membership: each handle holds exactly the topology's group. */
   for (int k = 0; k < MT_GK_N; k++) {
     int n;
@@ -285,9 +373,11 @@ int main(int argc, char **argv) {
     MT_ASSERT(rc == 0);
   }
   if (ps->rank == 0)
-    printf("comm_check OK world=%d tp=%d cp=%d pp=%d dp=%d ep=%d etp=%d edp=%d (%s)\n", t.world,
-           t.tp, t.cp, t.pp, t.dp, t.ep, t.etp, t.edp, last > 0 ? err : "single rank");
+    printf("comm_check OK world=%d tp=%d cp=%d pp=%d dp=%d ep=%d etp=%d edp=%d engine %s (%s)\n",
+           t.world, t.tp, t.cp, t.pp, t.dp, t.ep, t.etp, t.edp, mt_comm_engine_name(eng),
+           last > 0 ? err : "single rank");
   mt_parallel_state_destroy(ps);
+  if (be) mt_backend_destroy(be);
   mt_topology_free(&t);
   mt_dist_finalize(d);
   return 0;
