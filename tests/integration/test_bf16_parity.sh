@@ -13,7 +13,8 @@
 # within 2e-2 of the fp32 one.
 # CI runs a subset (about 90 s on 2 cores); MEGATRAIN_TEST_FULL=1 runs the
 # whole matrix (adds pp=2 1F1B, dp=2 without ZeRO and with ZeRO-1 and -2, tp=2 resume and the
-# 8-rank tp2+SP+pp2+dp2 ZeRO-1 combination).
+# 8-rank tp2+SP+pp2+dp2 ZeRO-1 combination). With MEGATRAIN_TEST_DEVICE_BUFFERS=1
+# every collective and p2p goes through the staging engine (same figures).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
