@@ -3,11 +3,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/backend.h"
 #include "comm_impl.h"
 
 static const char *const coll_names[MT_COLL_N] = {
     "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
     "all_to_allv", "broadcast",  "send_recv",      "barrier"};
+
+const char *mt_comm_engine_name(mt_comm_engine e) {
+  switch (e) {
+    case MT_ENGINE_MPI: return "mpi";
+    case MT_ENGINE_NCCL: return "nccl";
+    case MT_ENGINE_STAGED: return "staged";
+  }
+  return "?";
+}
 
 const char *mt_coll_name(mt_coll_kind k) {
   return (k >= 0 && k < MT_COLL_N) ? coll_names[k] : "?";
@@ -50,7 +60,11 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
   g->d = d;
   snprintf(g->name, sizeof g->name, "%s", name ? name : "?");
   g->engine = engine;
-  g->ops = engine == MT_ENGINE_NCCL ? &mt_comm_nccl_engine : &mt_comm_mpi_engine;
+  if (engine == MT_ENGINE_STAGED && !d->be)
+    mt_fatal("group '%s': the staging engine needs the backend (mt_dist_set_backend first)", name);
+  g->ops = engine == MT_ENGINE_NCCL     ? &mt_comm_nccl_engine
+           : engine == MT_ENGINE_STAGED ? &mt_comm_staged_engine
+                                        : &mt_comm_mpi_engine;
   g->size = n;
   g->rank = key;
   g->world_ranks = mt_xmalloc(sizeof(int) * (size_t)n);
@@ -112,11 +126,18 @@ static void record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t) {
   c->bus_bytes += bus;
 }
 
-/* The engine for a call on `buf`: host buffers of an NCCL group go through
- * MPI (the NCCL engine takes device memory only). */
+int mt_comm_buf_on_host(const mt_group *g, const void *p) {
+  if (g->engine == MT_ENGINE_MPI) return 0;
+  const mt_backend *be = g->d->be;
+  if (be && be->is_device_ptr) return !be->is_device_ptr(be, p);
+  if (g->engine == MT_ENGINE_NCCL) return mt_comm_is_host_ptr(p);
+  return 0;
+}
+
+/* The engine for a call on `buf`: host buffers of an NCCL or STAGED group go
+ * through MPI (those engines take device memory only). */
 static const mt_comm_engine_ops *engine_for(const mt_group *g, const void *buf) {
-  if (g->engine == MT_ENGINE_NCCL && mt_comm_is_host_ptr(buf)) return &mt_comm_mpi_engine;
-  return g->ops;
+  return mt_comm_buf_on_host(g, buf) ? &mt_comm_mpi_engine : g->ops;
 }
 
 static void check_count(const mt_group *g, int64_t count, const char *what) {

@@ -1,9 +1,12 @@
 /* parallel/comm.h — the group API: process runtime, group handles and
  * collectives, with per-group per-op counters.
  *
- * Two engines behind one interface: MPI (host buffers; the CPU backend and
- * bootstrap) and NCCL (device buffers; the CUDA backend). model/ and trainer/
- * call only these functions; they never see MPI or NCCL.
+ * Three engines behind one interface: MPI (host buffers; the CPU backend and
+ * bootstrap), NCCL (device buffers; the CUDA backend) and STAGED (device
+ * buffers copied to host staging buffers, the MPI engine's calls on them,
+ * results copied back: parallel.distributed_backend "mpi" on cuda, several
+ * ranks per GPU, no NCCL). model/ and trainer/ call only these functions;
+ * they never see MPI or NCCL. docs/communication.md, "Engines".
  *
  * Counters (nccl-tests' definitions, docs/communication.md): for a call on a
  * group of n ranks moving `count` elements of size S (count = the per-rank
@@ -13,8 +16,8 @@
  *   bus_bytes = bytes * 2(n-1)/n (all-reduce), bytes * (n-1)/n (all-gather,
  *               reduce-scatter, all-to-all), bytes (broadcast, send/recv).
  * Groups of size 1 are valid: collectives become copies and count nothing.
- * On an NCCL group, calls on host buffers (scalars such as loss sums and
- * norms) run through MPI on the same ranks.
+ * On an NCCL or STAGED group, calls on host buffers (scalars such as loss
+ * sums and norms) run through MPI on the same ranks.
  */
 #ifndef MT_PARALLEL_COMM_H
 #define MT_PARALLEL_COMM_H
@@ -45,9 +48,16 @@ typedef struct {
   int64_t bus_bytes;
 } mt_coll_counter;
 
-typedef enum { MT_ENGINE_MPI = 0, MT_ENGINE_NCCL = 1 } mt_comm_engine;
+/* MPI: host buffers, MPI calls. NCCL: device buffers, NCCL calls on the
+ * backend's stream. STAGED: device buffers staged through host buffers
+ * (pinned with CUDA) around the MPI engine's calls — bitwise the MPI
+ * engine's results, 2 extra copies per call. */
+typedef enum { MT_ENGINE_MPI = 0, MT_ENGINE_NCCL = 1, MT_ENGINE_STAGED = 2 } mt_comm_engine;
+/* "mpi", "nccl", "staged". */
+const char *mt_comm_engine_name(mt_comm_engine e);
 
 typedef struct mt_dist mt_dist;
+typedef struct mt_backend mt_backend;
 typedef struct mt_group mt_group;
 
 /* Process runtime. Initialises MPI (works under mpirun, srun --mpi=pmix, or as
@@ -74,6 +84,15 @@ void mt_dist_set_timeout(mt_dist *d, double minutes);
 void mt_dist_set_phase(mt_dist *d, int64_t iteration, int micro_batch);
 /* The micro-batch only (pipeline schedules, which see groups only). */
 void mt_group_set_micro_batch(mt_group *g, int micro_batch);
+/* The compute backend whose memory the groups' buffers live in: the STAGED
+ * and NCCL engines use be->stream (copies and NCCL calls are ordered on it),
+ * be->is_device_ptr (a buffer it calls host memory goes straight to MPI)
+ * and be's memcpy_d2h/memcpy_h2d ops (staging copies). Local; call right
+ * after creating the backend and before creating groups of those engines
+ * (their creation is fatal without it). be must outlive the groups; NULL
+ * clears it. */
+void mt_dist_set_backend(mt_dist *d, mt_backend *be);
+mt_backend *mt_dist_backend(const mt_dist *d);
 /* Group of all ranks (owned by d; MPI engine, host buffers). */
 mt_group *mt_dist_world(mt_dist *d);
 /* Check that `value` (e.g. a config hash) is equal on every rank. Collective
@@ -86,7 +105,8 @@ int mt_dist_check_agree(mt_dist *d, uint64_t value, const char *what, char *err,
  * contains the calling rank. Collective over the world: every rank calls it
  * with its own group's list, in the same order of group kinds. `name` labels
  * counters ("tp", "dp", ...). The engine is MPI for host-memory backends and
- * NCCL for device memory. */
+ * NCCL or STAGED for device memory (STAGED and NCCL need
+ * mt_dist_set_backend first). */
 mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
                           mt_comm_engine engine);
 /* A rank that belongs to no group of a kind (e.g. a middle pipeline stage for
@@ -111,7 +131,9 @@ int mt_group_world_rank(const mt_group *g, int i);
 
 /* Collectives below are called by every member of the group with the same
  * count/dtype/op/root. Buffers are host memory (MPI engine) or device memory
- * (NCCL engine; calls are asynchronous on the group's stream). Counts that
+ * (NCCL engine: calls are asynchronous on the group's stream; STAGED engine:
+ * calls return when the result is in the device buffer, queued on the
+ * backend's stream). Counts that
  * MPI cannot express (> INT_MAX per call for all but all-reduce/broadcast,
  * which are chunked) are fatal. bf16 reductions round each partial sum to
  * bf16 on the MPI engine.
@@ -172,8 +194,9 @@ void mt_barrier(mt_group *g);
  * receive of buf[count] to/from group rank `peer`; messages match by (peer,
  * tag) and are non-overtaking per (peer, tag). The buffer must stay untouched
  * until mt_wait returns (or mt_test returns 1). Sends are counted under
- * MT_COLL_SENDRECV when posted. MPI engine only (the NCCL engine aborts with
- * a message: pipeline parallelism on GPUs needs its stream-ordered form). */
+ * MT_COLL_SENDRECV when posted. STAGED engine: a send copies buf to a host
+ * copy the request owns at post; a receive lands in its host copy and is
+ * copied into buf at mt_wait / the mt_test that returns 1. */
 typedef struct mt_request mt_request;
 mt_request *mt_isend(mt_group *g, int peer, int tag, const void *buf, int64_t count, mt_dtype t);
 mt_request *mt_irecv(mt_group *g, int peer, int tag, void *buf, int64_t count, mt_dtype t);

@@ -28,6 +28,7 @@ struct mt_dist {
   int cuda_device;      /* GPU bound by the NCCL engine, -1 before */
   mt_group *world;
   mt_watchdog *wd;      /* hang watchdog (watchdog.h) */
+  mt_backend *be;       /* mt_dist_set_backend; NULL = host memory only */
 };
 
 /* One engine: the collectives on already-validated arguments. */
@@ -83,6 +84,10 @@ extern const mt_comm_engine_ops mt_comm_mpi_engine;
 void mt_comm_mpi_post(mt_group *g, mt_request *r);
 int mt_comm_mpi_complete(mt_request *r, int block);
 extern const mt_comm_engine_ops mt_comm_nccl_engine;
+/* The staging engine (comm_staged.c): device buffers copied to host staging
+ * buffers (g->engine_state), the MPI engine's entries on them, results
+ * copied back. Needs g->d->be. */
+extern const mt_comm_engine_ops mt_comm_staged_engine;
 
 struct mt_group {
   mt_dist *d;
@@ -108,6 +113,14 @@ static inline void mt_wd_op_begin(mt_group *g, int kind, int64_t bytes, int peer
 static inline void mt_wd_op_end(mt_group *g) {
   if (g->size > 1 && g->d->wd) mt_wd_end(g->d->wd, g->wd_slot);
 }
+
+/* 1 when a call of g on buffer p must go through plain MPI instead of g's
+ * engine: always 0 for MPI groups (they are MPI already); STAGED: p is not
+ * device memory by g->d->be->is_device_ptr (host scalars such as loss sums
+ * and norms); NCCL: by be->is_device_ptr when mt_dist_set_backend was
+ * called, else mt_comm_is_host_ptr. The ONE rule, used by comm.c's
+ * collectives and comm_p2p.c's tagged p2p. */
+int mt_comm_buf_on_host(const mt_group *g, const void *p);
 
 /* 1 when p is host memory (always without CUDA). Collectives of an NCCL
  * group on host buffers (loss sums, norms, flags) run through MPI on the

@@ -10,7 +10,7 @@
 /* The engine for a message on `buf` (host buffers of a device-memory
  * engine go through plain MPI, as for collectives). */
 static const mt_comm_engine_ops *p2p_engine(const mt_group *g, const void *buf) {
-  if (g->engine != MT_ENGINE_MPI && mt_comm_is_host_ptr(buf)) return &mt_comm_mpi_engine;
+  if (mt_comm_buf_on_host(g, buf)) return &mt_comm_mpi_engine;
   return g->ops;
 }
 
