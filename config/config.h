@@ -181,7 +181,8 @@ int mt_config_load_string(mt_config *cfg, const char *json, const char *source_n
                           char *err, size_t errlen);
 
 /* 0, or 2 with a message naming the keys when this process cannot train
- * the config on its device (bf16 on the cpu backend). */
+ * the config on its device (nothing is refused today; bf16 on the cpu
+ * backend was until issue 19). */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen);
 
 /* Release what mt_config_load allocated. */

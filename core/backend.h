@@ -378,6 +378,11 @@ typedef struct {
   double (*sumsq_f32)(mt_backend *be, const float *x, int64_t n);
   /* Returns sum_i x[i] (fp32 input, double accumulation); synchronises. */
   double (*sum_f32)(mt_backend *be, const float *x, int64_t n);
+  /* *acc += sum_i x[i]^2, x [n] fp32, acc ONE double in backend memory
+   * (alloc). The added value is bitwise the double sumsq_f32 returns for the
+   * same x, so a sequence of calls equals `s += sumsq_f32(...)` bitwise;
+   * asynchronous (read acc with memcpy_d2h), deterministic. n = 0 adds 0. */
+  void (*sumsq_acc_f32)(mt_backend *be, double *acc, const float *x, int64_t n);
 
   /* ---- mixture of experts (model/moe*.c) ---- */
   /* Row gather (token permutation): dst[i, :] = src[idx[i], :] for i < n;

@@ -5,6 +5,8 @@
 #define MT_CORE_DTYPE_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2, MT_I64 = 3, MT_F64 = 4 } mt_dtype;
 
@@ -13,5 +15,25 @@ size_t mt_dtype_size(mt_dtype t);
 /* Short name for messages: "fp32", "bf16", "int32", "int64", "fp64" ("?"
  * outside the enum). */
 const char *mt_dtype_name(mt_dtype t);
+
+/* bf16 (raw 16 bits: the top half of an fp32) from fp32, round to nearest
+ * even; NaN stays NaN (quiet bit set), infinities stay infinite. Bitwise the
+ * conversion of cuda/ (cuda/cuda_dev.cuh f2bf_bits), so cpu/ and cuda/
+ * round every bf16 output alike. */
+static inline uint16_t mt_f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+/* fp32 from bf16 (exact). */
+static inline float mt_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
 
 #endif

@@ -63,6 +63,16 @@ MT_HD float mt_rng_uniform(mt_rng_key_t key, uint64_t i) {
   return mt_u32_to_unit(out[i & 3]);
 }
 
+/* The four uniforms of Philox block `blk` in one Philox call:
+ * u[t] = mt_rng_uniform(key, 4 * blk + t) bitwise, t = 0..3 (the same
+ * counter -> word mapping); for kernels that draw consecutive counters. */
+MT_HD void mt_rng_uniform4(mt_rng_key_t key, uint64_t blk, float u[4]) {
+  uint32_t ctr[4] = {(uint32_t)blk, (uint32_t)(blk >> 32), 1u, 0u};
+  uint32_t out[4];
+  mt_philox4x32(ctr, key, out);
+  for (int t = 0; t < 4; t++) u[t] = mt_u32_to_unit(out[t]);
+}
+
 /* Standard normal for global element index i (initialisation), computed in
  * double so the value does not depend on the backend's float math. */
 MT_HD float mt_rng_normal(mt_rng_key_t key, uint64_t i) {

@@ -18,12 +18,17 @@ void mt_set_abort_hook(mt_abort_fn fn) { g_abort = fn; }
 
 void mt_fatal_at(const char *file, int line, const char *fmt, ...) {
   va_list ap;
+  /* Result lines already printed must survive the abort (stdout is fully
+   * buffered under `| tee`): flush both before writing the message. */
+  fflush(stdout);
+  fflush(stderr);
   va_start(ap, fmt);
   if (g_log_rank >= 0) fprintf(stderr, "[rank %d] ", g_log_rank);
   fprintf(stderr, "%s:%d: ", file, line);
   vfprintf(stderr, fmt, ap);
   fputc('\n', stderr);
   va_end(ap);
+  fflush(stdout);
   fflush(stderr);
   if (g_abort) g_abort(1);
   abort();

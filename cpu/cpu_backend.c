@@ -1,4 +1,5 @@
-/* cpu/cpu_backend.c — the fp32 CPU backend: process-wide set-up,
+/* cpu/cpu_backend.c — the CPU backend (fp32 storage; bf16 storage through
+ * the table of cpu_bf16.c): process-wide set-up,
  * construction, destruction, the counting allocator, memory ops, and the op
  * table (cpu_backend.h).
  *
@@ -38,7 +39,7 @@ typedef struct {
 
 _Static_assert(sizeof(cpu_alloc_header) <= CPU_ALIGN, "header fits the alignment pad");
 
-static void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
+void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
   MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
   size_t total = CPU_ALIGN + (size_t)mt_round_up((int64_t)(bytes ? bytes : 1), CPU_ALIGN);
   char *base = aligned_alloc(CPU_ALIGN, total);
@@ -52,7 +53,7 @@ static void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
   return base + CPU_ALIGN;
 }
 
-static void cpu_free(mt_backend *be, void *p) {
+void cpu_free(mt_backend *be, void *p) {
   if (!p) return;
   char *base = (char *)p - CPU_ALIGN;
   cpu_alloc_header *hd = (cpu_alloc_header *)base;
@@ -68,28 +69,40 @@ void *cpu_workspace(mt_backend *be, size_t bytes) {
     cpu_free(be, im->ws);
     im->ws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
     im->ws_bytes = bytes;
-    be->mem.op_scratch = bytes;
+    be->mem.op_scratch = im->ws_bytes + im->bws_bytes;
   }
   return im->ws;
 }
 
-static void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes) {
+void *cpu_bf16_scratch(mt_backend *be, size_t bytes) {
+  cpu_impl *im = cpu_impl_of(be);
+  if (bytes > im->bws_bytes) {
+    cpu_free(be, im->bws);
+    im->bws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
+    im->bws_bytes = bytes;
+    be->mem.op_scratch = im->ws_bytes + im->bws_bytes;
+  }
+  return im->bws;
+}
+
+void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes) {
   (void)be;
   if (bytes && dst != src) memcpy(dst, src, bytes);
 }
 
-static void cpu_memset0(mt_backend *be, void *dst, size_t bytes) {
+void cpu_memset0(mt_backend *be, void *dst, size_t bytes) {
   (void)be;
   if (bytes) memset(dst, 0, bytes);
 }
 
-static void cpu_synchronize(mt_backend *be) { (void)be; }
+void cpu_synchronize(mt_backend *be) { (void)be; }
 
 static void cpu_destroy(mt_backend *be) {
   if (!be) return;
   cpu_impl *im = cpu_impl_of(be);
   if (im) {
     cpu_free(be, im->ws);
+    cpu_free(be, im->bws);
     free(im);
   }
   free(be);
@@ -171,6 +184,7 @@ static const mt_backend_ops cpu_ops = {
     .scale_f32 = cpu_scale_f32,
     .sumsq_f32 = cpu_sumsq_f32,
     .sum_f32 = cpu_sum_f32,
+    .sumsq_acc_f32 = cpu_sumsq_acc_f32,
     .adamw = cpu_adamw,
     .moe_gather_rows = cpu_moe_gather_rows,
     .moe_combine_fwd = cpu_moe_combine_fwd,
@@ -208,9 +222,9 @@ static int cpu_is_device_ptr_all(const mt_backend *be, const void *p) {
 }
 
 mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen) {
-  if (opt && opt->dtype != MT_F32) {
-    snprintf(err, errlen, "cpu backend supports only fp32 storage (requested %s)",
-             mt_dtype_name(opt->dtype));
+  const mt_dtype dt = opt ? opt->dtype : MT_F32;
+  if (dt != MT_F32 && dt != MT_BF16) {
+    snprintf(err, errlen, "cpu backend stores fp32 or bf16 (requested %s)", mt_dtype_name(dt));
     return NULL;
   }
   mt_backend *be = mt_xcalloc(1, sizeof *be);
@@ -223,9 +237,9 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   im->gemm_slabs_per_thread = slabs && atoi(slabs) > 0 ? atoi(slabs) : 4;
   const char *fg = getenv("MEGATRAIN_CPU_FLASH_GEMM");
   im->flash_blas = fg && !strcmp(fg, "blas");
-  be->ops = &cpu_ops;
+  be->ops = dt == MT_BF16 ? &cpu_bf16_ops : &cpu_ops;
   be->name = "cpu";
-  be->dtype = MT_F32;
+  be->dtype = dt;
   be->impl = im;
   be->destroy = cpu_destroy;
   const char *db = getenv("MEGATRAIN_TEST_DEVICE_BUFFERS");

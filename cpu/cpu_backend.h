@@ -1,4 +1,4 @@
-/* cpu/cpu_backend.h — entry points of the fp32 CPU backend (OpenBLAS +
+/* cpu/cpu_backend.h — entry points of the CPU backend (fp32 or bf16 storage) (OpenBLAS +
  * OpenMP), called by the backend registry (backends/registry.c) only. */
 #ifndef MT_CPU_BACKEND_H
 #define MT_CPU_BACKEND_H
@@ -16,8 +16,10 @@
  * MEGATRAIN_CPU_GEMM=blas. */
 void mt_cpu_process_init(int num_threads);
 
-/* Create the CPU backend: storage dtype fp32 only (otherwise NULL with
- * "cpu backend supports only fp32 storage (requested <dtype>)" in err).
+/* Create the CPU backend with storage dtype T = opt->dtype: MT_F32, or
+ * MT_BF16 (bf16 storage, fp32 compute and accumulation, every T output
+ * rounded once to nearest even as cuda/ rounds: cpu_bf16.c). Any other dtype:
+ * NULL with "cpu backend stores fp32 or bf16 (requested <dtype>)" in err.
  * Reads MEGATRAIN_CPU_GEMM, MEGATRAIN_CPU_GEMM_SLABS and MEGATRAIN_CPU_PAR_MIN
  * and records the OpenMP thread count in effect; changes no process state. */
 mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size_t errlen);

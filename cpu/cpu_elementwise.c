@@ -19,22 +19,6 @@ void cpu_init_normal(mt_backend *be, void *dst_, int64_t rows, int64_t cols, int
   }
 }
 
-/* bf16 <-> fp32 (round to nearest even; NaN stays NaN). */
-static inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 void cpu_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n) {
   (void)be;
   if (t == MT_F32) {
@@ -42,7 +26,7 @@ void cpu_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= cpu_par_min(be))
     for (int64_t i = 0; i < n; i++) o[i] = value;
   } else if (t == MT_BF16) {
-    uint16_t *o = (uint16_t *)dst, v = f32_to_bf16(value);
+    uint16_t *o = (uint16_t *)dst, v = mt_f32_to_bf16(value);
     for (int64_t i = 0; i < n; i++) o[i] = v;
   } else {
     mt_fatal("cpu fill: unsupported dtype %s", mt_dtype_name(t));
@@ -58,12 +42,12 @@ void cpu_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dty
     uint16_t *o = (uint16_t *)dst;
     const float *s = (const float *)src;
 #pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
-    for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(s[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = mt_f32_to_bf16(s[i]);
   } else if (dst_t == MT_F32 && src_t == MT_BF16) {
     float *o = (float *)dst;
     const uint16_t *s = (const uint16_t *)src;
 #pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
-    for (int64_t i = 0; i < n; i++) o[i] = bf16_to_f32(s[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = mt_bf16_to_f32(s[i]);
   } else {
     mt_fatal("cpu cast: unsupported %s -> %s", mt_dtype_name(src_t), mt_dtype_name(dst_t));
   }
@@ -118,6 +102,10 @@ double cpu_sumsq_f32(mt_backend *be, const float *x, int64_t n) {
 
 double cpu_sum_f32(mt_backend *be, const float *x, int64_t n) {
   return reduce_f32(be, x, n, 0);
+}
+
+void cpu_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n) {
+  *acc += reduce_f32(be, x, n, 1);
 }
 
 /* AdamW in fp32 per element (mt_adamw_update, core/scalar_math.h, shared

@@ -1,4 +1,4 @@
-/* cpu/cpu_internal.h — private declarations of the fp32 CPU backend
+/* cpu/cpu_internal.h — private declarations of the CPU backend
  * (OpenBLAS sgemm + OpenMP). Every op here implements the entry of the same
  * name in core/backend.h (see the doc comments there for the spec); this
  * header only adds the backend-private state and shared math helpers.
@@ -33,6 +33,8 @@ typedef struct {
                       * cpu_fa_gemm                                     */
   void *ws;          /* op workspace (attention, layernorm partials);   */
   size_t ws_bytes;   /*   allocated under MT_MEM_WORKSPACE, grows only  */
+  void *bws;         /* bf16 storage: the fp32 copies of an op's T      */
+  size_t bws_bytes;  /*   operands (cpu_bf16.c); same accounting        */
 } cpu_impl;
 
 static inline cpu_impl *cpu_impl_of(mt_backend *be) { return (cpu_impl *)be->impl; }
@@ -43,6 +45,22 @@ static inline int64_t cpu_par_min(mt_backend *be) { return cpu_impl_of(be)->par_
 /* Workspace of at least `bytes` (64-byte aligned), owned by the backend and
  * reused across calls; contents undefined; valid until the next call. */
 void *cpu_workspace(mt_backend *be, size_t bytes);
+
+/* Second workspace, for the bf16 table (cpu_bf16.c): fp32 copies of the T
+ * operands of one op, which then runs the fp32 op (whose own workspace is
+ * cpu_workspace). Same contract as cpu_workspace; be->mem.op_scratch counts
+ * both buffers. */
+void *cpu_bf16_scratch(mt_backend *be, size_t bytes);
+
+/* Memory ops of the table (cpu_backend.c), shared by the bf16 table. */
+void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat);
+void cpu_free(mt_backend *be, void *p);
+void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes);
+void cpu_memset0(mt_backend *be, void *dst, size_t bytes);
+void cpu_synchronize(mt_backend *be);
+
+/* The op table of bf16 storage (cpu_bf16.c). */
+extern const mt_backend_ops cpu_bf16_ops;
 
 /* Default element count below which elementwise ops stay serial. A
  * [256, 768] tensor (the 124M micro-batch) is below: such an op takes ~50 us
@@ -159,6 +177,7 @@ void cpu_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t
 void cpu_scale_f32(mt_backend *be, float *x, float alpha, int64_t n);
 double cpu_sumsq_f32(mt_backend *be, const float *x, int64_t n);
 double cpu_sum_f32(mt_backend *be, const float *x, int64_t n);
+void cpu_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n);
 void cpu_moe_gather_rows(mt_backend *be, void *dst, const void *src, const int32_t *idx, int64_t n,
                          int64_t h);
 void cpu_moe_combine_fwd(mt_backend *be, void *y, const void *src, const int32_t *slot,

@@ -6,7 +6,9 @@
  * Dropout of element (bi, n, q, k) draws mt_rng_uniform(key, counter) with
  *   counter = ((sample_ids[bi] * n_heads_total + head_offset + n) * s + q) * s + k
  * exactly as the CPU attention (the fused cpu/cpu_flash_attn.c and the unfused
- * reference tests/tools/attn_unfused.h), so masks are bitwise equal. */
+ * reference tests/tools/attn_unfused.h), so masks are bitwise equal. With
+ * dropout a lane handles groups of four consecutive counters (one Philox
+ * block: mt_rng_uniform4, one Philox call per four mask values). */
 #include "cuda_dev.cuh"
 
 #define ROWS_PER_BLOCK 4
@@ -40,6 +42,29 @@ __device__ __forceinline__ uint64_t attn_row_counter(const attn_args &a, const i
   return (head * (uint64_t)a.s + (uint64_t)q) * (uint64_t)a.s;
 }
 
+/* Calls f(k, u) for every k in [0, n) of a row whose element k has counter
+ * base + k, u = mt_rng_uniform(key, base + k) bitwise: the warp's lanes take
+ * the row's Philox blocks in turn (lane j: blocks j, j + 32, ...), one
+ * Philox call per block. Blocks whose first k is >= n_rand (above the
+ * causal diagonal) skip Philox and pass u = 0. Each k is visited by exactly
+ * one lane. */
+template <typename F>
+__device__ __forceinline__ void row_uniform4(mt_rng_key_t key, uint64_t base, int64_t n,
+                                             int64_t n_rand, int lane, F f) {
+  const int64_t k0 = -(int64_t)(base & 3); /* k of the first block's word 0 */
+  const uint64_t blk0 = base >> 2;
+  for (int64_t j = lane; k0 + 4 * j < n; j += 32) {
+    const int64_t kb = k0 + 4 * j;
+    float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (kb < n_rand) mt_rng_uniform4(key, blk0 + (uint64_t)j, u);
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      const int64_t k = kb + t;
+      if (k >= 0 && k < n) f(k, u[t]);
+    }
+  }
+}
+
 template <typename T>
 __global__ void k_softmax_fwd(attn_args a, const int64_t *ids, T *probs, T *pd, int64_t nrows) {
   const int64_t row = (int64_t)blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
@@ -53,17 +78,17 @@ __global__ void k_softmax_fwd(attn_args a, const int64_t *ids, T *probs, T *pd, 
   float sum = 0.0f;
   for (int64_t k = lane; k <= q; k += 32) sum += expf(to_f(p[k]) - mx);
   const float inv = 1.0f / warp_sum(sum);
-  const uint64_t base = pd ? attn_row_counter(a, ids, row) : 0;
-  T *o = pd ? pd + row * s : NULL;
-  for (int64_t k = lane; k < s; k += 32) {
-    float v = k <= q ? expf(to_f(p[k]) - mx) * inv : 0.0f;
-    const T vt = from_f<T>(v);
-    p[k] = vt;
-    if (o) {
-      bool keep = k <= q && mt_rng_uniform(a.key, base + (uint64_t)k) >= a.p;
-      o[k] = from_f<T>(keep ? a.inv_keep * to_f(vt) : 0.0f);
-    }
+  if (!pd) {
+    for (int64_t k = lane; k < s; k += 32) p[k] = from_f<T>(k <= q ? expf(to_f(p[k]) - mx) * inv : 0.0f);
+    return;
   }
+  T *o = pd + row * s;
+  row_uniform4(a.key, attn_row_counter(a, ids, row), s, q + 1, lane, [&](int64_t k, float u) {
+    const T vt = from_f<T>(k <= q ? expf(to_f(p[k]) - mx) * inv : 0.0f);
+    p[k] = vt;
+    const bool keep = k <= q && u >= a.p;
+    o[k] = from_f<T>(keep ? a.inv_keep * to_f(vt) : 0.0f);
+  });
 }
 
 extern "C" void cudak_attn_softmax_fwd(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
@@ -84,13 +109,12 @@ __global__ void k_dropout_probs(attn_args a, const int64_t *ids, const T *probs,
   const int lane = threadIdx.x & 31;
   if (row >= nrows) return;
   const int64_t s = a.s, q = row % s;
-  const uint64_t base = attn_row_counter(a, ids, row);
   const T *p = probs + row * s;
   T *o = pd + row * s;
-  for (int64_t k = lane; k < s; k += 32) {
-    bool keep = k <= q && mt_rng_uniform(a.key, base + (uint64_t)k) >= a.p;
+  row_uniform4(a.key, attn_row_counter(a, ids, row), s, q + 1, lane, [&](int64_t k, float u) {
+    const bool keep = k <= q && u >= a.p;
     o[k] = from_f<T>(keep ? a.inv_keep * to_f(p[k]) : 0.0f);
-  }
+  });
 }
 
 extern "C" void cudak_attn_dropout_probs(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
@@ -113,26 +137,28 @@ __global__ void k_softmax_bwd(attn_args a, const int64_t *ids, const T *probs, c
   const int lane = threadIdx.x & 31;
   if (row >= nrows) return;
   const int64_t s = a.s, q = row % s;
-  const uint64_t base = ids ? attn_row_counter(a, ids, row) : 0;
   const T *p = probs + row * s;
   const float *g = dp + row * s;
   T *o = ds + row * s;
   float dot = 0.0f;
-  for (int64_t k = lane; k <= q; k += 32) {
-    float gk = g[k];
-    if (ids) gk = mt_rng_uniform(a.key, base + (uint64_t)k) >= a.p ? gk * a.inv_keep : 0.0f;
-    dot += gk * to_f(p[k]);
+  if (!ids) {
+    for (int64_t k = lane; k <= q; k += 32) dot += g[k] * to_f(p[k]);
+    dot = warp_sum(dot);
+    for (int64_t k = lane; k < s; k += 32)
+      o[k] = from_f<T>(k <= q ? a.scale * to_f(p[k]) * (g[k] - dot) : 0.0f);
+    return;
   }
+  /* dropout: the mask is drawn twice (dot, then ds), four values per call */
+  const uint64_t base = attn_row_counter(a, ids, row);
+  row_uniform4(a.key, base, q + 1, q + 1, lane, [&](int64_t k, float u) {
+    dot += (u >= a.p ? g[k] * a.inv_keep : 0.0f) * to_f(p[k]);
+  });
   dot = warp_sum(dot);
-  for (int64_t k = lane; k < s; k += 32) {
+  row_uniform4(a.key, base, s, q + 1, lane, [&](int64_t k, float u) {
     float v = 0.0f;
-    if (k <= q) {
-      float gk = g[k];
-      if (ids) gk = mt_rng_uniform(a.key, base + (uint64_t)k) >= a.p ? gk * a.inv_keep : 0.0f;
-      v = a.scale * to_f(p[k]) * (gk - dot);
-    }
+    if (k <= q) v = a.scale * to_f(p[k]) * ((u >= a.p ? g[k] * a.inv_keep : 0.0f) - dot);
     o[k] = from_f<T>(v);
-  }
+  });
 }
 
 extern "C" void cudak_attn_softmax_bwd(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,

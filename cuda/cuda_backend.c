@@ -3,7 +3,8 @@
  * sides of the reductions, and the op table (see cuda/cuda_internal.h for
  * the file map).
  *
- * Allocator: cudaMalloc per request (256-byte aligned), with a host-side
+ * Allocator: stream-ordered (cudaMallocFromPoolAsync / cudaFreeAsync on the
+ * backend stream) from a caching memory pool, with a host-side
  * open-addressing map from pointer to (bytes, category) so `free` updates
  * the per-category counters exactly like cpu/ (mt_mem_account with the
  * requested byte count).
@@ -19,7 +20,14 @@
 
 #define CUDA_TOMB ((void *)1)
 
-/* ---- pointer map ---- */
+/* ---- pointer map ----
+ * Open addressing with linear probing and tombstones. Capacity follows the
+ * LIVE entries only: when live + tombstones would pass 1/2 of the capacity,
+ * the map is rebuilt at the smallest power of two (>= 256) that holds the
+ * live entries at load <= 1/4, so a steady alloc/free pattern (ZeRO's
+ * per-segment buffers) rehashes at constant size instead of growing with
+ * the number of allocations ever made. Amortised O(1): a rebuild of
+ * capacity C follows at least C/4 inserts. */
 
 static size_t rec_hash(const void *p, size_t cap) {
   uint64_t x = (uint64_t)(uintptr_t)p;
@@ -37,23 +45,27 @@ static void rec_insert_raw(cuda_alloc_rec *recs, size_t cap, void *p, size_t byt
   recs[i].cat = cat;
 }
 
+/* Rebuild the map at the capacity its live entries call for (drops tombs). */
+static void rec_rehash(cuda_impl *im) {
+  size_t ncap = 256;
+  while ((im->rec_live + 1) * 4 > ncap) ncap *= 2;
+  cuda_alloc_rec *n = mt_xcalloc(ncap, sizeof *n);
+  for (size_t i = 0; i < im->rec_cap; i++)
+    if (im->recs[i].ptr && im->recs[i].ptr != CUDA_TOMB)
+      rec_insert_raw(n, ncap, im->recs[i].ptr, im->recs[i].bytes, im->recs[i].cat);
+  free(im->recs);
+  im->recs = n;
+  im->rec_cap = ncap;
+  im->rec_used = im->rec_live;
+}
+
 static void rec_insert(cuda_impl *im, void *p, size_t bytes, int cat) {
-  if ((im->rec_used + 1) * 2 > im->rec_cap) { /* keep load (incl. tombstones) <= 1/2 */
-    size_t ncap = im->rec_cap ? im->rec_cap * 2 : 256;
-    cuda_alloc_rec *n = mt_xcalloc(ncap, sizeof *n);
-    size_t used = 0;
-    for (size_t i = 0; i < im->rec_cap; i++)
-      if (im->recs[i].ptr && im->recs[i].ptr != CUDA_TOMB) {
-        rec_insert_raw(n, ncap, im->recs[i].ptr, im->recs[i].bytes, im->recs[i].cat);
-        used++;
-      }
-    free(im->recs);
-    im->recs = n;
-    im->rec_cap = ncap;
-    im->rec_used = used;
-  }
+  /* An insert may reuse a tombstone, but count it as a fresh slot: the
+   * bound then also limits probe lengths through tombstones. */
+  if ((im->rec_used + 1) * 2 > im->rec_cap) rec_rehash(im);
   rec_insert_raw(im->recs, im->rec_cap, p, bytes, cat);
   im->rec_used++;
+  im->rec_live++;
 }
 
 /* Remove p from the map; returns its record (ptr NULL when unknown). */
@@ -65,6 +77,7 @@ static cuda_alloc_rec rec_remove(cuda_impl *im, void *p) {
     if (im->recs[i].ptr == p) {
       out = im->recs[i];
       im->recs[i].ptr = CUDA_TOMB; /* rec_used still counts it until a rehash */
+      im->rec_live--;
       return out;
     }
     i = (i + 1) & (im->rec_cap - 1);
@@ -72,13 +85,34 @@ static cuda_alloc_rec rec_remove(cuda_impl *im, void *p) {
   return out;
 }
 
-/* ---- memory ops ---- */
+/* ---- memory ops ----
+ * Stream-ordered: cudaMallocFromPoolAsync / cudaFreeAsync on the backend's
+ * stream from a private pool whose release threshold is UINT64_MAX, so freed
+ * blocks stay cached in the pool and an alloc/free never synchronises the
+ * device (cudaFree does). Every user of a block runs on the backend stream
+ * (or on the legacy default stream, which the blocking backend stream is
+ * ordered with), so the stream order makes reuse safe. Without pool support
+ * (im->pool NULL) plain cudaMalloc/cudaFree. On an allocation failure the
+ * pool's cached blocks are returned to the device (cudaMemPoolTrimTo after a
+ * stream synchronisation) and the allocation is tried once more. */
+
+static cudaError_t dev_malloc(cuda_impl *im, void **p, size_t bytes) {
+  if (!im->pool) return cudaMalloc(p, bytes);
+  return cudaMallocFromPoolAsync(p, bytes, (cudaMemPool_t)im->pool, im->stream);
+}
 
 static void *cuda_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
   MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
   cuda_impl *im = cuda_impl_of(be);
   void *p = NULL;
-  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  size_t req = bytes ? bytes : 1;
+  cudaError_t e = dev_malloc(im, &p, req);
+  if (e == cudaErrorMemoryAllocation && im->pool) {
+    cudaGetLastError();
+    MT_CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    MT_CUDA_CHECK(cudaMemPoolTrimTo((cudaMemPool_t)im->pool, 0));
+    e = dev_malloc(im, &p, req);
+  }
   if (e != cudaSuccess) {
     size_t fr = 0, tot = 0;
     cudaGetLastError();
@@ -98,8 +132,40 @@ static void cuda_free(mt_backend *be, void *p) {
   cuda_impl *im = cuda_impl_of(be);
   cuda_alloc_rec r = rec_remove(im, p);
   if (!r.ptr) mt_fatal("cuda backend: free of %p, which this backend did not allocate", p);
-  MT_CUDA_CHECK(cudaFree(p));
+  if (im->pool)
+    MT_CUDA_CHECK(cudaFreeAsync(p, im->stream));
+  else
+    MT_CUDA_CHECK(cudaFree(p));
   mt_mem_account(&be->mem, (mt_mem_cat)r.cat, -(int64_t)r.bytes);
+}
+
+/* The caching pool of device `dev` (NULL with a reason when the device or
+ * driver has no memory pools: the allocator then uses cudaMalloc). */
+static cudaMemPool_t pool_create(int dev) {
+  int supported = 0;
+  if (cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, dev) != cudaSuccess ||
+      !supported) {
+    cudaGetLastError();
+    return NULL;
+  }
+  struct cudaMemPoolProps pp;
+  memset(&pp, 0, sizeof pp);
+  pp.allocType = cudaMemAllocationTypePinned;
+  pp.handleTypes = cudaMemHandleTypeNone;
+  pp.location.type = cudaMemLocationTypeDevice;
+  pp.location.id = dev;
+  cudaMemPool_t pool = NULL;
+  if (cudaMemPoolCreate(&pool, &pp) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  uint64_t keep = UINT64_MAX; /* never release freed blocks at a sync */
+  if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) != cudaSuccess) {
+    cudaGetLastError();
+    cudaMemPoolDestroy(pool);
+    return NULL;
+  }
+  return pool;
 }
 
 void *cuda_workspace(mt_backend *be, size_t bytes) {
@@ -263,7 +329,7 @@ static void cuda_scale_f32(mt_backend *be, float *x, float alpha, int64_t n) {
 static double cuda_reduce(mt_backend *be, const float *x, int64_t n, int squares) {
   cuda_impl *im = cuda_impl_of(be);
   if (n <= 0) return 0.0;
-  cudak_reduce(im->stream, x, n, squares, im->red_dev);
+  cudak_reduce(im->stream, x, n, squares, im->red_dev, NULL);
   MT_CUDA_CHECK(cudaMemcpyAsync(im->red_host, im->red_dev + CUDA_RED_BLOCKS, sizeof(double),
                                 cudaMemcpyDeviceToHost, im->stream));
   MT_CUDA_CHECK(cudaStreamSynchronize(im->stream));
@@ -274,6 +340,14 @@ static double cuda_sumsq_f32(mt_backend *be, const float *x, int64_t n) {
 }
 static double cuda_sum_f32(mt_backend *be, const float *x, int64_t n) {
   return cuda_reduce(be, x, n, 0);
+}
+/* The same two kernels as sumsq_f32 (so the same double), the final one
+ * adding to *acc on the stream: no host round trip. n = 0 adds 0.0, as the
+ * cpu backend does (x + 0.0 == x bitwise except -0.0, which acc never is). */
+static void cuda_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n) {
+  if (n <= 0) return;
+  cuda_impl *im = cuda_impl_of(be);
+  cudak_reduce(im->stream, x, n, 1, im->red_dev, acc);
 }
 static void cuda_moe_gather_rows(mt_backend *be, void *dst, const void *src, const int32_t *idx,
                                  int64_t n, int64_t h) {
@@ -342,6 +416,7 @@ static const mt_backend_ops cuda_ops = {
     .scale_f32 = cuda_scale_f32,
     .sumsq_f32 = cuda_sumsq_f32,
     .sum_f32 = cuda_sum_f32,
+    .sumsq_acc_f32 = cuda_sumsq_acc_f32,
     .moe_gather_rows = cuda_moe_gather_rows,
     .moe_combine_fwd = cuda_moe_combine_fwd,
     .moe_combine_bwd = cuda_moe_combine_bwd,
@@ -358,11 +433,14 @@ static void cuda_destroy(mt_backend *be) {
   if (im) {
     if (im->stream) cudaStreamSynchronize(im->stream);
     if (im->ws) cuda_free(be, im->ws);
+    if (im->stream) cudaStreamSynchronize(im->stream); /* stream-ordered frees done */
     if (im->ids_dev) cudaFree(im->ids_dev);
     if (im->red_dev) cudaFree(im->red_dev);
     if (im->red_host) cudaFreeHost(im->red_host);
     cuda_blas_destroy(im);
     if (im->stream) cudaStreamDestroy(im->stream);
+    /* Blocks still live in the pool (not freed by the caller) go with it. */
+    if (im->pool) cudaMemPoolDestroy((cudaMemPool_t)im->pool);
     free(im->recs);
     free(im);
   }
@@ -416,6 +494,7 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
   if ((e = cudaStreamCreate(&im->stream)) != cudaSuccess)
     return create_fail(be, e, "cudaStreamCreate", err, errlen);
   be->stream = im->stream;
+  im->pool = pool_create(dev);
   if ((e = cudaMalloc((void **)&im->red_dev, (CUDA_RED_BLOCKS + 1) * sizeof(double))) !=
       cudaSuccess)
     return create_fail(be, e, "cudaMalloc", err, errlen);

@@ -127,19 +127,26 @@ __global__ void k_reduce_part(const float *x, int64_t n, int squares, double *pa
   if (threadIdx.x == 0) part[blockIdx.x] = s;
 }
 
-__global__ void k_reduce_final(double *part) {
+/* The final tree; the result goes to part[CUDA_RED_BLOCKS], or is added to
+ * *acc (one thread, so deterministic) when acc is non-NULL. */
+__global__ void k_reduce_final(double *part, double *out_acc) {
   __shared__ double sh[TPB];
   double acc = 0.0;
   for (int i = threadIdx.x; i < CUDA_RED_BLOCKS; i += TPB) acc += part[i];
   double s = block_sum_double(acc, sh);
-  if (threadIdx.x == 0) part[CUDA_RED_BLOCKS] = s;
+  if (threadIdx.x == 0) {
+    if (out_acc)
+      *out_acc += s;
+    else
+      part[CUDA_RED_BLOCKS] = s;
+  }
 }
 
 extern "C" void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares,
-                             double *red_dev) {
+                             double *red_dev, double *acc) {
   k_reduce_part<<<CUDA_RED_BLOCKS, TPB, 0, st>>>(x, n, squares, red_dev);
   MT_CUDA_LAUNCHED();
-  k_reduce_final<<<1, TPB, 0, st>>>(red_dev);
+  k_reduce_final<<<1, TPB, 0, st>>>(red_dev, acc);
   MT_CUDA_LAUNCHED();
 }
 
@@ -183,24 +190,50 @@ static drop_args drop_args_of(const mt_dropout_desc *d) {
   return a;
 }
 
-__device__ __forceinline__ bool drop_keep(const drop_args &a, const int64_t *ids, int64_t i) {
-  int64_t r = i / a.h, j = i - r * a.h;
-  int64_t si = r / a.b, bi = r - si * a.b;
-  uint64_t ctr = ((uint64_t)ids[bi] * (uint64_t)a.s_full + (uint64_t)(a.s_offset + si)) *
-                     (uint64_t)a.h_full +
-                 (uint64_t)(a.h_offset + j);
-  return mt_rng_uniform(a.key, ctr) >= a.p;
+/* Work items of the masked kernels: row r = si * b + bi of [s, b, h] has
+ * counters rowbase + j (j < h), rowbase = (ids[bi] * s_full + s_offset + si)
+ * * h_full + h_offset; item (r, g) covers the Philox block g of the row
+ * (columns j = k0 + 4g .. k0 + 4g + 3, k0 = -(rowbase & 3)), so one Philox
+ * call gives its four mask values (mt_rng_uniform4, the counter -> word
+ * mapping of mt_rng_uniform). drop_groups() blocks per row cover any k0. */
+__device__ __forceinline__ int64_t drop_groups(const drop_args &a) { return (a.h + 3) / 4 + 1; }
+
+/* Calls f(i, keep) for the (up to four) elements of item `it`. */
+template <typename F>
+__device__ __forceinline__ void drop_item(const drop_args &a, const int64_t *ids, int64_t it,
+                                          F f) {
+  const int64_t ng = drop_groups(a), r = it / ng, g = it - r * ng;
+  const int64_t si = r / a.b, bi = r - si * a.b;
+  const uint64_t rowbase =
+      ((uint64_t)ids[bi] * (uint64_t)a.s_full + (uint64_t)(a.s_offset + si)) * (uint64_t)a.h_full +
+      (uint64_t)a.h_offset;
+  const int64_t jb = -(int64_t)(rowbase & 3) + 4 * g;
+  if (jb >= a.h || jb + 3 < 0) return;
+  float u[4];
+  mt_rng_uniform4(a.key, (rowbase >> 2) + (uint64_t)g, u);
+#pragma unroll
+  for (int t = 0; t < 4; t++) {
+    const int64_t j = jb + t;
+    if (j >= 0 && j < a.h) f(r * a.h + j, u[t] >= a.p);
+  }
 }
 
 template <typename T>
 __global__ void k_dropout_add(drop_args a, const int64_t *ids, T *out, const T *x, const T *res,
                               int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float xv = to_f(x[i]), rv = to_f(res[i]);
-    float o = ids ? rv + (drop_keep(a, ids, i) ? xv * a.inv : 0.0f) : rv + xv;
-    out[i] = from_f<T>(o);
+  if (!ids) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+      out[i] = from_f<T>(to_f(res[i]) + to_f(x[i]));
+    return;
   }
+  const int64_t items = a.s * a.b * drop_groups(a);
+  for (int64_t it = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; it < items;
+       it += (int64_t)gridDim.x * blockDim.x)
+    drop_item(a, ids, it, [&](int64_t i, bool keep) {
+      const float xv = to_f(x[i]), rv = to_f(res[i]);
+      out[i] = from_f<T>(rv + (keep ? xv * a.inv : 0.0f));
+    });
 }
 
 extern "C" void cudak_dropout_add(cudaStream_t st, mt_dtype t, const mt_dropout_desc *d,
@@ -210,18 +243,21 @@ extern "C" void cudak_dropout_add(cudaStream_t st, mt_dtype t, const mt_dropout_
   if (n <= 0) return;
   drop_args a = drop_args_of(d);
   const int64_t *ids = d->p > 0.0f ? ids_dev : NULL;
-  MT_DISPATCH(t, (k_dropout_add<T><<<grid_for(n, TPB), TPB, 0, st>>>(
+  const int64_t work = ids ? (int64_t)d->s * d->b * ((d->h + 3) / 4 + 1) : n;
+  MT_DISPATCH(t, (k_dropout_add<T><<<grid_for(work, TPB), TPB, 0, st>>>(
                      a, ids, (T *)out, (const T *)x, (const T *)residual, n)));
   MT_CUDA_LAUNCHED();
 }
 
 template <typename T>
 __global__ void k_dropout_bwd(drop_args a, const int64_t *ids, T *dx, const T *dout, int64_t n) {
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x) {
-    float g = to_f(dout[i]);
-    dx[i] = from_f<T>(drop_keep(a, ids, i) ? g * a.inv : 0.0f);
-  }
+  (void)n;
+  const int64_t items = a.s * a.b * drop_groups(a);
+  for (int64_t it = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; it < items;
+       it += (int64_t)gridDim.x * blockDim.x)
+    drop_item(a, ids, it, [&](int64_t i, bool keep) {
+      dx[i] = from_f<T>(keep ? to_f(dout[i]) * a.inv : 0.0f);
+    });
 }
 
 extern "C" void cudak_dropout_bwd(cudaStream_t st, mt_dtype t, const mt_dropout_desc *d,
@@ -229,7 +265,8 @@ extern "C" void cudak_dropout_bwd(cudaStream_t st, mt_dtype t, const mt_dropout_
   const int64_t n = (int64_t)d->s * d->b * d->h;
   if (n <= 0) return;
   drop_args a = drop_args_of(d);
-  MT_DISPATCH(t, (k_dropout_bwd<T><<<grid_for(n, TPB), TPB, 0, st>>>(a, ids_dev, (T *)dx,
+  const int64_t work = (int64_t)d->s * d->b * ((d->h + 3) / 4 + 1);
+  MT_DISPATCH(t, (k_dropout_bwd<T><<<grid_for(work, TPB), TPB, 0, st>>>(a, ids_dev, (T *)dx,
                                                                      (const T *)dout, n)));
   MT_CUDA_LAUNCHED();
 }

@@ -67,8 +67,11 @@ typedef struct {
   int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
   int flash_simt;           /* env MEGATRAIN_CUDA_FLASH_SIMT=1: bf16 fused
                                attention on the FFMA kernels (diagnosis)   */
+  void *pool;               /* cudaMemPool_t of the stream-ordered caching
+                               allocator (NULL: no pool support, cudaMalloc) */
   cuda_alloc_rec *recs;     /* open-addressing map of live allocations     */
   size_t rec_cap, rec_used; /* capacity (power of 2), slots used incl tombs */
+  size_t rec_live;          /* live entries (capacity follows these only)  */
   void *ws;                 /* op workspace (MT_MEM_WORKSPACE), grows only */
   size_t ws_bytes;
   int64_t *ids_dev;         /* device copy of desc sample_ids              */
@@ -80,8 +83,8 @@ typedef struct {
 static inline cuda_impl *cuda_impl_of(mt_backend *be) { return (cuda_impl *)be->impl; }
 
 /* Workspace of at least `bytes` (256-byte aligned), reused across calls;
- * growing it frees the old one (cudaFree synchronises, so queued users are
- * done). Contents undefined. */
+ * growing it frees the old one (stream-ordered: queued users on the backend
+ * stream run before the block is reused). Contents undefined. */
 void *cuda_workspace(mt_backend *be, size_t bytes);
 /* Device copy of a host array of b sample ids (stream-ordered upload into a
  * reused buffer; the host array may be reused as soon as this returns). */
@@ -141,9 +144,11 @@ void cudak_add(cudaStream_t st, mt_dtype t, void *out, const void *a, const void
 void cudak_axpy(cudaStream_t st, float *y, float alpha, const float *x, int64_t n);
 void cudak_scale(cudaStream_t st, float *x, float alpha, int64_t n);
 /* Deterministic double reduction of x (squares when `squares`): two kernels
- * with CUDA_RED_BLOCKS partials in red_dev[0..), result in red_dev[CUDA_RED_BLOCKS]. */
+ * with CUDA_RED_BLOCKS partials in red_dev[0..), result in
+ * red_dev[CUDA_RED_BLOCKS], or added to *acc (device) when acc is non-NULL. */
 #define CUDA_RED_BLOCKS 256
-void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares, double *red_dev);
+void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares, double *red_dev,
+                  double *acc);
 void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float *master, float *m, float *v,
                  const float *grad, void *param_lowp, int64_t n);
 /* Dropout (sample_ids already on the device). */

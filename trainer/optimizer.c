@@ -28,6 +28,7 @@ void mt_adamw_init(mt_adamw *opt, mt_backend *be, const mt_param_list *params, v
     opt->master = be->ops->alloc(be, bytes, MT_MEM_OPTIM);
     be->ops->cast(be, opt->master, MT_F32, param_buf, be->dtype, opt->numel);
   }
+  opt->norm_acc = be->ops->alloc(be, sizeof(double), MT_MEM_COMM);
 }
 
 void mt_adamw_free(mt_adamw *opt) {
@@ -36,27 +37,38 @@ void mt_adamw_free(mt_adamw *opt) {
   be->ops->free(be, opt->m);
   be->ops->free(be, opt->v);
   if (opt->master != opt->param_buf) be->ops->free(be, opt->master);
+  be->ops->free(be, opt->norm_acc);
   memset(opt, 0, sizeof *opt);
 }
 
-double mt_grad_sumsq(const mt_adamw *opt, int count_replicated) {
+/* The gradient norm is accumulated on the backend (sumsq_acc_f32 per tensor
+ * into one device double, no synchronisation per tensor) and read once. */
+double mt_grad_sumsq_acc_read(mt_backend *be, double *acc) {
   double s = 0.0;
-  const mt_param_list *pl = opt->params;
-  for (int i = 0; i < pl->n; i++) {
-    const mt_param *p = &pl->p[i];
-    if (p->shared_copy || p->is_expert || (p->tp_replicated && !count_replicated)) continue;
-    s += opt->be->ops->sumsq_f32(opt->be, opt->grad_buf + p->offset, p->numel);
-  }
+  be->ops->memcpy_d2h(be, &s, acc, sizeof s);
   return s;
 }
 
-double mt_grad_sumsq_experts(const mt_adamw *opt) {
-  double s = 0.0;
+double mt_grad_sumsq(const mt_adamw *opt, int count_replicated) {
+  mt_backend *be = opt->be;
   const mt_param_list *pl = opt->params;
+  be->ops->memset0(be, opt->norm_acc, sizeof(double));
+  for (int i = 0; i < pl->n; i++) {
+    const mt_param *p = &pl->p[i];
+    if (p->shared_copy || p->is_expert || (p->tp_replicated && !count_replicated)) continue;
+    be->ops->sumsq_acc_f32(be, opt->norm_acc, opt->grad_buf + p->offset, p->numel);
+  }
+  return mt_grad_sumsq_acc_read(be, opt->norm_acc);
+}
+
+double mt_grad_sumsq_experts(const mt_adamw *opt) {
+  mt_backend *be = opt->be;
+  const mt_param_list *pl = opt->params;
+  be->ops->memset0(be, opt->norm_acc, sizeof(double));
   for (int i = 0; i < pl->n; i++)
     if (pl->p[i].is_expert)
-      s += opt->be->ops->sumsq_f32(opt->be, opt->grad_buf + pl->p[i].offset, pl->p[i].numel);
-  return s;
+      be->ops->sumsq_acc_f32(be, opt->norm_acc, opt->grad_buf + pl->p[i].offset, pl->p[i].numel);
+  return mt_grad_sumsq_acc_read(be, opt->norm_acc);
 }
 
 void mt_adamw_step(mt_adamw *opt, float lr, float grad_scale) {

@@ -24,12 +24,20 @@ typedef struct {
   int64_t numel;
   int64_t step;      /* updates applied so far */
   float beta1, beta2, eps, weight_decay;
+  double *norm_acc;  /* one double in backend memory (MT_MEM_COMM): the
+                        gradient-norm accumulator (sumsq_acc_f32) */
 } mt_adamw;
 
 /* Allocate optimizer state for the parameters in `params` (zeroed moments). */
 void mt_adamw_init(mt_adamw *opt, mt_backend *be, const mt_param_list *params, void *param_buf,
                    float *grad_buf, float beta1, float beta2, float eps, float weight_decay);
 void mt_adamw_free(mt_adamw *opt);
+
+/* The value of a gradient-norm accumulator `acc` (one double of backend
+ * memory that sumsq_acc_f32 added each tensor's sum of squares to, after a
+ * memset0): the one device-to-host copy (synchronising) of a norm
+ * reduction. Bitwise equal to summing sumsq_f32 of the tensors in order. */
+double mt_grad_sumsq_acc_read(mt_backend *be, double *acc);
 
 /* Sum of squares of this rank's local gradients (fp64). Tensors marked
  * tp_replicated are counted only when `count_replicated` (the caller passes

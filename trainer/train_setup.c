@@ -145,7 +145,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   if (cfg->checkpoint.save[0] &&
       mt_ckpt_lock_acquire(cfg->checkpoint.save, t->world, &t->ckpt_lock, err, errlen) != 0)
     return -1;
-  /* layout refusals (zero_stage >= 2 with pp > 1, MoE off the CPU) are in
+  /* layout refusals (e.g. zero_stage >= 2 with pp > 1) are in
    * config/config_check.c, shared with `megatrain plan` and `topology` */
   /* the backend first: a missing device is reported before any group needs it */
   mt_backend_options bo = {.device = cfg->device,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "trainer/optimizer.h"
 
 /* First and last parameter index of unit u (embedding, layers, head; the
  * whole stage with pipelines). */
@@ -157,6 +158,7 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, const mt_ze
     z->n_part++;
   }
   free(bounds);
+  z->norm_acc = be->ops->alloc(be, sizeof(double), MT_MEM_COMM);
   if (o->stage >= 2) {
     mt_gpt_release_flat_buffers(model, o->stage == 3, 1);
     mt_zero_residency_init(&z->res, z->n_units, o->stage, o->prefetch, z->tied);
@@ -185,6 +187,7 @@ void mt_zero_opt_free(mt_zero_opt *z) {
     mt_zero_layout_free(&P->L);
   }
   if (z->o.stage >= 2) mt_zero_residency_free(&z->res);
+  be->ops->free(be, z->norm_acc);
   memset(z, 0, sizeof *z);
 }
 
@@ -213,14 +216,14 @@ void mt_zero_opt_flush(mt_zero_opt *z) {
  * of their replication group only, pipeline copies skipped). */
 static double part_sumsq(mt_zero_opt *z, mt_zero_part *P) {
   const int rep_rank = P->expert ? z->g.etp_rank : z->g.tp_rank;
-  double s = 0.0;
+  z->be->ops->memset0(z->be, z->norm_acc, sizeof(double));
   for (int i = 0; i < P->n_chunk; i++) {
     const mt_zero_chunk *c = &P->chunk[i];
     const mt_param *p = &z->params->p[c->param];
     if ((p->tp_replicated && rep_rank != 0) || p->shared_copy) continue;
-    s += z->be->ops->sumsq_f32(z->be, grad_loc(z, P, c), c->n);
+    z->be->ops->sumsq_acc_f32(z->be, z->norm_acc, grad_loc(z, P, c), c->n);
   }
-  return s;
+  return mt_grad_sumsq_acc_read(z->be, z->norm_acc);
 }
 
 static void allreduce_if(mt_group *g, double *x) {

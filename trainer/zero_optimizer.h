@@ -101,6 +101,7 @@ typedef struct {
    * buffers of every part's segments of unit u live iff res.param[u] /
    * res.grad[u] */
   mt_zero_residency res;
+  double *norm_acc;        /* one double (MT_MEM_COMM): gradient-norm accumulator */
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded

@@ -235,8 +235,15 @@ fi
 expect opt_sched_both "$g" "training.override_opt_param_scheduler" \
   "use_checkpoint_opt_param_scheduler" -- --set training.override_opt_param_scheduler=true \
   --set training.use_checkpoint_opt_param_scheduler=true
-# bf16 on the cpu backend: a config error (was a runtime error from every rank)
-expect bf16_cpu "$g" "training.precision" 'with device "cpu"' "fp32" -- --set training.precision=bf16
+# bf16 on the cpu backend: accepted since issue 19 (was a config error): the
+# run gets past configuration and stops at the missing corpus (exit 1)
+timeout 120 "$bin" --config "$g" --set training.precision=bf16 >"$tmp/out" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "corpus_text_document" "$tmp/err" && ! grep -q "precision" "$tmp/err"; then
+  echo "ok   bf16_cpu: accepted ($(head -c 100 "$tmp/err"))"
+else
+  echo "FAIL bf16_cpu: exit $rc (expected 1 at the missing corpus)"; sed 's/^/     | /' "$tmp/err" | head
+  fails=$((fails + 1))
+fi
 # finetune without checkpoint.load: a start-up note (the run goes on from scratch)
 timeout 120 "$bin" --config "$g" --set training.finetune=true >"$tmp/out" 2>"$tmp/err"
 if grep -q "megatrain: note: .*training.finetune is true but checkpoint.load is not set" "$tmp/err"; then

@@ -2,7 +2,9 @@
  * test-backend-ops): one row per {op, output, shape, dtype, tolerance}.
  * Each row runs on every compiled backend (op_harness.h): fp32 rows on cpu
  * against the double-precision reference with `tol`, and on cuda against
- * cpu with `tolg`; bf16 rows on cuda only (cuda vs cpu on bf16-exact inputs).
+ * cpu with `tolg`; bf16 rows on the cpu backend with bf16 storage and on
+ * cuda (each against cpu fp32 on bf16-exact inputs, with `tolg`; cpu-bf16
+ * also bitwise the fp32 result rounded once).
  * Shapes and parameters are documented at each runner (op_runners_*.h).
  *
  * Tolerances (limit = atol + rtol |want| + mtol max|want|):
@@ -33,6 +35,7 @@
 #define DET OT_DET
 #define MASK OT_MASK
 #define CPU OT_CPU
+#define CHAIN OT_CHAIN
 
 static const op_case ot_cases[] = {
     /* ---- gemm: ne {m, n, k, batch}, ip {ta, tb, bias, fp32 C}, fp {alpha, beta} ---- */
@@ -259,8 +262,8 @@ static const op_case ot_cases[] = {
     {"flash_attn_fwd", "lse", {16, 2, 4, 8}, {2}, {0.1f}, BF16, TX, TM(B5), 0},
     {"flash_attn_bwd", "dqkv", {16, 2, 2, 8}, {0}, {0.1f}, BF16, TX, TM(B5), 0},
     {"flash_attn_bwd", "dkv", {8, 2, 4, 8}, {2, 2, 1, 0}, {0.1f}, BF16, TX, TM(B5), 0},
-    {"flash_attn_ring", "ctx", {8, 2, 2, 8}, {0, 2, 1}, {0.1f}, BF16, TX, TM(B5), 0},
-    {"flash_attn_ring", "dqkv", {8, 2, 2, 8}, {0, 2, 1}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_ring", "ctx", {8, 2, 2, 8}, {0, 2, 1}, {0.1f}, BF16, TX, TM(B5), CHAIN},
+    {"flash_attn_ring", "dqkv", {8, 2, 2, 8}, {0, 2, 1}, {0.1f}, BF16, TX, TM(B5), CHAIN},
     /* ---- dropout: ne {s, b, h}, ip {s_off, s_full, h_off, h_full}, fp {p, unit} ---- */
     {"dropout_add_fwd", "out", {64, 4, 256}, {0, 64, 0, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},
     {"dropout_add_fwd", "out", {24, 4, 80}, {16, 64, 96, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},
@@ -300,6 +303,8 @@ static const op_case ot_cases[] = {
     {"sum_f32", "sum", {100003}, {0}, {0}, F32, TF(0, 3e-5), TF(1e-10, 0), DET},
     {"sumsq_f32", "sumsq", {100003}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), DET},
     {"sumsq_f32", "sumsq", {3000001}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), 0},
+    {"sumsq_acc_f32", "acc", {100003}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), DET},
+    {"sumsq_acc_f32", "acc", {2}, {0}, {0}, F32, TF(1e-12, 0), TF(1e-10, 0), 0},
     /* ---- MoE row ops: ne {n_tok, k, h, rows}, ip[0] = no weights ---- */
     {"moe_gather_rows", "gather", {5, 2, 12, 10}, {0}, {0}, F32, TX, TM(0), 0},
     {"moe_combine_fwd", "y", {5, 2, 12, 10}, {0}, {0}, F32, TF(1e-6, 1e-7), TM(1e-5), 0},
@@ -354,6 +359,7 @@ static ot_runner ot_runner_of(const char *op) {
       {"xent_max", ot_run_xent}, {"xent_stats", ot_run_xent}, {"xent_loss", ot_run_xent},
       {"xent_bwd", ot_run_xent}, {"add", ot_run_elementwise}, {"axpy_f32", ot_run_elementwise},
       {"scale_f32", ot_run_elementwise}, {"sum_f32", ot_run_reduce}, {"sumsq_f32", ot_run_reduce},
+      {"sumsq_acc_f32", ot_run_sumsq_acc},
       {"moe_gather_rows", ot_run_moe}, {"moe_combine_fwd", ot_run_moe},
       {"moe_combine_bwd", ot_run_moe}, {"adamw", ot_run_adamw},
       {"init_normal", ot_run_init_normal}, {"fill", ot_run_fill_cast}, {"cast", ot_run_fill_cast},
@@ -363,11 +369,14 @@ static ot_runner ot_runner_of(const char *op) {
   return NULL;
 }
 
-/* Run every row whose op starts with `prefix` ("" = all) on cpu, and on
- * gpu[dtype] (fp32 / bf16 storage cuda backends) where non-NULL. Returns the number of failed (row, backend) pairs; prints
- * one line per failure and a summary per column. */
-static int ot_run_table(mt_backend *cpu, mt_backend *const gpu[2], const char *prefix) {
-  int fails = 0, ncpu = 0, ngpu = 0;
+/* Run every row whose op starts with `prefix` ("" = all) on cpu, the bf16
+ * rows on cpu_bf16 (the cpu backend with bf16 storage) where non-NULL, and
+ * on gpu[dtype] (fp32 / bf16 storage cuda backends) where non-NULL. Returns
+ * the number of failed (row, backend) pairs; prints one line per failure and
+ * a summary per column. */
+static int ot_run_table(mt_backend *cpu, mt_backend *cpu_bf16, mt_backend *const gpu[2],
+                        const char *prefix) {
+  int fails = 0, ncpu = 0, nbf = 0, ngpu = 0;
   for (size_t i = 0; i < OT_N_CASES; i++) {
     const op_case *c = &ot_cases[i];
     if (strncmp(c->op, prefix, strlen(prefix))) continue;
@@ -382,13 +391,18 @@ static int ot_run_table(mt_backend *cpu, mt_backend *const gpu[2], const char *p
       ncpu++;
       fails += !ot_case_cpu(cpu, c, fn, seed);
     }
+    if (c->dtype == MT_BF16 && cpu_bf16) {
+      nbf++;
+      fails += !ot_case_vs_cpu(cpu, cpu_bf16, "cpu-bf16", c, fn, seed, !(c->flags & OT_CHAIN));
+    }
     mt_backend *g = gpu && (c->dtype == MT_F32 || c->dtype == MT_BF16) ? gpu[c->dtype] : NULL;
     if (g && !(c->flags & OT_CPU)) {
       ngpu++;
       fails += !ot_case_gpu(cpu, g, c, fn, seed);
     }
   }
-  printf("op cases '%s': %d on cpu, %d on cuda, %d failed\n", prefix, ncpu, ngpu, fails);
+  printf("op cases '%s': %d on cpu, %d on cpu-bf16, %d on cuda, %d failed\n", prefix, ncpu, nbf,
+         ngpu, fails);
   return fails;
 }
 

@@ -8,6 +8,10 @@
  *   cuda column: the cuda backend (fp32 and bf16 storage) against the cpu
  *                backend on identical inputs (rounded to bf16 for bf16 rows);
  *                skipped with a message when no GPU is usable.
+ *   cpu-bf16 column: the bf16 rows on the cpu backend with bf16 storage
+ *                against the cpu fp32 backend on the same bf16-exact inputs,
+ *                within the cuda bf16 tolerances, and bitwise the fp32 result
+ *                rounded once (ot_round_once).
  *
  * A case's runner creates its inputs from a per-case seed (so both backends
  * see the same values), runs the op and registers every output (host copy of
@@ -40,6 +44,8 @@ enum {
   OT_DET = 1,  /* cpu: bitwise the same with 1 OpenMP thread and repeated */
   OT_MASK = 2, /* cuda: identical zero pattern (dropout masks) */
   OT_CPU = 4,  /* cpu column only (no cuda counterpart worth comparing) */
+  OT_CHAIN = 8, /* the runner chains several ops (bf16 intermediates rounded
+                 * between them): cpu-bf16 is not one rounding of fp32 */
 };
 
 /* One row of the table. ne: the op's shape (meaning documented per runner);
@@ -339,19 +345,51 @@ static inline int ot_case_cpu(mt_backend *cpu, const op_case *c, ot_runner fn, u
   return ok;
 }
 
-/* cuda column of one case: the op on gpu (storage c->dtype) against cpu. */
-static inline int ot_case_gpu(mt_backend *cpu, mt_backend *gpu, const op_case *c, ot_runner fn,
-                              uint64_t seed) {
+/* 1 when every element of o (a bf16-storage backend's output) is the cpu
+ * fp32 result ref rounded once to bf16 (T outputs) or equal to it (fp32
+ * outputs); else 0 with a failure line naming the first element that is
+ * neither. */
+static inline int ot_round_once(const op_case *c, const char *backend, const ot_out *o,
+                                const ot_out *ref) {
+  for (int64_t i = 0; i < o->n; i++) {
+    const double f = ref->got[i], r = (double)ot_bf2f(ot_f2bf((float)f)), g = o->got[i];
+    if (g == f || g == r || (isnan(g) && isnan(f))) continue;
+    char sh[160];
+    ot_shape_str(c, sh, sizeof sh);
+    printf("FAIL op=%s out=%s shape=%s dtype=%s backend=%s: not the fp32 result rounded once "
+           "at index %lld: got %.9g, fp32 %.9g, fp32 rounded to bf16 %.9g\n",
+           c->op, o->name, sh, mt_dtype_name(c->dtype), backend, (long long)i, g, f, r);
+    return 0;
+  }
+  return 1;
+}
+
+/* Column `backend` of one case: the op on be (storage c->dtype: the cuda
+ * backends, or the cpu backend with bf16 storage) against the cpu fp32
+ * backend on the same inputs, within c->tolg (masks: the zero pattern too).
+ * round_once (cpu bf16): also every output must be bitwise the fp32 result
+ * rounded once (ot_round_once): cpu/'s bf16 ops are the fp32 ops on widened
+ * inputs with one rounding per output. */
+static inline int ot_case_vs_cpu(mt_backend *cpu, mt_backend *be, const char *backend,
+                                 const op_case *c, ot_runner fn, uint64_t seed, int round_once) {
   ot_run rc, rg;
   ot_exec(&rc, c, fn, cpu, MT_F32, 0, seed);
-  ot_exec(&rg, c, fn, gpu, c->dtype, 0, seed);
-  int ok = ot_report_fail(c, "cuda", &rg);
+  ot_exec(&rg, c, fn, be, c->dtype, 0, seed);
+  int ok = ot_report_fail(c, backend, &rg);
   const ot_out *oc = ot_find(&rc, c->out), *og = ot_find(&rg, c->out);
-  if (ok && oc && og)
-    ok = ot_compare(c, "cuda", og, oc, c->tolg, (c->flags & OT_MASK) != 0);
+  if (ok && oc && og) {
+    ok = ot_compare(c, backend, og, oc, c->tolg, (c->flags & OT_MASK) != 0);
+    if (ok && round_once) ok = ot_round_once(c, backend, og, oc);
+  }
   ot_release(&rc);
   ot_release(&rg);
   return ok;
+}
+
+/* cuda column of one case: the op on gpu (storage c->dtype) against cpu. */
+static inline int ot_case_gpu(mt_backend *cpu, mt_backend *gpu, const op_case *c, ot_runner fn,
+                              uint64_t seed) {
+  return ot_case_vs_cpu(cpu, gpu, "cuda", c, fn, seed, 0);
 }
 
 #endif

@@ -128,6 +128,37 @@ static void ot_run_reduce(ot_run *r) {
   ot_output_scalar(r, "sumsq", r->be->ops->sumsq_f32(r->be, a->d, n), s2);
 }
 
+/* sumsq_acc_f32: ne = {n}; x split into three tensors of n/3, n/3 + 1 and
+ * the rest (one may be empty), accumulated into one device double after
+ * memset0, read once. Scalar output "acc" against a double loop; the
+ * runner checks it is bitwise the in-order sum of sumsq_f32 of the pieces
+ * on the same backend (the optimizer's cpu results must not change), and
+ * that a second accumulation continues from the first. */
+static void ot_run_sumsq_acc(ot_run *r) {
+  int64_t n = r->c->ne[0], n0 = n / 3, n1 = n0 + (n > 2 ? 1 : 0), n2 = n - n0 - n1;
+  const int64_t off[3] = {0, n0, n0 + n1}, len[3] = {n0, n1, n2};
+  ot_t *a = ot_rnd(r, n, MT_F32, -1, 1);
+  const mt_backend_ops *op = r->be->ops;
+  double want = 0, ins = 0, got = 0, got2 = 0;
+  for (int64_t i = 0; i < n; i++) want += (double)a->h[i] * a->h[i];
+  double *acc = op->alloc(r->be, sizeof(double), MT_MEM_ACT);
+  op->memset0(r->be, acc, sizeof(double));
+  for (int k = 0; k < 3; k++) {
+    op->sumsq_acc_f32(r->be, acc, (const float *)a->d + off[k], len[k]);
+    ins += op->sumsq_f32(r->be, (const float *)a->d + off[k], len[k]);
+  }
+  op->memcpy_d2h(r->be, &got, acc, sizeof got);
+  if (memcmp(&got, &ins, sizeof got))
+    ot_failf(r, "acc %.17g is not bitwise the in-order sum of sumsq_f32 %.17g", got, ins);
+  op->sumsq_acc_f32(r->be, acc, (const float *)a->d, n);
+  op->memcpy_d2h(r->be, &got2, acc, sizeof got2);
+  ins += op->sumsq_f32(r->be, (const float *)a->d, n);
+  if (memcmp(&got2, &ins, sizeof got2))
+    ot_failf(r, "second accumulation %.17g, want %.17g bitwise", got2, ins);
+  op->free(r->be, acc);
+  ot_output_scalar(r, "acc", got, want);
+}
+
 /* MoE row ops: ne = {n_tok, k, h, rows} with the fixed slot table below
  * (n_tok * k <= 10, rows >= 10); ip[0] = 1: combine without weights.
  * Outputs "gather" (moe_gather_rows of 7 fixed indices), "y"

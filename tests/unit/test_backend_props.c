@@ -1,6 +1,6 @@
 /* tests/unit/test_backend_props.c — cpu backend properties that are not
  * per-op numerics (those are the op-case table, test_ops.c): op table
- * completeness, bf16 storage refused, allocator counters and op workspace,
+ * completeness, bf16 storage (table, rounding, scratch), allocator counters and op workspace,
  * memory ops, initialisation statistics, attention-dropout keep statistics,
  * reductions' edge cases, and the block Philox generator against
  * core/rng.h. */
@@ -22,12 +22,71 @@ static void test_ops_table_complete(void **state) {
   be->destroy(be);
 }
 
-static void test_bf16_rejected(void **state) {
+/* bf16 storage (cpu_bf16.c): the table is complete and its own for the ops
+ * on T, the conversion rounds to nearest even (ties to even, NaN quiet,
+ * overflow to infinity), the widened copies live in the op scratch (counted
+ * in be->mem.op_scratch, grown once, not allocated per call), and other
+ * storage dtypes are refused with a message. */
+static void test_bf16_storage(void **state) {
   (void)state;
+  mt_backend *f = tc_backend();
   mt_backend_options o = {.device = "cpu", .dtype = MT_BF16};
   char err[256] = "";
+  mt_backend *be = mt_backend_create(&o, err, sizeof err);
+  assert_non_null(be);
+  assert_int_equal(be->dtype, MT_BF16);
+  assert_string_equal(be->name, "cpu");
+  typedef void (*fn)(void);
+  const fn *tab = (const fn *)be->ops;
+  for (size_t i = 0; i < MT_BACKEND_N_OPS; i++)
+    if (!tab[i]) fail_msg("bf16 op table entry %zu is NULL", i);
+  assert_true(be->ops->gemm != f->ops->gemm && be->ops->layernorm_fwd != f->ops->layernorm_fwd);
+  assert_true(be->ops->alloc == f->ops->alloc && be->ops->sumsq_f32 == f->ops->sumsq_f32);
+  /* round to nearest even */
+  const struct { uint32_t in; uint16_t out; } rt[] = {
+      {0x3F800000u, 0x3F80}, /* 1 */
+      {0x3F808000u, 0x3F80}, /* 1 + 2^-8: tie, to even (down) */
+      {0x3F818000u, 0x3F82}, /* 1 + 3 * 2^-8: tie, to even (up) */
+      {0x3F808001u, 0x3F81}, /* above the tie */
+      {0x3F807FFFu, 0x3F80}, /* below the tie */
+      {0x7F7FFFFFu, 0x7F80}, /* FLT_MAX rounds to infinity */
+      {0xFF800000u, 0xFF80}, /* -inf */
+      {0x7F800001u, 0x7FC0}, /* signalling NaN: quiet NaN */
+      {0x80000000u, 0x8000}, /* -0 */
+  };
+  for (size_t i = 0; i < sizeof rt / sizeof *rt; i++) {
+    float x;
+    memcpy(&x, &rt[i].in, 4);
+    if (mt_f32_to_bf16(x) != rt[i].out)
+      fail_msg("mt_f32_to_bf16(0x%08X) = 0x%04X, expected 0x%04X", rt[i].in, mt_f32_to_bf16(x),
+               rt[i].out);
+    uint32_t back;
+    float y = mt_bf16_to_f32(rt[i].out);
+    memcpy(&back, &y, 4);
+    assert_int_equal(back, (uint32_t)rt[i].out << 16);
+  }
+  /* op scratch: one gemm [64, 64] x 64 widens a, b and c */
+  const int n = 64;
+  uint16_t *a = be->ops->alloc(be, (size_t)n * n * 2, MT_MEM_ACT);
+  uint16_t *c = be->ops->alloc(be, (size_t)n * n * 2, MT_MEM_ACT);
+  be->ops->fill(be, a, MT_BF16, 0.5f, (int64_t)n * n);
+  mt_gemm_desc d = {.m = n, .n = n, .k = n, .alpha = 1, .a = a, .lda = n, .b = a, .ldb = n,
+                    .c = c, .ldc = n, .a_type = MT_BF16, .b_type = MT_BF16, .c_type = MT_BF16,
+                    .batch = 1};
+  be->ops->gemm(be, &d);
+  for (int i = 0; i < n * n; i++) assert_int_equal(c[i], mt_f32_to_bf16(16.0f));
+  assert_true(be->mem.op_scratch >= (size_t)2 * n * n * 4);
+  assert_true(be->mem.live[MT_MEM_WORKSPACE] == be->mem.op_scratch);
+  const int64_t na = be->mem.n_allocs;
+  be->ops->gemm(be, &d);
+  assert_int_equal(be->mem.n_allocs, na);
+  be->ops->free(be, a);
+  be->ops->free(be, c);
+  mt_backend_destroy(be);
+  mt_backend_destroy(f);
+  o.dtype = MT_I32;
   assert_null(mt_backend_create(&o, err, sizeof err));
-  assert_true(strlen(err) > 0);
+  assert_non_null(strstr(err, "int32"));
 }
 
 static void test_allocator_counters(void **state) {
@@ -200,7 +259,7 @@ static void test_rng_range(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_ops_table_complete), cmocka_unit_test(test_bf16_rejected),
+      cmocka_unit_test(test_ops_table_complete), cmocka_unit_test(test_bf16_storage),
       cmocka_unit_test(test_allocator_counters), cmocka_unit_test(test_memory_ops),
       cmocka_unit_test(test_init_normal_stats),  cmocka_unit_test(test_attn_dropout_stats),
       cmocka_unit_test(test_reduction_edges),    cmocka_unit_test(test_rng_range),

@@ -1,6 +1,7 @@
 /* tests/unit/test_ops.c — every backend op, from the one table of op cases
  * (op_cases.h, ggml's test-backend-ops): fp32 rows on the cpu backend
- * against double-precision loops / finite differences, and on the cuda
+ * against double-precision loops / finite differences, bf16 rows on the cpu
+ * backend with bf16 storage against cpu fp32, and on the cuda
  * backend (fp32 and bf16 storage) against cpu when a GPU is usable (else
  * the cuda column is skipped with a message). Each failure prints the op,
  * the output, the shape, the dtype, the backend and the error. Properties
@@ -25,10 +26,16 @@ static void gpu_backends(mt_backend *gpu[2]) {
 
 static void run_table(const char *prefix) {
   mt_backend *cpu = tc_backend(), *gpu[2];
+  mt_backend_options ob = {.device = "cpu", .dtype = MT_BF16};
+  char err[256] = "";
+  mt_backend *cpu_bf16 = mt_backend_create(&ob, err, sizeof err);
+  if (!cpu_bf16) fail_msg("cpu backend with bf16 storage: %s", err);
+  assert_int_equal(cpu_bf16->dtype, MT_BF16);
   gpu_backends(gpu);
-  int fails = ot_run_table(cpu, gpu, prefix);
+  int fails = ot_run_table(cpu, cpu_bf16, gpu, prefix);
   for (int k = 0; k < 2; k++)
     if (gpu[k]) mt_backend_destroy(gpu[k]);
+  mt_backend_destroy(cpu_bf16);
   mt_backend_destroy(cpu);
   if (fails) fail_msg("%d op case(s) failed (lines above)", fails);
 }
