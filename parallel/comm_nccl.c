@@ -64,7 +64,6 @@ ncclDataType_t mt_nccl_dtype(mt_dtype t) {
   }
   mt_fatal("unknown dtype %d", (int)t);
 }
-#define nccl_dtype mt_nccl_dtype
 
 static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncclMax; }
 
@@ -96,7 +95,7 @@ static void nccl_fini(mt_group *g) {
 static void nccl_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   if (local_only(g)) return; /* in place: the sum of one rank */
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)count, nccl_dtype(t), nccl_op(op), c, S(g)));
+  MT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)count, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
 }
 
 static void nccl_allgather(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
@@ -105,7 +104,7 @@ static void nccl_allgather(mt_group *g, const void *send, void *recv, int64_t cp
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)cpr, nccl_dtype(t), c, S(g)));
+  MT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)cpr, mt_nccl_dtype(t), c, S(g)));
 }
 
 static void nccl_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t cpr,
@@ -115,7 +114,7 @@ static void nccl_reduce_scatter(mt_group *g, const void *send, void *recv, int64
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)cpr, nccl_dtype(t), nccl_op(op), c, S(g)));
+  MT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)cpr, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
 }
 
 static void nccl_alltoallv(mt_group *g, const void *send, const int64_t *sc, const int64_t *sd,
@@ -134,9 +133,9 @@ static void nccl_alltoallv(mt_group *g, const void *send, const int64_t *sc, con
   for (int p = 0; p < g->size; p++) {
     if (sc[p] > 0)
       MT_NCCL_CHECK(ncclSend((const char *)send + (size_t)sd[p] * es, (size_t)sc[p],
-                             nccl_dtype(t), p, c, S(g)));
+                             mt_nccl_dtype(t), p, c, S(g)));
     if (rc[p] > 0)
-      MT_NCCL_CHECK(ncclRecv((char *)recv + (size_t)rd[p] * es, (size_t)rc[p], nccl_dtype(t), p,
+      MT_NCCL_CHECK(ncclRecv((char *)recv + (size_t)rd[p] * es, (size_t)rc[p], mt_nccl_dtype(t), p,
                              c, S(g)));
   }
   MT_NCCL_CHECK(ncclGroupEnd());
@@ -153,7 +152,7 @@ static void nccl_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr
 static void nccl_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
   if (local_only(g)) return; /* the root's own buffer */
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, nccl_dtype(t), root, c, S(g)));
+  MT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, mt_nccl_dtype(t), root, c, S(g)));
 }
 
 /* A size-1 group sends to itself: the k-th send lands in the k-th receive
@@ -171,7 +170,8 @@ static void self_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
     j++;
   }
   for (; j < n_ops; j++)
-    if (!ops[j].is_send) mt_fatal("group '%s': send/recv: a receive from itself has no send", g->name);
+    if (!ops[j].is_send)
+      mt_fatal("group '%s': send/recv: a receive from itself has no send", g->name);
 }
 
 static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
@@ -184,9 +184,9 @@ static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
   for (int i = 0; i < n_ops; i++) {
     const mt_p2p_op *o = &ops[i];
     if (o->is_send)
-      MT_NCCL_CHECK(ncclSend(o->buf, (size_t)o->count, nccl_dtype(o->dtype), o->peer, c, S(g)));
+      MT_NCCL_CHECK(ncclSend(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
     else
-      MT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->count, nccl_dtype(o->dtype), o->peer, c, S(g)));
+      MT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
   }
   MT_NCCL_CHECK(ncclGroupEnd());
 }
@@ -204,8 +204,8 @@ static void nccl_allgatherv(mt_group *g, const void *send, int64_t sc, void *rec
   for (int p = 0; p < g->size; p++) {
     char *dst = (char *)recv + (size_t)rd[p] * es; /* the root's send is read, not dst */
     if (rc[p] > 0)
-      MT_NCCL_CHECK(ncclBroadcast(p == g->rank ? send : dst, dst, (size_t)rc[p], nccl_dtype(t), p,
-                                  c, S(g)));
+      MT_NCCL_CHECK(ncclBroadcast(p == g->rank ? send : dst, dst, (size_t)rc[p],
+                                  mt_nccl_dtype(t), p, c, S(g)));
   }
   MT_NCCL_CHECK(ncclGroupEnd());
 }
@@ -224,7 +224,7 @@ static void nccl_reduce_scatterv(mt_group *g, const void *send, const int64_t *c
   for (int p = 0; p < g->size; p++) {
     if (cnt[p] > 0)
       MT_NCCL_CHECK(ncclReduce((const char *)send + (size_t)off * es, recv, (size_t)cnt[p],
-                               nccl_dtype(t), nccl_op(op), p, c, S(g)));
+                               mt_nccl_dtype(t), nccl_op(op), p, c, S(g)));
     off += cnt[p];
   }
   MT_NCCL_CHECK(ncclGroupEnd());
