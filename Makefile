@@ -2,8 +2,13 @@
 # CUDA=auto (default) builds the CUDA backend and the NCCL engine when nvcc is
 # found; CUDA=0 builds the CPU-only binary. Objects go to $(BUILD) (build/).
 # PORTABLE=1 builds without -march=native (a binary to carry to other
-# machines). Objects are rebuilt when the flags change ($(BUILD)/.flags);
-# BUILD=build-portable BIN=build-portable/megatrain keeps a second tree.
+# machines; device code compressed). CUDA_ARCH="80 90" (default) gives SASS
+# for sm_80 and sm_90 and PTX for compute_90. Every object depends on
+# $(BUILD)/.flags, the compiler, flags and libraries of the last build: a
+# change of CUDA=, PORTABLE= or CUDA_ARCH= rebuilds the objects, so no stale
+# object (parallel/comm_nccl.c without MT_HAVE_NCCL, say) survives it.
+# BUILD=build-portable BIN=build-portable/megatrain keeps a second tree
+# (scripts/gpu-bundle.sh uses it).
 # Other targets: check-layers (scripts/layers.txt), asan (ASan + UBSan build
 # in build-asan/, runs the unit tests and one 2-rank parity case), clean.
 
@@ -49,8 +54,16 @@ ifeq ($(CUDA),1)
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
   LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
   CU_SRCS  := $(wildcard cuda/*.cu)
+  # SASS for every arch in CUDA_ARCH, plus PTX of the newest (JIT-compiled
+  # by the driver on a GPU newer than all of them)
   NVFLAGS  := -O3 -std=c++17 -I. $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+              -gencode arch=compute_$(lastword $(CUDA_ARCH)),code=compute_$(lastword $(CUDA_ARCH)) \
               -Xcompiler -Wall,-Wextra -MMD -MP
+  # a carried binary: device code compressed (about 4x smaller; the
+  # driver decompresses it at load)
+  ifeq ($(PORTABLE),1)
+    NVFLAGS += --compress-mode=size
+  endif
 else
   LIB_SRCS += $(wildcard cuda/*_nocuda.c)
   CU_SRCS  :=

@@ -4,8 +4,13 @@
  * H100/H200 SXM; env MEGATRAIN_PEAK_TFLOPS overrides).
  *
  * usage: bench_gpu [layers hidden heads seq micro_batch steps accum precision]
+ *                  [KEY=VALUE ...]
  *   default: GPT-2 124M (12, 768, 12), seq 1024, micro-batch 8, 5 steps,
- *   1 micro-batch per AdamW step, precision bf16 (or fp32).
+ *   1 micro-batch per AdamW step, precision bf16 (or fp32). KEY=VALUE
+ *   arguments (tests/tools/gpt_options.h, anywhere on the line) set the
+ *   Llama-style fields, e.g. position_embedding_type=rope
+ *   normalization=RMSNorm swiglu=1 num_query_groups=8 ffn_hidden_size=5632
+ *   add_bias_linear=0 untie_embeddings_and_output_weights=1 (bench/bench_gpu.sh).
  * Drives model/ directly (no MPI/NCCL; one process, one GPU); dropout 0.1
  * as GPT-2. Exits 77 with "SKIP: ..." when no usable CUDA device exists.
  */
@@ -17,14 +22,20 @@
 #include "backends/registry.h"
 #include "core/util.h"
 #include "model/gpt.h"
+#include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
 #include "model/gpt_flops.h"
 #include "trainer/optimizer.h"
 
 int main(int argc, char **argv) {
   int a[7] = {12, 768, 12, 1024, 8, 5, 1};
-  for (int i = 0; i < 7 && i + 1 < argc; i++) a[i] = atoi(argv[i + 1]);
-  const char *prec = argc > 8 ? argv[8] : "bf16";
+  const char *prec = "bf16";
+  for (int i = 1, k = 0; i < argc; i++) {
+    if (mt_gpt_is_option(argv[i])) continue;
+    if (k < 7) a[k] = atoi(argv[i]);
+    else if (k == 7) prec = argv[i];
+    k++;
+  }
   const int accum = a[6] > 0 ? a[6] : 1;
   const char *pk = getenv("MEGATRAIN_PEAK_TFLOPS");
   const double peak = pk && atof(pk) > 0 ? atof(pk) : 989.0;
@@ -39,6 +50,13 @@ int main(int argc, char **argv) {
   c.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
   c.hidden_dropout = 0.1f;
   c.attention_dropout = 0.1f;
+  for (int i = 1; i < argc; i++)
+    if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
+      fprintf(stderr, "bench_gpu: %s\n", err);
+      mt_backend_destroy(be);
+      return 2;
+    }
+  mt_gpt_option_defaults(&c);
   mt_gpt *m = mt_gpt_create(be, &c);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,

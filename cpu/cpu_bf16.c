@@ -7,8 +7,8 @@
  * gather) move bf16 bits unchanged; elementwise add and the MoE combine are
  * written here directly. This file: the table, initialisation, GEMMs,
  * embeddings, cross-entropy, elementwise, MoE and AdamW; cpu_bf16_ops.c the
- * rest. fp32-only ops (axpy_f32, scale_f32, sum_f32, sumsq_f32) and the
- * memory ops are the fp32 table's. */
+ * rest. fp32-only ops (axpy_f32, scale_f32, sum_f32, sumsq_f32,
+ * sumsq_acc_f32) and the memory ops are the fp32 table's. */
 #include "core/util.h"
 #include "cpu_bf16.h"
 
@@ -49,7 +49,13 @@ static void bf16_c_rows(mt_backend *be, const mt_gemm_desc *d, float *f, int to_
   }
 }
 
+/* a, b (and the bias) bf16, c bf16 or fp32; or everything fp32 (as cuda/
+ * accepts on a bf16 backend): the fp32 op. */
 static void bf16_gemm(mt_backend *be, const mt_gemm_desc *d) {
+  if (d->a_type == MT_F32 && d->b_type == MT_F32 && d->c_type == MT_F32) {
+    cpu_gemm(be, d);
+    return;
+  }
   MT_ASSERT(d->a_type == MT_BF16 && d->b_type == MT_BF16);
   MT_ASSERT(d->c_type == MT_BF16 || d->c_type == MT_F32);
   MT_ASSERT(d->batch >= 1 && d->m >= 0 && d->n >= 0 && d->k >= 0);
@@ -196,7 +202,8 @@ static void bf16_add(mt_backend *be, void *out_, const void *a_, const void *b_,
   uint16_t *out = (uint16_t *)out_;
   const uint16_t *a = (const uint16_t *)a_, *b = (const uint16_t *)b_;
 #pragma omp parallel for schedule(static) if (n >= cpu_par_min(be))
-  for (int64_t i = 0; i < n; i++) out[i] = mt_f32_to_bf16(mt_bf16_to_f32(a[i]) + mt_bf16_to_f32(b[i]));
+  for (int64_t i = 0; i < n; i++)
+    out[i] = mt_f32_to_bf16(mt_bf16_to_f32(a[i]) + mt_bf16_to_f32(b[i]));
 }
 
 /* ---- mixture of experts (same loops as cpu_moe.c, on bf16 rows) ---- */
@@ -309,6 +316,7 @@ const mt_backend_ops cpu_bf16_ops = {
     .axpy_f32 = cpu_axpy_f32,
     .scale_f32 = cpu_scale_f32,
     .sumsq_f32 = cpu_sumsq_f32,
+    .sumsq_acc_f32 = cpu_sumsq_acc_f32,
     .sum_f32 = cpu_sum_f32,
     .adamw = bf16_adamw,
     .moe_gather_rows = bf16_moe_gather_rows,

@@ -70,6 +70,40 @@ static inline unsigned grid_for(int64_t n, int threads) {
   return (unsigned)g;
 }
 
+/* Grid limits: gridDim.x up to 2^31 - 1, gridDim.y and .z up to 65535.
+ * Kernels with a y (or z) index loop over it with stride gridDim.y, so any
+ * count fits; x grids of one block per row are checked. */
+#define CUDA_GRID_YZ_MAX 65535
+static inline unsigned grid_y_for(int64_t n) {
+  return (unsigned)(n < 1 ? 1 : n < CUDA_GRID_YZ_MAX ? n : CUDA_GRID_YZ_MAX);
+}
+static inline unsigned grid_x_checked(int64_t g, const char *kernel) {
+  if (g < 1 || g > 0x7FFFFFFFLL)
+    mt_fatal("cuda: %s needs a grid of %lld blocks (1 to 2^31-1 supported)", kernel, (long long)g);
+  return (unsigned)g;
+}
+
+/* A 2-D grid of x blocks by y tiles whose kernel does not loop over y (the
+ * fused attention: y = query or key tiles of one sequence, so y > 65535
+ * means a sequence of millions of tokens): fatal naming the kernel. */
+static inline dim3 grid_2d_checked(int64_t x, int64_t y, const char *kernel) {
+  if (y < 1 || y > CUDA_GRID_YZ_MAX)
+    mt_fatal("cuda: %s needs %lld sequence tiles in gridDim.y (at most %d)", kernel,
+             (long long)y, CUDA_GRID_YZ_MAX);
+  return dim3(grid_x_checked(x, kernel), (unsigned)y);
+}
+
+/* Column reductions (LayerNorm/RMSNorm/qk-norm dw, db and bias_grad): one
+ * thread per column, so small blocks give large h enough blocks: the chunk
+ * partial kernels use CUDA_COL_TPB threads per block over (column blocks x
+ * row chunks), the final in-order sums over chunks CUDA_COL_RED_TPB (h/32
+ * blocks: 128 for h = 4096). */
+#define CUDA_COL_TPB 64
+#define CUDA_COL_RED_TPB 32
+static inline unsigned col_blocks(int64_t cols, int threads) {
+  return grid_x_checked((cols + threads - 1) / threads, "a column reduction");
+}
+
 /* Run `call` with T = float or bf16 according to mt_dtype `t`. */
 #define MT_DISPATCH(t, call)                                                            \
   do {                                                                                  \

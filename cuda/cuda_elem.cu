@@ -388,11 +388,10 @@ extern "C" void cudak_moe_combine_bwd(cudaStream_t st, mt_dtype t, void *dsrc, f
                                       const void *dy, const void *src, const int32_t *slot,
                                       const float *w, int64_t n_tok, int k, int64_t h) {
   if (n_tok <= 0 || k <= 0 || h <= 0) return;
-  MT_ASSERT(n_tok * k <= 0x7FFFFFFF);
   MT_DISPATCH(t, (k_combine_bwd_dsrc<T><<<grid_for(n_tok * k * h, TPB), TPB, 0, st>>>(
                      (T *)dsrc, (const T *)dy, slot, w, n_tok, k, h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(t, (k_combine_bwd_dw<T><<<(unsigned)(n_tok * k), TPB, 0, st>>>(
+  MT_DISPATCH(t, (k_combine_bwd_dw<T><<<grid_x_checked(n_tok * k, "moe_combine_bwd"), TPB, 0, st>>>(
                      dw, (const T *)dy, (const T *)src, slot, k, h)));
   MT_CUDA_LAUNCHED();
 }

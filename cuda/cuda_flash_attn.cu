@@ -132,7 +132,7 @@ extern "C" void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx
   const int sq = d->sq > 0 ? d->sq : d->s, bnp = d->b * d->np;
   const int64_t rows = (int64_t)sq * bnp;
   if (rows <= 0 || d->hn <= 0) return;
-  const unsigned g = (unsigned)((rows + 3) / 4);
+  const unsigned g = grid_x_checked((rows + 3) / 4, "attn_merge");
   cudaStream_t st = cuda_impl_of(be)->stream;
   MT_DISPATCH(be->dtype, do {
     const auto kern = k_fa_merge<T>;
@@ -154,7 +154,7 @@ extern "C" void cuda_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void 
   float *D = (float *)cuda_workspace(be, (size_t)rows * sizeof(float));
   MT_DISPATCH(be->dtype, do {
     const auto kern = k_fa_rowdot<T>;
-    FA_LAUNCH(kern, (unsigned)((rows + 3) / 4), 128, 0, st, D, (const T *)dctx, (const T *)ctx,
+    FA_LAUNCH(kern, grid_x_checked((rows + 3) / 4, "flash_attn_bwd rowdot"), 128, 0, st, D, (const T *)dctx, (const T *)ctx,
               rows, a.b * a.np, a.sq, a.hn);
   } while (0));
   MT_CUDA_LAUNCHED();

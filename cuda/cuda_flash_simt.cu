@@ -299,7 +299,8 @@ void fwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, vo
   const size_t hs = (size_t)(a.hn | 1), bytes = (2 * FS_BN + FS_BM) * hs * sizeof(float);
   const auto kern = k_fs_fwd<T, HC>;
   fs_smem((const void *)kern, bytes);
-  const dim3 grid((unsigned)(a.b * a.np), (unsigned)((a.sq + FS_BM - 1) / FS_BM));
+  const dim3 grid =
+      grid_2d_checked((int64_t)a.b * a.np, (a.sq + FS_BM - 1) / FS_BM, "flash_attn_fwd (fp32)");
   FA_LAUNCH(kern, grid, FS_THREADS, bytes, st, a, (const T *)q, (const T *)kvs, (T *)ctx, lse);
   MT_CUDA_LAUNCHED();
 }
@@ -312,7 +313,8 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
   const size_t bq = (2 * FS_BN + 2 * FS_BM) * hs * sizeof(float);
   const auto kq = k_fs_dq<T, HC>;
   fs_smem((const void *)kq, bq);
-  const dim3 gq((unsigned)(a.b * a.np), (unsigned)((a.sq + FS_BM - 1) / FS_BM));
+  const dim3 gq =
+      grid_2d_checked((int64_t)a.b * a.np, (a.sq + FS_BM - 1) / FS_BM, "flash_attn_bwd dq (fp32)");
   FA_LAUNCH(kq, gq, FS_THREADS, bq, st, a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D,
             (T *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
@@ -320,7 +322,8 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
   const size_t bk = ((2 * FS_BK + 2 * FS_BQ) * hs + 2 * FS_BQ) * sizeof(float);
   const auto kk = k_fs_dkv<T, HC>;
   fs_smem((const void *)kk, bk);
-  const dim3 gk((unsigned)(a.b * a.ng), (unsigned)((a.sk + FS_BK - 1) / FS_BK));
+  const dim3 gk =
+      grid_2d_checked((int64_t)a.b * a.ng, (a.sk + FS_BK - 1) / FS_BK, "flash_attn_bwd dkv (fp32)");
   FA_LAUNCH(kk, gk, FS_THREADS, bk, st, a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D,
             (T *)dk, (T *)dv, dkv_acc);
   MT_CUDA_LAUNCHED();

@@ -17,7 +17,7 @@
 #define ROWS_PER_BLOCK 4 /* warp-per-row kernels: 4 warps per block */
 
 static unsigned warps_grid(int64_t nwarps) {
-  return (unsigned)((nwarps + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+  return grid_x_checked((nwarps + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, "a warp-per-row kernel");
 }
 
 /* ---- RMSNorm (Zhang & Sennrich 2019) ---- */
@@ -63,17 +63,21 @@ __global__ void k_rms_bwd_dx(T *din, const T *dout, const T *in, const T *w, con
 template <typename T>
 __global__ void k_rms_bwd_part(float *part, const T *dout, const T *in, const float *rstd,
                                int64_t rows, int64_t h) {
-  const int64_t c = blockIdx.y, j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= h) return;
-  const int64_t r0 = c * CUDA_LN_CHUNK;
-  const int64_t r1 = r0 + CUDA_LN_CHUNK < rows ? r0 + CUDA_LN_CHUNK : rows;
-  float pw = 0.0f;
-  for (int64_t r = r0; r < r1; r++) pw += to_f(dout[r * h + j]) * (to_f(in[r * h + j]) * rstd[r]);
-  part[c * h + j] = pw;
+  const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
+  for (int64_t c = blockIdx.y; c < nch; c += gridDim.y) {
+    const int64_t r0 = c * CUDA_LN_CHUNK;
+    const int64_t r1 = r0 + CUDA_LN_CHUNK < rows ? r0 + CUDA_LN_CHUNK : rows;
+    float pw = 0.0f;
+    for (int64_t r = r0; r < r1; r++)
+      pw += to_f(dout[r * h + j]) * (to_f(in[r * h + j]) * rstd[r]);
+    part[c * h + j] = pw;
+  }
 }
 
 __global__ void k_rms_bwd_reduce(float *dw, const float *part, int64_t nch, int64_t h) {
-  const int64_t j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= h) return;
   mt_rmsnorm_dw_reduce(dw, part, nch, h, j);
 }
@@ -93,17 +97,17 @@ extern "C" void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const voi
   if (rows <= 0 || h <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
   const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  MT_ASSERT(nch <= 65535);
   float *part = (float *)cuda_workspace(be, (size_t)(nch * h) * sizeof(float));
-  const unsigned cb = (unsigned)((h + TPB - 1) / TPB);
   MT_DISPATCH(be->dtype, (k_rms_bwd_dx<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
                              (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows,
                              h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(be->dtype, (k_rms_bwd_part<T><<<dim3(cb, (unsigned)nch), TPB, 0, st>>>(
-                             part, (const T *)dout, (const T *)in, rstd, rows, h)));
+  MT_DISPATCH(be->dtype,
+              (k_rms_bwd_part<T><<<dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
+                                   CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, (const T *)in,
+                                                          rstd, rows, h)));
   MT_CUDA_LAUNCHED();
-  k_rms_bwd_reduce<<<cb, TPB, 0, st>>>(dw, part, nch, h);
+  k_rms_bwd_reduce<<<col_blocks(h, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(dw, part, nch, h);
   MT_CUDA_LAUNCHED();
 }
 
@@ -288,31 +292,34 @@ __global__ void k_qkn_bwd_dx(qkn_args a, T *din, const T *dout, const T *in, con
 template <typename T>
 __global__ void k_qkn_bwd_part(qkn_args a, float *part, const T *dout, const T *in,
                                const float *mean, const float *rstd) {
-  const int64_t c = blockIdx.y, j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const int t = (int)blockIdx.z;
   if (j >= a.hn) return;
-  const int64_t r0 = c * CUDA_LN_CHUNK;
-  const int64_t r1 = r0 + CUDA_LN_CHUNK < a.rows ? r0 + CUDA_LN_CHUNK : a.rows;
+  const int64_t nch = (a.rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
   const int64_t s0 = t < 2 ? 0 : a.npg, s1 = t < 2 ? a.npg : a.npg + 1;
-  float acc = 0.0f;
-  for (int64_t r = r0; r < r1; r++)
-    for (int64_t g = 0; g < a.ng; g++)
-      for (int64_t slot = s0; slot < s1; slot++) {
-        const int64_t u = r * a.ng + g, o = (u * (a.npg + 2) + slot) * a.hn + j;
-        const float gv = to_f(dout[o]);
-        if (t & 1) {
-          acc += gv;
-        } else {
-          const int64_t st = u * (a.npg + 1) + slot;
-          acc += gv * ((to_f(in[o]) - (a.rms ? 0.0f : mean[st])) * rstd[st]);
+  for (int64_t c = blockIdx.y; c < nch; c += gridDim.y) {
+    const int64_t r0 = c * CUDA_LN_CHUNK;
+    const int64_t r1 = r0 + CUDA_LN_CHUNK < a.rows ? r0 + CUDA_LN_CHUNK : a.rows;
+    float acc = 0.0f;
+    for (int64_t r = r0; r < r1; r++)
+      for (int64_t g = 0; g < a.ng; g++)
+        for (int64_t slot = s0; slot < s1; slot++) {
+          const int64_t u = r * a.ng + g, o = (u * (a.npg + 2) + slot) * a.hn + j;
+          const float gv = to_f(dout[o]);
+          if (t & 1) {
+            acc += gv;
+          } else {
+            const int64_t st = u * (a.npg + 1) + slot;
+            acc += gv * ((to_f(in[o]) - (a.rms ? 0.0f : mean[st])) * rstd[st]);
+          }
         }
-      }
-  part[(c * 4 + t) * a.hn + j] = acc;
+    part[(c * 4 + t) * a.hn + j] = acc;
+  }
 }
 
 __global__ void k_qkn_bwd_reduce(float *dwq, float *dbq, float *dwk, float *dbk, const float *part,
                                  int64_t nch, int64_t hn, int rms) {
-  const int64_t j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= hn) return;
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int64_t c = 0; c < nch; c++)
@@ -360,16 +367,17 @@ extern "C" void cuda_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *d
   if (heads <= 0 || a.hn <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
   const int64_t nch = (a.rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  MT_ASSERT(nch <= 65535);
   float *part = (float *)cuda_workspace(be, (size_t)(nch * 4 * a.hn) * sizeof(float));
-  const unsigned cb = (unsigned)((a.hn + TPB - 1) / TPB);
   MT_DISPATCH(be->dtype, (k_qkn_bwd_dx<T><<<warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st>>>(
                              a, (T *)din, (const T *)dout, (const T *)in, (const T *)wq,
                              (const T *)wk, mean, rstd)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(be->dtype, (k_qkn_bwd_part<T><<<dim3(cb, (unsigned)nch, 4), TPB, 0, st>>>(
-                             a, part, (const T *)dout, (const T *)in, mean, rstd)));
+  MT_DISPATCH(be->dtype,
+              (k_qkn_bwd_part<T><<<dim3(col_blocks(a.hn, CUDA_COL_TPB), grid_y_for(nch), 4),
+                                   CUDA_COL_TPB, 0, st>>>(a, part, (const T *)dout,
+                                                          (const T *)in, mean, rstd)));
   MT_CUDA_LAUNCHED();
-  k_qkn_bwd_reduce<<<cb, TPB, 0, st>>>(dwq, dbq, dwk, dbk, part, nch, a.hn, a.rms);
+  k_qkn_bwd_reduce<<<col_blocks(a.hn, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(
+      dwq, dbq, dwk, dbk, part, nch, a.hn, a.rms);
   MT_CUDA_LAUNCHED();
 }

@@ -6,11 +6,15 @@
  *  - LayerNorm dw/db and bias_grad: per-chunk partials over CUDA_LN_CHUNK
  *    consecutive rows (rows summed in order), then a second kernel sums the
  *    chunks in order per column — the same chunking as cpu/ for LayerNorm;
+ *    small blocks (CUDA_COL_TPB / CUDA_COL_RED_TPB threads, cuda_dev.cuh)
+ *    so large h gets enough blocks, chunks looped over gridDim.y (any row
+ *    count);
  *  - embedding_bwd: per-row ownership. Block t handles token t only if t is
  *    the first occurrence of its id; it then adds the dout rows of every
  *    occurrence in token order into dw (one thread per column), so every dw
  *    element has one writer and the order equals cpu/'s (bitwise equal in
- *    fp32);
+ *    fp32); a 256-token chunk without a match (one __syncthreads_or)
+ *    skips the column loop;
  *  - pos_embedding_bwd: one thread per (position, column) sums bi in order.
  */
 #include "cuda_dev.cuh"
@@ -46,7 +50,7 @@ __global__ void k_ln_fwd(T *out, float *mean, float *rstd, const T *in, const T 
 }
 
 static unsigned rows_grid(int64_t rows) {
-  return (unsigned)((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
+  return grid_x_checked((rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, "a warp-per-row kernel");
 }
 
 extern "C" void cudak_layernorm_fwd(cudaStream_t st, mt_dtype t, void *out, float *mean,
@@ -86,23 +90,26 @@ __global__ void k_ln_bwd_dx(T *din, const T *dout, const T *in, const T *w, cons
 template <typename T>
 __global__ void k_ln_bwd_part(float *part, const T *dout, const T *in, const float *mean,
                               const float *rstd, int64_t rows, int64_t h) {
-  const int64_t c = blockIdx.y, j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= h) return;
-  const int64_t r0 = c * CUDA_LN_CHUNK;
-  const int64_t r1 = r0 + CUDA_LN_CHUNK < rows ? r0 + CUDA_LN_CHUNK : rows;
-  float pw = 0.0f, pb = 0.0f;
-  for (int64_t r = r0; r < r1; r++) {
-    float g = to_f(dout[r * h + j]);
-    float xh = (to_f(in[r * h + j]) - mean[r]) * rstd[r];
-    pw += g * xh;
-    pb += g;
+  const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
+  for (int64_t c = blockIdx.y; c < nch; c += gridDim.y) {
+    const int64_t r0 = c * CUDA_LN_CHUNK;
+    const int64_t r1 = r0 + CUDA_LN_CHUNK < rows ? r0 + CUDA_LN_CHUNK : rows;
+    float pw = 0.0f, pb = 0.0f;
+    for (int64_t r = r0; r < r1; r++) {
+      float g = to_f(dout[r * h + j]);
+      float xh = (to_f(in[r * h + j]) - mean[r]) * rstd[r];
+      pw += g * xh;
+      pb += g;
+    }
+    part[c * 2 * h + j] = pw;
+    part[c * 2 * h + h + j] = pb;
   }
-  part[c * 2 * h + j] = pw;
-  part[c * 2 * h + h + j] = pb;
 }
 
 __global__ void k_ln_bwd_reduce(float *dw, float *db, const float *part, int64_t nch, int64_t h) {
-  const int64_t j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= h) return;
   mt_layernorm_dwdb_reduce(dw, db, part, nch, h, j);
 }
@@ -113,16 +120,16 @@ extern "C" void cudak_layernorm_bwd(cudaStream_t st, mt_dtype t, void *din, floa
                                     float *part) {
   if (rows <= 0 || h <= 0) return;
   const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  MT_ASSERT(nch <= 65535);
-  const unsigned cb = (unsigned)((h + TPB - 1) / TPB);
   MT_DISPATCH(t, (k_ln_bwd_dx<T><<<rows_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
                      (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows,
                      h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(t, (k_ln_bwd_part<T><<<dim3(cb, (unsigned)nch), TPB, 0, st>>>(
-                     part, (const T *)dout, (const T *)in, mean, rstd, rows, h)));
+  MT_DISPATCH(t, (k_ln_bwd_part<T><<<dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
+                                     CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, (const T *)in,
+                                                            mean, rstd, rows, h)));
   MT_CUDA_LAUNCHED();
-  k_ln_bwd_reduce<<<cb, TPB, 0, st>>>(dw, db, part, nch, h);
+  k_ln_bwd_reduce<<<col_blocks(h, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(dw, db, part, nch,
+                                                                              h);
   MT_CUDA_LAUNCHED();
 }
 
@@ -159,17 +166,20 @@ extern "C" void cudak_gelu_bwd(cudaStream_t st, mt_dtype t, void *din, const voi
 
 template <typename T>
 __global__ void k_bias_grad_part(float *part, const T *dout, int64_t rows, int64_t n) {
-  const int64_t c = blockIdx.y, j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
-  const int64_t r0 = c * CUDA_LN_CHUNK;
-  const int64_t r1 = r0 + CUDA_LN_CHUNK < rows ? r0 + CUDA_LN_CHUNK : rows;
-  float acc = 0.0f;
-  for (int64_t r = r0; r < r1; r++) acc += to_f(dout[r * n + j]);
-  part[c * n + j] = acc;
+  const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
+  for (int64_t c = blockIdx.y; c < nch; c += gridDim.y) {
+    const int64_t r0 = c * CUDA_LN_CHUNK;
+    const int64_t r1 = r0 + CUDA_LN_CHUNK < rows ? r0 + CUDA_LN_CHUNK : rows;
+    float acc = 0.0f;
+    for (int64_t r = r0; r < r1; r++) acc += to_f(dout[r * n + j]);
+    part[c * n + j] = acc;
+  }
 }
 
 __global__ void k_bias_grad_reduce(float *db, const float *part, int64_t nch, int64_t n) {
-  const int64_t j = (int64_t)blockIdx.x * TPB + threadIdx.x;
+  const int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= n) return;
   float acc = 0.0f;
   for (int64_t c = 0; c < nch; c++) acc += part[c * n + j];
@@ -180,12 +190,11 @@ extern "C" void cudak_bias_grad(cudaStream_t st, mt_dtype t, float *db, const vo
                                 int64_t rows, int64_t n, float *part) {
   if (rows <= 0 || n <= 0) return;
   const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  MT_ASSERT(nch <= 65535);
-  const unsigned cb = (unsigned)((n + TPB - 1) / TPB);
-  MT_DISPATCH(t, (k_bias_grad_part<T><<<dim3(cb, (unsigned)nch), TPB, 0, st>>>(
-                     part, (const T *)dout, rows, n)));
+  MT_DISPATCH(t, (k_bias_grad_part<T><<<dim3(col_blocks(n, CUDA_COL_TPB), grid_y_for(nch)),
+                                        CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, rows, n)));
   MT_CUDA_LAUNCHED();
-  k_bias_grad_reduce<<<cb, TPB, 0, st>>>(db, part, nch, n);
+  k_bias_grad_reduce<<<col_blocks(n, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(db, part, nch,
+                                                                                 n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -230,6 +239,8 @@ __global__ void k_emb_bwd(float *dw, const int32_t *tokens, int64_t n, const T *
   for (int64_t base = t; base < n; base += TPB) {
     const int64_t j = base + threadIdx.x;
     const int match = j < n && tokens[j] == id;
+    /* a chunk without a match (uniform over the block) skips the column loop */
+    if (!__syncthreads_or(match)) continue;
     const unsigned bal = __ballot_sync(0xffffffffu, match);
     if (lane == 0) wcnt[wid] = __popc(bal);
     __syncthreads();
@@ -253,8 +264,7 @@ extern "C" void cudak_embedding_bwd(cudaStream_t st, mt_dtype t, float *dw, cons
                                     int64_t n, const void *dout, int64_t v_start, int64_t v_end,
                                     int64_t h) {
   if (n <= 0 || h <= 0) return;
-  MT_ASSERT(n <= 0x7FFFFFFF);
-  MT_DISPATCH(t, (k_emb_bwd<T><<<(unsigned)n, TPB, 0, st>>>(dw, tokens, n, (const T *)dout,
+  MT_DISPATCH(t, (k_emb_bwd<T><<<grid_x_checked(n, "embedding_bwd"), TPB, 0, st>>>(dw, tokens, n, (const T *)dout,
                                                             v_start, v_end, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -357,8 +367,7 @@ __global__ void k_xent_bwd(T *logits, const float *row_max, const float *sumexp,
 extern "C" void cudak_xent_max(cudaStream_t st, mt_dtype t, float *row_max, const void *logits,
                                int64_t n, int64_t vl, int64_t valid) {
   if (n <= 0) return;
-  MT_ASSERT(n <= 0x7FFFFFFF);
-  MT_DISPATCH(t, (k_xent_max<T><<<(unsigned)n, TPB, 0, st>>>(row_max, (const T *)logits, vl,
+  MT_DISPATCH(t, (k_xent_max<T><<<grid_x_checked(n, "xent_max"), TPB, 0, st>>>(row_max, (const T *)logits, vl,
                                                              valid)));
   MT_CUDA_LAUNCHED();
 }
@@ -368,8 +377,7 @@ extern "C" void cudak_xent_stats(cudaStream_t st, mt_dtype t, float *sumexp, flo
                                  const int32_t *targets, int64_t n, int64_t vl, int64_t valid,
                                  int64_t v_start) {
   if (n <= 0) return;
-  MT_ASSERT(n <= 0x7FFFFFFF);
-  MT_DISPATCH(t, (k_xent_stats<T><<<(unsigned)n, TPB, 0, st>>>(
+  MT_DISPATCH(t, (k_xent_stats<T><<<grid_x_checked(n, "xent_stats"), TPB, 0, st>>>(
                      sumexp, tgt_logit, (const T *)logits, row_max, targets, vl, valid, v_start)));
   MT_CUDA_LAUNCHED();
 }
@@ -385,8 +393,7 @@ extern "C" void cudak_xent_bwd(cudaStream_t st, mt_dtype t, void *logits, const 
                                const float *sumexp, const int32_t *targets, int64_t n, int64_t vl,
                                int64_t valid, int64_t v_start, float scale) {
   if (n <= 0) return;
-  MT_ASSERT(n <= 0x7FFFFFFF);
-  MT_DISPATCH(t, (k_xent_bwd<T><<<(unsigned)n, TPB, 0, st>>>(
+  MT_DISPATCH(t, (k_xent_bwd<T><<<grid_x_checked(n, "xent_bwd"), TPB, 0, st>>>(
                      (T *)logits, row_max, sumexp, targets, vl, valid, v_start, scale)));
   MT_CUDA_LAUNCHED();
 }

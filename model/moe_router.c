@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/dtype.h"
 #include "core/util.h"
 #include "model/moe_router_internal.h"
 
@@ -51,18 +52,7 @@ int64_t mt_moe_capacity(const mt_moe_route_opts *o, int64_t n) {
 }
 
 /* fp32 -> bf16 -> fp32, round to nearest even (NaN stays NaN). */
-static float round_bf16(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u) {
-    if (u & 0x007fffffu) u |= 0x00400000u;
-  } else {
-    u += 0x7fffu + ((u >> 16) & 1u);
-  }
-  u &= 0xffff0000u;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
+static float round_bf16(float x) { return mt_bf16_to_f32(mt_f32_to_bf16(x)); }
 
 double mt_moe_sigmoid(double x) {
   if (x >= 0) return 1.0 / (1.0 + exp(-x));

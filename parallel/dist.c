@@ -6,31 +6,17 @@
 #include <string.h>
 
 #include "comm_impl.h"
+#include "core/dtype.h"
 
 /* Any mt_fatal on any rank ends the whole job. */
 static void abort_job(int code) { MPI_Abort(MPI_COMM_WORLD, code ? code : 1); }
-
-static float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-/* Round to nearest even; NaN stays NaN. */
-static uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
 
 static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
   (void)dt;
   const uint16_t *a = in;
   uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+  for (int i = 0; i < *len; i++)
+    b[i] = mt_f32_to_bf16(mt_bf16_to_f32(a[i]) + mt_bf16_to_f32(b[i]));
 }
 
 static void bf16_max_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
@@ -38,7 +24,7 @@ static void bf16_max_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
   const uint16_t *a = in;
   uint16_t *b = inout;
   for (int i = 0; i < *len; i++)
-    if (bf16_to_f32(a[i]) > bf16_to_f32(b[i])) b[i] = a[i];
+    if (mt_bf16_to_f32(a[i]) > mt_bf16_to_f32(b[i])) b[i] = a[i];
 }
 
 mt_dist *mt_dist_init(int *argc, char ***argv) {

@@ -1,27 +1,357 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh — one command for a machine with NVIDIA GPUs: build
-# with CUDA, run the GPU tests (op table, per-op CPU-vs-CUDA parity in fp32
-# and bf16) and the throughput benchmark (GPT-2 124M/350M/1.3B, seq 1024),
-# then print a summary. Budget: < 8 minutes on one H100/H200 (the build is
-# most of it). Exit 0 when every step passed.
-# usage: bash scripts/gpu-check.sh [bench steps, default 5]
+# scripts/gpu-check.sh — the one-command GPU check, run FROM A GPU BUNDLE
+# (scripts/gpu-bundle.sh; no build step, nothing but the CUDA toolkit/driver
+# needed on the machine). Steps, each time-limited, line-buffered and logged
+# to OUTDIR/<step>.log:
+#   probe    GPU name, driver, CUDA version the driver supports vs the one the
+#            bundle was built with, where libcudart/libcublas/libnccl were
+#            found; the bundle's OpenMPI (mpirun -np 2 hostname). Aborts the
+#            run when no GPU is visible or the driver is too old.
+#   ops      cuda_parity fp32 and bf16 at tiny and realistic shapes (with
+#            CUDA_LAUNCH_BLOCKING=1, so a fault names its op), test_cuda_table
+#   trainer  tests/configs/gpt-test.json, 10 steps: fp32 cuda vs cpu within
+#            1e-4 relative per step (lm loss, grad norm, val loss); bf16 cuda
+#            vs fp32 cpu within 2e-2
+#   mpi      the mpi engine with all ranks on GPU 0: tp=2+SP, pp=2 (1F1B),
+#            pp=2 v=2, dp=2 ZeRO-3 (gpt-test, 4 layers) and configs/gpt-moe.json
+#            on 8 ranks (10 steps), each vs its 1-rank run within 1e-4
+#   nccl     the NCCL engine on one rank (MEGATRAIN_NCCL_SIZE1=1: a real
+#            1-rank communicator): the trainer vs the mpi-engine run within
+#            1e-4, and comm_check's NCCL collectives
+#   bench    bench/bench_gpu.sh: tokens/s, TFLOP/s, MFU (GPT 124M/350M/1.3B,
+#            Llama 1.2B)
+# A SKIP (exit 77) is a FAIL: a GPU is visible. Ends with a one-screen summary
+# (PASS/FAIL per step with its time, the worst parity figure, the MFU table)
+# printed and written to OUTDIR/summary.txt. Exit 0 only when every step
+# passed; 1 otherwise (no GPU: one "no GPU" line, summary.txt says so);
+# 2 usage. Budget: about 8 minutes on one H100/H200.
+#
+# usage: bash BUNDLE/gpu-check.sh OUTDIR
+#        bash scripts/gpu-check.sh [--bundle DIR] OUTDIR   (DIR default dist/gpu-bundle)
+# env:   GPU_CHECK_STEPS="probe ops trainer mpi nccl bench" (a subset; probe always runs)
+#        GPU_CHECK_BENCH_STEPS=5 (timed steps per bench shape)
+#        GPU_CHECK_NCCL_COMM="comm_check --engine nccl" (the comm check's NCCL mode)
+#        GPU_CHECK_TIME_SCALE=N multiplies every time limit (slow machines)
+#        GPU_CHECK_DEVICE=cpu: a dry run of the check's own logic on a machine
+#        without a GPU (trainer and mpi steps on the cpu backend with
+#        MEGATRAIN_TEST_DEVICE_BUFFERS=1, ops/nccl/bench left out); never a pass
+#        of the GPU check (its summary says DRY RUN; exit 0 when those pass)
 set -u
-cd "$(dirname "$0")/.."
-steps="${1:-5}"
-log=build/gpu-check
-source scripts/gpu-step.sh
-jobs=$(nproc 2>/dev/null || echo 4)
-if ! step build 360 make -j"$jobs" CUDA=1 megatrain build/tests/test_cuda_table \
-     build/tests/tools/cuda_parity build/bench/bench_gpu; then
-  printf '%s\n' "${summary[@]}"; exit 1
+here=$(cd "$(dirname "$0")" && pwd)
+self=$here/$(basename "$0")
+# what a CUDA fault (or a dead GPU / NCCL failure) prints
+FAULT="illegal memory|illegal instruction|illegal address|misaligned address|unspecified launch failure|device-side assert|cudaErrorLaunch[A-Za-z]*|cudaErrorIllegal[A-Za-z]*|cudaErrorMisaligned[A-Za-z]*|cudaErrorAssert|NCCL error|Xid"
+STEP_LIMITS="probe:20 ops:120 trainer:50 mpi:110 nccl:40 bench:140"   # 480 s at most
+
+# ---- one step, run as a child of this script: gpu-check.sh --run-step NAME OUTDIR BUNDLE
+if [ "${1:-}" = --run-step ]; then
+  step=$2; O=$3; B=$4
+  source "$B/env.sh"
+  export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 PYTHONUNBUFFERED=1
+  ub=""; command -v stdbuf >/dev/null && ub="stdbuf -oL -eL"
+  PY=python3; command -v python3 >/dev/null || PY=/usr/bin/python3
+  DATA="[\"$B/data/tinyshakespeare_text_document\"]"
+  W=$O/work; mkdir -p "$W"
+  DEV=cuda
+  if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then DEV=cpu; export MEGATRAIN_TEST_DEVICE_BUFFERS=1; fi
+  # parallel.distributed_backend (issue 19): a binary without it cannot run
+  # the mpi engine on device buffers
+  HAS_BK=0; grep -qa 'distributed_backend' "$B/bin/megatrain" && HAS_BK=1
+  bk() { [ $HAS_BK = 1 ] && echo "--set parallel.distributed_backend=$1"; }
+  note() { echo "$*" >> "$W/$step.note"; echo "NOTE: $*"; }
+  # run NAME NP TIMEOUT megatrain-args...: one training run (NP ranks, all on
+  # GPU 0 when the device is cuda), metrics in $W/NAME.jsonl, log $W/NAME.log;
+  # returns 1 when it fails (the step goes on with its other runs: more
+  # findings per GPU minute)
+  run() {
+    local name=$1 np=$2 lim=$(( $3 * ${GPU_CHECK_TIME_SCALE:-1} )); shift 3
+    local cmd=("$B/bin/megatrain" --set data.data_path="$DATA" --set checkpoint.save=null
+               --set checkpoint.save_interval=0 --set logging.log_interval=1
+               --set logging.metrics_file="$W/$name.jsonl" "$@")
+    echo "-- $name (np $np): ${cmd[*]##*/bin/}"
+    local r
+    if [ "$np" = 1 ]; then timeout -k 5 "$lim" $ub "${cmd[@]}" >"$W/$name.log" 2>&1; r=$?
+    else timeout -k 5 "$lim" mpirun -np "$np" --oversubscribe --bind-to none -x PATH -x LD_LIBRARY_PATH \
+           -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS \
+           $ub "${cmd[@]}" >"$W/$name.log" 2>&1; r=$?; fi
+    grep -m3 -E 'iteration +[0-9]+/' "$W/$name.log" | sed 's/^/   /'
+    if [ $r -ne 0 ]; then
+      echo "   FAILED (exit $r$([ $r = 124 ] && echo ": timed out after ${lim}s")); last lines of $W/$name.log:"
+      tail -15 "$W/$name.log" | sed 's/^/   | /'
+      note "$name failed (exit $r): $(grep -m1 -iE 'error|fault|illegal|abort|fatal' "$W/$name.log" | cut -c1-150)"
+      return 1
+    fi
+  }
+  # compare NAME REF TOL: per-iteration lm_loss, grad_norm, val_loss within
+  # TOL relative; prints the worst figure (and appends it to
+  # $W/parity_STEP.txt); returns 1 beyond TOL
+  compare() {
+    "$PY" - "$W/$1.jsonl" "$W/$2.jsonl" "$3" "$1" "$2" "$W/parity_$step.txt" <<'PY'
+
+import json, sys
+def load(p):
+    d = {}
+    for line in open(p):
+        o = json.loads(line)
+        if "lm_loss" in o:
+            d[o["iteration"]] = o
+    return d
+a, b, tol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3])
+name = "%s vs %s" % (sys.argv[4], sys.argv[5])
+if not a or a.keys() != b.keys():
+    print("   %s: iterations differ: %s vs %s" % (name, sorted(a), sorted(b))); sys.exit(1)
+worst, where = 0.0, ""
+for it in sorted(a):
+    for k in ("lm_loss", "grad_norm", "val_loss"):
+        if k not in a[it] or k not in b[it]:
+            continue
+        x, y = a[it][k], b[it][k]
+        r = abs(x - y) / max(abs(y), 1e-30) if x == x and y == y else float("inf")
+        if r > worst or r != r:
+            worst, where = r, "iteration %d %s %.8g vs %.8g" % (it, k, x, y)
+print("   %s: worst rel diff %.3e (tol %g) at %s" % (name, worst, tol, where))
+with open(sys.argv[6], "a") as f:
+    f.write("%.3e %s (tol %g)\n" % (worst, name, tol))
+sys.exit(0 if worst <= tol else 1)
+PY
+  }
+  worst() { [ -s "$W/parity_$step.txt" ] && note "worst $(sort -g "$W/parity_$step.txt" | tail -1)"; }
+  case $step in
+  probe)
+    echo "== GPU"
+    nvidia-smi || { note "nvidia-smi failed"; exit 1; }
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    drv_cuda=$(nvidia-smi | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' | head -1)
+    built=$(sed -n 's/^# nvcc: .*release \([0-9.]*\),.*/\1/p' "$B/MANIFEST")
+    echo "driver supports CUDA $drv_cuda; bundle built with CUDA ${built:-unknown}"
+    if [ -n "$drv_cuda" ] && [ -n "$built" ] &&
+       [ "$(printf '%s\n%s\n' "$built" "$drv_cuda" | sort -V | head -1)" != "$built" ]; then
+      note "driver too old: it supports CUDA $drv_cuda, the bundle needs CUDA $built (driver >= 580 for 13.0)"
+      exit 1
+    fi
+    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+    need=$(sed -n 's/^# needs glibc: //p' "$B/MANIFEST")
+    echo "glibc $glibc here; the bundle needs ${need:-?}"
+    if [ -n "$glibc" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$glibc" | sort -V | head -1)" != "$need" ]; then
+      note "glibc $glibc is older than the $need the bundle was built against: build the bundle on an older distribution"
+      exit 1
+    fi
+    echo "== libraries (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
+    ldd "$B/bin/megatrain" | grep -E 'cuda|cublas|nccl|stdc\+\+|not found'
+    if ldd "$B/bin/megatrain" | grep -q 'not found'; then
+      note "libraries not found: $(ldd "$B/bin/megatrain" | awk '/not found/ {print $1}' | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS)"
+      exit 1
+    fi
+    for l in cudart cublas.so nccl; do
+      p=$(ldd "$B/bin/megatrain" | awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}')
+      echo "lib$l: $(readlink -f "$p")"
+    done
+    # the runtime found (libcudart.so.13.0.96 -> 13.0) must not be newer than the driver
+    # cudaRuntimeGetVersion / cudaDriverGetVersion of that libcudart (no GPU needed)
+    crt=$(ldd "$B/bin/megatrain" | awk '/libcudart/ {print $3; exit}')
+    read -r rt drt < <("$PY" -c 'import ctypes, sys
+l = ctypes.CDLL(sys.argv[1]); r = ctypes.c_int(0); d = ctypes.c_int(0)
+l.cudaRuntimeGetVersion(ctypes.byref(r)); l.cudaDriverGetVersion(ctypes.byref(d))
+f = lambda v: "%d.%d" % (v // 1000, v % 1000 // 10)
+print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
+    echo "cudaRuntimeGetVersion ${rt:-?}, cudaDriverGetVersion ${drt:-?}"
+    echo "CUDA runtime found: ${rt:-unknown}"
+    if [ -n "$drv_cuda" ] && [ -n "$rt" ] &&
+       [ "$(printf '%s\n%s\n' "$rt" "$drv_cuda" | sort -V | head -1)" != "$rt" ]; then
+      note "driver too old for the CUDA runtime found: driver supports CUDA $drv_cuda, libcudart is $rt"
+      exit 1
+    fi
+    echo "== OpenMPI from the bundle"
+    ompi_info --path all | grep -E 'Prefix|Pkglibdir|Pkgdatadir|Sysconfdir'
+    timeout 30 mpirun -np 2 hostname || { note "bundled mpirun -np 2 hostname failed"; exit 1; }
+    gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
+    note "$gpu, driver CUDA $drv_cuda, bundle CUDA ${built:-?}, runtime ${rt:-?}"
+    ;;
+  ops)
+    export CUDA_LAUNCH_BLOCKING=1
+    # the CPU references of the realistic shapes are big GEMMs: every core
+    n=$(nproc 2>/dev/null || echo 8); export OPENBLAS_NUM_THREADS=$n OMP_NUM_THREADS=$n
+    rc=0
+    for prec in fp32 bf16; do
+      for shape in tiny realistic; do
+        echo "== cuda_parity $prec $shape"
+        lim=15; [ $shape = realistic ] && lim=35
+        timeout -k 5 $lim $ub "$B/bin/cuda_parity" "$prec" "$shape" 2>&1 | tee "$W/parity_${prec}_$shape.log"
+        r=${PIPESTATUS[0]}
+        [ $r = 0 ] || { note "cuda_parity $prec $shape: exit $r"; rc=1; }
+        grep -q ' FAIL\|CUDA error\|illegal' "$W/parity_${prec}_$shape.log" && [ $r = 0 ] && rc=1
+        # a fault: stop here, the op it names is the lead
+        grep -qiE "$FAULT" "$W/parity_${prec}_$shape.log" && exit 1
+      done
+    done
+    # a cuda_parity without the realistic mode ignores the word and repeats
+    # the tiny shapes: the same lines twice is no realistic check
+    for prec in fp32 bf16; do
+      if [ -s "$W/parity_${prec}_tiny.log" ] && cmp -s "$W/parity_${prec}_tiny.log" "$W/parity_${prec}_realistic.log"; then
+        note "cuda_parity $prec realistic printed exactly what tiny did: no realistic mode in this build"; rc=1
+      fi
+    done
+    echo "== test_cuda_table"
+    timeout -k 5 15 $ub "$B/bin/test_cuda_table" 2>&1; r=$?
+    [ $r = 0 ] || { note "test_cuda_table: exit $r"; rc=1; }
+    # worst (error / tolerance) over every "max rel err E (tol T)" / "rel E (tol T)" line
+    cat "$W"/parity_*.log | awk '
+      match($0, /rel( err)? [0-9.e+-]+ \(tol [0-9.e+-]+\)/) {
+        s = substr($0, RSTART, RLENGTH); gsub(/[()]/, "", s); n = split(s, f, " ")
+        e = f[n - 2]; t = f[n]; if (t > 0 && e / t > w) { w = e / t; line = $0 } }
+      END { if (line != "") { sub(/^ +/, "", line); printf "worst err/tol %.2f: %s\n", w, line } }' |
+      while read -r l; do note "$l"; done
+    exit $rc
+    ;;
+  trainer)
+    cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
+    rc=0
+    run cpu_fp32 1 20 "${cfg[@]}" --set device=cpu || exit 1
+    run cuda_fp32 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) && compare cuda_fp32 cpu_fp32 1e-4 || rc=1
+    run cuda_bf16 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
+      compare cuda_bf16 cpu_fp32 2e-2 || rc=1
+    worst
+    exit $rc
+    ;;
+  mpi)
+    [ $HAS_BK = 1 ] || [ $DEV = cpu ] ||
+      { note "this megatrain has no parallel.distributed_backend key (the mpi engine on device buffers)"; exit 1; }
+    cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10
+         --set model.num_layers=4 --set device=$DEV $(bk mpi))
+    chk=(--set training.check_replicas_interval=1)
+    run base4 1 25 "${cfg[@]}" || exit 1
+    rc=0
+    run tp2_sp 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.tensor_model_parallel_size=2 \
+        --set parallel.sequence_parallel=true && compare tp2_sp base4 1e-4 || rc=1
+    run pp2_1f1b 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 &&
+      compare pp2_1f1b base4 1e-4 || rc=1
+    run pp2_v2 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 \
+        --set parallel.virtual_pipeline_model_parallel_size=2 && compare pp2_v2 base4 1e-4 || rc=1
+    run dp2_zero3 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3 && compare dp2_zero3 base4 1e-4 || rc=1
+    moe=(--config "$B/configs/gpt-moe.json" --set training.train_iters=10 --set training.eval_interval=10
+         --set training.eval_iters=1 --set device=$DEV $(bk mpi))
+    if run moe_1 1 25 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
+        --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0; then
+      run moe_8 8 40 "${moe[@]}" --set training.check_replicas_interval=5 && compare moe_8 moe_1 1e-4 || rc=1
+    else rc=1; fi
+    worst
+    exit $rc
+    ;;
+  nccl)
+    [ -f "$W/cuda_fp32.jsonl" ] || { note "needs the trainer step's cuda_fp32 run"; exit 1; }
+    cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
+    rc=0
+    MEGATRAIN_NCCL_SIZE1=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} run nccl_1rank 1 30 "${cfg[@]}" --set device=cuda \
+        --set parallel.distributed_backend=nccl && compare nccl_1rank cuda_fp32 1e-4 || rc=1
+    read -r -a cc <<< "${GPU_CHECK_NCCL_COMM:-comm_check --engine nccl}"
+    echo "== ${cc[*]} (1 rank, MEGATRAIN_NCCL_SIZE1=1)"
+    MEGATRAIN_NCCL_SIZE1=1 timeout -k 5 30 mpirun -np 1 -x PATH -x LD_LIBRARY_PATH -x MEGATRAIN_NCCL_SIZE1 \
+      $ub "$B/bin/${cc[0]}" "${cc[@]:1}" > "$W/comm_nccl.log" 2>&1; r=$?
+    cat "$W/comm_nccl.log"
+    if [ $r = 77 ] || { [ $r != 0 ] && grep -qiE 'unknown option|usage:|expected mpi' "$W/comm_nccl.log"; }; then
+      note "SKIP->FAIL: ${cc[0]} has no NCCL mode ('${cc[*]}' exit $r)"; rc=1
+    elif [ $r != 0 ]; then note "${cc[*]}: exit $r"; rc=1; fi
+    worst
+    exit $rc
+    ;;
+  bench)
+    BENCH_GPU=$B/bin/bench_gpu BENCH_GPU_TIMEOUT=34 bash "$B/bench/bench_gpu.sh" "${GPU_CHECK_BENCH_STEPS:-5}"
+    exit $?
+    ;;
+  *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2;;
+  esac
+  exit 0
 fi
-step op_table 60 build/tests/test_cuda_table
-step parity_fp32 120 build/tests/tools/cuda_parity fp32
-step parity_bf16 120 build/tests/tools/cuda_parity bf16
-step bench 300 bash bench/bench_gpu.sh "$steps"
-echo
-echo "=== summary"
-printf '%s\n' "${summary[@]}"
-grep -h '^RESULT' "$log/bench.log" 2>/dev/null | sed 's/^/  /'
-for s in "${summary[@]}"; do case $s in FAIL*) exit 1;; esac; done
-exit 0
+
+# ---- the driver
+B=""; O=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle) B=${2:?--bundle needs a folder}; shift 2;;
+    -h|--help) sed -n '2,/^set -u/p' "$self" | sed '$d; s/^# \{0,1\}//'; exit 0;;
+    -*) echo "gpu-check.sh: unknown option '$1' (expected --bundle DIR, OUTDIR)" >&2; exit 2;;
+    *) O=$1; shift;;
+  esac
+done
+[ -n "$O" ] || { echo "usage: bash gpu-check.sh [--bundle DIR] OUTDIR" >&2; exit 2; }
+mkdir -p "$O" || exit 2
+O=$(cd "$O" && pwd)
+rm -f "$O"/*.log "$O/summary.txt"; rm -rf "$O/work"
+if [ -z "$B" ]; then
+  if [ -f "$here/env.sh" ] && [ -x "$here/bin/megatrain" ]; then B=$here
+  else B=$here/../dist/gpu-bundle; fi
+fi
+t_start=$(date +%s)
+summary() { # lines... -> stdout and summary.txt
+  printf '%s\n' "$@" | tee -a "$O/summary.txt"
+}
+# no GPU: one clear line, a summary that says so, a failure (not a pass)
+gpu_seen=""
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpu_seen=$(nvidia-smi -L 2>/dev/null | grep -m1 '^GPU')
+elif ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+  gpu_seen="$(ls /dev/nvidia[0-9]* | head -1) (no nvidia-smi)"
+fi
+dry=""
+if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then
+  dry="DRY RUN on the cpu backend (GPU_CHECK_DEVICE=cpu): not a GPU check"
+  gpu_seen="none (dry run)"
+  GPU_CHECK_STEPS=${GPU_CHECK_STEPS:-trainer mpi}
+fi
+if [ -z "$gpu_seen" ]; then
+  summary "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)" \
+          "FAIL  probe: no GPU visible ($(command -v nvidia-smi >/dev/null && echo 'nvidia-smi lists none' || echo 'no nvidia-smi'), no /dev/nvidia0): nothing was checked" \
+          "RESULT: FAIL (no GPU)"
+  echo "gpu-check.sh: no GPU on this machine: nothing was checked" >&2
+  exit 1
+fi
+if [ ! -f "$B/env.sh" ] || [ ! -x "$B/bin/megatrain" ]; then
+  echo "gpu-check.sh: no GPU bundle at '$B' (make one with: bash scripts/gpu-bundle.sh)" >&2
+  summary "FAIL  probe: no GPU bundle at '$B'" "RESULT: FAIL"
+  exit 2
+fi
+B=$(cd "$B" && pwd)
+(source "$B/env.sh") || exit 1   # unpacks the gzipped libraries once, before the steps
+steps=${GPU_CHECK_STEPS:-probe ops trainer mpi nccl bench}
+results=(); failed=0
+first=probe; [ -n "$dry" ] && first=""
+for s in $first $steps; do
+  case " ${done_steps:-} " in *" $s "*) continue;; esac
+  done_steps="${done_steps:-} $s"
+  lim=$(printf '%s\n' $STEP_LIMITS | sed -n "s/^$s://p"); lim=$(( ${lim:-60} * ${GPU_CHECK_TIME_SCALE:-1} ))
+  echo "=== $s (limit ${lim}s) — log $O/$s.log"
+  t0=$(date +%s)
+  timeout -k 10 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
+  r=$?; dt=$(( $(date +%s) - t0 ))
+  fault=$(grep -m1 -iE "$FAULT" "$O/$s.log" | cut -c1-160)
+  notes=$(paste -sd ';' "$O/work/$s.note" 2>/dev/null | sed 's/;/; /g' | cut -c1-300)
+  case $r in
+    0) res=PASS;;
+    77) res=FAIL; notes="SKIP with a GPU visible: $(grep -m1 -o 'SKIP.*' "$O/$s.log")";;
+    124|137) res=FAIL; notes="timed out after ${lim}s; ${notes}";;
+    *) res=FAIL;;
+  esac
+  [ -n "$fault" ] && [ $res = FAIL ] && notes="CUDA fault: $fault; $notes"
+  [ $res = PASS ] || { failed=$((failed + 1)); tail -12 "$O/$s.log" | sed 's/^/  | /'; }
+  line=$(printf '%-4s  %-8s %4ss  %s' "$res" "$s" "$dt" "$notes")
+  echo "$line"; results+=("$line")
+  if [ $s = probe ] && [ $res = FAIL ]; then echo "probe failed: the other steps would tell nothing"; break; fi
+  if [ -n "$fault" ] && ! timeout 20 nvidia-smi -L >/dev/null 2>&1; then
+    results+=("ABORT: the GPU stopped answering after $s (nvidia-smi); later steps not run"); failed=$((failed + 1)); break
+  fi
+done
+ran=$(echo $done_steps)
+for s in $steps; do case " $ran " in *" $s "*) ;; *) results+=("FAIL  $s  not run"); failed=$((failed + 1));; esac; done
+
+rm -f "$O/summary.txt"
+summary "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) — $(grep -m1 '^# commit:' "$B/MANIFEST" | cut -c3-) — total $(( $(date +%s) - t_start ))s" \
+        "GPU: $gpu_seen" ${dry:+"$dry"} "" "${results[@]}"
+if [ -f "$O/bench.log" ] && grep -q '^RESULT name=' "$O/bench.log"; then
+  summary "" "MFU (bf16 storage, seq 1024, 1 GPU; peak $(sed -n 's/.*(peak \([0-9.]*\)).*/\1/p' "$O/bench.log" | head -1) TFLOP/s):" \
+    "$(printf '  %-11s %6s %10s %9s %7s %9s' shape mb tokens/s TFLOP/s MFU 'peak mem')"
+  sed -n 's/^RESULT name=\([^ ]*\) .*mb=\([0-9]*\) .*tokens\/s \([0-9.]*\) | \([0-9.]*\) TFLOP\/s | MFU \([0-9.]*%\).*peak mem \([0-9.]*\) GiB.*/\1 \2 \3 \4 \5 \6/p' "$O/bench.log" |
+    while read -r n mb tps tf mfu mem; do summary "$(printf '  %-11s %6s %10s %9s %7s %9s' "$n" "$mb" "$tps" "$tf" "$mfu" "$mem GiB")"; done
+fi
+if [ $failed = 0 ]; then summary "" "RESULT: ${dry:+DRY RUN }PASS (every step${dry:+ run: $steps})"; exit 0; fi
+summary "" "RESULT: FAIL ($failed step(s); logs in $O)"
+exit 1

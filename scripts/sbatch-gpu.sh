@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # scripts/sbatch-gpu.sh — sbatch template for a multi-node GPU run of
 # megatrain: one Slurm task (= one MPI rank) per GPU, launched with
-# `srun --mpi=pmix` (OpenMPI's only working Slurm launch mode). Each task sees
-# exactly one GPU (--gpus-per-task=1), so the NCCL engine binds GPU 0 of its
-# visible set (local rank % device count). Rank order: consecutive ranks on
+# `srun --mpi=pmix` (OpenMPI's only working Slurm launch mode). GPUs are bound
+# per node (--gpus-per-node): every task of a node sees all of that node's
+# GPUs and picks its own, local rank % device count (cuda/cuda_device.c), so
+# NCCL sees the node's other GPUs and can use CUDA IPC / NVLink between ranks
+# of a node (--gpus-per-task=1 would give each rank a one-GPU
+# CUDA_VISIBLE_DEVICES, which can keep NCCL off them). Rank order: consecutive ranks on
 # the same node, so keep tensor_model_parallel_size <= GPUs per node (tp is
 # the fastest-varying coordinate, docs/topology.md).
 #
 # Usage: sbatch --nodes=2 scripts/sbatch-gpu.sh configs/my_run.json CKPT_DIR [extra megatrain args]
-#   Adjust --gpus-per-node / --ntasks-per-node to the machine (8 on DGX).
+#   Adjust --gpus-per-node / --ntasks-per-node to the machine (8 on DGX);
+#   keep them equal (one rank per GPU).
 #
 # Time limit and preemption, as scripts/sbatch-cpu.sh (README "Running on a
 # cluster"): `--signal=B:USR1@120` sends SIGUSR1 to this batch shell 120 s
@@ -46,7 +50,9 @@ LOAD=()
 [ -f "$CKPT/latest_checkpointed_iteration.txt" ] && LOAD=(--set checkpoint.load="$CKPT")
 echo "job $SLURM_JOB_ID (restart ${SLURM_RESTART_COUNT:-0}): $SLURM_JOB_NUM_NODES nodes x $SLURM_NTASKS_PER_NODE tasks, config $CONFIG, checkpoints $CKPT${LOAD:+ (resuming)}"
 # --kill-on-bad-exit: a rank that dies without MPI_Abort still ends the step.
-srun --mpi=pmix --kill-on-bad-exit=1 --gpus-per-task=1 \
+# --gpus-per-node (from the #SBATCH line): all GPUs of the node visible to
+# every task; each rank picks local_rank % device count.
+srun --mpi=pmix --kill-on-bad-exit=1 --gpus-per-node="${SLURM_GPUS_PER_NODE:-8}" \
   --cpus-per-task="${SLURM_CPUS_PER_TASK:-8}" \
   "$MEGATRAIN" --config "$CONFIG" --set checkpoint.save="$CKPT" "${LOAD[@]}" "$@" &
 STEP=$!

@@ -10,24 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/dtype.h"
 #include "core/fileio.h"
 #include "core/util.h"
 #include "trainer/dist_checkpoint_internal.h"
-
-static inline uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even */
-  return (uint16_t)(u >> 16);
-}
-
-static inline float bf16_to_f32(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
 
 int mt_dckpt_convertible(mt_dtype d, mt_dtype s) {
   int df = d == MT_F32 || d == MT_BF16, sf = s == MT_F32 || s == MT_BF16;
@@ -40,11 +26,11 @@ void mt_dckpt_convert(void *dst, mt_dtype d, const void *src, mt_dtype s, int64_
   } else if (d == MT_BF16 && s == MT_F32) {
     uint16_t *o = dst;
     const float *x = src;
-    for (int64_t i = 0; i < n; i++) o[i] = f32_to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = mt_f32_to_bf16(x[i]);
   } else if (d == MT_F32 && s == MT_BF16) {
     float *o = dst;
     const uint16_t *x = src;
-    for (int64_t i = 0; i < n; i++) o[i] = bf16_to_f32(x[i]);
+    for (int64_t i = 0; i < n; i++) o[i] = mt_bf16_to_f32(x[i]);
   } else {
     mt_fatal("checkpoint: no conversion from %s to %s", mt_dtype_name(s), mt_dtype_name(d));
   }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "config/config.h"
+#include "core/dtype.h"
 #include "core/fileio.h"
 #include "core/safetensors.h"
 #include "core/util.h"
@@ -19,21 +20,6 @@
 #include "trainer/hf_map.h"
 
 /* ---- element conversions (little-endian hosts, as the formats are) ---- */
-static uint16_t f32_to_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
-  u += 0x7fffu + ((u >> 16) & 1u);                                         /* nearest even */
-  return (uint16_t)(u >> 16);
-}
-
-static float bf16_to_f32(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
 static float f16_to_f32(uint16_t h) {
   uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff, u;
   if (e == 0x1f) u = s | 0x7f800000u | (m << 13);
@@ -207,7 +193,7 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
     mt_hf_export(&m, &e[i], cur, hf);
     if (bf16) {
       uint16_t *b = mt_xmalloc((size_t)n * sizeof(uint16_t));
-      for (int64_t j = 0; j < n; j++) b[j] = f32_to_bf16(hf[j]);
+      for (int64_t j = 0; j < n; j++) b[j] = mt_f32_to_bf16(hf[j]);
       free(hf);
       bufs[i] = b;
     } else {
@@ -303,7 +289,7 @@ static float *read_f32(mt_st_dir *d, int i, char *err, size_t errlen) {
     free(h);
     goto fail;
   }
-  for (size_t j = 0; j < n; j++) f[j] = in->dtype == MT_ST_BF16 ? bf16_to_f32(h[j]) : f16_to_f32(h[j]);
+  for (size_t j = 0; j < n; j++) f[j] = in->dtype == MT_ST_BF16 ? mt_bf16_to_f32(h[j]) : f16_to_f32(h[j]);
   free(h);
   return f;
 fail:

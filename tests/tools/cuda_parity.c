@@ -1,7 +1,26 @@
 /* tests/tools/cuda_parity.c — per-op parity of the CUDA backend against the
  * fp32 CPU backend (the reference semantics), forward and backward ops.
  *
- * usage: cuda_parity [fp32|bf16|all]   (default all)
+ * usage: cuda_parity [fp32|bf16|all] [tiny|realistic|all]   (default: all tiny)
+ *
+ * Shapes: "tiny" — small shapes that cover every code path (edges, padding,
+ * accumulate flags, one and several tiles); "realistic" (cuda_parity_real.h)
+ * — the shapes of real models: aligned tensor-core GEMMs 4096x4096x1024,
+ * LayerNorm/RMSNorm h 4096 over 4096 rows, multi-chunk embedding backward
+ * over vocab 50304 with repeats, cross-entropy over 50304 columns (50257
+ * valid) x 4096 tokens, fused attention s 1024-2048 with the unfused GPU
+ * softmax (rows > 32) as a second reference, hidden dropout s 2048 x h 1024,
+ * AdamW and sumsq_acc_f32 over 1e7 elements. The CPU reference then runs on
+ * every core (OpenMP default) so a mode stays within about a minute.
+ *
+ * Self-test without a GPU: MEGATRAIN_PARITY_SELFTEST=1 runs the "device"
+ * side on a second cpu backend (storage fp32 or bf16), skipping the
+ * GPU-only checks: it exercises the tool's host code and times the CPU
+ * reference (every comparison must pass).
+ *
+ * Output: each case prints "case NAME ..." (flushed) BEFORE it runs — with
+ * CUDA_LAUNCH_BLOCKING=1 a device fault then names the case — then one line
+ * per compared output and "PASS|FAIL case NAME worst rel err E (S s)".
  *
  * Every op runs on both backends with the same inputs; in bf16 mode the
  * host inputs are first rounded to bf16, so both sides see identical values
@@ -46,7 +65,38 @@ typedef struct {
   double l1, l2; /* tolerances for once-rounded / chained outputs */
   int fails, checks;
   uint64_t seed;
+  const char *case_name; /* the case running (case_begin) */
+  double case_worst;     /* its worst relative error */
+  int case_fails0;       /* fails before it */
+  double case_t0;
+  int cases, case_failed;
 } P;
+
+/* Announce a case before it runs (flushed: a fault names it). */
+static void case_begin(P *p, const char *name) {
+  p->case_name = name;
+  p->case_worst = 0.0;
+  p->case_fails0 = p->fails;
+  p->case_t0 = mt_now();
+  printf("case %s ...\n", name);
+  fflush(stdout);
+}
+
+/* Close it: synchronise (an asynchronous fault surfaces here, still under
+ * its name), then one summary line. */
+static void case_end(P *p) {
+  p->g->ops->synchronize(p->g);
+  const int ok = p->fails == p->case_fails0;
+  p->cases++;
+  if (!ok) p->case_failed++;
+  printf("%s case %s: worst rel err %.3e (%.1f s)\n", ok ? "PASS" : "FAIL", p->case_name,
+         p->case_worst, mt_now() - p->case_t0);
+  fflush(stdout);
+}
+
+static void note_err(P *p, double rel) {
+  if (!(rel <= p->case_worst)) p->case_worst = isnan(rel) ? INFINITY : rel;
+}
 
 /* A tensor on both backends: host values h (fp32), cpu copy c (fp32), gpu
  * copy g in dtype gt. */
@@ -152,6 +202,7 @@ static void cmp(P *p, const char *name, const tp *t, double tol, int mask) {
   }
   double rel = err / (mx > 0 ? mx : 1.0);
   int ok = rel <= tol && (!mask || zdiff == 0);
+  note_err(p, mask && zdiff ? INFINITY : rel);
   p->checks++;
   if (!ok) p->fails++;
   printf("  %-4s %-34s max rel err %.3e (tol %.1e)%s\n", ok ? "ok" : "FAIL", name, rel, tol,
@@ -162,6 +213,7 @@ static void cmp(P *p, const char *name, const tp *t, double tol, int mask) {
 static void cmp_scalar(P *p, const char *name, double c, double g, double tol) {
   double rel = fabs(g - c) / (fabs(c) > 0 ? fabs(c) : 1.0);
   int ok = rel <= tol;
+  note_err(p, rel);
   p->checks++;
   if (!ok) p->fails++;
   printf("  %-4s %-34s cpu %.10g gpu %.10g rel %.3e (tol %.1e)\n", ok ? "ok" : "FAIL", name, c, g,
@@ -405,6 +457,7 @@ static void t_moe(P *p) {
 }
 
 #include "cuda_parity_flash.h"
+#include "cuda_parity_real.h"
 
 static void t_allocator(P *p) {
   mt_backend *g = p->g;
@@ -422,12 +475,40 @@ static void t_allocator(P *p) {
   p->checks++;
   if (!ok) p->fails++;
   printf("  %-4s allocator counters, memset0, memcpy\n", ok ? "ok" : "FAIL");
+#if MT_HAVE_CUDA
+  if (strcmp(g->name, "cuda")) return; /* self-test on cpu */
+  /* ZeRO-like churn: 8 live buffers, 20000 alloc/free pairs of 1 MiB. The
+   * stream-ordered pool must not synchronise (fast) and the pointer map
+   * must stay at constant capacity (it follows the live entries). */
+  void *live[8];
+  const double t0 = mt_now();
+  for (int i = 0; i < 8; i++) live[i] = g->ops->alloc(g, 1 << 20, MT_MEM_COMM);
+  const size_t cap0 = cuda_impl_of(g)->rec_cap;
+  for (int i = 0; i < 20000; i++) {
+    g->ops->free(g, live[i & 7]);
+    live[i & 7] = g->ops->alloc(g, 1 << 20, MT_MEM_COMM);
+    g->ops->memset0(g, live[i & 7], 256);
+  }
+  const size_t cap1 = cuda_impl_of(g)->rec_cap;
+  for (int i = 0; i < 8; i++) g->ops->free(g, live[i]);
+  g->ops->synchronize(g);
+  const double dt = mt_now() - t0;
+  ok = cap1 == cap0 && cap1 <= 256 && g->mem.live[MT_MEM_COMM] == before;
+  p->checks++;
+  if (!ok) p->fails++;
+  printf("  %-4s allocator churn: 20000 alloc/free, map capacity %zu -> %zu, %.3f s (%s pool)\n",
+         ok ? "ok" : "FAIL", cap0, cap1, dt, cuda_impl_of(g)->pool ? "stream-ordered" : "NO");
+#endif
 }
 
-static int run_mode(mt_dtype T) {
+static int run_mode(mt_dtype T, int tiny, int real) {
   char err[512] = "";
-  mt_backend_options oc = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
-  mt_backend_options og = {.device = "cuda", .dtype = T};
+  /* tiny: one CPU thread (as before); realistic: every core */
+  mt_backend_options oc = {.device = "cpu", .num_threads = real ? 0 : 1, .dtype = MT_F32};
+  const char *st = getenv("MEGATRAIN_PARITY_SELFTEST");
+  const int selftest = st && !strcmp(st, "1");
+  mt_backend_options og = {.device = selftest ? "cpu" : "cuda", .dtype = T};
+  if (selftest) mt_backends_process_init(&oc);
   P p = {0};
   p.T = T;
   p.seed = 42;
@@ -438,35 +519,56 @@ static int run_mode(mt_dtype T) {
     printf("SKIP: no usable CUDA device (%s)\n", err);
     return 77;
   }
-  mt_backends_process_init(&oc);
+  if (!selftest) mt_backends_process_init(&oc);
   p.c = mt_backend_create(&oc, err, sizeof err);
   if (!p.c) mt_fatal("%s", err);
-  printf("== CUDA vs CPU, storage %s\n", mt_dtype_name(T));
-  t_allocator(&p);
-  t_gemm(&p);
-  t_norm_act(&p);
-  t_flash_all(&p);
-  t_dropout(&p);
-  t_embed_xent(&p);
-  t_elementwise(&p);
-  t_moe(&p);
+  printf("== CUDA vs CPU, storage %s, %s shapes\n", mt_dtype_name(T),
+         tiny && real ? "tiny and realistic" : real ? "realistic" : "tiny");
+  fflush(stdout);
+  if (tiny) {
+    static const struct {
+      const char *name;
+      void (*fn)(P *);
+    } groups[] = {{"allocator", t_allocator}, {"gemm", t_gemm},       {"norm_act", t_norm_act},
+                  {"flash", t_flash_all},     {"dropout", t_dropout}, {"embed_xent", t_embed_xent},
+                  {"elementwise", t_elementwise}, {"moe", t_moe}};
+    for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) {
+      case_begin(&p, groups[i].name);
+      groups[i].fn(&p);
+      case_end(&p);
+    }
+  }
+  if (real) t_realistic(&p);
   p.g->ops->synchronize(p.g);
-  printf("== %s: %d checks, %d failed\n", mt_dtype_name(T), p.checks, p.fails);
+  printf("== %s: %d cases (%d failed), %d checks, %d failed\n", mt_dtype_name(T), p.cases,
+         p.case_failed, p.checks, p.fails);
+  fflush(stdout);
   mt_backend_destroy(p.c);
   mt_backend_destroy(p.g);
   return p.fails ? 1 : 0;
 }
 
 int main(int argc, char **argv) {
-  const char *mode = argc > 1 ? argv[1] : "all";
+  const char *mode = argc > 1 ? argv[1] : "all", *shapes = argc > 2 ? argv[2] : "tiny";
+  const int fp32 = !strcmp(mode, "fp32") || !strcmp(mode, "all");
+  const int bf16 = !strcmp(mode, "bf16") || !strcmp(mode, "all");
+  const int tiny = !strcmp(shapes, "tiny") || !strcmp(shapes, "all");
+  const int real = !strcmp(shapes, "realistic") || !strcmp(shapes, "all");
+  if ((!fp32 && !bf16) || (!tiny && !real) || argc > 3) {
+    fprintf(stderr,
+            "usage: cuda_parity [fp32|bf16|all] [tiny|realistic|all] (got mode '%s', shapes "
+            "'%s'%s)\n",
+            mode, shapes, argc > 3 ? ", extra arguments" : "");
+    return 2;
+  }
   int rc = 0;
-  if (!strcmp(mode, "fp32") || !strcmp(mode, "all")) {
-    int r = run_mode(MT_F32);
+  if (fp32) {
+    int r = run_mode(MT_F32, tiny, real);
     if (r == 77) return 77;
     rc |= r;
   }
-  if (!strcmp(mode, "bf16") || !strcmp(mode, "all")) {
-    int r = run_mode(MT_BF16);
+  if (bf16) {
+    int r = run_mode(MT_BF16, tiny, real);
     if (r == 77) return 77;
     rc |= r;
   }

@@ -333,6 +333,39 @@ static const op_case ot_cases[] = {
     {"cast", "copy", {1000}, {0}, {2.5f}, F32, TX, TM(0), 0},
     {"cast", "bf16", {4096}, {0}, {2.5f}, F32, TX, TM(0), 0},
     {"fill", "fill", {63}, {0}, {3.3f}, BF16, TX, TM(B8), 0},
+    /* ---- more bf16 storage rows (every column: cpu-bf16 and cuda) ----
+     * batched GEMMs with every transpose, beta and padded C; the one-row
+     * product; grouped GEMM with T C shared by groups (rounded per group:
+     * CHAIN) */
+    {"gemm", "c", {33, 40, 24, 3}, {1, 1, 1, 0}, {0.5f, 0.5f}, BF16, TX, TM(B8), 0},
+    {"gemm", "c", {17, 9, 31, 2}, {1, 0, 0, 0}, {-0.5f, 1}, BF16, TX, TM(B8), 0},
+    {"gemm", "c", {1, 37, 29, 2}, {0, 1, 1, 0}, {0.7f, 0.5f}, BF16, TX, TM(B8), 0},
+    {"gemm", "c", {90, 171, 80, 1}, {0, 1, 1, 1}, {1, 1}, BF16, TX, TM(1e-5), 0},
+    {"gemm_grouped", "c", {6, 24, 16, 13}, {1, 0, 0, 1}, {1, 1}, BF16, TX, TM(B6), CHAIN},
+    {"gemm_grouped", "c", {5, 7, 6, 8}, {1, 1, 1, 2}, {-0.5f, 1}, BF16, TX, TM(B8), 0},
+    /* accumulating backward ops over more rows than one chunk */
+    {"layernorm_bwd", "din", {300, 40}, {0}, {0}, BF16, TX, TM(B6), 0},
+    {"layernorm_bwd", "dw", {300, 40}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    {"rmsnorm_bwd", "din", {300, 40}, {0}, {0}, BF16, TX, TM(B6), 0},
+    {"qknorm_bwd", "din", {40, 4, 2, 16}, {1}, {0}, BF16, TX, TM(B6), 0},
+    {"qknorm_bwd", "dbq", {40, 4, 2, 16}, {0}, {0}, BF16, TX, TM(1e-5), 0},
+    /* attention: the kv form's dqkv (q heads accumulate), GQA/MQA, merge */
+    {"flash_attn_bwd", "dqkv", {8, 2, 4, 8}, {2, 2, 1, 0}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_bwd", "dqkv", {16, 2, 4, 8}, {1}, {0}, BF16, TX, TM(B5), 0},
+    {"flash_attn_fwd", "ctx", {8, 2, 4, 8}, {2, 2, 0, 1}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_fwd", "lse", {8, 2, 4, 8}, {2, 2, 0, 1}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"attn_merge", "ctx", {16, 2, 4, 8}, {2}, {0.1f}, BF16, TX, TM(B5), CHAIN},
+    {"attn_merge", "lse", {16, 2, 4, 8}, {2}, {0.1f}, BF16, TX, TM(B5), CHAIN},
+    /* masks: unit values show the zero pattern of the hidden dropout */
+    {"dropout_add_fwd", "out", {16, 4, 64}, {0, 16, 0, 64}, {0.3f, 1}, BF16, TX, TM(B8), MASK},
+    /* cross-entropy over a GPT-2 vocabulary: more rows than one widened block */
+    {"xent_stats", "sumexp", {100, 50304, 50257, 0}, {0}, {0.25f}, BF16, TX, TM(1e-5), 0},
+    {"xent_bwd", "dlogits", {100, 50304, 50257, 0}, {0}, {0.25f}, BF16, TX, TM(B8), 0},
+    {"swiglu_bwd", "din", {37, 301}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"rope_bwd", "dqkv", {5, 3, 3, 10}, {3, 4, 1, 1000}, {10000}, BF16, TX, TM(B8), 0},
+    {"pos_embedding_fwd", "x", {5, 3, 19, 2}, {0}, {0}, BF16, TX, TM(B8), 0},
+    {"cast", "bf16", {4096}, {0}, {2.5f}, BF16, TX, TM(0), 0},
+    {"cast", "copy", {1000}, {0}, {2.5f}, BF16, TX, TM(0), 0},
 };
 
 #define OT_N_CASES (sizeof ot_cases / sizeof *ot_cases)
