@@ -228,7 +228,7 @@ void mt_allgatherv(mt_group *g, const void *send, int64_t send_count, void *recv
              (long long)send_count, g->rank, (long long)recv_counts[g->rank]);
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)send_count * es, recv, (size_t)end * es, "all-gatherv");
-  if (g->size == 1) {
+  if (g->size == 1 && engine_for(g, recv) == &mt_comm_mpi_engine) { /* device: the engine's copy */
     if (send_count)
       memcpy((char *)recv + (size_t)recv_displs[0] * es, send, (size_t)send_count * es);
     return;
@@ -246,7 +246,7 @@ void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, vo
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)total * es, recv, (size_t)counts[g->rank] * es,
                  "reduce-scatterv");
-  if (g->size == 1) {
+  if (g->size == 1 && engine_for(g, send) == &mt_comm_mpi_engine) { /* device: the engine's copy */
     if (counts[0]) memcpy(recv, send, (size_t)counts[0] * es);
     return;
   }

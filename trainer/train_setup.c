@@ -162,6 +162,10 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->dp_group = t->ps->dp_cp; /* = ps->dp when cp == 1 */
   /* Megatron logs from the first rank of the last pipeline stage */
   t->is_logger = t->ps->is_last_stage && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0;
+  /* the pipeline's and the CP ring's tagged p2p: NCCL channels, created
+   * collectively here (a no-op for the MPI and staging engines) */
+  mt_group_enable_p2p(t->ps->pp);
+  mt_group_enable_p2p(t->ps->cp);
 
   if (open_data(t, err, errlen) != 0) return -1;
 
