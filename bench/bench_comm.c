@@ -8,11 +8,18 @@
  * so the bench also exercises the counters. time = slowest rank's mean.
  * Usage: mpirun -np N bench_comm [--minbytes B] [--maxbytes B] [--step F]
  *                                [--iters N] [--warmup N] [--op NAME]
- * NAME: all_reduce | all_gather | reduce_scatter | all_to_all | all (default). */
+ *                                [--engine mpi|staged]
+ * NAME: all_reduce | all_gather | reduce_scatter | all_to_all | all (default).
+ * --engine staged: a group of all ranks on the staging engine
+ * (parallel/comm_staged.c) over a cpu backend under the test switch
+ * MEGATRAIN_TEST_DEVICE_BUFFERS=1: the MPI engine's calls plus the staging
+ * copies (host memcpy here; PCIe copies on a GPU). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backends/registry.h"
+#include "core/backend.h"
 #include "core/util.h"
 #include "parallel/comm.h"
 
@@ -45,7 +52,7 @@ int main(int argc, char **argv) {
   int64_t minb = 1024, maxb = 16 << 20;
   double step = 4;
   int iters = 0, warmup = 3;
-  const char *which = "all";
+  const char *which = "all", *engine = "mpi";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--minbytes")) minb = atoll(argv[i + 1]);
     else if (!strcmp(argv[i], "--maxbytes")) maxb = atoll(argv[i + 1]);
@@ -53,9 +60,25 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--iters")) iters = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--op")) which = argv[i + 1];
+    else if (!strcmp(argv[i], "--engine")) engine = argv[i + 1];
     else mt_fatal("unknown option %s", argv[i]);
   }
-  mt_group *g = mt_dist_world(d);
+  mt_group *g = mt_dist_world(d), *staged = NULL;
+  mt_backend *be = NULL;
+  if (!strcmp(engine, "staged")) {
+    char err[256];
+    setenv("MEGATRAIN_TEST_DEVICE_BUFFERS", "1", 1);
+    mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+    mt_backends_process_init(&bo);
+    if (!(be = mt_backend_create(&bo, err, sizeof err))) mt_fatal("%s", err);
+    mt_dist_set_backend(d, be);
+    int *all = mt_xmalloc(sizeof(int) * (size_t)mt_dist_size(d));
+    for (int i = 0; i < mt_dist_size(d); i++) all[i] = i;
+    g = staged = mt_group_create(d, all, mt_dist_size(d), "world_staged", MT_ENGINE_STAGED);
+    free(all);
+  } else if (strcmp(engine, "mpi")) {
+    mt_fatal("--engine %s: expected mpi or staged", engine);
+  }
   int n = mt_group_size(g), me = mt_group_rank(g);
   if (n < 2) mt_fatal("bench_comm needs at least 2 ranks (mpirun -np N)");
   float *a = mt_xmalloc((size_t)maxb + 64), *b = mt_xmalloc((size_t)maxb + 64);
@@ -63,7 +86,8 @@ int main(int argc, char **argv) {
   for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
     if (strcmp(which, "all") && strcmp(which, ops[o].name)) continue;
     if (me == 0) {
-      printf("# %s, %d ranks, MPI engine, fp32\n", ops[o].name, n);
+      printf("# %s, %d ranks, %s engine, fp32\n", ops[o].name, n,
+             staged ? "staging (MPI + host copies)" : "MPI");
       printf("# %12s %12s %6s %6s %10s %8s %8s\n", "size", "count", "type", "redop", "time",
              "algbw", "busbw");
       printf("# %12s %12s %6s %6s %10s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
@@ -93,6 +117,8 @@ int main(int argc, char **argv) {
   }
   free(a);
   free(b);
+  mt_group_destroy(staged);
+  if (be) mt_backend_destroy(be);
   mt_dist_finalize(d);
   return 0;
 }

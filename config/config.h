@@ -92,6 +92,7 @@ typedef struct {
   int64_t ddp_bucket_size;          /* elements */
   int zero_prefetch_layers;
   float distributed_timeout_minutes; /* collective / p2p deadline */
+  char distributed_backend[8];      /* "nccl" | "mpi" (derived: nccl on cuda) */
 } mt_parallel_config;
 
 typedef struct {

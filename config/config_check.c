@@ -47,6 +47,9 @@ void mt_cfg_derive(mt_config *cfg, int world) {
   if (p->expert_tensor_parallel_size == 0)
     p->expert_tensor_parallel_size = p->tensor_model_parallel_size;
   if (t->lr_decay_iters == 0) t->lr_decay_iters = t->train_iters;
+  if (!p->distributed_backend[0])
+    snprintf(p->distributed_backend, sizeof p->distributed_backend, "%s",
+             strcmp(cfg->device, "cuda") ? "mpi" : "nccl");
   if (t->global_batch_size == 0) {
     int dp = data_parallel(cfg, world);
     /* With an invalid layout the consistency check reports the layout. */
@@ -503,6 +506,11 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
                        "ffn_hidden_size set explicitly)",
                        m->hidden_size);
   if (check_ranges(c, cfg) || check_split(c, cfg->data.split)) return 2;
+  if (!strcmp(cfg->parallel.distributed_backend, "nccl") && strcmp(cfg->device, "cuda"))
+    return mt_cfg_fail(c, key("parallel.distributed_backend"),
+                       "\"nccl\" with device \"%s\" (NCCL runs on GPUs; expected \"mpi\", or "
+                       "device \"cuda\")",
+                       cfg->device);
   if (check_layout(c, cfg, world_size, kv_given) || check_block(c, cfg) ||
       check_moe(c, cfg, world_size))
     return 2;

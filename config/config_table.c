@@ -222,6 +222,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      GT(0), NULL, NUM(10), "`--distributed-timeout-minutes` (fractions allowed here)",
      "deadline of every collective and point-to-point operation; on expiry the job prints which "
      "ranks of which group never arrived and aborts"},
+    {S_PAR, "distributed_backend", MT_CT_STR, FLD(parallel.distributed_backend), DER, 0, 0,
+     "nccl|mpi", RULE("`nccl` when `device` is `cuda`, else `mpi`"), "`--distributed-backend`",
+     "engine of the collectives and point-to-point on device buffers: `nccl` (NCCL on the "
+     "backend's stream; one GPU per rank) or `mpi` (on cuda: device buffers staged through "
+     "pinned host buffers over MPI, two PCIe copies per call; several ranks may share a GPU). "
+     "`nccl` needs `device` `cuda`; docs/communication.md, \"Engines\""},
     {S_PAR, "zero_prefetch_layers", MT_CT_INT, FLD(parallel.zero_prefetch_layers), GE(0), NULL,
      NUM(1), "DeepSpeed `stage3_prefetch_bucket_size` (in bytes there)",
      "ZeRO-3: layers whose parameters are all-gathered ahead (on the MPI engine: gathered "

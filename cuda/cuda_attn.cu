@@ -10,6 +10,7 @@
  * dropout a lane handles groups of four consecutive counters (one Philox
  * block: mt_rng_uniform4, one Philox call per four mask values). */
 #include "cuda_dev.cuh"
+#include "cuda_philox4.cuh"
 
 #define ROWS_PER_BLOCK 4
 
@@ -40,29 +41,6 @@ __device__ __forceinline__ uint64_t attn_row_counter(const attn_args &a, const i
   const uint64_t head =
       (uint64_t)ids[bi] * (uint64_t)a.n_heads_total + (uint64_t)(a.head_offset + n);
   return (head * (uint64_t)a.s + (uint64_t)q) * (uint64_t)a.s;
-}
-
-/* Calls f(k, u) for every k in [0, n) of a row whose element k has counter
- * base + k, u = mt_rng_uniform(key, base + k) bitwise: the warp's lanes take
- * the row's Philox blocks in turn (lane j: blocks j, j + 32, ...), one
- * Philox call per block. Blocks whose first k is >= n_rand (above the
- * causal diagonal) skip Philox and pass u = 0. Each k is visited by exactly
- * one lane. */
-template <typename F>
-__device__ __forceinline__ void row_uniform4(mt_rng_key_t key, uint64_t base, int64_t n,
-                                             int64_t n_rand, int lane, F f) {
-  const int64_t k0 = -(int64_t)(base & 3); /* k of the first block's word 0 */
-  const uint64_t blk0 = base >> 2;
-  for (int64_t j = lane; k0 + 4 * j < n; j += 32) {
-    const int64_t kb = k0 + 4 * j;
-    float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (kb < n_rand) mt_rng_uniform4(key, blk0 + (uint64_t)j, u);
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-      const int64_t k = kb + t;
-      if (k >= 0 && k < n) f(k, u[t]);
-    }
-  }
 }
 
 template <typename T>

@@ -5,6 +5,7 @@
  * formulas, same fp32 evaluation order per element); RNG draws come from the
  * header-only Philox of core/rng.h, so dropout masks are bitwise equal. */
 #include "cuda_dev.cuh"
+#include "cuda_philox4.cuh"
 
 #define TPB 256
 
@@ -173,12 +174,6 @@ extern "C" void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float 
 
 /* ---- hidden-state dropout: counter of (si, bi, hi) as in mt_dropout_desc ---- */
 
-struct drop_args {
-  float p, inv;
-  mt_rng_key_t key;
-  int64_t s, b, h, s_offset, s_full, h_offset, h_full;
-};
-
 static drop_args drop_args_of(const mt_dropout_desc *d) {
   drop_args a;
   a.p = d->p;
@@ -188,34 +183,6 @@ static drop_args drop_args_of(const mt_dropout_desc *d) {
   a.s_offset = d->s_offset, a.s_full = d->s_full;
   a.h_offset = d->h_offset, a.h_full = d->h_full;
   return a;
-}
-
-/* Work items of the masked kernels: row r = si * b + bi of [s, b, h] has
- * counters rowbase + j (j < h), rowbase = (ids[bi] * s_full + s_offset + si)
- * * h_full + h_offset; item (r, g) covers the Philox block g of the row
- * (columns j = k0 + 4g .. k0 + 4g + 3, k0 = -(rowbase & 3)), so one Philox
- * call gives its four mask values (mt_rng_uniform4, the counter -> word
- * mapping of mt_rng_uniform). drop_groups() blocks per row cover any k0. */
-__device__ __forceinline__ int64_t drop_groups(const drop_args &a) { return (a.h + 3) / 4 + 1; }
-
-/* Calls f(i, keep) for the (up to four) elements of item `it`. */
-template <typename F>
-__device__ __forceinline__ void drop_item(const drop_args &a, const int64_t *ids, int64_t it,
-                                          F f) {
-  const int64_t ng = drop_groups(a), r = it / ng, g = it - r * ng;
-  const int64_t si = r / a.b, bi = r - si * a.b;
-  const uint64_t rowbase =
-      ((uint64_t)ids[bi] * (uint64_t)a.s_full + (uint64_t)(a.s_offset + si)) * (uint64_t)a.h_full +
-      (uint64_t)a.h_offset;
-  const int64_t jb = -(int64_t)(rowbase & 3) + 4 * g;
-  if (jb >= a.h || jb + 3 < 0) return;
-  float u[4];
-  mt_rng_uniform4(a.key, (rowbase >> 2) + (uint64_t)g, u);
-#pragma unroll
-  for (int t = 0; t < 4; t++) {
-    const int64_t j = jb + t;
-    if (j >= 0 && j < a.h) f(r * a.h + j, u[t] >= a.p);
-  }
 }
 
 template <typename T>

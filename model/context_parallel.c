@@ -7,7 +7,11 @@
 
 #include "core/util.h"
 
-enum { TAG_KV = 0x4350, TAG_DKV = 0x4351 }; /* "CP" */
+/* "CP". Bit 0 differs: over NCCL, tagged messages travel on channels
+ * (sender, receiver, tag & 1), so K/V and dK/dV blocks get a FIFO each
+ * (parallel/comm.h, mt_isend). */
+enum { TAG_KV = 0x4350, TAG_DKV = 0x4351 };
+_Static_assert(((TAG_KV ^ TAG_DKV) & 1) == 1, "TAG_KV and TAG_DKV must differ in bit 0");
 
 mt_cp_layout mt_cp_layout_make(int64_t s, int cp, int rank) {
   mt_cp_layout L = {cp < 1 ? 1 : cp, rank, s, s / 2};

@@ -19,6 +19,19 @@ const char *mt_comm_engine_name(mt_comm_engine e) {
   return "?";
 }
 
+const char *mt_comm_engine_describe(mt_comm_engine e) {
+  return e == MT_ENGINE_STAGED ? "mpi (staged through host)" : mt_comm_engine_name(e);
+}
+
+mt_comm_engine mt_comm_engine_choose(const mt_backend *be, const char *distributed_backend) {
+  /* a GPU backend has a stream; the cpu test switch calls every pointer,
+   * even the backend struct, device memory */
+  int device = be && (be->stream || (be->is_device_ptr && be->is_device_ptr(be, be)));
+  if (!device) return MT_ENGINE_MPI;
+  return distributed_backend && !strcmp(distributed_backend, "nccl") ? MT_ENGINE_NCCL
+                                                                      : MT_ENGINE_STAGED;
+}
+
 const char *mt_coll_name(mt_coll_kind k) {
   return (k >= 0 && k < MT_COLL_N) ? coll_names[k] : "?";
 }
@@ -215,7 +228,7 @@ void mt_allgatherv(mt_group *g, const void *send, int64_t send_count, void *recv
              (long long)send_count, g->rank, (long long)recv_counts[g->rank]);
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)send_count * es, recv, (size_t)end * es, "all-gatherv");
-  if (g->size == 1) {
+  if (g->size == 1 && engine_for(g, recv) == &mt_comm_mpi_engine) { /* device: the engine's copy */
     if (send_count)
       memcpy((char *)recv + (size_t)recv_displs[0] * es, send, (size_t)send_count * es);
     return;
@@ -233,7 +246,7 @@ void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, vo
   size_t es = mt_dtype_size(t);
   check_disjoint(g, send, (size_t)total * es, recv, (size_t)counts[g->rank] * es,
                  "reduce-scatterv");
-  if (g->size == 1) {
+  if (g->size == 1 && engine_for(g, send) == &mt_comm_mpi_engine) { /* device: the engine's copy */
     if (counts[0]) memcpy(recv, send, (size_t)counts[0] * es);
     return;
   }

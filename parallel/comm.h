@@ -93,6 +93,17 @@ void mt_group_set_micro_batch(mt_group *g, int micro_batch);
  * clears it. */
 void mt_dist_set_backend(mt_dist *d, mt_backend *be);
 mt_backend *mt_dist_backend(const mt_dist *d);
+/* The engine for the groups of a run on backend `be` with
+ * parallel.distributed_backend `distributed_backend` ("nccl" | "mpi"): a
+ * host-memory backend (the cpu backend: be->stream NULL, is_device_ptr 0)
+ * → MPI; the cpu backend under the test switch
+ * MEGATRAIN_TEST_DEVICE_BUFFERS=1 (is_device_ptr 1 for every pointer) →
+ * STAGED; a device backend (be->stream set) → NCCL for "nccl", STAGED for
+ * "mpi". NULL be → MPI. Local. */
+mt_comm_engine mt_comm_engine_choose(const mt_backend *be, const char *distributed_backend);
+/* How the engine is described in start-up lines: "mpi", "nccl", "mpi (staged
+ * through host)". */
+const char *mt_comm_engine_describe(mt_comm_engine e);
 /* Group of all ranks (owned by d; MPI engine, host buffers). */
 mt_group *mt_dist_world(mt_dist *d);
 /* Check that `value` (e.g. a config hash) is equal on every rank. Collective
@@ -118,8 +129,13 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
  * binds the process to GPU (local rank % device count) at its first group,
  * through cuda/'s one selection point (mt_cuda_select_device). */
 void mt_group_destroy(mt_group *g); /* NULL is a no-op */
-/* NCCL engine: enqueue this group's calls on `cuda_stream` (a cudaStream_t;
- * default NULL = the legacy default stream). No-op for the MPI engine. */
+/* NCCL engine: enqueue this group's calls on `cuda_stream` (a cudaStream_t)
+ * instead of the backend's stream (mt_dist_set_backend; the default, and
+ * what the trainer uses; without a backend: the legacy default stream).
+ * No-op for the MPI engine. The NCCL engine creates a group's communicator
+ * at its first NCCL call (collective as that call is), and never for a
+ * group of one rank, whose calls are copies on the stream (test hook: env
+ * MEGATRAIN_NCCL_SIZE1=1 gives such a group a real 1-rank communicator). */
 void mt_group_set_cuda_stream(mt_group *g, void *cuda_stream);
 mt_comm_engine mt_group_engine(const mt_group *g);
 
@@ -196,10 +212,27 @@ void mt_barrier(mt_group *g);
  * until mt_wait returns (or mt_test returns 1). Sends are counted under
  * MT_COLL_SENDRECV when posted. STAGED engine: a send copies buf to a host
  * copy the request owns at post; a receive lands in its host copy and is
- * copied into buf at mt_wait / the mt_test that returns 1. */
+ * copied into buf at mt_wait / the mt_test that returns 1. NCCL engine
+ * (device buffers; docs/communication.md "The NCCL engine"): only between
+ * ring neighbours (peer = rank +- 1 mod size; fatal otherwise), after
+ * mt_group_enable_p2p; tags are not compared: a message travels on the
+ * channel (sender, receiver, tag & 1), a FIFO, so the receiver must post
+ * the receives of each channel in the order the sender posts the sends
+ * (the pipeline's and the CP ring's do: comm_nccl_p2p.c says why). Posting
+ * is stream-ordered after the work queued on the group's stream; mt_wait
+ * makes that stream wait for the message (no host wait); mt_test asks
+ * whether it is done. */
 typedef struct mt_request mt_request;
 mt_request *mt_isend(mt_group *g, int peer, int tag, const void *buf, int64_t count, mt_dtype t);
 mt_request *mt_irecv(mt_group *g, int peer, int tag, void *buf, int64_t count, mt_dtype t);
+/* Prepare g for mt_isend/mt_irecv on device buffers. Collective over g
+ * (every member calls it, after creating the group and before its first
+ * tagged message). NCCL engine: creates the channels to both ring
+ * neighbours — per neighbour and direction two 2-rank communicators (tag
+ * parity 0 and 1), each with its own CUDA stream — inside one
+ * ncclGroupStart/End. No-op for the MPI and STAGED engines, for groups of
+ * one rank and for NULL. NCCL errors are fatal. */
+void mt_group_enable_p2p(mt_group *g);
 /* Complete and free the request. */
 void mt_wait(mt_request *r);
 /* 1 (and the request is freed) when complete, else 0. */

@@ -84,6 +84,15 @@ extern const mt_comm_engine_ops mt_comm_mpi_engine;
 void mt_comm_mpi_post(mt_group *g, mt_request *r);
 int mt_comm_mpi_complete(mt_request *r, int block);
 extern const mt_comm_engine_ops mt_comm_nccl_engine;
+/* The NCCL engine's tagged-p2p channel of a message (comm_nccl_p2p.c),
+ * seen from group rank `rank` of `size`: 0..3 towards the next ring
+ * neighbour (rank + 1 mod size), 4..7 towards the previous one (only when
+ * size > 2; with 2 ranks next = prev uses 0..3); within each, slot
+ * 2·is_send + (tag & 1). -1 when peer is not a ring neighbour or is rank.
+ * Pure (no CUDA): unit-tested without a GPU. */
+int mt_nccl_channel_slot(int size, int rank, int peer, int is_send, int tag);
+/* Channels per rank: 0 (size < 2), 4 (size 2), 8. */
+int mt_nccl_channel_count(int size);
 /* The staging engine (comm_staged.c): device buffers copied to host staging
  * buffers (g->engine_state), the MPI engine's entries on them, results
  * copied back. Needs g->d->be. */

@@ -1,27 +1,60 @@
-/* parallel/comm_nccl.c — the NCCL engine: collectives on device buffers.
- * One NCCL communicator per group, bootstrapped by broadcasting a unique id
- * over the group's MPI communicator; batched point-to-point and all-to-all(v)
- * are grouped ncclSend/ncclRecv calls. Compiled for real when MT_HAVE_NCCL
- * is defined; otherwise every entry is fatal. */
+/* parallel/comm_nccl.c — the NCCL engine: collectives on device buffers,
+ * every call on the backend's stream (mt_nccl_stream). A group's
+ * communicator is created at its first NCCL call (every member makes that
+ * call, so the unique id is broadcast over the group's MPI communicator
+ * inside it); a group of one rank never creates one: its calls are device
+ * copies on the stream (env MEGATRAIN_NCCL_SIZE1=1 makes it create a real
+ * 1-rank communicator: the single-GPU check of this engine). Batched
+ * point-to-point and all-to-all(v) are grouped ncclSend/ncclRecv on the
+ * group's communicator; tagged p2p (pipeline and context parallelism) runs
+ * on per-direction channels (comm_nccl_p2p.c). Compiled for real when
+ * MT_HAVE_NCCL is defined; otherwise every entry is fatal. See
+ * docs/communication.md, "The NCCL engine". */
 #include <stdlib.h>
+#include <string.h>
 
 #include "comm_impl.h"
 
 #ifdef MT_HAVE_NCCL
-#include <cuda_runtime.h>
-#include <nccl.h>
-
-#include "cuda/cuda_check.h"
+#include "../core/backend.h"
+#include "comm_nccl_impl.h"
 #include "cuda/cuda_device.h"
 
-typedef struct {
-  ncclComm_t comm;
-} nccl_state;
+cudaStream_t mt_nccl_stream(const mt_group *g) {
+  if (g->cuda_stream) return (cudaStream_t)g->cuda_stream;
+  const mt_backend *be = g->d->be;
+  return be ? (cudaStream_t)be->stream : NULL;
+}
 
-static ncclComm_t C(const mt_group *g) { return ((nccl_state *)g->engine_state)->comm; }
-static cudaStream_t S(const mt_group *g) { return (cudaStream_t)g->cuda_stream; }
+static mt_nccl_state *ST(const mt_group *g) { return (mt_nccl_state *)g->engine_state; }
+static cudaStream_t S(const mt_group *g) { return mt_nccl_stream(g); }
 
-static ncclDataType_t nccl_dtype(mt_dtype t) {
+/* The group's communicator, created at the first call that needs it.
+ * Called by every member in the same call (collective), before any
+ * ncclGroupStart (a ncclCommInitRank inside a group call would join it). */
+static ncclComm_t C(mt_group *g) {
+  mt_nccl_state *s = ST(g);
+  if (!s->comm) {
+    ncclUniqueId id;
+    if (g->rank == 0) MT_NCCL_CHECK(ncclGetUniqueId(&id));
+    MT_MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->comm));
+    MT_NCCL_CHECK(ncclCommInitRank(&s->comm, g->size, id, g->rank));
+  }
+  return s->comm;
+}
+
+/* Without a communicator (a size-1 group): 1, and the call is done as
+ * copies on the stream. */
+static int local_only(const mt_group *g) { return !ST(g)->want_comm; }
+
+/* dst[count] = src[count] on the group's stream (nothing when in place). */
+static void dcopy(mt_group *g, void *dst, const void *src, int64_t count, mt_dtype t) {
+  if (count <= 0 || dst == src) return;
+  MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)count * mt_dtype_size(t), cudaMemcpyDefault,
+                                S(g)));
+}
+
+ncclDataType_t mt_nccl_dtype(mt_dtype t) {
   switch (t) {
     case MT_F32: return ncclFloat32;
     case MT_BF16: return ncclBfloat16;
@@ -34,6 +67,8 @@ static ncclDataType_t nccl_dtype(mt_dtype t) {
 
 static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncclMax; }
 
+/* Binds the GPU (fatal without one: a missing device is reported when the
+ * group is created, not at its first call); creates no communicator. */
 static void nccl_init(mt_group *g) {
   mt_dist *d = g->d;
   if (d->cuda_device < 0) {
@@ -42,47 +77,66 @@ static void nccl_init(mt_group *g) {
     if (d->cuda_device < 0)
       mt_fatal("group '%s': NCCL engine needs a CUDA device, but %s", g->name, why);
   }
-  ncclUniqueId id;
-  if (g->rank == 0) MT_NCCL_CHECK(ncclGetUniqueId(&id));
-  MT_MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->comm));
-  nccl_state *s = mt_xcalloc(1, sizeof(nccl_state));
-  MT_NCCL_CHECK(ncclCommInitRank(&s->comm, g->size, id, g->rank));
+  mt_nccl_state *s = mt_xcalloc(1, sizeof(mt_nccl_state));
+  const char *one = getenv("MEGATRAIN_NCCL_SIZE1");
+  s->want_comm = g->size > 1 || (one && !strcmp(one, "1"));
   g->engine_state = s;
 }
 
 static void nccl_fini(mt_group *g) {
-  nccl_state *s = g->engine_state;
+  mt_nccl_state *s = ST(g);
   if (!s) return;
-  ncclCommDestroy(s->comm);
+  mt_nccl_p2p_destroy(g);
+  if (s->comm) ncclCommDestroy(s->comm);
   free(s);
   g->engine_state = NULL;
 }
 
 static void nccl_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
-  MT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)count, nccl_dtype(t), nccl_op(op), C(g), S(g)));
+  if (local_only(g)) return; /* in place: the sum of one rank */
+  ncclComm_t c = C(g);
+  MT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)count, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
 }
 
 static void nccl_allgather(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
-  MT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)cpr, nccl_dtype(t), C(g), S(g)));
+  if (local_only(g)) {
+    dcopy(g, recv, send, cpr, t);
+    return;
+  }
+  ncclComm_t c = C(g);
+  MT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)cpr, mt_nccl_dtype(t), c, S(g)));
 }
 
 static void nccl_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t cpr,
                                 mt_dtype t, mt_redop op) {
-  MT_NCCL_CHECK(
-      ncclReduceScatter(send, recv, (size_t)cpr, nccl_dtype(t), nccl_op(op), C(g), S(g)));
+  if (local_only(g)) {
+    dcopy(g, recv, send, cpr, t);
+    return;
+  }
+  ncclComm_t c = C(g);
+  MT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)cpr, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
 }
 
 static void nccl_alltoallv(mt_group *g, const void *send, const int64_t *sc, const int64_t *sd,
                            void *recv, const int64_t *rc, const int64_t *rd, mt_dtype t) {
   size_t es = mt_dtype_size(t);
+  if (local_only(g)) {
+    if (sc[0] != rc[0])
+      mt_fatal("group '%s': all-to-allv sends %lld elements to itself but receives %lld",
+               g->name, (long long)sc[0], (long long)rc[0]);
+    dcopy(g, (char *)recv + (size_t)rd[0] * es, (const char *)send + (size_t)sd[0] * es, sc[0],
+          t);
+    return;
+  }
+  ncclComm_t c = C(g);
   MT_NCCL_CHECK(ncclGroupStart());
   for (int p = 0; p < g->size; p++) {
     if (sc[p] > 0)
       MT_NCCL_CHECK(ncclSend((const char *)send + (size_t)sd[p] * es, (size_t)sc[p],
-                             nccl_dtype(t), p, C(g), S(g)));
+                             mt_nccl_dtype(t), p, c, S(g)));
     if (rc[p] > 0)
-      MT_NCCL_CHECK(ncclRecv((char *)recv + (size_t)rd[p] * es, (size_t)rc[p], nccl_dtype(t), p,
-                             C(g), S(g)));
+      MT_NCCL_CHECK(ncclRecv((char *)recv + (size_t)rd[p] * es, (size_t)rc[p], mt_nccl_dtype(t), p,
+                             c, S(g)));
   }
   MT_NCCL_CHECK(ncclGroupEnd());
 }
@@ -96,17 +150,43 @@ static void nccl_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr
 }
 
 static void nccl_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
-  MT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, nccl_dtype(t), root, C(g), S(g)));
+  if (local_only(g)) return; /* the root's own buffer */
+  ncclComm_t c = C(g);
+  MT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, mt_nccl_dtype(t), root, c, S(g)));
+}
+
+/* A size-1 group sends to itself: the k-th send lands in the k-th receive
+ * (posting order, as NCCL and MPI match them). */
+static void self_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
+  int j = 0;
+  for (int i = 0; i < n_ops; i++) {
+    if (!ops[i].is_send) continue;
+    while (j < n_ops && ops[j].is_send) j++;
+    if (j == n_ops) mt_fatal("group '%s': send/recv: a send to itself has no receive", g->name);
+    if (ops[j].count != ops[i].count || ops[j].dtype != ops[i].dtype)
+      mt_fatal("group '%s': send/recv to itself: send %d has %lld elements, its receive %lld",
+               g->name, i, (long long)ops[i].count, (long long)ops[j].count);
+    dcopy(g, ops[j].buf, ops[i].buf, ops[i].count, ops[i].dtype);
+    j++;
+  }
+  for (; j < n_ops; j++)
+    if (!ops[j].is_send)
+      mt_fatal("group '%s': send/recv: a receive from itself has no send", g->name);
 }
 
 static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
+  if (local_only(g)) {
+    self_send_recv(g, ops, n_ops);
+    return;
+  }
+  ncclComm_t c = C(g);
   MT_NCCL_CHECK(ncclGroupStart());
   for (int i = 0; i < n_ops; i++) {
     const mt_p2p_op *o = &ops[i];
     if (o->is_send)
-      MT_NCCL_CHECK(ncclSend(o->buf, (size_t)o->count, nccl_dtype(o->dtype), o->peer, C(g), S(g)));
+      MT_NCCL_CHECK(ncclSend(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
     else
-      MT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->count, nccl_dtype(o->dtype), o->peer, C(g), S(g)));
+      MT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
   }
   MT_NCCL_CHECK(ncclGroupEnd());
 }
@@ -115,13 +195,17 @@ static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
 static void nccl_allgatherv(mt_group *g, const void *send, int64_t sc, void *recv,
                             const int64_t *rc, const int64_t *rd, mt_dtype t) {
   size_t es = mt_dtype_size(t);
-  (void)sc;
+  if (local_only(g)) {
+    dcopy(g, (char *)recv + (size_t)rd[0] * es, send, sc, t);
+    return;
+  }
+  ncclComm_t c = C(g);
   MT_NCCL_CHECK(ncclGroupStart());
   for (int p = 0; p < g->size; p++) {
     char *dst = (char *)recv + (size_t)rd[p] * es; /* the root's send is read, not dst */
     if (rc[p] > 0)
-      MT_NCCL_CHECK(ncclBroadcast(p == g->rank ? send : dst, dst, (size_t)rc[p], nccl_dtype(t), p,
-                                  C(g), S(g)));
+      MT_NCCL_CHECK(ncclBroadcast(p == g->rank ? send : dst, dst, (size_t)rc[p],
+                                  mt_nccl_dtype(t), p, c, S(g)));
   }
   MT_NCCL_CHECK(ncclGroupEnd());
 }
@@ -130,12 +214,17 @@ static void nccl_allgatherv(mt_group *g, const void *send, int64_t sc, void *rec
 static void nccl_reduce_scatterv(mt_group *g, const void *send, const int64_t *cnt, void *recv,
                                  mt_dtype t, mt_redop op) {
   size_t es = mt_dtype_size(t);
+  if (local_only(g)) {
+    dcopy(g, recv, send, cnt[0], t);
+    return;
+  }
+  ncclComm_t c = C(g);
   int64_t off = 0;
   MT_NCCL_CHECK(ncclGroupStart());
   for (int p = 0; p < g->size; p++) {
     if (cnt[p] > 0)
       MT_NCCL_CHECK(ncclReduce((const char *)send + (size_t)off * es, recv, (size_t)cnt[p],
-                               nccl_dtype(t), nccl_op(op), p, C(g), S(g)));
+                               mt_nccl_dtype(t), nccl_op(op), p, c, S(g)));
     off += cnt[p];
   }
   MT_NCCL_CHECK(ncclGroupEnd());
@@ -147,17 +236,20 @@ static void nccl_barrier(mt_group *g) {
   MT_MPI_CHECK(MPI_Barrier(g->comm));
 }
 
-/* Watchdog expiry (its thread): abort the communicator so that kernels
- * waiting on the hung peers return; the job ends right after. */
+/* Watchdog expiry (its thread): abort the group's communicator and its p2p
+ * channels so that kernels waiting on the hung peers return; the job ends
+ * right after. */
 static void nccl_abort(mt_group *g) {
-  nccl_state *s = g->engine_state;
-  if (s) ncclCommAbort(s->comm);
+  mt_nccl_state *s = ST(g);
+  if (!s) return;
+  if (s->comm) ncclCommAbort(s->comm);
+  mt_nccl_p2p_abort(g);
 }
 
 const mt_comm_engine_ops mt_comm_nccl_engine = {
     nccl_init,     nccl_fini,      nccl_allreduce, nccl_allgather,       nccl_reduce_scatter,
     nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_batch_send_recv, nccl_barrier,
-    nccl_allgatherv, nccl_reduce_scatterv, nccl_abort, NULL, NULL,
+    nccl_allgatherv, nccl_reduce_scatterv, nccl_abort, mt_nccl_post, mt_nccl_complete,
 };
 
 int mt_comm_is_host_ptr(const void *p) {

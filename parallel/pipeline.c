@@ -113,8 +113,7 @@ int mt_pp_next_stage(int p, int v, int r, int chunk, int *peer_chunk) {
   return (r + 1) % p;
 }
 
-/* Tag of a message for (receiver chunk, micro-batch, direction). */
-static int tag_of(int v, int chunk, int mb, int is_grad) {
+int mt_pp_tag(int v, int chunk, int mb, int is_grad) {
   int tag = ((mb * v) + chunk) * 2 + is_grad;
   MT_ASSERT(tag >= 0 && tag < 32768);
   return tag;
@@ -180,7 +179,7 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
       int prev = mt_pp_prev_stage(p, v, r, a->chunk, &pc);
       if (prev >= 0) {
         double tw = mt_now();
-        mt_wait(mt_irecv(pp, prev, tag_of(v, a->chunk, a->mb, 0),
+        mt_wait(mt_irecv(pp, prev, mt_pp_tag(v, a->chunk, a->mb, 0),
                          md->input_buffer(md->ctx, a->chunk, a->mb), md->count, md->dtype));
         wait += mt_now() - tw;
       }
@@ -188,8 +187,8 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
       int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
       if (next >= 0)
         fwd_send[a->mb * v + a->chunk] =
-            mt_isend(pp, next, tag_of(v, pc, a->mb, 0), md->output_buffer(md->ctx, a->chunk, a->mb),
-                     md->count, md->dtype);
+            mt_isend(pp, next, mt_pp_tag(v, pc, a->mb, 0),
+                     md->output_buffer(md->ctx, a->chunk, a->mb), md->count, md->dtype);
       if (!md->backward) { /* forward only: end once the output has left */
         if (!fwd_send[a->mb * v + a->chunk]) {
           md->end(md->ctx, a->chunk, a->mb);
@@ -200,7 +199,7 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
       int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
       if (next >= 0) {
         double tw = mt_now();
-        mt_wait(mt_irecv(pp, next, tag_of(v, a->chunk, a->mb, 1), md->grad_buffer(md->ctx),
+        mt_wait(mt_irecv(pp, next, mt_pp_tag(v, a->chunk, a->mb, 1), md->grad_buffer(md->ctx),
                          md->count, md->dtype));
         wait += mt_now() - tw;
       }
@@ -210,7 +209,8 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
         int k = pool_get(&pool, md);
         md->be->ops->memcpy_d2d(md->be, pool.buf[k], md->grad_buffer(md->ctx),
                                 (size_t)md->count * mt_dtype_size(md->dtype));
-        pool.req[k] = mt_isend(pp, prev, tag_of(v, pc, a->mb, 1), pool.buf[k], md->count, md->dtype);
+        pool.req[k] =
+            mt_isend(pp, prev, mt_pp_tag(v, pc, a->mb, 1), pool.buf[k], md->count, md->dtype);
       }
       /* the next stage consumed our output before sending this gradient */
       mt_wait(fwd_send[a->mb * v + a->chunk]);

@@ -59,6 +59,11 @@ void mt_pp_schedule_free(mt_pp_schedule *s);
  * chunk index on the peer stage. */
 int mt_pp_prev_stage(int p, int v, int r, int chunk, int *peer_chunk);
 int mt_pp_next_stage(int p, int v, int r, int chunk, int *peer_chunk);
+/* Tag of a message for (receiver chunk, micro-batch, direction):
+ * 2 (mb v + chunk) + is_grad, < 32768 (asserted). Bit 0 is the direction
+ * (activations even, gradients odd): the NCCL engine's tagged p2p puts the
+ * two on different channels (comm.h mt_isend). */
+int mt_pp_tag(int v, int chunk, int mb, int is_grad);
 
 /* The model, as the executor sees it. Buffers are device memory of
  * `count` elements of `dtype` ([s/tp, b, h] activations). */

@@ -9,6 +9,12 @@
 # the check script and its configs, the tokenized tinyshakespeare data set
 # and a MANIFEST (file, size, sha256, origin, build flags, git commit).
 # CUDA's own libraries (cudart, cuBLAS, NCCL) come from the target machine.
+# glibc travels too (lib/glibc: the loader, libc, libm, ...; never on
+# LD_LIBRARY_PATH): every program lives in bin/real/, and bin/NAME is a
+# wrapper that runs it natively, or through the bundled loader
+# (lib/glibc/ld-linux-x86-64.so.2 --library-path lib/glibc:lib:<CUDA dirs>)
+# when the machine's glibc is older than the bundle's floor ("# needs
+# glibc:" in the MANIFEST) or GPU_BUNDLE_LOADER=1 (scripts/gpu-bundle-env.sh).
 #
 # usage: bash scripts/gpu-bundle.sh [--from-build DIR] [--limit-mib N] [OUTDIR]
 #   OUTDIR        default dist/gpu-bundle (replaced)
@@ -56,15 +62,15 @@ grep -q -- '-DMT_HAVE_CUDA=1' "$from/.flags" 2>/dev/null ||
 grep -q -- '-march=native' "$from/.flags" 2>/dev/null &&
   echo "gpu-bundle.sh: WARNING: $from was built with -march=native (not PORTABLE=1): it may not run on another CPU" >&2
 
-rm -rf "$out"; mkdir -p "$out"/{bin,lib/openmpi,lib/pmix,lib/compat,share/openmpi,share/pmix,etc,data,tests/configs,configs,bench,scripts}
+rm -rf "$out"; mkdir -p "$out"/{bin/real,lib/glibc,lib/openmpi,lib/pmix,lib/compat,share/openmpi,share/pmix,etc,data,tests/configs,configs,bench,scripts}
 out=$(cd "$out" && pwd)
 declare -A origin   # bundle-relative path -> where it came from
 put() { # src dest-relative
   cp -L "$1" "$out/$2"; chmod u+w "$out/$2"; origin[$2]=$1
 }
-put "$mtbin" bin/megatrain
+put "$mtbin" bin/real/megatrain
 for t in "${TOOLS[@]}"; do
-  if [ -x "$from/$t" ]; then put "$from/$t" "bin/$(basename "$t")"
+  if [ -x "$from/$t" ]; then put "$from/$t" "bin/real/$(basename "$t")"
   else echo "gpu-bundle.sh: WARNING: $from/$t not built: left out (its gpu-check step will fail)" >&2; fi
 done
 
@@ -72,9 +78,9 @@ done
 ompi_path() { ompi_info --path all 2>/dev/null | sed -n "s/^ *$1: //p" | head -1; }
 command -v ompi_info >/dev/null || { echo "gpu-bundle.sh: ompi_info not found (OpenMPI 4.1 expected)" >&2; exit 1; }
 pkglib=$(ompi_path Pkglibdir); pkgdata=$(ompi_path Pkgdatadir); sysconf=$(ompi_path Sysconfdir); bindir=$(ompi_path Bindir)
-put "$(readlink -f "$bindir/orterun")" bin/mpirun
-put "$bindir/orted" bin/orted
-put "$bindir/ompi_info" bin/ompi_info
+put "$(readlink -f "$bindir/orterun")" bin/real/mpirun
+put "$bindir/orted" bin/real/orted
+put "$bindir/ompi_info" bin/real/ompi_info
 # plugins, less those for fabrics a one-node run never uses (their libraries
 # are big and absent on the target: UCX, OFI/libfabric, PSM, verbs, Java)
 # and OpenSHMEM's (liboshmem)
@@ -107,9 +113,12 @@ is_system() { # soname -> 0 when taken from the target machine
   esac
   return 1
 }
+is_glibc() { case $1 in ld-linux*|libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libresolv.so*|libutil.so*|libanl.so*|libnss_*|libmvec.so*) return 0;; esac; return 1; }
 missing=()
-for e in "$out"/bin/* "$out"/lib/openmpi/*.so "$out"/lib/pmix/*.so; do
+for e in "$out"/bin/real/* "$out"/lib/openmpi/*.so "$out"/lib/pmix/*.so; do
   while read -r name _ path _; do
+    # glibc's own libraries that something needs go to lib/glibc (libmvec ...)
+    if is_glibc "$name" && [ -e "$path" ]; then [ -e "$out/lib/glibc/$name" ] || put "$path" "lib/glibc/$name"; continue; fi
     is_system "$name" && continue
     if [ "$path" = "not" ] || [ ! -e "$path" ]; then missing+=("$name (needed by ${e#$out/})"); continue; fi
     # the C++ runtime goes to lib/compat: env.sh uses the target's own
@@ -121,7 +130,48 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   echo "gpu-bundle.sh: libraries not found here: ${missing[*]}" >&2; exit 1
 fi
-strip --strip-unneeded "$out"/bin/* "$out"/lib/*.so* "$out"/lib/compat/*.so* "$out"/lib/openmpi/*.so "$out"/lib/pmix/*.so 2>/dev/null || true
+# ---- 3b. glibc: the loader the binaries name (PT_INTERP) and the libraries
+# of that same build (the folder of the libc.so.6 they resolve to), so that
+# a machine with an older glibc runs them through lib/glibc's loader.
+# libnss_files/dns are stubs since 2.34 (built into libc); libnss_compat is
+# what an nsswitch.conf "compat" line loads (getpwuid in OpenMPI).
+interp=$(readelf -l "$out/bin/real/megatrain" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')
+[ -n "$interp" ] && [ -e "$interp" ] || { echo "gpu-bundle.sh: cannot find the program interpreter of megatrain ('$interp')" >&2; exit 1; }
+ldname=$(basename "$interp")
+libcdir=$(dirname "$(ldd "$out/bin/real/megatrain" | awk '$1 == "libc.so.6" {print $3}')")
+[ -e "$out/lib/glibc/$ldname" ] || put "$interp" "lib/glibc/$ldname"
+chmod 755 "$out/lib/glibc/$ldname"
+for l in libc.so.6 libm.so.6 libpthread.so.0 libdl.so.2 librt.so.1 libresolv.so.2 libutil.so.1 \
+         libnss_files.so.2 libnss_dns.so.2 libnss_compat.so.2; do
+  [ -e "$out/lib/glibc/$l" ] && continue
+  if [ -e "$libcdir/$l" ]; then put "$libcdir/$l" "lib/glibc/$l"
+  else case $l in libc.so*|libm.so*) echo "gpu-bundle.sh: $libcdir/$l not found" >&2; exit 1;; esac; fi
+done
+glibc_ver=$("$out/lib/glibc/$ldname" --version 2>/dev/null | sed -n '1s/.*version \([0-9.]*[0-9]\).*/\1/p')
+[ -n "$glibc_ver" ] || { echo "gpu-bundle.sh: the bundled loader lib/glibc/$ldname does not run ('--version')" >&2; exit 1; }
+# ---- 3c. wrappers: bin/NAME runs bin/real/NAME natively or through the
+# bundled loader, as env.sh decided (MT_BUNDLE_MODE native|loader); argv[0]
+# stays bin/NAME either way (OpenMPI's messages, usage lines)
+for r in "$out"/bin/real/*; do
+  n=$(basename "$r")
+  sed "s/@NAME@/$n/g; s/@LD@/$ldname/g" > "$out/bin/$n" <<'EOF'
+#!/usr/bin/env bash
+# megatrain GPU bundle (scripts/gpu-bundle.sh): runs bin/real/@NAME@ natively,
+# or through the bundled glibc's loader when env.sh chose that (MT_BUNDLE_MODE).
+b=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+if [ "${MT_BUNDLE:-}" != "$b" ] || [ -z "${MT_BUNDLE_MODE:-}" ]; then source "$b/env.sh" || exit 1; fi
+if [ "$MT_BUNDLE_MODE" = loader ]; then
+  exec "$b/lib/glibc/@LD@" --argv0 "$0" --library-path "$MT_LOADER_LIBRARY_PATH" "$b/bin/real/@NAME@" "$@"
+fi
+exec -a "$0" "$b/bin/real/@NAME@" "$@"
+EOF
+  chmod 755 "$out/bin/$n"; origin[bin/$n]="wrapper of bin/real/$n (gpu-bundle.sh)"
+done
+strip --strip-unneeded "$out"/bin/real/* "$out"/lib/*.so* "$out"/lib/compat/*.so* "$out"/lib/openmpi/*.so "$out"/lib/pmix/*.so 2>/dev/null || true
+# the glibc floor of the native mode: the newest GLIBC_ symbol version that
+# a bundled program or library (lib/glibc aside) needs
+need_glibc=$(for f in "$out"/bin/real/* "$out"/lib/*.so* "$out"/lib/compat/*.so* "$out"/lib/openmpi/*.so "$out"/lib/pmix/*.so; do
+    objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*[0-9]'; done | sort -uV | tail -1 | sed 's/GLIBC_//')
 # libraries over 8 MiB (OpenBLAS: 36 MiB, all its CPU kernels) travel
 # gzipped; env.sh unpacks them in place at first use (gzip is everywhere)
 for l in "$out"/lib/*.so*; do
@@ -158,9 +208,9 @@ git diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
   echo "# build flags ($from/.flags): $(cat "$from/.flags" 2>/dev/null || echo unknown)"
   echo "# OpenMPI: $(ompi_info --version 2>/dev/null | head -1)"
   echo "# nvcc: $("${NVCC:-/usr/local/cuda/bin/nvcc}" --version 2>/dev/null | grep -m1 release || echo none)"
-  echo "# not bundled (taken from the target): glibc, libcuda, libcudart, libcublas(Lt), libnccl"
-  echo "# needs glibc: $(for f in "$out"/bin/* "$out"/lib/*.so* "$out"/lib/compat/*.so* "$out"/lib/openmpi/*.so; do
-      objdump -T "$f" 2>/dev/null | grep -o 'GLIBC_[0-9.]*'; done | sort -uV | tail -1 | sed 's/GLIBC_//')"
+  echo "# not bundled (taken from the target): libcuda, libcudart, libcublas(Lt), libnccl"
+  echo "# needs glibc: $need_glibc"
+  echo "# bundled glibc: $glibc_ver (lib/glibc, loader $ldname: used when the machine's glibc is older than $need_glibc, or GPU_BUNDLE_LOADER=1)"
   echo "# size_bytes sha256 path origin"
   (cd "$out" && find . -type f ! -name MANIFEST | sed 's|^\./||' | sort) | while read -r f; do
     printf '%s %s %s %s\n' "$(stat -c %s "$out/$f")" "$(sha256sum "$out/$f" | cut -d' ' -f1)" "$f" "${origin[$f]:-repo:$f}"

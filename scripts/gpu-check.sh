@@ -56,7 +56,7 @@ if [ "${1:-}" = --run-step ]; then
   if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then DEV=cpu; export MEGATRAIN_TEST_DEVICE_BUFFERS=1; fi
   # parallel.distributed_backend (issue 19): a binary without it cannot run
   # the mpi engine on device buffers
-  HAS_BK=0; grep -qa 'distributed_backend' "$B/bin/megatrain" && HAS_BK=1
+  HAS_BK=0; grep -qa 'distributed_backend' "$B/bin/real/megatrain" && HAS_BK=1
   bk() { [ $HAS_BK = 1 ] && echo "--set parallel.distributed_backend=$1"; }
   note() { echo "$*" >> "$W/$step.note"; echo "NOTE: $*"; }
   # run NAME NP TIMEOUT megatrain-args...: one training run (NP ranks, all on
@@ -115,6 +115,11 @@ with open(sys.argv[6], "a") as f:
 sys.exit(0 if worst <= tol else 1)
 PY
   }
+  # cmp_ref NAME REF TOL: compare when the reference run left metrics, else say so
+  cmp_ref() {
+    if [ -s "$W/$2.jsonl" ]; then compare "$@"
+    else note "$1 not compared: its reference run $2 left no metrics"; return 1; fi
+  }
   worst() { [ -s "$W/parity_$step.txt" ] && note "worst $(sort -g "$W/parity_$step.txt" | tail -1)"; }
   case $step in
   probe)
@@ -129,26 +134,33 @@ PY
       note "driver too old: it supports CUDA $drv_cuda, the bundle needs CUDA $built (driver >= 580 for 13.0)"
       exit 1
     fi
-    glibc=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
-    need=$(sed -n 's/^# needs glibc: //p' "$B/MANIFEST")
-    echo "glibc $glibc here; the bundle needs ${need:-?}"
-    if [ -n "$glibc" ] && [ -n "$need" ] && [ "$(printf '%s\n%s\n' "$need" "$glibc" | sort -V | head -1)" != "$need" ]; then
-      note "glibc $glibc is older than the $need the bundle was built against: build the bundle on an older distribution"
-      exit 1
+    # glibc: native, or every bundled program through the bundled loader
+    # (env.sh decided; GPU_BUNDLE_LOADER=1/0 forces one)
+    echo "glibc $(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}') here; $(grep -m1 '^# bundled glibc:' "$B/MANIFEST" | cut -c3-)"
+    echo "glibc mode: $MT_BUNDLE_MODE_WHY"
+    if [ "$MT_BUNDLE_MODE" = loader ]; then
+      lv=$("$MT_LOADER" --version 2>&1); lr=$?; lv=$(head -1 <<< "$lv")
+      if [ $lr != 0 ]; then
+        note "the bundled loader does not start here ('$MT_LOADER --version': $lv); $MT_BUNDLE_MODE_WHY: build the bundle on an older distribution"
+        exit 1
+      fi
+      echo "bundled loader: $lv"
     fi
-    echo "== libraries (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
-    ldd "$B/bin/megatrain" | grep -E 'cuda|cublas|nccl|stdc\+\+|not found'
-    if ldd "$B/bin/megatrain" | grep -q 'not found'; then
-      note "libraries not found: $(ldd "$B/bin/megatrain" | awk '/not found/ {print $1}' | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS)"
+    note "$MT_BUNDLE_MODE_WHY"
+    mtl=$(mt_ldd "$B/bin/real/megatrain" 2>&1)
+    echo "== libraries ($MT_BUNDLE_MODE mode; LD_LIBRARY_PATH=$LD_LIBRARY_PATH${MT_LOADER_LIBRARY_PATH:+; loader --library-path $MT_LOADER_LIBRARY_PATH})"
+    grep -E 'libc\.so|cuda|cublas|nccl|stdc\+\+|not found|GLIBC' <<< "$mtl"
+    if grep -qE 'not found' <<< "$mtl"; then
+      note "libraries not found: $(grep 'not found' <<< "$mtl" | awk '{print $1}' | sort -u | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS)"
       exit 1
     fi
     for l in cudart cublas.so nccl; do
-      p=$(ldd "$B/bin/megatrain" | awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}')
+      p=$(awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}' <<< "$mtl")
       echo "lib$l: $(readlink -f "$p")"
     done
     # the runtime found (libcudart.so.13.0.96 -> 13.0) must not be newer than the driver
     # cudaRuntimeGetVersion / cudaDriverGetVersion of that libcudart (no GPU needed)
-    crt=$(ldd "$B/bin/megatrain" | awk '/libcudart/ {print $3; exit}')
+    crt=$(awk '/libcudart/ {print $3; exit}' <<< "$mtl")
     read -r rt drt < <("$PY" -c 'import ctypes, sys
 l = ctypes.CDLL(sys.argv[1]); r = ctypes.c_int(0); d = ctypes.c_int(0)
 l.cudaRuntimeGetVersion(ctypes.byref(r)); l.cudaDriverGetVersion(ctypes.byref(d))
@@ -163,9 +175,11 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     fi
     echo "== OpenMPI from the bundle"
     ompi_info --path all | grep -E 'Prefix|Pkglibdir|Pkgdatadir|Sysconfdir'
-    timeout 30 mpirun -np 2 hostname || { note "bundled mpirun -np 2 hostname failed"; exit 1; }
     gpu=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)
     note "$gpu, driver CUDA $drv_cuda, bundle CUDA ${built:-?}, runtime ${rt:-?}"
+    # exit 3: a FAIL after which the steps still run (the single-process
+    # ones do not need mpirun; the multi-rank runs will show the same error)
+    timeout 30 mpirun -np 2 hostname || { note "bundled mpirun -np 2 hostname failed"; exit 3; }
     ;;
   ops)
     export CUDA_LAUNCH_BLOCKING=1
@@ -180,8 +194,12 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
         r=${PIPESTATUS[0]}
         [ $r = 0 ] || { note "cuda_parity $prec $shape: exit $r"; rc=1; }
         grep -q ' FAIL\|CUDA error\|illegal' "$W/parity_${prec}_$shape.log" && [ $r = 0 ] && rc=1
-        # a fault: stop here, the op it names is the lead
-        grep -qiE "$FAULT" "$W/parity_${prec}_$shape.log" && exit 1
+        # a fault names its op (the lead); each run is a fresh process, so
+        # the next ones still tell something, unless the GPU stopped answering
+        if grep -qiE "$FAULT" "$W/parity_${prec}_$shape.log"; then
+          note "CUDA fault in cuda_parity $prec $shape: $(grep -m1 -iE "$FAULT" "$W/parity_${prec}_$shape.log" | cut -c1-120)"; rc=1
+          timeout 20 nvidia-smi -L >/dev/null 2>&1 || { note "the GPU stopped answering (nvidia-smi)"; exit 1; }
+        fi
       done
     done
     # a cuda_parity without the realistic mode ignores the word and repeats
@@ -206,10 +224,11 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
   trainer)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
     rc=0
-    run cpu_fp32 1 20 "${cfg[@]}" --set device=cpu || exit 1
-    run cuda_fp32 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) && compare cuda_fp32 cpu_fp32 1e-4 || rc=1
+    # a failed reference does not hide the cuda runs (their faults, their losses)
+    run cpu_fp32 1 20 "${cfg[@]}" --set device=cpu || rc=1
+    run cuda_fp32 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) && cmp_ref cuda_fp32 cpu_fp32 1e-4 || rc=1
     run cuda_bf16 1 15 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
-      compare cuda_bf16 cpu_fp32 2e-2 || rc=1
+      cmp_ref cuda_bf16 cpu_fp32 2e-2 || rc=1
     worst
     exit $rc
     ;;
@@ -219,30 +238,29 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10
          --set model.num_layers=4 --set device=$DEV $(bk mpi))
     chk=(--set training.check_replicas_interval=1)
-    run base4 1 25 "${cfg[@]}" || exit 1
     rc=0
+    # a failed 1-rank reference does not hide the layouts' own failures
+    run base4 1 25 "${cfg[@]}" || rc=1
     run tp2_sp 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.tensor_model_parallel_size=2 \
-        --set parallel.sequence_parallel=true && compare tp2_sp base4 1e-4 || rc=1
+        --set parallel.sequence_parallel=true && cmp_ref tp2_sp base4 1e-4 || rc=1
     run pp2_1f1b 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 &&
-      compare pp2_1f1b base4 1e-4 || rc=1
+      cmp_ref pp2_1f1b base4 1e-4 || rc=1
     run pp2_v2 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.pipeline_model_parallel_size=2 \
-        --set parallel.virtual_pipeline_model_parallel_size=2 && compare pp2_v2 base4 1e-4 || rc=1
-    run dp2_zero3 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3 && compare dp2_zero3 base4 1e-4 || rc=1
+        --set parallel.virtual_pipeline_model_parallel_size=2 && cmp_ref pp2_v2 base4 1e-4 || rc=1
+    run dp2_zero3 2 25 "${cfg[@]}" "${chk[@]}" --set parallel.zero_stage=3 && cmp_ref dp2_zero3 base4 1e-4 || rc=1
     moe=(--config "$B/configs/gpt-moe.json" --set training.train_iters=10 --set training.eval_interval=10
          --set training.eval_iters=1 --set device=$DEV $(bk mpi))
-    if run moe_1 1 25 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
-        --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0; then
-      run moe_8 8 40 "${moe[@]}" --set training.check_replicas_interval=5 && compare moe_8 moe_1 1e-4 || rc=1
-    else rc=1; fi
+    run moe_1 1 25 "${moe[@]}" --set parallel.tensor_model_parallel_size=1 --set parallel.sequence_parallel=false \
+        --set parallel.pipeline_model_parallel_size=1 --set parallel.expert_model_parallel_size=1 --set parallel.zero_stage=0 || rc=1
+    run moe_8 8 40 "${moe[@]}" --set training.check_replicas_interval=5 && cmp_ref moe_8 moe_1 1e-4 || rc=1
     worst
     exit $rc
     ;;
   nccl)
-    [ -f "$W/cuda_fp32.jsonl" ] || { note "needs the trainer step's cuda_fp32 run"; exit 1; }
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
     rc=0
     MEGATRAIN_NCCL_SIZE1=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} run nccl_1rank 1 30 "${cfg[@]}" --set device=cuda \
-        --set parallel.distributed_backend=nccl && compare nccl_1rank cuda_fp32 1e-4 || rc=1
+        --set parallel.distributed_backend=nccl && cmp_ref nccl_1rank cuda_fp32 1e-4 || rc=1
     read -r -a cc <<< "${GPU_CHECK_NCCL_COMM:-comm_check --engine nccl}"
     echo "== ${cc[*]} (1 rank, MEGATRAIN_NCCL_SIZE1=1)"
     MEGATRAIN_NCCL_SIZE1=1 timeout -k 5 30 mpirun -np 1 -x PATH -x LD_LIBRARY_PATH -x MEGATRAIN_NCCL_SIZE1 \
@@ -311,9 +329,15 @@ if [ ! -f "$B/env.sh" ] || [ ! -x "$B/bin/megatrain" ]; then
   exit 2
 fi
 B=$(cd "$B" && pwd)
-(source "$B/env.sh") || exit 1   # unpacks the gzipped libraries once, before the steps
+# unpacks the gzipped libraries once, before the steps; the glibc mode
+# (native, or every program through the bundled loader) heads the summary
+glibc_mode=$(source "$B/env.sh" && echo "$MT_BUNDLE_MODE_WHY") || exit 1
 steps=${GPU_CHECK_STEPS:-probe ops trainer mpi nccl bench}
 results=(); failed=0
+# summary.txt grows step by step (rewritten whole at the end), so a run cut
+# short from outside (the device tool's limit) still leaves what it found
+printf '%s\n' "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) — IN PROGRESS (no RESULT line below: the run was cut short; step logs in $O)" \
+  "GPU: $gpu_seen" "glibc: $glibc_mode" ${dry:+"$dry"} "" > "$O/summary.txt"
 first=probe; [ -n "$dry" ] && first=""
 for s in $first $steps; do
   case " ${done_steps:-} " in *" $s "*) continue;; esac
@@ -323,6 +347,7 @@ for s in $first $steps; do
   t0=$(date +%s)
   timeout -k 10 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
   r=$?; dt=$(( $(date +%s) - t0 ))
+  go_on=""; [ $s = probe ] && [ $r = 3 ] && go_on=1   # probe: FAIL, but the steps can still run
   fault=$(grep -m1 -iE "$FAULT" "$O/$s.log" | cut -c1-160)
   notes=$(paste -sd ';' "$O/work/$s.note" 2>/dev/null | sed 's/;/; /g' | cut -c1-300)
   case $r in
@@ -334,8 +359,8 @@ for s in $first $steps; do
   [ -n "$fault" ] && [ $res = FAIL ] && notes="CUDA fault: $fault; $notes"
   [ $res = PASS ] || { failed=$((failed + 1)); tail -12 "$O/$s.log" | sed 's/^/  | /'; }
   line=$(printf '%-4s  %-8s %4ss  %s' "$res" "$s" "$dt" "$notes")
-  echo "$line"; results+=("$line")
-  if [ $s = probe ] && [ $res = FAIL ]; then echo "probe failed: the other steps would tell nothing"; break; fi
+  echo "$line"; results+=("$line"); echo "$line" >> "$O/summary.txt"
+  if [ $s = probe ] && [ $res = FAIL ] && [ -z "$go_on" ]; then echo "probe failed: the other steps would tell nothing"; break; fi
   if [ -n "$fault" ] && ! timeout 20 nvidia-smi -L >/dev/null 2>&1; then
     results+=("ABORT: the GPU stopped answering after $s (nvidia-smi); later steps not run"); failed=$((failed + 1)); break
   fi
@@ -345,7 +370,7 @@ for s in $steps; do case " $ran " in *" $s "*) ;; *) results+=("FAIL  $s  not ru
 
 rm -f "$O/summary.txt"
 summary "megatrain gpu-check $(date -u +%Y-%m-%dT%H:%M:%SZ) — $(grep -m1 '^# commit:' "$B/MANIFEST" | cut -c3-) — total $(( $(date +%s) - t_start ))s" \
-        "GPU: $gpu_seen" ${dry:+"$dry"} "" "${results[@]}"
+        "GPU: $gpu_seen" "glibc: $glibc_mode" ${dry:+"$dry"} "" "${results[@]}"
 if [ -f "$O/bench.log" ] && grep -q '^RESULT name=' "$O/bench.log"; then
   summary "" "MFU (bf16 storage, seq 1024, 1 GPU; peak $(sed -n 's/.*(peak \([0-9.]*\)).*/\1/p' "$O/bench.log" | head -1) TFLOP/s):" \
     "$(printf '  %-11s %6s %10s %9s %7s %9s' shape mb tokens/s TFLOP/s MFU 'peak mem')"

@@ -176,6 +176,7 @@ static void teardown(gen_run *r) {
   mt_gpt_infer_destroy(r->inf);
   if (r->model) mt_gpt_destroy(r->model);
   if (r->be) mt_backend_destroy(r->be);
+  if (r->be && r->dist) mt_dist_set_backend(r->dist, NULL);
   if (r->ps) mt_parallel_state_destroy(r->ps);
   if (r->topo_built) mt_topology_free(&r->topo);
   if (r->cfg_loaded) mt_config_free(&r->cfg);
@@ -287,8 +288,9 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   mt_backends_process_init(&bo);
   r->be = mt_backend_create(&bo, err, errlen);
   if (!r->be) return 1;
-  r->ps = mt_parallel_state_create(r->dist, &r->topo,
-                                   strcmp(c->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
+  mt_dist_set_backend(r->dist, r->be); /* before the groups (comm.h) */
+  r->ps = mt_parallel_state_create(
+      r->dist, &r->topo, mt_comm_engine_choose(r->be, c->parallel.distributed_backend));
   mt_gpt_config gc = mt_trainer_model_config(c, r->ps);
   gc.skip_init = 1; /* every parameter comes from the checkpoint */
   r->model = mt_gpt_create(r->be, &gc);

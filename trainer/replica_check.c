@@ -10,8 +10,25 @@
 #include "core/util.h"
 #include "trainer/train_internal.h"
 
+/* fp32 master weights of parameter i when the (unsharded) optimizer keeps
+ * them apart from lower-precision parameters (bf16, zero_stage 0), else NULL:
+ * replicas must agree on them as on the parameters. ZeRO shards them. */
+static const float *master_of(const mt_trainer *t, int i) {
+  if (t->zero || !t->opt.master || (void *)t->opt.master == t->opt.param_buf) return NULL;
+  return t->opt.master + mt_gpt_params(t->model)->p[i].offset;
+}
+
+/* FNV-1a of h and the `bytes` bytes at backend pointer dev (via *host, *cap). */
+static uint64_t hash_dev(mt_trainer *t, uint64_t h, const void *dev, size_t bytes,
+                         unsigned char **host, size_t *cap) {
+  if (bytes > *cap) *host = mt_xrealloc(*host, *cap = bytes);
+  t->be->ops->memcpy_d2h(t->be, *host, dev, bytes);
+  return mt_fnv1a64(h, *host, bytes);
+}
+
 /* FNV-1a over the bytes of the parameters selected by `only_replicated`
- * (tp-replicated dense ones), or all dense ones (0), or the experts (2). */
+ * (tp-replicated dense ones), or all dense ones (0), or the experts (2),
+ * and over their fp32 master weights where kept apart (master_of). */
 static uint64_t param_hash(mt_trainer *t, int only_replicated) {
   const mt_param_list *pl = mt_gpt_params(t->model);
   size_t es = mt_dtype_size(t->be->dtype);
@@ -33,6 +50,8 @@ static uint64_t param_hash(mt_trainer *t, int only_replicated) {
       src = host;
     }
     h = mt_fnv1a64(h, src, bytes);
+    const float *mw = master_of(t, i);
+    if (mw) h = hash_dev(t, h, mw, (size_t)pl->p[i].numel * sizeof(float), &host, &cap);
   }
   free(host);
   free(full);
@@ -64,10 +83,12 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
     uint64_t h = MT_FNV1A64_INIT;
     if (idx >= 0) {
       const mt_param *p = &mt_gpt_params(t->model)->p[idx];
-      size_t bytes = (size_t)p->numel * mt_dtype_size(t->be->dtype);
-      unsigned char *host = mt_xmalloc(bytes);
-      t->be->ops->memcpy_d2h(t->be, host, mt_gpt_param_ptr(t->model, idx), bytes);
-      h = mt_fnv1a64(h, host, bytes);
+      unsigned char *host = NULL;
+      size_t cap = 0;
+      h = hash_dev(t, h, mt_gpt_param_ptr(t->model, idx),
+                   (size_t)p->numel * mt_dtype_size(t->be->dtype), &host, &cap);
+      const float *mw = master_of(t, idx);
+      if (mw) h = hash_dev(t, h, mw, (size_t)p->numel * sizeof(float), &host, &cap);
       free(host);
     }
     if (!agree_u64(t->ps->embd, h)) {

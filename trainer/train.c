@@ -242,6 +242,8 @@ static void print_summary(const mt_trainer *t) {
         c->parallel.cp_comm_type, mt_group_size(t->dp_group));
   if (c->model.num_experts > 0)
     say(t, " | experts: ep=%d etp=%d edp=%d", t->topo.ep, t->topo.etp, t->topo.edp);
+  /* the engine of the layout's groups (parallel.distributed_backend) */
+  say(t, " | communication: %s", mt_comm_engine_describe(t->ps->engine));
   say(t, "\n");
   if (c->model.num_experts > 0) print_moe_summary(t);
   say(t, "> model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %lld)\n",

@@ -143,7 +143,8 @@ double mt_trainer_evaluate(mt_trainer *t);
  * (t->dp_group), the experts
  * across the expert-data-parallel group, the first and last pipeline
  * stage's copies of a tied word embedding (embedding group), and the
- * tp-replicated tensors across the tensor-parallel group (64-bit FNV-1a hash
+ * tp-replicated tensors across the tensor-parallel group, with the fp32
+ * master weights where the unsharded optimizer keeps them (bf16) (64-bit FNV-1a hash
  * of the bytes compared with an all-reduce of max and min). Collective over
  * those groups. Returns 0, or -1 with a message naming the group. */
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);

@@ -157,13 +157,18 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
                            .dtype = strcmp(cfg->training.precision, "bf16") ? MT_F32 : MT_BF16};
   t->be = mt_backend_create(&bo, err, errlen);
   if (!t->be) return -1;
-  t->ps = mt_parallel_state_create(dist, &t->topo,
-                                   strcmp(cfg->device, "cuda") ? MT_ENGINE_MPI : MT_ENGINE_NCCL);
+  mt_dist_set_backend(dist, t->be); /* before the groups (comm.h) */
+  t->ps = mt_parallel_state_create(
+      dist, &t->topo, mt_comm_engine_choose(t->be, cfg->parallel.distributed_backend));
   t->dp = t->topo.dp;
   t->dp_rank = t->ps->dp_rank;
   t->dp_group = t->ps->dp_cp; /* = ps->dp when cp == 1 */
   /* Megatron logs from the first rank of the last pipeline stage */
   t->is_logger = t->ps->is_last_stage && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0;
+  /* the pipeline's and the CP ring's tagged p2p: NCCL channels, created
+   * collectively here (a no-op for the MPI and staging engines) */
+  mt_group_enable_p2p(t->ps->pp);
+  mt_group_enable_p2p(t->ps->cp);
 
   if (open_data(t, err, errlen) != 0) return -1;
 
@@ -214,6 +219,7 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
   if (t->be) mt_backend_destroy(t->be);
+  if (t->be && t->dist) mt_dist_set_backend(t->dist, NULL);
   mt_trainer_pipeline_free(t);
   mt_parallel_state_destroy(t->ps);
   mt_topology_free(&t->topo);

@@ -2,7 +2,8 @@
 # tests/integration/test_comm.sh — multi-rank checks of parallel/ (MPI engine):
 #  1. build/tests/tools/comm_check on 1, 2, 4 and 8 ranks over many layouts:
 #     every collective on every group kind against a serial reference, exact
-#     byte counters, cross-rank agreement check;
+#     byte counters, cross-rank agreement check; a few layouts again on the
+#     staging engine (--staged 1: every buffer staged through host copies);
 #  2. failure propagation (build/tests/tools/comm_fail): a rank calling
 #     mt_fatal, a rank killed with SIGKILL, an NCCL group without a GPU, and a
 #     config-hash mismatch must each end the whole job non-zero within 60 s.
@@ -26,6 +27,9 @@ layouts=(
   "8:--tp 2 --pp 2 --ep 2" "8:--tp 4 --ep 2 --etp 1"
   "2:--cp 2" "4:--cp 2" "4:--cp 4" "4:--tp 2 --cp 2" "4:--cp 2 --pp 2" "4:--cp 2 --ep 2 --etp 1"
   "8:--tp 2 --cp 2 --pp 2" "8:--cp 2 --ep 4 --etp 1"
+  # the staging engine (parallel/comm_staged.c) on every buffer
+  "1:--staged 1" "2:--tp 2 --staged 1" "4:--tp 2 --pp 2 --staged 1"
+  "4:--cp 2 --ep 2 --etp 1 --staged 1"
 )
 for l in "${layouts[@]}"; do
   np=${l%%:*}; args=${l#*:}

@@ -147,6 +147,9 @@ expect_world cp_seq_not_2cp_tp_sp 8 "$g" "model.seq_length" \
   --set parallel.sequence_parallel=true --set model.seq_length=24
 expect_world cp_world 3 "$g" "parallel.context_parallel_size" "does not divide the world size 3" -- \
   --set parallel.context_parallel_size=2
+# parallel.distributed_backend: NCCL needs device cuda
+expect distributed_backend_nccl_cpu "$g" "parallel.distributed_backend" "\"nccl\" with device \"cpu\"" -- \
+  --set parallel.distributed_backend=nccl
 expect cp_comm_type_a2a "$g" "parallel.cp_comm_type" "\"a2a\" is not implemented" "p2p" -- \
   --set parallel.cp_comm_type=a2a
 expect cp_comm_type_allgather "$g" "parallel.cp_comm_type" "\"allgather\" is not implemented" -- \

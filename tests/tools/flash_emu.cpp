@@ -237,6 +237,9 @@ void fa_emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... arg
 #include "cuda/cuda_flash_attn.cu"
 #include "cuda/cuda_flash_mma.cu"
 #include "cuda/cuda_flash_simt.cu"
+/* The four-per-Philox-call work split of the unfused softmax and hidden
+ * dropout kernels (checked by philox4_check in flash_emu_cases.h). */
+#include "cuda/cuda_philox4.cuh"
 
 /* Backend pieces the ops use (cuda_backend.c's, on host memory, each call a
  * fresh exact-size buffer so AddressSanitizer sees any overrun). */

@@ -305,6 +305,50 @@ static void run_case(mt_backend *be, const Case &cs) {
   check("dqkv", dq, rdq, bf ? 1.0 / 128 : 1e-5, false);
 }
 
+/* cuda/cuda_philox4.cuh: every element visited exactly once, with the
+ * uniform of its own counter (mt_rng_uniform), for row bases of every
+ * alignment, row lengths around the 4- and 128-element boundaries and
+ * causal limits; the hidden dropout's items over TP shards with unaligned
+ * offsets. */
+static void philox4_check(void) {
+  const mt_rng_key_t key = mt_rng_key(7, "attention_dropout", 3, 0);
+  int bad = 0;
+  for (uint64_t base = 0; base < 9; base++)
+    for (int64_t n = 0; n < 270; n += 7)
+      for (int64_t nr = 0; nr <= n; nr += 13) {
+        std::vector<int> seen((size_t)n, 0);
+        const uint64_t b0 = base * 1000003;
+        for (int lane = 0; lane < 32; lane++)
+          row_uniform4(key, b0, n, nr, lane, [&](int64_t k, float u) {
+            seen[(size_t)k]++;
+            if (k < nr && u != mt_rng_uniform(key, b0 + (uint64_t)k)) bad++;
+          });
+        for (int v : seen) bad += v != 1;
+      }
+  for (int64_t h = 1; h < 19; h++)
+    for (int64_t hoff = 0; hoff < 5; hoff++) {
+      drop_args a;
+      a.p = 0.3f, a.inv = 1.0f / 0.7f, a.key = key;
+      a.s = 3, a.b = 2, a.h = h, a.s_offset = 1, a.s_full = 7, a.h_offset = hoff;
+      a.h_full = h + hoff + 3;
+      const int64_t ids[2] = {5, 2};
+      std::vector<int> seen((size_t)(a.s * a.b * h), 0);
+      for (int64_t it = 0; it < a.s * a.b * drop_groups(a); it++)
+        drop_item(a, ids, it, [&](int64_t i, bool keep) {
+          seen[(size_t)i]++;
+          const int64_t r = i / a.h, j = i - r * a.h, si = r / a.b, bi = r - si * a.b;
+          const uint64_t ctr = ((uint64_t)ids[bi] * (uint64_t)a.s_full + (uint64_t)(a.s_offset + si)) *
+                                   (uint64_t)a.h_full + (uint64_t)(a.h_offset + j);
+          if (keep != (mt_rng_uniform(a.key, ctr) >= a.p)) bad++;
+        });
+      for (int v : seen) bad += v != 1;
+    }
+  g_checks++;
+  g_fails += bad != 0;
+  printf("  %-4s philox4: softmax rows and hidden dropout items, %d wrong visits or values\n",
+         bad ? "FAIL" : "ok", bad);
+}
+
 int main(int argc, char **argv) {
   static const Case cases[] = {
       {"plain", 13, 2, 3, 0, 6, 0.0f, 0},
@@ -336,6 +380,8 @@ int main(int argc, char **argv) {
     for (const Case &cs : cases)
       if (strstr(cs.name, filter)) run_case(&be, cs);
   }
+  printf("== dropout masks four per Philox call\n");
+  philox4_check();
   for (void *p : g_ws) free(p);
   printf("flash_emu: %d checks, %d failed\n", g_checks, g_fails);
   return g_fails ? 1 : 0;

@@ -156,6 +156,8 @@ static void test_defaults(void **state) {
   assert_int_equal(cfg.model.moe_layer_freq, 1);
   assert_int_equal(cfg.model.num_experts, 0);
   assert_int_equal(cfg.parallel.zero_prefetch_layers, 1);
+  assert_string_equal(cfg.parallel.distributed_backend, "mpi"); /* derived: device cpu */
+  assert_non_null(strstr(cfg.json, "\"distributed_backend\":\"mpi\""));
   assert_int_equal(cfg.training.eval_interval, 1000);
   assert_int_equal(cfg.training.eval_iters, 100);
   assert_true(cfg.training.clip_grad == 1.0f);
@@ -178,6 +180,15 @@ static void test_defaults(void **state) {
   assert_int_equal(cfg.model.ffn_hidden_size, 256);
   assert_int_equal(mt_config_data_parallel_size(&cfg, 4), 2);
   assert_int_equal(mt_config_padded_vocab(&cfg), 50432);
+  mt_config_free(&cfg);
+
+  /* parallel.distributed_backend: "nccl" on cuda unless set; "mpi" kept */
+  const char *cu[] = {"device=cuda"}, *cu_mpi[] = {"device=cuda", "parallel.distributed_backend=mpi"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, cu, 1, 4, err, sizeof err), 0);
+  assert_string_equal(cfg.parallel.distributed_backend, "nccl");
+  mt_config_free(&cfg);
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, cu_mpi, 2, 4, err, sizeof err), 0);
+  assert_string_equal(cfg.parallel.distributed_backend, "mpi");
   mt_config_free(&cfg);
 }
 
@@ -342,6 +353,10 @@ static const err_case CASES[] = {
      {"model.moe_pad_expert_input_to_capacity", "capacity_factor"}},
     {NULL, {"model.recompute_granularity=full", "model.recompute_num_layers=3"}, 1,
      {"model.recompute_num_layers"}},
+    {NULL, {"parallel.distributed_backend=nccl"}, 1,
+     {"parallel.distributed_backend", "\"nccl\" with device \"cpu\"", "expected \"mpi\""}},
+    {NULL, {"parallel.distributed_backend=gloo"}, 1,
+     {"parallel.distributed_backend", "nccl|mpi"}},
     /* Llama-style block options (docs/model.md) */
     {NULL, {"model.position_embedding_type=yarn"}, 1,
      {"model.position_embedding_type", "learned_absolute|rope|none"}},
