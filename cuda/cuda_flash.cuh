@@ -114,6 +114,52 @@ __device__ __forceinline__ void fa_keep2(const fa_args &a, uint64_t c0, uint64_t
   k1 = fa_unit(o, (int)(c1 & 3)) >= a.p;
 }
 
+/* Word w (0..3) of four uniforms, without a dynamically indexed array. */
+__device__ __forceinline__ float fa_word(const float u[4], int w) {
+  return w == 0 ? u[0] : w == 1 ? u[1] : w == 2 ? u[2] : u[3];
+}
+
+/* Keep test of the FFMA kernels' forward and dQ, where lane j < nk holds key
+ * k0 + j of one query row (counter cb + fa_kpos(k0 + j)): the lanes whose
+ * counters share a Philox block form a run of consecutive lanes; its lowest
+ * lane makes the one Philox call (mt_rng_uniform4: the counter -> word
+ * mapping of mt_rng_uniform, so the mask is bitwise cpu/'s) and the others
+ * take their word by shuffle: four mask values per call. need: this lane's
+ * value is used (skipped calls when no lane of the warp needs one). Every
+ * lane of the warp must call it (shuffles). */
+__device__ __forceinline__ bool fa_keep_row(const fa_args &a, uint64_t cb, int k0, int nk,
+                                            int lane, bool need) {
+  float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  int lead = lane;
+  uint64_t c = 0;
+  if (lane < nk) {
+    c = cb + (uint64_t)fa_kpos(a, k0 + lane);
+    while (lead > 0 && ((cb + (uint64_t)fa_kpos(a, k0 + lead - 1)) >> 2) == (c >> 2)) lead--;
+  }
+  const bool any = warp_max(need ? 1.0f : 0.0f) > 0.0f;
+  if (any && lead == lane && lane < nk) mt_rng_uniform4(a.key, c >> 2, u);
+  float mine = 0.0f;
+#pragma unroll
+  for (int t = 0; t < 4; t++) {
+    const float v = __shfl_sync(0xffffffffu, u[t], lead);
+    if (t == (int)(c & 3)) mine = v;
+  }
+  return mine >= a.p;
+}
+
+/* Per-thread cache of one Philox block (keys of consecutive counters in one
+ * thread, as the FFMA dK/dV kernel's rows): fa_keep_cached(a, c, blk, u)
+ * calls Philox only when c leaves the cached block. Start with blk =
+ * UINT64_MAX. */
+__device__ __forceinline__ bool fa_keep_cached(const fa_args &a, uint64_t c, uint64_t &blk,
+                                               float u[4]) {
+  if ((c >> 2) != blk) {
+    blk = c >> 2;
+    mt_rng_uniform4(a.key, blk, u);
+  }
+  return fa_word(u, (int)(c & 3)) >= a.p;
+}
+
 /* Base offsets (elements) of head n's Q in qkv, of group g's K and V in the
  * K/V source, and of head n in ctx, for batch row bi (row 0). */
 __device__ __forceinline__ int64_t fa_q_base(const fa_args &a, int bi, int n) {

@@ -95,7 +95,10 @@ __global__ void __launch_bounds__(FS_THREADS)
       float pv = vis ? expf(sc - mn) : 0.0f;
       l[r] = l[r] * alpha + warp_sum(pv);
       m[r] = mn;
-      if (a.p > 0.0f && pv != 0.0f) pv = fa_keep(a, cb[r] + (uint64_t)kp) ? pv * a.inv_keep : 0.0f;
+      if (a.p > 0.0f) { /* warp-uniform */
+        const bool keep = fa_keep_row(a, cb[r], k0, nk, lane, pv != 0.0f);
+        pv = keep ? pv * a.inv_keep : 0.0f;
+      }
 #pragma unroll
       for (int c = 0; c < HC; c++) o[r][c] *= alpha;
       for (int jj = 0; jj < nk; jj++) {
@@ -167,11 +170,12 @@ __global__ void __launch_bounds__(FS_THREADS)
     for (int r = 0; r < FS_RW; r++) {
       if (qi[r] >= a.sq) continue;
       float ds = 0.0f;
+      const bool keep = a.p > 0.0f ? fa_keep_row(a, cb[r], k0, nk, lane, kp <= qp[r]) : true;
       if (kp <= qp[r]) {
         const float *qrow = sQ + (warp * FS_RW + r) * hs, *orow = sO + (warp * FS_RW + r) * hs;
         const float P = expf(fs_dot(qrow, sK + lane * hs, hn) * a.scale - ls[r]);
         float dP = fs_dot(orow, sV + lane * hs, hn);
-        if (a.p > 0.0f) dP = fa_keep(a, cb[r] + (uint64_t)kp) ? dP * a.inv_keep : 0.0f;
+        if (a.p > 0.0f) dP = keep ? dP * a.inv_keep : 0.0f;
         ds = P * (dP - Dr[r]);
       }
       for (int jj = 0; jj < nk; jj++) {
@@ -241,6 +245,8 @@ __global__ void __launch_bounds__(FS_THREADS)
       const int qi = q0 + lane;
       const int qpos = lane < nq && sL[lane] != -INFINITY ? fa_qpos(a, qi) : INT_MIN;
       const uint64_t cb = (a.p > 0.0f && lane < nq) ? fa_row_counter(a, bi, n, fa_qpos(a, qi)) : 0;
+      uint64_t ublk = UINT64_MAX; /* keys kj[r] have consecutive counters */
+      float u4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int r = 0; r < FS_RW; r++) {
         if (kj[r] >= a.sk) continue; /* warp-uniform */
@@ -251,7 +257,7 @@ __global__ void __launch_bounds__(FS_THREADS)
           float dP = fs_dot(sO + lane * hs, vrow, hn);
           pd = P;
           if (a.p > 0.0f) {
-            const bool keep = fa_keep(a, cb + (uint64_t)kp[r]);
+            const bool keep = fa_keep_cached(a, cb + (uint64_t)kp[r], ublk, u4);
             pd = keep ? P * a.inv_keep : 0.0f;
             dP = keep ? dP * a.inv_keep : 0.0f;
           }
