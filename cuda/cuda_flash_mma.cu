@@ -144,6 +144,47 @@ __device__ __forceinline__ void drop_pair(const fa_args &a, float c[4], int e, u
   c[e + 1] = k1 ? c[e + 1] * a.inv_keep : 0.0f;
 }
 
+/* Dropout of n-tile fragment c (rows gq, gq + 8 with counter bases cb[0],
+ * cb[1] and positions qp[0], qp[1]; columns 2tq, 2tq + 1 = keys kb + 2tq +
+ * {0, 1}), four mask values per Philox call: the lane pair (tq, tq ^ 1)
+ * holds keys kb + 4 (tq / 2) + 0..3 of both rows. When a row's four
+ * counters fill one Philox block, the lane with tq & 1 == r draws row r's
+ * block (mt_rng_uniform4, the word mapping of mt_rng_uniform) and the pair
+ * swaps halves by shuffle; otherwise (unaligned counters, a position split
+ * inside the four, keys past sk) the lane draws its own pair (drop_pair).
+ * gate: the values whose non-zero entries need the mask (P). Bitwise cpu/'s
+ * mask either way. Every lane of the warp must call it (shuffles). */
+__device__ __forceinline__ void drop_frag(const fa_args &a, float c[4], const float gate[4],
+                                          const uint64_t cb[2], const int qp[2], int kb,
+                                          int tq) {
+  const int j0 = kb + 4 * (tq >> 1), own = tq & 1;
+  int kq[4];
+#pragma unroll
+  for (int t = 0; t < 4; t++) kq[t] = j0 + t < a.sk ? fa_kpos(a, j0 + t) : INT_MAX;
+  const bool contig =
+      kq[3] != INT_MAX && kq[1] == kq[0] + 1 && kq[2] == kq[0] + 2 && kq[3] == kq[0] + 3;
+  bool fast[2];
+#pragma unroll
+  for (int r = 0; r < 2; r++) fast[r] = contig && ((cb[r] + (uint64_t)kq[0]) & 3) == 0;
+  float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (fast[own] && kq[0] <= qp[own]) mt_rng_uniform4(a.key, (cb[own] + (uint64_t)kq[0]) >> 2, u);
+  /* the even lane sends row 0's words 2, 3; the odd lane row 1's words 0, 1 */
+  const float x = __shfl_xor_sync(0xffffffffu, own ? u[0] : u[2], 1);
+  const float y = __shfl_xor_sync(0xffffffffu, own ? u[1] : u[3], 1);
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    if (gate[2 * r] == 0.0f && gate[2 * r + 1] == 0.0f) continue;
+    if (!fast[r]) {
+      drop_pair(a, c, 2 * r, cb[r], kq[2 * own], kq[2 * own + 1]);
+      continue;
+    }
+    const float w0 = r == own ? fa_word(u, 2 * own) : x;
+    const float w1 = r == own ? fa_word(u, 2 * own + 1) : y;
+    c[2 * r] = w0 >= a.p ? c[2 * r] * a.inv_keep : 0.0f;
+    c[2 * r + 1] = w1 >= a.p ? c[2 * r + 1] * a.inv_keep : 0.0f;
+  }
+}
+
 /* ---------------------------------------------------------------- forward */
 template <int HD>
 __global__ void __launch_bounds__(FA_THREADS)
@@ -241,12 +282,7 @@ __global__ void __launch_bounds__(FA_THREADS)
           l[r] += pv;
           s[nt][e] = pv;
         }
-        if (a.p > 0.0f) {
-#pragma unroll
-          for (int r = 0; r < 2; r++)
-            if (s[nt][2 * r] != 0.0f || s[nt][2 * r + 1] != 0.0f)
-              drop_pair(a, s[nt], 2 * r, cb[r], kp[nt][0], kp[nt][1]);
-        }
+        if (a.p > 0.0f) drop_frag(a, s[nt], s[nt], cb, qp, k0 + nt * 8, tq);
       }
       /* O += P V */
 #pragma unroll
@@ -368,12 +404,7 @@ __global__ void __launch_bounds__(FA_THREADS)
           const int r = e >> 1;
           s[nt][e] = kp[e & 1] <= qp[r] ? exp2f(s[nt][e] * sl2 - l2[r]) : 0.0f; /* P */
         }
-        if (a.p > 0.0f) {
-#pragma unroll
-          for (int r = 0; r < 2; r++)
-            if (s[nt][2 * r] != 0.0f || s[nt][2 * r + 1] != 0.0f)
-              drop_pair(a, dp[nt], 2 * r, cb[r], kp[0], kp[1]);
-        }
+        if (a.p > 0.0f) drop_frag(a, dp[nt], s[nt], cb, qp, k0 + nt * 8, tq);
 #pragma unroll
         for (int e = 0; e < 4; e++) s[nt][e] *= dp[nt][e] - Dr[e >> 1]; /* dS */
       }
