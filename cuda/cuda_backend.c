@@ -101,6 +101,16 @@ static cudaError_t dev_malloc(cuda_impl *im, void **p, size_t bytes) {
   return cudaMallocFromPoolAsync(p, bytes, (cudaMemPool_t)im->pool, im->stream);
 }
 
+/* Frees a dev_malloc block (stream-ordered with a pool: no device-wide
+ * synchronisation). */
+static void dev_free(cuda_impl *im, void *p) {
+  if (!p) return;
+  if (im->pool)
+    MT_CUDA_CHECK(cudaFreeAsync(p, im->stream));
+  else
+    MT_CUDA_CHECK(cudaFree(p));
+}
+
 static void *cuda_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
   MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
   cuda_impl *im = cuda_impl_of(be);
@@ -181,10 +191,10 @@ void *cuda_workspace(mt_backend *be, size_t bytes) {
 
 const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b) {
   cuda_impl *im = cuda_impl_of(be);
-  if (b > im->ids_cap) {
-    if (im->ids_dev) MT_CUDA_CHECK(cudaFree(im->ids_dev));
+  if (b > im->ids_cap) { /* from the pool, stream-ordered: no mid-step device sync */
+    dev_free(im, im->ids_dev);
     im->ids_cap = b < 64 ? 64 : b;
-    MT_CUDA_CHECK(cudaMalloc((void **)&im->ids_dev, (size_t)im->ids_cap * sizeof(int64_t)));
+    MT_CUDA_CHECK(dev_malloc(im, (void **)&im->ids_dev, (size_t)im->ids_cap * sizeof(int64_t)));
   }
   /* pageable source: staged before return, copy ordered on the stream */
   MT_CUDA_CHECK(cudaMemcpyAsync(im->ids_dev, ids_host, (size_t)b * sizeof(int64_t),
@@ -433,8 +443,8 @@ static void cuda_destroy(mt_backend *be) {
   if (im) {
     if (im->stream) cudaStreamSynchronize(im->stream);
     if (im->ws) cuda_free(be, im->ws);
+    if (im->ids_dev) dev_free(im, im->ids_dev);
     if (im->stream) cudaStreamSynchronize(im->stream); /* stream-ordered frees done */
-    if (im->ids_dev) cudaFree(im->ids_dev);
     if (im->red_dev) cudaFree(im->red_dev);
     if (im->red_host) cudaFreeHost(im->red_host);
     cuda_blas_destroy(im);

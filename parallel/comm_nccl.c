@@ -67,8 +67,9 @@ ncclDataType_t mt_nccl_dtype(mt_dtype t) {
 
 static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncclMax; }
 
-/* Binds the GPU (fatal without one: a missing device is reported when the
- * group is created, not at its first call); creates no communicator. */
+/* Binds the GPU (fatal without one, or with more ranks on the node than
+ * visible GPUs: reported when the group is created, not at its first
+ * call); creates no communicator. */
 static void nccl_init(mt_group *g) {
   mt_dist *d = g->d;
   if (d->cuda_device < 0) {
@@ -77,6 +78,13 @@ static void nccl_init(mt_group *g) {
     if (d->cuda_device < 0)
       mt_fatal("group '%s': NCCL engine needs a CUDA device, but %s", g->name, why);
   }
+  int ndev = 0;
+  MT_CUDA_CHECK(cudaGetDeviceCount(&ndev));
+  if (d->local_size > ndev) /* at set-up, not at the first collective */
+    mt_fatal("group '%s': %d ranks on this node but %d visible GPU(s): the NCCL engine needs "
+             "one GPU per rank (NCCL refuses duplicate GPUs); set parallel.distributed_backend "
+             "\"mpi\" to share a GPU between ranks, or start at most %d ranks per node",
+             g->name, d->local_size, ndev, ndev);
   mt_nccl_state *s = mt_xcalloc(1, sizeof(mt_nccl_state));
   const char *one = getenv("MEGATRAIN_NCCL_SIZE1");
   s->want_comm = g->size > 1 || (one && !strcmp(one, "1"));

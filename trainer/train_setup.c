@@ -218,10 +218,12 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_trainer_zero_destroy(t->zero);
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
-  if (t->be) mt_backend_destroy(t->be);
-  if (t->be && t->dist) mt_dist_set_backend(t->dist, NULL);
   mt_trainer_pipeline_free(t);
+  /* groups first (communicators, channel streams, staging blocks may use the
+   * backend's stream and pool), then the backend */
   mt_parallel_state_destroy(t->ps);
+  if (t->be && t->dist) mt_dist_set_backend(t->dist, NULL);
+  if (t->be) mt_backend_destroy(t->be);
   mt_topology_free(&t->topo);
   free(t->tokens);
   free(t->sample_ids);
