@@ -227,7 +227,7 @@ const mt_cfg_key mt_cfg_keys[] = {
      "engine of the collectives and point-to-point on device buffers: `nccl` (NCCL on the "
      "backend's stream; one GPU per rank) or `mpi` (on cuda: device buffers staged through "
      "pinned host buffers over MPI, two PCIe copies per call; several ranks may share a GPU). "
-     "`nccl` needs `device` `cuda`. Megatron's choices are `nccl|gloo`: `mpi` stands in "
+     "`nccl` needs `device` `cuda`. Megatron's choices are `nccl` and `gloo`: `mpi` stands in "
      "for `gloo` (the host-side engine); docs/communication.md, \"Engines\""},
     {S_PAR, "zero_prefetch_layers", MT_CT_INT, FLD(parallel.zero_prefetch_layers), GE(0), NULL,
      NUM(1), "DeepSpeed `stage3_prefetch_bucket_size` (in bytes there)",
