@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "parallel/comm.h"
 
 void mt_adamw_init(mt_adamw *opt, mt_backend *be, const mt_param_list *params, void *param_buf,
                    float *grad_buf, float beta1, float beta2, float eps, float weight_decay) {
@@ -28,7 +29,7 @@ void mt_adamw_init(mt_adamw *opt, mt_backend *be, const mt_param_list *params, v
     opt->master = be->ops->alloc(be, bytes, MT_MEM_OPTIM);
     be->ops->cast(be, opt->master, MT_F32, param_buf, be->dtype, opt->numel);
   }
-  opt->norm_acc = be->ops->alloc(be, sizeof(double), MT_MEM_COMM);
+  opt->norm_acc = be->ops->alloc(be, 2 * sizeof(double), MT_MEM_COMM);
 }
 
 void mt_adamw_free(mt_adamw *opt) {
@@ -59,6 +60,29 @@ double mt_grad_sumsq(const mt_adamw *opt, int count_replicated) {
     be->ops->sumsq_acc_f32(be, opt->norm_acc, opt->grad_buf + p->offset, p->numel);
   }
   return mt_grad_sumsq_acc_read(be, opt->norm_acc);
+}
+
+double mt_grad_sumsq_reduced(const mt_adamw *opt, int count_replicated, int experts,
+                             mt_group *mp, mt_group *etp_ep, mt_group *pp) {
+  mt_backend *be = opt->be;
+  const mt_param_list *pl = opt->params;
+  double *acc = opt->norm_acc, v[2];
+  be->ops->memset0(be, acc, 2 * sizeof(double));
+  for (int i = 0; i < pl->n; i++) {
+    const mt_param *p = &pl->p[i];
+    if (p->is_expert) { /* as mt_grad_sumsq_experts */
+      if (experts) be->ops->sumsq_acc_f32(be, acc + 1, opt->grad_buf + p->offset, p->numel);
+    } else if (!p->shared_copy && (!p->tp_replicated || count_replicated)) { /* as mt_grad_sumsq */
+      be->ops->sumsq_acc_f32(be, acc, opt->grad_buf + p->offset, p->numel);
+    }
+  }
+  mt_allreduce(mp, acc, 1, MT_F64, MT_OP_SUM);
+  if (experts) {
+    mt_allreduce(etp_ep, acc + 1, 1, MT_F64, MT_OP_SUM);
+    mt_allreduce(pp, acc + 1, 1, MT_F64, MT_OP_SUM);
+  }
+  be->ops->memcpy_d2h(be, v, acc, sizeof v);
+  return v[0] + v[1];
 }
 
 double mt_grad_sumsq_experts(const mt_adamw *opt) {

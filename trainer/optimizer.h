@@ -24,8 +24,9 @@ typedef struct {
   int64_t numel;
   int64_t step;      /* updates applied so far */
   float beta1, beta2, eps, weight_decay;
-  double *norm_acc;  /* one double in backend memory (MT_MEM_COMM): the
-                        gradient-norm accumulator (sumsq_acc_f32) */
+  double *norm_acc;  /* two doubles in backend memory (MT_MEM_COMM): the
+                        gradient-norm accumulators (sumsq_acc_f32), dense
+                        and expert */
 } mt_adamw;
 
 /* Allocate optimizer state for the parameters in `params` (zeroed moments). */
@@ -48,6 +49,17 @@ double mt_grad_sumsq(const mt_adamw *opt, int count_replicated);
  * counted by mt_grad_sumsq): every expert lives on exactly one rank of an EP
  * group, so the caller sums it over the EP group and the pipeline. */
 double mt_grad_sumsq_experts(const mt_adamw *opt);
+/* The global sum of squares of the gradients (non-ZeRO path) with ONE
+ * device-to-host copy: dense sums (as mt_grad_sumsq with count_replicated)
+ * and, when `experts`, expert sums (as mt_grad_sumsq_experts) accumulate
+ * into the two doubles of opt->norm_acc; the dense one is all-reduced (fp64
+ * sum) over `mp`, the expert one over `etp_ep` then `pp`, on the backend
+ * buffer (the group's engine: NCCL or staging on device memory, MPI on
+ * host); then both are read at once. Returns dense + expert, bitwise equal
+ * to the per-sum reads reduced on the host. Collective over those groups. */
+typedef struct mt_group mt_group;
+double mt_grad_sumsq_reduced(const mt_adamw *opt, int count_replicated, int experts,
+                             mt_group *mp, mt_group *etp_ep, mt_group *pp);
 
 /* One AdamW update with learning rate `lr`, gradients multiplied by
  * `grad_scale` (clip coefficient); no weight decay on biases/LayerNorm.

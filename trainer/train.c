@@ -164,14 +164,10 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   if (t->zero) {
     sumsq = mt_zero_opt_grad_sumsq(t->zero); /* over dp and mp */
   } else {
-    sumsq = mt_grad_sumsq(&t->opt, t->ps->tp_rank == 0); /* skips pipeline copies */
-    mt_allreduce(t->ps->mp, &sumsq, 1, MT_F64, MT_OP_SUM);
-    if (c->model.num_experts > 0) { /* each expert shard once: over etp x ep and the stages */
-      double se = mt_grad_sumsq_experts(&t->opt);
-      mt_allreduce(t->ps->etp_ep, &se, 1, MT_F64, MT_OP_SUM);
-      mt_allreduce(t->ps->pp, &se, 1, MT_F64, MT_OP_SUM);
-      sumsq += se;
-    }
+    /* dense over mp (skips pipeline copies); each expert shard once: over
+     * etp x ep and the stages; one device-to-host copy */
+    sumsq = mt_grad_sumsq_reduced(&t->opt, t->ps->tp_rank == 0, c->model.num_experts > 0,
+                                  t->ps->mp, t->ps->etp_ep, t->ps->pp);
   }
   r.grad_norm = sqrt(sumsq);
   r.lr = mt_lr_at(&t->sched, iteration);

@@ -158,7 +158,7 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, const mt_ze
     z->n_part++;
   }
   free(bounds);
-  z->norm_acc = be->ops->alloc(be, sizeof(double), MT_MEM_COMM);
+  z->norm_acc = be->ops->alloc(be, 2 * sizeof(double), MT_MEM_COMM);
   if (o->stage >= 2) {
     mt_gpt_release_flat_buffers(model, o->stage == 3, 1);
     mt_zero_residency_init(&z->res, z->n_units, o->stage, o->prefetch, z->tied);
@@ -212,36 +212,39 @@ void mt_zero_opt_flush(mt_zero_opt *z) {
   if (z->o.stage == 3) mt_zero_hooks_release_all(z);
 }
 
-/* Sum of squares of the owned chunks of part P (replicated tensors on rank 0
- * of their replication group only, pipeline copies skipped). */
-static double part_sumsq(mt_zero_opt *z, mt_zero_part *P) {
+/* Adds the sum of squares of the owned chunks of part P (replicated tensors
+ * on rank 0 of their replication group only, pipeline copies skipped) to
+ * the backend double acc. */
+static void part_sumsq(mt_zero_opt *z, mt_zero_part *P, double *acc) {
   const int rep_rank = P->expert ? z->g.etp_rank : z->g.tp_rank;
-  z->be->ops->memset0(z->be, z->norm_acc, sizeof(double));
   for (int i = 0; i < P->n_chunk; i++) {
     const mt_zero_chunk *c = &P->chunk[i];
     const mt_param *p = &z->params->p[c->param];
     if ((p->tp_replicated && rep_rank != 0) || p->shared_copy) continue;
-    z->be->ops->sumsq_acc_f32(z->be, z->norm_acc, grad_loc(z, P, c), c->n);
+    z->be->ops->sumsq_acc_f32(z->be, acc, grad_loc(z, P, c), c->n);
   }
-  return mt_grad_sumsq_acc_read(z->be, z->norm_acc);
 }
 
 static void allreduce_if(mt_group *g, double *x) {
   if (g && mt_group_size(g) > 1) mt_allreduce(g, x, 1, MT_F64, MT_OP_SUM);
 }
 
+/* Dense sum in norm_acc[0], expert sum in norm_acc[1], each all-reduced on
+ * the backend buffer over its own groups, then ONE device-to-host copy. */
 double mt_zero_opt_grad_sumsq(mt_zero_opt *z) {
-  double s = part_sumsq(z, &z->part[0]);
-  mt_allreduce(z->g.dp, &s, 1, MT_F64, MT_OP_SUM);
-  allreduce_if(z->g.mp, &s);
+  double *acc = z->norm_acc, v[2];
+  z->be->ops->memset0(z->be, acc, 2 * sizeof(double));
+  part_sumsq(z, &z->part[0], acc);
+  if (z->g.edp && z->n_part > 1) part_sumsq(z, &z->part[1], acc + 1);
+  mt_allreduce(z->g.dp, acc, 1, MT_F64, MT_OP_SUM);
+  allreduce_if(z->g.mp, acc);
   if (z->g.edp) { /* MoE: every rank joins, also a pipeline stage without experts */
-    double se = z->n_part > 1 ? part_sumsq(z, &z->part[1]) : 0.0;
-    mt_allreduce(z->g.edp, &se, 1, MT_F64, MT_OP_SUM);
-    allreduce_if(z->g.etp_ep, &se);
-    allreduce_if(z->g.pp, &se);
-    s += se;
+    mt_allreduce(z->g.edp, acc + 1, 1, MT_F64, MT_OP_SUM);
+    allreduce_if(z->g.etp_ep, acc + 1);
+    allreduce_if(z->g.pp, acc + 1);
   }
-  return s;
+  z->be->ops->memcpy_d2h(z->be, v, acc, sizeof v);
+  return v[0] + v[1];
 }
 
 void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale) {

@@ -101,7 +101,7 @@ typedef struct {
    * buffers of every part's segments of unit u live iff res.param[u] /
    * res.grad[u] */
   mt_zero_residency res;
-  double *norm_acc;        /* one double (MT_MEM_COMM): gradient-norm accumulator */
+  double *norm_acc;        /* two doubles (MT_MEM_COMM): dense, expert norm sums */
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded
@@ -130,8 +130,9 @@ void mt_zero_opt_flush(mt_zero_opt *z);
  * summed over dp x cp then the model-parallel group (tp x pp); experts (MoE):
  * tp_replicated expert tensors on etp rank 0 only, summed over edp, then
  * etp x ep, then pp, so every expert shard counts once; every rank of a MoE
- * model joins these, also a pipeline stage without MoE layers. Identical on
- * every rank. Collective over those groups. */
+ * model joins these, also a pipeline stage without MoE layers. Both sums are
+ * reduced on the backend buffer norm_acc and read with ONE device-to-host
+ * copy. Identical on every rank. Collective over those groups. */
 double mt_zero_opt_grad_sumsq(mt_zero_opt *z);
 
 /* AdamW on the owned shards of both parts (gradients times grad_scale),
