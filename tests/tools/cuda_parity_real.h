@@ -5,7 +5,8 @@
  * tensor-core GEMM tiles, many row chunks in the column reductions, rows
  * longer than a warp in the softmax kernels, several 256-token chunks with
  * repeats in the embedding backward, 50304-column cross-entropy rows, and
- * element counts that fill every block of the grid-stride kernels.
+ * element counts that fill every block of the grid-stride kernels, MoE
+ * combine at a 1.3B width, SwiGLU and RoPE at Llama-style sizes.
  * Tolerances are the tiny shapes' (docs/cuda.md); the CPU reference runs on
  * every core. Each case is announced before it runs (case_begin). */
 #ifndef MT_CUDA_PARITY_REAL_H
@@ -229,6 +230,61 @@ static void r_optim(P *p, int64_t n) {
   fr(p, &ms), fr(p, &m), fr(p, &v), fr(p, &g), fr(p, &pl);
 }
 
+/* MoE combine forward and backward (weights) at [rows, h], n_tok tokens
+ * with top-k slots: a shuffled permutation of the rows, one slot in 16
+ * dropped (-1), so each kept row is referenced once. */
+static void r_moe(P *p, int64_t rows, int64_t h, int k) {
+  const mt_dtype T = p->T;
+  const int64_t nt = rows / k;
+  int32_t *slot = malloc((size_t)(nt * k) * sizeof(int32_t));
+  for (int64_t i = 0; i < nt * k; i++) slot[i] = (int32_t)i;
+  for (int64_t i = nt * k - 1; i > 0; i--) { /* Fisher-Yates with the case's generator */
+    const int64_t j = (int64_t)((rnd(p) * 0.5 + 0.5) * (double)(i + 1)) % (i + 1);
+    const int32_t x = slot[i];
+    slot[i] = slot[j], slot[j] = x;
+  }
+  for (int64_t i = 0; i < nt * k; i += 16) slot[i] = -1;
+  ip sl = mki(p, slot, nt * k);
+  tp src = mk(p, rows * h, T, 1.0f), w = mk(p, nt * k, MT_F32, 1.0f), y = mk(p, nt * h, T, 1.0f);
+  p->c->ops->moe_combine_fwd(p->c, y.c, src.c, sl.c, w.c, nt, k, h);
+  p->g->ops->moe_combine_fwd(p->g, y.g, src.g, sl.g, w.g, nt, k, h);
+  cmp(p, "moe_combine_fwd (weights)", &y, p->l1, 0);
+  tp dy = mk(p, nt * h, T, 1.0f), dsrc = mk(p, rows * h, T, 1.0f), dw = mk(p, nt * k, MT_F32, 1.0f);
+  p->c->ops->moe_combine_bwd(p->c, dsrc.c, dw.c, dy.c, src.c, sl.c, w.c, nt, k, h);
+  p->g->ops->moe_combine_bwd(p->g, dsrc.g, dw.g, dy.g, src.g, sl.g, w.g, nt, k, h);
+  cmp(p, "moe_combine_bwd dsrc", &dsrc, p->l1, 0);
+  cmp(p, "moe_combine_bwd dw", &dw, T == MT_F32 ? 1e-5 : p->l2, 0);
+  fr(p, &src), fr(p, &w), fr(p, &y), fr(p, &dy), fr(p, &dsrc), fr(p, &dw);
+  fri(p, &sl);
+  free(slot);
+}
+
+/* SwiGLU forward/backward at [rows, 2f] and RoPE forward/backward on a qkv
+ * [s, b, ng, np/ng + 2, hn] (rotate-half, rot_dim = hn, base 10000). */
+static void r_swiglu_rope(P *p, int64_t rows, int64_t f, int s, int b, int np, int ng, int hn) {
+  const mt_dtype T = p->T;
+  tp in = mk(p, rows * 2 * f, T, 2.0f), out = mk(p, rows * f, T, 1.0f);
+  tp dout = mk(p, rows * f, T, 1.0f), din = mk(p, rows * 2 * f, T, 1.0f);
+  p->c->ops->swiglu_fwd(p->c, out.c, in.c, rows, f);
+  p->g->ops->swiglu_fwd(p->g, out.g, in.g, rows, f);
+  cmp(p, "swiglu_fwd", &out, p->l1, 0);
+  p->c->ops->swiglu_bwd(p->c, din.c, dout.c, in.c, rows, f);
+  p->g->ops->swiglu_bwd(p->g, din.g, dout.g, in.g, rows, f);
+  cmp(p, "swiglu_bwd", &din, p->l1, 0);
+  fr(p, &in), fr(p, &out), fr(p, &dout), fr(p, &din);
+  const int64_t n = (int64_t)s * b * ng * (np / ng + 2) * hn;
+  mt_rope_desc d = {.s = s, .b = b, .np = np, .ng = ng, .hn = hn, .rot_dim = hn,
+                    .interleaved = 0, .base = 10000.0f, .s_offset = 0};
+  tp qkv = mk(p, n, T, 1.0f);
+  p->c->ops->rope_fwd(p->c, &d, qkv.c);
+  p->g->ops->rope_fwd(p->g, &d, qkv.g);
+  cmp(p, "rope_fwd (in place)", &qkv, p->l1, 0);
+  p->c->ops->rope_bwd(p->c, &d, qkv.c);
+  p->g->ops->rope_bwd(p->g, &d, qkv.g);
+  cmp(p, "rope_bwd (in place, after fwd)", &qkv, p->l2, 0);
+  fr(p, &qkv);
+}
+
 static void t_realistic(P *p) {
   case_begin(p, "gemm NN 4096x4096x1024 +bias (fc1 forward)");
   r_gemm(p, 0, 4096, 4096, 1024);
@@ -271,6 +327,12 @@ static void t_realistic(P *p) {
   case_end(p);
   case_begin(p, "hidden dropout s512 b4 h1000 (unaligned counters)");
   r_dropout(p, 512, 4, 1000, 1001, 3001);
+  case_end(p);
+  case_begin(p, "moe combine h 2048, 8192 rows, top-2 (1 slot in 16 dropped)");
+  r_moe(p, 8192, 2048, 2);
+  case_end(p);
+  case_begin(p, "swiglu rows 2048 f 5632 + rope s2048 b2 np32 ng8 hn128");
+  r_swiglu_rope(p, 2048, 5632, 2048, 2, 32, 8, 128);
   case_end(p);
   case_begin(p, "adamw + sumsq_acc_f32, 10000019 elements");
   r_optim(p, 10000019);
