@@ -185,6 +185,66 @@ __device__ __forceinline__ void drop_frag(const fa_args &a, float c[4], const fl
   }
 }
 
+/* Dropout uniforms of the dK/dV kernel's transposed fragment, four per
+ * Philox call: value e = 2r + q is key wk0 + gq + 8r, query qi0 + q
+ * (qi0 = q-tile column 2tq). The four lanes of equal tq and gq / 4 hold the
+ * four consecutive keys wk0 + 8r + 4 (gq / 4) + 0..3 of each (r, q): four
+ * Philox blocks when their counters are aligned; lane i = gq % 4 draws
+ * block e = i and three shuffle rounds hand every lane word i of the other
+ * three (round t: lane i reads lane (i + t) % 4, which sends its word
+ * (i' - t) % 4). fast[e]: ue[e] holds value e's uniform (bitwise
+ * mt_rng_uniform); otherwise the caller uses fa_keep. Every lane of the
+ * warp must call it (shuffles). */
+__device__ __forceinline__ void dkv_uniforms(const fa_args &a, int bi, int n, int qi0, int wk0,
+                                             int gq, int lane, float ue[4], bool fast[4]) {
+  const int i = gq & 3, kq0 = wk0 + 4 * (gq >> 2);
+  uint64_t cbq[2];
+  int qpq[2], k4[2][4];
+  bool contig[2];
+#pragma unroll
+  for (int q = 0; q < 2; q++) {
+    const int qi = qi0 + q;
+    qpq[q] = qi < a.sq ? fa_qpos(a, qi) : INT_MIN;
+    cbq[q] = qi < a.sq ? fa_row_counter(a, bi, n, qpq[q]) : 0;
+  }
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+      const int kj = kq0 + 8 * r + t;
+      k4[r][t] = kj < a.sk ? fa_kpos(a, kj) : INT_MAX;
+    }
+    contig[r] = k4[r][3] != INT_MAX && k4[r][1] == k4[r][0] + 1 && k4[r][2] == k4[r][0] + 2 &&
+                k4[r][3] == k4[r][0] + 3;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; e++) {
+    const int r = e >> 1, q = e & 1;
+    fast[e] = contig[r] && qpq[q] != INT_MIN && ((cbq[q] + (uint64_t)k4[r][0]) & 3) == 0;
+  }
+  float u[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  {
+    const int r = i >> 1, q = i & 1;
+    const bool mine = i == 0 ? fast[0] : i == 1 ? fast[1] : i == 2 ? fast[2] : fast[3];
+    if (mine && k4[r][0] <= qpq[q])
+      mt_rng_uniform4(a.key, (cbq[q] + (uint64_t)k4[r][0]) >> 2, u);
+  }
+#pragma unroll
+  for (int e = 0; e < 4; e++) ue[e] = 0.0f;
+  const float own = fa_word(u, i);
+#pragma unroll
+  for (int e = 0; e < 4; e++)
+    if (e == i) ue[e] = own;
+#pragma unroll
+  for (int t = 1; t < 4; t++) {
+    const int src = (i + t) & 3;
+    const float v = __shfl_sync(0xffffffffu, fa_word(u, (i - t) & 3), lane + 4 * (src - i));
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+      if (e == src) ue[e] = v;
+  }
+}
+
 /* ---------------------------------------------------------------- forward */
 template <int HD>
 __global__ void __launch_bounds__(FA_THREADS)
@@ -505,7 +565,10 @@ __global__ void __launch_bounds__(FA_THREADS)
       }
       /* rows: keys kj[e / 2]; columns: queries q0 + c */
 #pragma unroll
-      for (int nt = 0; nt < NT; nt++)
+      for (int nt = 0; nt < NT; nt++) {
+        float ue[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        bool fast[4] = {false, false, false, false};
+        if (a.p > 0.0f) dkv_uniforms(a, bi, n, q0 + nt * 8 + 2 * tq, wk0, gq, lane, ue, fast);
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int r = e >> 1, c = nt * 8 + 2 * tq + (e & 1), qi = q0 + c;
@@ -514,13 +577,16 @@ __global__ void __launch_bounds__(FA_THREADS)
           const float P = vis ? exp2f(s[nt][e] * sl2 - sL[c]) : 0.0f;
           float dP = dp[nt][e], Pd = P;
           if (a.p > 0.0f && P != 0.0f) {
-            const bool keep = fa_keep(a, fa_row_counter(a, bi, n, qpos) + (uint64_t)kp[r]);
+            const bool keep =
+                fast[e] ? ue[e] >= a.p
+                        : fa_keep(a, fa_row_counter(a, bi, n, qpos) + (uint64_t)kp[r]);
             Pd = keep ? P * a.inv_keep : 0.0f;
             dP = keep ? dP * a.inv_keep : 0.0f;
           }
           s[nt][e] = Pd;                 /* dropout(P)^T */
           dp[nt][e] = P * (dP - sD[c]); /* dS^T */
         }
+      }
 #pragma unroll
       for (int qc = 0; qc < BQ / 16; qc++) {
         uint32_t pa[4], da[4];
