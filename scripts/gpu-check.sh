@@ -122,7 +122,7 @@ if [ "${1:-}" = --run-step ]; then
       wall "$name${blk:+_blocking}" $(( $(date +%s) - t0 )) "$l" "$([ $r != 0 ] && echo $r)"
       if [ $try = 2 ]; then
         local f2; f2=$(fault_line "$log" | cut -c1-150)
-        note "$name rerun with CUDA_LAUNCH_BLOCKING=1 (log $log): ${f2:-no fault this time (exit $r)}"
+        note "$name rerun with CUDA_LAUNCH_BLOCKING=1 (work/$name.log): ${f2:-no fault this time (exit $r)}"
         break
       fi
       if [ $r -ne 0 ]; then
@@ -443,7 +443,8 @@ for s in $first $steps; do
     124|137) res=FAIL; notes="timed out after ${lim}s; ${notes}";;
     *) res=FAIL;;
   esac
-  [ -n "$fault" ] && [ $res = FAIL ] && notes="CUDA fault: $fault; $notes"
+  # (a CUDA_LAUNCH_BLOCKING=1 rerun's note already names the faulting op)
+  [ -n "$fault" ] && [ $res = FAIL ] && case $notes in *CUDA_LAUNCH_BLOCKING*) ;; *) notes="CUDA fault: $fault; $notes";; esac
   [ $res = PASS ] || { failed=$((failed + 1)); tail -12 "$O/$s.log" | sed 's/^/  | /'; }
   line=$(printf '%-4s  %-8s %4ss  %s' "$res" "$s" "$dt" "$notes")
   echo "$line"; results+=("$line"); echo "$line" >> "$O/summary.txt"
