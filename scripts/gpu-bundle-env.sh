@@ -9,7 +9,11 @@
 # libraries that travel gzipped (lib/*.so*.gz) next to themselves, once.
 # MT_CUDA_LIBDIRS: folders holding libcudart/libcublas/libnccl: the
 # toolkit's (/usr/local/cuda*/lib64 and targets/*/lib) and pip's
-# (site-packages/nvidia/*/lib, found with python3), in that order. The
+# (site-packages/nvidia/*/lib: asked of every python found -- python3,
+# python, $CONDA_PREFIX, $VIRTUAL_ENV, /opt/conda, /usr/local/bin,
+# /usr/bin -- then globbed in /usr/local/lib/python3*, /usr/lib/python3*,
+# ~/.local, conda), in that order. MT_NCCL_CANDIDATES: every libnccl.so.2
+# on that path, in search order. The
 # LD_LIBRARY_PATH the shell had before (MT_ORIG_LD_LIBRARY_PATH: where an
 # image finds the driver's libcuda.so.1, /usr/local/nvidia/lib64 say) stays
 # at the end.
@@ -79,19 +83,36 @@ if [ "${MT_BUNDLE_NO_CUDA:-0}" != 1 ]; then
   for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda-*/lib64; do
     [ -d "$d" ] && case ":$MT_CUDA_LIBDIRS:" in *":$(readlink -f "$d"):"*) ;; *) MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS:$(readlink -f "$d");; esac
   done
-  for py in python3 /usr/bin/python3; do
-    command -v "$py" >/dev/null 2>&1 || continue
-    mt_pip=$(LD_LIBRARY_PATH=$MT_ORIG_LD_LIBRARY_PATH "$py" -c 'import nvidia, glob, os
+  # pip's CUDA wheels (site-packages/nvidia/*/lib, nvidia/cu13/lib): asked of
+  # EVERY python found (the first python3 on PATH may not be the one with
+  # torch: a conda or venv python), then the usual site folders globbed
+  # directly (no working python at all)
+  mt_add() { case ":$MT_CUDA_LIBDIRS:" in *":$1:"*) ;; *) MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS:$1;; esac; }
+  for py in python3 python ${CONDA_PREFIX:+"$CONDA_PREFIX/bin/python3"} ${VIRTUAL_ENV:+"$VIRTUAL_ENV/bin/python3"} \
+            /opt/conda/bin/python3 /usr/local/bin/python3 /usr/bin/python3; do
+    py=$(command -v "$py" 2>/dev/null) || continue
+    mt_pip=$(LD_LIBRARY_PATH=$MT_ORIG_LD_LIBRARY_PATH timeout 20 "$py" -c 'import nvidia, glob, os
 for p in nvidia.__path__:
     for d in sorted(set(os.path.dirname(f) for f in glob.glob(p + "/**/lib*.so*", recursive=True))):
         print(d)' 2>/dev/null) || continue
-    for d in $mt_pip; do
-      case ":$MT_CUDA_LIBDIRS:" in *":$d:"*) ;; *) MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS:$d;; esac
-    done
-    break
+    for d in $mt_pip; do mt_add "$(readlink -f "$d")"; done
   done
+  for d in /usr/local/lib/python3*/dist-packages/nvidia/*/lib /usr/local/lib/python3*/site-packages/nvidia/*/lib \
+           /usr/lib/python3*/dist-packages/nvidia/*/lib /usr/lib/python3*/site-packages/nvidia/*/lib \
+           ${HOME:+"$HOME"/.local/lib/python3*/site-packages/nvidia/*/lib} \
+           ${CONDA_PREFIX:+"$CONDA_PREFIX"/lib/python3*/site-packages/nvidia/*/lib} \
+           /opt/conda/lib/python3*/site-packages/nvidia/*/lib /opt/conda/envs/*/lib/python3*/site-packages/nvidia/*/lib; do
+    [ -d "$d" ] && mt_add "$(readlink -f "$d")"
+  done
+  unset -f mt_add
   MT_CUDA_LIBDIRS=${MT_CUDA_LIBDIRS#:}
   export MT_CUDA_LIBDIRS
+  # every libnccl.so.2 on that path, in search order (the first one wins;
+  # the probe reports which one the loader chose)
+  MT_NCCL_CANDIDATES=""
+  for d in ${MT_CUDA_LIBDIRS//:/ }; do [ -e "$d/libnccl.so.2" ] && MT_NCCL_CANDIDATES="$MT_NCCL_CANDIDATES $d/libnccl.so.2"; done
+  MT_NCCL_CANDIDATES=${MT_NCCL_CANDIDATES# }
+  export MT_NCCL_CANDIDATES
   [ -n "$MT_CUDA_LIBDIRS" ] && mt_libs=$mt_libs:$MT_CUDA_LIBDIRS
 fi
 mt_orig=${MT_ORIG_LD_LIBRARY_PATH:+:$MT_ORIG_LD_LIBRARY_PATH}

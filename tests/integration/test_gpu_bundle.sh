@@ -16,6 +16,9 @@
 #    in bin/ and lib/glibc/ld-linux-x86-64.so.2 (LD_DEBUG shows each one
 #    initialised by lib/glibc/libc.so.6), and under the loader's library
 #    path every program in bin/real resolves glibc into lib/glibc;
+#  - scripts/gpu-check.sh's trainer step as a dry run on the cpu backend
+#    (GPU_CHECK_DEVICE=cpu; the mpi step too with MEGATRAIN_TEST_FULL=1)
+#    passes, its summary with the runs' wall times;
 #  - scripts/gpu-check.sh run from the bundle on this machine (no GPU) exits
 #    non-zero with one "no GPU" line and a summary.txt saying so.
 source "$(dirname "$0")/lib.sh"
@@ -172,6 +175,24 @@ echo "under the loader:" $loaded
 [ "$(echo "$loaded" | grep -c 'bundled')" = 2 ] && ! grep -q system: <<< "$loaded" &&
   grep -q '1 bin/mpirun bundled' <<< "$loaded" && grep -q '2 bin/megatrain bundled' <<< "$loaded" ||
   { echo "mpirun and both ranks should run on the bundled glibc"; exit 1; }
+
+# the check's own step logic (run/compare/cmp_ref/worst, the metrics
+# parsing, the limits, the summary) on the cpu backend: its trainer step as
+# a dry run (GPU_CHECK_DEVICE=cpu; about 12 s here). The mpi step's dry run
+# (7 runs, 8 ranks for gpt-moe: about 80 s on 2 cores) is too long for CI:
+# MEGATRAIN_TEST_FULL=1 adds it.
+dry_steps=trainer; [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] && dry_steps="trainer mpi"
+echo "== gpu-check.sh dry run (GPU_CHECK_DEVICE=cpu GPU_CHECK_STEPS=\"$dry_steps\")"
+set +e
+GPU_CHECK_DEVICE=cpu GPU_CHECK_STEPS="$dry_steps" GPU_CHECK_TIME_SCALE=${GPU_CHECK_TIME_SCALE:-3} \
+  bash "$B/gpu-check.sh" "$TMP/dry" >"$TMP/dry.log" 2>&1; rc=$?
+set -e
+cat "$TMP/dry.log"
+[ $rc = 0 ] && grep -q '^RESULT: DRY RUN PASS' "$TMP/dry/summary.txt" ||
+  { echo "gpu-check.sh dry run failed (exit $rc)"; tail -30 "$TMP/dry/trainer.log"; exit 1; }
+for s in $dry_steps; do grep -q "^PASS  $s " "$TMP/dry/summary.txt" || { echo "dry run: no PASS line for $s"; exit 1; }; done
+grep -q '^run wall times' "$TMP/dry/summary.txt" && grep -q '^  trainer  cpu_fp32 [0-9]*/' "$TMP/dry/summary.txt" ||
+  { echo "dry run: no run wall times in summary.txt"; exit 1; }
 
 if command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "(a GPU is visible: the no-GPU case of gpu-check.sh not tried)"
