@@ -270,7 +270,7 @@ static void r_swiglu_rope(P *p, int64_t rows, int64_t f, int s, int b, int np, i
   cmp(p, "swiglu_fwd", &out, p->l1, 0);
   p->c->ops->swiglu_bwd(p->c, din.c, dout.c, in.c, rows, f);
   p->g->ops->swiglu_bwd(p->g, din.g, dout.g, in.g, rows, f);
-  cmp(p, "swiglu_bwd", &din, p->l1, 0);
+  cmp(p, "swiglu_bwd", &din, p->l2, 0); /* chained: silu', products, bf16 din */
   fr(p, &in), fr(p, &out), fr(p, &dout), fr(p, &din);
   const int64_t n = (int64_t)s * b * ng * (np / ng + 2) * hn;
   mt_rope_desc d = {.s = s, .b = b, .np = np, .ng = ng, .hn = hn, .rot_dim = hn,
