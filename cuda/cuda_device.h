@@ -14,7 +14,9 @@ extern "C" {
 /* Make GPU (local_rank % visible device count) current for the calling host
  * thread (local_rank < 0 counts as 0). Returns the ordinal, or -1 with the
  * reason in err[errlen] and CUDA's sticky error cleared:
- *   "cudaGetDeviceCount failed with NAME (description)",
+ *   "no CUDA driver is installed (cudaDriverGetVersion reports none; ...)",
+ *   "the CUDA driver supports CUDA X.Y but this build's runtime is Z.W (...)",
+ *   "cudaGetDeviceCount failed with NAME (description)" (any other failure),
  *   "cudaGetDeviceCount found 0 devices (check CUDA_VISIBLE_DEVICES)",
  *   "cudaSetDevice failed with NAME (description)".
  * Per process, not collective. */

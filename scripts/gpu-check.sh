@@ -87,7 +87,11 @@ if [ "${1:-}" = --run-step ]; then
   # OUTDIR/run_times.txt (to size a rerun from real numbers)
   wall() { echo "   wall ${2}s (limit ${3}s${4:+, exit $4})"; echo "$step $1 ${2}s limit ${3}s${4:+ exit $4}" >> "$O/run_times.txt"; }
   DEV=cuda
-  if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then DEV=cpu; export MEGATRAIN_TEST_DEVICE_BUFFERS=1; fi
+  # RL: the run-name prefix of the trainer/nccl steps' device runs, named by
+  # the device actually used ("dry_cpu" in the dry run, beside the cpu_fp32
+  # reference)
+  RL=cuda
+  if [ "${GPU_CHECK_DEVICE:-cuda}" = cpu ]; then DEV=cpu; RL=dry_cpu; export MEGATRAIN_TEST_DEVICE_BUFFERS=1; fi
   # parallel.distributed_backend (issue 19): a binary without it cannot run
   # the mpi engine on device buffers
   HAS_BK=0; grep -qa 'distributed_backend' "$B/bin/real/megatrain" && HAS_BK=1
@@ -303,9 +307,9 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     # device=cuda` runs on one GPU; cuda_bf16 the mpi (staging) engine; the
     # multi-rank mpi-engine runs are in the mpi step
     run cpu_fp32 1 15 "${cfg[@]}" --set device=cpu || rc=1
-    run cuda_fp32 1 15 "${cfg[@]}" --set device=$DEV && cmp_ref cuda_fp32 cpu_fp32 1e-4 || rc=1
-    run cuda_bf16 1 12 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
-      cmp_ref cuda_bf16 cpu_fp32 2e-2 || rc=1
+    run ${RL}_fp32 1 15 "${cfg[@]}" --set device=$DEV && cmp_ref ${RL}_fp32 cpu_fp32 1e-4 || rc=1
+    run ${RL}_bf16 1 12 "${cfg[@]}" --set device=$DEV $(bk mpi) --set training.precision=bf16 &&
+      cmp_ref ${RL}_bf16 cpu_fp32 2e-2 || rc=1
     worst
     exit $rc
     ;;
@@ -343,7 +347,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
     rc=0
     MEGATRAIN_NCCL_SIZE1=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} run nccl_1rank 1 14 "${cfg[@]}" --set device=cuda \
-        --set parallel.distributed_backend=nccl && cmp_ref nccl_1rank cuda_fp32 1e-4 || rc=1
+        --set parallel.distributed_backend=nccl && cmp_ref nccl_1rank ${RL}_fp32 1e-4 || rc=1
     read -r -a cc <<< "${GPU_CHECK_NCCL_COMM:-comm_check --engine nccl}"
     echo "== ${cc[*]} (1 rank, MEGATRAIN_NCCL_SIZE1=1)"
     lim=$(cap $(( 16 * TS ))); t0=$(date +%s)
