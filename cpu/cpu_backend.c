@@ -63,26 +63,27 @@ void cpu_free(mt_backend *be, void *p) {
   free(base);
 }
 
-void *cpu_workspace(mt_backend *be, size_t bytes) {
+/* Grow-only scratch *buf of *have bytes to at least `bytes` (counted under
+ * MT_MEM_WORKSPACE; op_scratch = both scratch buffers). */
+static void *grow_scratch(mt_backend *be, void **buf, size_t *have, size_t bytes) {
   cpu_impl *im = cpu_impl_of(be);
-  if (bytes > im->ws_bytes) {
-    cpu_free(be, im->ws);
-    im->ws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
-    im->ws_bytes = bytes;
+  if (bytes > *have) {
+    cpu_free(be, *buf);
+    *buf = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
+    *have = bytes;
     be->mem.op_scratch = im->ws_bytes + im->bws_bytes;
   }
-  return im->ws;
+  return *buf;
+}
+
+void *cpu_workspace(mt_backend *be, size_t bytes) {
+  cpu_impl *im = cpu_impl_of(be);
+  return grow_scratch(be, &im->ws, &im->ws_bytes, bytes);
 }
 
 void *cpu_bf16_scratch(mt_backend *be, size_t bytes) {
   cpu_impl *im = cpu_impl_of(be);
-  if (bytes > im->bws_bytes) {
-    cpu_free(be, im->bws);
-    im->bws = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
-    im->bws_bytes = bytes;
-    be->mem.op_scratch = im->ws_bytes + im->bws_bytes;
-  }
-  return im->bws;
+  return grow_scratch(be, &im->bws, &im->bws_bytes, bytes);
 }
 
 void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes) {

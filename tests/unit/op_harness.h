@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "backends/registry.h"
+#include "core/dtype.h"
 #include "core/rng.h"
 
 /* Limit per element: atol + rtol * |want_i| + mtol * max_i |want_i|.
@@ -99,19 +100,9 @@ typedef struct {
 
 typedef void (*ot_runner)(ot_run *r);
 
-static inline uint16_t ot_f2bf(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
-  u += 0x7FFFu + ((u >> 16) & 1u);
-  return (uint16_t)(u >> 16);
-}
-static inline float ot_bf2f(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
+/* bf16 <-> fp32: the tree's one conversion (core/dtype.h). */
+static inline uint16_t ot_f2bf(float f) { return mt_f32_to_bf16(f); }
+static inline float ot_bf2f(uint16_t b) { return mt_bf16_to_f32(b); }
 
 /* xorshift64* uniform in [lo, hi) */
 static inline double ot_rand(ot_run *r, double lo, double hi) {
