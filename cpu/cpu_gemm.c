@@ -66,16 +66,23 @@ int cpu_gemm_nthreads(mt_backend *be) {
 }
 
 /* Fixed slabs of C (columns when n >= m, else rows; edges on multiples of
- * 16): bounds depend only on the shape and the thread count. */
-int cpu_gemm_slabs(mt_backend *be, int nthr, int m, int n, int k, int *split_n, int *per) {
+ * 16) whose bounds depend only on the shape and MEGATRAIN_CPU_GEMM_SLABS,
+ * never on the thread count: OpenBLAS's result for an element depends on
+ * the shape of the call that computes it (its blocking and edge kernels
+ * change with m and n; seen with the Haswell kernels on an AMD EPYC: rows
+ * 0-63 of a 150-row product differ in the last bit from a 64-row product
+ * over the same rows), so a thread-count-dependent cut would make results
+ * depend on OMP_NUM_THREADS. With one thread the slabs run one after the
+ * other. */
+int cpu_gemm_slabs(mt_backend *be, int m, int n, int k, int *split_n, int *per) {
   const int64_t work = (int64_t)m * n * (k ? k : 1);
   *split_n = n >= m;
   const int len = *split_n ? n : m;
-  if (nthr == 1 || work < GEMM_PAR_MIN) {
+  if (!cpu_impl_of(be)->gemm_omp || work < GEMM_PAR_MIN) {
     *per = len;
     return 1;
   }
-  int nslab = nthr * cpu_impl_of(be)->gemm_slabs_per_thread;
+  const int nslab = cpu_impl_of(be)->gemm_slabs;
   int p = (int)mt_round_up((len + nslab - 1) / nslab, 16);
   if (p < 64) p = 64;
   *per = p;
@@ -98,7 +105,7 @@ void cpu_gemm(mt_backend *be, const mt_gemm_desc *d) {
   if (d->m == 0 || d->n == 0) return;
   const int nthr = cpu_gemm_nthreads(be);
   int split_n, per;
-  const int nslab = cpu_gemm_slabs(be, nthr, d->m, d->n, d->k, &split_n, &per);
+  const int nslab = cpu_gemm_slabs(be, d->m, d->n, d->k, &split_n, &per);
   for (int bt = 0; bt < d->batch; bt++) {
     const float *a = (const float *)d->a + (int64_t)bt * d->stride_a;
     const float *b = (const float *)d->b + (int64_t)bt * d->stride_b;
@@ -110,7 +117,7 @@ void cpu_gemm(mt_backend *be, const mt_gemm_desc *d) {
     /* each slab one single-threaded sgemm, handed out dynamically so a
      * thread that the OS preempts does not stall the others; each C element
      * is computed by one slab, so results are deterministic. */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthr) if (nthr > 1)
     for (int sl = 0; sl < nslab; sl++) cpu_gemm_slab(d, a, b, c, split_n, per, sl);
   }
 }

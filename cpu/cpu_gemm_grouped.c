@@ -3,13 +3,13 @@
  * (group, tile) pairs.
  *
  * Bitwise contract: each group is cut into exactly the slabs cpu_gemm cuts
- * an equal product into (cpu_gemm_slabs: same shape, same thread count) and
- * each slab is the same single-threaded sgemm call (cpu_gemm_block), so
- * every element of C_g is computed by the same kernel with the same
- * summation order as in a loop of gemm calls. What changes is only which
- * thread runs which tile, and that small groups (below the threading
- * threshold, one tile each) now run side by side instead of one after the
- * other.
+ * an equal product into (cpu_gemm_slabs: the same shape gives the same
+ * cut, whatever the thread count) and each slab is the same
+ * single-threaded sgemm call (cpu_gemm_block), so every element of C_g is
+ * computed by the same kernel with the same summation order as in a loop
+ * of gemm calls. What changes is only which thread runs which tile, and
+ * that small groups (below the threading threshold, one tile each) now run
+ * side by side instead of one after the other.
  *
  * Groups writing the same C (the weight gradient of one expert from the
  * blocks of several source ranks) must be applied in group order: group g
@@ -41,7 +41,7 @@ void cpu_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
     MT_ASSERT(d->m[g] >= 0 && d->n[g] >= 0 && d->k[g] >= 0);
     gd[g] = mt_gemm_grouped_member(d, g);
     nsl[g] = d->m[g] && d->n[g]
-                 ? cpu_gemm_slabs(be, nthr, d->m[g], d->n[g], d->k[g], &split[g], &per[g])
+                 ? cpu_gemm_slabs(be, d->m[g], d->n[g], d->k[g], &split[g], &per[g])
                  : 0;
     ntask += nsl[g];
   }

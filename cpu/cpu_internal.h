@@ -25,9 +25,9 @@ typedef struct {
                       * thread (default); 0: OpenBLAS threads (env
                       * MEGATRAIN_CPU_GEMM=blas)                         */
   int64_t par_min;   /* see CPU_PAR_MIN_DEFAULT                         */
-  int gemm_slabs_per_thread; /* GEMM slabs per OpenMP thread (dynamic
-                              * schedule; env MEGATRAIN_CPU_GEMM_SLABS,
-                              * default 4) */
+  int gemm_slabs;    /* slabs a large GEMM is cut into, independent of
+                      * the thread count (dynamic schedule; env
+                      * MEGATRAIN_CPU_GEMM_SLABS, default 32)            */
   int flash_blas;    /* fused attention tile products through OpenBLAS
                       * (env MEGATRAIN_CPU_FLASH_GEMM=blas); default 0:
                       * cpu_fa_gemm                                     */
@@ -110,7 +110,7 @@ void cpu_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
  * else of rows; *per: slab width); slab sl of C (batch 1); the block
  * C[m0:m1, n0:n1] through one single-threaded sgemm (bias pre-filled). */
 int cpu_gemm_nthreads(mt_backend *be);
-int cpu_gemm_slabs(mt_backend *be, int nthr, int m, int n, int k, int *split_n, int *per);
+int cpu_gemm_slabs(mt_backend *be, int m, int n, int k, int *split_n, int *per);
 void cpu_gemm_slab(const mt_gemm_desc *d, const float *a, const float *b, float *c, int split_n,
                    int per, int sl);
 void cpu_gemm_block(const mt_gemm_desc *d, const float *a, const float *b, float *c, int m0,
