@@ -9,7 +9,7 @@
  *   MEGATRAIN_OPENBLAS_CORETYPE  <core>|auto: switch OpenBLAS kernels (see
  *                                below; read by mt_cpu_process_init)
  *   MEGATRAIN_CPU_GEMM=blas      let OpenBLAS thread GEMMs itself (num_threads)
- *   MEGATRAIN_CPU_GEMM_SLABS     slabs a large GEMM is cut into (default 32;
+ *   MEGATRAIN_CPU_GEMM_SLABS     slabs a large GEMM is cut into (default 16;
  *                                results depend on it, not on the threads)
  *   MEGATRAIN_CPU_PAR_MIN        elements from which elementwise ops go
  *                                parallel
@@ -236,7 +236,7 @@ mt_backend *mt_cpu_backend_create(const mt_backend_options *opt, char *err, size
   const char *pm = getenv("MEGATRAIN_CPU_PAR_MIN");
   im->par_min = pm && atoll(pm) > 0 ? atoll(pm) : CPU_PAR_MIN_DEFAULT;
   const char *slabs = getenv("MEGATRAIN_CPU_GEMM_SLABS");
-  im->gemm_slabs = slabs && atoi(slabs) > 0 ? atoi(slabs) : 32;
+  im->gemm_slabs = slabs && atoi(slabs) > 0 ? atoi(slabs) : 16;
   const char *fg = getenv("MEGATRAIN_CPU_FLASH_GEMM");
   im->flash_blas = fg && !strcmp(fg, "blas");
   be->ops = dt == MT_BF16 ? &cpu_bf16_ops : &cpu_ops;

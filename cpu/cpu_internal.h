@@ -27,7 +27,7 @@ typedef struct {
   int64_t par_min;   /* see CPU_PAR_MIN_DEFAULT                         */
   int gemm_slabs;    /* slabs a large GEMM is cut into, independent of
                       * the thread count (dynamic schedule; env
-                      * MEGATRAIN_CPU_GEMM_SLABS, default 32)            */
+                      * MEGATRAIN_CPU_GEMM_SLABS, default 16)            */
   int flash_blas;    /* fused attention tile products through OpenBLAS
                       * (env MEGATRAIN_CPU_FLASH_GEMM=blas); default 0:
                       * cpu_fa_gemm                                     */
