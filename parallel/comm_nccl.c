@@ -8,8 +8,8 @@
  * point-to-point and all-to-all(v) are grouped ncclSend/ncclRecv on the
  * group's communicator; tagged p2p (pipeline and context parallelism) runs
  * on per-direction channels (comm_nccl_p2p.c). NCCL itself is loaded at
- * run time by the run's first NCCL group (nccl_api.h; no binary links it),
- * and every NCCL call goes through that table. Compiled for real when
+ * run time by the run's first NCCL group that will call it (nccl_api.h; no
+ * binary links it), and every NCCL call goes through that table. Compiled for real when
  * MT_HAVE_NCCL is defined; otherwise every entry is fatal. See
  * docs/communication.md, "The NCCL engine". */
 #include <stdlib.h>
@@ -70,8 +70,9 @@ ncclDataType_t mt_nccl_dtype(mt_dtype t) {
 
 static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncclMax; }
 
-/* NCCL's table of the run (nccl_api.h), loaded by its first NCCL group;
- * fatal when libnccl.so.2 cannot be loaded (the message names the fix). */
+/* NCCL's table of the run (nccl_api.h), loaded by its first NCCL group
+ * that will call NCCL; fatal when libnccl.so.2 cannot be loaded (the
+ * message names the fix). */
 static const mt_nccl_api *nccl_api(mt_dist *d) {
   if (!d->nccl) {
     char err[1024];
@@ -81,13 +82,16 @@ static const mt_nccl_api *nccl_api(mt_dist *d) {
   return d->nccl;
 }
 
-/* Loads NCCL (the run's first NCCL group) and binds the GPU (fatal
- * without one, or with more ranks on the node than visible GPUs: reported
- * when the group is created, not at its first call); creates no
- * communicator. */
+/* Loads NCCL when g will call it (want_comm: the run's first such group
+ * loads it) and binds the GPU (fatal without one, or with more ranks on the
+ * node than visible GPUs): reported when the group is created, not at its
+ * first call; creates no communicator. A size-1 group never calls NCCL, so
+ * a one-GPU run on this engine does not need the library. */
 static void nccl_init(mt_group *g) {
   mt_dist *d = g->d;
-  const mt_nccl_api *api = nccl_api(d);
+  const char *one = getenv("MEGATRAIN_NCCL_SIZE1");
+  int want_comm = g->size > 1 || (one && !strcmp(one, "1"));
+  const mt_nccl_api *api = want_comm ? nccl_api(d) : NULL;
   if (d->cuda_device < 0) {
     char why[256];
     d->cuda_device = mt_cuda_select_device(d->local_rank, why, sizeof why);
@@ -103,8 +107,7 @@ static void nccl_init(mt_group *g) {
              g->name, d->local_size, ndev, ndev);
   mt_nccl_state *s = mt_xcalloc(1, sizeof(mt_nccl_state));
   s->api = api;
-  const char *one = getenv("MEGATRAIN_NCCL_SIZE1");
-  s->want_comm = g->size > 1 || (one && !strcmp(one, "1"));
+  s->want_comm = want_comm;
   g->engine_state = s;
 }
 

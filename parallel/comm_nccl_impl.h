@@ -16,7 +16,8 @@ typedef struct mt_nccl_p2p mt_nccl_p2p;
 
 /* g->engine_state of an NCCL group. */
 typedef struct {
-  const mt_nccl_api *api; /* every NCCL call of g goes through it (g->d->nccl) */
+  const mt_nccl_api *api; /* every NCCL call of g goes through it (g->d->nccl);
+                           * NULL when !want_comm (g never calls NCCL) */
   ncclComm_t comm;  /* the group's communicator: NULL until its first NCCL call */
   int want_comm;    /* size > 1, or env MEGATRAIN_NCCL_SIZE1=1 (test hook);
                      * 0: a size-1 group, whose calls are device copies */

@@ -1,8 +1,9 @@
 /* parallel/nccl_api.h — private to the NCCL engine (parallel/comm_nccl*.c,
  * built with MT_HAVE_NCCL only) and its unit test: NCCL loaded at run time.
  *
- * No binary links libnccl: the first NCCL group of a run (nccl_init in
- * comm_nccl.c) loads MT_NCCL_LIBRARY with dlopen and looks up exactly the
+ * No binary links libnccl: the first NCCL group of a run that will call
+ * NCCL (nccl_init in comm_nccl.c: size > 1, or MEGATRAIN_NCCL_SIZE1=1)
+ * loads MT_NCCL_LIBRARY with dlopen and looks up exactly the
  * functions the engine calls (MT_NCCL_FUNCS) into one table, owned by the
  * distributed runtime (mt_dist's `nccl`, closed by mt_dist_finalize). So the
  * MPI and staging engines run where NCCL is missing, and only a run that

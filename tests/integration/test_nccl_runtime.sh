@@ -6,9 +6,10 @@
 #  2. with every copy of libnccl.so.2 hidden (an empty file bind-mounted over
 #     it in a private mount namespace; SKIP where unshare -m does not work):
 #     - a 2-rank CPU training (MPI engine) runs its 3 iterations;
-#     - comm_fail nccl (an NCCL group on the world, no backend: the group
-#       loads NCCL before it looks for a GPU) ends the job with exit status 1
-#       and the load message: what was tried, the loader's reason, the fix;
+#     - comm_fail nccl on 2 ranks (an NCCL group of 2, no backend: a group
+#       that will call NCCL loads it before it looks for a GPU) ends the job
+#       with exit status 1 and the load message: what was tried, the
+#       loader's reason, the fix;
 #     - comm_check --engine nccl creates the cuda backend before any group,
 #       so it fails with the no-GPU message on a machine without a GPU, and
 #       with the load message on one with a GPU.
