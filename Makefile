@@ -51,7 +51,7 @@ LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parall
 
 ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lnccl -lcudart -lstdc++
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl
   LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
   CU_SRCS  := $(wildcard cuda/*.cu)
   # SASS for every arch in CUDA_ARCH, plus PTX of the newest (JIT-compiled

@@ -1,12 +1,12 @@
-/* cuda/cuda_check.h — the one family of checks for CUDA runtime, cuBLAS and
- * NCCL calls, used by cuda/ and by the NCCL engine (parallel/comm_nccl.c).
+/* cuda/cuda_check.h — the one family of checks for CUDA runtime and cuBLAS
+ * calls, used by cuda/ and by the NCCL engine (parallel/comm_nccl.c; its
+ * NCCL calls are checked by MT_NCCL_CHECK in parallel/comm_nccl_impl.h).
  * A failed call ends the whole job through mt_fatal (core/util.h) with
  * "[rank N] file:line: <call text> failed: <library message>".
  *
  *   MT_CUDA_CHECK(call)    cudaError_t call; message "NAME (description)"
  *   MT_CUDA_LAUNCHED()     after a kernel launch: cudaGetLastError()
  *   MT_CUBLAS_CHECK(call)  cublasStatus_t call (include <cublas_v2.h> first)
- *   MT_NCCL_CHECK(call)    ncclResult_t call (include <nccl.h> first)
  * Host code only (C or C++). */
 #ifndef MT_CUDA_CHECK_H
 #define MT_CUDA_CHECK_H
@@ -37,12 +37,6 @@ extern "C" {
     cublasStatus_t mt_bs_ = (call);                                                      \
     if (mt_bs_ != CUBLAS_STATUS_SUCCESS)                                                 \
       mt_fatal("%s failed: %s", #call, cublasGetStatusString(mt_bs_));                   \
-  } while (0)
-
-#define MT_NCCL_CHECK(call)                                                              \
-  do {                                                                                   \
-    ncclResult_t mt_nr_ = (call);                                                        \
-    if (mt_nr_ != ncclSuccess) mt_fatal("%s failed: %s", #call, ncclGetErrorString(mt_nr_)); \
   } while (0)
 
 #endif

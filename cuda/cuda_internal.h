@@ -19,7 +19,7 @@
  *   cuda_llama.cu    RMSNorm, SwiGLU, rotary embedding, qk_layernorm (the
  *                    op-table entries themselves);
  *   cuda_device.c    GPU selection (shared with the NCCL engine);
- *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK / MT_NCCL_CHECK.
+ *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK.
  *
  * Storage dtype T (be->dtype) is MT_F32 or MT_BF16; kernels are templated on
  * it and always compute in fp32 (reductions of sums/sumsq in double). bf16

@@ -29,7 +29,12 @@ struct mt_dist {
   mt_group *world;
   mt_watchdog *wd;      /* hang watchdog (watchdog.h) */
   mt_backend *be;       /* mt_dist_set_backend; NULL = host memory only */
+  struct mt_nccl_api *nccl; /* NCCL's functions (nccl_api.h), loaded by the first
+                             * NCCL group; NULL before (and for MPI/staged runs) */
 };
+
+/* Unload a table of nccl_api.h and free it (NULL: no-op; every build). */
+void mt_nccl_api_close(struct mt_nccl_api *a);
 
 /* One engine: the collectives on already-validated arguments. */
 typedef struct {

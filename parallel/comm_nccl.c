@@ -7,7 +7,9 @@
  * 1-rank communicator: the single-GPU check of this engine). Batched
  * point-to-point and all-to-all(v) are grouped ncclSend/ncclRecv on the
  * group's communicator; tagged p2p (pipeline and context parallelism) runs
- * on per-direction channels (comm_nccl_p2p.c). Compiled for real when
+ * on per-direction channels (comm_nccl_p2p.c). NCCL itself is loaded at
+ * run time by the run's first NCCL group that will call it (nccl_api.h; no
+ * binary links it), and every NCCL call goes through that table. Compiled for real when
  * MT_HAVE_NCCL is defined; otherwise every entry is fatal. See
  * docs/communication.md, "The NCCL engine". */
 #include <stdlib.h>
@@ -27,6 +29,7 @@ cudaStream_t mt_nccl_stream(const mt_group *g) {
 }
 
 static mt_nccl_state *ST(const mt_group *g) { return (mt_nccl_state *)g->engine_state; }
+static const mt_nccl_api *N(const mt_group *g) { return ST(g)->api; }
 static cudaStream_t S(const mt_group *g) { return mt_nccl_stream(g); }
 
 /* The group's communicator, created at the first call that needs it.
@@ -36,9 +39,9 @@ static ncclComm_t C(mt_group *g) {
   mt_nccl_state *s = ST(g);
   if (!s->comm) {
     ncclUniqueId id;
-    if (g->rank == 0) MT_NCCL_CHECK(ncclGetUniqueId(&id));
+    if (g->rank == 0) MT_NCCL_CHECK(N(g), GetUniqueId(&id));
     MT_MPI_CHECK(MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, g->comm));
-    MT_NCCL_CHECK(ncclCommInitRank(&s->comm, g->size, id, g->rank));
+    MT_NCCL_CHECK(N(g), CommInitRank(&s->comm, g->size, id, g->rank));
   }
   return s->comm;
 }
@@ -67,11 +70,28 @@ ncclDataType_t mt_nccl_dtype(mt_dtype t) {
 
 static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncclMax; }
 
-/* Binds the GPU (fatal without one, or with more ranks on the node than
- * visible GPUs: reported when the group is created, not at its first
- * call); creates no communicator. */
+/* NCCL's table of the run (nccl_api.h), loaded by its first NCCL group
+ * that will call NCCL; fatal when libnccl.so.2 cannot be loaded (the
+ * message names the fix). */
+static const mt_nccl_api *nccl_api(mt_dist *d) {
+  if (!d->nccl) {
+    char err[1024];
+    d->nccl = mt_nccl_api_open(MT_NCCL_LIBRARY, err, sizeof err);
+    if (!d->nccl) mt_fatal("%s", err);
+  }
+  return d->nccl;
+}
+
+/* Loads NCCL when g will call it (want_comm: the run's first such group
+ * loads it) and binds the GPU (fatal without one, or with more ranks on the
+ * node than visible GPUs): reported when the group is created, not at its
+ * first call; creates no communicator. A size-1 group never calls NCCL, so
+ * a one-GPU run on this engine does not need the library. */
 static void nccl_init(mt_group *g) {
   mt_dist *d = g->d;
+  const char *one = getenv("MEGATRAIN_NCCL_SIZE1");
+  int want_comm = g->size > 1 || (one && !strcmp(one, "1"));
+  const mt_nccl_api *api = want_comm ? nccl_api(d) : NULL;
   if (d->cuda_device < 0) {
     char why[256];
     d->cuda_device = mt_cuda_select_device(d->local_rank, why, sizeof why);
@@ -86,8 +106,8 @@ static void nccl_init(mt_group *g) {
              "\"mpi\" to share a GPU between ranks, or start at most %d ranks per node",
              g->name, d->local_size, ndev, ndev);
   mt_nccl_state *s = mt_xcalloc(1, sizeof(mt_nccl_state));
-  const char *one = getenv("MEGATRAIN_NCCL_SIZE1");
-  s->want_comm = g->size > 1 || (one && !strcmp(one, "1"));
+  s->api = api;
+  s->want_comm = want_comm;
   g->engine_state = s;
 }
 
@@ -95,7 +115,7 @@ static void nccl_fini(mt_group *g) {
   mt_nccl_state *s = ST(g);
   if (!s) return;
   mt_nccl_p2p_destroy(g);
-  if (s->comm) ncclCommDestroy(s->comm);
+  if (s->comm) s->api->CommDestroy(s->comm);
   free(s);
   g->engine_state = NULL;
 }
@@ -103,7 +123,7 @@ static void nccl_fini(mt_group *g) {
 static void nccl_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   if (local_only(g)) return; /* in place: the sum of one rank */
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)count, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
+  MT_NCCL_CHECK(N(g), AllReduce(buf, buf, (size_t)count, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
 }
 
 static void nccl_allgather(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
@@ -112,7 +132,7 @@ static void nccl_allgather(mt_group *g, const void *send, void *recv, int64_t cp
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclAllGather(send, recv, (size_t)cpr, mt_nccl_dtype(t), c, S(g)));
+  MT_NCCL_CHECK(N(g), AllGather(send, recv, (size_t)cpr, mt_nccl_dtype(t), c, S(g)));
 }
 
 static void nccl_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t cpr,
@@ -122,7 +142,8 @@ static void nccl_reduce_scatter(mt_group *g, const void *send, void *recv, int64
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclReduceScatter(send, recv, (size_t)cpr, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
+  MT_NCCL_CHECK(N(g),
+                ReduceScatter(send, recv, (size_t)cpr, mt_nccl_dtype(t), nccl_op(op), c, S(g)));
 }
 
 static void nccl_alltoallv(mt_group *g, const void *send, const int64_t *sc, const int64_t *sd,
@@ -137,16 +158,16 @@ static void nccl_alltoallv(mt_group *g, const void *send, const int64_t *sc, con
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclGroupStart());
+  MT_NCCL_CHECK(N(g), GroupStart());
   for (int p = 0; p < g->size; p++) {
     if (sc[p] > 0)
-      MT_NCCL_CHECK(ncclSend((const char *)send + (size_t)sd[p] * es, (size_t)sc[p],
-                             mt_nccl_dtype(t), p, c, S(g)));
+      MT_NCCL_CHECK(N(g), Send((const char *)send + (size_t)sd[p] * es, (size_t)sc[p],
+                               mt_nccl_dtype(t), p, c, S(g)));
     if (rc[p] > 0)
-      MT_NCCL_CHECK(ncclRecv((char *)recv + (size_t)rd[p] * es, (size_t)rc[p], mt_nccl_dtype(t), p,
-                             c, S(g)));
+      MT_NCCL_CHECK(N(g), Recv((char *)recv + (size_t)rd[p] * es, (size_t)rc[p], mt_nccl_dtype(t),
+                               p, c, S(g)));
   }
-  MT_NCCL_CHECK(ncclGroupEnd());
+  MT_NCCL_CHECK(N(g), GroupEnd());
 }
 
 static void nccl_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr, mt_dtype t) {
@@ -160,7 +181,7 @@ static void nccl_alltoall(mt_group *g, const void *send, void *recv, int64_t cpr
 static void nccl_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
   if (local_only(g)) return; /* the root's own buffer */
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)count, mt_nccl_dtype(t), root, c, S(g)));
+  MT_NCCL_CHECK(N(g), Broadcast(buf, buf, (size_t)count, mt_nccl_dtype(t), root, c, S(g)));
 }
 
 /* A size-1 group sends to itself: the k-th send lands in the k-th receive
@@ -188,15 +209,17 @@ static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclGroupStart());
+  MT_NCCL_CHECK(N(g), GroupStart());
   for (int i = 0; i < n_ops; i++) {
     const mt_p2p_op *o = &ops[i];
     if (o->is_send)
-      MT_NCCL_CHECK(ncclSend(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
+      MT_NCCL_CHECK(N(g),
+                    Send(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
     else
-      MT_NCCL_CHECK(ncclRecv(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
+      MT_NCCL_CHECK(N(g),
+                    Recv(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
   }
-  MT_NCCL_CHECK(ncclGroupEnd());
+  MT_NCCL_CHECK(N(g), GroupEnd());
 }
 
 /* Variable all-gather: rank i broadcasts its block into every rank's recv. */
@@ -208,14 +231,14 @@ static void nccl_allgatherv(mt_group *g, const void *send, int64_t sc, void *rec
     return;
   }
   ncclComm_t c = C(g);
-  MT_NCCL_CHECK(ncclGroupStart());
+  MT_NCCL_CHECK(N(g), GroupStart());
   for (int p = 0; p < g->size; p++) {
     char *dst = (char *)recv + (size_t)rd[p] * es; /* the root's send is read, not dst */
     if (rc[p] > 0)
-      MT_NCCL_CHECK(ncclBroadcast(p == g->rank ? send : dst, dst, (size_t)rc[p],
-                                  mt_nccl_dtype(t), p, c, S(g)));
+      MT_NCCL_CHECK(N(g), Broadcast(p == g->rank ? send : dst, dst, (size_t)rc[p],
+                                    mt_nccl_dtype(t), p, c, S(g)));
   }
-  MT_NCCL_CHECK(ncclGroupEnd());
+  MT_NCCL_CHECK(N(g), GroupEnd());
 }
 
 /* Variable reduce-scatter: block i of every rank reduced onto rank i. */
@@ -228,14 +251,14 @@ static void nccl_reduce_scatterv(mt_group *g, const void *send, const int64_t *c
   }
   ncclComm_t c = C(g);
   int64_t off = 0;
-  MT_NCCL_CHECK(ncclGroupStart());
+  MT_NCCL_CHECK(N(g), GroupStart());
   for (int p = 0; p < g->size; p++) {
     if (cnt[p] > 0)
-      MT_NCCL_CHECK(ncclReduce((const char *)send + (size_t)off * es, recv, (size_t)cnt[p],
-                               mt_nccl_dtype(t), nccl_op(op), p, c, S(g)));
+      MT_NCCL_CHECK(N(g), Reduce((const char *)send + (size_t)off * es, recv, (size_t)cnt[p],
+                                 mt_nccl_dtype(t), nccl_op(op), p, c, S(g)));
     off += cnt[p];
   }
-  MT_NCCL_CHECK(ncclGroupEnd());
+  MT_NCCL_CHECK(N(g), GroupEnd());
 }
 
 /* Device work queued so far completes, then the ranks meet over MPI. */
@@ -250,7 +273,7 @@ static void nccl_barrier(mt_group *g) {
 static void nccl_abort(mt_group *g) {
   mt_nccl_state *s = ST(g);
   if (!s) return;
-  if (s->comm) ncclCommAbort(s->comm);
+  if (s->comm) s->api->CommAbort(s->comm);
   mt_nccl_p2p_abort(g);
 }
 

@@ -9,12 +9,15 @@
 
 #include "comm_impl.h"
 #include "cuda/cuda_check.h"
+#include "nccl_api.h" /* MT_NCCL_CHECK */
 
 /* Tagged p2p channels of one group (comm_nccl_p2p.c). */
 typedef struct mt_nccl_p2p mt_nccl_p2p;
 
 /* g->engine_state of an NCCL group. */
 typedef struct {
+  const mt_nccl_api *api; /* every NCCL call of g goes through it (g->d->nccl);
+                           * NULL when !want_comm (g never calls NCCL) */
   ncclComm_t comm;  /* the group's communicator: NULL until its first NCCL call */
   int want_comm;    /* size > 1, or env MEGATRAIN_NCCL_SIZE1=1 (test hook);
                      * 0: a size-1 group, whose calls are device copies */

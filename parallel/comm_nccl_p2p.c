@@ -113,7 +113,7 @@ void mt_nccl_p2p_create(mt_group *g) {
   MPI_Request rq[4];
   int nrq = 0;
   for (int side = 0; side < sides; side++) {
-    for (int par = 0; par < 2; par++) MT_NCCL_CHECK(ncclGetUniqueId(&id[side * 4 + 2 + par]));
+    for (int par = 0; par < 2; par++) MT_NCCL_CHECK(s->api, GetUniqueId(&id[side * 4 + 2 + par]));
     MT_MPI_CHECK(MPI_Irecv(&id[side * 4], (int)(2 * sizeof(ncclUniqueId)), MPI_BYTE, peer_of[side],
                            ID_TAG, g->comm, &rq[nrq++]));
     MT_MPI_CHECK(MPI_Isend(&id[side * 4 + 2], (int)(2 * sizeof(ncclUniqueId)), MPI_BYTE,
@@ -123,14 +123,14 @@ void mt_nccl_p2p_create(mt_group *g) {
   /* a peer sends this rank exactly one message (next != prev, or one side
    * when size is 2): the ids of its two send channels towards this rank,
    * which are this rank's two receive channels from it, parity in order */
-  MT_NCCL_CHECK(ncclGroupStart());
+  MT_NCCL_CHECK(s->api, GroupStart());
   for (int k = 0; k < p->n; k++) {
     channel *c = &p->ch[k];
     c->peer = peer_of[k / 4];
     c->is_send = (k & 2) != 0;
-    MT_NCCL_CHECK(ncclCommInitRank(&c->comm, 2, id[k], c->is_send ? 0 : 1));
+    MT_NCCL_CHECK(s->api, CommInitRank(&c->comm, 2, id[k], c->is_send ? 0 : 1));
   }
-  MT_NCCL_CHECK(ncclGroupEnd());
+  MT_NCCL_CHECK(s->api, GroupEnd());
   for (int k = 0; k < p->n; k++) {
     MT_CUDA_CHECK(cudaStreamCreateWithFlags(&p->ch[k].stream, cudaStreamNonBlocking));
     MT_CUDA_CHECK(cudaEventCreateWithFlags(&p->ch[k].ready, cudaEventDisableTiming));
@@ -144,7 +144,7 @@ void mt_nccl_p2p_destroy(mt_group *g) {
   if (!p) return;
   for (int k = 0; k < p->n; k++) {
     cudaStreamSynchronize(p->ch[k].stream);
-    ncclCommDestroy(p->ch[k].comm);
+    s->api->CommDestroy(p->ch[k].comm);
     cudaStreamDestroy(p->ch[k].stream);
     cudaEventDestroy(p->ch[k].ready);
   }
@@ -159,7 +159,7 @@ void mt_nccl_p2p_abort(mt_group *g) {
   mt_nccl_p2p *p = s ? s->p2p : NULL;
   if (!p) return;
   for (int k = 0; k < p->n; k++)
-    if (p->ch[k].comm) ncclCommAbort(p->ch[k].comm);
+    if (p->ch[k].comm) s->api->CommAbort(p->ch[k].comm);
 }
 
 void mt_nccl_post(mt_group *g, mt_request *r) {
@@ -178,11 +178,11 @@ void mt_nccl_post(mt_group *g, mt_request *r) {
   MT_CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->ready, 0));
   if (r->count > 0) { /* both ends skip an empty message (equal counts) */
     if (r->is_send)
-      MT_NCCL_CHECK(ncclSend(r->buf, (size_t)r->count, mt_nccl_dtype(r->dtype), 1, c->comm,
-                             c->stream));
+      MT_NCCL_CHECK(s->api, Send(r->buf, (size_t)r->count, mt_nccl_dtype(r->dtype), 1, c->comm,
+                                 c->stream));
     else
-      MT_NCCL_CHECK(ncclRecv(r->buf, (size_t)r->count, mt_nccl_dtype(r->dtype), 0, c->comm,
-                             c->stream));
+      MT_NCCL_CHECK(s->api, Recv(r->buf, (size_t)r->count, mt_nccl_dtype(r->dtype), 0, c->comm,
+                                 c->stream));
   }
   cudaEvent_t done = event_get(p);
   MT_CUDA_CHECK(cudaEventRecord(done, c->stream));

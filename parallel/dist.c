@@ -66,6 +66,8 @@ void mt_dist_finalize(mt_dist *d) {
   if (!d) return;
   mt_group_destroy(d->world);
   mt_wd_destroy(d->wd);
+  mt_nccl_api_close(d->nccl); /* after the last group: no communicator left */
+  d->nccl = NULL;
   MPI_Op_free(&d->bf16_sum);
   MPI_Op_free(&d->bf16_max);
   if (d->own_mpi) {
