@@ -13,7 +13,8 @@
 # python, $CONDA_PREFIX, $VIRTUAL_ENV, /opt/conda, /usr/local/bin,
 # /usr/bin -- then globbed in /usr/local/lib/python3*, /usr/lib/python3*,
 # ~/.local, conda), in that order. MT_NCCL_CANDIDATES: every libnccl.so.2
-# on that path, in search order. The
+# on that path, in search order (the NCCL engine dlopens libnccl.so.2, so
+# the first one wins). The
 # LD_LIBRARY_PATH the shell had before (MT_ORIG_LD_LIBRARY_PATH: where an
 # image finds the driver's libcuda.so.1, /usr/local/nvidia/lib64 say) stays
 # at the end.
@@ -107,8 +108,8 @@ for p in nvidia.__path__:
   unset -f mt_add
   MT_CUDA_LIBDIRS=${MT_CUDA_LIBDIRS#:}
   export MT_CUDA_LIBDIRS
-  # every libnccl.so.2 on that path, in search order (the first one wins;
-  # the probe reports which one the loader chose)
+  # every libnccl.so.2 on that path, in search order (the first one wins
+  # when the NCCL engine dlopens it; the probe reports it and its version)
   MT_NCCL_CANDIDATES=""
   for d in ${MT_CUDA_LIBDIRS//:/ }; do [ -e "$d/libnccl.so.2" ] && MT_NCCL_CANDIDATES="$MT_NCCL_CANDIDATES $d/libnccl.so.2"; done
   MT_NCCL_CANDIDATES=${MT_NCCL_CANDIDATES# }

@@ -6,8 +6,8 @@
 #   probe    GPU name, driver, CUDA version the driver supports vs the one the
 #            bundle was built with and the libcudart found (MAJOR versions
 #            compared: minor-version compatibility; a newer minor is a NOTE),
-#            where libcudart/libcublas/libnccl were found and which
-#            libnccl.so.2 was chosen; the bundle's OpenMPI (mpirun -np 2
+#            where libcudart/libcublas were found, the libnccl.so.2 the
+#            nccl engine will load (a NOTE when none); the bundle's OpenMPI (mpirun -np 2
 #            hostname). Aborts the run when no GPU is visible or the
 #            driver's major CUDA version is too old.
 #   ops      cuda_parity fp32 and bf16 at tiny and realistic shapes (with
@@ -245,18 +245,27 @@ PY
     note "$MT_BUNDLE_MODE_WHY"
     mtl=$(mt_ldd "$B/bin/real/megatrain" 2>&1)
     echo "== libraries ($MT_BUNDLE_MODE mode; LD_LIBRARY_PATH=$LD_LIBRARY_PATH${MT_LOADER_LIBRARY_PATH:+; loader --library-path $MT_LOADER_LIBRARY_PATH})"
-    grep -E 'libc\.so|cuda|cublas|nccl|stdc\+\+|not found|GLIBC' <<< "$mtl"
+    grep -E 'libc\.so|cuda|cublas|stdc\+\+|not found|GLIBC' <<< "$mtl"
     if grep -qE 'not found' <<< "$mtl"; then
       note "libraries not found: $(grep 'not found' <<< "$mtl" | awk '{print $1}' | sort -u | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS)"
       exit 1
     fi
-    for l in cudart cublas.so nccl; do
+    for l in cudart cublas.so; do
       p=$(awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}' <<< "$mtl")
       echo "lib$l: $p -> $(readlink -f "$p")"
     done
-    # which libnccl.so.2 was chosen, among the candidates env.sh found
-    nccl=$(awk '/libnccl\.so/ {print $3; exit}' <<< "$mtl")
-    note "libnccl.so.2 chosen: ${nccl:-none} (candidates in search order: ${MT_NCCL_CANDIDATES:-none})"
+    # NCCL is loaded at run time by the nccl engine (parallel/nccl_api.c,
+    # dlopen: LD_LIBRARY_PATH first, so the first candidate env.sh found
+    # wins); without it only the runs that call NCCL fail (nccl step)
+    nccl=${MT_NCCL_CANDIDATES%% *}
+    if [ -n "$nccl" ]; then
+      nv=$("$PY" -c 'import ctypes, sys
+l = ctypes.CDLL(sys.argv[1]); v = ctypes.c_int(0); l.ncclGetVersion(ctypes.byref(v))
+print("%d.%d.%d" % (v.value // 10000, v.value // 100 % 100, v.value % 100))' "$nccl" 2>/dev/null)
+      note "libnccl.so.2 (loaded at run time): $nccl -> $(readlink -f "$nccl"), NCCL ${nv:-version unknown} (candidates in search order: $MT_NCCL_CANDIDATES)"
+    else
+      note "no libnccl.so.2 on the CUDA library path (MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS): runs that call NCCL (the nccl step) will fail with the engine's own message; the other steps do not need it"
+    fi
     # the runtime found (libcudart.so.13.0.96 -> 13.0) must not be newer than the driver
     # cudaRuntimeGetVersion / cudaDriverGetVersion of that libcudart (no GPU needed)
     crt=$(awk '/libcudart/ {print $3; exit}' <<< "$mtl")

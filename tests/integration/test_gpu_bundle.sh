@@ -5,7 +5,8 @@
 # relocation are the same), then
 #  - with LD_LIBRARY_PATH = the bundle's lib only, ldd resolves every library
 #    of every binary and plugin into the bundle, except glibc and CUDA's own
-#    (cudart, cuBLAS, NCCL: taken from the target; reported here);
+#    (cudart, cuBLAS: taken from the target; reported here; NCCL is not
+#    linked at all: loaded at run time, tests/integration/test_nccl_runtime.sh);
 #  - with the system's OpenMPI folders and every library the bundle carries
 #    hidden (a private mount namespace, when unshare works), the bundled
 #    mpirun -np 2 (OPAL_PREFIX = the bundle, its bin first on PATH) runs a
