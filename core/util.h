@@ -6,7 +6,7 @@
  *  - broken invariants / failed library calls: mt_fatal, MT_ASSERT and the
  *    call checks built on them (MT_MPI_CHECK in parallel/comm_impl.h;
  *    MT_CUDA_CHECK, MT_CUBLAS_CHECK in cuda/cuda_check.h; MT_NCCL_CHECK in
- *    parallel/comm_nccl_impl.h)
+ *    parallel/nccl_api.h)
  *    print "[rank N] file:line: message" and abort the whole job through the
  *    abort hook (MPI_Abort once the distributed runtime is up), so no rank
  *    hangs.

@@ -2,8 +2,8 @@
  * bias gradient (column sums).
  *
  * Threading (cpu_impl.gemm_omp, default on): OpenBLAS runs single-threaded
- * and large products are split into one column (or row) slab per OpenMP
- * thread. One thread pool for every op avoids OpenMP and OpenBLAS worker
+ * and large products are split into column (or row) slabs whose bounds
+ * depend on the shape only (cpu_gemm_slabs), handed to the OpenMP threads. One thread pool for every op avoids OpenMP and OpenBLAS worker
  * threads spinning against each other on a small machine. With
  * MEGATRAIN_CPU_GEMM=blas the whole product goes to OpenBLAS's own threads. */
 #include <cblas.h>

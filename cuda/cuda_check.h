@@ -1,6 +1,6 @@
 /* cuda/cuda_check.h — the one family of checks for CUDA runtime and cuBLAS
  * calls, used by cuda/ and by the NCCL engine (parallel/comm_nccl.c; its
- * NCCL calls are checked by MT_NCCL_CHECK in parallel/comm_nccl_impl.h).
+ * NCCL calls are checked by MT_NCCL_CHECK in parallel/nccl_api.h).
  * A failed call ends the whole job through mt_fatal (core/util.h) with
  * "[rank N] file:line: <call text> failed: <library message>".
  *

@@ -50,7 +50,14 @@ mt_nccl_api *mt_nccl_api_open(const char *library, char *err, size_t errlen) {
     mt_nccl_api_close(a);
     return NULL;
   }
-  if (a->GetVersion(&a->version) != ncclSuccess || a->version < MT_NCCL_MIN_VERSION) {
+  const ncclResult_t vr = a->GetVersion(&a->version);
+  if (vr != ncclSuccess) {
+    snprintf(err, errlen, WHO "%s (loaded as %s): ncclGetVersion failed (%s); " FIX, a->path,
+             library, a->GetErrorString(vr));
+    mt_nccl_api_close(a);
+    return NULL;
+  }
+  if (a->version < MT_NCCL_MIN_VERSION) {
     snprintf(err, errlen, WHO "%s (loaded as %s) reports NCCL version code %d; " FIX_NEWER,
              a->path, library, a->version);
     mt_nccl_api_close(a);

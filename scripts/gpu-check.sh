@@ -57,18 +57,18 @@ XID='\bXid\b'
 fault_line() { { grep -m1 -iE "$FAULT" "$1"; grep -m1 -E "$XID" "$1"; } 2>/dev/null | head -1; }
 # each step's limit covers the limits of the runs inside it (plus a few
 # seconds of slack); 480 s in all:
-#   probe   30: nvidia-smi twice (10 each at most), the library probe,
-#               mpirun -np 2 hostname (12); a probe that times out is a FAIL
-#               after which the other steps still run
+#   probe   30: nvidia-smi twice (8 each at most; ~1 s normally), the
+#               library probe, mpirun -np 2 hostname (10); a probe that
+#               times out is a FAIL after which the other steps still run
 #   ops    110: cuda_parity 12+33 (fp32 tiny, realistic) + 12+33 (bf16) + test_cuda_table 15 = 105
-#   trainer 47: cpu_fp32 15 + cuda_fp32 15 + cuda_bf16 12 = 42
+#   trainer 45: cpu_fp32 15 + cuda_fp32 15 + cuda_bf16 12 = 42
 #   mpi    130: moe_8 35 + moe_1 14 + base4 14 + tp2_sp, pp2_1f1b, pp2_v2, dp2_zero3 4x14 = 119
-#   nccl    33: nccl_1rank 14 + comm_check 16 = 30
+#   nccl    35: nccl_1rank 14 + comm_check 16 = 30
 #   bench  130: 4 shapes x 31 = 124
 # Within a step no run outlives the step: each run's limit is cut to what
 # the step has left (GPU_CHECK_STEP_END), and one that cannot get 5 s is
 # not started (and reported).
-STEP_LIMITS="probe:30 ops:110 trainer:47 mpi:130 nccl:33 bench:130"
+STEP_LIMITS="probe:30 ops:110 trainer:45 mpi:130 nccl:35 bench:130"
 
 # ---- one step, run as a child of this script: gpu-check.sh --run-step NAME OUTDIR BUNDLE
 if [ "${1:-}" = --run-step ]; then
@@ -134,7 +134,7 @@ if [ "${1:-}" = --run-step ]; then
       if [ $r -ne 0 ]; then
         echo "   FAILED (exit $r$([ $r = 124 ] && echo ": timed out after ${l}s")); last lines of $log:"
         tail -15 "$log" | sed 's/^/   | /'
-        note "$name failed (exit $r): $(grep -m1 -iE 'error|fault|illegal|abort|fatal' "$log" | cut -c1-150)"
+        note "$name failed (exit $r): $(grep -m1 -iE 'cannot load|error|fault|illegal|abort|fatal' "$log" | cut -c1-150)"
       fi
       # a CUDA fault: keep this log, rerun once with CUDA_LAUNCH_BLOCKING=1
       [ "$DEV" = cuda ] && [ -n "$(fault_line "$log")" ] || break
@@ -197,7 +197,8 @@ PY
     if [ "$(wc -l < "$W/parity_$step.txt")" -le 2 ]; then
       while IFS= read -r l; do note "$l"; done < "$W/parity_$step.txt"
     else
-      note "worst $(awk '{ t = $NF; sub(/\)$/, "", t); r = t > 0 ? $1 / t : 0
+      note "worst $(awk '{ t = $NF; sub(/\)$/, "", t); t += 0
+                            if (tolower($1) ~ /^[-+]?(inf|nan)/) r = 1e300; else r = t > 0 ? ($1 + 0) / t : 0
                             if (NR == 1 || r > w) { w = r; l = $0 } } END { print l }' "$W/parity_$step.txt")"
     fi
   }
@@ -206,14 +207,14 @@ PY
     echo "== GPU"
     # nvidia-smi twice in all (each call may pay the driver's start-up
     # without persistence mode)
-    smi=$(timeout 10 nvidia-smi 2>&1) || { echo "$smi"; note "nvidia-smi failed"; exit 1; }
+    smi=$(timeout 8 nvidia-smi 2>&1) || { echo "$smi"; note "nvidia-smi failed"; exit 1; }
     echo "$smi"
-    q=$(timeout 10 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1 | head -1)
+    q=$(timeout 8 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode --format=csv,noheader 2>&1 | head -1)
     echo "$q"
     # several ranks share GPU 0 in the mpi step: an exclusive compute mode
     # refuses the second process, whatever the code does
     case $q in *Exclusive*|*Prohibited*)
-      note "compute mode '${q##*, }': several processes cannot share the GPU, so the multi-rank runs of the mpi step will fail for that reason";; esac
+      note "compute mode '${q##*, }': Exclusive_Process lets one process at a time use the GPU (the multi-rank runs of the mpi step will fail for that reason), Prohibited none";; esac
     drv_cuda=$(sed -n 's/.*CUDA Version: *\([0-9.]*\).*/\1/p' <<< "$smi" | head -1)
     built=$(sed -n 's/^# nvcc: .*release \([0-9.]*\),.*/\1/p' "$B/MANIFEST")
     echo "driver supports CUDA $drv_cuda; bundle built with CUDA ${built:-unknown}"
@@ -247,25 +248,34 @@ PY
     echo "== libraries ($MT_BUNDLE_MODE mode; LD_LIBRARY_PATH=$LD_LIBRARY_PATH${MT_LOADER_LIBRARY_PATH:+; loader --library-path $MT_LOADER_LIBRARY_PATH})"
     grep -E 'libc\.so|cuda|cublas|stdc\+\+|not found|GLIBC' <<< "$mtl"
     if grep -qE 'not found' <<< "$mtl"; then
-      note "libraries not found: $(grep 'not found' <<< "$mtl" | awk '{print $1}' | sort -u | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS)"
+      note "libraries not found: $(grep 'not found' <<< "$mtl" | awk '{print $1}' | sort -u | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=${MT_CUDA_LIBDIRS:-})"
       exit 1
     fi
     for l in cudart cublas.so; do
       p=$(awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}' <<< "$mtl")
       echo "lib$l: $p -> $(readlink -f "$p")"
     done
-    # NCCL is loaded at run time by the nccl engine (parallel/nccl_api.c,
-    # dlopen: LD_LIBRARY_PATH first, so the first candidate env.sh found
-    # wins); without it only the runs that call NCCL fail (nccl step)
-    nccl=${MT_NCCL_CANDIDATES%% *}
-    if [ -n "$nccl" ]; then
-      nv=$("$PY" -c 'import ctypes, sys
-l = ctypes.CDLL(sys.argv[1]); v = ctypes.c_int(0); l.ncclGetVersion(ctypes.byref(v))
-print("%d.%d.%d" % (v.value // 10000, v.value // 100 % 100, v.value % 100))' "$nccl" 2>/dev/null)
-      note "libnccl.so.2 (loaded at run time): $nccl -> $(readlink -f "$nccl"), NCCL ${nv:-version unknown} (candidates in search order: $MT_NCCL_CANDIDATES)"
-    else
-      note "no libnccl.so.2 on the CUDA library path (MT_CUDA_LIBDIRS=$MT_CUDA_LIBDIRS): runs that call NCCL (the nccl step) will fail with the engine's own message; the other steps do not need it"
-    fi
+    # NCCL is loaded at run time by the nccl engine (parallel/nccl_api.c:
+    # dlopen("libnccl.so.2"): LD_LIBRARY_PATH, the run path, the ldconfig
+    # cache, the default folders); python3's dlopen by the same name with
+    # this LD_LIBRARY_PATH shows what it finds (the file from
+    # /proc/self/maps) and its version. Only runs that call NCCL need it.
+    nl=$("$PY" -c 'import ctypes, sys
+try:
+    l = ctypes.CDLL("libnccl.so.2")
+except OSError as e:
+    print("FAIL", e); sys.exit(0)
+p = [x.split()[-1] for x in open("/proc/self/maps") if "libnccl" in x]
+v = ctypes.c_int(0); r = l.ncclGetVersion(ctypes.byref(v)); c = v.value
+if r != 0 or c <= 0: ver = "version unknown (ncclGetVersion returned %d)" % r
+elif c >= 10000: ver = "%d.%d.%d" % (c // 10000, c // 100 % 100, c % 100)
+else: ver = "%d.%d.%d" % (c // 1000, c // 100 % 10, c % 100)
+old = " (older than 2.10: the NCCL engine refuses it)" if 0 < c < 21000 else ""
+print("OK", (p[0] if p else "libnccl.so.2"), "NCCL", ver + old)' 2>&1 | tail -1)
+    case $nl in
+      OK\ *) note "libnccl.so.2 (loaded at run time by the nccl engine): ${nl#OK } (candidates env.sh found, in search order: ${MT_NCCL_CANDIDATES:-none})";;
+      *) note "dlopen(\"libnccl.so.2\") from $PY with this LD_LIBRARY_PATH failed (${nl#FAIL }); the NCCL engine searches the same way, so the runs that call NCCL (nccl step) are expected to fail with its load message; the other steps do not need NCCL";;
+    esac
     # the runtime found (libcudart.so.13.0.96 -> 13.0) must not be newer than the driver
     # cudaRuntimeGetVersion / cudaDriverGetVersion of that libcudart (no GPU needed)
     crt=$(awk '/libcudart/ {print $3; exit}' <<< "$mtl")
@@ -283,7 +293,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     note "$gpu, driver CUDA $drv_cuda, bundle CUDA ${built:-?}, runtime ${rt:-?}"
     # exit 3: a FAIL after which the steps still run (the single-process
     # ones do not need mpirun; the multi-rank runs will show the same error)
-    timeout 12 mpirun -np 2 hostname || { note "bundled mpirun -np 2 hostname failed"; exit 3; }
+    timeout 10 mpirun -np 2 hostname || { note "bundled mpirun -np 2 hostname failed"; exit 3; }
     ;;
   ops)
     export CUDA_LAUNCH_BLOCKING=1

@@ -11,7 +11,7 @@
 # masters and moments), in 1 process and with dp=2 ZeRO-3; the checkpoints
 # hold each bf16 parameter as the RNE of its fp32 master; the bf16 1-process run stays
 # within 2e-2 of the fp32 one.
-# CI runs a subset (about 60 s on 2 cores); MEGATRAIN_TEST_FULL=1 runs the
+# CI runs a subset (about 90 s on 2 cores); MEGATRAIN_TEST_FULL=1 runs the
 # whole matrix (adds dp=2 without ZeRO and with ZeRO-2, tp=2 resume and the
 # 8-rank tp2+SP+pp2+dp2 ZeRO-1 combination). With MEGATRAIN_TEST_DEVICE_BUFFERS=1
 # every collective and p2p goes through the staging engine (same figures).
