@@ -364,6 +364,25 @@ static void t_embed_xent(P *p) {
   fr(p, &lg), fr(p, &mx), fr(p, &se), fr(p, &tl), fr(p, &loss), fri(p, &tgt);
 }
 
+/* AdamW with a low-precision (T) param copy over n elements, on both
+ * backends from the same inputs: fp32 master, m, v compared at 1e-6, the
+ * param copy at the T tolerance. Returns the fp32 gradient it used (the
+ * caller frees it with fr). */
+static tp adamw_case(P *p, int64_t n, const mt_adamw_hparams *hp) {
+  tp ms = mk(p, n, MT_F32, 1.0f), m = mk(p, n, MT_F32, 0.01f), v = mk(p, n, MT_F32, 0.0f);
+  tp g = mk(p, n, MT_F32, 0.1f), pl = mk(p, n, p->T, 1.0f);
+  for (int64_t i = 0; i < n; i++) ((float *)v.c)[i] = fabsf(((float *)v.c)[i]);
+  p->g->ops->memcpy_h2d(p->g, v.g, v.c, (size_t)n * 4);
+  p->c->ops->adamw(p->c, hp, ms.c, m.c, v.c, g.c, pl.c, n);
+  p->g->ops->adamw(p->g, hp, ms.g, m.g, v.g, g.g, pl.g, n);
+  cmp(p, "adamw master", &ms, 1e-6, 0);
+  cmp(p, "adamw m", &m, 1e-6, 0);
+  cmp(p, "adamw v", &v, 1e-6, 0);
+  cmp(p, "adamw param_lowp", &pl, p->l1, 0);
+  fr(p, &ms), fr(p, &m), fr(p, &v), fr(p, &pl);
+  return g;
+}
+
 static void t_elementwise(P *p) {
   const mt_dtype T = p->T;
   const int64_t n = 5000;
@@ -392,19 +411,10 @@ static void t_elementwise(P *p) {
   fr(p, &a), fr(p, &b), fr(p, &x), fr(p, &y), fr(p, &big);
 
   /* AdamW with a low-precision param copy */
-  tp ms = mk(p, n, MT_F32, 1.0f), m = mk(p, n, MT_F32, 0.01f), v = mk(p, n, MT_F32, 0.0f);
-  tp g = mk(p, n, MT_F32, 0.1f), pl = mk(p, n, T, 1.0f);
-  for (int64_t i = 0; i < n; i++) ((float *)v.c)[i] = fabsf(((float *)v.c)[i]);
-  p->g->ops->memcpy_h2d(p->g, v.g, v.c, (size_t)n * 4);
-  mt_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                         .weight_decay = 0.1f, .step = 3, .grad_scale = 0.8f};
-  p->c->ops->adamw(p->c, &hp, ms.c, m.c, v.c, g.c, pl.c, n);
-  p->g->ops->adamw(p->g, &hp, ms.g, m.g, v.g, g.g, pl.g, n);
-  cmp(p, "adamw master", &ms, 1e-6, 0);
-  cmp(p, "adamw m", &m, 1e-6, 0);
-  cmp(p, "adamw v", &v, 1e-6, 0);
-  cmp(p, "adamw param_lowp", &pl, p->l1, 0);
-  fr(p, &ms), fr(p, &m), fr(p, &v), fr(p, &g), fr(p, &pl);
+  const mt_adamw_hparams hp = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                               .weight_decay = 0.1f, .step = 3, .grad_scale = 0.8f};
+  tp g = adamw_case(p, n, &hp);
+  fr(p, &g);
 
   /* init / fill / cast */
   tp in = mk(p, 7 * 9, T, 1.0f);
