@@ -16,6 +16,7 @@
 
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "config/config_internal.h"
 
@@ -242,24 +243,30 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
     c->present[k] = 2;      /* given as null */
     return 0;
   }
-  const double two53 = 9007199254740992.0;
   switch (kd->type) {
     case MT_CT_INT:
-      if (!integral(v, INT_MIN, INT_MAX))
-        return mt_cfg_fail(c, k, "expected an integer, got %s", describe(v, buf, sizeof buf));
-      *(int *)p = (int)v->valuedouble;
-      return 0;
     case MT_CT_I64:
-      if (!integral(v, -two53, two53))
-        return mt_cfg_fail(c, k, "expected an integer, got %s", describe(v, buf, sizeof buf));
-      *(int64_t *)p = (int64_t)v->valuedouble;
+    case MT_CT_U64: {
+      /* the type's limits: int, or 2^53 (what a JSON number holds exactly) */
+      const double tlo = kd->type == MT_CT_INT ? INT_MIN : kd->type == MT_CT_U64 ? 0 : -MT_JSON_INT_MAX;
+      const double thi = kd->type == MT_CT_INT ? INT_MAX : MT_JSON_INT_MAX;
+      const char *what = kd->type == MT_CT_U64 ? "a non-negative integer" : "an integer";
+      if (!integral(v, -INFINITY, INFINITY))
+        return mt_cfg_fail(c, k, "expected %s, got %s", what, describe(v, buf, sizeof buf));
+      if (!integral(v, tlo, thi)) { /* an integer, but out of range: say the range */
+        double lo = tlo, hi = thi;
+        if (kd->flags & MT_CK_GE) lo = kd->lo > lo ? kd->lo : lo;
+        if (kd->flags & MT_CK_GT) lo = kd->lo + 1 > lo ? kd->lo + 1 : lo;
+        if (kd->flags & MT_CK_LE) hi = kd->hi < hi ? kd->hi : hi;
+        if (kd->flags & MT_CK_LT) hi = kd->hi - 1 < hi ? kd->hi - 1 : hi;
+        return mt_cfg_fail(c, k, "%s is out of range (expected %s in [%.0f, %.0f])",
+                           describe(v, buf, sizeof buf), what, lo, hi);
+      }
+      if (kd->type == MT_CT_INT) *(int *)p = (int)v->valuedouble;
+      else if (kd->type == MT_CT_I64) *(int64_t *)p = (int64_t)v->valuedouble;
+      else *(uint64_t *)p = (uint64_t)v->valuedouble;
       return 0;
-    case MT_CT_U64:
-      if (!integral(v, 0, two53))
-        return mt_cfg_fail(c, k, "expected a non-negative integer (at most 2^53), got %s",
-                           describe(v, buf, sizeof buf));
-      *(uint64_t *)p = (uint64_t)v->valuedouble;
-      return 0;
+    }
     case MT_CT_FLOAT:
       if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return mt_cfg_fail(c, k, "expected a number, got %s", describe(v, buf, sizeof buf));
@@ -328,7 +335,10 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
   }
   int k = mt_cfg_find_key(sec, name);
   if (k < 0) return fail_unknown(c, sec, name, 1);
-  cJSON *v = cJSON_ParseWithOpts(val, NULL, 1);
+  /* the value as strict JSON (core/json.h: "09" is not a number), else text */
+  mt_json_error je;
+  cJSON *v = mt_json_check(val, strlen(val), MT_JSON_INT53, &je) ? NULL
+                                                                 : cJSON_ParseWithLength(val, strlen(val));
   /* String keys take the text as written when it reads as a number or bool
    * (--set checkpoint.save=2024 is the directory "2024"). */
   if (v && (cJSON_IsNumber(v) || cJSON_IsBool(v)) &&
@@ -358,16 +368,10 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
 
 /* ---- parsing ----------------------------------------------------------- */
 
-/* "<src>:<line>:<col>: JSON syntax error" plus the line and a caret. */
-static int fail_syntax(mt_cfg_ctx *c, const char *text, const char *at) {
-  if (!at || at < text) at = text;
-  size_t len = strlen(text);
-  if ((size_t)(at - text) > len) at = text + len;
-  /* cJSON often reports the position after the offending character (a
-   * newline or the end of input): point at the last token instead. */
-  const char *back = at;
-  while (back > text && (*back == '\0' || isspace((unsigned char)*back))) back--;
-  if (back >= text && *back && !isspace((unsigned char)*back)) at = back;
+/* "<src>: line L, column C: JSON syntax error: <what> (at <key>)" plus the
+ * line and a caret; e from core/json.h's strict check. */
+static int fail_syntax(mt_cfg_ctx *c, const char *text, const mt_json_error *e) {
+  const char *at = text + e->offset;
   int line = 1;
   const char *ls = text;
   for (const char *q = text; q < at; q++)
@@ -399,10 +403,9 @@ static int fail_syntax(mt_cfg_ctx *c, const char *text, const char *at) {
   snip[n] = '\0';
   char label[MT_PATH_MAX + 32];
   snprintf(label, sizeof label, "line %d, column %d", line, col);
-  return mt_cfg_fail_label(c, label,
-                           "JSON syntax error (expected valid JSON: check commas, quotes and "
-                           "brackets)\n    %s\n    %*s^",
-                           snip, caret, "");
+  return mt_cfg_fail_label(c, label, "JSON syntax error: %s%s%s%s\n    %s\n    %*s^", e->what,
+                           e->path[0] ? " (at " : "", e->path, e->path[0] ? ")" : "", snip, caret,
+                           "");
 }
 
 static int walk(mt_cfg_ctx *c, const cJSON *root, mt_config *cfg) {
@@ -440,9 +443,11 @@ int mt_config_load_string(mt_config *cfg, const char *json, const char *source_n
   c.errlen = errlen;
   if (err && errlen) err[0] = '\0';
 
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithOpts(json ? json : "", &end, 1);
-  if (!root) return fail_syntax(&c, json ? json : "", end ? end : cJSON_GetErrorPtr());
+  const char *text = json ? json : "";
+  mt_json_error je;
+  if (mt_json_check(text, strlen(text), MT_JSON_INT53, &je)) return fail_syntax(&c, text, &je);
+  cJSON *root = cJSON_ParseWithLength(text, strlen(text));
+  if (!root) return mt_cfg_fail_label(&c, "JSON", "cannot be parsed (out of memory)");
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
     return mt_cfg_fail_label(&c, "top level", "expected a JSON object ({ ... })");

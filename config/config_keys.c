@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 
 int mt_cfg_find_key(int sec, const char *name) {
@@ -133,8 +134,8 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
     switch (null_num ? -1 : (int)kd->type) {
       case -1: v = cJSON_CreateNull(); break;
       case MT_CT_INT: v = cJSON_CreateNumber(*(const int *)p); break;
-      case MT_CT_I64: v = cJSON_CreateNumber((double)*(const int64_t *)p); break;
-      case MT_CT_U64: v = cJSON_CreateNumber((double)*(const uint64_t *)p); break;
+      case MT_CT_I64: v = mt_json_int(*(const int64_t *)p); break; /* every digit */
+      case MT_CT_U64: v = mt_json_uint(*(const uint64_t *)p); break;
       case MT_CT_FLOAT: v = cJSON_CreateNumber(mt_float_decimal(*(const float *)p)); break;
       case MT_CT_BOOL: v = cJSON_CreateBool(*(const int *)p != 0); break;
       case MT_CT_STR:

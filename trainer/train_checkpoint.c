@@ -386,14 +386,19 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     st.seed = m->seed;
     step = m->step;
   }
-  char *saved_cfg = !any_legacy && c ? mt_xstrdup(mt_dckpt_config_json(c))
-                      : mt_resume_legacy_config(cfg->checkpoint.load, st.iteration);
+  char *saved_cfg = NULL;
+  rc = 0;
+  if (!any_legacy && c) saved_cfg = mt_xstrdup(mt_dckpt_config_json(c));
+  else rc = mt_resume_legacy_config(cfg->checkpoint.load, st.iteration, &saved_cfg, err, errlen);
   if (c) mt_dckpt_close(c);
   /* same metadata on every rank: the same outcome everywhere */
-  rc = mt_resume_check_model(saved_cfg, cfg, cfg->checkpoint.load, err, errlen);
+  if (rc == 0) rc = mt_resume_check_model(saved_cfg, cfg, cfg->checkpoint.load, err, errlen);
   if (rc == 0 && !finetune) {
+    float wd = t->zero ? t->zero->o.weight_decay : t->opt.weight_decay;
     rc = mt_resume_check_schedule(saved_cfg, cfg, cfg->checkpoint.load, t->rank == 0, &t->sched,
-                                  err, errlen);
+                                  &wd, err, errlen);
+    if (t->zero) t->zero->o.weight_decay = wd; /* the checkpoint's, with use_checkpoint_... */
+    else t->opt.weight_decay = wd;
     if (rc == 0)
       mt_resume_note_batch(saved_cfg, cfg, st.consumed_samples, t->rank == 0);
   }

@@ -91,6 +91,25 @@ expect json_syntax "$tmp/syntax.json" "syntax.json" "line 3" "^"
 sed 's/"lr": 1e-3//; s/"train_iters": 10,/"train_iters": 10/' "$tmp/good.json" >"$tmp/required.json"
 expect required "$tmp/required.json" "training.lr" "required"
 
+# issue 26: an integer out of its type's range says so, with the range (not "expected an integer")
+expect int_out_of_range "$tmp/good.json" "model.hidden_size" "1000000000000 is out of range" \
+  "(expected an integer in [1, 2147483647])" -- --set model.hidden_size=1e12
+sed 's/"hidden_size": 64/"hidden_size": 1e12/' "$tmp/good.json" >"$tmp/huge.json"
+expect int_out_of_range_file "$tmp/huge.json" "huge.json" "model.hidden_size: 1000000000000 is out of range" \
+  "[1, 2147483647]"
+expect i64_out_of_range "$tmp/good.json" "training.train_iters" "is out of range" \
+  "[1, 9007199254740992]" -- --set training.train_iters=1e16
+expect not_an_integer "$tmp/good.json" "model.hidden_size" "expected an integer, got 64.5" -- \
+  --set model.hidden_size=64.5
+# what is not JSON is refused where it is (core/json.h), naming the key
+sed 's/"hidden_size": 64/"hidden_size": 064/' "$tmp/good.json" >"$tmp/zero.json"
+expect json_leading_zero "$tmp/zero.json" "zero.json" "line 3" "leading zero" "(at model.hidden_size)" "^"
+sed 's/"micro_batch_size": 2/"micro_batch_size": 2, "seed": 9007199254740993/' "$tmp/good.json" >"$tmp/seed53.json"
+expect json_beyond_2p53 "$tmp/seed53.json" "beyond 2^53" "(at training.seed)"
+sed 's/"train_iters": 10,/"train_iters": 10,,/' "$tmp/good.json" >"$tmp/comma.json"
+expect json_double_comma "$tmp/comma.json" "line 5" "(at training.train_iters)"
+expect set_not_json "$tmp/good.json" "training.train_iters (from --set)" "a string (\"010\")" -- \
+  --set training.train_iters=010
 expect set_unknown "$tmp/good.json" "training.lrr" "did you mean 'lr'?" -- --set training.lrr=0.1
 expect set_range "$tmp/good.json" "parallel.zero_stage" "[0, 3]" -- --set parallel.zero_stage=7
 expect set_device "$tmp/good.json" "device" "cpu|cuda" -- --set device=tpu
