@@ -112,10 +112,12 @@ static int hex4(scan *sc, unsigned *cp) {
 static int string(scan *sc, const char **b, size_t *len) {
   const size_t start = sc->i++;
   if (b) *b = (const char *)sc->s + sc->i;
-  while (sc->i < sc->n) {
+  size_t dummy;
+  if (!len) len = &dummy;
+  /* until the closing quote: what was read so far (a message names the key) */
+  for (*len = 0; sc->i < sc->n; *len = sc->i - start - 1) {
     unsigned char c = sc->s[sc->i];
     if (c == '"') {
-      if (len) *len = sc->i - start - 1;
       sc->i++;
       return 0;
     }
