@@ -348,6 +348,10 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
   }
   if (!v) v = cJSON_CreateString(val);
   MT_ASSERT(v != NULL);
+  /* null on a key that takes none and has a default: the key is removed
+   * (its default applies; a required key keeps the type error) */
+  const int remove = cJSON_IsNull(v) && mt_cfg_keys[k].type != MT_CT_PATHS &&
+                     !(mt_cfg_keys[k].flags & (MT_CK_NULLABLE | MT_CK_DERIVED | MT_CK_REQUIRED));
   cJSON *obj = root;
   if (sec > 0) {
     obj = cJSON_GetObjectItemCaseSensitive(root, mt_cfg_sections[sec]);
@@ -358,10 +362,14 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
       return mt_cfg_fail_label(c, mt_cfg_sections[sec], "expected an object");
     }
   }
-  if (cJSON_GetObjectItemCaseSensitive(obj, name))
+  if (remove) {
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, name);
+    cJSON_Delete(v);
+  } else if (cJSON_GetObjectItemCaseSensitive(obj, name)) {
     cJSON_ReplaceItemInObjectCaseSensitive(obj, name, v);
-  else
+  } else {
     cJSON_AddItemToObject(obj, name, v);
+  }
   c->overridden[k] = 1;
   return 0;
 }
@@ -433,37 +441,29 @@ static int walk(mt_cfg_ctx *c, const cJSON *root, mt_config *cfg) {
   return 0;
 }
 
-int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
-                          const char *const *overrides, int n_overrides, int world_size,
-                          char *err, size_t errlen) {
-  mt_cfg_ctx c;
-  memset(&c, 0, sizeof c);
-  c.src = source_name ? source_name : "<config>";
-  c.err = err;
-  c.errlen = errlen;
-  if (err && errlen) err[0] = '\0';
-
+int mt_cfg_load_ctx(mt_cfg_ctx *c, mt_config *cfg, const char *json,
+                    const char *const *overrides, int n_overrides, int world_size) {
   const char *text = json ? json : "";
   mt_json_error je;
-  if (mt_json_check(text, strlen(text), MT_JSON_INT53, &je)) return fail_syntax(&c, text, &je);
+  if (mt_json_check(text, strlen(text), MT_JSON_INT53, &je)) return fail_syntax(c, text, &je);
   cJSON *root = cJSON_ParseWithLength(text, strlen(text));
-  if (!root) return mt_cfg_fail_label(&c, "JSON", "cannot be parsed (out of memory)");
+  if (!root) return mt_cfg_fail_label(c, "JSON", "cannot be parsed (out of memory)");
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    return mt_cfg_fail_label(&c, "top level", "expected a JSON object ({ ... })");
+    return mt_cfg_fail_label(c, "top level", "expected a JSON object ({ ... })");
   }
   int rc = 0;
-  for (int i = 0; i < n_overrides && rc == 0; i++) rc = apply_override(&c, root, overrides[i]);
+  for (int i = 0; i < n_overrides && rc == 0; i++) rc = apply_override(c, root, overrides[i]);
 
   mt_config tmp;
   mt_cfg_apply_defaults(&tmp); /* derived keys stay 0 so absence can be told apart */
-  if (rc == 0) rc = walk(&c, root, &tmp);
+  if (rc == 0) rc = walk(c, root, &tmp);
   cJSON_Delete(root);
-  if (rc == 0) rc = mt_cfg_check(&c, &tmp, world_size);
+  if (rc == 0) rc = mt_cfg_check(c, &tmp, world_size);
   if (rc) return 2;
 
-  snprintf(tmp.source_path, sizeof tmp.source_path, "%s", c.src);
-  snprintf(tmp.notes, sizeof tmp.notes, "%s", c.notes);
+  snprintf(tmp.source_path, sizeof tmp.source_path, "%s", c->src);
+  snprintf(tmp.notes, sizeof tmp.notes, "%s", c->notes);
   cJSON *canon = mt_cfg_to_json(&tmp);
   char *s = cJSON_PrintUnformatted(canon);
   cJSON_Delete(canon);
@@ -472,6 +472,43 @@ int mt_config_load_string(mt_config *cfg, const char *json, const char *source_n
   cJSON_free(s);
   *cfg = tmp;
   return 0;
+}
+
+static int load_string(mt_config *cfg, const char *json, const char *source_name,
+                       const char *const *overrides, int n_overrides, int world_size, int saved,
+                       char *err, size_t errlen) {
+  mt_cfg_ctx c;
+  memset(&c, 0, sizeof c);
+  c.src = source_name ? source_name : "<config>";
+  c.err = err;
+  c.errlen = errlen;
+  c.saved = saved;
+  if (err && errlen) err[0] = '\0';
+  return mt_cfg_load_ctx(&c, cfg, json, overrides, n_overrides, world_size);
+}
+
+int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
+                          const char *const *overrides, int n_overrides, int world_size,
+                          char *err, size_t errlen) {
+  return load_string(cfg, json, source_name, overrides, n_overrides, world_size, 0, err, errlen);
+}
+
+int mt_config_load_saved(mt_config *cfg, const char *json, const char *source_name,
+                         const char *const *overrides, int n_overrides, int world_size, char *err,
+                         size_t errlen) {
+  return load_string(cfg, json, source_name, overrides, n_overrides, world_size, 1, err, errlen);
+}
+
+int mt_config_keys_switched_off(const mt_config *before, const mt_config *after,
+                                char (*names)[96], int max) {
+  int n = 0;
+  for (int k = 0; k < mt_cfg_nkeys && n < max; k++) {
+    if (!mt_cfg_keys[k].needs || !mt_cfg_applies(before, k, NULL) || mt_cfg_applies(after, k, NULL))
+      continue;
+    if (mt_cfg_keys[k].sec == 0) snprintf(names[n++], 96, "%s", mt_cfg_keys[k].name);
+    else snprintf(names[n++], 96, "%s.%s", mt_cfg_sections[mt_cfg_keys[k].sec], mt_cfg_keys[k].name);
+  }
+  return n;
 }
 
 int mt_config_load(mt_config *cfg, const char *path, const char *const *overrides,

@@ -126,6 +126,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
       cur = kd->sec;
       obj = checked(cJSON_AddObjectToObject(root, mt_cfg_sections[cur]));
     }
+    if (!mt_cfg_applies(cfg, k, NULL)) continue; /* no effect here: given, it would be refused */
     cJSON *v = NULL;
     /* a nullable number at 0 is null (off), so the JSON loads back as it was */
     const int null_num = (kd->flags & MT_CK_NULLABLE) &&

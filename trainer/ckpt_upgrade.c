@@ -141,7 +141,7 @@ int mt_cli_upgrade(int argc, char **argv) {
   snprintf(source, sizeof source, "%s/iter_%07lld/metadata.json \"config\"", old,
            (long long)iteration);
   mt_config cfg;
-  int rc = mt_config_load_string(&cfg, cj, source, all, n, mt_dist_size(dist), err, sizeof err);
+  int rc = mt_config_load_saved(&cfg, cj, source, all, n, mt_dist_size(dist), err, sizeof err);
   free(cj);
   free(all);
   free(sets);

@@ -246,9 +246,21 @@ int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
   const cJSON *s = model_of(saved), *m = model_of(mine);
   char diff[1536] = "";
   int n_diff = 0;
+  cJSON *derived[2] = {NULL, NULL};
   for (size_t k = 0; s && m && k < sizeof shape_keys / sizeof shape_keys[0]; k++) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, shape_keys[k]);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(m, shape_keys[k]);
+    /* the canonical JSON leaves out a key without effect: num_query_groups
+     * without group_query_attention is then every head its own group */
+    if (!strcmp(shape_keys[k], "num_query_groups")) {
+      const cJSON *side[2] = {s, m}, **v[2] = {&a, &b};
+      for (int i = 0; i < 2; i++) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(side[i], "num_attention_heads");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(side[i], "group_query_attention");
+        if (!*v[i] && cJSON_IsNumber(h) && cJSON_IsFalse(g))
+          *v[i] = derived[i] = cJSON_CreateNumber(h->valuedouble);
+      }
+    }
     if (!a || !b || cJSON_Compare(a, b, 1)) continue; /* a key the checkpoint lacks: no check */
     if (!strcmp(shape_keys[k], "moe_layer_freq") && same_layer_freq(a, b, s, m)) continue;
     char *as = cJSON_PrintUnformatted(a), *bs = cJSON_PrintUnformatted(b);
@@ -260,6 +272,8 @@ int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
     cJSON_free(as);
     cJSON_free(bs);
   }
+  cJSON_Delete(derived[0]);
+  cJSON_Delete(derived[1]);
   cJSON_Delete(saved);
   cJSON_Delete(mine);
   if (!n_diff) return 0;

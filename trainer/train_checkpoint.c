@@ -125,8 +125,12 @@ static void print_saved(const mt_trainer *t, int64_t iteration, const char *how)
 }
 
 /* After a failed save of iteration `it`: say what is left (every rank holds
- * the same message; the lock keeps other writers out, so "latest" is ours). */
-static void explain_failed_save(const mt_trainer *t, int64_t it, char *err, size_t errlen) {
+ * the same message; the lock keeps other writers out, so "latest" is ours).
+ * rc MT_DCKPT_UNREFERENCED: the iteration is on disk, the message already
+ * says so and what "latest" names. */
+static void explain_failed_save(const mt_trainer *t, int64_t it, int rc, char *err,
+                                size_t errlen) {
+  if (rc == MT_DCKPT_UNREFERENCED) return;
   const int64_t latest = mt_dckpt_latest(t->cfg->checkpoint.save);
   size_t l = strlen(err);
   if (latest >= 0)
@@ -145,7 +149,7 @@ int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen) {
   err[0] = '\0';
   int rc = mt_ckpt_async_poll(t->ckpt_async, t->world, wait, &it, &write_s, err, errlen);
   if (rc < 0) {
-    explain_failed_save(t, it, err, errlen);
+    explain_failed_save(t, it, rc, err, errlen);
     return -1;
   }
   if (rc == 1) {
@@ -198,7 +202,7 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
                      errlen);
   free(v);
   if (rc != 0) {
-    explain_failed_save(t, t->iteration, err, errlen);
+    explain_failed_save(t, t->iteration, rc, err, errlen);
     return -1;
   }
   char how[64];
