@@ -123,7 +123,12 @@ $(BUILD)/bench/%: bench/%.c $(TLIB) $(LIB)
 
 tests: $(TEST_BINS) $(TOOL_BINS)
 
-test: $(BIN) tests
+# the test dependencies first (scripts/install-deps.sh test: cmocka, torch,
+# Slurm, ...; a no-op when present), so a fresh machine needs only the
+# README's two commands
+test:
+	bash scripts/install-deps.sh test
+	$(MAKE) $(BIN) tests
 	bash tests/run_tests.sh
 
 # docs/config.md is generated from the config key table (config/config_table.c)
