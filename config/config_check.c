@@ -138,11 +138,6 @@ static int check_split(mt_cfg_ctx *c, const char *split) {
 
 static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
 
-void mt_cfg_note(mt_cfg_ctx *c, const char *msg) {
-  size_t used = strlen(c->notes);
-  snprintf(c->notes + used, sizeof c->notes - used, "%s%s", used ? "\n" : "", msg);
-}
-
 /* ---- the layout rules, in the order they are checked ---- */
 
 static int r_ffn_swiglu(mt_cfg_ctx *c, mt_config *cfg, int world) {

@@ -5,8 +5,11 @@
  * table of consistency rules (config_check.c, config_rules_model.c: each
  * rule's check, its text in docs/config.md and a config that breaks it) and
  * the validation context shared by the loader (config.c), the checks, the
- * rule on keys without effect (config_needs.c), the canonical JSON writer
- * (config_keys.c) and the docs/config.md generator (config_doc.c). */
+ * rule on keys without effect (config_needs.c), the messages (config_msg.c),
+ * the canonical JSON writer (config_keys.c) and the docs/config.md generator
+ * (config_doc.c). Inside the folder the files call down only:
+ * config.c -> config_check.c -> config_rules_model.c / config_needs.c ->
+ * config_msg.c, config_table.c (make check-layers). */
 #ifndef MT_CONFIG_CONFIG_INTERNAL_H
 #define MT_CONFIG_CONFIG_INTERNAL_H
 

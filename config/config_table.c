@@ -388,6 +388,28 @@ const int mt_cfg_nkeys = (int)(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]));
 _Static_assert(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]) <= MT_CFG_MAX_KEYS,
                "raise MT_CFG_MAX_KEYS");
 
+int mt_cfg_find_key(int sec, const char *name) {
+  for (int k = 0; k < mt_cfg_nkeys; k++)
+    if (mt_cfg_keys[k].sec == sec && strcmp(mt_cfg_keys[k].name, name) == 0) return k;
+  return -1;
+}
+
+int mt_cfg_find_dotted(const char *dotted) {
+  const char *dot = strchr(dotted, '.');
+  if (!dot) return mt_cfg_find_key(0, dotted);
+  for (int s = 1; s < MT_CFG_NSECTIONS; s++) {
+    size_t n = strlen(mt_cfg_sections[s]);
+    if ((size_t)(dot - dotted) == n && strncmp(dotted, mt_cfg_sections[s], n) == 0)
+      return mt_cfg_find_key(s, dot + 1);
+  }
+  return -1;
+}
+
+void *mt_cfg_field(mt_config *cfg, int k) { return (char *)cfg + mt_cfg_keys[k].off; }
+const void *mt_cfg_cfield(const mt_config *cfg, int k) {
+  return (const char *)cfg + mt_cfg_keys[k].off;
+}
+
 void mt_cfg_apply_default(mt_config *cfg, int k) {
   const mt_cfg_key *kd = &mt_cfg_keys[k];
   void *p = mt_cfg_field(cfg, k);

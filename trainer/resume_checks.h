@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "trainer/lr_schedule.h"
+#include "optimizer/lr_schedule.h"
 
 /* Compare every key Megatron's OptimizerParamScheduler checks on load
  * (cfg->training as resolved: lr, min_lr, lr_warmup_iters, lr_decay_iters,
