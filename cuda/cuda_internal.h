@@ -5,14 +5,10 @@
  *                    allocator, memory ops, reductions' host side, op table;
  *   cuda_gemm.c      GEMMs through cuBLAS (cublasGemmStridedBatchedEx);
  *   cuda_gemm_grouped.c  the grouped GEMM (cublasGemmGroupedBatchedEx);
- *   cuda_attention.c the UNFUSED attention (not in the op table: the GPU
- *                    reference of the fused op), cuBLAS products around the
- *                    causal softmax kernels of cuda_attn.cu;
  *   cuda_elem.cu     elementwise kernels, init/fill/cast, dropout, AdamW,
  *                    MoE permutations, deterministic reductions;
  *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
  *                    cross-entropy pieces;
- *   cuda_attn.cu     causal softmax forward/backward with dropout;
  *   cuda_flash_attn.cu  fused (flash) attention ops, with the kernels of
  *                    cuda_flash_mma.cu (bf16 tensor cores) and
  *                    cuda_flash_simt.cu (fp32 FFMA); cuda_flash.cuh;
@@ -20,6 +16,8 @@
  *                    op-table entries themselves);
  *   cuda_device.c    GPU selection (shared with the NCCL engine);
  *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK.
+ * The unfused attention (the GPU reference of the fused op) is test code:
+ * tests/tools/cuda_ref/.
  *
  * Storage dtype T (be->dtype) is MT_F32 or MT_BF16; kernels are templated on
  * it and always compute in fp32 (reductions of sums/sumsq in double). bf16
@@ -94,16 +92,6 @@ const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b);
 void cuda_gemm(mt_backend *be, const mt_gemm_desc *d);
 /* Grouped GEMM (cuda_gemm_grouped.c: cublasGemmGroupedBatchedEx). */
 void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
-/* The UNFUSED attention (cuda_attention.c: [b, np, s, s] probabilities):
- * not in the op table since issue 15; kept as the GPU reference of the fused
- * op for tests/tools/cuda_parity.c and bench/bench_flash_gpu.c, which call
- * it directly (nvcc objects are built only into the library). Semantics of
- * the former op-table entries: ctx and the pre-dropout softmax probs from
- * qkv; dqkv (overwrite) from dctx and those probs. */
-void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
-                   const void *qkv);
-void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
-                   const void *qkv, const void *probs);
 /* Fused attention (cuda_flash_attn.cu), the op-table entries; semantics in
  * core/backend.h (flash_attn_fwd, attn_merge, flash_attn_bwd). */
 void cuda_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
@@ -201,21 +189,6 @@ void cudak_xent_loss(cudaStream_t st, float *loss, const float *row_max, const f
 void cudak_xent_bwd(cudaStream_t st, mt_dtype t, void *logits, const float *row_max,
                     const float *sumexp, const int32_t *targets, int64_t n, int64_t vl,
                     int64_t valid, int64_t v_start, float scale);
-
-/* ---- kernel launchers (cuda_attn.cu) ----
- * Scores/probabilities are [pairs = b*np, s, s] (row q, column k). */
-/* In place on probs (T) holding scale*QK^T: causal softmax per row (fp32
- * math), zeros above the diagonal. With p > 0 also writes pd = P * keep /
- * (1-p) (T, same layout) from the RNG counters of mt_attn_desc. */
-void cudak_attn_softmax_fwd(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
-                            const int64_t *ids_dev, void *probs, void *pd);
-/* pd = P * keep / (1-p) (T) from saved probs. */
-void cudak_attn_dropout_probs(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
-                              const int64_t *ids_dev, const void *probs, void *pd);
-/* ds (T) = scale * P * (dP' - rowsum(dP' * P)) causal, dP' = dP (fp32) * keep / (1-p). */
-void cudak_attn_softmax_bwd(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
-                            const int64_t *ids_dev, const void *probs, const float *dp,
-                            void *ds);
 
 #ifdef __cplusplus
 }

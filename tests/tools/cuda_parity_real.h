@@ -130,9 +130,9 @@ static void r_xent(P *p, int64_t rows, int64_t vl, int64_t valid) {
 }
 
 /* On the GPU alone: the unfused attention (cuBLAS + the softmax kernels of
- * cuda_attn.cu, rows of s > 32 with dropout: k_softmax_fwd,
- * k_dropout_probs, k_softmax_bwd and their Philox blocks) against the
- * fused op, forward ctx and backward dqkv. */
+ * tests/tools/cuda_ref/attn_softmax.cu, rows of s > 32 with dropout:
+ * k_softmax_fwd, k_dropout_probs, k_softmax_bwd and their Philox blocks)
+ * against the fused op, forward ctx and backward dqkv. */
 static void r_unfused(P *p, int s, int b, int np, int ng, int hn, float drop) {
 #if MT_HAVE_CUDA
   if (strcmp(p->g->name, "cuda")) return; /* self-test on cpu */
