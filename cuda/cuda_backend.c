@@ -1,7 +1,6 @@
 /* cuda/cuda_backend.c — the CUDA backend: creation (on the GPU chosen by
- * cuda_device.c) and destruction, the counting allocator, memory ops, host
- * sides of the reductions, and the op table (see cuda/cuda_internal.h for
- * the file map).
+ * cuda_device.c) and destruction, the counting allocator, memory ops, and
+ * the op table (the ops by family: cuda/cuda_internal.h).
  *
  * Allocator: stream-ordered (cudaMallocFromPoolAsync / cudaFreeAsync on the
  * backend stream) from a caching memory pool, with a host-side
@@ -220,7 +219,7 @@ static void cuda_memcpy_d2h(mt_backend *be, void *dst, const void *src, size_t b
   MT_CUDA_CHECK(cudaStreamSynchronize(st));
 }
 
-static void cuda_memcpy_d2d(mt_backend *be, void *dst, const void *src, size_t bytes) {
+void cuda_memcpy_d2d(mt_backend *be, void *dst, const void *src, size_t bytes) {
   if (!bytes || dst == src) return;
   MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cuda_impl_of(be)->stream));
 }
@@ -234,155 +233,12 @@ static void cuda_synchronize(mt_backend *be) {
   MT_CUDA_CHECK(cudaStreamSynchronize(cuda_impl_of(be)->stream));
 }
 
-/* ---- thin wrappers: backend -> stream + dtype ---- */
-#define ST(be) (cuda_impl_of(be)->stream)
-
-static void cuda_init_normal(mt_backend *be, void *dst, int64_t rows, int64_t cols,
-                             int64_t ld_global, int64_t row_offset, int64_t col_offset,
-                             mt_rng_key_t key, float std) {
-  cudak_init_normal(ST(be), be->dtype, dst, rows, cols, ld_global, row_offset, col_offset, key, std);
-}
-static void cuda_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n) {
-  cudak_fill(ST(be), t, dst, value, n);
-}
-static void cuda_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dtype src_t,
-                      int64_t n) {
-  if (dst_t == src_t) {
-    cuda_memcpy_d2d(be, dst, src, (size_t)n * mt_dtype_size(dst_t));
-    return;
-  }
-  cudak_cast(ST(be), dst, dst_t, src, src_t, n);
-}
-static void cuda_bias_grad(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n) {
-  if (rows <= 0 || n <= 0) return;
-  int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  float *part = cuda_workspace(be, (size_t)(nch * n) * sizeof(float));
-  cudak_bias_grad(ST(be), be->dtype, db, dout, rows, n, part);
-}
-static void cuda_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd,
-                               const void *in, const void *w, const void *b, int64_t rows,
-                               int64_t h, float eps) {
-  cudak_layernorm_fwd(ST(be), be->dtype, out, mean, rstd, in, w, b, rows, h, eps);
-}
-static void cuda_layernorm_bwd(mt_backend *be, void *din, float *dw, float *db, const void *dout,
-                               const void *in, const void *w, const float *mean,
-                               const float *rstd, int64_t rows, int64_t h) {
-  if (rows <= 0 || h <= 0) return;
-  int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  float *part = cuda_workspace(be, (size_t)(2 * nch * h) * sizeof(float));
-  cudak_layernorm_bwd(ST(be), be->dtype, din, dw, db, dout, in, w, mean, rstd, rows, h, part);
-}
-static void cuda_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t n) {
-  cudak_gelu_fwd(ST(be), be->dtype, out, in, n);
-}
-static void cuda_gelu_bwd(mt_backend *be, void *din, const void *in, const void *dout, int64_t n) {
-  cudak_gelu_bwd(ST(be), be->dtype, din, in, dout, n);
-}
-static void cuda_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out,
-                                 const void *x, const void *residual) {
-  const int64_t *ids = d->p > 0.0f ? cuda_upload_ids(be, d->sample_ids, d->b) : NULL;
-  cudak_dropout_add(ST(be), be->dtype, d, ids, out, x, residual);
-}
-static void cuda_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx, const void *dout) {
-  if (d->p <= 0.0f) {
-    cuda_memcpy_d2d(be, dx, dout, (size_t)d->s * d->b * d->h * mt_dtype_size(be->dtype));
-    return;
-  }
-  const int64_t *ids = cuda_upload_ids(be, d->sample_ids, d->b);
-  cudak_dropout_bwd(ST(be), be->dtype, d, ids, dx, dout);
-}
-static void cuda_embedding_fwd(mt_backend *be, void *out, const int32_t *tokens, int64_t n,
-                               const void *w, int64_t v_start, int64_t v_end, int64_t h) {
-  cudak_embedding_fwd(ST(be), be->dtype, out, tokens, n, w, v_start, v_end, h);
-}
-static void cuda_embedding_bwd(mt_backend *be, float *dw, const int32_t *tokens, int64_t n,
-                               const void *dout, int64_t v_start, int64_t v_end, int64_t h) {
-  cudak_embedding_bwd(ST(be), be->dtype, dw, tokens, n, dout, v_start, v_end, h);
-}
-static void cuda_pos_embedding_fwd(mt_backend *be, void *x, const void *wpe, int64_t s,
-                                   int64_t b, int64_t h, int64_t s_offset) {
-  cudak_pos_embedding_fwd(ST(be), be->dtype, x, wpe, s, b, h, s_offset);
-}
-static void cuda_pos_embedding_bwd(mt_backend *be, float *dwpe, const void *dout, int64_t s,
-                                   int64_t b, int64_t h, int64_t s_offset) {
-  cudak_pos_embedding_bwd(ST(be), be->dtype, dwpe, dout, s, b, h, s_offset);
-}
-static void cuda_xent_max(mt_backend *be, float *row_max, const void *logits, int64_t n,
-                          int64_t vl, int64_t valid) {
-  MT_ASSERT(valid <= vl);
-  cudak_xent_max(ST(be), be->dtype, row_max, logits, n, vl, valid);
-}
-static void cuda_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void *logits,
-                            const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
-                            int64_t valid, int64_t v_start) {
-  cudak_xent_stats(ST(be), be->dtype, sumexp, tgt_logit, logits, row_max, targets, n, vl, valid,
-                   v_start);
-}
-static void cuda_xent_loss(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
-                           const float *tgt_logit, int64_t n) {
-  cudak_xent_loss(ST(be), loss, row_max, sumexp, tgt_logit, n);
-}
-static void cuda_xent_bwd(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
-                          const int32_t *targets, int64_t n, int64_t vl, int64_t valid,
-                          int64_t v_start, float scale) {
-  cudak_xent_bwd(ST(be), be->dtype, logits, row_max, sumexp, targets, n, vl, valid, v_start, scale);
-}
-static void cuda_add(mt_backend *be, void *out, const void *a, const void *b, int64_t n) {
-  cudak_add(ST(be), be->dtype, out, a, b, n);
-}
-static void cuda_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t n) {
-  cudak_axpy(ST(be), y, alpha, x, n);
-}
-static void cuda_scale_f32(mt_backend *be, float *x, float alpha, int64_t n) {
-  cudak_scale(ST(be), x, alpha, n);
-}
-static double cuda_reduce(mt_backend *be, const float *x, int64_t n, int squares) {
-  cuda_impl *im = cuda_impl_of(be);
-  if (n <= 0) return 0.0;
-  cudak_reduce(im->stream, x, n, squares, im->red_dev, NULL);
-  MT_CUDA_CHECK(cudaMemcpyAsync(im->red_host, im->red_dev + CUDA_RED_BLOCKS, sizeof(double),
-                                cudaMemcpyDeviceToHost, im->stream));
-  MT_CUDA_CHECK(cudaStreamSynchronize(im->stream));
-  return im->red_host[0];
-}
-static double cuda_sumsq_f32(mt_backend *be, const float *x, int64_t n) {
-  return cuda_reduce(be, x, n, 1);
-}
-static double cuda_sum_f32(mt_backend *be, const float *x, int64_t n) {
-  return cuda_reduce(be, x, n, 0);
-}
-/* The same two kernels as sumsq_f32 (so the same double), the final one
- * adding to *acc on the stream: no host round trip. n = 0 adds 0.0, as the
- * cpu backend does (x + 0.0 == x bitwise except -0.0, which acc never is). */
-static void cuda_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n) {
-  if (n <= 0) return;
-  cuda_impl *im = cuda_impl_of(be);
-  cudak_reduce(im->stream, x, n, 1, im->red_dev, acc);
-}
-static void cuda_moe_gather_rows(mt_backend *be, void *dst, const void *src, const int32_t *idx,
-                                 int64_t n, int64_t h) {
-  cudak_moe_gather_rows(ST(be), be->dtype, dst, src, idx, n, h);
-}
-static void cuda_moe_combine_fwd(mt_backend *be, void *y, const void *src, const int32_t *slot,
-                                 const float *w, int64_t n_tok, int k, int64_t h) {
-  cudak_moe_combine_fwd(ST(be), be->dtype, y, src, slot, w, n_tok, k, h);
-}
-static void cuda_moe_combine_bwd(mt_backend *be, void *dsrc, float *dw, const void *dy,
-                                 const void *src, const int32_t *slot, const float *w,
-                                 int64_t n_tok, int k, int64_t h) {
-  cudak_moe_combine_bwd(ST(be), be->dtype, dsrc, dw, dy, src, slot, w, n_tok, k, h);
-}
-/* Step constants (bias corrections in double, rounded to float) from
- * mt_adamw_coef_make, exactly as cpu_adamw. */
-static void cuda_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m,
-                       float *v, const float *grad, void *param_lowp, int64_t n) {
-  MT_ASSERT(hp->step >= 1);
-  const mt_adamw_coef c = mt_adamw_coef_make(hp->lr, hp->beta1, hp->beta2, hp->eps,
-                                             hp->weight_decay, hp->grad_scale, hp->step);
-  cudak_adamw(ST(be), be->dtype, c, master, m, v, grad, param_lowp, n);
-}
-
+/* The op table: one entry per slot of core/backend.h, in its order, each
+ * the function cuda_<op> of its family's file (cuda_internal.h), as
+ * cpu/cpu_backend.c registers cpu_<op>. One table for both storage dtypes:
+ * the kernels dispatch on be->dtype. */
 static const mt_backend_ops cuda_ops = {
+    /* memory (this file) */
     .alloc = cuda_alloc,
     .free = cuda_free,
     .memcpy_h2d = cuda_memcpy_h2d,
@@ -390,12 +246,15 @@ static const mt_backend_ops cuda_ops = {
     .memcpy_d2d = cuda_memcpy_d2d,
     .memset0 = cuda_memset0,
     .synchronize = cuda_synchronize,
+    /* elementwise (cuda_elementwise.cu) */
     .init_normal = cuda_init_normal,
     .fill = cuda_fill,
     .cast = cuda_cast,
+    /* GEMM (cuda_gemm.c, cuda_gemm_grouped.c, cuda_gemm_bias.cu) */
     .gemm = cuda_gemm,
     .gemm_grouped = cuda_gemm_grouped,
     .bias_grad = cuda_bias_grad,
+    /* norms (cuda_norm.cu), activations (cuda_activation.cu), RoPE (cuda_rope.cu) */
     .layernorm_fwd = cuda_layernorm_fwd,
     .layernorm_bwd = cuda_layernorm_bwd,
     .rmsnorm_fwd = cuda_rmsnorm_fwd,
@@ -408,28 +267,35 @@ static const mt_backend_ops cuda_ops = {
     .qknorm_bwd = cuda_qknorm_bwd,
     .gelu_fwd = cuda_gelu_fwd,
     .gelu_bwd = cuda_gelu_bwd,
+    /* fused attention (cuda_flash_attn.cu) */
     .flash_attn_fwd = cuda_flash_attn_fwd,
     .attn_merge = cuda_attn_merge,
     .flash_attn_bwd = cuda_flash_attn_bwd,
+    /* dropout (cuda_elementwise.cu) */
     .dropout_add_fwd = cuda_dropout_add_fwd,
     .dropout_bwd = cuda_dropout_bwd,
+    /* embeddings (cuda_embedding.cu) */
     .embedding_fwd = cuda_embedding_fwd,
     .embedding_bwd = cuda_embedding_bwd,
     .pos_embedding_fwd = cuda_pos_embedding_fwd,
     .pos_embedding_bwd = cuda_pos_embedding_bwd,
+    /* cross-entropy (cuda_cross_entropy.cu) */
     .xent_max = cuda_xent_max,
     .xent_stats = cuda_xent_stats,
     .xent_loss = cuda_xent_loss,
     .xent_bwd = cuda_xent_bwd,
+    /* elementwise (cuda_elementwise.cu), reductions (cuda_optimizer.cu) */
     .add = cuda_add,
     .axpy_f32 = cuda_axpy_f32,
     .scale_f32 = cuda_scale_f32,
     .sumsq_f32 = cuda_sumsq_f32,
     .sum_f32 = cuda_sum_f32,
     .sumsq_acc_f32 = cuda_sumsq_acc_f32,
+    /* MoE (cuda_moe.cu) */
     .moe_gather_rows = cuda_moe_gather_rows,
     .moe_combine_fwd = cuda_moe_combine_fwd,
     .moe_combine_bwd = cuda_moe_combine_bwd,
+    /* optimizer (cuda_optimizer.cu) */
     .adamw = cuda_adamw,
 };
 

@@ -40,7 +40,7 @@ static void r_gemm(P *p, int variant, int m, int n, int k) {
 }
 
 /* LayerNorm (or RMSNorm) forward and backward at [rows, h], plus bias_grad
- * over the same rows: many CUDA_LN_CHUNK row chunks, h/64 column blocks. */
+ * over the same rows: many MT_COL_CHUNK row chunks, h/64 column blocks. */
 static void r_norm(P *p, int64_t rows, int64_t h, int rms) {
   const mt_dtype T = p->T;
   tp x = mk(p, rows * h, T, 2.0f), w = mk(p, h, T, 1.0f), b = mk(p, h, T, 0.5f);
