@@ -1,6 +1,7 @@
 /* cpu/cpu_backend.c — the CPU backend (fp32 or bf16 storage): process-wide
- * set-up, construction, destruction, the counting allocator, memory ops, and
- * the two op tables (cpu_backend.h; the ops by family: cpu_internal.h).
+ * set-up, construction, destruction and the two op tables (cpu_backend.h;
+ * the ops by family: cpu_internal.h; the allocator, the op scratch and the
+ * memory ops: cpu_memory.c).
  *
  * Threads: mt_cpu_process_init(num_threads > 0) sets the OpenMP thread count
  * once at start-up; every op (GEMM included) parallelises with OpenMP, and
@@ -12,10 +13,6 @@
  *                                results depend on it, not on the threads)
  *   MEGATRAIN_CPU_PAR_MIN        elements from which elementwise ops go
  *                                parallel
- *
- * Allocations are 64-byte aligned and carry a 64-byte header in front of the
- * returned pointer recording the size and category, so `free` can update
- * the per-category counters (mt_mem_account) without a lookup table.
  */
 #include <cblas.h>
 #include <omp.h>
@@ -27,76 +24,6 @@
 #include "core/util.h"
 #include "cpu_backend.h"
 #include "cpu_internal.h"
-
-#define CPU_ALIGN 64
-#define CPU_MAGIC 0x6D74637075616C6Cull /* "mtcpuall" */
-
-typedef struct {
-  uint64_t magic;
-  uint64_t bytes;
-  uint32_t cat;
-} cpu_alloc_header;
-
-_Static_assert(sizeof(cpu_alloc_header) <= CPU_ALIGN, "header fits the alignment pad");
-
-static void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
-  MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
-  size_t total = CPU_ALIGN + (size_t)mt_round_up((int64_t)(bytes ? bytes : 1), CPU_ALIGN);
-  char *base = aligned_alloc(CPU_ALIGN, total);
-  if (!base)
-    mt_fatal("cpu backend: out of memory allocating %zu bytes (%s)", bytes, mt_mem_cat_name(cat));
-  cpu_alloc_header *hd = (cpu_alloc_header *)base;
-  hd->magic = CPU_MAGIC;
-  hd->bytes = bytes;
-  hd->cat = (uint32_t)cat;
-  mt_mem_account(&be->mem, cat, (int64_t)bytes);
-  return base + CPU_ALIGN;
-}
-
-static void cpu_free(mt_backend *be, void *p) {
-  if (!p) return;
-  char *base = (char *)p - CPU_ALIGN;
-  cpu_alloc_header *hd = (cpu_alloc_header *)base;
-  MT_ASSERT(hd->magic == CPU_MAGIC);
-  hd->magic = 0;
-  mt_mem_account(&be->mem, (mt_mem_cat)hd->cat, -(int64_t)hd->bytes);
-  free(base);
-}
-
-/* Grow-only scratch *buf of *have bytes to at least `bytes` (counted under
- * MT_MEM_WORKSPACE; op_scratch = both scratch buffers). */
-static void *grow_scratch(mt_backend *be, void **buf, size_t *have, size_t bytes) {
-  cpu_impl *im = cpu_impl_of(be);
-  if (bytes > *have) {
-    cpu_free(be, *buf);
-    *buf = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
-    *have = bytes;
-    be->mem.op_scratch = im->ws_bytes + im->bws_bytes;
-  }
-  return *buf;
-}
-
-void *cpu_workspace(mt_backend *be, size_t bytes) {
-  cpu_impl *im = cpu_impl_of(be);
-  return grow_scratch(be, &im->ws, &im->ws_bytes, bytes);
-}
-
-void *cpu_bf16_scratch(mt_backend *be, size_t bytes) {
-  cpu_impl *im = cpu_impl_of(be);
-  return grow_scratch(be, &im->bws, &im->bws_bytes, bytes);
-}
-
-static void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes) {
-  (void)be;
-  if (bytes && dst != src) memcpy(dst, src, bytes);
-}
-
-static void cpu_memset0(mt_backend *be, void *dst, size_t bytes) {
-  (void)be;
-  if (bytes) memset(dst, 0, bytes);
-}
-
-static void cpu_synchronize(mt_backend *be) { (void)be; }
 
 static void cpu_destroy(mt_backend *be) {
   if (!be) return;
@@ -147,7 +74,7 @@ static void cpu_pick_openblas_kernels(void) {
  * operands, the fp32 op where it has none (fill and cast take their dtypes,
  * xent_loss and the *_f32 ops are fp32 by definition) and the memory ops. */
 static const mt_backend_ops cpu_ops = {
-    /* memory (this file) */
+    /* memory (cpu_memory.c) */
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memcpy_h2d = cpu_memcpy,
@@ -209,7 +136,7 @@ static const mt_backend_ops cpu_ops = {
 };
 
 static const mt_backend_ops cpu_bf16_ops = {
-    /* memory (this file) */
+    /* memory (cpu_memory.c) */
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memcpy_h2d = cpu_memcpy,

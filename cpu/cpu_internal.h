@@ -5,7 +5,8 @@
  * round once: cpu_bf16.h); this header adds the backend-private state and
  * shared helpers. One kernel family per file, the same families and names as
  * cuda/ (cpu_<family>.c <-> cuda_<family>.cu):
- *   cpu_backend.c        set-up, allocator, memory ops, the two op tables
+ *   cpu_backend.c        set-up, creation, destruction, the two op tables
+ *   cpu_memory.c         the counting allocator, the op scratch, memory ops
  *   cpu_gemm.c, cpu_gemm_grouped.c, cpu_gemm_bias.c   GEMM, grouped GEMM,
  *                        bias gradient
  *   cpu_norm.c           LayerNorm, RMSNorm, qk-norm
@@ -60,8 +61,17 @@ static inline cpu_impl *cpu_impl_of(mt_backend *be) { return (cpu_impl *)be->imp
 /* Element count from which elementwise ops use OpenMP threads. */
 static inline int64_t cpu_par_min(mt_backend *be) { return cpu_impl_of(be)->par_min; }
 
+/* Memory (cpu_memory.c): the counting allocator and the memory ops of the
+ * op tables (core/backend.h specs). */
+void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat);
+void cpu_free(mt_backend *be, void *p);
+void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes);
+void cpu_memset0(mt_backend *be, void *dst, size_t bytes);
+void cpu_synchronize(mt_backend *be);
+
 /* Workspace of at least `bytes` (64-byte aligned), owned by the backend and
- * reused across calls; contents undefined; valid until the next call. */
+ * reused across calls; contents undefined; valid until the next call
+ * (cpu_memory.c). */
 void *cpu_workspace(mt_backend *be, size_t bytes);
 
 /* Second workspace, for the bf16 ops (cpu_bf16.h): fp32 copies of the T

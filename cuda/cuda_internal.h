@@ -4,8 +4,8 @@
  * family per file with the same families and names as cpu/
  * (cuda_<family>.cu <-> cpu/cpu_<family>.c); each family's file holds its
  * kernels and its op-table entries (cuda_<op>, declared below):
- *   cuda_backend.c       creation, destruction, the counting allocator,
- *                        memory ops, the op table;
+ *   cuda_backend.c       creation, destruction, the op table;
+ *   cuda_memory.c        the counting allocator, the op scratch, memory ops;
  *   cuda_gemm.c, cuda_gemm_grouped.c, cuda_gemm_bias.cu   GEMM through
  *                        cuBLAS, the grouped GEMM, GEMM bias rows and the
  *                        bias gradient;
@@ -91,6 +91,19 @@ typedef struct {
 } cuda_impl;
 
 static inline cuda_impl *cuda_impl_of(mt_backend *be) { return (cuda_impl *)be->impl; }
+
+/* Memory (cuda_memory.c): the counting allocator, the memory ops of the
+ * op table (core/backend.h specs), the caching pool of device `dev` (a
+ * cudaMemPool_t, NULL without pool support) and the release of the op
+ * scratch below (destruction). */
+void *cuda_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat);
+void cuda_free(mt_backend *be, void *p);
+void cuda_memcpy_h2d(mt_backend *be, void *dst, const void *src, size_t bytes);
+void cuda_memcpy_d2h(mt_backend *be, void *dst, const void *src, size_t bytes);
+void cuda_memset0(mt_backend *be, void *dst, size_t bytes);
+void cuda_synchronize(mt_backend *be);
+void *cuda_pool_create(int dev);
+void cuda_scratch_free(mt_backend *be);
 
 /* Workspace of at least `bytes` (256-byte aligned), reused across calls;
  * growing it frees the old one (stream-ordered: queued users on the backend
