@@ -12,17 +12,6 @@
 #include "core/util.h"
 #include "model/moe_shared_experts.h"
 
-static const char *k_layer_param_names[MT_LP_N] = {
-    "input_layernorm.weight",            "input_layernorm.bias",
-    "self_attention.linear_qkv.weight",  "self_attention.linear_qkv.bias",
-    "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
-    "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
-    "self_attention.linear_proj.weight", "self_attention.linear_proj.bias",
-    "pre_mlp_layernorm.weight",          "pre_mlp_layernorm.bias",
-    "mlp.linear_fc1.weight",             "mlp.linear_fc1.bias",
-    "mlp.linear_fc2.weight",             "mlp.linear_fc2.bias",
-};
-
 /* Layer ranges of this rank's model chunks (Megatron's assignment). */
 static void assign_chunks(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
@@ -60,155 +49,6 @@ static void assign_chunks(mt_gpt *m) {
     base += per;
   }
   m->n_local_layers = base;
-}
-
-/* MoE layer l (local index li): the router [E, h] (dense, replicated over
- * TP, partial over SP shards) and this rank's experts: linear_fc1 [g·F, h]
- * (SwiGLU: gate rows then up rows), linear_fc2 [h, F], with their biases
- * unless add_bias_linear is false (m->moe_nper tensors per expert). */
-static void register_moe_params(mt_gpt *m, int li, int l) {
-  const mt_gpt_config *c = &m->cfg;
-  mt_param_list *pl = &m->params;
-  const int64_t h = c->hidden_size, F = c->moe_ffn_hidden_size, E = c->num_experts;
-  const int El = c->num_experts / c->ep_size;
-  char name[MT_PARAM_NAME_MAX];
-  snprintf(name, sizeof name, "decoder.layers.%d.mlp.router.weight", l);
-  int r = mt_params_add(pl, name, E, h, E, h, 0, 0, MT_INIT_NORMAL, 0, 1);
-  pl->p[r].sp_partial = c->sequence_parallel && c->tp_size > 1;
-  m->moe_router_p[li] = r;
-  static const char *nm[4] = {"linear_fc1.weight", "linear_fc1.bias", "linear_fc2.weight",
-                              "linear_fc2.bias"};
-  const int64_t shp[4][2] = {{m->glu * F, h}, {1, m->glu * F}, {h, F}, {1, h}};
-  const mt_init_kind init[4] = {MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
-  /* expert tensor parallelism: this ETP rank's slice of F (fc1 rows, per
-   * SwiGLU half; fc2 columns), keyed by global indices (model/moe_etp.h) */
-  const int etp = c->etp_size > 1 ? c->etp_size : 1;
-  const int64_t Fl = F / etp, f0 = (int64_t)(etp > 1 ? c->etp_rank : 0) * Fl;
-  const int64_t loc[4][4] = {{m->glu * Fl, h, f0, 0}, {1, m->glu * Fl, 0, f0},
-                             {h, Fl, 0, f0}, {1, h, 0, 0}};
-  MT_ASSERT(F % etp == 0 && (etp == 1 || c->disable_bias_linear));
-  for (int le = 0; le < El; le++) {
-    const int e = c->ep_rank * El + le;
-    for (int j = 0; j < 4; j++) {
-      if ((j & 1) && c->disable_bias_linear) continue;
-      snprintf(name, sizeof name, "decoder.layers.%d.mlp.experts.%d.%s", l, e, nm[j]);
-      int idx = mt_params_add(pl, name, shp[j][0], shp[j][1], loc[j][0], loc[j][1], loc[j][2],
-                              loc[j][3], init[j], shp[j][0] == 1, 0);
-      pl->p[idx].halves = m->glu == 2 && etp > 1 && j < 2;
-      pl->p[idx].is_expert = 1;
-      if (le == 0 && j == 0) m->moe_expert_p[li] = idx;
-    }
-  }
-  mt_moe_shared_register(m, li, l); /* after the experts, as Megatron's MoELayer */
-}
-
-/* Parameter shards of this rank (Megatron's column/row/vocab split, see
- * model/tensor_parallel.h): column-parallel weights (linear_qkv, linear_fc1)
- * and their biases split the output features, row-parallel weights
- * (linear_proj, linear_fc2) the input features, the word embedding and an
- * untied output layer the padded vocabulary rows. LayerNorms, the position
- * embedding and row-parallel biases are replicated over TP. Registration
- * order: embedding, layers (ascending), head — so the flat buffers keep one
- * contiguous range per hook "layer". */
-static void register_params(mt_gpt *m) {
-  const mt_gpt_config *c = &m->cfg;
-  mt_param_list *pl = &m->params;
-  const int64_t h = c->hidden_size, f = c->ffn_hidden_size, V = c->padded_vocab_size;
-  const int64_t tr = c->tp_rank, hl = m->hl, fl = m->fl, vl = m->vl, hn = m->hn;
-  const int64_t qkv = m->qkvl * c->tp_size, ha = hl * c->tp_size, gl = m->glu;
-  const int sp = c->sequence_parallel && c->tp_size > 1;
-  const int rms = c->normalization == MT_NORM_RMSNORM, bias = !c->disable_bias_linear;
-  const int has_pre = m->chunks[0].pre, has_post = m->chunks[m->n_chunks - 1].post;
-  char name[MT_PARAM_NAME_MAX];
-  m->p_wte = m->p_wpe = m->p_lnf_w = m->p_lnf_b = m->p_out = -1;
-  if (has_pre) {
-    m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
-                             MT_INIT_NORMAL, 0, 0);
-    if (c->position_embedding == MT_POS_LEARNED) {
-      m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
-                               c->max_position_embeddings, h, c->max_position_embeddings, h, 0,
-                               0, MT_INIT_NORMAL, 0, 1);
-      pl->p[m->p_wpe].sp_partial = sp;
-    }
-  }
-  /* global [rows, cols], local [rows, cols], offsets [row, col] per slot.
-   * linear_qkv: rows grouped per query group (its q heads, k head, v head),
-   * TP rank r holds query groups [r·ng, (r+1)·ng): one contiguous block.
-   * linear_fc1 with SwiGLU: global rows [0, f) gate, [f, 2f) up; rank r
-   * holds gate rows [r·fl, ..) and up rows [f + r·fl, ..) (mt_param.halves). */
-  const int64_t g[MT_LP_N][6] = {
-      {1, h, 1, h, 0, 0},                    {1, h, 1, h, 0, 0},
-      {qkv, h, m->qkvl, h, tr * m->qkvl, 0}, {1, qkv, 1, m->qkvl, 0, tr * m->qkvl},
-      {1, hn, 1, hn, 0, 0},                  {1, hn, 1, hn, 0, 0},
-      {1, hn, 1, hn, 0, 0},                  {1, hn, 1, hn, 0, 0},
-      {h, ha, h, hl, 0, tr * hl},            {1, h, 1, h, 0, 0},
-      {1, h, 1, h, 0, 0},                    {1, h, 1, h, 0, 0},
-      {gl * f, h, gl * fl, h, tr * fl, 0},   {1, gl * f, 1, gl * fl, 0, tr * fl},
-      {h, f, h, fl, 0, tr * fl},             {1, h, 1, h, 0, 0}};
-  const mt_init_kind init[MT_LP_N] = {
-      MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_ONES,  MT_INIT_ZEROS,
-      MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS, MT_INIT_ONES,  MT_INIT_ZEROS,
-      MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
-  /* 1 = hidden-size norm (partial under SP), 2 = q/k norm (partial under TP) */
-  const int norm_kind[MT_LP_N] = {1, 1, 0, 0, 2, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0, 0};
-  int present[MT_LP_N];
-  for (int j = 0; j < MT_LP_N; j++) {
-    const int is_bias = j & 1; /* odd slots are biases */
-    present[j] = 1;
-    if (norm_kind[j] && is_bias && rms) present[j] = 0;
-    if (!norm_kind[j] && is_bias && !bias) present[j] = 0;
-    if (norm_kind[j] == 2 && !c->qk_layernorm) present[j] = 0;
-  }
-  m->layer_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_p));
-  m->layer_range = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_range));
-  m->moe_router_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
-  m->moe_expert_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
-  m->moe_shared_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->moe_shared_p));
-  for (int k = 0; k < m->n_chunks; k++) {
-    const mt_chunk *ch = &m->chunks[k];
-    for (int lc = 0; lc < ch->n_layers; lc++) {
-      const int l = ch->first_layer + lc, moe = mt_gpt_is_moe_layer(c, l);
-      m->moe_router_p[ch->layer_base + lc] = m->moe_expert_p[ch->layer_base + lc] = -1;
-      m->layer_range[ch->layer_base + lc][0] = pl->n;
-      for (int j = 0; j < MT_LP_N; j++) {
-        m->layer_p[ch->layer_base + lc][j] = -1;
-        if (!present[j] || (moe && j >= MT_LP_FC1_W)) continue;
-        snprintf(name, sizeof name, "decoder.layers.%d.%s", ch->first_layer + lc,
-                 k_layer_param_names[j]);
-        int no_wd = g[j][0] == 1; /* biases and norms */
-        int replicated = g[j][1] == g[j][3] && g[j][0] == g[j][2];
-        int idx = mt_params_add(pl, name, g[j][0], g[j][1], g[j][2], g[j][3], g[j][4], g[j][5],
-                                init[j], no_wd, replicated);
-        pl->p[idx].sp_partial = norm_kind[j] == 1 ? sp : norm_kind[j] == 2 ? c->tp_size > 1 : 0;
-        pl->p[idx].halves = gl == 2 && (j == MT_LP_FC1_W || j == MT_LP_FC1_B);
-        m->layer_p[ch->layer_base + lc][j] = idx;
-      }
-      if (moe) register_moe_params(m, ch->layer_base + lc, l);
-      m->layer_range[ch->layer_base + lc][1] = pl->n - 1;
-    }
-  }
-  if (has_post) {
-    m->p_lnf_w = mt_params_add(pl, "decoder.final_layernorm.weight", 1, h, 1, h, 0, 0,
-                               MT_INIT_ONES, 1, 1);
-    pl->p[m->p_lnf_w].sp_partial = sp;
-    if (!rms) {
-      m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
-                                 MT_INIT_ZEROS, 1, 1);
-      pl->p[m->p_lnf_b].sp_partial = sp;
-    }
-    if (c->untie_embeddings_and_output_weights) {
-      m->p_out = mt_params_add(pl, "output_layer.weight", V, h, vl, h, m->v_start, 0,
-                               MT_INIT_NORMAL, 0, 0);
-    } else if (has_pre) {
-      m->p_out = m->p_wte;
-    } else {
-      /* last stage's copy of the tied word embedding: same name, so the same
-       * initial values; its gradient joins the first stage's in finalize */
-      m->p_out = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
-                               MT_INIT_NORMAL, 0, 0);
-      pl->p[m->p_out].shared_copy = 1;
-    }
-  }
 }
 
 static void init_params(mt_gpt *m) {
@@ -249,10 +89,10 @@ static void init_params(mt_gpt *m) {
    * value is independent of how the padding is split (tp). */
   if (m->v_valid < m->vl) {
     size_t es = mt_dtype_size(be->dtype);
-    int outs[2] = {m->p_wte, m->p_out};
+    void *outs[2] = {m->w.word_embeddings.weight, m->w.output_layer.weight};
     for (int j = 0; j < 2; j++) {
-      if (outs[j] < 0 || (j == 1 && outs[1] == outs[0])) continue;
-      char *w = mt_gpt_param_ptr(m, outs[j]);
+      if (!outs[j]) continue;
+      char *w = outs[j];
       be->ops->memset0(be, w + (size_t)m->v_valid * c->hidden_size * es,
                        (size_t)(m->vl - m->v_valid) * c->hidden_size * es);
     }
@@ -272,11 +112,9 @@ static void alloc_buffers(mt_gpt *m) {
   be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
   m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
   be->ops->memset0(be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
-  m->param_ptr = mt_xcalloc((size_t)m->params.n, sizeof(void *));
-  m->grad_ptr = mt_xcalloc((size_t)m->params.n, sizeof(float *));
-  for (int i = 0; i < m->params.n; i++) {
-    m->param_ptr[i] = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
-    m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
+  for (int i = 0; i < m->params.n; i++) { /* the named tensors point into them */
+    *m->ref[i].w = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
+    *m->ref[i].g = m->grad_buf + m->params.p[i].offset;
   }
   /* Shared activation storage: selective recompute keeps one log-sum-exp
    * buffer (the fused attention forward re-runs before each layer's backward);
@@ -352,7 +190,6 @@ static void create_moe(mt_gpt *m) {
     mc.grouped_gemm = c->moe_grouped_gemm;
     m->moe = mt_moe_create(be, &mc);
     const int El = c->num_experts / c->ep_size;
-    m->moe_nper = c->disable_bias_linear ? 2 : 4;
     m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
     m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
     mt_gpt_moe_bias_init(m);
@@ -419,7 +256,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
     m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
                                    m->hn);
   assign_chunks(m);
-  register_params(m);
+  mt_gpt_register_params(m);
   create_moe(m);
   alloc_buffers(m);
   init_params(m);
@@ -450,18 +287,12 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->slots);
   free(m->n_slots);
   free(m->chunks);
-  free(m->layer_p);
-  free(m->layer_range);
-  free(m->moe_router_p);
-  free(m->moe_expert_p);
-  free(m->moe_shared_p);
+  mt_gpt_tensors_free(m);
   free(m->moe_wp);
   free(m->moe_gp);
   mt_moe_destroy(m->moe);
   free(m->moe_bias);
   free(m->moe_bias_counts);
-  free(m->param_ptr);
-  free(m->grad_ptr);
   free(m->host_tokens);
   free(m->host_targets);
   mt_params_free(&m->params);
@@ -474,47 +305,35 @@ mt_backend *mt_gpt_backend(const mt_gpt *m) { return m->be; }
 void *mt_gpt_param_buffer(mt_gpt *m) { return m->param_buf; }
 float *mt_gpt_grad_buffer(mt_gpt *m) { return m->grad_buf; }
 
-void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return m->param_ptr[idx]; }
-float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return m->grad_ptr[idx]; }
-void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { m->param_ptr[idx] = p; }
-void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { m->grad_ptr[idx] = g; }
+void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return *m->ref[idx].w; }
+float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return *m->ref[idx].g; }
+void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { *m->ref[idx].w = p; }
+void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { *m->ref[idx].g = g; }
 void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h) { m->hooks = *h; }
 
 void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last) {
-  *first = 0;
-  *last = -1;
-  if (layer == MT_GPT_EMBEDDING) {
-    if (m->p_wte >= 0) {
-      *first = m->p_wte;
-      *last = m->p_wpe >= 0 ? m->p_wpe : m->p_wte;
-    }
-  } else if (layer == MT_GPT_HEAD) {
-    if (m->p_lnf_w >= 0) {
-      *first = m->p_lnf_w;
-      *last = m->params.n - 1;
-    }
-  } else {
-    for (int k = 0; k < m->n_chunks; k++) {
-      const mt_chunk *ch = &m->chunks[k];
-      if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers) {
-        int lc = ch->layer_base + layer - ch->first_layer;
-        *first = m->layer_range[lc][0];
-        *last = m->layer_range[lc][1];
-      }
-    }
+  const int *r = NULL;
+  if (layer == MT_GPT_EMBEDDING) r = m->embedding_range;
+  if (layer == MT_GPT_HEAD) r = m->head_range;
+  for (int k = 0; k < m->n_chunks && !r; k++) {
+    const mt_chunk *ch = &m->chunks[k];
+    if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers)
+      r = m->layer_range[ch->layer_base + layer - ch->first_layer];
   }
+  *first = r ? r[0] : 0;
+  *last = r ? r[1] : -1;
 }
 
 void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
   if (params && m->param_buf) {
     m->be->ops->free(m->be, m->param_buf);
     m->param_buf = NULL;
-    for (int i = 0; i < m->params.n; i++) m->param_ptr[i] = NULL;
+    for (int i = 0; i < m->params.n; i++) *m->ref[i].w = NULL;
   }
   if (grads && m->grad_buf) {
     m->be->ops->free(m->be, m->grad_buf);
     m->grad_buf = NULL;
-    for (int i = 0; i < m->params.n; i++) m->grad_ptr[i] = NULL;
+    for (int i = 0; i < m->params.n; i++) *m->ref[i].g = NULL;
   }
 }
 
@@ -564,10 +383,10 @@ void mt_gpt_finalize_grads(mt_gpt *m) {
   }
   /* tied word embedding split over the first and last stage */
   if (c->pp_size > 1 && !c->untie_embeddings_and_output_weights && c->embd_group) {
-    int idx = m->p_wte >= 0 ? m->p_wte : m->p_out;
-    if (idx >= 0)
-      mt_allreduce(c->embd_group, mt_gpt_grad_ptr(m, idx), m->params.p[idx].numel, MT_F32,
-                   MT_OP_SUM);
+    const int pre = m->embedding_range[1] >= 0, post = m->head_range[1] >= 0;
+    if (pre || post)
+      mt_allreduce(c->embd_group, pre ? m->g.word_embeddings.weight : m->g.output_layer.weight,
+                   m->vl * c->hidden_size, MT_F32, MT_OP_SUM);
   }
 }
 

@@ -177,73 +177,75 @@ void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dou
 }
 
 /* Pointer tables of MoE layer li's router and local experts (NULL biases
- * without add_bias_linear). */
+ * without add_bias_linear), in the struct-of-arrays form of model/moe_layer.h. */
 static mt_moe_weights moe_weights(mt_gpt *m, int li) {
-  const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
-  const int np = m->moe_nper;
-  const void **t = m->moe_wp;
-  for (int le = 0; le < El; le++)
-    for (int j = 0; j < 4; j++) {
-      int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
-      t[j * El + le] = k < 0 ? NULL : mt_gpt_param_ptr(m, p0 + np * le + k);
-    }
-  mt_moe_weights w = {.router = mt_gpt_param_ptr(m, m->moe_router_p[li]),
-                      .fc1_w = t, .fc1_b = t + El, .fc2_w = t + 2 * El, .fc2_b = t + 3 * El};
+  const int El = m->cfg.num_experts / m->cfg.ep_size;
+  const mt_moe_tensors *t = &m->w.layers[li].moe;
+  const void **p = m->moe_wp;
+  for (int le = 0; le < El; le++) {
+    p[le] = t->experts[le].linear_fc1.weight;
+    p[El + le] = t->experts[le].linear_fc1.bias;
+    p[2 * El + le] = t->experts[le].linear_fc2.weight;
+    p[3 * El + le] = t->experts[le].linear_fc2.bias;
+  }
+  mt_moe_weights w = {.router = t->router.weight,
+                      .fc1_w = p, .fc1_b = p + El, .fc2_w = p + 2 * El, .fc2_b = p + 3 * El};
   return w;
 }
 
 static mt_moe_grads moe_grads(mt_gpt *m, int li) {
-  const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
-  const int np = m->moe_nper;
-  float **t = m->moe_gp;
-  for (int le = 0; le < El; le++)
-    for (int j = 0; j < 4; j++) {
-      int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
-      t[j * El + le] = k < 0 ? NULL : mt_gpt_grad_ptr(m, p0 + np * le + k);
-    }
-  mt_moe_grads g = {mt_gpt_grad_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
+  const int El = m->cfg.num_experts / m->cfg.ep_size;
+  const mt_moe_tensors *t = &m->g.layers[li].moe;
+  float **p = m->moe_gp;
+  for (int le = 0; le < El; le++) {
+    p[le] = t->experts[le].linear_fc1.weight;
+    p[El + le] = t->experts[le].linear_fc1.bias;
+    p[2 * El + le] = t->experts[le].linear_fc2.weight;
+    p[3 * El + le] = t->experts[le].linear_fc2.bias;
+  }
+  mt_moe_grads g = {t->router.weight, p, p + El, p + 2 * El, p + 3 * El};
   return g;
 }
-
-/* Parameter k of the layer (NULL when the options leave it out). */
-#define W(k) (P[k] >= 0 ? mt_gpt_param_ptr(m, P[k]) : NULL)
-#define G(k) (P[k] >= 0 ? mt_gpt_grad_ptr(m, P[k]) : NULL)
 
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const mt_chunk *ch = &m->chunks[ci];
   const int l = ch->first_layer + lc; /* global layer: keys the dropout RNG */
+  const int li = ch->layer_base + lc;
   mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
   void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
-  const int *P = m->layer_p[ch->layer_base + lc];
+  const mt_layer_tensors *w = &m->w.layers[li];
+  const mt_attention_tensors *wa = &w->self_attention;
   const int64_t h = c->hidden_size;
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */
-  mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], W(MT_LP_LN1_W), W(MT_LP_LN1_B),
-                  m->rows_l);
+  mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], w->input_layernorm.weight,
+                  w->input_layernorm.bias, m->rows_l);
   if (c->qk_layernorm) {
-    mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl,
-                                  h);
+    mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, wa->linear_qkv.weight,
+                                  wa->linear_qkv.bias, m->qkvl, h);
     mt_qknorm_desc qd = qknorm_desc(m);
-    be->ops->qknorm_fwd(be, &qd, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_lin, W(MT_LP_QN_W),
-                        W(MT_LP_QN_B), W(MT_LP_KN_W), W(MT_LP_KN_B));
+    be->ops->qknorm_fwd(be, &qd, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_lin,
+                        wa->q_layernorm.weight, wa->q_layernorm.bias, wa->k_layernorm.weight,
+                        wa->k_layernorm.bias);
   } else {
-    mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
+    mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, wa->linear_qkv.weight, wa->linear_qkv.bias,
+                                  m->qkvl, h);
   }
   if (c->position_embedding == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
   core_attention_fwd(m, l, a);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
+  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
+                             h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->tmp_h, resid[0]);
 
   /* MLP block: norm -> ColumnParallel(fc1) -> GELU | SwiGLU -> RowParallel(fc2) */
-  mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W), W(MT_LP_LN2_B),
-                  m->rows_l);
-  const int li = ch->layer_base + lc;
-  if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
+  mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, w->pre_mlp_layernorm.weight,
+                  w->pre_mlp_layernorm.bias, m->rows_l);
+  if (w->moe.experts) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
@@ -251,18 +253,19 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
     int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
     mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
-    mt_moe_shared_forward(m, li, a, m->tmp_h); /* += shared experts (if any) */
+    mt_moe_shared_forward(m, &w->moe.shared_experts, a, m->tmp_h); /* += shared experts */
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
     mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
     return;
   }
-  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
-                                m->glu * m->fl, h);
+  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, w->mlp.linear_fc1.weight,
+                                w->mlp.linear_fc1.bias, m->glu * m->fl, h);
   if (m->glu == 2)
     be->ops->swiglu_fwd(be, a->act, a->fc1, m->rows, m->fl);
   else
     be->ops->gelu_fwd(be, a->act, a->fc1, m->rows * m->fl);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
+  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->act, w->mlp.linear_fc2.weight,
+                             w->mlp.linear_fc2.bias, h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
 }
@@ -272,17 +275,18 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const mt_gpt_config *c = &m->cfg;
   const mt_chunk *ch = &m->chunks[ci];
   const int l = ch->first_layer + lc;
+  const int li = ch->layer_base + lc;
   mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
   void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
-  const int *P = m->layer_p[ch->layer_base + lc];
+  const mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
+  const mt_attention_tensors *wa = &w->self_attention, *ga = &g->self_attention;
   const int64_t h = c->hidden_size;
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
-  const int li = ch->layer_base + lc;
-  if (m->moe_router_p[li] >= 0) {
+  if (w->moe.experts) {
     /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
      * micro-batch of the global batch; s the whole sequence under CP) */
     mt_moe_weights mw = moe_weights(m, li);
@@ -290,23 +294,27 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
                     m->loss_scale * (float)(m->rows * c->cp_size));
-    mt_moe_shared_backward(m, li, a, m->dtmp_h, m->tmp_h); /* dtmp_h <- dx (shared + routed) */
+    /* dtmp_h <- dx (shared + routed) */
+    mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->dtmp_h,
+                           m->tmp_h);
   } else {
+    const mt_mlp_tensors *wm = &w->mlp, *gm = &g->mlp;
     if (m->glu == 2) {
-      mt_row_parallel_linear_bwd(tp, m->dact, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
-                                 W(MT_LP_FC2_W), h, m->fl);
+      mt_row_parallel_linear_bwd(tp, m->dact, gm->linear_fc2.weight, gm->linear_fc2.bias,
+                                 m->dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
       be->ops->swiglu_bwd(be, m->dffn, m->dact, a->fc1, m->rows, m->fl);
     } else {
-      mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
-                                 W(MT_LP_FC2_W), h, m->fl);
+      mt_row_parallel_linear_bwd(tp, m->dffn, gm->linear_fc2.weight, gm->linear_fc2.bias,
+                                 m->dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
       be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
     }
-    mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2,
-                                  W(MT_LP_FC1_W), m->glu * m->fl, h);
+    mt_column_parallel_linear_bwd(tp, m->dtmp_h, gm->linear_fc1.weight, gm->linear_fc1.bias,
+                                  m->dffn, a->ln2, wm->linear_fc1.weight, m->glu * m->fl, h);
   }
   /* dresid (residual path) += norm2 backward */
-  mt_gpt_norm_bwd(m, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1, W(MT_LP_LN2_W),
-                  a->ln2_mean, a->ln2_rstd, m->rows_l);
+  mt_gpt_norm_bwd(m, m->dresid, g->pre_mlp_layernorm.weight, g->pre_mlp_layernorm.bias,
+                  m->dtmp_h, a->x1, w->pre_mlp_layernorm.weight, a->ln2_mean, a->ln2_rstd,
+                  m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
   if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
@@ -315,20 +323,20 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
-  mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
-                             W(MT_LP_PROJ_W), h, m->hl);
+  mt_row_parallel_linear_bwd(tp, m->dctx, ga->linear_proj.weight, ga->linear_proj.bias,
+                             m->dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
   core_attention_bwd(m, l, a);
   if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->dqkv, 1);
   void *dlin = m->dqkv;
   if (c->qk_layernorm) {
     mt_qknorm_desc qd = qknorm_desc(m);
-    be->ops->qknorm_bwd(be, &qd, m->dqkv2, G(MT_LP_QN_W), G(MT_LP_QN_B), G(MT_LP_KN_W),
-                        G(MT_LP_KN_B), m->dqkv, a->qkv_lin, W(MT_LP_QN_W), W(MT_LP_KN_W),
-                        a->qk_mean, a->qk_rstd);
+    be->ops->qknorm_bwd(be, &qd, m->dqkv2, ga->q_layernorm.weight, ga->q_layernorm.bias,
+                        ga->k_layernorm.weight, ga->k_layernorm.bias, m->dqkv, a->qkv_lin,
+                        wa->q_layernorm.weight, wa->k_layernorm.weight, a->qk_mean, a->qk_rstd);
     dlin = m->dqkv2;
   }
-  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), dlin, a->ln1,
-                                W(MT_LP_QKV_W), m->qkvl, h);
-  mt_gpt_norm_bwd(m, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, resid[0],
-                  W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, m->rows_l);
+  mt_column_parallel_linear_bwd(tp, m->dtmp_h, ga->linear_qkv.weight, ga->linear_qkv.bias, dlin,
+                                a->ln1, wa->linear_qkv.weight, m->qkvl, h);
+  mt_gpt_norm_bwd(m, m->dresid, g->input_layernorm.weight, g->input_layernorm.bias, m->dtmp_h,
+                  resid[0], w->input_layernorm.weight, a->ln1_mean, a->ln1_rstd, m->rows_l);
 }

@@ -44,15 +44,15 @@ static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t b = c->micro_batch_size, h = c->hidden_size;
-  mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens,
-                                  mt_gpt_param_ptr(m, m->p_wte), m->v_start, m->v_start + m->vl, h);
+  mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens, m->w.word_embeddings.weight,
+                                  m->v_start, m->v_start + m->vl, h);
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
-  if (m->p_wpe >= 0) /* learned absolute positions (RoPE acts inside attention) */
+  if (c->position_embedding == MT_POS_LEARNED) /* (RoPE acts inside attention) */
     for (int k = 0; k < nr; k++)
       be->ops->pos_embedding_fwd(be, (char *)sl->resid[0] + (size_t)(r[k].row - r[0].row) * rb,
-                                 mt_gpt_param_ptr(m, m->p_wpe), r[k].n, b, h, r[k].pos);
+                                 m->w.position_embeddings.weight, r[k].n, b, h, r[k].pos);
   mt_dropout_desc d = embedding_dropout_desc(m);
   if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, sl->resid[0], sl->resid[0]); /* same mask op */
 }
@@ -66,12 +66,12 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
-  if (m->p_wpe >= 0)
+  if (c->position_embedding == MT_POS_LEARNED)
     for (int k = 0; k < nr; k++)
-      be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe),
+      be->ops->pos_embedding_bwd(be, m->g.position_embeddings.weight,
                                  (char *)m->dresid + (size_t)(r[k].row - r[0].row) * rb, r[k].n,
                                  b, h, r[k].pos);
-  mt_vocab_parallel_embedding_bwd(&m->tp, mt_gpt_grad_ptr(m, m->p_wte), sl->tokens, m->dresid,
+  mt_vocab_parallel_embedding_bwd(&m->tp, m->g.word_embeddings.weight, sl->tokens, m->dresid,
                                   m->v_start, m->v_start + m->vl, h);
 }
 
@@ -81,9 +81,9 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
 static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->hidden_size;
-  mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, mt_gpt_param_ptr(m, m->p_lnf_w),
-                  m->p_lnf_b >= 0 ? mt_gpt_param_ptr(m, m->p_lnf_b) : NULL, m->rows_l);
-  mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), NULL,
+  mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, m->w.final_layernorm.weight,
+                  m->w.final_layernorm.bias, m->rows_l);
+  mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), NULL,
                                 m->vl, h);
   return mt_vocab_parallel_cross_entropy_fwd(&m->tp, sl->loss, sl->row_max, sl->stats,
                                              sl->logits, sl->targets, m->vl, m->v_valid,
@@ -96,12 +96,12 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   const int64_t h = c->hidden_size;
   mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
                                       m->vl, m->v_valid, m->v_start, loss_scale);
-  mt_column_parallel_linear_bwd(&m->tp, m->dtmp_h, mt_gpt_grad_ptr(m, m->p_out), NULL,
-                                sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), m->vl, h);
+  mt_column_parallel_linear_bwd(&m->tp, m->dtmp_h, mt_gpt_output_weight(m, &m->g), NULL,
+                                sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), m->vl, h);
   be->ops->memset0(be, m->dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
-  mt_gpt_norm_bwd(m, m->dresid, mt_gpt_grad_ptr(m, m->p_lnf_w),
-                  m->p_lnf_b >= 0 ? mt_gpt_grad_ptr(m, m->p_lnf_b) : NULL, m->dtmp_h, x,
-                  mt_gpt_param_ptr(m, m->p_lnf_w), sl->lnf_mean, sl->lnf_rstd, m->rows_l);
+  mt_gpt_norm_bwd(m, m->dresid, m->g.final_layernorm.weight, m->g.final_layernorm.bias,
+                  m->dtmp_h, x, m->w.final_layernorm.weight, sl->lnf_mean, sl->lnf_rstd,
+                  m->rows_l);
 }
 
 /* Backward through the chunk's layers. Under full recomputation each group

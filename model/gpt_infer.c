@@ -188,26 +188,28 @@ static void attention(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   g->be->ops->flash_attn_fwd(g->be, &d, g->ctx, g->lse, g->qkv, g->cache[li]);
 }
 
-#define W(k) (P[k] >= 0 ? mt_gpt_param_ptr(m, P[k]) : NULL)
-
 /* One transformer layer (local index li) on g->x [rows, h], in place. */
 static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   mt_gpt *m = g->m;
   mt_backend *be = g->be;
   const mt_gpt_config *c = &m->cfg;
-  const int *P = m->layer_p[li];
+  const mt_layer_tensors *w = &m->w.layers[li];
+  const mt_attention_tensors *wa = &w->self_attention;
   const int64_t h = c->hidden_size;
   mt_tp_ctx tp = tp_ctx(g, rows);
-  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, W(MT_LP_LN1_W), W(MT_LP_LN1_B), rows);
+  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, w->input_layernorm.weight,
+                  w->input_layernorm.bias, rows);
   if (c->qk_layernorm) {
-    mt_column_parallel_linear_fwd(&tp, g->qkv_lin, g->ln, W(MT_LP_QKV_W), W(MT_LP_QKV_B),
-                                  m->qkvl, h);
+    mt_column_parallel_linear_fwd(&tp, g->qkv_lin, g->ln, wa->linear_qkv.weight,
+                                  wa->linear_qkv.bias, m->qkvl, h);
     mt_qknorm_desc qd = {rows, m->np, m->ng, m->hn, c->normalization == MT_NORM_RMSNORM,
                          c->layernorm_epsilon};
-    be->ops->qknorm_fwd(be, &qd, g->qkv, g->qk_mean, g->qk_rstd, g->qkv_lin, W(MT_LP_QN_W),
-                        W(MT_LP_QN_B), W(MT_LP_KN_W), W(MT_LP_KN_B));
+    be->ops->qknorm_fwd(be, &qd, g->qkv, g->qk_mean, g->qk_rstd, g->qkv_lin,
+                        wa->q_layernorm.weight, wa->q_layernorm.bias, wa->k_layernorm.weight,
+                        wa->k_layernorm.bias);
   } else {
-    mt_column_parallel_linear_fwd(&tp, g->qkv, g->ln, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
+    mt_column_parallel_linear_fwd(&tp, g->qkv, g->ln, wa->linear_qkv.weight, wa->linear_qkv.bias,
+                                  m->qkvl, h);
   }
   if (c->position_embedding == MT_POS_ROPE) {
     mt_rope_desc rd = {0};
@@ -223,16 +225,19 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
     be->ops->rope_fwd(be, &rd, g->qkv);
   }
   attention(g, li, rows, pos0);
-  mt_row_parallel_linear_fwd(&tp, g->tmp, g->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
+  mt_row_parallel_linear_fwd(&tp, g->tmp, g->ctx, wa->linear_proj.weight, wa->linear_proj.bias, h,
+                             m->hl);
   be->ops->add(be, g->x, g->tmp, g->x, rows * h); /* residual (dropout off) */
-  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, W(MT_LP_LN2_W), W(MT_LP_LN2_B), rows);
-  mt_column_parallel_linear_fwd(&tp, g->fc1, g->ln, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
-                                m->glu * m->fl, h);
+  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, w->pre_mlp_layernorm.weight,
+                  w->pre_mlp_layernorm.bias, rows);
+  mt_column_parallel_linear_fwd(&tp, g->fc1, g->ln, w->mlp.linear_fc1.weight,
+                                w->mlp.linear_fc1.bias, m->glu * m->fl, h);
   if (m->glu == 2)
     be->ops->swiglu_fwd(be, g->act, g->fc1, rows, m->fl);
   else
     be->ops->gelu_fwd(be, g->act, g->fc1, rows * m->fl);
-  mt_row_parallel_linear_fwd(&tp, g->tmp, g->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
+  mt_row_parallel_linear_fwd(&tp, g->tmp, g->act, w->mlp.linear_fc2.weight, w->mlp.linear_fc2.bias,
+                             h, m->fl);
   be->ops->add(be, g->x, g->tmp, g->x, rows * h);
 }
 
@@ -244,9 +249,9 @@ static void head(mt_gpt_infer *g, int64_t rows, float *logits) {
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->hidden_size;
   const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
-  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, mt_gpt_param_ptr(m, m->p_lnf_w),
-                  m->p_lnf_b >= 0 ? mt_gpt_param_ptr(m, m->p_lnf_b) : NULL, 1);
-  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_param_ptr(m, m->p_out), NULL, 1, m->vl, h);
+  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, m->w.final_layernorm.weight,
+                  m->w.final_layernorm.bias, 1);
+  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_output_weight(m, &m->w), NULL, 1, m->vl, h);
   be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
   const float *full = g->logits_f;
   if (c->tp_size > 1) {
@@ -270,10 +275,10 @@ void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *l
   be->ops->memcpy_h2d(be, g->tok_dev, g->tok_host + pos0, (size_t)rows * sizeof(int32_t));
   const int64_t h = c->hidden_size;
   mt_tp_ctx tp = tp_ctx(g, rows);
-  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, mt_gpt_param_ptr(m, m->p_wte),
+  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, m->w.word_embeddings.weight,
                                   m->v_start, m->v_start + m->vl, h);
-  if (m->p_wpe >= 0)
-    be->ops->pos_embedding_fwd(be, g->x, mt_gpt_param_ptr(m, m->p_wpe), rows, 1, h, pos0);
+  if (c->position_embedding == MT_POS_LEARNED)
+    be->ops->pos_embedding_fwd(be, g->x, m->w.position_embeddings.weight, rows, 1, h, pos0);
   for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
   head(g, rows, logits);
 }

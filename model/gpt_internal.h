@@ -6,16 +6,8 @@
 
 #include "model/context_parallel.h"
 #include "model/gpt.h"
+#include "model/gpt_tensors.h"
 #include "model/tensor_parallel.h"
-
-/* Per-layer parameter slots, in registration order; a slot the model
- * options leave out (biases without add_bias_linear, norm biases with
- * RMSNorm, q/k norms without qk_layernorm) has index -1. */
-enum {
-  MT_LP_LN1_W = 0, MT_LP_LN1_B, MT_LP_QKV_W, MT_LP_QKV_B, MT_LP_QN_W, MT_LP_QN_B, MT_LP_KN_W,
-  MT_LP_KN_B, MT_LP_PROJ_W, MT_LP_PROJ_B, MT_LP_LN2_W, MT_LP_LN2_B, MT_LP_FC1_W, MT_LP_FC1_B,
-  MT_LP_FC2_W, MT_LP_FC2_B, MT_LP_N
-};
 
 /* Activations one layer saves for its backward pass (one micro-batch).
  * s below is this CP rank's sequence s/cp (context parallelism; = s
@@ -52,7 +44,7 @@ typedef struct {
   int first_layer;           /* global index of its first layer */
   int n_layers;
   int pre, post;
-  int layer_base;            /* index of its first layer in m->layer_p */
+  int layer_base;            /* local index of its first layer (m->w.layers[layer_base]) */
 } mt_chunk;
 
 /* Everything one micro-batch keeps alive in one chunk between its forward
@@ -73,16 +65,21 @@ typedef struct {
 struct mt_gpt {
   mt_backend *be;
   mt_gpt_config cfg;
+  /* parameters: the registry (names, shapes, shards, flat-buffer offsets, in
+   * registration order: embedding, layers, head), the named weights (T) and
+   * gradients (fp32) they are bound to (model/gpt_tensors.h), and each
+   * hook part's index range (mt_gpt_layer_param_range) */
   mt_param_list params;
-  int p_wte, p_wpe, p_lnf_w, p_lnf_b, p_out; /* -1 when not on this rank */
-  int (*layer_p)[MT_LP_N];   /* [local layers][MT_LP_N] parameter indices */
+  mt_gpt_tensors w, g;
+  mt_param_ref *ref;         /* [params.n] */
+  int embedding_range[2], head_range[2]; /* [first, last] index; last < first: none here */
+  int (*layer_range)[2];     /* [local layers] */
+  int head_shares_embedding; /* tied output layer on the stage holding the embedding */
   int n_local_layers;
   mt_chunk *chunks;          /* [n_chunks] */
   int n_chunks;
   void *param_buf;           /* flat, T */
   float *grad_buf;           /* flat, fp32 */
-  void **param_ptr;          /* [n params] current device pointer of each parameter */
-  float **grad_ptr;          /* [n params] current device pointer of each gradient */
   mt_gpt_hooks hooks;
 
   /* this rank's sizes */
@@ -124,11 +121,6 @@ struct mt_gpt {
 
   /* mixture of experts (NULL / unused for a dense model) */
   mt_moe *moe;
-  int *moe_router_p;         /* [local layers] router parameter index, -1 for dense layers */
-  int *moe_expert_p;         /* [local layers] first expert parameter (moe_nper per local expert) */
-  int moe_nper;              /* 4 (fc1 w, b, fc2 w, b) or 2 without linear biases */
-  int (*layer_range)[2];     /* [local layers] first and last parameter index */
-  int (*moe_shared_p)[4];    /* [local layers] shared-expert fc1 w, b, fc2 w, b (-1: none) */
   const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
   float **moe_gp;
   /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
@@ -144,6 +136,26 @@ struct mt_gpt {
  * is on, the counts also for global_aux_loss (model/gpt_moe_bias.c; called
  * by create_moe). */
 void mt_gpt_moe_bias_init(mt_gpt *m);
+
+/* Register this rank's parameters and bind them to m->w / m->g
+ * (model/gpt_register.c; needs the chunks and local sizes); the tensors'
+ * release. */
+void mt_gpt_register_params(mt_gpt *m);
+void mt_gpt_tensors_free(mt_gpt *m);
+
+/* Register parameter `name` (mt_params_add: global [rows, cols], this rank's
+ * [lrows, lcols] at (r0, c0)) and bind it to the named fields *w (inside
+ * m->w) and *g (the same path inside m->g). Returns its registry entry for
+ * the remaining flags (valid until the next registration). */
+mt_param *mt_gpt_add_param(mt_gpt *m, void **w, void **g, const char *name, int64_t rows,
+                           int64_t cols, int64_t lrows, int64_t lcols, int64_t r0, int64_t c0,
+                           mt_init_kind init, int no_weight_decay, int tp_replicated);
+
+/* The output layer's weight in t (&m->w or &m->g): word_embeddings when the
+ * head shares it on this stage (tied, pp 1), else output_layer. */
+static inline void *mt_gpt_output_weight(const mt_gpt *m, const mt_gpt_tensors *t) {
+  return m->head_shares_embedding ? t->word_embeddings.weight : t->output_layer.weight;
+}
 
 #define MT_HOOK(m, which, layer) \
   do { if ((m)->hooks.which) (m)->hooks.which((m)->hooks.ctx, (layer)); } while (0)
