@@ -55,8 +55,8 @@ static void init_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
   float scaled = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
-  for (int i = 0; i < m->params.n; i++) {
-    const mt_param *p = &m->params.p[i];
+  for (int i = 0; i < m->params.list.n; i++) {
+    const mt_param *p = &m->params.list.p[i];
     void *dst = mt_gpt_param_ptr(m, i);
     switch (p->init) {
       case MT_INIT_NORMAL:
@@ -108,47 +108,50 @@ static void alloc_buffers(mt_gpt *m) {
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
   const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->hidden_size;
-  m->param_buf = be->ops->alloc(be, (size_t)m->params.numel * mt_dtype_size(T), MT_MEM_PARAM);
-  be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
-  m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
-  be->ops->memset0(be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
-  for (int i = 0; i < m->params.n; i++) { /* the named tensors point into them */
-    *m->ref[i].w = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
-    *m->ref[i].g = m->grad_buf + m->params.p[i].offset;
+  mt_gpt_params_state *ps = &m->params;
+  const size_t n = (size_t)ps->list.numel;
+  ps->buf = be->ops->alloc(be, n * mt_dtype_size(T), MT_MEM_PARAM);
+  be->ops->memset0(be, ps->buf, n * mt_dtype_size(T));
+  ps->grad_buf = be->ops->alloc(be, n * sizeof(float), MT_MEM_GRAD);
+  be->ops->memset0(be, ps->grad_buf, n * sizeof(float));
+  for (int i = 0; i < ps->list.n; i++) { /* the named tensors point into them */
+    *ps->ref[i].w = (char *)ps->buf + (size_t)ps->list.p[i].offset * mt_dtype_size(T);
+    *ps->ref[i].g = ps->grad_buf + ps->list.p[i].offset;
   }
   /* Shared activation storage: selective recompute keeps one log-sum-exp
    * buffer (the fused attention forward re-runs before each layer's backward);
    * full recompute keeps recompute_num_layers layer sets that every chunk and
    * micro-batch reuses while it re-runs a chunk of layers. */
   if (c->recompute == MT_RECOMPUTE_SELECTIVE)
-    m->lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
+    m->acts.lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
   if (c->recompute == MT_RECOMPUTE_FULL) {
     int maxn = 0;
     for (int k = 0; k < m->n_chunks; k++)
       if (m->chunks[k].n_layers > maxn) maxn = m->chunks[k].n_layers;
-    m->n_rc_sets = c->recompute_num_layers < maxn ? c->recompute_num_layers : maxn;
-    m->rc_sets = mt_xcalloc((size_t)(m->n_rc_sets ? m->n_rc_sets : 1), sizeof(mt_layer_acts));
-    for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_alloc_layer_acts(m, &m->rc_sets[k], 1);
+    m->acts.n_rc_sets = c->recompute_num_layers < maxn ? c->recompute_num_layers : maxn;
+    const int nrc = m->acts.n_rc_sets;
+    m->acts.rc_sets = mt_xcalloc((size_t)(nrc ? nrc : 1), sizeof(mt_layer_acts));
+    for (int k = 0; k < nrc; k++) mt_gpt_alloc_layer_acts(m, &m->acts.rc_sets[k], 1);
   }
-  m->slots = mt_xcalloc((size_t)m->n_chunks, sizeof(mt_slot **));
-  m->n_slots = mt_xcalloc((size_t)m->n_chunks, sizeof(int));
+  m->acts.slots = mt_xcalloc((size_t)m->n_chunks, sizeof(mt_slot **));
+  m->acts.n_slots = mt_xcalloc((size_t)m->n_chunks, sizeof(int));
 
-  m->tmp_h = wsp(m, m->rows_l * h, T);
-  m->dresid = wsp(m, m->rows_l * h, T);
-  m->dtmp_h = wsp(m, m->rows_l * h, T);
-  m->dqkv = wsp(m, m->rows * m->qkvl, T);
-  if (c->qk_layernorm) m->dqkv2 = wsp(m, m->rows * m->qkvl, T);
-  m->dctx = wsp(m, m->rows * m->hl, T);
+  m->ws.tmp_h = wsp(m, m->rows_l * h, T);
+  m->ws.dresid = wsp(m, m->rows_l * h, T);
+  m->ws.dtmp_h = wsp(m, m->rows_l * h, T);
+  m->ws.dqkv = wsp(m, m->rows * m->qkvl, T);
+  if (c->qk_layernorm) m->ws.dqkv2 = wsp(m, m->rows * m->qkvl, T);
+  m->ws.dctx = wsp(m, m->rows * m->hl, T);
   const int64_t fw = m->fl > m->shl ? m->fl : m->shl; /* dense MLP or shared expert */
-  m->dffn = wsp(m, m->rows * m->glu * fw, T);
-  if (m->glu == 2) m->dact = wsp(m, m->rows * fw, T);
-  if (m->shl > 0) m->sh_out = wsp(m, m->rows_l * h, T);
+  m->ws.dffn = wsp(m, m->rows * m->glu * fw, T);
+  if (m->glu == 2) m->ws.dact = wsp(m, m->rows * fw, T);
+  if (m->shl > 0) m->ws.sh_out = wsp(m, m->rows_l * h, T);
   if (c->tp_size > 1) {
-    m->gather_ws = wsp(m, m->rows * h, T);
-    m->grad_ws = wsp(m, m->rows * h, T);
+    m->ws.gather_ws = wsp(m, m->rows * h, T);
+    m->ws.grad_ws = wsp(m, m->rows * h, T);
   }
-  m->host_tokens = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
-  m->host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+  m->ws.host_tokens = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+  m->ws.host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
 }
 
 static void create_moe(mt_gpt *m) {
@@ -188,10 +191,10 @@ static void create_moe(mt_gpt *m) {
     mc.etp = c->etp_size > 1 ? c->etp_group : NULL;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
     mc.grouped_gemm = c->moe_grouped_gemm;
-    m->moe = mt_moe_create(be, &mc);
+    m->moe.ctx = mt_moe_create(be, &mc);
     const int El = c->num_experts / c->ep_size;
-    m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
-    m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
+    m->moe.wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
+    m->moe.gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
     mt_gpt_moe_bias_init(m);
   }
 }
@@ -267,8 +270,8 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   m->tp.sp = c->sequence_parallel;
   m->tp.s = m->s_loc; /* TP/SP act within this CP rank's tokens */
   m->tp.b = c->micro_batch_size;
-  m->tp.gather_ws = m->gather_ws;
-  m->tp.grad_ws = m->grad_ws;
+  m->tp.gather_ws = m->ws.gather_ws;
+  m->tp.grad_ws = m->ws.grad_ws;
   return m;
 }
 
@@ -277,63 +280,64 @@ void mt_gpt_destroy(mt_gpt *m) {
   mt_backend *be = m->be;
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);
-  for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
-  free(m->rc_sets);
-  be->ops->free(be, m->lse_shared);
-  void *rest[] = {m->tmp_h,   m->dresid,  m->dtmp_h,    m->dqkv,      m->dqkv2,   m->dctx,
-                  m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf,
-                  m->sh_out};
+  for (int k = 0; k < m->acts.n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->acts.rc_sets[k]);
+  free(m->acts.rc_sets);
+  be->ops->free(be, m->acts.lse_shared);
+  const mt_gpt_workspace *ws = &m->ws;
+  void *rest[] = {ws->tmp_h, ws->dresid,    ws->dtmp_h,  ws->dqkv,      ws->dqkv2,
+                  ws->dctx,  ws->dffn,      ws->dact,    ws->gather_ws, ws->grad_ws,
+                  ws->sh_out, m->params.buf, m->params.grad_buf};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
-  free(m->slots);
-  free(m->n_slots);
+  free(m->acts.slots);
+  free(m->acts.n_slots);
   free(m->chunks);
   mt_gpt_tensors_free(m);
-  free(m->moe_wp);
-  free(m->moe_gp);
-  mt_moe_destroy(m->moe);
-  free(m->moe_bias);
-  free(m->moe_bias_counts);
-  free(m->host_tokens);
-  free(m->host_targets);
-  mt_params_free(&m->params);
+  free(m->moe.wp);
+  free(m->moe.gp);
+  mt_moe_destroy(m->moe.ctx);
+  free(m->moe.bias);
+  free(m->moe.bias_counts);
+  free(m->ws.host_tokens);
+  free(m->ws.host_targets);
+  mt_params_free(&m->params.list);
   free(m);
 }
 
 const mt_gpt_config *mt_gpt_get_config(const mt_gpt *m) { return &m->cfg; }
-const mt_param_list *mt_gpt_params(const mt_gpt *m) { return &m->params; }
+const mt_param_list *mt_gpt_params(const mt_gpt *m) { return &m->params.list; }
 mt_backend *mt_gpt_backend(const mt_gpt *m) { return m->be; }
-void *mt_gpt_param_buffer(mt_gpt *m) { return m->param_buf; }
-float *mt_gpt_grad_buffer(mt_gpt *m) { return m->grad_buf; }
+void *mt_gpt_param_buffer(mt_gpt *m) { return m->params.buf; }
+float *mt_gpt_grad_buffer(mt_gpt *m) { return m->params.grad_buf; }
 
-void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return *m->ref[idx].w; }
-float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return *m->ref[idx].g; }
-void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { *m->ref[idx].w = p; }
-void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { *m->ref[idx].g = g; }
+void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return *m->params.ref[idx].w; }
+float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return *m->params.ref[idx].g; }
+void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { *m->params.ref[idx].w = p; }
+void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { *m->params.ref[idx].g = g; }
 void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h) { m->hooks = *h; }
 
 void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last) {
   const int *r = NULL;
-  if (layer == MT_GPT_EMBEDDING) r = m->embedding_range;
-  if (layer == MT_GPT_HEAD) r = m->head_range;
+  if (layer == MT_GPT_EMBEDDING) r = m->params.embedding;
+  if (layer == MT_GPT_HEAD) r = m->params.head;
   for (int k = 0; k < m->n_chunks && !r; k++) {
     const mt_chunk *ch = &m->chunks[k];
     if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers)
-      r = m->layer_range[ch->layer_base + layer - ch->first_layer];
+      r = m->params.layers[ch->layer_base + layer - ch->first_layer];
   }
   *first = r ? r[0] : 0;
   *last = r ? r[1] : -1;
 }
 
 void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
-  if (params && m->param_buf) {
-    m->be->ops->free(m->be, m->param_buf);
-    m->param_buf = NULL;
-    for (int i = 0; i < m->params.n; i++) *m->ref[i].w = NULL;
+  if (params && m->params.buf) {
+    m->be->ops->free(m->be, m->params.buf);
+    m->params.buf = NULL;
+    for (int i = 0; i < m->params.list.n; i++) *m->params.ref[i].w = NULL;
   }
-  if (grads && m->grad_buf) {
-    m->be->ops->free(m->be, m->grad_buf);
-    m->grad_buf = NULL;
-    for (int i = 0; i < m->params.n; i++) *m->ref[i].g = NULL;
+  if (grads && m->params.grad_buf) {
+    m->be->ops->free(m->be, m->params.grad_buf);
+    m->params.grad_buf = NULL;
+    for (int i = 0; i < m->params.list.n; i++) *m->params.ref[i].g = NULL;
   }
 }
 
@@ -357,33 +361,33 @@ int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
 }
 
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {
-  return m->moe ? mt_moe_get_stats(m->moe) : NULL;
+  return m->moe.ctx ? mt_moe_get_stats(m->moe.ctx) : NULL;
 }
 
 void mt_gpt_moe_stats_reset(mt_gpt *m) {
-  if (m->moe) mt_moe_stats_reset(m->moe);
+  if (m->moe.ctx) mt_moe_stats_reset(m->moe.ctx);
 }
 
 int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;
-  for (int i = 0; i < m->params.n; i++)
-    if (!m->params.p[i].shared_copy)
-      n += m->params.p[i].rows * m->params.p[i].cols *
-           (m->params.p[i].is_expert ? m->cfg.ep_size : 1); /* other EP ranks' experts */
+  for (int i = 0; i < m->params.list.n; i++)
+    if (!m->params.list.p[i].shared_copy)
+      n += m->params.list.p[i].rows * m->params.list.p[i].cols *
+           (m->params.list.p[i].is_expert ? m->cfg.ep_size : 1); /* other EP ranks' experts */
   return n;
 }
 
 void mt_gpt_finalize_grads(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   if (c->tp_size > 1) {
-    for (int i = 0; i < m->params.n; i++)
-      if (m->params.p[i].sp_partial)
-        mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.p[i].numel, MT_F32,
+    for (int i = 0; i < m->params.list.n; i++)
+      if (m->params.list.p[i].sp_partial)
+        mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.list.p[i].numel, MT_F32,
                      MT_OP_SUM);
   }
   /* tied word embedding split over the first and last stage */
   if (c->pp_size > 1 && !c->untie_embeddings_and_output_weights && c->embd_group) {
-    const int pre = m->embedding_range[1] >= 0, post = m->head_range[1] >= 0;
+    const int pre = m->params.embedding[1] >= 0, post = m->params.head[1] >= 0;
     if (pre || post)
       mt_allreduce(c->embd_group, pre ? m->g.word_embeddings.weight : m->g.output_layer.weight,
                    m->vl * c->hidden_size, MT_F32, MT_OP_SUM);
@@ -391,12 +395,12 @@ void mt_gpt_finalize_grads(mt_gpt *m) {
 }
 
 void mt_gpt_zero_grad(mt_gpt *m) {
-  if (!m->grad_buf) return;
-  m->be->ops->memset0(m->be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
+  if (!m->params.grad_buf) return;
+  m->be->ops->memset0(m->be, m->params.grad_buf, (size_t)m->params.list.numel * sizeof(float));
 }
 
 int mt_gpt_num_chunks(const mt_gpt *m) { return m->n_chunks; }
 int mt_gpt_chunk_is_first(const mt_gpt *m, int c) { return m->chunks[c].pre; }
 int mt_gpt_chunk_is_last(const mt_gpt *m, int c) { return m->chunks[c].post; }
 int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.hidden_size; }
-void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->dresid; }
+void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->ws.dresid; }

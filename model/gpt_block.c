@@ -13,7 +13,7 @@
 static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *site) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
-  d.p = m->train ? c->hidden_dropout : 0.0f;
+  d.p = m->pass.train ? c->hidden_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, site, (uint64_t)l, 0);
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
@@ -21,7 +21,7 @@ static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *s
   d.s_full = c->seq_length;
   d.h_offset = 0;
   d.h_full = c->hidden_size;
-  d.sample_ids = m->sample_ids;
+  d.sample_ids = m->pass.sample_ids;
   return d;
 }
 
@@ -79,9 +79,9 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   d.head_offset = c->tp_rank * m->np;
   d.n_heads_total = c->num_attention_heads;
   d.scale = 1.0f / sqrtf((float)d.hn);
-  d.dropout_p = m->train ? c->attention_dropout : 0.0f;
+  d.dropout_p = m->pass.train ? c->attention_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
-  d.sample_ids = m->sample_ids;
+  d.sample_ids = m->pass.sample_ids;
   return d;
 }
 
@@ -101,15 +101,15 @@ static void core_attention_fwd(mt_gpt *m, int l, mt_layer_acts *a) {
     be->ops->flash_attn_fwd(be, &d, a->ctx, a->lse, a->qkv, NULL);
 }
 
-/* Backward: m->dqkv (overwritten) from m->dctx, given the final a->ctx and
+/* Backward: m->ws.dqkv (overwritten) from m->ws.dctx, given the final a->ctx and
  * a->lse of the forward (the probabilities are recomputed per tile). */
 static void core_attention_bwd(mt_gpt *m, int l, mt_layer_acts *a) {
   mt_backend *be = m->be;
   mt_attn_desc d = attn_desc(m, l);
   if (m->cp_attn)
-    mt_cp_attn_bwd(m->cp_attn, &d, m->dqkv, m->dctx, a->ctx, a->lse, a->qkv);
+    mt_cp_attn_bwd(m->cp_attn, &d, m->ws.dqkv, m->ws.dctx, a->ctx, a->lse, a->qkv);
   else
-    be->ops->flash_attn_bwd(be, &d, m->dqkv, NULL, m->dctx, a->ctx, a->lse, a->qkv, NULL);
+    be->ops->flash_attn_bwd(be, &d, m->ws.dqkv, NULL, m->ws.dctx, a->ctx, a->lse, a->qkv, NULL);
 }
 
 /* RoPE on this rank's q/k heads. The qkv tensor covers this CP rank's
@@ -181,7 +181,7 @@ void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dou
 static mt_moe_weights moe_weights(mt_gpt *m, int li) {
   const int El = m->cfg.num_experts / m->cfg.ep_size;
   const mt_moe_tensors *t = &m->w.layers[li].moe;
-  const void **p = m->moe_wp;
+  const void **p = m->moe.wp;
   for (int le = 0; le < El; le++) {
     p[le] = t->experts[le].linear_fc1.weight;
     p[El + le] = t->experts[le].linear_fc1.bias;
@@ -196,7 +196,7 @@ static mt_moe_weights moe_weights(mt_gpt *m, int li) {
 static mt_moe_grads moe_grads(mt_gpt *m, int li) {
   const int El = m->cfg.num_experts / m->cfg.ep_size;
   const mt_moe_tensors *t = &m->g.layers[li].moe;
-  float **p = m->moe_gp;
+  float **p = m->moe.gp;
   for (int le = 0; le < El; le++) {
     p[le] = t->experts[le].linear_fc1.weight;
     p[El + le] = t->experts[le].linear_fc1.bias;
@@ -237,10 +237,10 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   }
   if (c->position_embedding == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
   core_attention_fwd(m, l, a);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
+  mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
                              h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->tmp_h, resid[0]);
+  mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->ws.tmp_h, resid[0]);
 
   /* MLP block: norm -> ColumnParallel(fc1) -> GELU | SwiGLU -> RowParallel(fc2) */
   mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, w->pre_mlp_layernorm.weight,
@@ -251,11 +251,12 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
     mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
-    int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
-    mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
-    mt_moe_shared_forward(m, &w->moe.shared_experts, a, m->tmp_h); /* += shared experts */
+    const int rec = m->pass.train && !m->pass.recomputing && c->cp_rank == 0;
+    const int record = rec ? mt_gpt_moe_layer_index(c, l) : -1;
+    mt_moe_forward(m->moe.ctx, a->moe, &mw, m->ws.tmp_h, a->ln2, record);
+    mt_moe_shared_forward(m, &w->moe.shared_experts, a, m->ws.tmp_h); /* += shared experts */
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-    mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
+    mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
     return;
   }
   mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, w->mlp.linear_fc1.weight,
@@ -264,10 +265,10 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     be->ops->swiglu_fwd(be, a->act, a->fc1, m->rows, m->fl);
   else
     be->ops->gelu_fwd(be, a->act, a->fc1, m->rows * m->fl);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->act, w->mlp.linear_fc2.weight,
+  mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->act, w->mlp.linear_fc2.weight,
                              w->mlp.linear_fc2.bias, h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
+  mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
 }
 
 void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
@@ -285,35 +286,35 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
+  mt_gpt_dropout_bwd(m, &dd, m->ws.dtmp_h, m->ws.dresid);
   if (w->moe.experts) {
     /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
      * micro-batch of the global batch; s the whole sequence under CP) */
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
-    mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
-                    m->loss_scale * (float)(m->rows * c->cp_size));
+    mt_moe_backward(m->moe.ctx, a->moe, &mw, &mg, m->ws.tmp_h, m->ws.dtmp_h, a->ln2,
+                    m->pass.loss_scale * (float)(m->rows * c->cp_size));
     /* dtmp_h <- dx (shared + routed) */
-    mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->dtmp_h,
-                           m->tmp_h);
+    mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->ws.dtmp_h,
+                           m->ws.tmp_h);
   } else {
     const mt_mlp_tensors *wm = &w->mlp, *gm = &g->mlp;
     if (m->glu == 2) {
-      mt_row_parallel_linear_bwd(tp, m->dact, gm->linear_fc2.weight, gm->linear_fc2.bias,
-                                 m->dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
-      be->ops->swiglu_bwd(be, m->dffn, m->dact, a->fc1, m->rows, m->fl);
+      mt_row_parallel_linear_bwd(tp, m->ws.dact, gm->linear_fc2.weight, gm->linear_fc2.bias,
+                                 m->ws.dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
+      be->ops->swiglu_bwd(be, m->ws.dffn, m->ws.dact, a->fc1, m->rows, m->fl);
     } else {
-      mt_row_parallel_linear_bwd(tp, m->dffn, gm->linear_fc2.weight, gm->linear_fc2.bias,
-                                 m->dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
-      be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
+      mt_row_parallel_linear_bwd(tp, m->ws.dffn, gm->linear_fc2.weight, gm->linear_fc2.bias,
+                                 m->ws.dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
+      be->ops->gelu_bwd(be, m->ws.dffn, a->fc1, m->ws.dffn, m->rows * m->fl);
     }
-    mt_column_parallel_linear_bwd(tp, m->dtmp_h, gm->linear_fc1.weight, gm->linear_fc1.bias,
-                                  m->dffn, a->ln2, wm->linear_fc1.weight, m->glu * m->fl, h);
+    mt_column_parallel_linear_bwd(tp, m->ws.dtmp_h, gm->linear_fc1.weight, gm->linear_fc1.bias,
+                                  m->ws.dffn, a->ln2, wm->linear_fc1.weight, m->glu * m->fl, h);
   }
   /* dresid (residual path) += norm2 backward */
-  mt_gpt_norm_bwd(m, m->dresid, g->pre_mlp_layernorm.weight, g->pre_mlp_layernorm.bias,
-                  m->dtmp_h, a->x1, w->pre_mlp_layernorm.weight, a->ln2_mean, a->ln2_rstd,
+  mt_gpt_norm_bwd(m, m->ws.dresid, g->pre_mlp_layernorm.weight, g->pre_mlp_layernorm.bias,
+                  m->ws.dtmp_h, a->x1, w->pre_mlp_layernorm.weight, a->ln2_mean, a->ln2_rstd,
                   m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
@@ -322,21 +323,21 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
                                                    ring runs again under CP) */
     core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
-  mt_row_parallel_linear_bwd(tp, m->dctx, ga->linear_proj.weight, ga->linear_proj.bias,
-                             m->dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
+  mt_gpt_dropout_bwd(m, &dd, m->ws.dtmp_h, m->ws.dresid);
+  mt_row_parallel_linear_bwd(tp, m->ws.dctx, ga->linear_proj.weight, ga->linear_proj.bias,
+                             m->ws.dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
   core_attention_bwd(m, l, a);
-  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->dqkv, 1);
-  void *dlin = m->dqkv;
+  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->ws.dqkv, 1);
+  void *dlin = m->ws.dqkv;
   if (c->qk_layernorm) {
     mt_qknorm_desc qd = qknorm_desc(m);
-    be->ops->qknorm_bwd(be, &qd, m->dqkv2, ga->q_layernorm.weight, ga->q_layernorm.bias,
-                        ga->k_layernorm.weight, ga->k_layernorm.bias, m->dqkv, a->qkv_lin,
+    be->ops->qknorm_bwd(be, &qd, m->ws.dqkv2, ga->q_layernorm.weight, ga->q_layernorm.bias,
+                        ga->k_layernorm.weight, ga->k_layernorm.bias, m->ws.dqkv, a->qkv_lin,
                         wa->q_layernorm.weight, wa->k_layernorm.weight, a->qk_mean, a->qk_rstd);
-    dlin = m->dqkv2;
+    dlin = m->ws.dqkv2;
   }
-  mt_column_parallel_linear_bwd(tp, m->dtmp_h, ga->linear_qkv.weight, ga->linear_qkv.bias, dlin,
+  mt_column_parallel_linear_bwd(tp, m->ws.dtmp_h, ga->linear_qkv.weight, ga->linear_qkv.bias, dlin,
                                 a->ln1, wa->linear_qkv.weight, m->qkvl, h);
-  mt_gpt_norm_bwd(m, m->dresid, g->input_layernorm.weight, g->input_layernorm.bias, m->dtmp_h,
+  mt_gpt_norm_bwd(m, m->ws.dresid, g->input_layernorm.weight, g->input_layernorm.bias, m->ws.dtmp_h,
                   resid[0], w->input_layernorm.weight, a->ln1_mean, a->ln1_rstd, m->rows_l);
 }

@@ -62,25 +62,78 @@ typedef struct {
   int train;
 } mt_slot;
 
+/* The model's parameters: the registry (names, shapes, shards, flat-buffer
+ * offsets, in registration order: embedding, layers, head; model/params.h),
+ * the flat buffers, the named weights (T) and gradients (fp32) they are
+ * bound to (model/gpt_tensors.h), and each hook part's index range
+ * (mt_gpt_layer_param_range; [first, last], last < first: none here). */
+typedef struct {
+  mt_param_list list;
+  mt_param_ref *ref;         /* [list.n] the fields of w and g parameter i is bound to */
+  void *buf;                 /* flat, T */
+  float *grad_buf;           /* flat, fp32 */
+  int embedding[2], head[2];
+  int (*layers)[2];          /* [local layers] */
+} mt_gpt_params_state;
+
+/* Activation storage (allocated on first use, grown on demand). */
+typedef struct {
+  mt_slot ***slots;          /* [n_chunks][n_slots[c]] per chunk and micro-batch in flight */
+  int *n_slots;
+  mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
+  int n_rc_sets;
+  float *lse_shared;         /* selective recompute: one [b, np, s] fp32 buffer */
+} mt_gpt_acts;
+
+/* Workspace reused by every layer (MT_MEM_WORKSPACE; s, sl, qkvl, hl, fl,
+ * g as for mt_layer_acts). */
+typedef struct {
+  void *tmp_h;               /* [sl, b, h] */
+  void *dresid, *dtmp_h;     /* [sl, b, h]; dresid also passes gradients between stages */
+  void *dqkv, *dctx, *dffn;  /* [s, b, qkvl], [s, b, hl], [s, b, g·fl] */
+  void *dqkv2;               /* [s, b, qkvl] qk_layernorm input gradient (else NULL) */
+  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL); dffn and
+                                dact are max(fl, shl) wide */
+  void *sh_out;              /* [sl, b, h] shared-expert output (NULL without) */
+  void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces; NULL when tp 1) */
+  int32_t *host_tokens, *host_targets; /* [s*b] host staging of the token upload */
+} mt_gpt_workspace;
+
+/* The micro-batch being processed (set by the chunk functions). */
+typedef struct {
+  const int64_t *sample_ids; /* [b] global sample ids: key the dropout RNG */
+  int train;                 /* dropout on, routing statistics recorded */
+  int recomputing;           /* full recompute re-running a forward (no statistics) */
+  float loss_scale;          /* of the backward in progress (MoE auxiliary losses) */
+} mt_gpt_pass;
+
+/* Mixture of experts (all NULL for a dense model). */
+typedef struct {
+  mt_moe *ctx;               /* router, dispatcher, experts (model/moe_layer.h) */
+  const void **wp;           /* [4 · E/ep] scratch pointer tables (mt_moe_weights) */
+  float **gp;                /* [4 · E/ep] (mt_moe_grads) */
+  /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
+   * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
+   * EVERY MoE layer of the model (not only this stage's); the bias NULL when
+   * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
+   * global_aux_loss needs them */
+  float *bias;
+  int64_t *bias_counts;
+} mt_gpt_moe_state;
+
 struct mt_gpt {
   mt_backend *be;
   mt_gpt_config cfg;
-  /* parameters: the registry (names, shapes, shards, flat-buffer offsets, in
-   * registration order: embedding, layers, head), the named weights (T) and
-   * gradients (fp32) they are bound to (model/gpt_tensors.h), and each
-   * hook part's index range (mt_gpt_layer_param_range) */
-  mt_param_list params;
-  mt_gpt_tensors w, g;
-  mt_param_ref *ref;         /* [params.n] */
-  int embedding_range[2], head_range[2]; /* [first, last] index; last < first: none here */
-  int (*layer_range)[2];     /* [local layers] */
+  mt_gpt_hooks hooks;
+
+  mt_gpt_params_state params;
+  mt_gpt_tensors w, g;       /* named weights and gradients (model/gpt_tensors.h) */
   int head_shares_embedding; /* tied output layer on the stage holding the embedding */
-  int n_local_layers;
+
+  /* model chunks on this rank (pipeline stages, interleaved) */
   mt_chunk *chunks;          /* [n_chunks] */
   int n_chunks;
-  void *param_buf;           /* flat, T */
-  float *grad_buf;           /* flat, fp32 */
-  mt_gpt_hooks hooks;
+  int n_local_layers;        /* over all chunks */
 
   /* this rank's sizes */
   int np, ng, hn;            /* local query heads, local query groups, head dim (kv_channels) */
@@ -91,45 +144,16 @@ struct mt_gpt {
   int64_t vl, v_start, v_valid; /* local vocab slice [v_start, v_start+vl), real columns */
   int64_t sl, rows, rows_l;  /* SP shard of s_loc, s_loc*b, sl*b */
   int64_t s_loc;             /* this CP rank's sequence s/cp (= s without CP) */
+
+  /* tensor and context parallelism */
   mt_tp_ctx tp;
   mt_cp_layout cpl;          /* CP token layout (identity when cp_size 1) */
   mt_cp_attn *cp_attn;       /* ring attention (NULL when cp_size 1) */
 
-  /* activation slots per chunk (grown on demand) */
-  mt_slot ***slots;          /* [n_chunks][n_slots[c]] */
-  int *n_slots;
-  mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
-  int n_rc_sets;
-  float *lse_shared;         /* selective recompute: one [b, np, s] fp32 buffer */
-
-  /* workspace reused by every layer */
-  void *tmp_h;               /* [sl, b, h] */
-  void *dresid, *dtmp_h;     /* [sl, b, h] */
-  void *dqkv, *dctx, *dffn;  /* [s, b, qkvl], [s, b, hl], [s, b, g·fl] */
-  void *dqkv2;               /* [s, b, qkvl] qk_layernorm input gradient (else NULL) */
-  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL); dffn and
-                                dact are max(fl, shl) wide */
-  void *sh_out;              /* [sl, b, h] shared-expert output (NULL without) */
-  void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces) */
-  int32_t *host_tokens, *host_targets;
-
-  /* the micro-batch being processed (set by the chunk functions) */
-  const int64_t *sample_ids;
-  int train;
-  int recomputing;           /* full recompute re-running a forward (no statistics) */
-  float loss_scale;          /* of the backward in progress (MoE auxiliary losses) */
-
-  /* mixture of experts (NULL / unused for a dense model) */
-  mt_moe *moe;
-  const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
-  float **moe_gp;
-  /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
-   * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
-   * EVERY MoE layer of the model (not only this stage's); the bias NULL when
-   * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
-   * global_aux_loss needs them */
-  float *moe_bias;
-  int64_t *moe_bias_counts;
+  mt_gpt_acts acts;
+  mt_gpt_workspace ws;
+  mt_gpt_pass pass;
+  mt_gpt_moe_state moe;
 };
 
 /* Allocate the expert-bias state (zeros) when moe_router_enable_expert_bias

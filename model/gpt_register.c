@@ -22,11 +22,11 @@
 mt_param *mt_gpt_add_param(mt_gpt *m, void **w, void **g, const char *name, int64_t rows,
                            int64_t cols, int64_t lrows, int64_t lcols, int64_t r0, int64_t c0,
                            mt_init_kind init, int no_weight_decay, int tp_replicated) {
-  mt_param_list *pl = &m->params;
+  mt_param_list *pl = &m->params.list;
   const int idx = mt_params_add(pl, name, rows, cols, lrows, lcols, r0, c0, init,
                                 no_weight_decay, tp_replicated);
-  m->ref = mt_xrealloc(m->ref, (size_t)pl->cap * sizeof(mt_param_ref));
-  m->ref[idx] = (mt_param_ref){w, g};
+  m->params.ref = mt_xrealloc(m->params.ref, (size_t)pl->cap * sizeof(mt_param_ref));
+  m->params.ref[idx] = (mt_param_ref){w, g};
   return &pl->p[idx];
 }
 
@@ -113,7 +113,7 @@ static void register_moe(mt_gpt *m, int li, int l) {
   MT_ASSERT(F % etp == 0 && (etp == 1 || c->disable_bias_linear));
   w->experts = mt_xcalloc((size_t)El, sizeof(mt_mlp_tensors));
   g->experts = mt_xcalloc((size_t)El, sizeof(mt_mlp_tensors));
-  const int first = m->params.n;
+  const int first = m->params.list.n;
   for (int le = 0; le < El; le++) {
     const int e = c->ep_rank * El + le;
     mt_mlp_tensors *we = &w->experts[le], *ge = &g->experts[le];
@@ -123,9 +123,9 @@ static void register_moe(mt_gpt *m, int li, int l) {
     snprintf(p, sizeof p, "decoder.layers.%d.mlp.experts.%d.linear_fc2", l, e);
     add_row(m, &we->linear_fc2, &ge->linear_fc2, p, h, F, Fl, f0, MT_INIT_SCALED);
   }
-  for (int i = first; i < m->params.n; i++) {
-    m->params.p[i].is_expert = 1;
-    m->params.p[i].tp_replicated = 0;
+  for (int i = first; i < m->params.list.n; i++) {
+    m->params.list.p[i].is_expert = 1;
+    m->params.list.p[i].tp_replicated = 0;
   }
   register_shared(m, &w->shared_experts, &g->shared_experts, l);
 }
@@ -177,8 +177,8 @@ void mt_gpt_register_params(mt_gpt *m) {
   const int64_t h = c->hidden_size, V = c->padded_vocab_size, vl = m->vl;
   const int sp = c->sequence_parallel && c->tp_size > 1;
   const int has_pre = m->chunks[0].pre, has_post = m->chunks[m->n_chunks - 1].post;
-  m->embedding_range[0] = m->head_range[0] = 0;
-  m->embedding_range[1] = m->head_range[1] = -1;
+  m->params.embedding[0] = m->params.head[0] = 0;
+  m->params.embedding[1] = m->params.head[1] = -1;
   if (has_pre) {
     mt_gpt_add_param(m, &w->word_embeddings.weight, &g->word_embeddings.weight,
                      "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
@@ -189,23 +189,23 @@ void mt_gpt_register_params(mt_gpt *m) {
                        "embedding.position_embeddings.weight", P, h, P, h, 0, 0, MT_INIT_NORMAL,
                        0, 1)->sp_partial = sp;
     }
-    m->embedding_range[1] = m->params.n - 1;
+    m->params.embedding[1] = m->params.list.n - 1;
   }
   const int nl = m->n_local_layers > 0 ? m->n_local_layers : 1;
   w->layers = mt_xcalloc((size_t)nl, sizeof(mt_layer_tensors));
   g->layers = mt_xcalloc((size_t)nl, sizeof(mt_layer_tensors));
-  m->layer_range = mt_xcalloc((size_t)nl, sizeof(*m->layer_range));
+  m->params.layers = mt_xcalloc((size_t)nl, sizeof(*m->params.layers));
   for (int k = 0; k < m->n_chunks; k++) {
     const mt_chunk *ch = &m->chunks[k];
     for (int lc = 0; lc < ch->n_layers; lc++) {
       const int li = ch->layer_base + lc;
-      m->layer_range[li][0] = m->params.n;
+      m->params.layers[li][0] = m->params.list.n;
       register_layer(m, li, ch->first_layer + lc);
-      m->layer_range[li][1] = m->params.n - 1;
+      m->params.layers[li][1] = m->params.list.n - 1;
     }
   }
   if (!has_post) return;
-  m->head_range[0] = m->params.n;
+  m->params.head[0] = m->params.list.n;
   add_norm(m, &w->final_layernorm, &g->final_layernorm, "decoder.final_layernorm", h, sp);
   if (c->untie_embeddings_and_output_weights) {
     mt_gpt_add_param(m, &w->output_layer.weight, &g->output_layer.weight, "output_layer.weight",
@@ -219,7 +219,7 @@ void mt_gpt_register_params(mt_gpt *m) {
                      "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
                      MT_INIT_NORMAL, 0, 0)->shared_copy = 1;
   }
-  m->head_range[1] = m->params.n - 1;
+  m->params.head[1] = m->params.list.n - 1;
 }
 
 void mt_gpt_tensors_free(mt_gpt *m) {
@@ -229,6 +229,6 @@ void mt_gpt_tensors_free(mt_gpt *m) {
   }
   free(m->w.layers);
   free(m->g.layers);
-  free(m->layer_range);
-  free(m->ref);
+  free(m->params.layers);
+  free(m->params.ref);
 }

@@ -32,9 +32,9 @@ void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a,
     be->ops->swiglu_fwd(be, a->sh_act, a->sh_fc1, m->rows, Sl);
   else
     be->ops->gelu_fwd(be, a->sh_act, a->sh_fc1, m->rows * Sl);
-  mt_row_parallel_linear_fwd(&m->tp, m->sh_out, a->sh_act, w->linear_fc2.weight,
+  mt_row_parallel_linear_fwd(&m->tp, m->ws.sh_out, a->sh_act, w->linear_fc2.weight,
                              w->linear_fc2.bias, h, Sl);
-  be->ops->add(be, out, out, m->sh_out, m->rows_l * h);
+  be->ops->add(be, out, out, m->ws.sh_out, m->rows_l * h);
 }
 
 void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
@@ -47,16 +47,16 @@ void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_ten
   }
   /* dffn / dact are the dense MLP's workspaces, sized for max(ffn, S) / tp */
   if (m->glu == 2) {
-    mt_row_parallel_linear_bwd(&m->tp, m->dact, g->linear_fc2.weight, g->linear_fc2.bias, dy,
+    mt_row_parallel_linear_bwd(&m->tp, m->ws.dact, g->linear_fc2.weight, g->linear_fc2.bias, dy,
                                a->sh_act, w->linear_fc2.weight, h, Sl);
-    be->ops->swiglu_bwd(be, m->dffn, m->dact, a->sh_fc1, m->rows, Sl);
+    be->ops->swiglu_bwd(be, m->ws.dffn, m->ws.dact, a->sh_fc1, m->rows, Sl);
   } else {
-    mt_row_parallel_linear_bwd(&m->tp, m->dffn, g->linear_fc2.weight, g->linear_fc2.bias, dy,
+    mt_row_parallel_linear_bwd(&m->tp, m->ws.dffn, g->linear_fc2.weight, g->linear_fc2.bias, dy,
                                a->sh_act, w->linear_fc2.weight, h, Sl);
-    be->ops->gelu_bwd(be, m->dffn, a->sh_fc1, m->dffn, m->rows * Sl);
+    be->ops->gelu_bwd(be, m->ws.dffn, a->sh_fc1, m->ws.dffn, m->rows * Sl);
   }
   /* dy is consumed: the column-parallel backward overwrites it with dx */
-  mt_column_parallel_linear_bwd(&m->tp, dy, g->linear_fc1.weight, g->linear_fc1.bias, m->dffn,
+  mt_column_parallel_linear_bwd(&m->tp, dy, g->linear_fc1.weight, g->linear_fc1.bias, m->ws.dffn,
                                 a->ln2, w->linear_fc1.weight, m->glu * Sl, h);
   be->ops->add(be, dy, dy, dx_routed, m->rows_l * h);
 }
