@@ -15,7 +15,7 @@
 /* Layer ranges of this rank's model chunks (Megatron's assignment). */
 static void assign_chunks(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  const int p = c->pp_size, v = c->vpp_size, L = c->num_layers;
+  const int p = c->pp_size, v = c->vpp_size, L = c->model.num_layers;
   m->n_chunks = v;
   m->chunks = mt_xcalloc((size_t)v, sizeof(mt_chunk));
   if (c->first_stage_layers > 0 || c->last_stage_layers > 0) {
@@ -54,7 +54,7 @@ static void assign_chunks(mt_gpt *m) {
 static void init_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
-  float scaled = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
+  float scaled = c->model.init_method_std / sqrtf(2.0f * (float)c->model.num_layers);
   for (int i = 0; i < m->params.list.n; i++) {
     const mt_param *p = &m->params.list.p[i];
     void *dst = mt_gpt_param_ptr(m, i);
@@ -66,7 +66,7 @@ static void init_params(mt_gpt *m) {
           break;
         }
         mt_rng_key_t key = mt_rng_key(c->seed, p->name, 0, 0);
-        float std = p->init == MT_INIT_NORMAL ? c->init_method_std : scaled;
+        float std = p->init == MT_INIT_NORMAL ? c->model.init_method_std : scaled;
         if (p->halves) { /* gate slice, then up slice (keyed by global rows) */
           const int64_t hr = p->local_rows / 2;
           be->ops->init_normal(be, dst, hr, p->local_cols, p->cols, p->row_offset, p->col_offset,
@@ -93,8 +93,8 @@ static void init_params(mt_gpt *m) {
     for (int j = 0; j < 2; j++) {
       if (!outs[j]) continue;
       char *w = outs[j];
-      be->ops->memset0(be, w + (size_t)m->v_valid * c->hidden_size * es,
-                       (size_t)(m->vl - m->v_valid) * c->hidden_size * es);
+      be->ops->memset0(be, w + (size_t)m->v_valid * c->model.hidden_size * es,
+                       (size_t)(m->vl - m->v_valid) * c->model.hidden_size * es);
     }
   }
 }
@@ -107,7 +107,7 @@ static void alloc_buffers(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
-  const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->model.hidden_size;
   mt_gpt_params_state *ps = &m->params;
   const size_t n = (size_t)ps->list.numel;
   ps->buf = be->ops->alloc(be, n * mt_dtype_size(T), MT_MEM_PARAM);
@@ -122,13 +122,13 @@ static void alloc_buffers(mt_gpt *m) {
    * buffer (the fused attention forward re-runs before each layer's backward);
    * full recompute keeps recompute_num_layers layer sets that every chunk and
    * micro-batch reuses while it re-runs a chunk of layers. */
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE)
+  if (m->recompute == MT_RECOMPUTE_SELECTIVE)
     m->acts.lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
-  if (c->recompute == MT_RECOMPUTE_FULL) {
+  if (m->recompute == MT_RECOMPUTE_FULL) {
     int maxn = 0;
     for (int k = 0; k < m->n_chunks; k++)
       if (m->chunks[k].n_layers > maxn) maxn = m->chunks[k].n_layers;
-    m->acts.n_rc_sets = c->recompute_num_layers < maxn ? c->recompute_num_layers : maxn;
+    m->acts.n_rc_sets = c->model.recompute_num_layers < maxn ? c->model.recompute_num_layers : maxn;
     const int nrc = m->acts.n_rc_sets;
     m->acts.rc_sets = mt_xcalloc((size_t)(nrc ? nrc : 1), sizeof(mt_layer_acts));
     for (int k = 0; k < nrc; k++) mt_gpt_alloc_layer_acts(m, &m->acts.rc_sets[k], 1);
@@ -140,7 +140,7 @@ static void alloc_buffers(mt_gpt *m) {
   m->ws.dresid = wsp(m, m->rows_l * h, T);
   m->ws.dtmp_h = wsp(m, m->rows_l * h, T);
   m->ws.dqkv = wsp(m, m->rows * m->qkvl, T);
-  if (c->qk_layernorm) m->ws.dqkv2 = wsp(m, m->rows * m->qkvl, T);
+  if (c->model.qk_layernorm) m->ws.dqkv2 = wsp(m, m->rows * m->qkvl, T);
   m->ws.dctx = wsp(m, m->rows * m->hl, T);
   const int64_t fw = m->fl > m->shl ? m->fl : m->shl; /* dense MLP or shared expert */
   m->ws.dffn = wsp(m, m->rows * m->glu * fw, T);
@@ -154,29 +154,62 @@ static void alloc_buffers(mt_gpt *m) {
   m->ws.host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
 }
 
+/* Index of the enumerated option value v in the NULL-terminated list
+ * (the key's choices, config/config_table.c); a value the loader would have
+ * refused is a caller's bug. */
+static int option(const char *v, const char *key, const char *const *choices) {
+  for (int i = 0; choices[i]; i++)
+    if (!strcmp(v, choices[i])) return i;
+  mt_fatal("mt_gpt_create: model.%s '%s' is not one of the key's choices", key, v);
+}
+
+/* The model section's enumerated strings as the model's switches, and the
+ * derived sizes a hand-built config left 0 (model/gpt.h). */
+static void resolve_options(mt_gpt *m) {
+  mt_model_config *mc = &m->cfg.model;
+  m->pos = option(mc->position_embedding_type, "position_embedding_type", /* MT_POS_* */
+                  (const char *const[]){"learned_absolute", "rope", "none", NULL});
+  m->rmsnorm = option(mc->normalization, "normalization",
+                      (const char *const[]){"LayerNorm", "RMSNorm", NULL});
+  m->recompute = option(mc->recompute_granularity, "recompute_granularity", /* MT_RECOMPUTE_* */
+                        (const char *const[]){"", "selective", "full", NULL});
+  m->moe_lb_type = option(mc->moe_router_load_balancing_type, /* MT_MOE_LB_* */
+                          "moe_router_load_balancing_type",
+                          (const char *const[]){"aux_loss", "seq_aux_loss", "global_aux_loss",
+                                                "none", NULL});
+  if (mc->num_query_groups < 1) mc->num_query_groups = mc->num_attention_heads;
+  if (mc->kv_channels < 1 && mc->num_attention_heads > 0)
+    mc->kv_channels = mc->hidden_size / mc->num_attention_heads;
+  if (mc->max_position_embeddings < 1) mc->max_position_embeddings = mc->seq_length;
+}
+
 static void create_moe(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
-  if (c->num_experts > 0) {
+  if (c->model.num_experts > 0) {
     mt_moe_config mc = {0};
-    mc.E = c->num_experts;
-    mc.k = c->moe_router_topk;
-    mc.h = c->hidden_size;
-    mc.F = c->moe_ffn_hidden_size;
-    mc.swiglu = c->swiglu;
-    mc.route.capacity_factor = c->moe_expert_capacity_factor;
-    mc.route.drop_position = c->moe_drop_position;
-    mc.route.pre_softmax = c->moe_router_pre_softmax;
-    mc.route.score_sigmoid = c->moe_score_sigmoid;
-    mc.route.topk_scaling_factor = c->moe_router_topk_scaling_factor;
-    mc.route.num_groups = c->moe_router_num_groups;
-    mc.route.group_topk = c->moe_router_group_topk;
-    mc.route.lb_type = c->moe_lb_type;
+    mc.E = c->model.num_experts;
+    mc.k = c->model.moe_router_topk;
+    mc.h = c->model.hidden_size;
+    mc.F = c->model.moe_ffn_hidden_size;
+    mc.swiglu = c->model.swiglu;
+    mc.route.capacity_factor = c->model.moe_expert_capacity_factor;
+    mc.route.drop_position = option(c->model.moe_token_drop_policy, "moe_token_drop_policy",
+                                    (const char *const[]){"probs", "position", NULL});
+    mc.route.pre_softmax = c->model.moe_router_pre_softmax;
+    mc.route.score_sigmoid = option(c->model.moe_router_score_function,
+                                    "moe_router_score_function",
+                                    (const char *const[]){"softmax", "sigmoid", NULL});
+    mc.route.topk_scaling_factor = c->model.moe_router_topk_scaling_factor;
+    mc.route.num_groups = c->model.moe_router_num_groups;
+    mc.route.group_topk = c->model.moe_router_group_topk;
+    mc.route.lb_type = m->moe_lb_type;
     mc.route.seq_b = c->micro_batch_size;
-    mc.route.pad_to_capacity = c->moe_pad_expert_input_to_capacity;
-    mc.router_dtype = c->moe_router_dtype;
-    mc.lb_coeff = c->moe_aux_loss_coeff;
-    mc.z_coeff = c->moe_z_loss_coeff;
+    mc.route.pad_to_capacity = c->model.moe_pad_expert_input_to_capacity;
+    mc.router_dtype = option(c->model.moe_router_dtype, "moe_router_dtype", /* ..._DTYPE_* */
+                             (const char *const[]){"", "fp32", "fp64", NULL});
+    mc.lb_coeff = c->model.moe_aux_loss_coeff;
+    mc.z_coeff = c->model.moe_z_loss_coeff;
     /* tokens: this rank's SP shard of its CP rank's tokens; routing sees the
      * whole micro-batch (gathered over TP, then CP) */
     const int sp = m->rows_l < m->rows;
@@ -190,9 +223,9 @@ static void create_moe(mt_gpt *m) {
     mc.ep_rank = c->ep_rank;
     mc.etp = c->etp_size > 1 ? c->etp_group : NULL;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
-    mc.grouped_gemm = c->moe_grouped_gemm;
+    mc.grouped_gemm = c->model.moe_grouped_gemm;
     m->moe.ctx = mt_moe_create(be, &mc);
-    const int El = c->num_experts / c->ep_size;
+    const int El = c->model.num_experts / c->ep_size;
     m->moe.wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
     m->moe.gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
     mt_gpt_moe_bias_init(m);
@@ -202,24 +235,25 @@ static void create_moe(mt_gpt *m) {
 static void local_sizes(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   const int tp = c->tp_size;
-  const int ng = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
-  MT_ASSERT(c->num_attention_heads % ng == 0 && ng % tp == 0 && c->ffn_hidden_size % tp == 0);
+  const mt_model_config *mc = &c->model;
+  const int ng = mc->num_query_groups; /* resolved (resolve_options) */
+  MT_ASSERT(mc->num_attention_heads % ng == 0 && ng % tp == 0 && mc->ffn_hidden_size % tp == 0);
   MT_ASSERT(c->padded_vocab_size % tp == 0);
-  m->hn = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / c->num_attention_heads;
-  m->np = c->num_attention_heads / tp;
+  m->hn = mc->kv_channels;
+  m->np = c->model.num_attention_heads / tp;
   m->ng = ng / tp;
   m->hl = (int64_t)m->np * m->hn;
   m->qkvl = (int64_t)(m->np + 2 * m->ng) * m->hn;
-  m->glu = c->swiglu ? 2 : 1;
-  m->fl = c->ffn_hidden_size / tp;
-  MT_ASSERT(c->moe_shared_expert_intermediate_size % tp == 0);
-  m->shl = c->num_experts > 0 ? c->moe_shared_expert_intermediate_size / tp : 0;
+  m->glu = c->model.swiglu ? 2 : 1;
+  m->fl = c->model.ffn_hidden_size / tp;
+  MT_ASSERT(c->model.moe_shared_expert_intermediate_size % tp == 0);
+  m->shl = c->model.num_experts > 0 ? c->model.moe_shared_expert_intermediate_size / tp : 0;
   m->vl = c->padded_vocab_size / tp;
   m->v_start = (int64_t)c->tp_rank * m->vl;
-  int64_t valid = c->vocab_size - m->v_start;
+  int64_t valid = c->model.vocab_size - m->v_start;
   m->v_valid = valid < 0 ? 0 : (valid > m->vl ? m->vl : valid);
   int sp = c->sequence_parallel && tp > 1;
-  m->cpl = mt_cp_layout_make(c->seq_length, c->cp_size, c->cp_rank);
+  m->cpl = mt_cp_layout_make(c->model.seq_length, c->cp_size, c->cp_rank);
   m->s_loc = mt_cp_local_len(&m->cpl);
   MT_ASSERT(!sp || m->s_loc % tp == 0);
   m->sl = sp ? m->s_loc / tp : m->s_loc;
@@ -235,25 +269,25 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (c->tp_size < 1) c->tp_size = 1;
   if (c->pp_size < 1) c->pp_size = 1;
   if (c->vpp_size < 1) c->vpp_size = 1;
-  if (c->recompute_num_layers < 1) c->recompute_num_layers = 1;
+  if (c->model.recompute_num_layers < 1) c->model.recompute_num_layers = 1;
   if (c->ep_size < 1) c->ep_size = 1;
   if (c->cp_size < 1) c->cp_size = 1;
   MT_ASSERT(c->cp_size == 1 || (c->cp_group && c->cp_rank >= 0 && c->cp_rank < c->cp_size));
-  if (c->moe_layer_freq < 1) c->moe_layer_freq = 1;
-  if (c->num_experts > 0) {
-    if (c->moe_router_topk < 1) c->moe_router_topk = 1;
-    if (c->moe_ffn_hidden_size < 1) c->moe_ffn_hidden_size = c->ffn_hidden_size;
-    MT_ASSERT(c->num_experts % c->ep_size == 0 && c->moe_router_topk <= c->num_experts);
+  if (c->model.num_experts > 0) {
+    if (c->model.moe_router_topk < 1) c->model.moe_router_topk = 1;
+    if (c->model.moe_ffn_hidden_size < 1) c->model.moe_ffn_hidden_size = c->model.ffn_hidden_size;
+    MT_ASSERT(c->model.num_experts % c->ep_size == 0 &&
+              c->model.moe_router_topk <= c->model.num_experts);
     MT_ASSERT(c->tp_size == 1 || c->sequence_parallel); /* routing works on token shards */
   }
-  MT_ASSERT(c->kv_channels > 0 || c->hidden_size % c->num_attention_heads == 0);
-  MT_ASSERT(c->position_embedding != MT_POS_LEARNED ||
-            c->seq_length <= c->max_position_embeddings);
-  if (c->position_embedding == MT_POS_ROPE) {
-    if (c->rotary_percent <= 0.0f) c->rotary_percent = 1.0f;
-    if (c->rotary_base <= 0.0f) c->rotary_base = 10000.0f;
+  MT_ASSERT(c->model.kv_channels > 0 || c->model.hidden_size % c->model.num_attention_heads == 0);
+  resolve_options(m);
+  MT_ASSERT(m->pos != MT_POS_LEARNED || c->model.seq_length <= c->model.max_position_embeddings);
+  if (m->pos == MT_POS_ROPE) {
+    if (c->model.rotary_percent <= 0.0f) c->model.rotary_percent = 1.0f;
+    if (c->model.rotary_base <= 0.0f) c->model.rotary_base = 10000.0f;
   }
-  MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
+  MT_ASSERT(c->padded_vocab_size >= c->model.vocab_size);
   local_sizes(m);
   if (c->cp_size > 1) /* before the activation sets, which then save lse */
     m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
@@ -342,9 +376,10 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
 }
 
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
-  if (c->num_experts <= 0 || l < 0 || l >= c->num_layers) return 0;
-  if (c->moe_layer_pattern_len > 0) return l < c->moe_layer_pattern_len && c->moe_layer_pattern[l];
-  return l % (c->moe_layer_freq > 0 ? c->moe_layer_freq : 1) == 0;
+  if (c->model.num_experts <= 0 || l < 0 || l >= c->model.num_layers) return 0;
+  const mt_model_config *m = &c->model;
+  if (m->moe_layer_pattern_len > 0) return l < m->moe_layer_pattern_len && m->moe_layer_pattern[l];
+  return l % (c->model.moe_layer_freq > 0 ? c->model.moe_layer_freq : 1) == 0;
 }
 
 int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
@@ -356,7 +391,7 @@ int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
 
 int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
   int n = 0;
-  for (int l = 0; l < c->num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
+  for (int l = 0; l < c->model.num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
   return n;
 }
 
@@ -386,11 +421,11 @@ void mt_gpt_finalize_grads(mt_gpt *m) {
                      MT_OP_SUM);
   }
   /* tied word embedding split over the first and last stage */
-  if (c->pp_size > 1 && !c->untie_embeddings_and_output_weights && c->embd_group) {
+  if (c->pp_size > 1 && !c->model.untie_embeddings_and_output_weights && c->embd_group) {
     const int pre = m->params.embedding[1] >= 0, post = m->params.head[1] >= 0;
     if (pre || post)
       mt_allreduce(c->embd_group, pre ? m->g.word_embeddings.weight : m->g.output_layer.weight,
-                   m->vl * c->hidden_size, MT_F32, MT_OP_SUM);
+                   m->vl * c->model.hidden_size, MT_F32, MT_OP_SUM);
   }
 }
 
@@ -402,5 +437,5 @@ void mt_gpt_zero_grad(mt_gpt *m) {
 int mt_gpt_num_chunks(const mt_gpt *m) { return m->n_chunks; }
 int mt_gpt_chunk_is_first(const mt_gpt *m, int c) { return m->chunks[c].pre; }
 int mt_gpt_chunk_is_last(const mt_gpt *m, int c) { return m->chunks[c].post; }
-int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.hidden_size; }
+int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.model.hidden_size; }
 void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->ws.dresid; }

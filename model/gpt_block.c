@@ -13,14 +13,14 @@
 static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *site) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
-  d.p = m->pass.train ? c->hidden_dropout : 0.0f;
+  d.p = m->pass.train ? c->model.hidden_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, site, (uint64_t)l, 0);
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
-  d.h = c->hidden_size;
-  d.s_full = c->seq_length;
+  d.h = c->model.hidden_size;
+  d.s_full = c->model.seq_length;
   d.h_offset = 0;
-  d.h_full = c->hidden_size;
+  d.h_full = c->model.hidden_size;
   d.sample_ids = m->pass.sample_ids;
   return d;
 }
@@ -32,7 +32,7 @@ int mt_gpt_shard_runs(const mt_gpt *m, mt_cp_run runs[2]) {
 
 /* Bytes of one sequence row of a [sl, b, h] tensor. */
 static size_t row_bytes(const mt_gpt *m) {
-  return (size_t)m->cfg.micro_batch_size * (size_t)m->cfg.hidden_size *
+  return (size_t)m->cfg.micro_batch_size * (size_t)m->cfg.model.hidden_size *
          mt_dtype_size(m->be->dtype);
 }
 
@@ -71,15 +71,15 @@ void mt_gpt_dropout_bwd(mt_gpt *m, const mt_dropout_desc *d, void *dx, const voi
 static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_attn_desc d = {0};
-  d.s = c->seq_length;
+  d.s = c->model.seq_length;
   d.b = c->micro_batch_size;
   d.np = m->np;
   d.ng = m->ng;
   d.hn = m->hn;
   d.head_offset = c->tp_rank * m->np;
-  d.n_heads_total = c->num_attention_heads;
+  d.n_heads_total = c->model.num_attention_heads;
   d.scale = 1.0f / sqrtf((float)d.hn);
-  d.dropout_p = m->pass.train ? c->attention_dropout : 0.0f;
+  d.dropout_p = m->pass.train ? c->model.attention_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
   d.sample_ids = m->pass.sample_ids;
   return d;
@@ -124,9 +124,9 @@ static mt_rope_desc rope_desc(const mt_gpt *m) {
   d.np = m->np;
   d.ng = m->ng;
   d.hn = m->hn;
-  d.rot_dim = mt_rotary_dim(m->hn, c->rotary_percent);
-  d.interleaved = c->rotary_interleaved;
-  d.base = c->rotary_base;
+  d.rot_dim = mt_rotary_dim(m->hn, c->model.rotary_percent);
+  d.interleaved = c->model.rotary_interleaved;
+  d.base = c->model.rotary_base;
   d.s_offset = 0;
   return d;
 }
@@ -150,8 +150,8 @@ static void rope_apply(mt_gpt *m, void *qkv, int backward) {
 
 static mt_qknorm_desc qknorm_desc(const mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  mt_qknorm_desc d = {m->rows, m->np, m->ng, m->hn, c->normalization == MT_NORM_RMSNORM,
-                      c->layernorm_epsilon};
+  mt_qknorm_desc d = {m->rows, m->np, m->ng, m->hn, m->rmsnorm,
+                      c->model.norm_epsilon};
   return d;
 }
 
@@ -159,27 +159,27 @@ void mt_gpt_norm_fwd(mt_gpt *m, void *out, float *mean, float *rstd, const void 
                      const void *w, const void *b, int64_t rows) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  if (c->normalization == MT_NORM_RMSNORM)
-    be->ops->rmsnorm_fwd(be, out, rstd, in, w, rows, c->hidden_size, c->layernorm_epsilon);
+  if (m->rmsnorm)
+    be->ops->rmsnorm_fwd(be, out, rstd, in, w, rows, c->model.hidden_size, c->model.norm_epsilon);
   else
-    be->ops->layernorm_fwd(be, out, mean, rstd, in, w, b, rows, c->hidden_size,
-                           c->layernorm_epsilon);
+    be->ops->layernorm_fwd(be, out, mean, rstd, in, w, b, rows, c->model.hidden_size,
+                           c->model.norm_epsilon);
 }
 
 void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dout, const void *in,
                      const void *w, const float *mean, const float *rstd, int64_t rows) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  if (c->normalization == MT_NORM_RMSNORM)
-    be->ops->rmsnorm_bwd(be, din, dw, dout, in, w, rstd, rows, c->hidden_size);
+  if (m->rmsnorm)
+    be->ops->rmsnorm_bwd(be, din, dw, dout, in, w, rstd, rows, c->model.hidden_size);
   else
-    be->ops->layernorm_bwd(be, din, dw, db, dout, in, w, mean, rstd, rows, c->hidden_size);
+    be->ops->layernorm_bwd(be, din, dw, db, dout, in, w, mean, rstd, rows, c->model.hidden_size);
 }
 
 /* Pointer tables of MoE layer li's router and local experts (NULL biases
  * without add_bias_linear), in the struct-of-arrays form of model/moe_layer.h. */
 static mt_moe_weights moe_weights(mt_gpt *m, int li) {
-  const int El = m->cfg.num_experts / m->cfg.ep_size;
+  const int El = m->cfg.model.num_experts / m->cfg.ep_size;
   const mt_moe_tensors *t = &m->w.layers[li].moe;
   const void **p = m->moe.wp;
   for (int le = 0; le < El; le++) {
@@ -194,7 +194,7 @@ static mt_moe_weights moe_weights(mt_gpt *m, int li) {
 }
 
 static mt_moe_grads moe_grads(mt_gpt *m, int li) {
-  const int El = m->cfg.num_experts / m->cfg.ep_size;
+  const int El = m->cfg.model.num_experts / m->cfg.ep_size;
   const mt_moe_tensors *t = &m->g.layers[li].moe;
   float **p = m->moe.gp;
   for (int le = 0; le < El; le++) {
@@ -218,13 +218,13 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_tp_ctx *tp = &m->tp;
   const mt_layer_tensors *w = &m->w.layers[li];
   const mt_attention_tensors *wa = &w->self_attention;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */
   mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], w->input_layernorm.weight,
                   w->input_layernorm.bias, m->rows_l);
-  if (c->qk_layernorm) {
+  if (c->model.qk_layernorm) {
     mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, wa->linear_qkv.weight,
                                   wa->linear_qkv.bias, m->qkvl, h);
     mt_qknorm_desc qd = qknorm_desc(m);
@@ -235,7 +235,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, wa->linear_qkv.weight, wa->linear_qkv.bias,
                                   m->qkvl, h);
   }
-  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
+  if (m->pos == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
   core_attention_fwd(m, l, a);
   mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
                              h, m->hl);
@@ -282,7 +282,7 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_tp_ctx *tp = &m->tp;
   const mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
   const mt_attention_tensors *wa = &w->self_attention, *ga = &g->self_attention;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
@@ -318,7 +318,7 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
                   m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
+  if (m->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
                                                    ctx is rewritten with identical values; the
                                                    ring runs again under CP) */
     core_attention_fwd(m, l, a);
@@ -327,9 +327,9 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_row_parallel_linear_bwd(tp, m->ws.dctx, ga->linear_proj.weight, ga->linear_proj.bias,
                              m->ws.dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
   core_attention_bwd(m, l, a);
-  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->ws.dqkv, 1);
+  if (m->pos == MT_POS_ROPE) rope_apply(m, m->ws.dqkv, 1);
   void *dlin = m->ws.dqkv;
-  if (c->qk_layernorm) {
+  if (c->model.qk_layernorm) {
     mt_qknorm_desc qd = qknorm_desc(m);
     be->ops->qknorm_bwd(be, &qd, m->ws.dqkv2, ga->q_layernorm.weight, ga->q_layernorm.bias,
                         ga->k_layernorm.weight, ga->k_layernorm.bias, m->ws.dqkv, a->qkv_lin,

@@ -9,13 +9,13 @@
 static mt_dropout_desc embedding_dropout_desc(const mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
-  d.p = m->pass.train ? c->hidden_dropout : 0.0f;
+  d.p = m->pass.train ? c->model.hidden_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "embedding_dropout", 0, 0);
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
-  d.h = c->hidden_size;
-  d.s_full = c->seq_length; /* s_offset: per run (mt_gpt_dropout_bwd) */
-  d.h_full = c->hidden_size;
+  d.h = c->model.hidden_size;
+  d.s_full = c->model.seq_length; /* s_offset: per run (mt_gpt_dropout_bwd) */
+  d.h_full = c->model.hidden_size;
   d.sample_ids = m->pass.sample_ids;
   return d;
 }
@@ -25,7 +25,7 @@ static mt_dropout_desc embedding_dropout_desc(const mt_gpt *m) {
  * global position mt_cp_global_pos(si); Megatron's get_batch_on_this_cp_rank
  * slices the batch the same way). */
 static void load_tokens(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
-  const int s = m->cfg.seq_length, b = m->cfg.micro_batch_size;
+  const int s = m->cfg.model.seq_length, b = m->cfg.micro_batch_size;
   for (int64_t si = 0; si < m->s_loc; si++) {
     const int64_t p = mt_cp_global_pos(&m->cpl, si);
     for (int bi = 0; bi < b; bi++) {
@@ -43,13 +43,13 @@ static void load_tokens(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
 static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t b = c->micro_batch_size, h = c->model.hidden_size;
   mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens, m->w.word_embeddings.weight,
                                   m->v_start, m->v_start + m->vl, h);
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
-  if (c->position_embedding == MT_POS_LEARNED) /* (RoPE acts inside attention) */
+  if (m->pos == MT_POS_LEARNED) /* (RoPE acts inside attention) */
     for (int k = 0; k < nr; k++)
       be->ops->pos_embedding_fwd(be, (char *)sl->resid[0] + (size_t)(r[k].row - r[0].row) * rb,
                                  m->w.position_embeddings.weight, r[k].n, b, h, r[k].pos);
@@ -60,13 +60,13 @@ static void embedding_forward(mt_gpt *m, mt_slot *sl) {
 static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t b = c->micro_batch_size, h = c->model.hidden_size;
   mt_dropout_desc d = embedding_dropout_desc(m);
   if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, m->ws.dresid, m->ws.dresid);
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
-  if (c->position_embedding == MT_POS_LEARNED)
+  if (m->pos == MT_POS_LEARNED)
     for (int k = 0; k < nr; k++)
       be->ops->pos_embedding_bwd(be, m->g.position_embeddings.weight,
                                  (char *)m->ws.dresid + (size_t)(r[k].row - r[0].row) * rb, r[k].n,
@@ -80,7 +80,7 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
  * the sum of token losses. */
 static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
   const mt_gpt_config *c = &m->cfg;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
   mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, m->w.final_layernorm.weight,
                   m->w.final_layernorm.bias, m->rows_l);
   mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), NULL,
@@ -93,7 +93,7 @@ static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
 static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
   mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
                                       m->vl, m->v_valid, m->v_start, loss_scale);
   mt_column_parallel_linear_bwd(&m->tp, m->ws.dtmp_h, mt_gpt_output_weight(m, &m->g), NULL,
@@ -110,7 +110,7 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
 static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
   const mt_chunk *ch = &m->chunks[ci];
   const int L = ch->n_layers, l0 = ch->first_layer;
-  if (m->cfg.recompute != MT_RECOMPUTE_FULL) {
+  if (m->recompute != MT_RECOMPUTE_FULL) {
     for (int lc = L - 1; lc >= 0; lc--) {
       MT_HOOK(m, before_backward, l0 + lc);
       mt_gpt_layer_backward(m, ci, sl, lc);

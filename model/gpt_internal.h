@@ -9,6 +9,19 @@
 #include "model/gpt_tensors.h"
 #include "model/tensor_parallel.h"
 
+/* The model's switches resolved from the model section's strings
+ * (mt_gpt_create). model.recompute_granularity: activation recomputation
+ * (Korthikanti et al. 2022 §5): none; selective
+ * (Megatron's "core_attn": the fused attention forward is re-run before each
+ * layer's backward, so its [b, np, s] log-sum-exp is one buffer shared by all
+ * layers instead of one per layer; with the fused op nothing s x s is stored
+ * in any mode, docs/attention.md); full (each chunk of
+ * recompute_num_layers layers stores only its input and is re-run before its
+ * backward; Megatron's "uniform" method). All are bit-identical in results. */
+enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
+/* model.position_embedding_type */
+enum { MT_POS_LEARNED = 0, MT_POS_ROPE = 1, MT_POS_NONE = 2 };
+
 /* Activations one layer saves for its backward pass (one micro-batch).
  * s below is this CP rank's sequence s/cp (context parallelism; = s
  * without); sl = s / tp under sequence parallelism, else s; np, ng, hl = np·hn, fl
@@ -129,6 +142,12 @@ struct mt_gpt {
   mt_gpt_params_state params;
   mt_gpt_tensors w, g;       /* named weights and gradients (model/gpt_tensors.h) */
   int head_shares_embedding; /* tied output layer on the stage holding the embedding */
+
+  /* the model section's enumerated options, resolved (mt_gpt_create) */
+  int pos;                   /* MT_POS_* (position_embedding_type) */
+  int rmsnorm;               /* normalization "RMSNorm" (else LayerNorm) */
+  int recompute;             /* MT_RECOMPUTE_* (recompute_granularity) */
+  int moe_lb_type;           /* MT_MOE_LB_* (moe_router_load_balancing_type) */
 
   /* model chunks on this rank (pipeline stages, interleaved) */
   mt_chunk *chunks;          /* [n_chunks] */

@@ -10,29 +10,29 @@
 
 void mt_gpt_moe_bias_init(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->num_experts <= 0) return;
+  if (c->model.num_experts <= 0) return;
   const int L = mt_gpt_num_moe_layers(c);
-  const size_t n = (size_t)(L > 0 ? L : 1) * (size_t)c->num_experts;
-  if (c->moe_router_enable_expert_bias) m->moe.bias = mt_xcalloc(n, sizeof(float));
-  if (c->moe_router_enable_expert_bias || c->moe_lb_type == MT_MOE_LB_GLOBAL_AUX)
+  const size_t n = (size_t)(L > 0 ? L : 1) * (size_t)c->model.num_experts;
+  if (c->model.moe_router_enable_expert_bias) m->moe.bias = mt_xcalloc(n, sizeof(float));
+  if (c->model.moe_router_enable_expert_bias || m->moe_lb_type == MT_MOE_LB_GLOBAL_AUX)
     m->moe.bias_counts = mt_xcalloc(n, sizeof(int64_t));
 }
 
 float *mt_gpt_moe_expert_bias(mt_gpt *m, int moe_layer) {
   if (!m->moe.bias || moe_layer < 0 || moe_layer >= mt_gpt_num_moe_layers(&m->cfg)) return NULL;
-  return m->moe.bias + (size_t)moe_layer * m->cfg.num_experts;
+  return m->moe.bias + (size_t)moe_layer * m->cfg.model.num_experts;
 }
 
 int64_t *mt_gpt_moe_bias_counts(mt_gpt *m, int moe_layer) {
   if (!m->moe.bias_counts || moe_layer < 0 || moe_layer >= mt_gpt_num_moe_layers(&m->cfg))
     return NULL;
-  return m->moe.bias_counts + (size_t)moe_layer * m->cfg.num_experts;
+  return m->moe.bias_counts + (size_t)moe_layer * m->cfg.model.num_experts;
 }
 
 void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts) {
   if (!m->moe.bias_counts) return;
-  const int L = mt_gpt_num_moe_layers(&m->cfg), E = m->cfg.num_experts;
-  const float rate = m->cfg.moe_router_bias_update_rate;
+  const int L = mt_gpt_num_moe_layers(&m->cfg), E = m->cfg.model.num_experts;
+  const float rate = m->cfg.model.moe_router_bias_update_rate;
   for (int l = 0; l < L; l++) {
     const int64_t *n = counts + (size_t)l * E;
     for (int e = 0; e < E; e++) m->moe.bias_counts[(size_t)l * E + e] = n[e];

@@ -43,7 +43,7 @@ static void add_norm(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_t 
   char name[MT_PARAM_NAME_MAX];
   snprintf(name, sizeof name, "%s.weight", prefix);
   add_vec(m, &w->weight, &g->weight, name, n, MT_INIT_ONES, sp_partial);
-  if (m->cfg.normalization == MT_NORM_RMSNORM) return;
+  if (m->rmsnorm) return;
   snprintf(name, sizeof name, "%s.bias", prefix);
   add_vec(m, &w->bias, &g->bias, name, n, MT_INIT_ZEROS, sp_partial);
 }
@@ -57,7 +57,7 @@ static void add_column(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_
   snprintf(name, sizeof name, "%s.weight", prefix);
   mt_gpt_add_param(m, &w->weight, &g->weight, name, out, in, lout, in, r0, 0, init, 0,
                    lout == out)->halves = halves;
-  if (m->cfg.disable_bias_linear) return;
+  if (!m->cfg.model.add_bias_linear) return;
   snprintf(name, sizeof name, "%s.bias", prefix);
   mt_gpt_add_param(m, &w->bias, &g->bias, name, 1, out, 1, lout, 0, r0, MT_INIT_ZEROS, 1,
                    lout == out)->halves = halves;
@@ -71,7 +71,7 @@ static void add_row(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_t o
   char name[MT_PARAM_NAME_MAX];
   snprintf(name, sizeof name, "%s.weight", prefix);
   mt_gpt_add_param(m, &w->weight, &g->weight, name, out, in, out, lin, 0, c0, init, 0, lin == in);
-  if (m->cfg.disable_bias_linear) return;
+  if (!m->cfg.model.add_bias_linear) return;
   snprintf(name, sizeof name, "%s.bias", prefix);
   add_vec(m, &w->bias, &g->bias, name, out, MT_INIT_ZEROS, 0);
 }
@@ -81,8 +81,9 @@ static void add_row(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_t o
  * nothing without it. */
 static void register_shared(mt_gpt *m, mt_mlp_tensors *w, mt_mlp_tensors *g, int l) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->moe_shared_expert_intermediate_size <= 0) return;
-  const int64_t h = c->hidden_size, S = c->moe_shared_expert_intermediate_size, Sl = m->shl;
+  if (c->model.moe_shared_expert_intermediate_size <= 0) return;
+  const int64_t h = c->model.hidden_size, S = c->model.moe_shared_expert_intermediate_size;
+  const int64_t Sl = m->shl;
   const int64_t r0 = (int64_t)c->tp_rank * Sl;
   char p[MT_PARAM_NAME_MAX];
   snprintf(p, sizeof p, "decoder.layers.%d.mlp.shared_experts.linear_fc1", l);
@@ -102,15 +103,16 @@ static void register_shared(mt_gpt *m, mt_mlp_tensors *w, mt_mlp_tensors *g, int
 static void register_moe(mt_gpt *m, int li, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_moe_tensors *w = &m->w.layers[li].moe, *g = &m->g.layers[li].moe;
-  const int64_t h = c->hidden_size, F = c->moe_ffn_hidden_size, E = c->num_experts;
-  const int El = c->num_experts / c->ep_size;
+  const int64_t h = c->model.hidden_size, F = c->model.moe_ffn_hidden_size;
+  const int64_t E = c->model.num_experts;
+  const int El = c->model.num_experts / c->ep_size;
   char p[MT_PARAM_NAME_MAX];
   snprintf(p, sizeof p, "decoder.layers.%d.mlp.router.weight", l);
   mt_gpt_add_param(m, &w->router.weight, &g->router.weight, p, E, h, E, h, 0, 0, MT_INIT_NORMAL,
                    0, 1)->sp_partial = c->sequence_parallel && c->tp_size > 1;
   const int etp = c->etp_size > 1 ? c->etp_size : 1;
   const int64_t Fl = F / etp, f0 = (int64_t)(etp > 1 ? c->etp_rank : 0) * Fl;
-  MT_ASSERT(F % etp == 0 && (etp == 1 || c->disable_bias_linear));
+  MT_ASSERT(F % etp == 0 && (etp == 1 || !c->model.add_bias_linear));
   w->experts = mt_xcalloc((size_t)El, sizeof(mt_mlp_tensors));
   g->experts = mt_xcalloc((size_t)El, sizeof(mt_mlp_tensors));
   const int first = m->params.list.n;
@@ -138,7 +140,7 @@ static void register_moe(mt_gpt *m, int li, int l) {
 static void register_layer(mt_gpt *m, int li, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
-  const int64_t h = c->hidden_size, f = c->ffn_hidden_size, tr = c->tp_rank;
+  const int64_t h = c->model.hidden_size, f = c->model.ffn_hidden_size, tr = c->tp_rank;
   const int64_t qkvl = m->qkvl, hl = m->hl, fl = m->fl, gl = m->glu;
   const int sp = c->sequence_parallel && c->tp_size > 1;
   char p[MT_PARAM_NAME_MAX];
@@ -147,7 +149,7 @@ static void register_layer(mt_gpt *m, int li, int l) {
   snprintf(p, sizeof p, "decoder.layers.%d.self_attention.linear_qkv", l);
   add_column(m, &w->self_attention.linear_qkv, &g->self_attention.linear_qkv, p,
              qkvl * c->tp_size, h, qkvl, tr * qkvl, MT_INIT_NORMAL, 0);
-  if (c->qk_layernorm) { /* [hn] shared by the heads: partial under any tp > 1 */
+  if (c->model.qk_layernorm) { /* [hn] shared by the heads: partial under any tp > 1 */
     snprintf(p, sizeof p, "decoder.layers.%d.self_attention.q_layernorm", l);
     add_norm(m, &w->self_attention.q_layernorm, &g->self_attention.q_layernorm, p, m->hn,
              c->tp_size > 1);
@@ -174,7 +176,7 @@ static void register_layer(mt_gpt *m, int li, int l) {
 void mt_gpt_register_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_gpt_tensors *w = &m->w, *g = &m->g;
-  const int64_t h = c->hidden_size, V = c->padded_vocab_size, vl = m->vl;
+  const int64_t h = c->model.hidden_size, V = c->padded_vocab_size, vl = m->vl;
   const int sp = c->sequence_parallel && c->tp_size > 1;
   const int has_pre = m->chunks[0].pre, has_post = m->chunks[m->n_chunks - 1].post;
   m->params.embedding[0] = m->params.head[0] = 0;
@@ -183,8 +185,8 @@ void mt_gpt_register_params(mt_gpt *m) {
     mt_gpt_add_param(m, &w->word_embeddings.weight, &g->word_embeddings.weight,
                      "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
                      MT_INIT_NORMAL, 0, 0);
-    if (c->position_embedding == MT_POS_LEARNED) {
-      const int64_t P = c->max_position_embeddings;
+    if (m->pos == MT_POS_LEARNED) {
+      const int64_t P = c->model.max_position_embeddings;
       mt_gpt_add_param(m, &w->position_embeddings.weight, &g->position_embeddings.weight,
                        "embedding.position_embeddings.weight", P, h, P, h, 0, 0, MT_INIT_NORMAL,
                        0, 1)->sp_partial = sp;
@@ -207,7 +209,7 @@ void mt_gpt_register_params(mt_gpt *m) {
   if (!has_post) return;
   m->params.head[0] = m->params.list.n;
   add_norm(m, &w->final_layernorm, &g->final_layernorm, "decoder.final_layernorm", h, sp);
-  if (c->untie_embeddings_and_output_weights) {
+  if (c->model.untie_embeddings_and_output_weights) {
     mt_gpt_add_param(m, &w->output_layer.weight, &g->output_layer.weight, "output_layer.weight",
                      V, h, vl, h, m->v_start, 0, MT_INIT_NORMAL, 0, 0);
   } else if (has_pre) {

@@ -18,12 +18,12 @@ static void *act(mt_gpt *m, int64_t n, mt_dtype t) {
 void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse) {
   const mt_gpt_config *c = &m->cfg;
   mt_dtype T = m->be->dtype;
-  const int64_t h = c->hidden_size, s = m->s_loc, b = c->micro_batch_size;
-  const int ln = c->normalization != MT_NORM_RMSNORM; /* LayerNorm saves a mean */
+  const int64_t h = c->model.hidden_size, s = m->s_loc, b = c->micro_batch_size;
+  const int ln = !m->rmsnorm; /* LayerNorm saves a mean */
   a->ln1 = act(m, m->rows_l * h, T);
   a->ln1_mean = ln ? act(m, m->rows_l, MT_F32) : NULL;
   a->ln1_rstd = act(m, m->rows_l, MT_F32);
-  if (c->qk_layernorm) {
+  if (c->model.qk_layernorm) {
     a->qkv_lin = act(m, m->rows * m->qkvl, T);
     a->qk_mean = ln ? act(m, m->rows * (m->np + m->ng), MT_F32) : NULL;
     a->qk_rstd = act(m, m->rows * (m->np + m->ng), MT_F32);
@@ -56,18 +56,18 @@ static mt_slot *slot_new(mt_gpt *m, int chunk) {
   const mt_chunk *ch = &m->chunks[chunk];
   const mt_gpt_config *c = &m->cfg;
   mt_dtype T = m->be->dtype;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
   mt_slot *s = mt_xcalloc(1, sizeof *s);
   s->resid = mt_xcalloc((size_t)ch->n_layers + 1, sizeof(void *));
   for (int l = 0; l <= ch->n_layers; l++) s->resid[l] = act(m, m->rows_l * h, T);
-  if (c->recompute != MT_RECOMPUTE_FULL && ch->n_layers > 0) {
+  if (m->recompute != MT_RECOMPUTE_FULL && ch->n_layers > 0) {
     s->sets = mt_xcalloc((size_t)ch->n_layers, sizeof(mt_layer_acts));
     for (int l = 0; l < ch->n_layers; l++)
-      mt_gpt_alloc_layer_acts(m, &s->sets[l], c->recompute != MT_RECOMPUTE_SELECTIVE);
+      mt_gpt_alloc_layer_acts(m, &s->sets[l], m->recompute != MT_RECOMPUTE_SELECTIVE);
   }
   if (ch->post) {
     s->lnf = act(m, m->rows_l * h, T);
-    s->lnf_mean = c->normalization != MT_NORM_RMSNORM ? act(m, m->rows_l, MT_F32) : NULL;
+    s->lnf_mean = !m->rmsnorm ? act(m, m->rows_l, MT_F32) : NULL;
     s->lnf_rstd = act(m, m->rows_l, MT_F32);
     s->logits = act(m, m->rows * m->vl, T);
     s->row_max = act(m, m->rows, MT_F32);
@@ -137,6 +137,6 @@ void mt_gpt_slots_free(mt_gpt *m) {
 }
 
 mt_layer_acts *mt_gpt_layer_acts(mt_gpt *m, mt_slot *s, int lc) {
-  if (m->cfg.recompute == MT_RECOMPUTE_FULL) return &m->acts.rc_sets[lc % m->acts.n_rc_sets];
+  if (m->recompute == MT_RECOMPUTE_FULL) return &m->acts.rc_sets[lc % m->acts.n_rc_sets];
   return &s->sets[lc];
 }

@@ -11,7 +11,7 @@ static void *act(mt_gpt *m, int64_t n) {
 
 void mt_moe_shared_alloc_acts(mt_gpt *m, mt_layer_acts *a) {
   a->sh_fc1 = a->sh_act = NULL;
-  if (m->cfg.moe_shared_expert_intermediate_size <= 0) return;
+  if (m->cfg.model.moe_shared_expert_intermediate_size <= 0) return;
   a->sh_fc1 = act(m, m->rows * m->glu * m->shl);
   a->sh_act = act(m, m->rows * m->shl);
 }
@@ -25,7 +25,7 @@ void mt_moe_shared_free_acts(mt_gpt *m, mt_layer_acts *a) {
 void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a, void *out) {
   if (!w->linear_fc1.weight) return;
   mt_backend *be = m->be;
-  const int64_t h = m->cfg.hidden_size, Sl = m->shl;
+  const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
   mt_column_parallel_linear_fwd(&m->tp, a->sh_fc1, a->ln2, w->linear_fc1.weight,
                                 w->linear_fc1.bias, m->glu * Sl, h);
   if (m->glu == 2)
@@ -40,7 +40,7 @@ void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a,
 void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
                             mt_layer_acts *a, void *dy, const void *dx_routed) {
   mt_backend *be = m->be;
-  const int64_t h = m->cfg.hidden_size, Sl = m->shl;
+  const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
   if (!w->linear_fc1.weight) {
     be->ops->memcpy_d2d(be, dy, dx_routed, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
     return;
