@@ -516,10 +516,7 @@ int mt_config_data_parallel_size(const mt_config *cfg, int world_size) {
 }
 
 int mt_config_is_moe_layer(const mt_config *cfg, int l) {
-  const mt_model_config *m = &cfg->model;
-  if (m->num_experts <= 0 || l < 0 || l >= m->num_layers) return 0;
-  if (m->moe_layer_pattern_len > 0) return l < m->moe_layer_pattern_len && m->moe_layer_pattern[l];
-  return l % (m->moe_layer_freq > 0 ? m->moe_layer_freq : 1) == 0;
+  return mt_model_is_moe_layer(&cfg->model, l);
 }
 
 int64_t mt_config_padded_vocab(const mt_config *cfg) {

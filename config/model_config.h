@@ -11,7 +11,8 @@
  * with Megatron's default; enumerated keys stay strings, as in Megatron-core's
  * TransformerConfig (normalization "LayerNorm", ...). After loading, derived
  * keys are resolved (never 0) and layernorm_epsilon equals norm_epsilon. The
- * header holds data only (model/ may include it: scripts/layers.txt).
+ * header holds the struct and one inline helper (model/ may include it and
+ * call mt_model_is_moe_layer: scripts/layers.txt).
  */
 #ifndef MT_CONFIG_MODEL_CONFIG_H
 #define MT_CONFIG_MODEL_CONFIG_H
@@ -80,5 +81,14 @@ typedef struct {
   int moe_shared_expert_intermediate_size; /* 0 (null) = no shared expert */
   int moe_grouped_gemm;
 } mt_model_config;
+
+/* 1 when layer l (0-based, global) is an MoE layer: num_experts > 0 and the
+ * moe_layer_freq integer (every k-th layer from 0) or list selects it. The one
+ * definition behind mt_config_is_moe_layer and mt_gpt_is_moe_layer. */
+static inline int mt_model_is_moe_layer(const mt_model_config *m, int l) {
+  if (m->num_experts <= 0 || l < 0 || l >= m->num_layers) return 0;
+  if (m->moe_layer_pattern_len > 0) return l < m->moe_layer_pattern_len && m->moe_layer_pattern[l];
+  return l % (m->moe_layer_freq > 0 ? m->moe_layer_freq : 1) == 0;
+}
 
 #endif

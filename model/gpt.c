@@ -376,10 +376,7 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
 }
 
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
-  if (c->model.num_experts <= 0 || l < 0 || l >= c->model.num_layers) return 0;
-  const mt_model_config *m = &c->model;
-  if (m->moe_layer_pattern_len > 0) return l < m->moe_layer_pattern_len && m->moe_layer_pattern[l];
-  return l % (c->model.moe_layer_freq > 0 ? c->model.moe_layer_freq : 1) == 0;
+  return mt_model_is_moe_layer(&c->model, l);
 }
 
 int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {

@@ -3,7 +3,8 @@
  * inside mt_config.model (config/model_config.h), and a non-default value
  * given through the loader (--set model.KEY=VALUE) changes that field of
  * the mt_gpt_config the trainer builds (mt_trainer_model_config) and of the
- * copy the created model keeps (mt_gpt_get_config). Table-driven: a new
+ * copy the created model keeps (mt_gpt_get_config); and the model accepts
+ * every choice of each enumerated model key. Table-driven: a new
  * model key is covered without touching this file, unless the loader needs
  * other keys to accept a non-default value of it (k_context below) or the
  * automatic value is not valid (k_value). */
@@ -173,10 +174,53 @@ static void test_model_keys_reach_model_config(void **state) {
   mt_backend_destroy(be);
 }
 
+/* The model accepts every choice the loader accepts for each enumerated
+ * model key (it resolves the strings itself, model/gpt.c: a choice it does
+ * not know is fatal). */
+static void test_model_accepts_every_choice(void **state) {
+  (void)state;
+  mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
+  mt_backends_process_init(&bo);
+  char err[1024] = "";
+  mt_backend *be = mt_backend_create(&bo, err, sizeof err);
+  assert_non_null(be);
+  mt_parallel_state ps;
+  memset(&ps, 0, sizeof ps);
+  int created = 0;
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    const mt_cfg_key *kd = &mt_cfg_keys[k];
+    if (strcmp(mt_cfg_sections[kd->sec], "model") || kd->type != MT_CT_STR || !kd->choices)
+      continue;
+    const char *ov[4] = {NULL};
+    int n = 0;
+    for (size_t i = 0; i < sizeof k_context / sizeof *k_context; i++)
+      if (!strcmp(k_context[i].key, kd->name))
+        for (int j = 0; j < 2 && k_context[i].context[j]; j++) ov[n++] = k_context[i].context[j];
+    for (const char *q = kd->choices; *q;) {
+      const char *bar = strchr(q, '|');
+      const int len = bar ? (int)(bar - q) : (int)strlen(q);
+      char set[128];
+      snprintf(set, sizeof set, "model.%s=\"%.*s\"", kd->name, len, q);
+      ov[n] = set;
+      mt_config c;
+      if (load(&c, ov, n + 1, err, sizeof err)) fail_msg("--set %s: %s", set, err);
+      const mt_gpt_config g = mt_trainer_model_config(&c, &ps);
+      mt_gpt_destroy(mt_gpt_create(be, &g));
+      mt_config_free(&c);
+      created++;
+      q = bar ? bar + 1 : q + len;
+    }
+  }
+  print_message("%d models, one per choice of each enumerated model key\n", created);
+  assert_true(created >= 10);
+  mt_backend_destroy(be);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_model_keys_in_model_section),
       cmocka_unit_test(test_model_keys_reach_model_config),
+      cmocka_unit_test(test_model_accepts_every_choice),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
