@@ -375,23 +375,6 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
   }
 }
 
-int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
-  return mt_model_is_moe_layer(&c->model, l);
-}
-
-int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
-  if (!mt_gpt_is_moe_layer(c, l)) return -1;
-  int n = 0;
-  for (int j = 0; j < l; j++) n += mt_gpt_is_moe_layer(c, j);
-  return n;
-}
-
-int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
-  int n = 0;
-  for (int l = 0; l < c->model.num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
-  return n;
-}
-
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {
   return m->moe.ctx ? mt_moe_get_stats(m->moe.ctx) : NULL;
 }

@@ -125,7 +125,7 @@ typedef struct {
   mt_moe *ctx;               /* router, dispatcher, experts (model/moe_layer.h) */
   const void **wp;           /* [4 · E/ep] scratch pointer tables (mt_moe_weights) */
   float **gp;                /* [4 · E/ep] (mt_moe_grads) */
-  /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
+  /* aux-loss-free balancing (model/gpt_moe.c): fp32 expert bias and the
    * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
    * EVERY MoE layer of the model (not only this stage's); the bias NULL when
    * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
@@ -176,7 +176,7 @@ struct mt_gpt {
 };
 
 /* Allocate the expert-bias state (zeros) when moe_router_enable_expert_bias
- * is on, the counts also for global_aux_loss (model/gpt_moe_bias.c; called
+ * is on, the counts also for global_aux_loss (model/gpt_moe.c; called
  * by create_moe). */
 void mt_gpt_moe_bias_init(mt_gpt *m);
 

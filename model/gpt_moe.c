@@ -1,12 +1,31 @@
-/* model/gpt_moe_bias.c — expert-bias state of aux-loss-free load balancing
- * and the last global batch's tokens per expert (see model/gpt.h
- * "aux-loss-free load balancing"; docs/moe.md "Expert bias"). */
+/* model/gpt_moe.c — the model's MoE bookkeeping: which layers are MoE
+ * layers and their MoE-layer index, and the expert-bias state of
+ * aux-loss-free load balancing with the last global batch's tokens per
+ * expert (see model/gpt.h "aux-loss-free load balancing"; docs/moe.md
+ * "Expert bias"). */
 #include <stdlib.h>
 
 #include "core/util.h"
 #include "model/gpt.h"
 #include "model/gpt_internal.h"
 #include "model/moe_router.h"
+
+int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
+  return mt_model_is_moe_layer(&c->model, l);
+}
+
+int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
+  if (!mt_gpt_is_moe_layer(c, l)) return -1;
+  int n = 0;
+  for (int j = 0; j < l; j++) n += mt_gpt_is_moe_layer(c, j);
+  return n;
+}
+
+int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
+  int n = 0;
+  for (int l = 0; l < c->model.num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
+  return n;
+}
 
 void mt_gpt_moe_bias_init(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
