@@ -4,7 +4,8 @@
 # iteration N fail with ENOSPC) on rank 1 of a 2-rank tp2 job ends the job
 # with exit 1 on every rank, one message naming the file and the error; the
 # previous checkpoint stays latest and loads, no temporary directory is left.
-# The same with an asynchronous save (the error surfaces at its finalize),
+# The same with an asynchronous save (the error surfaces at its finalize;
+# both the shard write and the "latest" write),
 # and a save directory that cannot be created is refused at start-up. A disk
 # that fills while "latest" is written (checkpoint_latest_enospc:N on rank 0,
 # which publishes) leaves iteration N complete on disk: the message says
@@ -71,6 +72,21 @@ grep "error: write to '$S/iter_0000008.tmp.[^/]*/shard_00000.bin' failed: Input/
 [ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "async: latest is not 4"; exit 1; }
 ! compgen -G "$S/*.tmp*" >/dev/null || { echo "async: temporary files left:"; ls "$S"; exit 1; }
 echo "async: EIO -> exit 1, iteration 4 still latest"
+# asynchronous save, the disk fills while "latest" is written: the same exact
+# message when the save is finalized (iteration 8 complete, "latest" still 4)
+S="$TMP/save_async_latest"
+set +e
+MEGATRAIN_FAILPOINT=checkpoint_latest_enospc:8 "$MT" --config $CFG --set checkpoint.save="$S" \
+  --set checkpoint.save_interval=4 --set training.train_iters=8 --set checkpoint.async_save=true \
+  >"$TMP/c2.log" 2>&1; rc=$?
+set -e
+[ $rc -eq 1 ] || { echo "async latest: exit $rc, want 1"; cat "$TMP/c2.log"; exit 1; }
+want="megatrain: error: iteration 8 is saved completely in '$S/iter_0000008', but '$S/latest_checkpointed_iteration.txt' was not updated (write to '$S/latest_checkpointed_iteration.txt.tmp' failed: No space left on device); it still names iteration 4, so a resume from this directory starts at iteration 4 (write 8 into '$S/latest_checkpointed_iteration.txt' to resume from iteration 8)"
+grep -qxF "$want" "$TMP/c2.log" || { echo "async latest: not the exact message"; cat "$TMP/c2.log"; exit 1; }
+! grep -q "was not saved" "$TMP/c2.log" || { echo "async latest: says 'was not saved'"; exit 1; }
+[ "$(cat "$S/latest_checkpointed_iteration.txt")" = 4 ] || { echo "async latest: latest is not 4"; exit 1; }
+[ -f "$S/iter_0000008/metadata.json" ] || { echo "async latest: iteration 8 missing"; ls "$S"; exit 1; }
+echo "async: ENOSPC on latest_checkpointed_iteration.txt -> exit 1, the exact message, iteration 8 on disk"
 
 # a save directory that cannot be created: refused at start-up, exit 1
 touch "$TMP/file"
