@@ -19,18 +19,6 @@
 #include "core/util.h"
 #include "config/config_internal.h"
 
-void mt_config_defaults(mt_config *cfg) {
-  mt_cfg_apply_defaults(cfg);
-  mt_cfg_derive(cfg, 1);
-}
-
-void mt_model_config_defaults(mt_model_config *m) {
-  mt_config *cfg = mt_xcalloc(1, sizeof *cfg);
-  mt_cfg_apply_defaults(cfg);
-  *m = cfg->model;
-  free(cfg);
-}
-
 /* ---- did-you-mean ------------------------------------------------------ */
 
 static int edit_distance(const char *a, const char *b) {

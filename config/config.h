@@ -101,15 +101,6 @@ typedef struct {
                                     "" if none; not part of json */
 } mt_config;
 
-/* Fill cfg with the key table's defaults (Megatron's: what an empty section
- * means), derived keys resolved for one rank; json stays NULL. */
-void mt_config_defaults(mt_config *cfg);
-
-/* The key table's defaults of the model section alone, derived keys left 0
- * (= derive): the starting point of a model config built by hand (tests,
- * benches; the model resolves derived sizes left 0, model/gpt.h). */
-void mt_model_config_defaults(mt_model_config *m);
-
 /* Read and validate a config: parse `path` with cJSON, apply `n_overrides`
  * "section.key=value" strings (value parsed as JSON when it parses, else taken
  * as a string), check every key (unknown keys with a did-you-mean, types,

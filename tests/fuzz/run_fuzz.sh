@@ -43,7 +43,7 @@ srcs() {
     config) echo "$(ls config/*.c | tr "\n" " ") $CORE" ;;
     legacy) echo "checkpoint/legacy_reader.c checkpoint/legacy_records.c tests/support/legacy_writer.c model/params.c $DCKPT $CORE" ;;
     hw) echo "planner/plan_hw.c $CORE" ;;
-    safetensors) echo "core/safetensors.c core/safetensors_dir.c $CORE" ;;
+    safetensors) echo "core/safetensors.c core/safetensors_dir.c tests/support/probe_core.c $CORE" ;;
     *) return 1 ;;
   esac
 }
