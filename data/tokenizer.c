@@ -92,6 +92,8 @@ int mt_tokenizer_bos(const mt_tokenizer *t) {
   return t->sp ? mt_sp_bos(t->sp) : mt_bpe_bos(t->bpe);
 }
 
+const mt_bpe *mt_tokenizer_bpe(const mt_tokenizer *t) { return t->bpe; }
+
 mt_tok_encoder *mt_tok_encoder_new(const mt_tokenizer *t) {
   mt_tok_encoder *e = mt_xcalloc(1, sizeof(*e));
   e->t = t;
@@ -104,6 +106,11 @@ void mt_tok_encoder_free(mt_tok_encoder *e) {
   mt_bpe_encoder_free(e->bpe);
   free(e->ids);
   free(e);
+}
+
+void mt_tok_encoder_stats(const mt_tok_encoder *e, uint64_t *lookups, uint64_t *hits) {
+  *lookups = *hits = 0;
+  if (e->bpe) mt_bpe_encoder_stats(e->bpe, lookups, hits);
 }
 
 size_t mt_tok_encode(mt_tok_encoder *e, const char *text, size_t len, mt_tokvec *out) {

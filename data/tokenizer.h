@@ -42,6 +42,10 @@ int mt_tokenizer_vocab_size(const mt_tokenizer *t);
 int mt_tokenizer_eod(const mt_tokenizer *t); /* -1 when the tokenizer has none */
 int mt_tokenizer_bos(const mt_tokenizer *t);
 
+/* The byte-level BPE of GPT2BPETokenizer / HuggingFaceTokenizer, NULL for
+ * SentencePiece. */
+const mt_bpe *mt_tokenizer_bpe(const mt_tokenizer *t);
+
 mt_tok_encoder *mt_tok_encoder_new(const mt_tokenizer *t);
 void mt_tok_encoder_free(mt_tok_encoder *e);
 
@@ -52,6 +56,9 @@ size_t mt_tok_encode(mt_tok_encoder *e, const char *text, size_t len, mt_tokvec 
  * HuggingFaceTokenizer when with_template, plain ids otherwise. */
 size_t mt_tok_encode_doc(mt_tok_encoder *e, const char *text, size_t len, int with_template,
                          mt_tokvec *out);
+
+/* Piece-cache lookups and hits (byte-level BPE; 0 for SentencePiece). */
+void mt_tok_encoder_stats(const mt_tok_encoder *e, uint64_t *lookups, uint64_t *hits);
 
 /* Decode ids into a malloc'ed NUL-terminated string (length in *len). Ids
  * outside the vocabulary decode as "<|bad:ID|>". */
