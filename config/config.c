@@ -144,6 +144,7 @@ static int is_weight(const cJSON *v, double *w) {
 static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
   char buf[80];
   d->n_paths = 0;
+  d->weighted = 0;
   if (cJSON_IsString(v)) {
     if (!v->valuestring[0]) return mt_cfg_fail(c, k, "empty path (expected a path prefix)");
     if (strlen(v->valuestring) >= MT_PATH_MAX)
@@ -190,6 +191,7 @@ static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
     e = e->next;
   }
   d->n_paths = np;
+  d->weighted = weighted;
   return 0;
 }
 

@@ -68,9 +68,14 @@ typedef struct {
   int n_paths;
   char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */
   double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */
+  int weighted;                                   /* data_path given in the weighted form */
   char split[64];                                 /* "969,30,1" */
   char vocab_file[MT_PATH_MAX];                   /* optional, for decoding samples */
   char merge_file[MT_PATH_MAX];
+  char tokenizer_type[32];                        /* GPT2BPETokenizer | HuggingFaceTokenizer |
+                                                     SentencePieceTokenizer */
+  char tokenizer_model[MT_PATH_MAX];              /* tokenizer.json / its folder, tokenizer.model */
+  float mid_level_dataset_surplus;                /* blend surplus (0.005) */
 } mt_data_config;
 
 typedef struct {
