@@ -515,16 +515,18 @@ const mt_cfg_rule *mt_cfg_rules_layout(int *n) {
 }
 
 int mt_cfg_nrules(void) {
-  int a, b;
+  int a, b, d;
   mt_cfg_rules_layout(&a);
   mt_cfg_rules_model(&b);
-  return a + b;
+  mt_cfg_rules_data(&d);
+  return a + b + d;
 }
 
 const mt_cfg_rule *mt_cfg_rule_at(int i) {
-  int a, b;
-  const mt_cfg_rule *la = mt_cfg_rules_layout(&a), *mo = mt_cfg_rules_model(&b);
-  return i < a ? &la[i] : i < a + b ? &mo[i - a] : NULL;
+  int a, b, d;
+  const mt_cfg_rule *la = mt_cfg_rules_layout(&a), *mo = mt_cfg_rules_model(&b),
+                    *da = mt_cfg_rules_data(&d);
+  return i < a ? &la[i] : i < a + b ? &mo[i - a] : i < a + b + d ? &da[i - a - b] : NULL;
 }
 
 /* Run the rules of one phase in order; 0 or 2 (c->rule = the failing one). */

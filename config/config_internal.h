@@ -2,13 +2,14 @@
  * (config_table.c: one row per config key holding section, name, type, where
  * it lives in mt_config, flags, range, default, the Megatron flag it mirrors,
  * a one-line description and the setting it needs to have an effect), the
- * table of consistency rules (config_check.c, config_rules_model.c: each
- * rule's check, its text in docs/config.md and a config that breaks it) and
- * the validation context shared by the loader (config.c), the checks, the
- * rule on keys without effect (config_needs.c), the messages (config_msg.c),
- * the canonical JSON writer (config_keys.c) and the docs/config.md generator
- * (config_doc.c). Inside the folder the files call down only:
- * config.c -> config_check.c -> config_rules_model.c / config_needs.c ->
+ * table of consistency rules (config_check.c, config_rules_model.c,
+ * config_rules_data.c: each rule's check, its text in docs/config.md and a
+ * config that breaks it) and the validation context shared by the loader
+ * (config.c), the checks, the rule on keys without effect (config_needs.c),
+ * the messages (config_msg.c), the canonical JSON writer (config_keys.c) and
+ * the docs/config.md generator (tests/support/config_doc.c). Inside the
+ * folder the files call down only: config.c -> config_check.c ->
+ * config_rules_model.c / config_rules_data.c / config_needs.c ->
  * config_msg.c, config_table.c (make check-layers). */
 #ifndef MT_CONFIG_CONFIG_INTERNAL_H
 #define MT_CONFIG_CONFIG_INTERNAL_H
@@ -97,12 +98,20 @@ int mt_cfg_check_needs(mt_cfg_ctx *c, mt_config *cfg, int world);
  * reset to their default and marked absent (a config written by an older
  * build lists every key). */
 void mt_cfg_drop_dead(mt_cfg_ctx *c, mt_config *cfg);
-/* The condition of key k as docs/config.md shows it, e.g.
- * "`num_experts` > 0", "`position_embedding_type` `rope`"; "" when none. */
-void mt_cfg_needs_doc(int k, char *buf, size_t n);
-/* Key index of the condition's key, or -1 when k has none or it does not
+/* One `needs` condition: the key it names, the operator (0: true /
+ * non-zero / non-empty, '=', '!' for "!=", '>') and the operand text. */
+typedef struct {
+  int key;
+  char op;
+  char val[64];
+} mt_cfg_need;
+/* Parse key k's `needs` into *c: 0, or -1 when k has none or it does not
  * parse (the unit test checks every row). */
-int mt_cfg_needs_key(int k);
+int mt_cfg_need_of(int k, mt_cfg_need *c);
+/* What c asks for: md 0 for messages ("model.num_experts > 0",
+ * "model.position_embedding_type \"rope\""), 1 for docs/config.md
+ * ("`model.num_experts` > 0"). */
+void mt_cfg_need_text(const mt_cfg_need *c, int md, char *buf, size_t n);
 
 /* ---- consistency rules ---- */
 
@@ -128,6 +137,7 @@ const mt_cfg_rule *mt_cfg_rule_at(int i);
 int mt_cfg_nrules(void);
 const mt_cfg_rule *mt_cfg_rules_layout(int *n);
 const mt_cfg_rule *mt_cfg_rules_model(int *n);
+const mt_cfg_rule *mt_cfg_rules_data(int *n);
 
 /* Note `msg` (collected into mt_config.notes). */
 void mt_cfg_note(mt_cfg_ctx *c, const char *msg);

@@ -11,15 +11,10 @@
 
 #include "config/config_internal.h"
 
-/* One condition: key, operator (0: true / non-zero / non-empty, '=', '!'
- * for "!=", '>'), operand text. */
-typedef struct {
-  int key;
-  char op;
-  char val[64];
-} cond;
+typedef mt_cfg_need cond;
 
-static int parse(const char *needs, cond *c) {
+int mt_cfg_need_of(int k, mt_cfg_need *c) {
+  const char *needs = mt_cfg_keys[k].needs;
   if (!needs) return -1;
   const size_t n = strcspn(needs, "=!>");
   char name[96];
@@ -66,16 +61,11 @@ static int holds(const mt_config *cfg, const cond *c) {
   return c->op == '=' ? v == w : c->op == '!' ? v != w : v > w;
 }
 
-int mt_cfg_needs_key(int k) {
-  cond c;
-  return parse(mt_cfg_keys[k].needs, &c) ? -1 : c.key;
-}
-
 int mt_cfg_applies(const mt_config *cfg, int k, int *blocker) {
   /* up the chain; at most one step per key, so a cycle in the table ends */
   for (int step = 0; step < mt_cfg_nkeys; step++) {
     cond c;
-    if (parse(mt_cfg_keys[k].needs, &c)) return 1;
+    if (mt_cfg_need_of(k, &c)) return 1;
     if (!holds(cfg, &c)) {
       if (blocker) *blocker = k;
       return 0;
@@ -111,7 +101,7 @@ static void value_text(const mt_config *cfg, int k, char *buf, size_t n) {
 
 /* What the condition asks for: `md` 0 for messages ("model.num_experts > 0",
  * "model.position_embedding_type \"rope\""), 1 for markdown. */
-static void requirement(const cond *c, int md, char *buf, size_t n) {
+void mt_cfg_need_text(const mt_cfg_need *c, int md, char *buf, size_t n) {
   char key[96];
   dotted(c->key, key, sizeof key);
   const char *q = md ? "`" : "";
@@ -128,22 +118,13 @@ static void requirement(const cond *c, int md, char *buf, size_t n) {
   }
 }
 
-void mt_cfg_needs_doc(int k, char *buf, size_t n) {
-  cond c;
-  if (parse(mt_cfg_keys[k].needs, &c)) {
-    buf[0] = '\0';
-    return;
-  }
-  requirement(&c, 1, buf, n);
-}
-
 int mt_cfg_check_needs(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   for (int k = 0; k < mt_cfg_nkeys; k++) {
     int b = -1;
     if (c->present[k] != 1 || mt_cfg_applies(cfg, k, &b)) continue;
     cond cd;
-    parse(mt_cfg_keys[b].needs, &cd); /* parsed by mt_cfg_applies */
+    mt_cfg_need_of(b, &cd); /* parsed by mt_cfg_applies */
     char mine[64], key[96], val[64], req[192];
     value_text(cfg, k, mine, sizeof mine);
     /* the enabling key: bare in the key's own section, else section.key */
@@ -152,7 +133,7 @@ int mt_cfg_check_needs(mt_cfg_ctx *c, mt_config *cfg, int world) {
     else
       dotted(cd.key, key, sizeof key);
     value_text(cfg, cd.key, val, sizeof val);
-    requirement(&cd, 0, req, sizeof req);
+    mt_cfg_need_text(&cd, 0, req, sizeof req);
     return mt_cfg_fail(c, k,
                        "%s has no effect with %s %s (expected %s for it to apply, or the key left "
                        "out)",

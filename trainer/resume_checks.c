@@ -59,12 +59,6 @@ static const struct {
      offsetof(mt_training_config, weight_decay)},
 };
 
-int mt_resume_sched_keys(const char **keys, int max) {
-  const int n = (int)(sizeof k_sched / sizeof k_sched[0]);
-  for (int i = 0; i < n && i < max; i++) keys[i] = k_sched[i].key;
-  return n;
-}
-
 /* Appends "training.KEY: checkpoint A, this run B" to buf. */
 static void add_diff(char *buf, size_t n, const char *key, const char *a, const char *b) {
   size_t l = strlen(buf);

@@ -14,7 +14,7 @@
 /* Compare every key Megatron's OptimizerParamScheduler checks on load
  * (cfg->training as resolved: lr, min_lr, lr_warmup_iters, lr_decay_iters,
  * lr_decay_style, and weight_decay for Megatron's start and end weight
- * decay; mt_resume_sched_keys lists them) with saved_config_json (the
+ * decay; k_sched in resume_checks.c lists them) with saved_config_json (the
  * resolved config JSON saved with the checkpoint; NULL, "null" or a JSON
  * without a "training" object: nothing to compare, returns 0; a key the
  * saved config lacks is not compared, as Megatron skips start_wd when the
@@ -31,10 +31,6 @@
 int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg,
                              const char *load_dir, int verbose, mt_lr_schedule *sched,
                              float *weight_decay, char *err, size_t errlen);
-
-/* The training.* keys mt_resume_check_schedule compares, in its order (up
- * to max into keys); returns how many there are. */
-int mt_resume_sched_keys(const char **keys, int max);
 
 /* Compare the model keys that fix how the stored tensors are interpreted
  * (num_layers, hidden_size, ffn_hidden_size, num_attention_heads,

@@ -23,6 +23,12 @@
 #include "core/fileio.h"
 #include "core/json.h"
 
+/* Key index of key k's `needs` condition, or -1 (none, or it does not parse). */
+static int needs_key(int k) {
+  mt_cfg_need c;
+  return mt_cfg_need_of(k, &c) ? -1 : c.key;
+}
+
 static const char *SRC = "rules.json";
 
 /* Load MT_CFG_RULE_BASE with n overrides on `world` ranks into ctx c. */
@@ -114,7 +120,8 @@ static void some_value(int k, char *buf, size_t n) {
     case MT_CT_BOOL: snprintf(buf, n, "%s", kd->def != 0 ? "true" : "false"); break;
     case MT_CT_STR:
       if (kd->def_str) snprintf(buf, n, "%s", kd->def_str);
-      else snprintf(buf, n, "%.*s", (int)strcspn(kd->choices, "|"), kd->choices);
+      else if (kd->choices) snprintf(buf, n, "%.*s", (int)strcspn(kd->choices, "|"), kd->choices);
+      else snprintf(buf, n, "some/path"); /* a free string (a file path), no default */
       break;
     case MT_CT_FLOAT: snprintf(buf, n, "%g", kd->def != 0 ? kd->def : 1.0); break;
     default: /* integers: the default, or 1 for a derived or null default */
@@ -125,7 +132,7 @@ static void some_value(int k, char *buf, size_t n) {
 /* An override that makes key k's own condition fail. */
 static void breaking(int k, char *buf, size_t n) {
   const char *needs = mt_cfg_keys[k].needs;
-  const int ck = mt_cfg_needs_key(k);
+  const int ck = needs_key(k);
   const mt_cfg_key *kd = &mt_cfg_keys[ck];
   const char *op = needs + strcspn(needs, "=!>");
   char name[96];
@@ -152,7 +159,7 @@ static void test_every_needs_key(void **state) {
   for (int k = 0; k < mt_cfg_nkeys; k++) {
     if (!mt_cfg_keys[k].needs) continue;
     n_ruled++;
-    const int ck = mt_cfg_needs_key(k);
+    const int ck = needs_key(k);
     if (ck < 0) fail_msg("key %s: needs '%s' does not parse", mt_cfg_keys[k].name, mt_cfg_keys[k].needs);
     /* conditions are evaluated before derivation (mt_cfg_drop_dead) */
     assert_false(mt_cfg_keys[ck].flags & MT_CK_DERIVED);
@@ -183,7 +190,7 @@ static void test_every_needs_key(void **state) {
       snprintf(dotted, sizeof dotted, "expected %s.%s ", mt_cfg_sections[mt_cfg_keys[j].sec],
                mt_cfg_keys[j].name);
       named |= strstr(err, dotted) != NULL;
-      j = mt_cfg_keys[j].needs ? mt_cfg_needs_key(j) : -1;
+      j = mt_cfg_keys[j].needs ? needs_key(j) : -1;
     }
     if (!named) fail_msg("'%s' names no enabling key of %s", err, mt_cfg_keys[k].name);
     print_message("%-55s -> %s\n", set, strstr(err, "has no effect"));

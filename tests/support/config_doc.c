@@ -1,13 +1,25 @@
-/* config/config_doc.c — renders docs/config.md from the key table and the
- * rule table: one markdown table per section, the consistency rules in the
- * order they are checked, and the keys that need another setting, spliced
- * into the hand-written template docs/config.md.in at its marker lines. */
-#include "config/config_doc.h"
+/* tests/support/config_doc.c — renders docs/config.md from the key table and
+ * the rule table: one markdown table per section, the consistency rules in
+ * the order they are checked, and the keys that need another setting,
+ * spliced into the hand-written template docs/config.md.in at its marker
+ * lines. */
+#include "tests/support/config_doc.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/config_internal.h"
+
+/* The `needs` condition of key k as docs/config.md shows it, e.g.
+ * "`model.num_experts` > 0"; "" when none. */
+static void needs_doc(int k, char *buf, size_t n) {
+  mt_cfg_need c;
+  if (mt_cfg_need_of(k, &c)) {
+    buf[0] = '\0';
+    return;
+  }
+  mt_cfg_need_text(&c, 1, buf, n);
+}
 
 enum { MARK_RULES = 100, MARK_NEEDS = 101 };
 
@@ -118,7 +130,7 @@ static void write_table(FILE *out, int sec) {
     fmt_type(kd, type, sizeof type);
     fmt_default(kd, def, sizeof def);
     fmt_range(kd, range, sizeof range);
-    mt_cfg_needs_doc(k, needs, sizeof needs);
+    needs_doc(k, needs, sizeof needs);
     fprintf(out, "| `%s` | %s | %s | %s | %s | %s%s%s%s |\n", kd->name, type, def, range,
             kd->megatron, kd->doc, needs[0] ? "; applies only with " : "", needs,
             needs[0] ? " (given otherwise: refused)" : "");
@@ -144,7 +156,7 @@ static void write_needs(FILE *out) {
   fprintf(out, "| key | applies only with |\n|---|---|\n");
   for (int k = 0; k < mt_cfg_nkeys; k++) {
     char needs[160];
-    mt_cfg_needs_doc(k, needs, sizeof needs);
+    needs_doc(k, needs, sizeof needs);
     if (!needs[0]) continue;
     fprintf(out, "| `%s.%s` | %s |\n", mt_cfg_sections[mt_cfg_keys[k].sec], mt_cfg_keys[k].name,
             needs);
