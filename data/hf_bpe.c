@@ -351,7 +351,9 @@ static int load_config(mt_bpe *b, const cJSON *root, const char *cfg_path, ctx *
   if (!text) return -1;
   /* strict JSON; integers are not limited (transformers writes
    * model_max_length as int(1e30), a key not read here) */
-  cJSON *cfg = mt_json_parse(text, n, 0, cfg_path, c->err, c->errlen);
+  char what[4300];
+  snprintf(what, sizeof what, "%s: not a JSON object", cfg_path);
+  cJSON *cfg = mt_json_parse(text, n, 0, what, c->err, c->errlen);
   free(text);
   if (!cfg) return -1;
   if (!cJSON_IsObject(cfg)) {
@@ -395,7 +397,10 @@ mt_bpe *mt_bpe_load_hf(const char *path, char *err, size_t errlen) {
   if (!text) return NULL;
   /* strict JSON first (what is not JSON is refused where it is); the ids
    * read are range-checked below */
-  cJSON *root = mt_json_parse(text, n, 0, file, err, errlen);
+  char what[4300];
+  snprintf(what, sizeof what, "%s: not a JSON object (a Hugging Face tokenizer.json expected)",
+           file);
+  cJSON *root = mt_json_parse(text, n, 0, what, err, errlen);
   free(text);
   if (!root) return NULL;
   ctx c = {.path = file, .err = err, .errlen = errlen};
