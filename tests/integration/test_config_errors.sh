@@ -283,6 +283,12 @@ dead parallel.expert_tensor_parallel_size=1 model.num_experts
 dead parallel.cp_comm_type=p2p parallel.context_parallel_size
 dead parallel.zero_prefetch_layers=2 parallel.zero_stage --set parallel.zero_stage=1
 dead training.exit_signal=SIGUSR2 training.exit_signal_handler --set training.exit_signal_handler=false
+# tokenizer files read by one tokenizer type only (Megatron's build_tokenizer)
+dead data.vocab_file=some/vocab.json data.tokenizer_type --set data.tokenizer_type=HuggingFaceTokenizer \
+  --set data.tokenizer_model=some/tokenizer.json
+dead data.merge_file=some/merges.txt data.tokenizer_type --set data.tokenizer_type=SentencePieceTokenizer \
+  --set data.tokenizer_model=some/tokenizer.model
+dead data.tokenizer_model=some/tokenizer.json data.tokenizer_type
 # chains: the first missing setting up the chain is named
 dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
   --set model.moe_router_score_function=sigmoid
