@@ -4,7 +4,8 @@
 # line: one run of 2 ranks (tests/configs/gpt-test.json, dp=2) signalled
 # after start-up, reporting whether a checkpoint was published, at which
 # iteration, seconds from the signal to that publication and to mpirun's
-# exit, and mpirun's exit status.
+# exit, mpirun's exit status, and the log lines rank 0 dropped because its
+# output was not being read (core/log_stream.h; "-" when it reported none).
 #   bash bench/bench_preempt_mpirun.sh CASE...      CASE = HOW:T:LI[:KILL]
 #     HOW   term-mpirun | usr1-mpirun | term-rank1 (SIGTERM to world rank 1 only)
 #     T     mpirun --mca odls_base_sigkill_timeout T
@@ -23,7 +24,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 [ -f build/testdata/tinyshakespeare_text_document.idx ] ||
   { echo "build/testdata missing: run a test first (tests/integration/lib.sh prepares it)"; exit 1; }
-printf '%-22s %-6s %-10s %-14s %-12s %s\n' case saved iteration "signal->save" "signal->exit" "mpirun rc"
+printf '%-22s %-6s %-10s %-14s %-14s %-10s %s\n' case saved iteration "signal->save" "signal->exit" "mpirun rc" dropped
 for c in "$@"; do
   IFS=: read -r how T LI KILL <<<"$c"
   D=$TMP/$c; mkdir -p "$D"
@@ -46,17 +47,19 @@ for c in "$@"; do
   esac
   G=
   [ -n "${KILL:-}" ] && { ( sleep "$KILL"; kill -9 $M $RANKS 2>/dev/null ) & G=$!; }
-  wait $M; rc=$?
+  { wait $M; rc=$?; } 2>/dev/null
   t1=$(date +%s.%N)
-  [ -n "$G" ] && { kill $G 2>/dev/null; wait $G 2>/dev/null; }
+  [ -n "$G" ] && { pkill -P $G 2>/dev/null; kill $G 2>/dev/null; wait $G 2>/dev/null; }
   # ranks left by a killed mpirun are ended here
   kill -9 $RANKS 2>/dev/null
   L=$D/ck/latest_checkpointed_iteration.txt
+  drop=$(grep -o "rank 0\] megatrain: warning: [0-9]* line(s)" "$D/log" | grep -o "[0-9]* line" | cut -d' ' -f1)
   if [ -f "$L" ]; then
     ts=$(stat -c %.Y "$L")
-    printf '%-22s %-6s %-10s %-14s %-12s %s\n' "$c" yes "$(cat "$L")" "$(printf %.1f "$(echo "$ts - $t0" | bc)") s" \
-      "$(printf %.1f "$(echo "$t1 - $t0" | bc)") s" "$rc"
+    printf '%-22s %-6s %-10s %-14s %-14s %-10s %s\n' "$c" yes "$(cat "$L")" \
+      "$(printf %.1f "$(echo "$ts - $t0" | bc)") s" "$(printf %.1f "$(echo "$t1 - $t0" | bc)") s" "$rc" "${drop:--}"
   else
-    printf '%-22s %-6s %-10s %-14s %-12s %s\n' "$c" no - - "$(printf %.1f "$(echo "$t1 - $t0" | bc)") s" "$rc"
+    printf '%-22s %-6s %-10s %-14s %-14s %-10s %s\n' "$c" no - - "$(printf %.1f "$(echo "$t1 - $t0" | bc)") s" \
+      "$rc" "${drop:--}"
   fi
 done

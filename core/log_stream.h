@@ -1,6 +1,5 @@
 /* core/log_stream.h — stdout and stderr that stop blocking the process once
- * it is being stopped (README "Running on a cluster", docs/checkpoint.md
- * "Preemption and blocked log output").
+ * it is being stopped (README "Running on a cluster", Signals).
  *
  * Why: a launcher that stops reading a rank's output while it tears the job
  * down (mpirun with a raised odls_base_sigkill_timeout sleeps without

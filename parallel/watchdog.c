@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../core/failpoint.h"
+#include "../core/hash.h"
 #include "watchdog_impl.h"
 
 int64_t mt_wd_now_ns(void) {
@@ -136,8 +137,7 @@ int mt_wd_register(mt_watchdog *w, mt_group *g) {
   if (p < sizeof l->label) snprintf(l->label + p, sizeof l->label - p, "]");
   snprintf(w->own->name[s], sizeof w->own->name[s], "%s", g->name);
   /* the group's identity for the other ranks' reports: FNV-1a of its ranks */
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < g->size; i++) h = (h ^ (uint64_t)(uint32_t)g->world_ranks[i]) * 1099511628211ull;
+  const uint64_t h = mt_fnv1a64(MT_FNV1A64_INIT, g->world_ranks, sizeof(int) * (size_t)g->size);
   atomic_store_explicit(&w->own->slot[s].gid, (int64_t)(h | 1), memory_order_relaxed);
   return s;
 }
