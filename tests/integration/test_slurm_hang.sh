@@ -8,7 +8,10 @@
 #  1. rank 2 (a middle rank) frozen at iteration 3;
 #  2. rank 0 frozen.
 # MEGATRAIN_TEST_FULL=1: freeze and stop (SIGSTOP, test_hang.sh case 3) on
-# every rank 0..3. SKIP (77) when Slurm is not installed or cannot start.
+# every rank 0..3. Slurm ends an aborted step with SIGKILL and no SIGCONT
+# (srun: "tasks 0,3: Killed"), so a stopped rank is never woken to say it
+# was not scheduled: only the others' reports are checked.
+# SKIP (77) when Slurm is not installed or cannot start.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hang_lib.sh"
 command -v srun >/dev/null && [ -x /usr/sbin/slurmctld ] && [ -x /usr/sbin/munged ] ||
@@ -18,6 +21,7 @@ trap 'bash scripts/local-slurm.sh down >/dev/null 2>&1; rm -rf "$MEGATRAIN_SLURM
 bash scripts/local-slurm.sh up >/dev/null 2>&1 || { echo "SKIP: local Slurm could not start"; exit 77; }
 export SLURM_CONF=$MEGATRAIN_SLURM_DIR/slurm.conf
 TP2="--set parallel.tensor_model_parallel_size=2"
+export HANG_STOP_WOKEN=0
 if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then CASES="freeze:0 freeze:1 freeze:2 freeze:3 stop:0 stop:1 stop:2 stop:3"
 else CASES="freeze:2 freeze:0"; fi
 for c in $CASES; do
