@@ -47,7 +47,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -g -Wall -Wextra -fopenmp -MMD -
            -I. $(BLAS_CFLAGS) $(MPI_CFLAGS)
 LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -ldeflate -lz -lm -fopenmp
 
-LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
+LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c optimizer/*.c checkpoint/*.c trainer/*.c tools/*.c data/*.c planner/*.c)
 
 ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include
@@ -71,6 +71,10 @@ endif
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB      := $(BUILD)/libmegatrain.a
+# code only tests and tools use (tests/support/): its own archive, linked
+# into the test and tool binaries, never into ./megatrain
+TLIB_SRCS := $(wildcard tests/support/*.c)
+TLIB     := $(BUILD)/libmegatrain_test.a
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(wildcard tests/tools/*.c bench/*.c)
@@ -101,21 +105,30 @@ $(BUILD)/%.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB)
+$(TLIB): $(TLIB_SRCS:%.c=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/tools/%: tests/tools/%.c $(LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(TLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(LIB)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(TLIB) $(LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS) -lcmocka
+
+$(BUILD)/bench/%: bench/%.c $(TLIB) $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS)
 
 tests: $(TEST_BINS) $(TOOL_BINS)
 
-test: $(BIN) tests
+# the test dependencies first (scripts/install-deps.sh test: cmocka, torch,
+# Slurm, ...; a no-op when present), so a fresh machine needs only the
+# README's two commands
+test:
+	bash scripts/install-deps.sh test
+	$(MAKE) $(BIN) tests
 	bash tests/run_tests.sh
 
 # docs/config.md is generated from the config key table (config/config_table.c)

@@ -17,26 +17,6 @@
 #include "../core/hash.h"
 #include "watchdog_impl.h"
 
-int64_t mt_wd_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* ~ms resolution, a few ns */
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-int64_t mt_wd_real_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-const char *mt_wd_kind_name(int k) {
-  static const char *const n[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-                                  "all-to-allv", "broadcast", "send/recv", "barrier",
-                                  "wait for a send", "wait for a receive", "agreement check",
-                                  "group creation"};
-  return k >= 0 && k < (int)(sizeof n / sizeof n[0]) ? n[k] : "operation";
-}
-
 mt_watchdog *mt_wd_create(mt_dist *d) {
   mt_watchdog *w = mt_xcalloc(1, sizeof *w);
   w->d = d;

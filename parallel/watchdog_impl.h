@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "comm_impl.h"
 #include "watchdog.h"
@@ -79,9 +80,27 @@ struct mt_watchdog {
   int64_t stop_iter;
 };
 
-int64_t mt_wd_now_ns(void);
-int64_t mt_wd_real_ns(void);
-const char *mt_wd_kind_name(int k);
+/* Clocks and names shared by watchdog.c and watchdog_report.c (inline, so
+ * that the report depends on nothing of watchdog.c). */
+static inline int64_t mt_wd_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* ~ms resolution, a few ns */
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t mt_wd_real_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline const char *mt_wd_kind_name(int k) {
+  static const char *const n[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                  "all-to-allv", "broadcast", "send/recv", "barrier",
+                                  "wait for a send", "wait for a receive", "agreement check",
+                                  "group creation"};
+  return k >= 0 && k < (int)(sizeof n / sizeof n[0]) ? n[k] : "operation";
+}
 
 /* The watchdog thread's findings (watchdog_report.c). Both print one
  * report to stderr; expire then ends the job and does not return. */

@@ -117,7 +117,7 @@ static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n, int *wait
              w->hb_prefix[0] ? ", no heartbeat file" : " (set MEGATRAIN_HEARTBEAT_DIR)");
     return;
   }
-  char why[160], live[200] = "";
+  char why[160], live[320] = "";
   if (not_running(&h, NULL, why, sizeof why))
     snprintf(live, sizeof live, "; %s: its process is stopped or not being scheduled", why);
   wd_op op;
