@@ -196,12 +196,18 @@ static void *watch(void *arg) {
     /* woken more than a second late: the process was stopped (SIGSTOP, a
      * debugger) or not run by the host; that time is not the others' fault.
      * Published before the tick, so that a reader sees a stale tick or the gap */
-    if (t - before - period > 1000000000) {
+    const int64_t late = t - before - period;
+    if (late > 1000000000) {
       const int g = w->n_gaps++ % WD_GAPS;
       w->gap_from[g] = before + period;
       w->gap_to[g] = t;
-      atomic_store_explicit(&w->own->gap_ns, t - before - period, rx);
+      atomic_store_explicit(&w->own->gap_ns, late, rx);
       atomic_store_explicit(&w->own->gap_end_ns, t, memory_order_release);
+      /* said at once (the operation it was in may complete right after the
+       * wake-up) when it is a fair part of the deadline: half of it, at
+       * most 30 s */
+      const int64_t note = to / 2 < 30000000000 ? to / 2 : 30000000000;
+      if (to > 0 && late >= note) mt_wd_note_unscheduled(w, before + period, late);
     }
     atomic_store_explicit(&w->own->tick_ns, t, memory_order_release);
     atomic_store_explicit(&w->own->tick_real_ns, mt_wd_real_ns(), rx);
@@ -218,11 +224,6 @@ static void *watch(void *arg) {
       /* the deadline counts the time this rank ran */
       const int64_t off = unscheduled_in(w, started, t);
       if (dt - off > to) mt_wd_expire(w, i, dt, off);
-      const int64_t ops = atomic_load_explicit(&s->ops, rx);
-      if (w->noted_ops[i] != ops) {
-        w->noted_ops[i] = ops;
-        mt_wd_note_unscheduled(w, i, dt, off);
-      }
     }
   }
   return NULL;

@@ -14,6 +14,7 @@
 
 #define WD_SLOTS 64 /* groups tracked per process (creation order) */
 #define WD_GAPS 8   /* times this rank's watchdog thread was not scheduled, kept */
+#define WD_NAMED 8  /* ranks a report publishes as the ones it found holding it up */
 
 /* One group slot of a rank's record (shared memory, written by its owner). */
 typedef struct {
@@ -40,7 +41,8 @@ typedef struct {
   _Atomic int32_t period_ms;    /* the thread's wake-up period */
   _Atomic int32_t micro_batch;
   _Atomic int32_t last_slot;    /* slot of the last operation started, -1 none */
-  _Atomic int32_t pad;
+  _Atomic int32_t reported;     /* 1 once this rank's own hang report is out (job ending) */
+  _Atomic int32_t named[WD_NAMED]; /* the ranks that report named as holding it up, -1 ends */
   char name[WD_SLOTS][32];      /* group names, written once at registration */
   wd_slot slot[WD_SLOTS];
 } wd_record;
@@ -74,7 +76,6 @@ struct mt_watchdog {
    * did not run (the process stopped or not scheduled), a ring */
   int64_t gap_from[WD_GAPS], gap_to[WD_GAPS];
   int n_gaps;
-  int64_t noted_ops[WD_SLOTS]; /* operation whose delay was already noted */
   /* failpoint stop:RANK:ITER (parsed at create): SIGSTOP inside the first
    * collective of iteration ITER on world rank RANK; 0 = off */
   int64_t stop_iter;
@@ -102,9 +103,12 @@ static inline const char *mt_wd_kind_name(int k) {
   return k >= 0 && k < (int)(sizeof n / sizeof n[0]) ? n[k] : "operation";
 }
 
-/* The watchdog thread's findings (watchdog_report.c). Both print one
- * report to stderr; expire then ends the job and does not return. */
+/* The watchdog thread's findings (watchdog_report.c), each one line on
+ * stderr. expire: the operation of `slot` passed its deadline (waited_ns in
+ * all, unscheduled_ns of them while this rank was not scheduled); ends the
+ * job and does not return. note_unscheduled: the thread was due at from_ns
+ * and ran gap_ns late; names the operation this rank was in. */
 void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unscheduled_ns);
-void mt_wd_note_unscheduled(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unscheduled_ns);
+void mt_wd_note_unscheduled(mt_watchdog *w, int64_t from_ns, int64_t gap_ns);
 
 #endif

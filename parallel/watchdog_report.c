@@ -15,7 +15,8 @@
 typedef struct {
   int known;        /* 0: no record to read (another node, no heartbeat file) */
   int from_file;    /* read from a heartbeat file (clocks of another node) */
-  int32_t last_slot, period_ms;
+  int32_t last_slot, period_ms, reported;
+  int32_t named[WD_NAMED];
   int64_t tick_ns, tick_real_ns, gap_ns, gap_end_ns;
 } wd_head;
 
@@ -55,6 +56,8 @@ static wd_head read_head(mt_watchdog *w, int wr) {
   h.tick_ns = atomic_load_explicit(&src->tick_ns, memory_order_acquire);
   h.gap_end_ns = atomic_load_explicit(&src->gap_end_ns, memory_order_acquire);
   h.gap_ns = atomic_load_explicit(&src->gap_ns, o);
+  h.reported = atomic_load_explicit(&src->reported, memory_order_acquire);
+  for (int i = 0; i < WD_NAMED; i++) h.named[i] = h.reported ? atomic_load_explicit(&src->named[i], o) : -1;
   h.tick_real_ns = atomic_load_explicit(&src->tick_real_ns, o);
   return h;
 }
@@ -117,9 +120,9 @@ static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n, int *wait
              w->hb_prefix[0] ? ", no heartbeat file" : " (set MEGATRAIN_HEARTBEAT_DIR)");
     return;
   }
-  char why[160], live[320] = "";
+  char why[160], live[420] = "";
   if (not_running(&h, NULL, why, sizeof why))
-    snprintf(live, sizeof live, "; %s: its process is stopped or not being scheduled", why);
+    snprintf(live, sizeof live, "; %s: stopped, e.g. by SIGSTOP, or not run by its host", why);
   wd_op op;
   if (h.last_slot < 0 || h.last_slot >= WD_SLOTS || !read_op(w, wr, h.last_slot, &op)) {
     snprintf(buf, n, "no operation started yet%s", live);
@@ -127,6 +130,15 @@ static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n, int *wait
   }
   if (!live[0] && op.pending && not_running(&h, &op, why, sizeof why))
     snprintf(live, sizeof live, "; %s: stopped, e.g. by SIGSTOP, or not run by its host", why);
+  if (h.reported) {
+    /* its own report is out and the job is ending: its state moves on, what
+     * it found holding it up does not */
+    size_t q = strlen(live);
+    q += (size_t)snprintf(live + q, sizeof live - q, "; it has reported a hang itself, naming rank");
+    for (int i = 0; i < WD_NAMED && h.named[i] >= 0 && q < sizeof live; i++)
+      q += (size_t)snprintf(live + q, sizeof live - q, "%s %d", i ? "," : "", h.named[i]);
+    if (q < sizeof live) snprintf(live + q, sizeof live - q, ", and is ending the job");
+  }
   char nbuf[32], name[32] = "?";
   int file;
   const char *np = part(w, wr, offsetof(wd_record, name) + (size_t)h.last_slot * 32, nbuf,
@@ -144,11 +156,21 @@ static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n, int *wait
  * to out[] (without duplicates of seen[]); returns how many. */
 static int waits_for(mt_watchdog *w, int r, char *seen, int *out) {
   const wd_head h = read_head(w, r);
+  int k = 0;
+  if (h.known && h.reported) {
+    /* a rank whose own report is out leads to the ranks it named (-1: all
+     * named already, r is not where the waits end) */
+    for (int i = 0; i < WD_NAMED && h.named[i] >= 0; i++)
+      if (h.named[i] < w->d->size && !seen[h.named[i]]) {
+        seen[h.named[i]] = 1;
+        out[k++] = h.named[i];
+      }
+    if (k > 0 || h.named[0] >= 0) return k > 0 ? k : -1;
+  }
   wd_op op;
   if (!h.known || h.last_slot < 0 || h.last_slot >= WD_SLOTS || !read_op(w, r, h.last_slot, &op) ||
       !op.pending)
     return 0;
-  int k = 0;
   if (op.kind == MT_WD_WAIT_SEND || op.kind == MT_WD_WAIT_RECV) {
     if (op.peer >= 0 && op.peer < w->d->size && !seen[op.peer]) {
       seen[op.peer] = 1;
@@ -181,47 +203,45 @@ static int waits_for(mt_watchdog *w, int r, char *seen, int *out) {
 
 /* Follow the waits from the ranks in queue[0..n) (already in seen[]) to the
  * ranks that wait for nobody: in no operation, in one every other member
- * has started while running, or unknown. Appends "; their waits lead to:
- * 0 (last seen ...)" when some wait led on. */
-static size_t chain_ends(mt_watchdog *w, int *queue, int n, char *seen, char *msg, size_t p,
-                         size_t cap) {
-  int *ends = mt_xmalloc(sizeof(int) * (size_t)w->d->size);
-  int n_ends = 0, head = 0, moved = 0;
+ * has started while running, or unknown; a rank whose own report is out
+ * leads to the ranks it named. Sets ends[0..*n_ends); returns whether any
+ * wait led on from the start. */
+static int chain_ends(mt_watchdog *w, int *queue, int n, char *seen, int *ends, int *n_ends) {
+  int head = 0, moved = 0;
+  *n_ends = 0;
   while (head < n) {
     const int r = queue[head++];
     const int k = waits_for(w, r, seen, queue + n);
-    if (k == 0) ends[n_ends++] = r;
+    if (k == 0) ends[(*n_ends)++] = r;
     else moved = 1;
-    n += k;
+    if (k > 0) n += k;
   }
-  if (moved && n_ends > 0) {
-    char who[512];
-    for (int i = 0; i < n_ends && p < cap; i++) {
-      int waiting;
-      describe_peer(w, ends[i], who, sizeof who, &waiting);
-      p += (size_t)snprintf(msg + p, cap - p, "%s%d (%s)",
-                            i ? ", " : "; their waits lead to: ", ends[i], who);
-    }
-  }
-  free(ends);
-  return p;
+  return moved;
 }
 
-void mt_wd_note_unscheduled(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unscheduled_ns) {
-  const wd_slot *s = &w->own->slot[slot];
+void mt_wd_note_unscheduled(mt_watchdog *w, int64_t from_ns, int64_t gap_ns) {
   const memory_order o = memory_order_relaxed;
+  const int me = w->d->rank, ls = atomic_load_explicit(&w->own->last_slot, o);
+  char in[512] = "";
+  if (ls >= 0 && ls < WD_SLOTS && w->local[ls].used) {
+    const wd_slot *s = &w->own->slot[ls];
+    const int pending = atomic_load_explicit(&s->pending, memory_order_acquire);
+    const int64_t started = atomic_load_explicit(&s->started_ns, o);
+    if (started <= from_ns)
+      snprintf(in, sizeof in, "; its last operation, %s on %s (iteration %lld, op #%lld), started "
+               "%.1f s ago and %s", mt_wd_kind_name(atomic_load_explicit(&s->kind, o)),
+               w->local[ls].label, (long long)atomic_load_explicit(&s->iteration, o),
+               (long long)atomic_load_explicit(&s->ops, o),
+               (double)(mt_wd_now_ns() - started) / 1e9,
+               pending ? "is still pending" : "has completed");
+  }
   fprintf(stderr,
           "[rank %d] megatrain: warning: rank %d: this rank was not scheduled for %.1f s (its "
           "watchdog thread, due every %.2f s, did not run: the process was stopped, e.g. by "
-          "SIGSTOP or a debugger, or the host did not run it) while %s on %s (iteration %lld, "
-          "op #%lld) was pending for %.1f s; only the time this rank ran counts toward "
-          "parallel.distributed_timeout_minutes = %.2f, so this is not reported as a hang\n",
-          w->d->rank, w->d->rank, (double)unscheduled_ns / 1e9,
-          (double)atomic_load_explicit(&w->own->period_ms, o) / 1e3,
-          mt_wd_kind_name(atomic_load_explicit(&s->kind, o)), w->local[slot].label,
-          (long long)atomic_load_explicit(&s->iteration, o),
-          (long long)atomic_load_explicit(&s->ops, o), (double)waited_ns / 1e9,
-          (double)atomic_load(&w->timeout_ns) / 6e10);
+          "SIGSTOP or a debugger, or the host did not run it)%s; time not scheduled does not "
+          "count toward parallel.distributed_timeout_minutes = %.2f\n",
+          me, me, (double)gap_ns / 1e9, (double)atomic_load_explicit(&w->own->period_ms, o) / 1e3,
+          in, (double)atomic_load(&w->timeout_ns) / 6e10);
   fflush(stderr);
 }
 
@@ -312,7 +332,30 @@ void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unschedul
                                            "it has not completed");
     }
   }
-  if (nq > 0 && p < cap) p = chain_ends(w, queue, nq, seen, msg, p, cap);
+  /* where the waits lead; published (before the report) for the reports of
+   * ranks that reach this one once it is ending the job */
+  int *ends = mt_xmalloc(sizeof(int) * (size_t)N), n_ends = 0;
+  const int n0 = nq;
+  int *start = mt_xmalloc(sizeof(int) * (size_t)(n0 ? n0 : 1));
+  memcpy(start, queue, sizeof(int) * (size_t)n0);
+  if (nq > 0 && chain_ends(w, queue, nq, seen, ends, &n_ends)) {
+    for (int i = 0; i < n_ends && p < cap; i++) {
+      int waiting;
+      describe_peer(w, ends[i], who, sizeof who, &waiting);
+      p += (size_t)snprintf(msg + p, cap - p, "%s%d (%s)", i ? ", " : "; their waits lead to: ",
+                            ends[i], who);
+    }
+  }
+  const int *named = n_ends > 0 ? ends : start;
+  const int n_named = n_ends > 0 ? n_ends : n0;
+  for (int i = 0; i < WD_NAMED; i++)
+    atomic_store_explicit(&w->own->named[i], i < n_named ? named[i] : -1, o);
+  atomic_store_explicit(&w->own->reported, 1, memory_order_release);
+  if (w->hb_fd >= 0 && pwrite(w->hb_fd, w->own, sizeof *w->own, 0) < 0) {
+    /* the heartbeat copy only helps the other ranks' reports */
+  }
+  free(ends);
+  free(start);
   fprintf(stderr, "%s\n", msg);
   fflush(stderr);
   free(msg);

@@ -7,9 +7,9 @@
 #     so that it fills in a few iterations), SIGTERM once the process sleeps
 #     in pipe_write: exit 0, checkpoint of the exit iteration, a warning on
 #     stderr counting the dropped lines;
-#  2. mpirun --mca odls_base_sigkill_timeout 8, 2 ranks, rank 0's stdout such
+#  2. mpirun --mca odls_base_sigkill_timeout 12, 2 ranks, rank 0's stdout such
 #     a FIFO: SIGTERM to mpirun once rank 0 sleeps in pipe_write (mpirun
-#     forwards SIGTERM 8 s later and SIGKILLs 8 s after that): the
+#     forwards SIGTERM 12 s later and SIGKILLs 12 s after that): the
 #     checkpoint is saved. (Before the fix neither saved: the rank slept in
 #     write() until SIGKILL.)
 source "$(dirname "$0")/lib.sh"
@@ -64,7 +64,7 @@ cat >"$TMP/wrap.sh" <<'SH'
 if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec "$@" >"$MT_FIFO"; else exec "$@"; fi
 SH
 chmod +x "$TMP/wrap.sh"
-MT_FIFO="$TMP/p2" timeout -s KILL 150 mpirun --mca odls_base_sigkill_timeout 8 -np 2 --oversubscribe --bind-to none \
+MT_FIFO="$TMP/p2" timeout -s KILL 150 mpirun --mca odls_base_sigkill_timeout 12 -np 2 --oversubscribe --bind-to none \
   -x MT_FIFO -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS \
   "$TMP/wrap.sh" "$MT" $ARGS --set checkpoint.save="$TMP/c2" >"$TMP/m.log" 2>&1 & JOB=$!
 R0=
@@ -83,4 +83,4 @@ set +e; wait $JOB; rc=$?; set -e
 IT=$(check_saved "$TMP/m.log" "$TMP/c2") || { cat "$TMP/m.log"; exit 1; }
 grep -q "warning: [1-9][0-9]* line(s) .* dropped after the signal" "$TMP/m.log" ||
   { echo "mpirun: no drop count from rank 0"; cat "$TMP/m.log"; exit 1; }
-echo "mpirun --mca odls_base_sigkill_timeout 8, rank 0's stdout a full pipe: SIGTERM to mpirun -> checkpoint of iteration $IT (mpirun exit $rc, $(( $(date +%s) - t0 )) s)"
+echo "mpirun --mca odls_base_sigkill_timeout 12, rank 0's stdout a full pipe: SIGTERM to mpirun -> checkpoint of iteration $IT (mpirun exit $rc, $(( $(date +%s) - t0 )) s)"
