@@ -135,8 +135,6 @@ void mt_log_streams_nonblock(void) {
   errno = saved;
 }
 
-int mt_log_streams_nonblocking(void) { return g_log.nonblock != 0; }
-
 mt_log_drops mt_log_streams_dropped(void) {
   mt_log_drops d = {atomic_load(&g_log.lines), atomic_load(&g_log.bytes)};
   return d;

@@ -42,9 +42,6 @@ void mt_log_streams_uninstall(void);
  * installed (without them, a dropped write is stdio's error, not counted). */
 void mt_log_streams_nonblock(void);
 
-/* 1 once mt_log_streams_nonblock ran. */
-int mt_log_streams_nonblocking(void);
-
 /* Lines (newline characters) and bytes dropped so far by the installed
  * streams. */
 typedef struct {
