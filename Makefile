@@ -93,7 +93,7 @@ endif
 FLAGS    := $(BUILD)/.flags
 FLAGS_ID := $(subst ','\'',$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS))
 
-.PHONY: all test tests clean check-layers asan docs FORCE
+.PHONY: all test tests clean check-layers check-dead asan docs FORCE
 all: $(BIN) tests
 
 $(BIN): $(BUILD)/main.o $(LIB)
@@ -157,6 +157,11 @@ docs: $(BUILD)/tests/tools/gen_config_doc
 # every #include and cross-folder call against scripts/layers.txt
 check-layers:
 	$(PYTHON) scripts/check-layers.py
+
+# every exported library function has a caller outside tests/ (dead code is
+# deleted; code only tests use lives under tests/support/)
+check-dead:
+	$(PYTHON) scripts/check-dead.py
 
 # ASan + UBSan, CPU only, in its own build directory; then scripts/asan-test.sh
 # (./megatrain too: the parity case prepares its data with it)

@@ -3,7 +3,7 @@
  * description. The loader applies the defaults from it, the walk and
  * config_check.c validate types, ranges and enumerations with it, the
  * did-you-mean searches it, the canonical JSON follows its order, and
- * docs/config.md is generated from it (`make docs`, config_doc.c). */
+ * docs/config.md is generated from it (`make docs`, tests/support/config_doc.c). */
 #include <stdio.h>
 #include <string.h>
 

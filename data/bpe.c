@@ -200,7 +200,6 @@ void mt_bpe_free(mt_bpe *b) {
 
 int mt_bpe_vocab_size(const mt_bpe *b) { return b->n_ids; }
 int mt_bpe_eod(const mt_bpe *b) { return b->eod; }
-int mt_bpe_bos(const mt_bpe *b) { return b->bos; }
 
 const char *mt_bpe_token_bytes(const mt_bpe *b, int32_t id, size_t *len) {
   if (id < 0 || id >= b->n_ids || b->off[id] < 0) return NULL;

@@ -55,8 +55,6 @@ int mt_bpe_vocab_size(const mt_bpe *bpe);
 /* End-of-document id: "<|endoftext|>" for GPT-2 (50256), the eos_token of
  * tokenizer_config.json for tokenizer.json; -1 when unknown. */
 int mt_bpe_eod(const mt_bpe *bpe);
-/* bos_token id of tokenizer_config.json, -1 when unknown. */
-int mt_bpe_bos(const mt_bpe *bpe);
 /* The post-processor template for one sequence (Hugging Face
  * TemplateProcessing, or LlamaTokenizerFast's add_bos/add_eos): ids before
  * and after the text. Returns n_prefix + n_suffix. */

@@ -33,9 +33,7 @@ extern "C" mt_sp *mt_sp_load(const char *path, char *err, size_t errlen) {
 
 extern "C" void mt_sp_free(mt_sp *sp) { delete sp; }
 extern "C" int mt_sp_vocab_size(const mt_sp *sp) { return sp->proc.GetPieceSize(); }
-extern "C" int mt_sp_bos(const mt_sp *sp) { return sp->proc.bos_id(); }
 extern "C" int mt_sp_eos(const mt_sp *sp) { return sp->proc.eos_id(); }
-extern "C" int mt_sp_unk(const mt_sp *sp) { return sp->proc.unk_id(); }
 
 extern "C" long mt_sp_encode(const mt_sp *sp, const char *text, size_t len, int32_t **ids,
                              size_t *n, size_t *cap, char *err, size_t errlen) {

@@ -21,11 +21,9 @@ typedef struct mt_sp mt_sp;
 mt_sp *mt_sp_load(const char *path, char *err, size_t errlen);
 void mt_sp_free(mt_sp *sp);
 
-/* Pieces in the model; bos/eos/unk/pad ids (-1 when the model has none). */
+/* Pieces in the model; the eos id (-1 when the model has none). */
 int mt_sp_vocab_size(const mt_sp *sp);
-int mt_sp_bos(const mt_sp *sp);
 int mt_sp_eos(const mt_sp *sp);
-int mt_sp_unk(const mt_sp *sp);
 
 /* Encode text[0, len) as SentencePieceProcessor::EncodeAsIds does (no BOS/EOS;
  * control-symbol strings in the text are ordinary text). Appends the ids to

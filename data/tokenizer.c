@@ -88,10 +88,6 @@ int mt_tokenizer_eod(const mt_tokenizer *t) {
   return t->sp ? mt_sp_eos(t->sp) : mt_bpe_eod(t->bpe);
 }
 
-int mt_tokenizer_bos(const mt_tokenizer *t) {
-  return t->sp ? mt_sp_bos(t->sp) : mt_bpe_bos(t->bpe);
-}
-
 const mt_bpe *mt_tokenizer_bpe(const mt_tokenizer *t) { return t->bpe; }
 
 mt_tok_encoder *mt_tok_encoder_new(const mt_tokenizer *t) {

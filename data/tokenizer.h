@@ -40,7 +40,6 @@ mt_tokenizer_type mt_tokenizer_kind(const mt_tokenizer *t);
 const char *mt_tokenizer_name(const mt_tokenizer *t);
 int mt_tokenizer_vocab_size(const mt_tokenizer *t);
 int mt_tokenizer_eod(const mt_tokenizer *t); /* -1 when the tokenizer has none */
-int mt_tokenizer_bos(const mt_tokenizer *t);
 
 /* The byte-level BPE of GPT2BPETokenizer / HuggingFaceTokenizer, NULL for
  * SentencePiece. */
