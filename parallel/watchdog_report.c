@@ -346,14 +346,37 @@ void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unschedul
                             ends[i], who);
     }
   }
-  const int *named = n_ends > 0 ? ends : start;
-  const int n_named = n_ends > 0 ? n_ends : n0;
+  int *named = mt_xmalloc(sizeof(int) * (size_t)N), n_named = n_ends > 0 ? n_ends : n0;
+  memcpy(named, n_ends > 0 ? ends : start, sizeof(int) * (size_t)n_named);
+  /* reports already out that these waits did not reach: the job's state has
+   * moved since (the abort's SIGCONT wakes a stopped rank, which may finish
+   * the operation it was stopped in), so what they named is quoted */
+  for (int r = 0; r < N && p < cap; r++) {
+    if (r == me || seen[r]) continue;
+    const wd_head h = read_head(w, r);
+    if (!h.known || !h.reported) continue;
+    for (int i = 0, k = 0; i < WD_NAMED && h.named[i] >= 0 && p < cap; i++) {
+      const int x = h.named[i];
+      if (x >= N || seen[x]) continue;
+      seen[x] = 1;
+      named[n_named++] = x;
+      int waiting;
+      describe_peer(w, x, who, sizeof who, &waiting);
+      if (k++ == 0)
+        p += (size_t)snprintf(msg + p, cap - p,
+                              "; rank %d reported a hang before this rank and is ending the job, "
+                              "naming: ", r);
+      if (p < cap)
+        p += (size_t)snprintf(msg + p, cap - p, "%s%d (%s)", k > 1 ? ", " : "", x, who);
+    }
+  }
   for (int i = 0; i < WD_NAMED; i++)
     atomic_store_explicit(&w->own->named[i], i < n_named ? named[i] : -1, o);
   atomic_store_explicit(&w->own->reported, 1, memory_order_release);
   if (w->hb_fd >= 0 && pwrite(w->hb_fd, w->own, sizeof *w->own, 0) < 0) {
     /* the heartbeat copy only helps the other ranks' reports */
   }
+  free(named);
   free(ends);
   free(start);
   fprintf(stderr, "%s\n", msg);
