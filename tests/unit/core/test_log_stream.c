@@ -1,4 +1,4 @@
-/* tests/unit/test_log_stream.c — core/log_stream.h: with stdout a full pipe
+/* tests/unit/core/test_log_stream.c — core/log_stream.h: with stdout a full pipe
  * (one page, nobody reading), after mt_log_streams_nonblock a write returns
  * at once and is dropped and counted (lines and bytes); descriptor 1 is then
  * a new open file description, so another descriptor of the same pipe (as a
