@@ -4,7 +4,7 @@
  * its message names, its text in docs/config.md and a config that breaks
  * it): the layout rules here, the model, MoE and training rules in
  * config_rules_model.c. docs/config.md's rules are generated from these
- * rows and tests/unit/test_config_rules.c runs each row's example, so the
+ * rows and tests/unit/config/test_config_rules.c runs each row's example, so the
  * page lists exactly what is checked. Each failure writes one message naming
  * the key and returns 2. */
 #include <limits.h>

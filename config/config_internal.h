@@ -120,7 +120,7 @@ typedef struct {
   int (*check)(mt_cfg_ctx *c, mt_config *cfg, int world); /* 0, or 2 with the message */
   const char *doc;     /* the rule as docs/config.md states it, markdown */
   const char *example; /* a config that breaks it: "WORLD: section.key=value; ..." as --set
-                          on MT_CFG_RULE_BASE (tests/unit/test_config_rules.c) */
+                          on MT_CFG_RULE_BASE (tests/unit/config/test_config_rules.c) */
   int note;            /* 1: the rule adjusts the config and adds a note instead of failing */
   int before_ranges;   /* 1: checked before the per-key ranges */
 } mt_cfg_rule;
