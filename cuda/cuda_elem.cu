@@ -28,7 +28,7 @@ extern "C" void cudak_init_normal(cudaStream_t st, mt_dtype t, void *dst, int64_
                                   int64_t cols, int64_t ld_global, int64_t row_offset,
                                   int64_t col_offset, mt_rng_key_t key, float std) {
   if (rows <= 0 || cols <= 0) return;
-  MT_DISPATCH(t, (k_init_normal<T><<<grid_for(rows * cols, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_init_normal<T>, grid_for(rows * cols, TPB), TPB, 0, st)(
                      (T *)dst, rows, cols, ld_global, row_offset, col_offset, key, std)));
   MT_CUDA_LAUNCHED();
 }
@@ -42,7 +42,7 @@ template <typename T> __global__ void k_fill(T *dst, float value, int64_t n) {
 
 extern "C" void cudak_fill(cudaStream_t st, mt_dtype t, void *dst, float value, int64_t n) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_fill<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)dst, value, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_fill<T>, grid_for(n, TPB), TPB, 0, st)((T *)dst, value, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -56,9 +56,11 @@ extern "C" void cudak_cast(cudaStream_t st, void *dst, mt_dtype dst_t, const voi
                            mt_dtype src_t, int64_t n) {
   if (n <= 0) return;
   if (dst_t == MT_BF16 && src_t == MT_F32)
-    k_cast<bf16, float><<<grid_for(n, TPB), TPB, 0, st>>>((bf16 *)dst, (const float *)src, n);
+    MT_LAUNCH((k_cast<bf16, float>), grid_for(n, TPB), TPB, 0, st)(
+        (bf16 *)dst, (const float *)src, n);
   else if (dst_t == MT_F32 && src_t == MT_BF16)
-    k_cast<float, bf16><<<grid_for(n, TPB), TPB, 0, st>>>((float *)dst, (const bf16 *)src, n);
+    MT_LAUNCH((k_cast<float, bf16>), grid_for(n, TPB), TPB, 0, st)(
+        (float *)dst, (const bf16 *)src, n);
   else
     mt_fatal("cuda cast: unsupported %s -> %s", mt_dtype_name(src_t), mt_dtype_name(dst_t));
   MT_CUDA_LAUNCHED();
@@ -75,8 +77,8 @@ template <typename T> __global__ void k_add(T *out, const T *a, const T *b, int6
 extern "C" void cudak_add(cudaStream_t st, mt_dtype t, void *out, const void *a, const void *b,
                           int64_t n) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_add<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)out, (const T *)a,
-                                                             (const T *)b, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_add<T>, grid_for(n, TPB), TPB, 0, st)((T *)out, (const T *)a,
+                                                                    (const T *)b, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -88,7 +90,7 @@ __global__ void k_axpy(float *y, float alpha, const float *x, int64_t n) {
 
 extern "C" void cudak_axpy(cudaStream_t st, float *y, float alpha, const float *x, int64_t n) {
   if (n <= 0) return;
-  k_axpy<<<grid_for(n, TPB), TPB, 0, st>>>(y, alpha, x, n);
+  MT_LAUNCH(k_axpy, grid_for(n, TPB), TPB, 0, st)(y, alpha, x, n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -100,7 +102,7 @@ __global__ void k_scale(float *x, float alpha, int64_t n) {
 
 extern "C" void cudak_scale(cudaStream_t st, float *x, float alpha, int64_t n) {
   if (n <= 0) return;
-  k_scale<<<grid_for(n, TPB), TPB, 0, st>>>(x, alpha, n);
+  MT_LAUNCH(k_scale, grid_for(n, TPB), TPB, 0, st)(x, alpha, n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -145,9 +147,9 @@ __global__ void k_reduce_final(double *part, double *out_acc) {
 
 extern "C" void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares,
                              double *red_dev, double *acc) {
-  k_reduce_part<<<CUDA_RED_BLOCKS, TPB, 0, st>>>(x, n, squares, red_dev);
+  MT_LAUNCH(k_reduce_part, CUDA_RED_BLOCKS, TPB, 0, st)(x, n, squares, red_dev);
   MT_CUDA_LAUNCHED();
-  k_reduce_final<<<1, TPB, 0, st>>>(red_dev, acc);
+  MT_LAUNCH(k_reduce_final, 1, TPB, 0, st)(red_dev, acc);
   MT_CUDA_LAUNCHED();
 }
 
@@ -167,8 +169,8 @@ __global__ void k_adamw(mt_adamw_coef c, float *master, float *m, float *v, cons
 extern "C" void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float *master,
                             float *m, float *v, const float *grad, void *param_lowp, int64_t n) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_adamw<T><<<grid_for(n, TPB), TPB, 0, st>>>(c, master, m, v, grad,
-                                                               (T *)param_lowp, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_adamw<T>, grid_for(n, TPB), TPB, 0, st)(c, master, m, v, grad,
+                                                                      (T *)param_lowp, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -211,7 +213,7 @@ extern "C" void cudak_dropout_add(cudaStream_t st, mt_dtype t, const mt_dropout_
   drop_args a = drop_args_of(d);
   const int64_t *ids = d->p > 0.0f ? ids_dev : NULL;
   const int64_t work = ids ? (int64_t)d->s * d->b * ((d->h + 3) / 4 + 1) : n;
-  MT_DISPATCH(t, (k_dropout_add<T><<<grid_for(work, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_dropout_add<T>, grid_for(work, TPB), TPB, 0, st)(
                      a, ids, (T *)out, (const T *)x, (const T *)residual, n)));
   MT_CUDA_LAUNCHED();
 }
@@ -233,8 +235,8 @@ extern "C" void cudak_dropout_bwd(cudaStream_t st, mt_dtype t, const mt_dropout_
   if (n <= 0) return;
   drop_args a = drop_args_of(d);
   const int64_t work = (int64_t)d->s * d->b * ((d->h + 3) / 4 + 1);
-  MT_DISPATCH(t, (k_dropout_bwd<T><<<grid_for(work, TPB), TPB, 0, st>>>(a, ids_dev, (T *)dx,
-                                                                     (const T *)dout, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_dropout_bwd<T>, grid_for(work, TPB), TPB, 0, st)(
+                     a, ids_dev, (T *)dx, (const T *)dout, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -260,14 +262,14 @@ extern "C" void cudak_bias_rows(cudaStream_t st, mt_dtype c_t, mt_dtype bias_t, 
   if (total <= 0) return;
   const unsigned g = grid_for(total, TPB);
   if (c_t == MT_F32 && bias_t == MT_F32)
-    k_bias_rows<float, float><<<g, TPB, 0, st>>>((float *)c, (const float *)bias, m, n, ldc,
-                                                 stride, batch, fill);
+    MT_LAUNCH((k_bias_rows<float, float>), g, TPB, 0, st)(
+        (float *)c, (const float *)bias, m, n, ldc, stride, batch, fill);
   else if (c_t == MT_BF16 && bias_t == MT_BF16)
-    k_bias_rows<bf16, bf16><<<g, TPB, 0, st>>>((bf16 *)c, (const bf16 *)bias, m, n, ldc, stride,
-                                               batch, fill);
+    MT_LAUNCH((k_bias_rows<bf16, bf16>), g, TPB, 0, st)(
+        (bf16 *)c, (const bf16 *)bias, m, n, ldc, stride, batch, fill);
   else if (c_t == MT_F32 && bias_t == MT_BF16)
-    k_bias_rows<float, bf16><<<g, TPB, 0, st>>>((float *)c, (const bf16 *)bias, m, n, ldc,
-                                                stride, batch, fill);
+    MT_LAUNCH((k_bias_rows<float, bf16>), g, TPB, 0, st)(
+        (float *)c, (const bf16 *)bias, m, n, ldc, stride, batch, fill);
   else
     mt_fatal("cuda gemm bias: unsupported C %s with bias %s", mt_dtype_name(c_t),
              mt_dtype_name(bias_t));
@@ -288,7 +290,7 @@ __global__ void k_gather_rows(T *dst, const T *src, const int32_t *idx, int64_t 
 extern "C" void cudak_moe_gather_rows(cudaStream_t st, mt_dtype t, void *dst, const void *src,
                                       const int32_t *idx, int64_t n, int64_t h) {
   if (n <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_gather_rows<T><<<grid_for(n * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_gather_rows<T>, grid_for(n * h, TPB), TPB, 0, st)(
                      (T *)dst, (const T *)src, idx, n, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -314,7 +316,7 @@ extern "C" void cudak_moe_combine_fwd(cudaStream_t st, mt_dtype t, void *y, cons
                                       const int32_t *slot, const float *w, int64_t n_tok, int k,
                                       int64_t h) {
   if (n_tok <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_combine_fwd<T><<<grid_for(n_tok * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_combine_fwd<T>, grid_for(n_tok * h, TPB), TPB, 0, st)(
                      (T *)y, (const T *)src, slot, w, n_tok, k, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -355,10 +357,10 @@ extern "C" void cudak_moe_combine_bwd(cudaStream_t st, mt_dtype t, void *dsrc, f
                                       const void *dy, const void *src, const int32_t *slot,
                                       const float *w, int64_t n_tok, int k, int64_t h) {
   if (n_tok <= 0 || k <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_combine_bwd_dsrc<T><<<grid_for(n_tok * k * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_combine_bwd_dsrc<T>, grid_for(n_tok * k * h, TPB), TPB, 0, st)(
                      (T *)dsrc, (const T *)dy, slot, w, n_tok, k, h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(t, (k_combine_bwd_dw<T><<<grid_x_checked(n_tok * k, "moe_combine_bwd"), TPB, 0, st>>>(
-                     dw, (const T *)dy, (const T *)src, slot, k, h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_combine_bwd_dw<T>, grid_x_checked(n_tok * k, "moe_combine_bwd"), TPB,
+                            0, st)(dw, (const T *)dy, (const T *)src, slot, k, h)));
   MT_CUDA_LAUNCHED();
 }

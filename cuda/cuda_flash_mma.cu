@@ -51,8 +51,8 @@ __device__ __forceinline__ uint32_t ld32(const uint16_t *p) {
 /* c += a b (m16n8k16, bf16 in, fp32 accumulate). */
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
                                          uint32_t b1) {
-#if defined(FA_EMU)
-  fa_emu_mma16816(c, a, b0, b1);
+#if defined(MT_EMU_MMA16816) /* the host emulation (tests/cuda_emu/) */
+  MT_EMU_MMA16816(c, a, b0, b1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
@@ -623,8 +623,8 @@ void fwd_hd(cudaStream_t st, const fa_args &a, int vec, const void *q, const voi
             float *lse) {
   const dim3 grid = grid_2d_checked((int64_t)a.b * a.np, (a.sq + 63) / 64, "flash_attn_fwd");
   const auto kern = k_fa_fwd<HD>;
-  FA_LAUNCH(kern, grid, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
-            (bf16 *)ctx, lse);
+  MT_LAUNCH(kern, grid, FA_THREADS, 0, st)(
+      a, vec, (const bf16 *)q, (const bf16 *)kvs, (bf16 *)ctx, lse);
   MT_CUDA_LAUNCHED();
 }
 
@@ -635,14 +635,15 @@ void bwd_hd(cudaStream_t st, const fa_args &a, int vec, const void *q, const voi
   constexpr int BN = HD >= 128 ? 32 : 64, BQ = HD >= 128 ? 16 : 64;
   const dim3 gq = grid_2d_checked((int64_t)a.b * a.np, (a.sq + 63) / 64, "flash_attn_bwd dq");
   const auto kq = k_fa_dq<HD, BN>;
-  FA_LAUNCH(kq, gq, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
-            (const bf16 *)dctx, lse, D, (bf16 *)dq, dq_acc);
+  MT_LAUNCH(kq, gq, FA_THREADS, 0, st)(
+      a, vec, (const bf16 *)q, (const bf16 *)kvs, (const bf16 *)dctx, lse, D, (bf16 *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
   if (a.sk <= 0) return;
   const dim3 gk = grid_2d_checked((int64_t)a.b * a.ng, (a.sk + 63) / 64, "flash_attn_bwd dkv");
   const auto kk = k_fa_dkv<HD, BQ>;
-  FA_LAUNCH(kk, gk, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
-            (const bf16 *)dctx, lse, D, (bf16 *)dk, (bf16 *)dv, dkv_acc);
+  MT_LAUNCH(kk, gk, FA_THREADS, 0, st)(
+      a, vec, (const bf16 *)q, (const bf16 *)kvs, (const bf16 *)dctx, lse, D, (bf16 *)dk, (bf16 *)dv,
+   dkv_acc);
   MT_CUDA_LAUNCHED();
 }
 

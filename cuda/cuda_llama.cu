@@ -86,7 +86,7 @@ extern "C" void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const v
                                  const void *w, int64_t rows, int64_t h, float eps) {
   if (rows <= 0 || h <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_rms_fwd<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
                              (T *)out, rstd, (const T *)in, (const T *)w, rows, h, eps)));
   MT_CUDA_LAUNCHED();
 }
@@ -98,16 +98,17 @@ extern "C" void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const voi
   cudaStream_t st = cuda_impl_of(be)->stream;
   const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
   float *part = (float *)cuda_workspace(be, (size_t)(nch * h) * sizeof(float));
-  MT_DISPATCH(be->dtype, (k_rms_bwd_dx<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
-                             (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows,
-                             h)));
-  MT_CUDA_LAUNCHED();
   MT_DISPATCH(be->dtype,
-              (k_rms_bwd_part<T><<<dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
-                                   CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, (const T *)in,
-                                                          rstd, rows, h)));
+              (MT_LAUNCH(k_rms_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                  (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows, h)));
   MT_CUDA_LAUNCHED();
-  k_rms_bwd_reduce<<<col_blocks(h, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(dw, part, nch, h);
+  MT_DISPATCH(
+      be->dtype,
+      (MT_LAUNCH(k_rms_bwd_part<T>, dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
+                 CUDA_COL_TPB, 0, st)(part, (const T *)dout, (const T *)in, rstd, rows, h)));
+  MT_CUDA_LAUNCHED();
+  MT_LAUNCH(k_rms_bwd_reduce, col_blocks(h, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st)(
+      dw, part, nch, h);
   MT_CUDA_LAUNCHED();
 }
 
@@ -139,7 +140,7 @@ extern "C" void cuda_swiglu_fwd(mt_backend *be, void *out, const void *in, int64
                                 int64_t f) {
   if (rows <= 0 || f <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_swiglu_fwd<T><<<grid_for(rows * f, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_swiglu_fwd<T>, grid_for(rows * f, TPB), TPB, 0, st)(
                              (T *)out, (const T *)in, rows, f)));
   MT_CUDA_LAUNCHED();
 }
@@ -148,7 +149,7 @@ extern "C" void cuda_swiglu_bwd(mt_backend *be, void *din, const void *dout, con
                                 int64_t rows, int64_t f) {
   if (rows <= 0 || f <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_swiglu_bwd<T><<<grid_for(rows * f, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_swiglu_bwd<T>, grid_for(rows * f, TPB), TPB, 0, st)(
                              (T *)din, (const T *)dout, (const T *)in, rows, f)));
   MT_CUDA_LAUNCHED();
 }
@@ -199,7 +200,7 @@ static void rope_launch(mt_backend *be, const mt_rope_desc *d, void *x, float si
   const int64_t n = (int64_t)d->s * d->b * ng * (a.npg + 1) * a.half;
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_rope<T><<<grid_for(n, TPB), TPB, 0, st>>>(a, (T *)x, n)));
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rope<T>, grid_for(n, TPB), TPB, 0, st)(a, (T *)x, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -352,9 +353,9 @@ extern "C" void cuda_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *o
   const int64_t heads = a.rows * a.ng * (a.npg + 2);
   if (heads <= 0 || a.hn <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_qkn_fwd<T><<<warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st>>>(
-                             a, (T *)out, mean, rstd, (const T *)in, (const T *)wq,
-                             (const T *)bq, (const T *)wk, (const T *)bk)));
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_qkn_fwd<T>, warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st)(
+                             a, (T *)out, mean, rstd, (const T *)in, (const T *)wq, (const T *)bq,
+                             (const T *)wk, (const T *)bk)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -368,16 +369,16 @@ extern "C" void cuda_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *d
   cudaStream_t st = cuda_impl_of(be)->stream;
   const int64_t nch = (a.rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
   float *part = (float *)cuda_workspace(be, (size_t)(nch * 4 * a.hn) * sizeof(float));
-  MT_DISPATCH(be->dtype, (k_qkn_bwd_dx<T><<<warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_qkn_bwd_dx<T>, warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st)(
                              a, (T *)din, (const T *)dout, (const T *)in, (const T *)wq,
                              (const T *)wk, mean, rstd)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(be->dtype,
-              (k_qkn_bwd_part<T><<<dim3(col_blocks(a.hn, CUDA_COL_TPB), grid_y_for(nch), 4),
-                                   CUDA_COL_TPB, 0, st>>>(a, part, (const T *)dout,
-                                                          (const T *)in, mean, rstd)));
+  MT_DISPATCH(
+      be->dtype,
+      (MT_LAUNCH(k_qkn_bwd_part<T>, dim3(col_blocks(a.hn, CUDA_COL_TPB), grid_y_for(nch), 4),
+                 CUDA_COL_TPB, 0, st)(a, part, (const T *)dout, (const T *)in, mean, rstd)));
   MT_CUDA_LAUNCHED();
-  k_qkn_bwd_reduce<<<col_blocks(a.hn, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(
+  MT_LAUNCH(k_qkn_bwd_reduce, col_blocks(a.hn, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st)(
       dwq, dbq, dwk, dbk, part, nch, a.hn, a.rms);
   MT_CUDA_LAUNCHED();
 }

@@ -57,9 +57,9 @@ extern "C" void cudak_layernorm_fwd(cudaStream_t st, mt_dtype t, void *out, floa
                                     float *rstd, const void *in, const void *w, const void *b,
                                     int64_t rows, int64_t h, float eps) {
   if (rows <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_ln_fwd<T><<<rows_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
-                     (T *)out, mean, rstd, (const T *)in, (const T *)w, (const T *)b, rows, h,
-                     eps)));
+  MT_DISPATCH(t,
+              (MT_LAUNCH(k_ln_fwd<T>, rows_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                  (T *)out, mean, rstd, (const T *)in, (const T *)w, (const T *)b, rows, h, eps)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -120,16 +120,15 @@ extern "C" void cudak_layernorm_bwd(cudaStream_t st, mt_dtype t, void *din, floa
                                     float *part) {
   if (rows <= 0 || h <= 0) return;
   const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  MT_DISPATCH(t, (k_ln_bwd_dx<T><<<rows_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
-                     (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows,
-                     h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_dx<T>, rows_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                     (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows, h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(t, (k_ln_bwd_part<T><<<dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
-                                     CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, (const T *)in,
-                                                            mean, rstd, rows, h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_part<T>, dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
+                            CUDA_COL_TPB, 0, st)(part, (const T *)dout, (const T *)in, mean, rstd,
+                                                 rows, h)));
   MT_CUDA_LAUNCHED();
-  k_ln_bwd_reduce<<<col_blocks(h, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(dw, db, part, nch,
-                                                                              h);
+  MT_LAUNCH(k_ln_bwd_reduce, col_blocks(h, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st)(
+      dw, db, part, nch, h);
   MT_CUDA_LAUNCHED();
 }
 
@@ -150,15 +149,16 @@ template <typename T> __global__ void k_gelu_bwd(T *din, const T *in, const T *d
 
 extern "C" void cudak_gelu_fwd(cudaStream_t st, mt_dtype t, void *out, const void *in, int64_t n) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_gelu_fwd<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)out, (const T *)in, n)));
+  MT_DISPATCH(t,
+              (MT_LAUNCH(k_gelu_fwd<T>, grid_for(n, TPB), TPB, 0, st)((T *)out, (const T *)in, n)));
   MT_CUDA_LAUNCHED();
 }
 
 extern "C" void cudak_gelu_bwd(cudaStream_t st, mt_dtype t, void *din, const void *in,
                                const void *dout, int64_t n) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_gelu_bwd<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)din, (const T *)in,
-                                                                  (const T *)dout, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_gelu_bwd<T>, grid_for(n, TPB), TPB, 0, st)((T *)din, (const T *)in,
+                                                                         (const T *)dout, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -190,11 +190,11 @@ extern "C" void cudak_bias_grad(cudaStream_t st, mt_dtype t, float *db, const vo
                                 int64_t rows, int64_t n, float *part) {
   if (rows <= 0 || n <= 0) return;
   const int64_t nch = (rows + CUDA_LN_CHUNK - 1) / CUDA_LN_CHUNK;
-  MT_DISPATCH(t, (k_bias_grad_part<T><<<dim3(col_blocks(n, CUDA_COL_TPB), grid_y_for(nch)),
-                                        CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, rows, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_bias_grad_part<T>, dim3(col_blocks(n, CUDA_COL_TPB), grid_y_for(nch)),
+                            CUDA_COL_TPB, 0, st)(part, (const T *)dout, rows, n)));
   MT_CUDA_LAUNCHED();
-  k_bias_grad_reduce<<<col_blocks(n, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(db, part, nch,
-                                                                                 n);
+  MT_LAUNCH(k_bias_grad_reduce, col_blocks(n, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st)(
+      db, part, nch, n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -214,7 +214,7 @@ extern "C" void cudak_embedding_fwd(cudaStream_t st, mt_dtype t, void *out, cons
                                     int64_t n, const void *w, int64_t v_start, int64_t v_end,
                                     int64_t h) {
   if (n <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_emb_fwd<T><<<grid_for(n * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_emb_fwd<T>, grid_for(n * h, TPB), TPB, 0, st)(
                      (T *)out, tokens, n, (const T *)w, v_start, v_end, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -264,8 +264,8 @@ extern "C" void cudak_embedding_bwd(cudaStream_t st, mt_dtype t, float *dw, cons
                                     int64_t n, const void *dout, int64_t v_start, int64_t v_end,
                                     int64_t h) {
   if (n <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_emb_bwd<T><<<grid_x_checked(n, "embedding_bwd"), TPB, 0, st>>>(dw, tokens, n, (const T *)dout,
-                                                            v_start, v_end, h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_emb_bwd<T>, grid_x_checked(n, "embedding_bwd"), TPB, 0, st)(
+                     dw, tokens, n, (const T *)dout, v_start, v_end, h)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -294,7 +294,7 @@ __global__ void k_pos_bwd(float *dwpe, const T *dout, int64_t s, int64_t b, int6
 extern "C" void cudak_pos_embedding_fwd(cudaStream_t st, mt_dtype t, void *x, const void *wpe,
                                         int64_t s, int64_t b, int64_t h, int64_t s_offset) {
   if (s <= 0 || b <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_pos_fwd<T><<<grid_for(s * b * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_pos_fwd<T>, grid_for(s * b * h, TPB), TPB, 0, st)(
                      (T *)x, (const T *)wpe, s, b, h, s_offset)));
   MT_CUDA_LAUNCHED();
 }
@@ -303,8 +303,8 @@ extern "C" void cudak_pos_embedding_bwd(cudaStream_t st, mt_dtype t, float *dwpe
                                         const void *dout, int64_t s, int64_t b, int64_t h,
                                         int64_t s_offset) {
   if (s <= 0 || b <= 0 || h <= 0) return;
-  MT_DISPATCH(t, (k_pos_bwd<T><<<grid_for(s * h, TPB), TPB, 0, st>>>(dwpe, (const T *)dout, s,
-                                                                     b, h, s_offset)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_pos_bwd<T>, grid_for(s * h, TPB), TPB, 0, st)(dwpe, (const T *)dout,
+                                                                            s, b, h, s_offset)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -367,8 +367,8 @@ __global__ void k_xent_bwd(T *logits, const float *row_max, const float *sumexp,
 extern "C" void cudak_xent_max(cudaStream_t st, mt_dtype t, float *row_max, const void *logits,
                                int64_t n, int64_t vl, int64_t valid) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_xent_max<T><<<grid_x_checked(n, "xent_max"), TPB, 0, st>>>(row_max, (const T *)logits, vl,
-                                                             valid)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_xent_max<T>, grid_x_checked(n, "xent_max"), TPB, 0, st)(
+                     row_max, (const T *)logits, vl, valid)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -377,7 +377,7 @@ extern "C" void cudak_xent_stats(cudaStream_t st, mt_dtype t, float *sumexp, flo
                                  const int32_t *targets, int64_t n, int64_t vl, int64_t valid,
                                  int64_t v_start) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_xent_stats<T><<<grid_x_checked(n, "xent_stats"), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_xent_stats<T>, grid_x_checked(n, "xent_stats"), TPB, 0, st)(
                      sumexp, tgt_logit, (const T *)logits, row_max, targets, vl, valid, v_start)));
   MT_CUDA_LAUNCHED();
 }
@@ -385,7 +385,7 @@ extern "C" void cudak_xent_stats(cudaStream_t st, mt_dtype t, float *sumexp, flo
 extern "C" void cudak_xent_loss(cudaStream_t st, float *loss, const float *row_max,
                                 const float *sumexp, const float *tgt_logit, int64_t n) {
   if (n <= 0) return;
-  k_xent_loss<<<grid_for(n, TPB), TPB, 0, st>>>(loss, row_max, sumexp, tgt_logit, n);
+  MT_LAUNCH(k_xent_loss, grid_for(n, TPB), TPB, 0, st)(loss, row_max, sumexp, tgt_logit, n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -393,7 +393,7 @@ extern "C" void cudak_xent_bwd(cudaStream_t st, mt_dtype t, void *logits, const 
                                const float *sumexp, const int32_t *targets, int64_t n, int64_t vl,
                                int64_t valid, int64_t v_start, float scale) {
   if (n <= 0) return;
-  MT_DISPATCH(t, (k_xent_bwd<T><<<grid_x_checked(n, "xent_bwd"), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_xent_bwd<T>, grid_x_checked(n, "xent_bwd"), TPB, 0, st)(
                      (T *)logits, row_max, sumexp, targets, vl, valid, v_start, scale)));
   MT_CUDA_LAUNCHED();
 }
