@@ -276,6 +276,35 @@ extern "C" void cudak_bias_rows(cudaStream_t st, mt_dtype c_t, mt_dtype bias_t, 
   MT_CUDA_LAUNCHED();
 }
 
+template <typename BT>
+__global__ void k_bias_axpby(bf16 *c, const float *tmp, float beta, const BT *bias, int64_t m,
+                             int64_t n, int64_t ldc, int64_t stride, int batch) {
+  const int64_t per = m * n, total = per * batch;
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
+    int64_t bt = i / per, rem = i - bt * per, r = rem / n, col = rem - r * n;
+    bf16 *p = c + bt * stride + r * ldc + col;
+    *p = from_f<bf16>(tmp[i] + beta * to_f(*p) + to_f(bias[col]));
+  }
+}
+
+extern "C" void cudak_bias_axpby_bf16(cudaStream_t st, void *c, const float *tmp, float beta,
+                                      const void *bias, mt_dtype bias_t, int64_t m, int64_t n,
+                                      int64_t ldc, int64_t stride, int batch) {
+  const int64_t total = m * n * batch;
+  if (total <= 0) return;
+  const unsigned g = grid_for(total, TPB);
+  if (bias_t == MT_BF16)
+    MT_LAUNCH(k_bias_axpby<bf16>, g, TPB, 0, st)((bf16 *)c, tmp, beta, (const bf16 *)bias, m, n,
+                                                ldc, stride, batch);
+  else if (bias_t == MT_F32)
+    MT_LAUNCH(k_bias_axpby<float>, g, TPB, 0, st)((bf16 *)c, tmp, beta, (const float *)bias, m,
+                                                 n, ldc, stride, batch);
+  else
+    mt_fatal("cuda gemm bias: unsupported bias %s", mt_dtype_name(bias_t));
+  MT_CUDA_LAUNCHED();
+}
+
 /* ---- MoE permutations ---- */
 
 template <typename T>

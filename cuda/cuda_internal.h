@@ -168,6 +168,14 @@ void cudak_moe_combine_bwd(cudaStream_t st, mt_dtype t, void *dsrc, float *dw, c
 void cudak_bias_rows(cudaStream_t st, mt_dtype c_t, mt_dtype bias_t, void *c, const void *bias,
                      int64_t m, int64_t n, int64_t ldc, int64_t stride, int batch, int fill);
 
+/* c (bf16) = round(tmp + beta c + bias) for rows r < m of each of `batch`
+ * matrices (c: leading dimension ldc, stride elements apart; tmp: fp32
+ * [batch, m, n] contiguous; bias [n] of type bias_t): the one rounding of a
+ * bf16 GEMM with a bias and beta != 0 (cuda_gemm.c). */
+void cudak_bias_axpby_bf16(cudaStream_t st, void *c, const float *tmp, float beta,
+                           const void *bias, mt_dtype bias_t, int64_t m, int64_t n, int64_t ldc,
+                           int64_t stride, int batch);
+
 /* ---- kernel launchers (cuda_nn.cu) ---- */
 /* part: workspace of 2 * ceil(rows / CUDA_LN_CHUNK) * h floats. */
 #define CUDA_LN_CHUNK 32
