@@ -52,6 +52,9 @@ extern "C" {
 #include "core/util.h"
 #include "cuda/cuda_check.h"
 
+/* Slots of the pinned ring the sample ids are uploaded from (cuda_upload_ids). */
+#define CUDA_IDS_RING 64
+
 /* Allocation record of the pointer -> (size, category) map. */
 typedef struct {
   void *ptr; /* NULL = empty slot; CUDA_TOMB = deleted */
@@ -74,8 +77,11 @@ typedef struct {
   size_t rec_live;          /* live entries (capacity follows these only)  */
   void *ws;                 /* op workspace (MT_MEM_WORKSPACE), grows only */
   size_t ws_bytes;
-  int64_t *ids_dev;         /* device copy of desc sample_ids              */
+  int64_t *ids_dev;         /* device copy of desc sample_ids [ids_cap]    */
   int ids_cap;
+  int64_t *ids_pin;         /* pinned ring: CUDA_IDS_RING slots of ids_cap */
+  cudaEvent_t ids_ev[CUDA_IDS_RING]; /* recorded after each slot's copy     */
+  int ids_next;             /* next ring slot                              */
   double *red_dev;          /* reduction partials + result (device)        */
   double *red_host;         /* pinned result                               */
 } cuda_impl;
@@ -86,8 +92,11 @@ static inline cuda_impl *cuda_impl_of(mt_backend *be) { return (cuda_impl *)be->
  * growing it frees the old one (stream-ordered: queued users on the backend
  * stream run before the block is reused). Contents undefined. */
 void *cuda_workspace(mt_backend *be, size_t bytes);
-/* Device copy of a host array of b sample ids (stream-ordered upload into a
- * reused buffer; the host array may be reused as soon as this returns). */
+/* Device copy of a host array of b sample ids: copied into the next slot
+ * of a pinned ring, then uploaded asynchronously (stream-ordered) into a
+ * reused device buffer; a ring slot is rewritten only after its previous
+ * upload ran (its event). The host array may be reused as soon as this
+ * returns. */
 const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b);
 
 /* ---- ops implemented in C files ---- */
