@@ -21,6 +21,7 @@
 
 typedef struct {
   const char *load, *prompt, *vocab, *merges, *dump_logits;
+  const char *device; /* --device: NULL = the checkpoint config's */
   int max_new, no_cache, print_ids;
   int threads; /* --num-threads: -1 = the config's training.num_threads */
   mt_sample_opts s;
@@ -36,7 +37,7 @@ static const char gen_usage[] =
     "usage: megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
     "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "         [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids]\n"
-    "         [--num-threads N] [--dump-logits FILE]\n"
+    "         [--num-threads N] [--dump-logits FILE] [--device cpu|cuda]\n"
     "  stdout: the text (and the ids with --print-ids); stderr: the speed line\n"
     "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n";
 
@@ -90,6 +91,7 @@ static int parse(int argc, char **argv, gen_args *a) {
                        : !strcmp(k, "--vocab-file")   ? &a->vocab
                        : !strcmp(k, "--merge-file")   ? &a->merges
                        : !strcmp(k, "--dump-logits")  ? &a->dump_logits
+                       : !strcmp(k, "--device")       ? &a->device
                                                       : NULL;
     if (str) {
       if (i + 1 >= argc) return usage_error("a value is needed after", k);
@@ -250,11 +252,17 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
                         "training.micro_batch_size=1",
                         "training.global_batch_size=1",
                         "model.recompute_granularity=null",
-                        NULL};
-  int n_sets = (int)(sizeof sets / sizeof sets[0]) - 1;
-  char thr[64];
+                        NULL, NULL, NULL}; /* room for --num-threads and --device */
+  int n_sets = (int)(sizeof sets / sizeof sets[0]) - 3;
+  char thr[64], dev[64];
   snprintf(thr, sizeof thr, "training.num_threads=%d", a->threads);
   if (a->threads >= 0) sets[n_sets++] = thr;
+  /* --device: the device the checkpoint is sampled on, whatever trained it
+   * (checked by the config loader like the config's own "device") */
+  if (a->device) {
+    snprintf(dev, sizeof dev, "device=%.50s", a->device);
+    sets[n_sets++] = dev;
+  }
   char where[600];
   snprintf(where, sizeof where, "%s/metadata.json", mt_dckpt_dir(r->ck));
   rc = mt_config_load_string(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);
