@@ -74,7 +74,10 @@ ifeq ($(CUDA),emu)
   EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -MMD -MP -I$(EMU)/include -I$(EMU) \
                   -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(MPI_CFLAGS)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(EMU)/include
-  LDLIBS   := -L$(BUILD)/lib -Wl,-rpath,$(abspath $(BUILD)/lib) -lcudaemu $(LDLIBS) -lstdc++ -ldl
+  # binaries sit 0, 1 or 2 folders below $(BUILD) (megatrain, tests/, tests/tools/):
+  # a location-independent run path, so a copy of the tree links the same way
+  LDLIBS   := -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib:$$ORIGIN/../../lib' \
+              -lcudaemu $(LDLIBS) -lstdc++ -ldl
   LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
   CU_SRCS  := $(wildcard cuda/*.cu)
   # every load/store of the .cu files calls the emulation's checks

@@ -62,15 +62,14 @@ struct Alloc {
   void *bt[12];
   int nbt;
   std::vector<Rec> recs;
-  int pending_reads, pending_writes; /* pinned: queued copies from / into it */
-  int prot;                          /* pinned: current page protection */
 };
 /* The allocation (device or pinned, live or freed) containing p, or null. */
 Alloc *alloc_of(const void *p);
 /* The live device allocation holding [p, p + n), or null with *why set. */
 Alloc *device_range(const void *p, size_t n, std::string *why);
-bool in_arena(uintptr_t a);
 extern uintptr_t g_arena_lo, g_arena_hi; /* reserved device address range */
+static const size_t ARENA_BYTES = (size_t)1 << 40;
+inline bool in_arena(uintptr_t a) { return a - g_arena_lo < ARENA_BYTES; }
 Alloc *device_alloc(size_t bytes, const char *how, Pool *pool);
 void device_release(Alloc *a); /* no longer live; pages returned */
 Alloc *pinned_alloc(size_t bytes);
@@ -78,9 +77,10 @@ void pinned_release(Alloc *a);
 /* Device memory is inaccessible outside these (nested) sessions. */
 void session_open();
 void session_close();
-/* Pinned buffers with queued copies are fenced from the host. */
-void pinned_fence_update(Alloc *a);
 std::string describe(const Alloc *a);
+/* New device memory is garbage, as on a GPU: 0xFF bytes (NaN in fp32 and
+ * bf16), all of it up to 256 KiB, else the first and last 128 KiB. */
+void fill_garbage(char *p, size_t bytes);
 void for_each_alloc(void (*f)(Alloc *));
 void print_backtrace(void *const *bt, int n, const char *indent);
 /* Accounting of emulated device memory (the pool caches freed blocks). */
@@ -137,6 +137,7 @@ struct Access {
 };
 /* Cross-stream check of op's accesses against earlier ones, then recorded. */
 void check_and_record(const Op *op, const Access *acc, int n);
+void forget_records(Alloc *a); /* a freed allocation */
 const char *stream_label(const Stream *s, char *buf, size_t len);
 /* Events */
 struct Event {
@@ -165,17 +166,19 @@ void init_symbols();
 /* emu_check.cpp: per-launch access ranges and shadow state. */
 void check_kernel_begin(const char *kname);
 void check_block_begin();
+void check_epoch_end(); /* a block barrier completed, or the block ended */
 void check_kernel_end(const Op *op);
-/* emu_exec.cpp: current thread for reports. */
+/* emu_exec.cpp: the running thread and its block (hot-path state). */
 std::string where_now();
-int cur_tid();
-int cur_barrier_epoch();
-unsigned cur_warp_epoch();
-uint64_t cur_block_serial();
-uintptr_t dyn_smem_lo();
-size_t dyn_smem_size();
-bool in_fiber_stack(uintptr_t a);
-bool in_param(uintptr_t a);
+extern int g_cur;                  /* flat thread index in its block, -1 */
+extern uint32_t g_bar_epoch;       /* completed block barriers */
+extern uint16_t g_warp_epoch[32];  /* completed __syncwarp()s per warp */
+extern uintptr_t g_stack_lo, g_stack_span, g_param_lo, g_param_span, g_dyn_lo;
+extern size_t g_dyn_size;
+inline bool in_fiber_stack(uintptr_t a) { return a - g_stack_lo < g_stack_span; }
+inline bool in_param(uintptr_t a) { return a - g_param_lo < g_param_span; }
+/* per op name: count and seconds (MT_EMU_PROFILE=1 prints them at exit) */
+void profile_add(const std::string &name, double seconds);
 void set_last_error(cudaError_t e);
 
 /* ---- MPI (emu_mpi.cpp) ---- */

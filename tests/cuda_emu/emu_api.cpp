@@ -55,7 +55,7 @@ struct CopyOp : Op {
   size_t bytes;
   bool dst_dev, src_dev;
   std::vector<char> staged; /* pageable source, copied at the call */
-  Alloc *pin_src = nullptr, *pin_dst = nullptr;
+  std::vector<char> snap;   /* pinned source: its bytes at the call */
   Token *token = nullptr;
   const char *api;
   std::string name() const override {
@@ -79,9 +79,17 @@ struct CopyOp : Op {
       acc[n++] = Access{a, (uint64_t)(dst - a->base), (uint64_t)(dst - a->base + bytes), true};
     }
     check_and_record(this, acc, n);
+    if (!snap.empty() && memcmp(snap.data(), src, bytes)) {
+      size_t i = 0;
+      while (snap[i] == src[i]) i++;
+      Alloc *a = alloc_of(src);
+      fault("%s: host code changed byte %zu of its pinned source %p (%s) after the copy was "
+            "queued and before the stream ran it; a copy from pinned memory reads it when the "
+            "stream gets there: wait for the copy (an event or a synchronisation) before "
+            "reusing the buffer", name().c_str(), i, (const void *)src,
+            a ? describe(a).c_str() : "?");
+    }
     memmove(dst, staged.empty() ? src : staged.data(), bytes);
-    if (pin_src) pin_src->pending_reads--;
-    if (pin_dst) pin_dst->pending_writes--;
     if (token) token->done = true;
     return true;
   }
@@ -145,20 +153,14 @@ cudaError_t copy_async(void *dst, const void *src, size_t bytes, cudaMemcpyKind 
   op->src_dev = sd;
   op->api = api;
   if (ws == PAGEABLE) op->staged.assign((const char *)src, (const char *)src + bytes);
-  if (ws == PINNED_HOST) {
-    op->pin_src = alloc_of(src);
-    op->pin_src->pending_reads++;
-  }
-  if (wd == PINNED_HOST) {
-    op->pin_dst = alloc_of(dst);
-    op->pin_dst->pending_writes++;
-  }
+  /* pinned source: checked unchanged when the copy runs; pinned
+   * destination: undefined until the copy ran (0xFF: NaN if read early) */
+  if (ws == PINNED_HOST) op->snap.assign((const char *)src, (const char *)src + bytes);
+  if (wd == PINNED_HOST) memset(dst, 0xFF, bytes);
   Token tok;
   if (wd == PAGEABLE) op->token = &tok; /* into pageable memory: synchronous */
   enqueue(s, op);
   std::vector<uint64_t> vc = s->vc;
-  if (op->pin_src) pinned_fence_update(op->pin_src);
-  if (op->pin_dst) pinned_fence_update(op->pin_dst);
   if (wd == PAGEABLE) {
     host_wait(token_done, &tok, api);
     host_joins(vc);
@@ -183,14 +185,14 @@ cudaError_t memset_async(void *dst, int value, size_t bytes, Stream *s, const ch
 
 /* Stream-ordered allocation: the bytes belong to the stream from here on
  * (recorded as a write, so use on another stream needs an event), filled
- * with 0xFF (NaN in fp32 and bf16: a read of never-written memory shows). */
+ * with garbage (fill_garbage: a read of never-written memory shows). */
 struct AllocOp : Op {
   Alloc *a;
   std::string name() const override { return "cudaMallocFromPoolAsync"; }
   bool start() override {
     Access acc{a, 0, a->bytes, true};
     check_and_record(this, &acc, 1);
-    memset(a->base, 0xFF, a->bytes);
+    fill_garbage(a->base, a->bytes);
     return true;
   }
 };
@@ -358,7 +360,7 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   if (account_alloc(bytes, nullptr) != cudaSuccess) return fail(cudaErrorMemoryAllocation);
   Alloc *a = device_alloc(bytes, "cudaMalloc", nullptr);
   session_open();
-  memset(a->base, 0xFF, bytes);
+  fill_garbage(a->base, bytes);
   session_close();
   *p = a->base;
   return cudaSuccess;

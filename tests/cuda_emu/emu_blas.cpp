@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <memory>
 #include <set>
 
 #include "cublas_v2.h"
@@ -129,12 +130,13 @@ struct BlasOp : Op {
     }
     check_and_record(this, acc.data(), (int)acc.size());
     for (const Gemm &p : g) run(p);
+    profile_add(api, now() - t_start);
     return true;
   }
   void run(const Gemm &p) {
     if (!p.m || !p.n) return;
     const int m = p.m, n = p.n, k = p.k;
-    std::vector<float> Ap((size_t)m * k), Bp((size_t)n * k);
+    std::unique_ptr<float[]> Ap(new float[(size_t)m * k + 1]), Bp(new float[(size_t)n * k + 1]);
     for (int i = 0; i < m; i++)
       for (int l = 0; l < k; l++) {
         float v = ld_elem(p.A, at, p.ta ? (size_t)l + (size_t)i * p.lda : (size_t)i + (size_t)l * p.lda);

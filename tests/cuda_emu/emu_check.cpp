@@ -48,7 +48,9 @@ void check_kernel_begin(const char *kname) {
 }
 
 uint64_t cur_block_serial() { return block_serial; }
-void check_block_begin() { block_serial++; }
+void check_block_begin() {
+  block_serial++;
+}
 
 void check_kernel_end(const Op *op) {
   std::vector<Access> acc;
@@ -117,6 +119,12 @@ struct Sh {
   uintptr_t wpc, rpc;
 };
 static const uint16_t MULTI = 0xFFFF;
+struct Uninit {
+  uintptr_t a;
+  int t;
+  uintptr_t pc;
+};
+static std::vector<Uninit> pending_uninit;
 static std::unordered_map<uintptr_t, Sh *> shadow_pages;
 static uintptr_t last_page = 1;
 static Sh *last_shadow;
@@ -148,7 +156,7 @@ static std::string tstr(int t) {
   note("ERROR: shared memory race in kernel %s, block (%u,%u,%u): %s at byte offset %zu of %s",
        kname_c, mt_emu::block_idx().x, mt_emu::block_idx().y, mt_emu::block_idx().z, what,
        (size_t)off, sym.c_str());
-  fprintf(stderr, "  %s %s it at %s\n", tstr(cur_tid()).c_str(), my_write ? "writes" : "reads",
+  fprintf(stderr, "  %s %s it at %s\n", tstr(g_cur).c_str(), my_write ? "writes" : "reads",
           symbolize(pc).c_str());
   if (other == MULTI)
     fprintf(stderr, "  other threads read it since the last barrier (last at %s)\n",
@@ -165,22 +173,18 @@ static std::string tstr(int t) {
 static void shared_access(uintptr_t a, size_t n, bool w, uintptr_t pc) {
   const Config &c = config();
   if (!c.racecheck) return;
-  const int t = cur_tid();
+  const int t = g_cur;
   const uint64_t blk = block_serial;
-  const uint32_t ep = (uint32_t)cur_barrier_epoch();
-  const uint16_t we = (uint16_t)cur_warp_epoch();
+  const uint32_t ep = g_bar_epoch;
+  const uint16_t we = g_warp_epoch[t >> 5];
   for (size_t i = 0; i < n; i++) {
     Sh &e = *shadow(a + i);
     if (!w) {
       if (e.wblk != blk) {
-        if (c.initcheck) {
-          g_in_kernel = false;
-          uintptr_t off = 0;
-          std::string sym = shared_symbol(a + i, &off);
-          fault("kernel %s reads byte offset %zu of %s, which no thread of this block has "
-                "written (uninitialised shared memory)\n  in %s\n  at %s", kname_c, (size_t)off,
-                sym.c_str(), where_now().c_str(), symbolize(pc).c_str());
-        }
+        /* not written yet in this block: a thread may still write it before
+         * the next barrier (then the write reports the race); checked at
+         * the barrier (check_epoch_end) */
+        if (c.initcheck && e.rblk != blk) pending_uninit.push_back(Uninit{a + i, t, pc});
       } else if (e.wt != t && e.wep == ep && !((e.wt >> 5) == (t >> 5) && e.wwe != we)) {
         race(a + i, "read-after-write by another thread", e.wt, e.wpc, false, pc);
       }
@@ -215,6 +219,23 @@ static void shared_access(uintptr_t a, size_t n, bool w, uintptr_t pc) {
   }
 }
 
+/* Reads of shared bytes no thread had written yet, reported at the next
+ * barrier or the block's end: uninitialised shared memory. */
+void check_epoch_end() {
+  /* (another thread's write after the read in the same epoch was reported
+   * as a race when it happened) */
+  for (const Uninit &u : pending_uninit) {
+    g_in_kernel = false;
+    uintptr_t off = 0;
+    std::string sym = shared_symbol(u.a, &off);
+    fault("kernel %s reads byte offset %zu of %s, which no thread of this block writes "
+          "(uninitialised shared memory)\n  in kernel %s, block (%u,%u,%u), %s\n  at %s", kname_c,
+          (size_t)off, sym.c_str(), kname_c, mt_emu::block_idx().x, mt_emu::block_idx().y,
+          mt_emu::block_idx().z, tstr(u.t).c_str(), symbolize(u.pc).c_str());
+  }
+  pending_uninit.clear();
+}
+
 /* ---- the hooks ---- */
 static uintptr_t st_lo[8], st_hi[8]; /* recently hit static shared arrays */
 static unsigned st_next;
@@ -225,7 +246,8 @@ static inline bool static_hit(uintptr_t a, size_t n) {
   return false;
 }
 
-static inline void on_access(uintptr_t a, size_t n, bool w, uintptr_t pc) {
+static inline __attribute__((always_inline)) void on_access(uintptr_t a, size_t n, bool w,
+                                                           uintptr_t pc) {
   if (!g_in_kernel) {
     if (in_arena(a)) {
       Alloc *x = alloc_of((void *)a);
@@ -237,14 +259,26 @@ static inline void on_access(uintptr_t a, size_t n, bool w, uintptr_t pc) {
   }
   if (in_fiber_stack(a)) return;
   if (in_arena(a)) {
+    Range *r = last_range;
+    const uintptr_t off = a - (uintptr_t)(r ? r->a->base : 0);
+    if (r && off + n <= r->a->bytes) { /* the last allocation again */
+      if (w) {
+        if (off < r->wlo) r->wlo = off;
+        if (off + n > r->whi) r->whi = off + n;
+      } else {
+        if (off < r->rlo) r->rlo = off;
+        if (off + n > r->rhi) r->rhi = off + n;
+      }
+      return;
+    }
     global_access(a, n, w, pc);
     return;
   }
-  if (a - dyn_smem_lo() < 256 * 1024) {
-    if (a + n - dyn_smem_lo() > dyn_smem_size())
+  if (a - g_dyn_lo < 256 * 1024) {
+    if (a + n - g_dyn_lo > g_dyn_size)
       kernel_fault(pc, "kernel %s %zu bytes at offset %zu of dynamic shared memory, but the "
                    "launch asked for %zu bytes", w ? "writes" : "reads", n,
-                   (size_t)(a - dyn_smem_lo()), dyn_smem_size());
+                   (size_t)(a - g_dyn_lo), g_dyn_size);
     shared_access(a, n, w, pc);
     return;
   }

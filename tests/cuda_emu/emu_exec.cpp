@@ -72,6 +72,11 @@ static size_t dyn_size;
 static Fiber fibers[MAXT];
 static Warp warps[MAXT / 32];
 static int cur = -1, nthreads;
+int g_cur = -1;
+uint32_t g_bar_epoch;
+uint16_t g_warp_epoch[32];
+uintptr_t g_stack_lo, g_stack_span, g_param_lo, g_param_span, g_dyn_lo;
+size_t g_dyn_size;
 static void *sched_sp;
 static dim3 bidx, gdim, bdim;
 static const mt_emu::LaunchDesc *L;
@@ -80,7 +85,6 @@ static std::string kname;
 static int bar_count, bar_red, bar_acc;
 static const char *bar_file;
 static int bar_line;
-static uint32_t bar_epoch;
 static std::map<const void *, int> dyn_optin;
 
 #if defined(__x86_64__)
@@ -111,17 +115,12 @@ static void init_regions() {
   param_hi = param_lo + PSZ;
   dyn_lo = (char *)mmap(NULL, DYN_MAX, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (dyn_lo == MAP_FAILED) fault("cannot map the dynamic shared memory window");
+  g_stack_lo = (uintptr_t)stacks;
+  g_stack_span = per * MAXT;
+  g_param_lo = (uintptr_t)param_lo;
+  g_param_span = PSZ;
+  g_dyn_lo = (uintptr_t)dyn_lo;
 }
-
-bool in_fiber_stack(uintptr_t a) {
-  return stacks && a - (uintptr_t)stacks < (STACK + GUARD) * MAXT;
-}
-bool in_param(uintptr_t a) { return a - (uintptr_t)param_lo < (uintptr_t)(param_hi - param_lo); }
-uintptr_t dyn_smem_lo() { return (uintptr_t)dyn_lo; }
-size_t dyn_smem_size() { return dyn_size; }
-int cur_tid() { return cur; }
-int cur_barrier_epoch() { return (int)bar_epoch; }
-unsigned cur_warp_epoch() { return warps[cur / 32].epoch; }
 
 std::string where_now() {
   char b[512];
@@ -183,7 +182,7 @@ static int block_barrier(int red, int pred, const char *file, int line) {
                  kind_str(K_BAR, red), file, line, tid_str(t).c_str());
         deadlock(b);
       }
-  } else if (bar_red != red || bar_line != line || strcmp(bar_file, file)) {
+  } else if (bar_red != red || bar_line != line || (bar_file != file && strcmp(bar_file, file))) {
     char b[512];
     snprintf(b, sizeof b, "%s reached %s (%s:%d) while other threads wait at %s (%s:%d): "
              "divergent barriers", tid_str(cur).c_str(), kind_str(K_BAR, red), file, line,
@@ -195,7 +194,8 @@ static int block_barrier(int red, int pred, const char *file, int line) {
   else if (red == 2) bar_acc &= pred != 0;
   if (++bar_count == nthreads) {
     bar_count = 0;
-    bar_epoch++;
+    check_epoch_end();
+    g_bar_epoch++;
     for (int t = 0; t < nthreads; t++) {
       fibers[t].res = (uint64_t)bar_acc;
       if (fibers[t].state == BLOCKED) fibers[t].state = READY;
@@ -232,7 +232,7 @@ static void warp_arrive(int kind, unsigned mask, const char *file, int line,
                  wbase + l >= nthreads ? "does not exist" : "has exited");
         deadlock(b);
       }
-  } else if (w.kind != kind || w.mask != mask || w.line != line || strcmp(w.file, file)) {
+  } else if (w.kind != kind || w.mask != mask || w.line != line || (w.file != file && strcmp(w.file, file))) {
     char b[512];
     snprintf(b, sizeof b, "%s reached %s (%s:%d, mask 0x%08x) while lanes 0x%08x of its warp "
              "wait at %s (%s:%d, mask 0x%08x): divergent warp collectives", tid_str(cur).c_str(),
@@ -273,7 +273,10 @@ static void complete_ballot(Warp &w) {
   for (int l = 0; l < 32; l++)
     if (w.mask >> l & 1) fibers[wbase + l].res = bits;
 }
-static void complete_syncwarp(Warp &w) { w.epoch++; }
+static void complete_syncwarp(Warp &w) {
+  w.epoch++;
+  g_warp_epoch[&w - warps] = (uint16_t)w.epoch;
+}
 
 static inline float bf(uint32_t bits16) { return __builtin_bit_cast(float, bits16 << 16); }
 
@@ -343,6 +346,7 @@ static void run_block() {
   for (int w = 0; w < (nthreads + 31) / 32; w++) {
     warps[w].arrived = 0;
     warps[w].epoch = 0;
+    g_warp_epoch[w] = 0;
   }
   if (dyn_size) memset(dyn_lo, 0xFF, dyn_size); /* garbage, as a GPU's */
   for (int t = 0; t < nthreads; t++) init_fiber(t);
@@ -352,7 +356,7 @@ static void run_block() {
       if (fibers[t].state == DONE) continue;
       alive = true;
       if (fibers[t].state != READY) continue;
-      cur = t;
+      cur = g_cur = t;
       ran = true;
       mt_emu_switch(&sched_sp, fibers[t].sp);
       g_in_kernel = false;
@@ -360,7 +364,8 @@ static void run_block() {
     if (!alive) break;
     if (!ran) deadlock("no thread can run");
   }
-  cur = -1;
+  check_epoch_end();
+  cur = g_cur = -1;
 }
 
 struct KernelOp : Op {
@@ -372,7 +377,7 @@ struct KernelOp : Op {
     gdim = d.grid;
     bdim = d.block;
     nthreads = (int)(d.block.x * d.block.y * d.block.z);
-    dyn_size = d.smem;
+    dyn_size = g_dyn_size = d.smem;
     check_kernel_begin(kname.c_str());
     for (unsigned z = 0; z < gdim.z; z++)
       for (unsigned y = 0; y < gdim.y; y++)
@@ -382,6 +387,7 @@ struct KernelOp : Op {
         }
     check_kernel_end(this);
     L = nullptr;
+    profile_add(kname, now() - t_start);
     return true;
   }
   ~KernelOp() override { d.destroy(d.pack); }

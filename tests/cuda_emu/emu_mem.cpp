@@ -4,9 +4,9 @@
  * dereferencing a device pointer faults as on a GPU, and the SIGSEGV handler
  * names the allocation (id, size, offset, where it was allocated). Each
  * allocation gets its own page-aligned span; freed spans stay inaccessible
- * and unused for a while (quarantine) so late uses are caught. Pinned host
- * memory (cudaMallocHost) is fenced from the host while a queued copy reads
- * or writes it. Also: messages, configuration, device-memory accounting. */
+ * and unused for a while (quarantine) so late uses are caught; so does
+ * pinned host memory (cudaMallocHost) after cudaFreeHost. Also: messages,
+ * configuration, device-memory accounting. */
 #include <execinfo.h>
 #include <signal.h>
 #include <stdio.h>
@@ -108,7 +108,7 @@ int world_rank() {
 uintptr_t g_arena_lo, g_arena_hi;
 static uintptr_t arena_top;          /* first never-used byte */
 static const size_t PAGE = 4096;
-static const size_t ARENA = (size_t)1 << 40;
+static const size_t ARENA = ARENA_BYTES;
 static std::map<uintptr_t, Alloc *> allocs; /* by base: device and pinned */
 static uint64_t next_id = 1;
 static int session_depth;
@@ -116,7 +116,6 @@ static int session_depth;
 static std::deque<std::pair<uintptr_t, size_t>> quarantine;
 static size_t quarantine_bytes;
 static std::multimap<size_t, uintptr_t> reusable; /* span -> base */
-static std::vector<Alloc *> pinned_live;
 
 static void install_fault_handler();
 
@@ -130,7 +129,15 @@ void init_memory() {
   install_fault_handler();
 }
 
-bool in_arena(uintptr_t a) { return a - g_arena_lo < ARENA; }
+void fill_garbage(char *p, size_t bytes) {
+  const size_t H = 128 * 1024;
+  if (bytes <= 2 * H) {
+    memset(p, 0xFF, bytes);
+  } else {
+    memset(p, 0xFF, H);
+    memset(p + bytes - H, 0xFF, H);
+  }
+}
 
 void for_each_alloc(void (*f)(Alloc *)) {
   for (auto &kv : allocs) f(kv.second);
@@ -203,8 +210,6 @@ static Alloc *new_alloc(char *base, size_t bytes, size_t span, AllocKind kind, c
   a->how = how;
   a->pool = nullptr;
   a->nbt = backtrace(a->bt, 12);
-  a->pending_reads = a->pending_writes = 0;
-  a->prot = PROT_READ | PROT_WRITE;
   allocs[(uintptr_t)base] = a;
   return a;
 }
@@ -232,7 +237,7 @@ Alloc *device_alloc(size_t bytes, const char *how, Pool *pool) {
 
 void device_release(Alloc *a) {
   a->live = false;
-  a->recs.clear();
+  forget_records(a);
   /* pages back to the system; the span stays PROT_NONE (reads of freed
    * memory by host code fault, kernels are checked by emu_check.cpp) */
   madvise(a->base, a->span, MADV_DONTNEED);
@@ -258,19 +263,11 @@ Alloc *pinned_alloc(size_t bytes) {
   if (!span) span = PAGE;
   void *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return nullptr;
-  Alloc *a = new_alloc((char *)p, bytes, span, PINNED, "cudaMallocHost");
-  pinned_live.push_back(a);
-  return a;
+  return new_alloc((char *)p, bytes, span, PINNED, "cudaMallocHost");
 }
 
 void pinned_release(Alloc *a) {
   a->live = false;
-  for (size_t i = 0; i < pinned_live.size(); i++)
-    if (pinned_live[i] == a) {
-      pinned_live[i] = pinned_live.back();
-      pinned_live.pop_back();
-      break;
-    }
   madvise(a->base, a->span, MADV_DONTNEED);
   mprotect(a->base, a->span, PROT_NONE); /* host use after cudaFreeHost faults */
 }
@@ -281,29 +278,14 @@ static void protect_arena(int prot) {
   if (arena_top > g_arena_lo) mprotect((void *)g_arena_lo, arena_top - g_arena_lo, prot);
 }
 
-void pinned_fence_update(Alloc *a) {
-  if (!a->live || session_depth > 0) return;
-  int prot = a->pending_writes ? PROT_NONE : a->pending_reads ? PROT_READ : PROT_READ | PROT_WRITE;
-  if (prot != a->prot) {
-    mprotect(a->base, a->span, prot);
-    a->prot = prot;
-  }
-}
-
 void session_open() {
   if (session_depth++ > 0) return;
   protect_arena(PROT_READ | PROT_WRITE);
-  for (Alloc *a : pinned_live)
-    if (a->prot != (PROT_READ | PROT_WRITE)) {
-      mprotect(a->base, a->span, PROT_READ | PROT_WRITE);
-      a->prot = PROT_READ | PROT_WRITE;
-    }
 }
 
 void session_close() {
   if (--session_depth > 0) return;
   protect_arena(PROT_NONE);
-  for (Alloc *a : pinned_live) pinned_fence_update(a);
 }
 
 /* ----------------------------------------------------------- fault handler */
@@ -332,12 +314,7 @@ static void on_segv(int sig, siginfo_t *si, void *uc_) {
   } else if (in_arena(a)) {
     note("ERROR: host code %s device address %p, which is in no allocation",
          write ? "wrote" : "read", (void *)a);
-  } else if (x && x->kind == PINNED && x->live) {
-    note("ERROR: host code %s pinned buffer %p (offset %zu of %s) while a queued "
-         "cudaMemcpyAsync %s it: synchronise (stream or event) before touching it",
-         write ? "wrote" : "read", (void *)a, (size_t)(a - (uintptr_t)x->base),
-         describe(x).c_str(), x->pending_writes ? "writes" : "reads");
-  } else if (x && x->kind == PINNED) {
+  } else if (x && x->kind == PINNED && !x->live) {
     note("ERROR: host code %s pinned memory %p after cudaFreeHost (%s)",
          write ? "wrote" : "read", (void *)a, describe(x).c_str());
   } else {

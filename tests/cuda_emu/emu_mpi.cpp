@@ -9,7 +9,9 @@
  * a GPU does not have. Collectives without a non-blocking form
  * (MPI_Comm_split, window creation, MPI_Finalize) are preceded by an
  * MPI_Ibarrier on the same communicator, waited for in the same way, so no
- * peer is still waiting for this rank's device when they start. */
+ * peer is still waiting for this rank's device when they start. Every rank
+ * takes the same form of a collective whatever its device holds: MPI does
+ * not match a blocking collective with a non-blocking one. */
 #include <mpi.h>
 #include <sched.h>
 #include <unistd.h>
@@ -25,94 +27,96 @@ bool mpi_ready() {
   return init && !fin;
 }
 
-static int wait_progress(MPI_Request *r, MPI_Status *st) {
-  unsigned spins = 0;
-  for (;;) {
-    int done = 0;
-    int rc = PMPI_Test(r, &done, st);
-    if (rc != MPI_SUCCESS || done) return rc;
-    if (progress()) {
-      spins = 0;
-      continue;
-    }
-    if (++spins > 64) usleep(spins > 4096 ? 1000 : 50);
-    else sched_yield();
-  }
+struct MpiWait {
+  MPI_Request *r;
+  MPI_Status *st;
+  int rc;
+};
+static bool mpi_done(void *p) {
+  MpiWait *w = (MpiWait *)p;
+  int done = 0;
+  w->rc = PMPI_Test(w->r, &done, w->st);
+  return w->rc != MPI_SUCCESS || done;
+}
+
+/* host_wait: device work progresses meanwhile; a wait that sees no
+ * progress for MT_EMU_HANG_S seconds is reported with the queued work. */
+static int wait_progress(MPI_Request *r, MPI_Status *st, const char *what) {
+  MpiWait w{r, st, MPI_SUCCESS};
+  host_wait(mpi_done, &w, what);
+  return w.rc;
 }
 
 static int fence(MPI_Comm c) {
-  if (!device_busy()) return MPI_SUCCESS;
   MPI_Request r;
   int rc = PMPI_Ibarrier(c, &r);
-  return rc == MPI_SUCCESS ? wait_progress(&r, MPI_STATUS_IGNORE) : rc;
+  return rc == MPI_SUCCESS ? wait_progress(&r, MPI_STATUS_IGNORE, "an MPI collective") : rc;
 }
 
 } /* namespace emu */
 
 using namespace emu;
 
-#define NB(call_nb, call_b)                            \
-  do {                                                 \
-    if (!device_busy()) return call_b;                 \
-    MPI_Request r_;                                    \
-    int rc_ = call_nb;                                 \
-    if (rc_ != MPI_SUCCESS) return rc_;                \
-    return wait_progress(&r_, MPI_STATUS_IGNORE);      \
+/* Collectives always take the non-blocking form, on every rank: MPI never
+ * matches a blocking collective with a non-blocking one. */
+#define NB(call_nb)                                         \
+  do {                                                      \
+    MPI_Request r_;                                         \
+    int rc_ = call_nb;                                      \
+    if (rc_ != MPI_SUCCESS) return rc_;                     \
+    return wait_progress(&r_, MPI_STATUS_IGNORE, __func__); \
   } while (0)
 
 extern "C" {
 
-int MPI_Barrier(MPI_Comm c) { NB(PMPI_Ibarrier(c, &r_), PMPI_Barrier(c)); }
+int MPI_Barrier(MPI_Comm c) { NB(PMPI_Ibarrier(c, &r_)); }
 
 int MPI_Bcast(void *b, int n, MPI_Datatype t, int root, MPI_Comm c) {
-  NB(PMPI_Ibcast(b, n, t, root, c, &r_), PMPI_Bcast(b, n, t, root, c));
+  NB(PMPI_Ibcast(b, n, t, root, c, &r_));
 }
 
 int MPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm c) {
-  NB(PMPI_Iallreduce(s, r, n, t, op, c, &r_), PMPI_Allreduce(s, r, n, t, op, c));
+  NB(PMPI_Iallreduce(s, r, n, t, op, c, &r_));
 }
 
 int MPI_Reduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, int root, MPI_Comm c) {
-  NB(PMPI_Ireduce(s, r, n, t, op, root, c, &r_), PMPI_Reduce(s, r, n, t, op, root, c));
+  NB(PMPI_Ireduce(s, r, n, t, op, root, c, &r_));
 }
 
 int MPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
                   MPI_Comm c) {
-  NB(PMPI_Iallgather(s, sn, st, r, rn, rt, c, &r_), PMPI_Allgather(s, sn, st, r, rn, rt, c));
+  NB(PMPI_Iallgather(s, sn, st, r, rn, rt, c, &r_));
 }
 
 int MPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int rn[],
                    const int rd[], MPI_Datatype rt, MPI_Comm c) {
-  NB(PMPI_Iallgatherv(s, sn, st, r, rn, rd, rt, c, &r_),
-     PMPI_Allgatherv(s, sn, st, r, rn, rd, rt, c));
+  NB(PMPI_Iallgatherv(s, sn, st, r, rn, rd, rt, c, &r_));
 }
 
 int MPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt,
                  MPI_Comm c) {
-  NB(PMPI_Ialltoall(s, sn, st, r, rn, rt, c, &r_), PMPI_Alltoall(s, sn, st, r, rn, rt, c));
+  NB(PMPI_Ialltoall(s, sn, st, r, rn, rt, c, &r_));
 }
 
 int MPI_Alltoallv(const void *s, const int sn[], const int sd[], MPI_Datatype st, void *r,
                   const int rn[], const int rd[], MPI_Datatype rt, MPI_Comm c) {
-  NB(PMPI_Ialltoallv(s, sn, sd, st, r, rn, rd, rt, c, &r_),
-     PMPI_Alltoallv(s, sn, sd, st, r, rn, rd, rt, c));
+  NB(PMPI_Ialltoallv(s, sn, sd, st, r, rn, rd, rt, c, &r_));
 }
 
 int MPI_Reduce_scatter_block(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op,
                              MPI_Comm c) {
-  NB(PMPI_Ireduce_scatter_block(s, r, n, t, op, c, &r_),
-     PMPI_Reduce_scatter_block(s, r, n, t, op, c));
+  NB(PMPI_Ireduce_scatter_block(s, r, n, t, op, c, &r_));
 }
 
 int MPI_Send(const void *b, int n, MPI_Datatype t, int dst, int tag, MPI_Comm c) {
-  NB(PMPI_Isend(b, n, t, dst, tag, c, &r_), PMPI_Send(b, n, t, dst, tag, c));
+  NB(PMPI_Isend(b, n, t, dst, tag, c, &r_));
 }
 
 int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *st) {
   if (!device_busy()) return PMPI_Recv(b, n, t, src, tag, c, st);
   MPI_Request r;
   int rc = PMPI_Irecv(b, n, t, src, tag, c, &r);
-  return rc == MPI_SUCCESS ? wait_progress(&r, st) : rc;
+  return rc == MPI_SUCCESS ? wait_progress(&r, st, "MPI_Recv") : rc;
 }
 
 int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype stt, int dst, int stag, void *rb, int rn,
@@ -122,19 +126,20 @@ int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype stt, int dst, int stag, vo
   int rc = PMPI_Irecv(rb, rn, rtt, src, rtag, c, &r[1]);
   if (rc == MPI_SUCCESS) rc = PMPI_Isend(sb, sn, stt, dst, stag, c, &r[0]);
   if (rc != MPI_SUCCESS) return rc;
-  if ((rc = wait_progress(&r[0], MPI_STATUS_IGNORE)) != MPI_SUCCESS) return rc;
-  return wait_progress(&r[1], st);
+  if ((rc = wait_progress(&r[0], MPI_STATUS_IGNORE, "MPI_Sendrecv")) != MPI_SUCCESS) return rc;
+  return wait_progress(&r[1], st, "MPI_Sendrecv");
 }
 
 int MPI_Wait(MPI_Request *r, MPI_Status *st) {
   if (!device_busy()) return PMPI_Wait(r, st);
-  return wait_progress(r, st);
+  return wait_progress(r, st, "MPI_Wait");
 }
 
 int MPI_Waitall(int n, MPI_Request r[], MPI_Status st[]) {
   if (!device_busy()) return PMPI_Waitall(n, r, st);
   for (int i = 0; i < n; i++) {
-    int rc = wait_progress(&r[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i]);
+    int rc = wait_progress(&r[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i],
+                           "MPI_Waitall");
     if (rc != MPI_SUCCESS) return rc;
   }
   return MPI_SUCCESS;

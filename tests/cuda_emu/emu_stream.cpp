@@ -19,8 +19,10 @@
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include "emu.h"
@@ -123,6 +125,7 @@ static bool legacy_ok(const Op *op) {
 }
 
 static void prune_records();
+static std::set<Alloc *> recorded; /* allocations with records */
 
 bool device_busy() { return queued > 0; }
 
@@ -213,6 +216,44 @@ void sync_all() {
   for (Stream *s : streams) host_joins(s->vc);
 }
 
+/* ---------------------------------------------------------------- profile */
+
+struct Prof {
+  uint64_t n = 0;
+  double s = 0;
+};
+static std::map<std::string, Prof> *prof;
+
+static void profile_print() {
+  std::vector<std::pair<double, std::string>> v;
+  double tot = 0;
+  for (auto &kv : *prof) {
+    v.emplace_back(kv.second.s, kv.first);
+    tot += kv.second.s;
+  }
+  std::sort(v.rbegin(), v.rend());
+  fprintf(stderr, "cuda-emu profile (MT_EMU_PROFILE=1): %.2f s of emulated device work\n", tot);
+  for (size_t i = 0; i < v.size() && i < 30; i++)
+    fprintf(stderr, "  %8.3f s %7llu x  %s\n", v[i].first,
+            (unsigned long long)(*prof)[v[i].second].n, v[i].second.c_str());
+}
+
+void profile_add(const std::string &name, double seconds) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MT_EMU_PROFILE");
+    on = e && *e == '1';
+    if (on) {
+      prof = new std::map<std::string, Prof>();
+      atexit(profile_print);
+    }
+  }
+  if (!on) return;
+  Prof &p = (*prof)[name];
+  p.n++;
+  p.s += seconds;
+}
+
 /* --------------------------------------------------- cross-stream checker */
 
 void check_and_record(const Op *op, const Access *acc, int n) {
@@ -254,21 +295,28 @@ void check_and_record(const Op *op, const Access *acc, int n) {
     }
     if (v.size() >= 1024) v.erase(v.begin(), v.begin() + 512);
     v.push_back(Rec{sid, op->seq, x.lo, x.hi, x.write, op->name()});
+    recorded.insert(x.a);
   }
 }
 
 /* Device idle: a record the host has joined past orders before every later
  * op (each inherits the host's clock). */
+void forget_records(Alloc *a) {
+  a->recs.clear();
+  recorded.erase(a);
+}
+
 static void prune_records() {
   static uint64_t calls;
   if (++calls % 16) return;
-  for_each_alloc([](Alloc *a) {
-    std::vector<Rec> &v = a->recs;
+  for (auto it = recorded.begin(); it != recorded.end();) {
+    std::vector<Rec> &v = (*it)->recs;
     size_t k = 0;
     for (size_t i = 0; i < v.size(); i++)
       if (v[i].seq >= vat(host_vc, v[i].stream)) v[k++] = v[i];
     v.resize(k);
-  });
+    it = k ? std::next(it) : recorded.erase(it);
+  }
 }
 
 /* ------------------------------------------------------------------ events */

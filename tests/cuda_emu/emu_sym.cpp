@@ -95,6 +95,8 @@ static std::string demangle(const std::string &m) {
 /* "void k_add<float>(float*, ...)" -> "k_add<float>" (drops the return
  * type, the parameters and an anonymous namespace). */
 static std::string short_name(std::string d) {
+  const std::string anon = "(anonymous namespace)::";
+  for (size_t p; (p = d.find(anon)) != std::string::npos;) d.erase(p, anon.size());
   int depth = 0;
   size_t cut = d.size(), start = 0;
   for (size_t i = 0; i < d.size(); i++) {
@@ -106,11 +108,7 @@ static std::string short_name(std::string d) {
       break;
     } else if (c == ' ' && depth == 0) start = i + 1;
   }
-  d = d.substr(start, cut - start);
-  const std::string anon = "(anonymous namespace)::";
-  size_t p = d.find(anon);
-  if (p != std::string::npos) d.erase(p, anon.size());
-  return d;
+  return d.substr(start, cut - start);
 }
 
 std::string kernel_name(const void *fn, const char *text) {
@@ -152,7 +150,7 @@ bool static_shared_extent(uintptr_t a, uintptr_t *lo, uintptr_t *hi) {
 std::string shared_symbol(uintptr_t a, uintptr_t *off) {
   const Sym *s = find(statics, a);
   if (!s) {
-    *off = a - dyn_smem_lo();
+    *off = a - g_dyn_lo;
     return "dynamic shared memory";
   }
   *off = a - s->addr;

@@ -113,6 +113,7 @@ int init_poll(void *p) {
         }
     for (Member &m : t) m.ok = ok;
     in->table = t;
+    in->reqs.reserve(c->nranks);
     for (int r = 0; r < c->nranks; r++) {
       if (r == c->rank) continue;
       in->reqs.emplace_back();
@@ -140,13 +141,12 @@ void init_post(Init *in) {
     return;
   }
   if (in->root_world == in->me.world) {
-    in->table.assign(c->nranks - 1, Member());
-    for (int i = 0; i < c->nranks - 1; i++) {
-      in->reqs.emplace_back();
+    in->table.assign(c->nranks, Member()); /* never reallocated: receives land in it */
+    in->reqs.resize(c->nranks - 1);
+    for (int i = 0; i < c->nranks - 1; i++)
       PMPI_Irecv(&in->table[i], (int)sizeof(Member), MPI_BYTE, MPI_ANY_SOURCE, c->tag,
-                 MPI_COMM_WORLD, &in->reqs.back());
-    }
-    in->table.push_back(in->me); /* its own record */
+                 MPI_COMM_WORLD, &in->reqs[i]);
+    in->table[c->nranks - 1] = in->me; /* its own record */
   } else {
     in->table.assign(c->nranks, Member());
     in->reqs.resize(2);
@@ -158,13 +158,23 @@ void init_post(Init *in) {
   }
 }
 
+/* The inits of one group advance together (a rank may create one
+ * communicator while joining another that its peer creates). */
+int inits_poll(void *p) {
+  std::vector<Init *> &v = *(std::vector<Init *> *)p;
+  int all = 1;
+  for (Init *in : v) all &= init_poll(in);
+  return all;
+}
+
 ncclResult_t wait_inits(std::vector<Init *> &v) {
+  if (v.empty()) return ncclSuccess;
+  char what[200];
+  snprintf(what, sizeof what, "ncclCommInitRank (%zu communicator(s); rank %d of the first's %d, "
+           "waiting for the other ranks to join)", v.size(), v[0]->comm->rank, v[0]->comm->nranks);
+  mt_emu_host_wait(inits_poll, &v, what);
   ncclResult_t r = ncclSuccess;
   for (Init *in : v) {
-    char what[160];
-    snprintf(what, sizeof what, "ncclCommInitRank (rank %d of %d, waiting for the other ranks "
-             "to join)", in->comm->rank, in->comm->nranks);
-    mt_emu_host_wait(init_poll, in, what);
     if (in->result != ncclSuccess) r = in->result;
     delete in;
   }
