@@ -14,8 +14,8 @@ source "$(dirname "$0")/cuda_emu_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 t_start=$(date +%s)
 S=(--config "$CFG" --set model.num_layers=2 --set model.seq_length=16 --set training.global_batch_size=4
-   --set training.micro_batch_size=1 --set training.lr_warmup_iters=1 --set training.eval_interval=0
-   --set logging.log_interval=1)
+   --set training.micro_batch_size=1 --set training.lr_warmup_iters=1 --set training.lr_decay_iters=6
+   --set training.eval_interval=0 --set logging.log_interval=1)
 fails=0
 
 echo "== the uninterrupted cpu run, 4 steps"
