@@ -61,7 +61,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -g -Wall -Wextra -fopenmp -MMD -
            -I. $(BLAS_CFLAGS) $(MPI_CFLAGS)
 LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -ldeflate -lz -lm -fopenmp
 
-LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c trainer/*.c data/*.c planner/*.c)
+LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c optimizer/*.c checkpoint/*.c trainer/*.c tools/*.c data/*.c planner/*.c)
 
 CU_COMPILE = $(NVCC) $(NVFLAGS) -c -o $@ $<
 ifeq ($(CUDA),emu)
@@ -110,6 +110,10 @@ endif
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
 LIB      := $(BUILD)/libmegatrain.a
+# code only tests and tools use (tests/support/): its own archive, linked
+# into the test and tool binaries, never into ./megatrain
+TLIB_SRCS := $(wildcard tests/support/*.c)
+TLIB     := $(BUILD)/libmegatrain_test.a
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(wildcard tests/tools/*.c bench/*.c)
@@ -140,17 +144,21 @@ $(BUILD)/%.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CU_COMPILE)
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB) $(EMU_LIB)
+$(TLIB): $(TLIB_SRCS:%.c=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/tools/%: tests/tools/%.c $(LIB) $(EMU_LIB)
+$(BUILD)/tests/%: tests/unit/%.c $(TLIB) $(LIB) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(LIB) $(EMU_LIB)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(TLIB) $(LIB) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS) -lcmocka
+
+$(BUILD)/bench/%: bench/%.c $(TLIB) $(LIB) $(EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS)
 
 # the emulation's libraries (CUDA_EMU=1 only)
 $(BUILD)/emu/emu_blas.o: EMU_OPT := -O3 -ffp-contract=off
@@ -169,7 +177,12 @@ $(EMU_NCCL): $(EMU_NCCL_OBJS) $(EMU_LIB)
 
 tests: $(TEST_BINS) $(TOOL_BINS)
 
-test: $(BIN) tests
+# the test dependencies first (scripts/install-deps.sh test: cmocka, torch,
+# Slurm, ...; a no-op when present), so a fresh machine needs only the
+# README's two commands
+test:
+	bash scripts/install-deps.sh test
+	$(MAKE) $(BIN) tests
 	bash tests/run_tests.sh
 
 # docs/config.md is generated from the config key table (config/config_table.c)

@@ -15,7 +15,7 @@
 #include "data/preprocess.h"
 #include "parallel/comm.h"
 #include "planner/plan.h"
-#include "trainer/cli.h"
+#include "tools/cli.h"
 #include "config/config.h"
 #include "trainer/train.h"
 
@@ -139,7 +139,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "topology")) return mt_cli_topology(argc - 2, argv + 2);
   if (!strcmp(cmd, "plan")) return mt_plan_main(argc - 1, argv + 1);
   if (!strcmp(cmd, "convert")) {
-    for (int i = 2; i < argc; i++) /* --upgrade: trainer/ckpt_upgrade.c */
+    for (int i = 2; i < argc; i++) /* --upgrade: tools/upgrade_cli.c */
       if (!strcmp(argv[i], "--upgrade")) return mt_cli_upgrade(argc - 2, argv + 2);
     return mt_cli_convert(argc - 2, argv + 2);
   }

@@ -26,7 +26,7 @@
 #include "tests/tools/attn_unfused.h"
 #include "tests/tools/tiny_gpt.h"
 #include "model/gpt_flops.h"
-#include "trainer/optimizer.h"
+#include "optimizer/optimizer.h"
 
 #include "bench/bench_profile.h"
 

@@ -25,7 +25,7 @@
 #include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
 #include "model/gpt_flops.h"
-#include "trainer/optimizer.h"
+#include "optimizer/optimizer.h"
 
 int main(int argc, char **argv) {
   int a[7] = {12, 768, 12, 1024, 8, 5, 1};

@@ -33,7 +33,7 @@
 #include "model/gpt_flops.h"
 #include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
-#include "trainer/optimizer.h"
+#include "optimizer/optimizer.h"
 
 #include "bench/bench_profile.h"
 

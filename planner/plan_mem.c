@@ -2,7 +2,7 @@
  *
  * Model state: parameters in the storage dtype (fp32 or bf16), fp32
  * gradients, Adam m and v in fp32 plus an fp32 master copy under bf16
- * (trainer/optimizer.h; the master copy is counted as optimizer state like
+ * (optimizer/optimizer.h; the master copy is counted as optimizer state like
  * the allocator does). ZeRO stage 1 shards the optimizer state over dp,
  * stage 2 also the gradients, stage 3 also the parameters (Rajbhandari et
  * al. 2020, arXiv:1910.02054 §5).

@@ -6,9 +6,9 @@
  *    registration order, 16-element aligned offsets, the last stage's copy
  *    of a tied word embedding) gives the flat parameter/gradient buffers;
  *  - ZeRO: the exact shard layout (parallel/zero.h mt_zero_layout_build on
- *    the trainer's segments, trainer/zero_optimizer.c) and a replay of the
- *    stage-2/3 residency policy (parallel/zero.h mt_zero_residency, which
- *    trainer/zero_hooks.c carries out) over one micro-batch's
+ *    the trainer's segments, optimizer/distrib_optimizer.c) and a replay of the
+ *    stage-2/3 residency policy (optimizer/zero_residency.h, which
+ *    optimizer/distrib_optimizer.c carries out) over one micro-batch's
  *    hook sequence (model/gpt_forward.c, full recomputation included) for the
  *    gathered-parameter and gradient working-buffer peaks;
  *  - activations: one slot per micro-batch in flight per model chunk
@@ -28,6 +28,7 @@
 #include "core/util.h"
 #include "parallel/pipeline.h"
 #include "parallel/zero.h"
+#include "optimizer/zero_residency.h"
 #include "planner/plan_internal.h"
 
 typedef struct {
@@ -80,7 +81,7 @@ void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int
 
 /* One registered parameter: its aligned offset and elements in the flat
  * buffers, its ZeRO unit (0 embedding, 1.. the local layers, last the head;
- * one unit for the whole stage with pipelines: trainer/zero_optimizer.c
+ * one unit for the whole stage with pipelines: optimizer/distrib_optimizer.c
  * n_units) and its ZeRO part (1: an expert parameter, mt_param.is_expert). */
 typedef struct {
   int64_t off, n;
@@ -182,7 +183,7 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
 }
 
 /* The ZeRO segments of part k (0 dense, 1 experts) as the trainer cuts them
- * (trainer/zero_optimizer.c part_segments): the maximal runs of the part's
+ * (optimizer/distrib_optimizer.c part_segments): the maximal runs of the part's
  * parameters inside each unit, from the first parameter's offset to the
  * last one's end. Fills bounds [2 np] and unit_seg [n_units + 1] (the
  * segments of unit u are unit_seg[u] .. unit_seg[u+1]-1); returns the count. */
@@ -204,7 +205,7 @@ static int part_segments(const flat_layout *f, int k, int64_t *bounds, int *unit
   return n;
 }
 
-/* ---- ZeRO-2/3 residency (parallel/zero.h's policy, as trainer/zero_hooks.c
+/* ---- ZeRO-2/3 residency (optimizer/zero_residency.h, as optimizer/distrib_optimizer.c
  * runs it, replayed) ---- */
 
 typedef struct {
@@ -245,7 +246,7 @@ static void z_after(zsim *z, int i) { z_step(z, i, 1); }
  * x's forward is step x, its backward step 2S-1-x; under full
  * recomputation a group of n_rc layers begins its backward steps together.
  * Every action on a unit is carried out on all its segments of both parts
- * (trainer/zero_hooks.c), so a unit's working buffers are unit_len[u]
+ * (optimizer/distrib_optimizer.c), so a unit's working buffers are unit_len[u]
  * elements. */
 static void zero_residency(const mt_plan_dims *d, const double *unit_len, const flat_layout *f,
                            int n_rc, double *param_peak, double *grad_peak) {
@@ -409,7 +410,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
     out[MT_PM_GRAD] = flat * 4;
     out[MT_PM_OPTIM] = flat * 4 * (2 + master);
   } else {
-    /* two parts (trainer/zero_optimizer.c): the dense parameters sharded
+    /* two parts (optimizer/distrib_optimizer.c): the dense parameters sharded
      * over dp x cp, the experts over edp, each with its own layout of its
      * segments and its own shard buffers (Adam m, v, the fp32 master under
      * bf16, the stage-2/3 gradient shard, the stage-3 parameter shard) */

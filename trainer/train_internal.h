@@ -18,11 +18,11 @@
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
 #include "config/config.h"
-#include "trainer/checkpoint.h"
-#include "trainer/lr_schedule.h"
+#include "checkpoint/state.h"
+#include "optimizer/lr_schedule.h"
 #include "trainer/metrics.h"
-#include "trainer/optimizer.h"
-#include "trainer/zero_optimizer.h"
+#include "optimizer/optimizer.h"
+#include "optimizer/distrib_optimizer.h"
 
 typedef struct {
   const mt_config *cfg;
@@ -46,7 +46,7 @@ typedef struct {
   mt_gpt *model;
   mt_adamw opt;             /* zero_stage 0 */
   mt_ddp_buffer ddp;        /* zero_stage 0: gradient all-reduce buckets (parallel/ddp.h) */
-  mt_zero_opt *zero;        /* zero_stage >= 1 (trainer/zero_optimizer.h), else NULL */
+  mt_zero_opt *zero;        /* zero_stage >= 1 (optimizer/distrib_optimizer.h), else NULL */
   mt_lr_schedule sched;
   mt_metrics_file metrics;
   int32_t *tokens;          /* host [mbs, s + 1] */
@@ -70,9 +70,9 @@ typedef struct {
   /* MoE: per-expert counts of the last step's whole global batch, [routed
    * n_moe · E | kept n_moe · E] (trainer/train_moe_bias.c); NULL until then */
   int64_t *moe_tokens_per_expert;
-  /* checkpoint.save's lock, held by world rank 0 (trainer/ckpt_lock.h) */
+  /* checkpoint.save's lock, held by world rank 0 (checkpoint/lock.h) */
   struct mt_ckpt_lock *ckpt_lock;
-  /* checkpoint.async_save: the background writer (trainer/ckpt_async.h);
+  /* checkpoint.async_save: the background writer (checkpoint/async_writer.h);
    * NULL for synchronous saves */
   struct mt_ckpt_async *ckpt_async;
 } mt_trainer;
@@ -185,7 +185,7 @@ void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_by
 /* Checkpoint glue (trainer/train_checkpoint.c). Load: when checkpoint.load
  * is set, fill this rank's model, optimizer state (ZeRO shards too) and MoE
  * buffers from the layout-free checkpoint, whatever layout wrote it
- * (trainer/ckpt_views.h), and restore iteration, sample counters and Adam
+ * (checkpoint/views.h), and restore iteration, sample counters and Adam
  * step; training.finetune loads the weights only and starts afresh. A
  * checkpoint of the previous per-layout format loads under the layout that
  * wrote it. Refuses another model shape, a damaged checkpoint, another
@@ -197,7 +197,7 @@ void mt_trainer_comm_totals(const mt_trainer *t, int64_t *bytes, int64_t *bus_by
 int mt_trainer_load_checkpoint(mt_trainer *t, char *err, size_t errlen);
 /* Save the layout-free checkpoint of the current state to checkpoint.save
  * (each rank writes its own pieces: data-parallel rank 0 its boxes, ZeRO
- * ranks the sub-ranges they own; trainer/ckpt_views.h); rank 0 prints
+ * ranks the sub-ranges they own; checkpoint/views.h); rank 0 prints
  * "saved checkpoint at iteration N to DIR in X s (Y MiB)". Collective over
  * the world. Returns 0, or -1 with a message. */
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen);

@@ -1,10 +1,22 @@
 /* trainer/train_pipeline.c — glue between the training loop, the model's
  * chunk interface (model/gpt.h) and the pipeline executor
- * (parallel/pipeline.h): which samples a micro-batch holds, and the loss. */
+ * (parallel/pipeline.h): which samples a micro-batch holds (also for the
+ * loop without a pipeline, trainer/train.c), and the loss. */
 #include <stdio.h>
 
 #include "core/util.h"
 #include "trainer/train_internal.h"
+
+/* Gather one micro-batch (rows [first, first + mbs) of this rank's slice of
+ * global batch `gb` in `split`) into t->tokens / t->sample_ids. */
+void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first) {
+  const int s = t->cfg->model.seq_length, b = t->cfg->training.micro_batch_size;
+  for (int j = 0; j < b; j++) {
+    int64_t id = base_sample + first + j;
+    t->sample_ids[j] = id;
+    mt_gpt_dataset_get(t->data, split, id, t->tokens + (int64_t)j * (s + 1));
+  }
+}
 
 static void cb_begin(void *ctx, int chunk, int mb) {
   mt_trainer *t = ctx;

@@ -7,8 +7,8 @@
 
 #include "backends/registry.h"
 #include "core/util.h"
-#include "trainer/ckpt_async.h"
-#include "trainer/ckpt_lock.h"
+#include "checkpoint/async_writer.h"
+#include "checkpoint/lock.h"
 #include "trainer/train_internal.h"
 
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps) {
@@ -141,7 +141,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
       .expert_tensor_parallel_size = cfg->parallel.expert_tensor_parallel_size,
       .context_parallel_size = cfg->parallel.context_parallel_size};
   if (mt_topology_build(&t->topo, t->world_size, &sz, err, errlen) != 0) return -1;
-  /* one writer per checkpoint directory (trainer/ckpt_lock.h) */
+  /* one writer per checkpoint directory (checkpoint/lock.h) */
   if (cfg->checkpoint.save[0] &&
       mt_ckpt_lock_acquire(cfg->checkpoint.save, t->world, &t->ckpt_lock, err, errlen) != 0)
     return -1;

@@ -1,5 +1,5 @@
 /* tests/fuzz/fuzz_dckpt.c — libFuzzer target: the layout-free checkpoint
- * reader (trainer/dist_checkpoint_*.c) through its public path.
+ * reader (checkpoint/dist_checkpoint_*.c) through its public path.
  *
  * Input: u8 flags, u32 LE n, n bytes of index.bin, the rest = the bytes of
  * every shard file after its 32-byte header. flags bit 0: replace the
@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "trainer/dist_checkpoint.h"
-#include "trainer/dist_checkpoint_internal.h"
+#include "checkpoint/dist_checkpoint.h"
+#include "checkpoint/dist_checkpoint_internal.h"
 
 static char g_root[256], g_dir[300];
 

@@ -1,12 +1,12 @@
 /* tests/fuzz/fuzz_dckpt_meta.c — libFuzzer target: metadata.json of a
- * layout-free checkpoint (mt_dckpt_meta_parse, trainer/dist_checkpoint_meta.c)
+ * layout-free checkpoint (mt_dckpt_meta_parse, checkpoint/dist_checkpoint_meta.c)
  * from arbitrary bytes; a parsed result is written back with
  * mt_dckpt_meta_json and parsed again (must succeed with the same scalars). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "trainer/dist_checkpoint_internal.h"
+#include "checkpoint/dist_checkpoint_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char *text = malloc(size + 1);

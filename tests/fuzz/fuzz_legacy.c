@@ -1,7 +1,7 @@
 /* tests/fuzz/fuzz_legacy.c — libFuzzer target: the reader of the previous
- * per-layout checkpoint format (trainer/checkpoint.c mt_checkpoint_load:
+ * per-layout checkpoint format (checkpoint/legacy_reader.c mt_checkpoint_load:
  * mp_rank_TT/model_optim_rng.bin with its records and the "buffer" records
- * of trainer/checkpoint_buffers.c), still used to resume old checkpoints.
+ * of checkpoint/legacy_records.c), still used to resume old checkpoints.
  *
  * Input: u8 flags, then the bytes of model_optim_rng.bin. flags bit 0:
  * replace the trailing CRC-32 by the right one (so the fuzzer gets past it);
@@ -19,12 +19,15 @@
 #include <unistd.h>
 
 #include "core/fileio.h"
-#include "trainer/checkpoint.h"
-#include "trainer/optimizer.h"
+#include "checkpoint/legacy_reader.h"
+#include "checkpoint/legacy_records.h"
+#include "checkpoint/legacy_zero.h"
+#include "tests/support/legacy_writer.h"
+#include "optimizer/optimizer.h"
 
 static char g_root[256], g_file[400];
 
-/* parallel/comm.h stand-ins: trainer/checkpoint.c agrees over ranks with
+/* parallel/comm.h stand-ins: checkpoint/legacy_format.c agrees over ranks with
  * them; one process here (world NULL), so they are never called. */
 void mt_allreduce(mt_group *g, void *buf, int64_t n, mt_dtype dt, mt_redop op) {
   (void)g, (void)buf, (void)n, (void)dt, (void)op;

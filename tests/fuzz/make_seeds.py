@@ -37,7 +37,7 @@ idx += struct.pack(f"<{len(lens)+1}q", *range(len(lens) + 1))
 put("mmidx", "seed1", bytes([1]) + idx)
 put("jsonl", "seed1", '{"text": "Hello, world! It\'s 2024 \\u00e9\\ud83d\\ude00"}\n{"text": ""}\n{"x": 1}\nnot json '.encode() + b"\xff\xfe\n")
 
-# ---- dckpt: index.bin (trainer/dist_checkpoint_internal.h) + shard bytes ----
+# ---- dckpt: index.bin (checkpoint/dist_checkpoint_internal.h) + shard bytes ----
 BLOCK, HDR = 1 << 20, 32
 
 

@@ -35,13 +35,13 @@ FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -I. -fsanitize=fuzzer,address,undefined -fn
 LIBS="-lcjson -lpcre2-8 -ldeflate -lz -lm"
 CORE="core/util.c core/rng.c core/hash.c core/fileio.c core/dtype.c $(ls core/failpoint.c 2>/dev/null)"
 DATA="data/indexed_dataset.c data/gpt_index.c data/data_util.c data/bpe.c data/jsonl.c"
-DCKPT="trainer/dist_checkpoint_index.c trainer/dist_checkpoint_meta.c trainer/dist_checkpoint_load.c trainer/dist_checkpoint_copy.c"
+DCKPT="checkpoint/dist_checkpoint_index.c checkpoint/dist_checkpoint_meta.c checkpoint/dist_checkpoint_load.c checkpoint/dist_checkpoint_copy.c"
 srcs() {
   case "$1" in
     mmidx|jsonl) echo "$DATA $CORE" ;;
     dckpt|dckpt_meta) echo "$DCKPT $CORE" ;;
     config) echo "$(ls config/*.c | tr "\n" " ") $CORE" ;;
-    legacy) echo "trainer/checkpoint.c trainer/checkpoint_buffers.c model/params.c $DCKPT $CORE" ;;
+    legacy) echo "checkpoint/legacy_reader.c checkpoint/legacy_records.c tests/support/legacy_writer.c model/params.c $DCKPT $CORE" ;;
     hw) echo "planner/plan_hw.c $CORE" ;;
     safetensors) echo "core/safetensors.c core/safetensors_dir.c $CORE" ;;
     *) return 1 ;;
@@ -53,7 +53,7 @@ for t in $TARGETS; do srcs "$t" >/dev/null || { echo "unknown fuzz target '$t' (
 # header is newer than its object), then each target linked ----
 O=$B/obj; mkdir -p "$O"
 all_src=$(for t in $TARGETS; do echo "tests/fuzz/fuzz_$t.c $(srcs "$t")"; done | tr ' ' '\n' | grep . | sort -u)
-newest_h=$(find config core trainer planner data model parallel -name '*.h' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
+newest_h=$(find config core checkpoint optimizer tools trainer planner data model parallel tests/support -name '*.h' -printf '%T@ %p\n' 2>/dev/null | sort -n | tail -1 | cut -d' ' -f2)
 for f in $all_src; do
   o="$O/$(echo "$f" | tr / _).o"
   if [ ! -f "$o" ] || [ "$f" -nt "$o" ] || { [ -n "$newest_h" ] && [ "$newest_h" -nt "$o" ]; }; then echo "$f"; fi

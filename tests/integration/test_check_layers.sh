@@ -11,6 +11,10 @@
 #    system header (<mpi.h>) edges, finds definitions inside extern "C"
 #    blocks, fails on a folder the edges file does not list and refuses
 #    (exit 2) an edges file with a cycle.
+# 3. inside a folder: a planted pair of source files in trainer/ of the tree
+#    copy that call each other, and in the synthetic tree two headers that
+#    include each other and three source files calling around a circle, are
+#    each reported as a file cycle naming every edge (exit 1).
 # Whether the real tree passes is `make check-layers`' business (CI runs it).
 set -eu
 cd "$(dirname "$0")/../.."
@@ -106,3 +110,26 @@ rc=0; $PY "$CHECK" --root "$S" 2>"$TMP/cyc.err" || rc=$?
 cat "$TMP/cyc.err"
 [ $rc -eq 2 ] && grep -q 'cycle' "$TMP/cyc.err" || fail "an edges file with a cycle: exit $rc, expected 2"
 echo "ok: synthetic tree passes, partial edges honoured; violations, unlisted folder and cycle reported"
+
+# ---- 3. file cycles inside a folder ----
+printf '%s\n' 'void mt_zz_cyc_b(int n);' 'void mt_zz_cyc_a(int n) { if (n) mt_zz_cyc_b(n - 1); }' >"$T/trainer/zz_cyc_a.c"
+printf '%s\n' 'void mt_zz_cyc_a(int n);' 'void mt_zz_cyc_b(int n) { if (n) mt_zz_cyc_a(n - 1); }' >"$T/trainer/zz_cyc_b.c"
+rc=0; $PY "$CHECK" --root "$T" >"$TMP/cyc1.out" || rc=$?
+[ $rc -eq 1 ] || fail "planted call cycle: exit $rc, expected 1"
+grep -F 'trainer/zz_cyc_a.c: file cycle inside folder trainer: zz_cyc_a.c -> zz_cyc_b.c -> zz_cyc_a.c (trainer/zz_cyc_a.c:2: calls mt_zz_cyc_b; trainer/zz_cyc_b.c:2: calls mt_zz_cyc_a)' "$TMP/cyc1.out" \
+  || { cat "$TMP/cyc1.out"; fail "the planted trainer/ call cycle is not reported"; }
+sed -i '/^low: top$/d' "$S/scripts/layers.txt"; echo 'low:' >>"$S/scripts/layers.txt"
+rm -f "$S/low/up.c"
+printf '%s\n' '#include "low/hb.h"' >"$S/low/ha.h"
+printf '%s\n' '#include "ha.h"' >"$S/low/hb.h"
+printf '%s\n' 'int mt_low_q(int);' 'int mt_low_p(int n) { return n ? mt_low_q(n - 1) : 0; }' >"$S/low/p.c"
+printf '%s\n' 'int mt_low_r(int);' 'int mt_low_q(int n) { return n ? mt_low_r(n - 1) : 0; }' >"$S/low/q.c"
+printf '%s\n' 'int mt_low_p(int);' 'int mt_low_r(int n) { return n ? mt_low_p(n - 1) : 0; }' >"$S/low/r.c"
+rc=0; $PY "$CHECK" --root "$S" >"$TMP/cyc2.out" || rc=$?
+cat "$TMP/cyc2.out"
+[ $rc -eq 1 ] || fail "synthetic file cycles: exit $rc, expected 1"
+grep -qF 'low/ha.h: file cycle inside folder low: ha.h -> hb.h -> ha.h (low/ha.h:1: include "low/hb.h"; low/hb.h:1: include "ha.h")' "$TMP/cyc2.out" \
+  || fail "the header include cycle is not reported"
+grep -qF 'low/p.c: file cycle inside folder low: p.c -> q.c -> r.c -> p.c' "$TMP/cyc2.out" \
+  || fail "the three-file call cycle is not reported"
+echo "ok: file cycles inside a folder reported (planted trainer/ call pair, header pair, three-file call circle)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/integration/test_dckpt_mpi.sh — the layout-free checkpoint format
-# (trainer/dist_checkpoint.h) over MPI: 3 ranks save row / flat / column
+# (checkpoint/dist_checkpoint.h) over MPI: 3 ranks save row / flat / column
 # cuts (build/tests/tools/dckpt_check), 1, 2 and 4 ranks read them back
 # under other cuts; the independent Python reader (tests/reference/
 # dist_ckpt.py) reads the same files; a rank killed halfway through its

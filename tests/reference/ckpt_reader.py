@@ -1,6 +1,6 @@
 """Reader of megatrain checkpoints that returns global tensors: the
 layout-free format (megatrain-dist-v2, read by tests/reference/dist_ckpt.py)
-and the previous per-layout format (trainer/checkpoint.c format v1, whose
+and the previous per-layout format (checkpoint/legacy_format.c format v1, whose
 tensor-parallel shards are reassembled here).
 
 usage as a tool:

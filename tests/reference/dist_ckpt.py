@@ -1,5 +1,5 @@
 """Independent reader of megatrain's layout-free checkpoint ("megatrain-dist-v2",
-trainer/dist_checkpoint.h; docs/checkpoint.md "Files"), written from the file
+checkpoint/dist_checkpoint.h; docs/checkpoint.md "Files"), written from the file
 description only: struct + json + zlib + numpy.
 
 API:

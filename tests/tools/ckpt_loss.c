@@ -24,7 +24,7 @@
 #include "config/config.h"
 #include "core/fileio.h"
 #include "tests/tools/tool_util.h"
-#include "trainer/dist_checkpoint.h"
+#include "checkpoint/dist_checkpoint.h"
 
 static const char *const k_one_process[] = {
     "parallel.tensor_model_parallel_size=1", "parallel.pipeline_model_parallel_size=1",

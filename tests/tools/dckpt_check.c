@@ -1,4 +1,4 @@
-/* tests/tools/dckpt_check.c — trainer/dist_checkpoint.h over MPI ranks.
+/* tests/tools/dckpt_check.c — checkpoint/dist_checkpoint.h over MPI ranks.
  * Usage (under mpirun -np N):
  *   dckpt_check save DIR ITER   every rank writes its row cuts (uneven) of
  *                               "w" fp32 [37, 29], flat ZeRO-like ranges of
@@ -22,7 +22,7 @@
 
 #include "core/util.h"
 #include "parallel/comm.h"
-#include "trainer/dist_checkpoint.h"
+#include "checkpoint/dist_checkpoint.h"
 
 #define SEED 18446744073709551557ull
 

@@ -27,8 +27,8 @@
 #include "tests/tools/gpt_options.h"
 #include "tests/tools/tiny_gpt.h"
 #include "tests/tools/tool_util.h"
-#include "trainer/lr_schedule.h"
-#include "trainer/optimizer.h"
+#include "optimizer/lr_schedule.h"
+#include "optimizer/optimizer.h"
 
 static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
   char path[1024];

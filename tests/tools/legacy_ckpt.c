@@ -1,5 +1,5 @@
 /* tests/tools/legacy_ckpt.c — a checkpoint of megatrain's previous
- * per-layout format (trainer/checkpoint.h: mp_rank_TT[_PPP]/
+ * per-layout format (checkpoint/legacy_format.h: mp_rank_TT[_PPP]/
  * model_optim_rng.bin, with ZeRO distrib_optim_dpNNN.bin shards) written at
  * test time, so that the tests keep proving that such checkpoints still load
  * (the trainer only saves the layout-free format now). Builds the trainer
@@ -14,7 +14,10 @@
 
 #include "config/config.h"
 #include "parallel/comm.h"
-#include "trainer/checkpoint.h"
+#include "checkpoint/legacy_reader.h"
+#include "checkpoint/legacy_records.h"
+#include "checkpoint/legacy_zero.h"
+#include "tests/support/legacy_writer.h"
 #include "trainer/train_internal.h"
 
 int main(int argc, char **argv) {

@@ -1,4 +1,4 @@
-/* tests/unit/test_checkpoint.c — trainer/checkpoint.h reader on one rank
+/* tests/unit/test_checkpoint.c — checkpoint/legacy_format.h reader on one rank
  * (no world group): a save/load round trip is bitwise, and a truncated
  * file, a flipped byte (bad CRC), a tensor whose name or shape differs from
  * the model and a missing "latest" file are each refused with a message
@@ -17,7 +17,10 @@
 
 #include "backends/registry.h"
 #include "core/fileio.h"
-#include "trainer/checkpoint.h"
+#include "checkpoint/legacy_reader.h"
+#include "checkpoint/legacy_records.h"
+#include "checkpoint/legacy_zero.h"
+#include "tests/support/legacy_writer.h"
 
 typedef struct {
   mt_backend *be;

@@ -1,4 +1,4 @@
-/* tests/unit/test_ckpt_lock.c — trainer/ckpt_lock.h in one process (flock
+/* tests/unit/test_ckpt_lock.c — checkpoint/lock.h in one process (flock
  * locks belong to open file descriptions, so a second acquire in the same
  * process conflicts like another run would): the holder line, the refusal
  * naming host, pid and start time, leftovers removed only by the holder. */
@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "trainer/ckpt_lock.h"
+#include "checkpoint/lock.h"
 
 static void test_lock(void **state) {
   (void)state;

@@ -1,5 +1,5 @@
 /* tests/unit/test_ckpt_views.c — the checkpoint views of the model's
- * parameters (trainer/ckpt_views.h), without communication: for tp {1, 2,
+ * parameters (checkpoint/views.h), without communication: for tp {1, 2,
  * 4} (GELU and SwiGLU with biases: fc1 weight halves along rows, its bias
  * along columns), pipelines (tied embedding: the last stage's copy is never
  * written; interleaved), MoE with ep and etp (SwiGLU expert halves, shared
@@ -26,7 +26,7 @@
 #include "model/gpt.h"
 #include "tests/tools/tiny_gpt.h"
 #include "tests/tools/tool_util.h"
-#include "trainer/ckpt_views.h"
+#include "checkpoint/views.h"
 
 #define VOCAB 300
 

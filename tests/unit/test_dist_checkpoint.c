@@ -1,4 +1,4 @@
-/* tests/unit/test_dist_checkpoint.c — trainer/dist_checkpoint.h on one
+/* tests/unit/test_dist_checkpoint.c — checkpoint/dist_checkpoint.h on one
  * process (world NULL): tensors saved under one cut are read back under
  * others (row boxes -> column boxes, ZeRO-like flat sub-ranges crossing box
  * rows, the whole tensor, SwiGLU-like half boxes, [1, n] tensors), bf16
@@ -23,8 +23,8 @@
 #include "backends/registry.h"
 #include "core/fileio.h"
 #include "tests/unit/check.h"
-#include "trainer/dist_checkpoint.h"
-#include "trainer/dist_checkpoint_internal.h"
+#include "checkpoint/dist_checkpoint.h"
+#include "checkpoint/dist_checkpoint_internal.h"
 
 static char g_dir[256];
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_hf_map.c — trainer/hf_map.h: the row regrouping of
+/* tests/unit/test_hf_map.c — tools/hf_map.h: the row regrouping of
  * linear_qkv into HF's q/k/v (Llama, GQA) and c_attn (GPT-2, transposed)
  * on known values, SwiGLU halves, import inverting export for every tensor
  * of both namings, and the refusals naming the config key. */
@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "config/config.h"
-#include "trainer/hf_map.h"
+#include "tools/hf_map.h"
 
 static mt_hf_model llama(void) {
   mt_hf_model m = {.family = MT_HF_LLAMA, .L = 1, .h = 3, .nh = 4, .ng = 2, .hn = 2,

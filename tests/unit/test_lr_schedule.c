@@ -1,4 +1,4 @@
-/* tests/unit/test_lr_schedule.c — trainer/lr_schedule.h: style parsing, and
+/* tests/unit/test_lr_schedule.c — optimizer/lr_schedule.h: style parsing, and
  * mt_lr_at for every style at chosen iterations (warmup, its end, inside the
  * decay, decay end, beyond) against the documented formula in double. */
 #include <math.h>
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <cmocka.h>
 
-#include "trainer/lr_schedule.h"
+#include "optimizer/lr_schedule.h"
 
 /* The documented schedule in double. */
 static double formula(const mt_lr_schedule *s, int64_t it) {

@@ -1,4 +1,4 @@
-/* tests/unit/test_optimizer.c — trainer/optimizer.h on the cpu backend:
+/* tests/unit/test_optimizer.c — optimizer/optimizer.h on the cpu backend:
  * two AdamW steps over a small parameter list against the formula in
  * double (weight decay only where allowed, bias correction by step),
  * gradient norms (replicated / shared / expert tensors counted as
@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "backends/registry.h"
-#include "trainer/optimizer.h"
+#include "optimizer/optimizer.h"
 
 typedef struct {
   mt_backend *be;

@@ -23,7 +23,7 @@
 #include "model/gpt.h"
 #include "planner/plan.h"
 #include "model/gpt_flops.h"
-#include "trainer/optimizer.h"
+#include "optimizer/optimizer.h"
 
 #define HW_A100 "configs/hardware/a100-80gb.json"
 

@@ -1,4 +1,4 @@
-/* tests/unit/test_sampling.c — next-token choice (trainer/sampling.h):
+/* tests/unit/test_sampling.c — next-token choice (tools/sampling.h):
  * greedy = argmax (lowest id on ties, NaN never chosen); top_k 1 and a tiny
  * top_p are greedy too; the draw is a pure function of (seed, step); top-k
  * and top-p never choose outside their set (the k largest; the smallest
@@ -16,7 +16,7 @@
 
 #include "check.h"
 
-#include "trainer/sampling.h"
+#include "tools/sampling.h"
 
 enum { V = 8 };
 static const float L[V] = {0.5f, 2.0f, -1.0f, 1.5f, 2.0f, 0.0f, -3.0f, 1.0f};

@@ -1,0 +1,144 @@
+/* checkpoint/dist_checkpoint_meta.c — metadata.json of a layout-free
+ * checkpoint: the scalars (iteration, consumed samples, optimizer step,
+ * counters, the seed exactly: a string above 2^53), the shard files, a
+ * human-readable tensor list and the resolved config (cJSON). */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+#include "checkpoint/dist_checkpoint_internal.h"
+
+char *mt_dckpt_meta_json(const mt_dckpt_meta *meta, const char *config_json,
+                         const mt_dckpt_index *ix) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "format", MT_DCKPT_FORMAT);
+  cJSON_AddNumberToObject(o, "iteration", (double)meta->iteration);
+  cJSON_AddNumberToObject(o, "consumed_samples", (double)meta->consumed_samples);
+  cJSON_AddNumberToObject(o, "step", (double)meta->step);
+  cJSON_AddNumberToObject(o, "skipped_iters", (double)meta->skipped_iters);
+  cJSON_AddNumberToObject(o, "nan_iters", (double)meta->nan_iters);
+  if (meta->seed <= ((uint64_t)1 << 53)) {
+    cJSON_AddNumberToObject(o, "seed", (double)meta->seed);
+  } else {
+    char s[32];
+    snprintf(s, sizeof s, "%" PRIu64, meta->seed);
+    cJSON_AddStringToObject(o, "seed", s);
+  }
+  cJSON_AddNumberToObject(o, "vocab_size", (double)meta->vocab_size);
+  cJSON_AddBoolToObject(o, "has_optimizer", meta->has_optimizer != 0);
+  cJSON *files = cJSON_AddArrayToObject(o, "files");
+  for (int i = 0; i < ix->n_f; i++) {
+    char s[64];
+    snprintf(s, sizeof s, "shard_%05d.bin", ix->f[i].rank);
+    cJSON_AddItemToArray(files, cJSON_CreateString(s));
+  }
+  cJSON *tensors = cJSON_AddArrayToObject(o, "tensors");
+  for (int i = 0; i < ix->n_t; i++) {
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "name", ix->t[i].name);
+    cJSON *shape = cJSON_AddArrayToObject(t, "shape");
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ix->t[i].rows));
+    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ix->t[i].cols));
+    cJSON_AddStringToObject(t, "dtype", mt_dtype_name(ix->t[i].dtype));
+    cJSON_AddItemToArray(tensors, t);
+  }
+  cJSON_AddRawToObject(o, "config", config_json ? config_json : "null");
+  char *s = cJSON_Print(o);
+  cJSON_Delete(o);
+  if (!s) mt_fatal("cJSON_Print failed (out of memory)");
+  size_t n = strlen(s);
+  char *out = mt_xmalloc(n + 2);
+  memcpy(out, s, n);
+  out[n] = '\n';
+  out[n + 1] = '\0';
+  cJSON_free(s);
+  return out;
+}
+
+/* Integer field `key` of o into *v: 0, or -1 with a message. */
+static int get_int(const cJSON *o, const char *key, int64_t *v, const char *path, char *err,
+                   size_t errlen) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+  /* range first: converting a double outside int64 (1e308, inf) is undefined,
+   * and above 2^53 a JSON number is not exact (the writer stores doubles) */
+  if (!cJSON_IsNumber(x) || !(x->valuedouble >= -9007199254740992.0 &&
+                              x->valuedouble <= 9007199254740992.0) ||
+      x->valuedouble != (double)(int64_t)x->valuedouble) {
+    snprintf(err, errlen, "'%s': \"%s\" is missing or not an integer of at most 2^53", path,
+             key);
+    return -1;
+  }
+  *v = (int64_t)x->valuedouble;
+  return 0;
+}
+
+int mt_dckpt_meta_parse(const char *text, const char *path, mt_dckpt_meta *meta,
+                        char **config_json, char *err, size_t errlen) {
+  memset(meta, 0, sizeof *meta);
+  *config_json = NULL;
+  cJSON *o = cJSON_Parse(text);
+  if (!o || !cJSON_IsObject(o)) {
+    snprintf(err, errlen, "'%s' is not valid JSON", path);
+    cJSON_Delete(o);
+    return -1;
+  }
+  int rc = -1;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
+  if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, MT_DCKPT_FORMAT) != 0) {
+    snprintf(err, errlen, "'%s': \"format\" is %s%s%s, expected \"%s\"", path,
+             cJSON_IsString(fmt) ? "\"" : "", cJSON_IsString(fmt) ? fmt->valuestring : "missing",
+             cJSON_IsString(fmt) ? "\"" : "", MT_DCKPT_FORMAT);
+    goto done;
+  }
+  if (get_int(o, "iteration", &meta->iteration, path, err, errlen) ||
+      get_int(o, "consumed_samples", &meta->consumed_samples, path, err, errlen) ||
+      get_int(o, "step", &meta->step, path, err, errlen) ||
+      get_int(o, "skipped_iters", &meta->skipped_iters, path, err, errlen) ||
+      get_int(o, "nan_iters", &meta->nan_iters, path, err, errlen) ||
+      get_int(o, "vocab_size", &meta->vocab_size, path, err, errlen))
+    goto done;
+  const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
+  if (cJSON_IsString(seed)) {
+    char *end;
+    errno = 0;
+    unsigned long long s = strtoull(seed->valuestring, &end, 10);
+    if (errno || *end || end == seed->valuestring) {
+      snprintf(err, errlen, "'%s': \"seed\" \"%s\" is not an unsigned integer", path,
+               seed->valuestring);
+      goto done;
+    }
+    meta->seed = s;
+  } else if (cJSON_IsNumber(seed) && seed->valuedouble >= 0 &&
+             seed->valuedouble <= 9007199254740992.0) {
+    meta->seed = (uint64_t)seed->valuedouble;
+  } else {
+    snprintf(err, errlen, "'%s': \"seed\" is missing or not an unsigned integer", path);
+    goto done;
+  }
+  const cJSON *ho = cJSON_GetObjectItemCaseSensitive(o, "has_optimizer");
+  if (!cJSON_IsBool(ho)) {
+    snprintf(err, errlen, "'%s': \"has_optimizer\" is missing or not true/false", path);
+    goto done;
+  }
+  meta->has_optimizer = cJSON_IsTrue(ho);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(o, "config");
+  *config_json = cfg ? cJSON_PrintUnformatted(cfg) : NULL;
+  if (!*config_json) {
+    char *s = mt_xmalloc(5);
+    memcpy(s, "null", 5);
+    *config_json = s;
+  } else {
+    char *s = mt_xmalloc(strlen(*config_json) + 1); /* free() by the caller, not cJSON_free */
+    strcpy(s, *config_json);
+    cJSON_free(*config_json);
+    *config_json = s;
+  }
+  rc = 0;
+done:
+  cJSON_Delete(o);
+  return rc;
+}

@@ -1,0 +1,201 @@
+/* tools/hf_config.c — Hugging Face config.json for GPT-2 and Llama models:
+ * written on export, checked on import (see tools/hf_map.h). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "tools/hf_map.h"
+
+#define GPT2_EOS 50256 /* <|endoftext|> of the GPT-2 BPE megatrain tokenises with */
+
+char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *arch = cJSON_AddArrayToObject(o, "architectures");
+  if (m->family == MT_HF_GPT2) {
+    cJSON_AddItemToArray(arch, cJSON_CreateString("GPT2LMHeadModel"));
+    cJSON_AddStringToObject(o, "model_type", "gpt2");
+    cJSON_AddNumberToObject(o, "vocab_size", (double)m->V);
+    cJSON_AddNumberToObject(o, "n_positions", (double)m->max_pos);
+    cJSON_AddNumberToObject(o, "n_ctx", (double)m->max_pos);
+    cJSON_AddNumberToObject(o, "n_embd", (double)m->h);
+    cJSON_AddNumberToObject(o, "n_layer", (double)m->L);
+    cJSON_AddNumberToObject(o, "n_head", (double)m->nh);
+    cJSON_AddNumberToObject(o, "n_inner", (double)m->ffn);
+    cJSON_AddStringToObject(o, "activation_function", "gelu_new"); /* tanh GELU */
+    cJSON_AddNumberToObject(o, "layer_norm_epsilon", m->eps);
+    cJSON_AddNumberToObject(o, "resid_pdrop", m->hidden_dropout);
+    cJSON_AddNumberToObject(o, "embd_pdrop", m->hidden_dropout);
+    cJSON_AddNumberToObject(o, "attn_pdrop", m->attention_dropout);
+    cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
+  } else {
+    const int qwen = m->family == MT_HF_QWEN3;
+    cJSON_AddItemToArray(arch, cJSON_CreateString(qwen ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(o, "model_type", qwen ? "qwen3" : "llama");
+    if (qwen) {
+      cJSON_AddBoolToObject(o, "use_sliding_window", 0);
+      cJSON_AddNullToObject(o, "sliding_window");
+    }
+    cJSON_AddNumberToObject(o, "vocab_size", (double)m->V);
+    cJSON_AddNumberToObject(o, "hidden_size", (double)m->h);
+    cJSON_AddNumberToObject(o, "intermediate_size", (double)m->ffn);
+    cJSON_AddNumberToObject(o, "num_hidden_layers", (double)m->L);
+    cJSON_AddNumberToObject(o, "num_attention_heads", (double)m->nh);
+    cJSON_AddNumberToObject(o, "num_key_value_heads", (double)m->ng);
+    cJSON_AddNumberToObject(o, "head_dim", (double)m->hn);
+    cJSON_AddStringToObject(o, "hidden_act", "silu");
+    cJSON_AddNumberToObject(o, "max_position_embeddings", (double)m->max_pos);
+    cJSON_AddNumberToObject(o, "rms_norm_eps", m->eps);
+    cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
+    cJSON_AddNullToObject(o, "rope_scaling");
+    cJSON_AddBoolToObject(o, "attention_bias", m->bias);
+    cJSON_AddBoolToObject(o, "mlp_bias", m->bias);
+    cJSON_AddNumberToObject(o, "attention_dropout", m->attention_dropout);
+    cJSON_AddNumberToObject(o, "pretraining_tp", 1);
+  }
+  cJSON_AddBoolToObject(o, "tie_word_embeddings", !m->untie);
+  cJSON_AddNumberToObject(o, "initializer_range", m->init_std);
+  if (m->V > GPT2_EOS) {
+    cJSON_AddNumberToObject(o, "bos_token_id", GPT2_EOS);
+    cJSON_AddNumberToObject(o, "eos_token_id", GPT2_EOS);
+  }
+  cJSON_AddBoolToObject(o, "use_cache", 1);
+  cJSON_AddStringToObject(o, "torch_dtype", torch_dtype);
+  char *s = cJSON_Print(o);
+  cJSON_Delete(o);
+  return s;
+}
+
+typedef struct {
+  const cJSON *o;
+  const char *path;
+  char *err;
+  size_t errlen;
+  int bad;
+} ctx;
+
+/* key must be the integer `want` (absent: `dflt`, -1 = required) */
+static void want_int(ctx *c, const char *key, int64_t want, int64_t dflt) {
+  if (c->bad) return;
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->o, key);
+  double got;
+  if (!j || cJSON_IsNull(j)) {
+    if (dflt < 0) {
+      snprintf(c->err, c->errlen, "'%s' has no \"%s\" (expected %lld from the config)", c->path,
+               key, (long long)want);
+      c->bad = 1;
+      return;
+    }
+    got = (double)dflt;
+  } else if (cJSON_IsNumber(j)) {
+    got = j->valuedouble;
+  } else {
+    got = NAN;
+  }
+  if (got != (double)want) {
+    char gs[64];
+    if (j && !cJSON_IsNull(j) && !cJSON_IsNumber(j)) snprintf(gs, sizeof gs, "not a number");
+    else snprintf(gs, sizeof gs, "%.17g%s", got, j && !cJSON_IsNull(j) ? "" : " (absent: default)");
+    snprintf(c->err, c->errlen, "'%s': \"%s\" is %s but the config gives %lld", c->path, key,
+             gs, (long long)want);
+    c->bad = 1;
+  }
+}
+
+static void want_num(ctx *c, const char *key, double want, double dflt) {
+  if (c->bad) return;
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->o, key);
+  double got = !j || cJSON_IsNull(j) ? dflt : cJSON_IsNumber(j) ? j->valuedouble : NAN;
+  if (!(fabs(got - want) <= 1e-6 * fabs(want))) {
+    snprintf(c->err, c->errlen, "'%s': \"%s\" is %.9g but the config gives %.9g", c->path, key,
+             got, want);
+    c->bad = 1;
+  }
+}
+
+static void want_bool(ctx *c, const char *key, int want, int dflt) {
+  if (c->bad) return;
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->o, key);
+  int got = !j || cJSON_IsNull(j) ? dflt : cJSON_IsTrue(j) ? 1 : cJSON_IsFalse(j) ? 0 : -1;
+  if (got != want) {
+    int tie = !strcmp(key, "tie_word_embeddings"); /* the config's key is the inverse */
+    snprintf(c->err, c->errlen, "'%s': \"%s\" is %s but the config gives %s%s", c->path, key,
+             got < 0 ? "not a boolean" : got ? "true" : "false", want ? "true" : "false",
+             tie ? (want ? " (model.untie_embeddings_and_output_weights false)"
+                         : " (model.untie_embeddings_and_output_weights true)")
+                 : "");
+    c->bad = 1;
+  }
+}
+
+/* key must be one of the strings in `ok` (NULL-terminated; absent = ok[0]) */
+static void want_str(ctx *c, const char *key, const char *const *ok, const char *why) {
+  if (c->bad) return;
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->o, key);
+  const char *got = !j || cJSON_IsNull(j) ? ok[0] : cJSON_IsString(j) ? j->valuestring : "?";
+  for (int i = 0; ok[i]; i++)
+    if (!strcmp(got, ok[i])) return;
+  snprintf(c->err, c->errlen, "'%s': \"%s\" is \"%s\" but %s needs \"%s\"", c->path, key, got,
+           why, ok[0]);
+  c->bad = 1;
+}
+
+int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
+                       size_t errlen) {
+  cJSON *o = cJSON_Parse(json);
+  if (!cJSON_IsObject(o)) {
+    snprintf(err, errlen, "'%s' is not a JSON object", path);
+    cJSON_Delete(o);
+    return -1;
+  }
+  ctx c = {o, path, err, errlen, 0};
+  char why[96];
+  if (m->family == MT_HF_GPT2) {
+    static const char *const type[] = {"gpt2", NULL};
+    /* megatrain's GELU is the tanh form: gelu_new = gelu_pytorch_tanh */
+    static const char *const act[] = {"gelu_new", "gelu_pytorch_tanh", NULL};
+    snprintf(why, sizeof why, "the config's GPT-2 naming (learned_absolute, LayerNorm, GELU)");
+    want_str(&c, "model_type", type, why);
+    want_str(&c, "activation_function", act, "megatrain's tanh GELU");
+    want_int(&c, "n_layer", m->L, -1);
+    want_int(&c, "n_embd", m->h, -1);
+    want_int(&c, "n_head", m->nh, -1);
+    want_int(&c, "n_inner", m->ffn, 4 * m->h);
+    want_int(&c, "n_positions", m->max_pos, -1);
+    want_int(&c, "vocab_size", m->V, -1);
+    want_num(&c, "layer_norm_epsilon", m->eps, 1e-5);
+    want_bool(&c, "scale_attn_weights", 1, 1);
+    want_bool(&c, "scale_attn_by_inverse_layer_idx", 0, 0);
+    want_bool(&c, "tie_word_embeddings", !m->untie, 1);
+  } else {
+    static const char *const llama[] = {"llama", NULL}, *const qwen3[] = {"qwen3", NULL};
+    static const char *const act[] = {"silu", NULL};
+    const int qwen = m->family == MT_HF_QWEN3;
+    snprintf(why, sizeof why, "the config's %s", qwen ? "Qwen3 naming (Llama's with qk_layernorm)"
+                                                      : "Llama naming (rope, RMSNorm, SwiGLU)");
+    want_str(&c, "model_type", qwen ? qwen3 : llama, why);
+    if (qwen) want_bool(&c, "use_sliding_window", 0, 0);
+    want_str(&c, "hidden_act", act, "megatrain's SwiGLU");
+    want_int(&c, "num_hidden_layers", m->L, -1);
+    want_int(&c, "hidden_size", m->h, -1);
+    want_int(&c, "intermediate_size", m->ffn, -1);
+    want_int(&c, "num_attention_heads", m->nh, -1);
+    want_int(&c, "num_key_value_heads", m->ng, m->nh);
+    want_int(&c, "head_dim", m->hn, m->h / m->nh);
+    want_int(&c, "vocab_size", m->V, -1);
+    want_num(&c, "rms_norm_eps", m->eps, 1e-6);
+    want_num(&c, "rope_theta", m->rope_theta, 10000.0);
+    want_bool(&c, "attention_bias", m->bias, 0);
+    want_bool(&c, "mlp_bias", m->bias, 0);
+    want_bool(&c, "tie_word_embeddings", !m->untie, 0);
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
+    if (!c.bad && rs && !cJSON_IsNull(rs)) {
+      snprintf(err, errlen, "'%s': \"rope_scaling\" is set; megatrain's RoPE has no scaling "
+               "(expected null)", path);
+      c.bad = 1;
+    }
+  }
+  cJSON_Delete(o);
+  return c.bad ? -1 : 0;
+}

@@ -1,0 +1,254 @@
+/* tools/hf_map.c — megatrain <-> Hugging Face names and layouts (see
+ * tools/hf_map.h). */
+#include "tools/hf_map.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/util.h"
+
+const char *mt_hf_family_name(mt_hf_family f) {
+  return f == MT_HF_QWEN3 ? "Qwen3" : f == MT_HF_LLAMA ? "Llama" : "GPT-2";
+}
+
+#define REFUSE(...)                   \
+  do {                                \
+    snprintf(err, errlen, __VA_ARGS__); \
+    return -1;                        \
+  } while (0)
+
+int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
+  const mt_model_config *c = &cfg->model;
+  memset(m, 0, sizeof *m);
+  const char *pos = c->position_embedding_type;
+  if (!strcmp(pos, "learned_absolute")) m->family = MT_HF_GPT2;
+  else if (!strcmp(pos, "rope")) m->family = MT_HF_LLAMA;
+  else
+    REFUSE("model.position_embedding_type is \"%s\": the Hugging Face export knows GPT-2 "
+           "naming (\"learned_absolute\") and Llama naming (\"rope\")", pos);
+  if (c->num_experts > 0)
+    REFUSE("model.num_experts is %d: mixture-of-experts models have no GPT-2 or Llama naming "
+           "(the Hugging Face export needs a dense model)", c->num_experts);
+  if (c->qk_layernorm && m->family == MT_HF_GPT2)
+    REFUSE("model.qk_layernorm is true with learned_absolute positions: GPT-2 naming has no "
+           "query/key norm (Qwen3 naming has, with rope, RMSNorm and SwiGLU)");
+  if (m->family == MT_HF_GPT2) {
+    if (strcmp(c->normalization, "LayerNorm"))
+      REFUSE("model.normalization is \"%s\" with learned_absolute positions: GPT-2 naming needs "
+             "\"LayerNorm\" (Llama naming needs \"RMSNorm\" with \"rope\")", c->normalization);
+    if (c->swiglu)
+      REFUSE("model.swiglu is true with learned_absolute positions: GPT-2 naming needs the "
+             "GELU MLP (Llama naming needs SwiGLU with \"rope\")");
+    if (!c->add_bias_linear)
+      REFUSE("model.add_bias_linear is false: GPT-2 naming needs the linear biases");
+    if (c->num_query_groups != c->num_attention_heads)
+      REFUSE("model.num_query_groups is %d for %d heads: GPT-2 naming has no grouped-query "
+             "attention", c->num_query_groups, c->num_attention_heads);
+    if ((int64_t)c->kv_channels * c->num_attention_heads != c->hidden_size)
+      REFUSE("model.kv_channels is %d: GPT-2 naming needs hidden_size / num_attention_heads = %d",
+             c->kv_channels, c->hidden_size / c->num_attention_heads);
+  } else {
+    if (strcmp(c->normalization, "RMSNorm"))
+      REFUSE("model.normalization is \"%s\" with rope positions: Llama naming needs \"RMSNorm\" "
+             "(GPT-2 naming needs \"LayerNorm\" with learned_absolute)", c->normalization);
+    if (!c->swiglu)
+      REFUSE("model.swiglu is false with rope positions: Llama naming needs the SwiGLU MLP");
+    if (c->rotary_interleaved)
+      REFUSE("model.rotary_interleaved is true: Llama naming needs rotate-half RoPE "
+             "(non-interleaved)");
+    if (c->rotary_percent != 1.0f)
+      REFUSE("model.rotary_percent is %g: Llama naming rotates every channel (1.0)",
+             mt_float_decimal(c->rotary_percent));
+    if (c->qk_layernorm) {
+      m->family = MT_HF_QWEN3;
+      if (c->add_bias_linear)
+        REFUSE("model.add_bias_linear is true with qk_layernorm: Qwen3 naming (the one with "
+               "q_norm/k_norm) has no linear biases");
+    }
+  }
+  m->L = c->num_layers;
+  m->h = c->hidden_size;
+  m->nh = c->num_attention_heads;
+  m->ng = c->num_query_groups;
+  m->hn = c->kv_channels;
+  m->ffn = c->ffn_hidden_size;
+  m->V = c->vocab_size;
+  m->max_pos = c->max_position_embeddings;
+  m->bias = c->add_bias_linear;
+  m->untie = c->untie_embeddings_and_output_weights;
+  m->eps = mt_float_decimal(c->norm_epsilon);
+  m->rope_theta = mt_float_decimal(c->rotary_base);
+  m->hidden_dropout = mt_float_decimal(c->hidden_dropout);
+  m->attention_dropout = mt_float_decimal(c->attention_dropout);
+  m->init_std = mt_float_decimal(c->init_method_std);
+  return 0;
+}
+
+/* rows the selection takes from a tensor of R rows */
+static int64_t sel_rows(const mt_hf_model *m, mt_hf_sel s, int64_t R) {
+  switch (s) {
+    case MT_HF_Q: return m->nh * m->hn;
+    case MT_HF_K:
+    case MT_HF_V: return m->ng * m->hn;
+    case MT_HF_HALF0:
+    case MT_HF_HALF1: return R / 2;
+    default: return R;
+  }
+}
+
+/* megatrain row of the selection's row i */
+static int64_t src_row(const mt_hf_model *m, mt_hf_sel s, int64_t R, int64_t i) {
+  const int64_t hn = m->hn, qpg = m->nh / m->ng, grp = (qpg + 2) * hn;
+  switch (s) {
+    case MT_HF_Q: {
+      int64_t head = i / hn;
+      return head / qpg * grp + head % qpg * hn + i % hn;
+    }
+    case MT_HF_K: return i / hn * grp + qpg * hn + i % hn;
+    case MT_HF_V: return i / hn * grp + (qpg + 1) * hn + i % hn;
+    case MT_HF_QKV: {
+      const int64_t nq = m->nh * hn, nk = m->ng * hn;
+      if (i < nq) return src_row(m, MT_HF_Q, R, i);
+      if (i < nq + nk) return src_row(m, MT_HF_K, R, i - nq);
+      return src_row(m, MT_HF_V, R, i - nq - nk);
+    }
+    case MT_HF_HALF1: return R / 2 + i;
+    default: return i;
+  }
+}
+
+typedef struct {
+  mt_hf_entry *e;
+  int n, cap;
+} list;
+
+static void add(list *l, const mt_hf_model *m, const char *hf, const char *mt, int64_t rows,
+                int64_t cols, mt_hf_sel sel, int transpose) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 64;
+    l->e = mt_xrealloc(l->e, (size_t)l->cap * sizeof *l->e);
+  }
+  mt_hf_entry *e = &l->e[l->n++];
+  memset(e, 0, sizeof *e);
+  snprintf(e->hf, sizeof e->hf, "%s", hf);
+  snprintf(e->mt, sizeof e->mt, "%s", mt);
+  e->mt_rows = rows;
+  e->mt_cols = cols;
+  e->sel = sel;
+  e->transpose = transpose;
+  e->vec = rows == 1;
+  int64_t R = e->vec ? cols : rows, C = e->vec ? 1 : cols, n = sel_rows(m, sel, R);
+  e->ndim = e->vec ? 1 : 2;
+  e->hf_rows = transpose ? C : n;
+  e->hf_cols = transpose ? n : C;
+}
+
+#define ADD(hf_fmt, mt_suffix, rows, cols, sel, tr)                                   \
+  do {                                                                                \
+    snprintf(hn_, sizeof hn_, hf_fmt, l);                                             \
+    snprintf(mn_, sizeof mn_, "decoder.layers.%d.%s", l, mt_suffix);                  \
+    add(&li, m, hn_, mn_, rows, cols, sel, tr);                                       \
+  } while (0)
+
+int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
+  list li = {0};
+  char hn_[160], mn_[160];
+  const int64_t h = m->h, qkv = (m->nh + 2 * m->ng) * m->hn, ha = m->nh * m->hn, f = m->ffn;
+  if (m->family == MT_HF_GPT2) {
+    add(&li, m, "transformer.wte.weight", "embedding.word_embeddings.weight", m->V, h, MT_HF_ALL, 0);
+    add(&li, m, "transformer.wpe.weight", "embedding.position_embeddings.weight", m->max_pos, h,
+        MT_HF_ALL, 0);
+    for (int l = 0; l < m->L; l++) {
+      ADD("transformer.h.%d.ln_1.weight", "input_layernorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("transformer.h.%d.ln_1.bias", "input_layernorm.bias", 1, h, MT_HF_ALL, 0);
+      ADD("transformer.h.%d.attn.c_attn.weight", "self_attention.linear_qkv.weight", qkv, h,
+          MT_HF_QKV, 1);
+      ADD("transformer.h.%d.attn.c_attn.bias", "self_attention.linear_qkv.bias", 1, qkv,
+          MT_HF_QKV, 0);
+      ADD("transformer.h.%d.attn.c_proj.weight", "self_attention.linear_proj.weight", h, ha,
+          MT_HF_ALL, 1);
+      ADD("transformer.h.%d.attn.c_proj.bias", "self_attention.linear_proj.bias", 1, h, MT_HF_ALL,
+          0);
+      ADD("transformer.h.%d.ln_2.weight", "pre_mlp_layernorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("transformer.h.%d.ln_2.bias", "pre_mlp_layernorm.bias", 1, h, MT_HF_ALL, 0);
+      ADD("transformer.h.%d.mlp.c_fc.weight", "mlp.linear_fc1.weight", f, h, MT_HF_ALL, 1);
+      ADD("transformer.h.%d.mlp.c_fc.bias", "mlp.linear_fc1.bias", 1, f, MT_HF_ALL, 0);
+      ADD("transformer.h.%d.mlp.c_proj.weight", "mlp.linear_fc2.weight", h, f, MT_HF_ALL, 1);
+      ADD("transformer.h.%d.mlp.c_proj.bias", "mlp.linear_fc2.bias", 1, h, MT_HF_ALL, 0);
+    }
+    add(&li, m, "transformer.ln_f.weight", "decoder.final_layernorm.weight", 1, h, MT_HF_ALL, 0);
+    add(&li, m, "transformer.ln_f.bias", "decoder.final_layernorm.bias", 1, h, MT_HF_ALL, 0);
+  } else {
+    add(&li, m, "model.embed_tokens.weight", "embedding.word_embeddings.weight", m->V, h,
+        MT_HF_ALL, 0);
+    for (int l = 0; l < m->L; l++) {
+      ADD("model.layers.%d.input_layernorm.weight", "input_layernorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("model.layers.%d.self_attn.q_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
+          MT_HF_Q, 0);
+      ADD("model.layers.%d.self_attn.k_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
+          MT_HF_K, 0);
+      ADD("model.layers.%d.self_attn.v_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
+          MT_HF_V, 0);
+      if (m->family == MT_HF_QWEN3) {
+        ADD("model.layers.%d.self_attn.q_norm.weight", "self_attention.q_layernorm.weight", 1,
+            m->hn, MT_HF_ALL, 0);
+        ADD("model.layers.%d.self_attn.k_norm.weight", "self_attention.k_layernorm.weight", 1,
+            m->hn, MT_HF_ALL, 0);
+      }
+      if (m->bias) {
+        ADD("model.layers.%d.self_attn.q_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
+            MT_HF_Q, 0);
+        ADD("model.layers.%d.self_attn.k_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
+            MT_HF_K, 0);
+        ADD("model.layers.%d.self_attn.v_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
+            MT_HF_V, 0);
+      }
+      ADD("model.layers.%d.self_attn.o_proj.weight", "self_attention.linear_proj.weight", h, ha,
+          MT_HF_ALL, 0);
+      if (m->bias)
+        ADD("model.layers.%d.self_attn.o_proj.bias", "self_attention.linear_proj.bias", 1, h,
+            MT_HF_ALL, 0);
+      ADD("model.layers.%d.post_attention_layernorm.weight", "pre_mlp_layernorm.weight", 1, h,
+          MT_HF_ALL, 0);
+      ADD("model.layers.%d.mlp.gate_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF0,
+          0);
+      ADD("model.layers.%d.mlp.up_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF1, 0);
+      if (m->bias) {
+        ADD("model.layers.%d.mlp.gate_proj.bias", "mlp.linear_fc1.bias", 1, 2 * f, MT_HF_HALF0, 0);
+        ADD("model.layers.%d.mlp.up_proj.bias", "mlp.linear_fc1.bias", 1, 2 * f, MT_HF_HALF1, 0);
+      }
+      ADD("model.layers.%d.mlp.down_proj.weight", "mlp.linear_fc2.weight", h, f, MT_HF_ALL, 0);
+      if (m->bias)
+        ADD("model.layers.%d.mlp.down_proj.bias", "mlp.linear_fc2.bias", 1, h, MT_HF_ALL, 0);
+    }
+    add(&li, m, "model.norm.weight", "decoder.final_layernorm.weight", 1, h, MT_HF_ALL, 0);
+  }
+  if (m->untie) add(&li, m, "lm_head.weight", "output_layer.weight", m->V, h, MT_HF_ALL, 0);
+  *out = li.e;
+  return li.n;
+}
+
+void mt_hf_export(const mt_hf_model *m, const mt_hf_entry *e, const float *mt, float *hf) {
+  const int64_t R = e->vec ? e->mt_cols : e->mt_rows, C = e->vec ? 1 : e->mt_cols;
+  const int64_t n = sel_rows(m, e->sel, R);
+  for (int64_t i = 0; i < n; i++) {
+    const float *src = mt + src_row(m, e->sel, R, i) * C;
+    if (e->transpose)
+      for (int64_t c = 0; c < C; c++) hf[c * n + i] = src[c];
+    else
+      memcpy(hf + i * C, src, (size_t)C * sizeof(float));
+  }
+}
+
+void mt_hf_import(const mt_hf_model *m, const mt_hf_entry *e, const float *hf, float *mt) {
+  const int64_t R = e->vec ? e->mt_cols : e->mt_rows, C = e->vec ? 1 : e->mt_cols;
+  const int64_t n = sel_rows(m, e->sel, R);
+  for (int64_t i = 0; i < n; i++) {
+    float *dst = mt + src_row(m, e->sel, R, i) * C;
+    if (e->transpose)
+      for (int64_t c = 0; c < C; c++) dst[c] = hf[c * n + i];
+    else
+      memcpy(dst, hf + i * C, (size_t)C * sizeof(float));
+  }
+}

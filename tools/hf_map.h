@@ -1,0 +1,92 @@
+/* tools/hf_map.h — how megatrain's global tensors (Megatron-core names and
+ * layouts) map to Hugging Face's GPT-2 and Llama names and layouts, tensor by
+ * tensor (docs/checkpoint.md "Hugging Face"). Pure index arithmetic on host
+ * fp32 arrays: no I/O, no communication, no state.
+ *
+ * A megatrain tensor is [rows, cols] (weights [out, in]; 1-D tensors [1, n]).
+ * Each Hugging Face tensor takes a selection of the megatrain tensor's rows
+ * (a 1-D tensor is seen as the column [n, 1]), in the order given by `sel`,
+ * and is then transposed for GPT-2's Conv1D ([in, out]):
+ *   - linear_qkv rows are grouped per query group g: its nh/ng query heads,
+ *     its key head, its value head (hn rows each); HF wants all query heads,
+ *     then all key heads, then all value heads (GPT-2's c_attn: the three
+ *     concatenated along the output; Llama: q_proj, k_proj, v_proj). Query
+ *     head n reads key/value head n / (nh/ng) in both (HF's repeat_kv).
+ *   - SwiGLU linear_fc1 rows [0, ffn) are the gate (HF gate_proj), rows
+ *     [ffn, 2 ffn) the up projection (up_proj).
+ * RoPE needs no permutation: megatrain's non-interleaved RoPE is HF's
+ * rotate_half (rotary_interleaved models are refused). Qwen3 naming is
+ * Llama's plus self_attn.{q,k}_norm.weight [head_dim] = megatrain's
+ * qk_layernorm (RMSNorm over each head's channels, shared by the heads,
+ * before RoPE in both).
+ */
+#ifndef MT_TOOLS_HF_MAP_H
+#define MT_TOOLS_HF_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/config.h"
+
+typedef enum { MT_HF_GPT2 = 0, MT_HF_LLAMA = 1, MT_HF_QWEN3 = 2 } mt_hf_family;
+
+/* The model as both sides see it. */
+typedef struct {
+  mt_hf_family family;
+  int64_t L, h, nh, ng, hn, ffn, V, max_pos; /* layers, hidden, heads, kv heads, head dim,
+                                                 ffn, real vocabulary, positions */
+  int bias;                                  /* add_bias_linear */
+  int untie;                                 /* untie_embeddings_and_output_weights */
+  double eps, rope_theta;                    /* as the user wrote them (mt_float_decimal) */
+  double hidden_dropout, attention_dropout, init_std; /* for config.json only */
+} mt_hf_model;
+
+typedef enum { MT_HF_ALL, MT_HF_Q, MT_HF_K, MT_HF_V, MT_HF_QKV, MT_HF_HALF0, MT_HF_HALF1 } mt_hf_sel;
+
+/* One Hugging Face tensor and where it comes from. */
+typedef struct {
+  char hf[160];           /* Hugging Face name */
+  char mt[160];           /* megatrain (Megatron) name */
+  int64_t mt_rows, mt_cols; /* megatrain global shape (vocabulary padding removed) */
+  mt_hf_sel sel;
+  int transpose;          /* GPT-2 Conv1D */
+  int vec;                /* megatrain [1, n], HF [n] */
+  int ndim;               /* HF shape: [hf_rows] (vec) or [hf_rows, hf_cols] */
+  int64_t hf_rows, hf_cols;
+} mt_hf_entry;
+
+/* Which naming expresses the model of cfg: GPT-2 for LayerNorm + learned
+ * absolute positions + GELU + biases + multi-head attention, Llama for
+ * RMSNorm + RoPE (rotate-half, all channels) + SwiGLU, Qwen3 for that with
+ * qk_layernorm and no linear biases. Anything else (MoE, interleaved or
+ * partial RoPE, a mix such as LayerNorm with RoPE) is refused: returns -1 with a message naming the config key, its
+ * value and what the naming needs. */
+int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen);
+
+/* Every Hugging Face tensor of the model, in save_pretrained's order
+ * (embeddings, layers, final norm, lm_head when untied); tensors of one
+ * megatrain tensor are adjacent. Returns the count; *out is malloc'ed. */
+int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out);
+
+/* Hugging Face tensor e from the megatrain tensor `mt` ([mt_rows, mt_cols]
+ * fp32) into `hf` (hf_rows x hf_cols fp32, row-major). */
+void mt_hf_export(const mt_hf_model *m, const mt_hf_entry *e, const float *mt, float *hf);
+/* The reverse: scatter `hf` into its rows of `mt`. */
+void mt_hf_import(const mt_hf_model *m, const mt_hf_entry *e, const float *hf, float *mt);
+
+/* config.json of a Hugging Face model directory for m (GPT2LMHeadModel /
+ * LlamaForCausalLM), torch_dtype "float32" or "bfloat16"; malloc'ed text
+ * (tools/hf_config.c). */
+char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype);
+
+/* Check a Hugging Face config.json (text `json`, read from `path`) against
+ * m: model_type, every size, the activation, norm epsilon, RoPE base and
+ * scaling, biases and tying — what the tensor shapes cannot show. Returns 0,
+ * or -1 with a message naming the config.json key and both values. */
+int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
+                       size_t errlen);
+
+/* Family name ("GPT-2" / "Llama") for messages. */
+const char *mt_hf_family_name(mt_hf_family f);
+
+#endif
