@@ -21,6 +21,9 @@
 #                    -> "stream race"
 #   host_ptr_kernel  the hidden dropout's kernel gets the host array of
 #                    sample ids -> "argument 2 ... host memory"
+#   divergent_barrier (an eighth: not one of issue 28's kinds) the block
+#                    reduction's __syncthreads() inside `if (tid < o)`
+#                    -> "deadlock in kernel k_reduce_part" naming the threads
 # Each pattern is checked to be present before it is changed (a code change
 # that removes it fails this test: update the pattern). About 6 minutes on
 # 2 cores; MEGATRAIN_TEST_CUDA_EMU_BUGS="a b" runs a subset.
@@ -147,6 +150,17 @@ if want host_ptr_kernel; then
     'const int64_t *ids = d->p > 0.0f ? cuda_upload_ids(be, d->sample_ids, d->b) : NULL;' \
     'const int64_t *ids = d->p > 0.0f ? d->sample_ids : NULL;' && build build-emu/megatrain &&
     expect host_ptr_kernel 'argument 2 is 0x[0-9a-f]*: host memory' "${TRAIN[@]}" || fails=$((fails + 1))
+fi
+if want divergent_barrier; then
+  plant divergent_barrier cuda/cuda_elem.cu \
+    '    if ((int)threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+    __syncthreads();' \
+    '    if ((int)threadIdx.x < o) {
+      sh[threadIdx.x] += sh[threadIdx.x + o];
+      __syncthreads();
+    }' && build $OPS &&
+    expect divergent_barrier 'deadlock in kernel k_reduce_part' env MEGATRAIN_TEST_OPS=sumsq_f32 $OPS ||
+    fails=$((fails + 1))
 fi
 dt=$(( $(date +%s) - t_start ))
 [ $fails = 0 ] || { echo "$fails planted bug(s) not caught (${dt} s)"; exit 1; }
