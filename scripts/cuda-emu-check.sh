@@ -12,7 +12,8 @@ set -u
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
 targets=(build-emu/megatrain build-emu/tests/test_ops build-emu/tests/test_cuda_table
-         build-emu/tests/test_nccl_api build-emu/tests/tools/cuda_parity)
+         build-emu/tests/test_nccl_api build-emu/tests/tools/cuda_parity
+         build-emu/tests/tools/comm_check)
 if ! nice make CUDA_EMU=1 -j"${JOBS:-2}" "${targets[@]}" > build-emu.log 2>&1; then
   tail -30 build-emu.log; echo "cuda-emu build FAILED (log: build-emu.log)"; exit 1
 fi

@@ -5,13 +5,16 @@
 # accesses checked (bounds, shared-memory races, host pointers) — must run
 # (not skip) and pass; test_cuda_table creates the backend on the emulated
 # device; test_nccl_api loads the NCCL stand-in through LD_LIBRARY_PATH.
-# MEGATRAIN_TEST_FULL=1 adds tests/tools/cuda_parity fp32 and bf16 at its
-# tiny shapes (unfused attention reference, allocator churn, ...; about
-# 10 minutes under the emulation).
+# tests/tools/comm_check --engine nccl on 4 ranks (tp=2, pp=2): every
+# collective in every dtype, batched and tagged send/recv (the p2p channels of
+# a 4-rank ring) on the NCCL stand-in against a serial reference.
+# MEGATRAIN_TEST_FULL=1 adds comm_check with cp=2 ep=2 and tp=2 etp=2 ep=2,
+# and tests/tools/cuda_parity fp32 and bf16 at its tiny shapes (unfused
+# attention reference, allocator churn, ...; about 10 minutes).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/cuda_emu_lib.sh"
 T=$EMU_BUILD/tests
-for t in test_ops test_cuda_table test_nccl_api; do
+for t in test_ops test_cuda_table test_nccl_api tools/comm_check; do
   [ -x "$T/$t" ] || { echo "SKIP: $T/$t not built (make CUDA_EMU=1)"; exit 77; }
 done
 t_start=$(date +%s)
@@ -34,6 +37,18 @@ echo "     $line"
 k=$(sed -n 's/.* \([0-9]*\) on cuda,.*/\1/p' <<< "$line")
 grep -q 'cuda column skipped' "$TMP/test_ops.log" && { echo "FAIL: the cuda column was skipped"; fails=$((fails + 1)); }
 [ "${k:-0}" -ge 250 ] || { echo "FAIL: only ${k:-0} rows ran on cuda"; fails=$((fails + 1)); }
+layouts=("--tp 2 --pp 2")
+[ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] && layouts+=("--cp 2 --ep 2" "--tp 2 --etp 2 --ep 2")
+for l in "${layouts[@]}"; do
+  t0=$(date +%s)
+  # shellcheck disable=SC2086
+  if timeout 900 "${EMU_MPI[@]}" -np 4 "$T/tools/comm_check" $l --engine nccl >"$TMP/comm.log" 2>&1 &&
+     grep -q '^comm_check OK' "$TMP/comm.log"; then
+    echo "ok   comm_check $l --engine nccl, 4 ranks ($(( $(date +%s) - t0 )) s)"
+  else
+    echo "FAIL comm_check $l --engine nccl:"; tail -15 "$TMP/comm.log"; fails=$((fails + 1))
+  fi
+done
 if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   for prec in fp32 bf16; do
     t0=$(date +%s)

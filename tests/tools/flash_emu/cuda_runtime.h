@@ -19,6 +19,7 @@
 
 
 typedef void *cudaStream_t;
+typedef void *cudaEvent_t;
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
