@@ -118,6 +118,13 @@ TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 TOOL_SRCS := $(wildcard tests/tools/*.c bench/*.c)
 TOOL_BINS := $(TOOL_SRCS:%.c=$(BUILD)/%)
+# The unfused CUDA attention (tests/tools/cuda_ref/: the GPU reference of the
+# fused op) is test code: not in the library, linked only into the two
+# programs that call it, in CUDA builds (and under the emulation).
+ifneq ($(filter 1 emu,$(CUDA)),)
+  CUDA_REF_OBJS := $(BUILD)/tests/tools/cuda_ref/attn_unfused.o \
+                   $(BUILD)/tests/tools/cuda_ref/attn_softmax.o
+endif
 FLAGS    := $(BUILD)/.flags
 FLAGS_ID := $(subst ','\'',$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS) | $(CUDA))
 
@@ -154,11 +161,13 @@ $(BUILD)/tests/%: tests/unit/%.c $(TLIB) $(LIB) $(EMU_LIB)
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(TLIB) $(LIB) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(TLIB) $(LIB) $(LDLIBS) -lcmocka
 
 $(BUILD)/bench/%: bench/%.c $(TLIB) $(LIB) $(EMU_LIB)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS)
+	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(TLIB) $(LIB) $(LDLIBS)
+
+$(BUILD)/tests/tools/cuda_parity $(BUILD)/bench/bench_flash_gpu: $(CUDA_REF_OBJS)
 
 # the emulation's libraries (CUDA_EMU=1 only)
 $(BUILD)/emu/emu_blas.o: EMU_OPT := -O3 -ffp-contract=off

@@ -1,7 +1,8 @@
 /* bench/bench_flash_gpu.c — fused (flash_attn_fwd/bwd, FlashAttention-2)
- * vs unfused (cuda_attn_fwd/bwd, out of the op table since issue 15 and
- * called directly: cuBLAS products around the softmax kernels,
- * [b, np, s, s] probabilities kept) causal attention on the CUDA backend,
+ * vs unfused (cuda_attn_fwd/bwd, out of the op table since issue 15, test
+ * code in tests/tools/cuda_ref/ linked into this program: cuBLAS products
+ * around the softmax kernels, [b, np, s, s] probabilities kept) causal
+ * attention on the CUDA backend,
  * one GPU, at GPT-2 124M shapes (12 heads of 64) and a Llama-style GQA shape
  * (32 query heads in 8 groups, head dim 128).
  *
@@ -26,7 +27,7 @@
 #include "core/rng.h"
 #include "core/util.h"
 #if MT_HAVE_CUDA
-#include "cuda/cuda_internal.h"
+#include "tests/tools/cuda_ref/attn_unfused.h"
 #endif
 
 typedef struct {

@@ -487,7 +487,7 @@ static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
 /* What training on cfg->device needs (not applied when a config is only
  * planned, shown or converted: those may describe a GPU run). Nothing is
  * refused today: both backends train in fp32 and in bf16 (the cpu backend
- * stores bf16 too since issue 19, cpu/cpu_bf16.c). */
+ * stores bf16 too since issue 19: cpu_bf16_ops, cpu/cpu_backend.c). */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
   (void)cfg, (void)err, (void)errlen;
   return 0;

@@ -1,8 +1,8 @@
 /* core/scalar_math.h — per-element math that cpu/ and cuda/ share, one
  * definition each (MT_HD, core/hd.h): the AdamW element update, tanh-GELU
- * forward and backward, SiLU/SwiGLU, LayerNorm's dw/db and RMSNorm's dw
- * partial reductions, and the
- * vectorisable exp of the cpu/ kernels.
+ * forward and backward, SiLU/SwiGLU, the in-order sum of chunked column
+ * partials (bias and norm weight gradients), and the vectorisable exp of the
+ * cpu/ kernels.
  *
  * The expressions are written once and compiled by both backends; the only
  * per-target choice is the elementary function underneath:
@@ -95,29 +95,28 @@ MT_HD void mt_swiglu_grad(float gate, float up, float dout, float *dgate, float 
   *dup = dout * si;
 }
 
-/* ---- RMSNorm backward: the fixed-order reduction of chunk partials ----
- * part holds nchunk chunks of h floats (dw partials); column j:
- * dw[j] += sum_c part[c][j], summed in chunk order. */
-MT_HD void mt_rmsnorm_dw_reduce(float *dw, const float *part, int64_t nchunk, int64_t h,
-                                int64_t j) {
-  float aw = 0.0f;
-  for (int64_t c = 0; c < nchunk; c++) aw += part[c * h + j];
-  dw[j] += aw;
-}
+/* ---- chunked column sums: bias gradient (cuda/), the weight/bias gradients
+ * of LayerNorm, RMSNorm and qk-norm (both backends) ----
+ * The rows are cut into chunks of MT_COL_CHUNK consecutive rows; each chunk's
+ * partial column sums are formed over its rows in row order (by the family's
+ * own kernel or loop, fused with whatever else it computes per row), then
+ * the chunks are summed in chunk order per column (mt_col_chunks_reduce):
+ * bitwise independent of the thread count and of the GPU model. Both
+ * backends use the same chunk size, so cpu/ and cuda/ sum in the same order
+ * (up to their per-element arithmetic). */
+#define MT_COL_CHUNK 32
 
-/* ---- LayerNorm backward: the fixed-order reduction of chunk partials ----
- * part holds nchunk chunks of 2h floats (dw partials, then db partials);
- * column j: dw[j] += sum_c part[c][j], db[j] += sum_c part[c][h + j], summed
- * in chunk order (bitwise independent of threads and GPU model). */
-MT_HD void mt_layernorm_dwdb_reduce(float *dw, float *db, const float *part, int64_t nchunk,
-                                    int64_t h, int64_t j) {
-  float aw = 0.0f, ab = 0.0f;
-  for (int64_t c = 0; c < nchunk; c++) {
-    aw += part[c * 2 * h + j];
-    ab += part[c * 2 * h + h + j];
+/* part holds nchunk chunks of k blocks of `cols` floats (block t: the
+ * partials of output t); column j: out[t][j] += sum_c part[(c k + t) cols + j],
+ * summed in chunk order from 0 in fp32; out[t] NULL skips block t. */
+MT_HD void mt_col_chunks_reduce(float *const *out, int k, const float *part, int64_t nchunk,
+                                int64_t cols, int64_t j) {
+  for (int t = 0; t < k; t++) {
+    if (!out[t]) continue;
+    float acc = 0.0f;
+    for (int64_t c = 0; c < nchunk; c++) acc += part[(c * k + t) * cols + j];
+    out[t][j] += acc;
   }
-  dw[j] += aw;
-  db[j] += ab;
 }
 
 /* ---- AdamW (Loshchilov & Hutter), Megatron's bias correction ----

@@ -1,7 +1,7 @@
-/* cpu/cpu_backend.c — the CPU backend (fp32 storage; bf16 storage through
- * the table of cpu_bf16.c): process-wide set-up,
- * construction, destruction, the counting allocator, memory ops, and the op
- * table (cpu_backend.h).
+/* cpu/cpu_backend.c — the CPU backend (fp32 or bf16 storage): process-wide
+ * set-up, construction, destruction and the two op tables (cpu_backend.h;
+ * the ops by family: cpu_internal.h; the allocator, the op scratch and the
+ * memory ops: cpu_memory.c).
  *
  * Threads: mt_cpu_process_init(num_threads > 0) sets the OpenMP thread count
  * once at start-up; every op (GEMM included) parallelises with OpenMP, and
@@ -13,10 +13,6 @@
  *                                results depend on it, not on the threads)
  *   MEGATRAIN_CPU_PAR_MIN        elements from which elementwise ops go
  *                                parallel
- *
- * Allocations are 64-byte aligned and carry a 64-byte header in front of the
- * returned pointer recording the size and category, so `free` can update
- * the per-category counters (mt_mem_account) without a lookup table.
  */
 #include <cblas.h>
 #include <omp.h>
@@ -28,76 +24,6 @@
 #include "core/util.h"
 #include "cpu_backend.h"
 #include "cpu_internal.h"
-
-#define CPU_ALIGN 64
-#define CPU_MAGIC 0x6D74637075616C6Cull /* "mtcpuall" */
-
-typedef struct {
-  uint64_t magic;
-  uint64_t bytes;
-  uint32_t cat;
-} cpu_alloc_header;
-
-_Static_assert(sizeof(cpu_alloc_header) <= CPU_ALIGN, "header fits the alignment pad");
-
-void *cpu_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
-  MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
-  size_t total = CPU_ALIGN + (size_t)mt_round_up((int64_t)(bytes ? bytes : 1), CPU_ALIGN);
-  char *base = aligned_alloc(CPU_ALIGN, total);
-  if (!base)
-    mt_fatal("cpu backend: out of memory allocating %zu bytes (%s)", bytes, mt_mem_cat_name(cat));
-  cpu_alloc_header *hd = (cpu_alloc_header *)base;
-  hd->magic = CPU_MAGIC;
-  hd->bytes = bytes;
-  hd->cat = (uint32_t)cat;
-  mt_mem_account(&be->mem, cat, (int64_t)bytes);
-  return base + CPU_ALIGN;
-}
-
-void cpu_free(mt_backend *be, void *p) {
-  if (!p) return;
-  char *base = (char *)p - CPU_ALIGN;
-  cpu_alloc_header *hd = (cpu_alloc_header *)base;
-  MT_ASSERT(hd->magic == CPU_MAGIC);
-  hd->magic = 0;
-  mt_mem_account(&be->mem, (mt_mem_cat)hd->cat, -(int64_t)hd->bytes);
-  free(base);
-}
-
-/* Grow-only scratch *buf of *have bytes to at least `bytes` (counted under
- * MT_MEM_WORKSPACE; op_scratch = both scratch buffers). */
-static void *grow_scratch(mt_backend *be, void **buf, size_t *have, size_t bytes) {
-  cpu_impl *im = cpu_impl_of(be);
-  if (bytes > *have) {
-    cpu_free(be, *buf);
-    *buf = cpu_alloc(be, bytes, MT_MEM_WORKSPACE);
-    *have = bytes;
-    be->mem.op_scratch = im->ws_bytes + im->bws_bytes;
-  }
-  return *buf;
-}
-
-void *cpu_workspace(mt_backend *be, size_t bytes) {
-  cpu_impl *im = cpu_impl_of(be);
-  return grow_scratch(be, &im->ws, &im->ws_bytes, bytes);
-}
-
-void *cpu_bf16_scratch(mt_backend *be, size_t bytes) {
-  cpu_impl *im = cpu_impl_of(be);
-  return grow_scratch(be, &im->bws, &im->bws_bytes, bytes);
-}
-
-void cpu_memcpy(mt_backend *be, void *dst, const void *src, size_t bytes) {
-  (void)be;
-  if (bytes && dst != src) memcpy(dst, src, bytes);
-}
-
-void cpu_memset0(mt_backend *be, void *dst, size_t bytes) {
-  (void)be;
-  if (bytes) memset(dst, 0, bytes);
-}
-
-void cpu_synchronize(mt_backend *be) { (void)be; }
 
 static void cpu_destroy(mt_backend *be) {
   if (!be) return;
@@ -142,7 +68,13 @@ static void cpu_pick_openblas_kernels(void) {
   gotoblas_dynamic_init();
 }
 
+/* The op tables: one entry per slot of core/backend.h, in its order, each
+ * the function of that name in its family's file (cpu_internal.h). fp32
+ * storage: cpu_<op>; bf16 storage: cpu_bf16_<op> where the op has T
+ * operands, the fp32 op where it has none (fill and cast take their dtypes,
+ * xent_loss and the *_f32 ops are fp32 by definition) and the memory ops. */
 static const mt_backend_ops cpu_ops = {
+    /* memory (cpu_memory.c) */
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memcpy_h2d = cpu_memcpy,
@@ -150,12 +82,15 @@ static const mt_backend_ops cpu_ops = {
     .memcpy_d2d = cpu_memcpy,
     .memset0 = cpu_memset0,
     .synchronize = cpu_synchronize,
+    /* elementwise (cpu_elementwise.c) */
     .init_normal = cpu_init_normal,
     .fill = cpu_fill,
     .cast = cpu_cast,
+    /* GEMM (cpu_gemm.c, cpu_gemm_grouped.c, cpu_gemm_bias.c) */
     .gemm = cpu_gemm,
     .gemm_grouped = cpu_gemm_grouped,
     .bias_grad = cpu_bias_grad,
+    /* norms (cpu_norm.c), activations (cpu_activation.c), RoPE (cpu_rope.c) */
     .layernorm_fwd = cpu_layernorm_fwd,
     .layernorm_bwd = cpu_layernorm_bwd,
     .rmsnorm_fwd = cpu_rmsnorm_fwd,
@@ -168,29 +103,98 @@ static const mt_backend_ops cpu_ops = {
     .qknorm_bwd = cpu_qknorm_bwd,
     .gelu_fwd = cpu_gelu_fwd,
     .gelu_bwd = cpu_gelu_bwd,
+    /* fused attention (cpu_flash_attn.c, cpu_flash_attn_bwd.c) */
     .flash_attn_fwd = cpu_flash_attn_fwd,
     .attn_merge = cpu_attn_merge,
     .flash_attn_bwd = cpu_flash_attn_bwd,
+    /* dropout (cpu_elementwise.c) */
     .dropout_add_fwd = cpu_dropout_add_fwd,
     .dropout_bwd = cpu_dropout_bwd,
+    /* embeddings (cpu_embedding.c) */
     .embedding_fwd = cpu_embedding_fwd,
     .embedding_bwd = cpu_embedding_bwd,
     .pos_embedding_fwd = cpu_pos_embedding_fwd,
     .pos_embedding_bwd = cpu_pos_embedding_bwd,
+    /* cross-entropy (cpu_cross_entropy.c) */
     .xent_max = cpu_xent_max,
     .xent_stats = cpu_xent_stats,
     .xent_loss = cpu_xent_loss,
     .xent_bwd = cpu_xent_bwd,
+    /* elementwise (cpu_elementwise.c), reductions (cpu_optimizer.c) */
     .add = cpu_add,
     .axpy_f32 = cpu_axpy_f32,
     .scale_f32 = cpu_scale_f32,
     .sumsq_f32 = cpu_sumsq_f32,
     .sum_f32 = cpu_sum_f32,
     .sumsq_acc_f32 = cpu_sumsq_acc_f32,
-    .adamw = cpu_adamw,
+    /* MoE (cpu_moe.c) */
     .moe_gather_rows = cpu_moe_gather_rows,
     .moe_combine_fwd = cpu_moe_combine_fwd,
     .moe_combine_bwd = cpu_moe_combine_bwd,
+    /* optimizer (cpu_optimizer.c) */
+    .adamw = cpu_adamw,
+};
+
+static const mt_backend_ops cpu_bf16_ops = {
+    /* memory (cpu_memory.c) */
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memcpy_h2d = cpu_memcpy,
+    .memcpy_d2h = cpu_memcpy,
+    .memcpy_d2d = cpu_memcpy,
+    .memset0 = cpu_memset0,
+    .synchronize = cpu_synchronize,
+    /* elementwise (cpu_elementwise.c) */
+    .init_normal = cpu_bf16_init_normal,
+    .fill = cpu_fill,
+    .cast = cpu_cast,
+    /* GEMM (cpu_gemm.c, cpu_gemm_grouped.c, cpu_gemm_bias.c) */
+    .gemm = cpu_bf16_gemm,
+    .gemm_grouped = cpu_bf16_gemm_grouped,
+    .bias_grad = cpu_bf16_bias_grad,
+    /* norms (cpu_norm.c), activations (cpu_activation.c), RoPE (cpu_rope.c) */
+    .layernorm_fwd = cpu_bf16_layernorm_fwd,
+    .layernorm_bwd = cpu_bf16_layernorm_bwd,
+    .rmsnorm_fwd = cpu_bf16_rmsnorm_fwd,
+    .rmsnorm_bwd = cpu_bf16_rmsnorm_bwd,
+    .swiglu_fwd = cpu_bf16_swiglu_fwd,
+    .swiglu_bwd = cpu_bf16_swiglu_bwd,
+    .rope_fwd = cpu_bf16_rope_fwd,
+    .rope_bwd = cpu_bf16_rope_bwd,
+    .qknorm_fwd = cpu_bf16_qknorm_fwd,
+    .qknorm_bwd = cpu_bf16_qknorm_bwd,
+    .gelu_fwd = cpu_bf16_gelu_fwd,
+    .gelu_bwd = cpu_bf16_gelu_bwd,
+    /* fused attention (cpu_flash_attn.c, cpu_flash_attn_bwd.c) */
+    .flash_attn_fwd = cpu_bf16_flash_attn_fwd,
+    .attn_merge = cpu_bf16_attn_merge,
+    .flash_attn_bwd = cpu_bf16_flash_attn_bwd,
+    /* dropout (cpu_elementwise.c) */
+    .dropout_add_fwd = cpu_bf16_dropout_add_fwd,
+    .dropout_bwd = cpu_bf16_dropout_bwd,
+    /* embeddings (cpu_embedding.c) */
+    .embedding_fwd = cpu_bf16_embedding_fwd,
+    .embedding_bwd = cpu_bf16_embedding_bwd,
+    .pos_embedding_fwd = cpu_bf16_pos_embedding_fwd,
+    .pos_embedding_bwd = cpu_bf16_pos_embedding_bwd,
+    /* cross-entropy (cpu_cross_entropy.c) */
+    .xent_max = cpu_bf16_xent_max,
+    .xent_stats = cpu_bf16_xent_stats,
+    .xent_loss = cpu_xent_loss,
+    .xent_bwd = cpu_bf16_xent_bwd,
+    /* elementwise (cpu_elementwise.c), reductions (cpu_optimizer.c) */
+    .add = cpu_bf16_add,
+    .axpy_f32 = cpu_axpy_f32,
+    .scale_f32 = cpu_scale_f32,
+    .sumsq_f32 = cpu_sumsq_f32,
+    .sum_f32 = cpu_sum_f32,
+    .sumsq_acc_f32 = cpu_sumsq_acc_f32,
+    /* MoE (cpu_moe.c) */
+    .moe_gather_rows = cpu_bf16_moe_gather_rows,
+    .moe_combine_fwd = cpu_bf16_moe_combine_fwd,
+    .moe_combine_bwd = cpu_bf16_moe_combine_bwd,
+    /* optimizer (cpu_optimizer.c) */
+    .adamw = cpu_bf16_adamw,
 };
 
 /* GEMMs split over OpenMP threads (default) or left to OpenBLAS's threads

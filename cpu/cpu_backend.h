@@ -18,7 +18,7 @@ void mt_cpu_process_init(int num_threads);
 
 /* Create the CPU backend with storage dtype T = opt->dtype: MT_F32, or
  * MT_BF16 (bf16 storage, fp32 compute and accumulation, every T output
- * rounded once to nearest even as cuda/ rounds: cpu_bf16.c). Any other dtype:
+ * rounded once to nearest even as cuda/ rounds: cpu_bf16.h). Any other dtype:
  * NULL with "cpu backend stores fp32 or bf16 (requested <dtype>)" in err.
  * Reads MEGATRAIN_CPU_GEMM, MEGATRAIN_CPU_GEMM_SLABS and MEGATRAIN_CPU_PAR_MIN
  * and records the OpenMP thread count in effect; changes no process state. */

@@ -1,5 +1,6 @@
-/* cpu/cpu_bf16.h — private helpers of the CPU backend's bf16 storage table
- * (cpu_bf16.c, cpu_bf16_ops.c).
+/* cpu/cpu_bf16.h — private helpers of the CPU backend's bf16 storage ops
+ * (cpu_bf16_<op>, next to the fp32 op in each family's file; the table is
+ * cpu_backend.c's cpu_bf16_ops).
  *
  * Design: an op of the bf16 table widens its T (bf16) operands into fp32
  * copies in the backend's bf16 scratch (cpu_bf16_scratch: one grow-only
@@ -54,39 +55,5 @@ static inline int64_t bf_qkv_elems(int64_t rows, int np, int ng, int hn) {
   const int g = ng > 0 ? ng : np;
   return rows * (int64_t)g * (np / g + 2) * hn;
 }
-
-/* ---- the ops of the bf16 table (core/backend.h specs, T = bf16) ---- */
-void cpu_bf16_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,
-                            const void *w, const void *b, int64_t rows, int64_t h, float eps);
-void cpu_bf16_layernorm_bwd(mt_backend *be, void *din, float *dw, float *db, const void *dout,
-                            const void *in, const void *w, const float *mean, const float *rstd,
-                            int64_t rows, int64_t h);
-void cpu_bf16_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
-                          int64_t rows, int64_t h, float eps);
-void cpu_bf16_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const void *dout, const void *in,
-                          const void *w, const float *rstd, int64_t rows, int64_t h);
-void cpu_bf16_swiglu_fwd(mt_backend *be, void *out, const void *in, int64_t rows, int64_t f);
-void cpu_bf16_swiglu_bwd(mt_backend *be, void *din, const void *dout, const void *in,
-                         int64_t rows, int64_t f);
-void cpu_bf16_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv);
-void cpu_bf16_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv);
-void cpu_bf16_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean,
-                         float *rstd, const void *in, const void *wq, const void *bq,
-                         const void *wk, const void *bk);
-void cpu_bf16_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq,
-                         float *dbq, float *dwk, float *dbk, const void *dout, const void *in,
-                         const void *wq, const void *wk, const float *mean, const float *rstd);
-void cpu_bf16_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t n);
-void cpu_bf16_gelu_bwd(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
-void cpu_bf16_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
-                             const void *qkv, const void *kv);
-void cpu_bf16_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
-                         const void *ctx_b, const float *lse_b);
-void cpu_bf16_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
-                             const void *dctx, const void *ctx, const float *lse,
-                             const void *qkv, const void *kv);
-void cpu_bf16_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
-                              const void *residual);
-void cpu_bf16_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx, const void *dout);
 
 #endif

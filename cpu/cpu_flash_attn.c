@@ -2,7 +2,9 @@
  * and merge (FlashAttention-2, Dao 2023, arXiv:2307.08691, Algorithm 1);
  * the backward is cpu_flash_attn_bwd.c, the shared geometry cpu_flash.h.
  * The spec of each op is core/backend.h (flash_attn_fwd, attn_merge; the
- * block fields of mt_attn_desc), fp32.
+ * block fields of mt_attn_desc), fp32; the bf16 storage entries of all
+ * three ops are at the end (fp32 inside). cuda/cuda_flash_attn.cu is the
+ * GPU counterpart.
  *
  * Forward: per (batch row, head, chunk of query tiles) an online softmax
  * over the FA_BC-row key tiles that hold a visible key: running max m,
@@ -32,6 +34,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "cpu_bf16.h"
 #include "cpu_flash.h"
 
 /* ---------------------------------------------------------------- forward */
@@ -193,4 +196,58 @@ void cpu_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx_, float *ls
     for (int e = 0; e < hn; e++) o[e] = o[e] * wa + ob[e] * wb;
     lse[li] = mx + logf(sum);
   }
+}
+
+/* ---- bf16 storage (forward, merge and backward): widen, the fp32 op
+ * (lse fp32), round once (cpu_bf16.h) ---- */
+
+/* Rows of the query block and of the key block of d. */
+static int bf16_sq(const mt_attn_desc *d) { return d->sq > 0 ? d->sq : d->s; }
+static int bf16_sk(const mt_attn_desc *d) { return d->sk > 0 ? d->sk : d->s; }
+static int64_t bf16_kv_elems(const mt_attn_desc *d) {
+  const int ng = d->ng > 0 ? d->ng : d->np;
+  return (int64_t)bf16_sk(d) * d->b * ng * 2 * d->hn;
+}
+
+void cpu_bf16_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                             const void *qkv, const void *kv) {
+  const int64_t sq = bf16_sq(d), nq = bf_qkv_elems(sq * d->b, d->np, d->ng, d->hn);
+  const int64_t nkv = kv ? bf16_kv_elems(d) : 0, nc = sq * d->b * d->np * d->hn;
+  float *p[3];
+  bf_bufs(be, 3, (const int64_t[]){nq, nkv, nc}, p);
+  bf_widen(be, p[0], qkv, nq);
+  bf_widen(be, p[1], kv, nkv);
+  cpu_flash_attn_fwd(be, d, p[2], lse, p[0], kv ? p[1] : NULL);
+  bf_narrow(be, ctx, p[2], nc);
+}
+
+void cpu_bf16_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
+                         const void *ctx_b, const float *lse_b) {
+  const int64_t nc = (int64_t)bf16_sq(d) * d->b * d->np * d->hn;
+  float *p[2];
+  bf_bufs(be, 2, (const int64_t[]){nc, nc}, p);
+  bf_widen(be, p[0], ctx, nc);
+  bf_widen(be, p[1], ctx_b, nc);
+  cpu_attn_merge(be, d, p[0], lse, p[1], lse_b);
+  bf_narrow(be, ctx, p[0], nc);
+}
+
+void cpu_bf16_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
+                             const void *dctx, const void *ctx, const float *lse,
+                             const void *qkv, const void *kv) {
+  const int64_t sq = bf16_sq(d), nq = bf_qkv_elems(sq * d->b, d->np, d->ng, d->hn);
+  const int64_t nkv = kv ? bf16_kv_elems(d) : 0, nc = sq * d->b * d->np * d->hn;
+  float *p[6];
+  bf_bufs(be, 6, (const int64_t[]){nq, nkv, nc, nc, nq, nkv}, p);
+  /* dqkv: overwritten (kv NULL) or its q heads accumulated, k/v heads kept
+   * (kv given): widened either way; dkv accumulated */
+  if (kv) bf_widen(be, p[0], dqkv, nq);
+  bf_widen(be, p[1], dkv, nkv);
+  bf_widen(be, p[2], dctx, nc);
+  bf_widen(be, p[3], ctx, nc);
+  bf_widen(be, p[4], qkv, nq);
+  bf_widen(be, p[5], kv, nkv);
+  cpu_flash_attn_bwd(be, d, p[0], kv ? p[1] : NULL, p[2], p[3], lse, p[4], kv ? p[5] : NULL);
+  bf_narrow(be, dqkv, p[0], nq);
+  if (kv) bf_narrow(be, dkv, p[1], nkv);
 }

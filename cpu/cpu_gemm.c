@@ -1,5 +1,6 @@
-/* cpu/cpu_gemm.c — GEMM through OpenBLAS cblas_sgemm (row-major) and the
- * bias gradient (column sums).
+/* cpu/cpu_gemm.c — GEMM through OpenBLAS cblas_sgemm (row-major), fp32 and
+ * bf16 storage (cuda/cuda_gemm.c is the GPU counterpart; the grouped GEMM is
+ * cpu_gemm_grouped.c, the bias gradient cpu_gemm_bias.c).
  *
  * Threading (cpu_impl.gemm_omp, default on): OpenBLAS runs single-threaded
  * and large products are split into column (or row) slabs whose bounds
@@ -10,7 +11,7 @@
 #include <omp.h>
 
 #include "core/util.h"
-#include "cpu_internal.h"
+#include "cpu_bf16.h"
 
 /* One block C[m0:m1, n0:n1] of the product (rows of op(A), columns of
  * op(B)), with the bias pre-fill when beta == 0. */
@@ -122,22 +123,62 @@ void cpu_gemm(mt_backend *be, const mt_gemm_desc *d) {
   }
 }
 
-/* Columns are split into blocks; each block sums the rows in order, so the
- * result is independent of the thread count. */
-#define BG_COLS 64
-void cpu_bias_grad(mt_backend *be, float *db, const void *dout_, int64_t rows, int64_t n) {
-  (void)be;
-  const float *dout = (const float *)dout_;
-  int64_t nblk = (n + BG_COLS - 1) / BG_COLS;
-#pragma omp parallel for schedule(static) if (rows * n >= cpu_par_min(be))
-  for (int64_t blk = 0; blk < nblk; blk++) {
-    int64_t j0 = blk * BG_COLS, nj = n - j0 < BG_COLS ? n - j0 : BG_COLS;
-    float acc[BG_COLS] = {0};
-    for (int64_t r = 0; r < rows; r++) {
-      const float *row = dout + r * n + j0;
-#pragma omp simd
-      for (int64_t j = 0; j < nj; j++) acc[j] += row[j];
-    }
-    for (int64_t j = 0; j < nj; j++) db[j0 + j] += acc[j];
+/* ---- bf16 storage ---- */
+
+/* Elements from the first to one past the last of a strided batch of
+ * row-major [r, c] matrices with leading dimension ld (0 when empty). */
+static int64_t bf16_span(int batch, int64_t stride, int64_t r, int64_t c, int64_t ld) {
+  if (r <= 0 || c <= 0) return 0;
+  return (int64_t)(batch - 1) * stride + (r - 1) * ld + c;
+}
+
+/* The C rows of d between the fp32 copy f and the bf16 C (to_bf16: narrow,
+ * else widen), touching only the [m, n] blocks (not the ld / stride gaps). */
+static void bf16_c_rows(mt_backend *be, const mt_gemm_desc *d, float *f, int to_bf16) {
+  uint16_t *c = (uint16_t *)d->c;
+  const int contiguous = d->ldc == d->n && (d->batch == 1 || d->stride_c == (int64_t)d->m * d->n);
+  const int64_t nrow = contiguous ? 1 : (int64_t)d->batch * d->m;
+  const int64_t len = contiguous ? (int64_t)d->batch * d->m * d->n : d->n;
+  for (int64_t r = 0; r < nrow; r++) {
+    const int64_t off = contiguous ? 0 : (r / d->m) * d->stride_c + (r % d->m) * d->ldc;
+    if (to_bf16)
+      bf_narrow(be, c + off, f + off, len);
+    else
+      bf_widen(be, f + off, c + off, len);
   }
+}
+
+/* a, b (and the bias) bf16, c bf16 or fp32; or everything fp32 (as cuda/
+ * accepts on a bf16 backend): the fp32 op. */
+void cpu_bf16_gemm(mt_backend *be, const mt_gemm_desc *d) {
+  if (d->a_type == MT_F32 && d->b_type == MT_F32 && d->c_type == MT_F32) {
+    cpu_gemm(be, d);
+    return;
+  }
+  MT_ASSERT(d->a_type == MT_BF16 && d->b_type == MT_BF16);
+  MT_ASSERT(d->c_type == MT_BF16 || d->c_type == MT_F32);
+  MT_ASSERT(d->batch >= 1 && d->m >= 0 && d->n >= 0 && d->k >= 0);
+  if (d->m == 0 || d->n == 0) return;
+  const int64_t na = d->trans_a ? bf16_span(d->batch, d->stride_a, d->k, d->m, d->lda)
+                                : bf16_span(d->batch, d->stride_a, d->m, d->k, d->lda);
+  const int64_t nb = d->trans_b ? bf16_span(d->batch, d->stride_b, d->n, d->k, d->ldb)
+                                : bf16_span(d->batch, d->stride_b, d->k, d->n, d->ldb);
+  const int cb = d->c_type == MT_BF16;
+  const int64_t nc = cb ? bf16_span(d->batch, d->stride_c, d->m, d->n, d->ldc) : 0;
+  float *p[4];
+  bf_bufs(be, 4, (const int64_t[]){na, nb, nc, d->bias ? d->n : 0}, p);
+  bf_widen(be, p[0], d->a, na);
+  bf_widen(be, p[1], d->b, nb);
+  bf_widen(be, p[3], d->bias, d->bias ? d->n : 0);
+  mt_gemm_desc f = *d;
+  f.a = p[0];
+  f.b = p[1];
+  f.bias = d->bias ? p[3] : NULL;
+  f.a_type = f.b_type = f.c_type = MT_F32;
+  if (cb) {
+    f.c = p[2];
+    if (d->beta != 0.0f) bf16_c_rows(be, d, p[2], 0); /* C read: alpha AB + beta C, one rounding */
+  }
+  cpu_gemm(be, &f);
+  if (cb) bf16_c_rows(be, d, p[2], 1);
 }

@@ -15,7 +15,9 @@
  * blocks of several source ranks) must be applied in group order: group g
  * gets the stage "number of earlier groups with the same C", and the stages
  * run one after the other (a worksharing loop each, inside the one parallel
- * region), so the accumulation order is the loop's. */
+ * region), so the accumulation order is the loop's. bf16 storage: the
+ * groups one after the other through cpu_bf16_gemm (the spec's "gemm once
+ * per group"). cuda/cuda_gemm_grouped.c is the GPU counterpart. */
 #include <omp.h>
 #include <stdlib.h>
 
@@ -78,4 +80,17 @@ void cpu_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
   free(split);
   free(per);
   free(nsl);
+}
+
+/* ---- bf16 storage ---- */
+
+/* Group by group in group order: exactly "gemm once per group" (the spec's
+ * definition), groups naming the same C accumulating in that order. */
+void cpu_bf16_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
+  MT_ASSERT(d->groups >= 0);
+  for (int g = 0; g < d->groups; g++) {
+    MT_ASSERT(d->m[g] >= 0 && d->n[g] >= 0 && d->k[g] >= 0);
+    const mt_gemm_desc e = mt_gemm_grouped_member(d, g);
+    cpu_bf16_gemm(be, &e);
+  }
 }

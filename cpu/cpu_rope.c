@@ -9,13 +9,14 @@
  * two fp32 multiplies and an add per channel. The backward applies the
  * inverse rotation (angle -theta), the exact transpose of the forward.
  * Every element is written by one thread: results do not depend on the
- * thread count.
+ * thread count. bf16 storage: widen, the fp32 op, round once (cpu_bf16.h).
+ * cuda/cuda_rope.cu is the GPU counterpart.
  */
 #include <math.h>
 #include <omp.h>
 
 #include "core/util.h"
-#include "cpu_internal.h"
+#include "cpu_bf16.h"
 
 /* tab = {cos [s, half], sin [s, half]} of the rows of d (half = rot_dim/2). */
 static void rope_table(const mt_rope_desc *d, float *tab) {
@@ -66,4 +67,26 @@ void cpu_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv) {
 
 void cpu_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv) {
   rope_apply(be, d, (float *)dqkv, -1.0f);
+}
+
+/* ---- bf16 storage (in place) ---- */
+
+static void bf16_rope(mt_backend *be, const mt_rope_desc *d, void *x, int bwd) {
+  const int64_t n = bf_qkv_elems((int64_t)d->s * d->b, d->np, d->ng, d->hn);
+  float *p[1];
+  bf_bufs(be, 1, (const int64_t[]){n}, p);
+  bf_widen(be, p[0], x, n);
+  if (bwd)
+    cpu_rope_bwd(be, d, p[0]);
+  else
+    cpu_rope_fwd(be, d, p[0]);
+  bf_narrow(be, x, p[0], n);
+}
+
+void cpu_bf16_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv) {
+  bf16_rope(be, d, qkv, 0);
+}
+
+void cpu_bf16_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv) {
+  bf16_rope(be, d, dqkv, 1);
 }

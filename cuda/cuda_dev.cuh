@@ -78,6 +78,19 @@ __device__ __forceinline__ float block_max(float v, float *sh) {
   return warp_max(v);
 }
 
+/* Block-wide double sum over blockDim.x (a power of two) threads, the
+ * result in sh[0] (returned to every thread); `sh` is __shared__
+ * double[blockDim.x]. Fixed tree: deterministic. */
+__device__ __forceinline__ double block_sum_double(double v, double *sh) {
+  sh[threadIdx.x] = v;
+  __syncthreads();
+  for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+    if ((int)threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+    __syncthreads();
+  }
+  return sh[0];
+}
+
 /* Grid for n elements at `threads` per block (grid-stride loops cover the rest). */
 static inline unsigned grid_for(int64_t n, int threads) {
   int64_t g = (n + threads - 1) / threads;
@@ -109,13 +122,15 @@ static inline dim3 grid_2d_checked(int64_t x, int64_t y, const char *kernel) {
   return dim3(grid_x_checked(x, kernel), (unsigned)y);
 }
 
-/* Column reductions (LayerNorm/RMSNorm/qk-norm dw, db and bias_grad): one
- * thread per column, so small blocks give large h enough blocks: the chunk
- * partial kernels use CUDA_COL_TPB threads per block over (column blocks x
- * row chunks), the final in-order sums over chunks CUDA_COL_RED_TPB (h/32
- * blocks: 128 for h = 4096). */
+/* The chunked column reduction (cuda_col_reduce.cuh / .cu: LayerNorm,
+ * RMSNorm, qk-norm dw, db and bias_grad): one thread per column, so small
+ * blocks give large h enough blocks: the chunk partial kernels use
+ * CUDA_COL_TPB threads per block over (column blocks x row chunks), the
+ * final in-order sums over chunks CUDA_COL_RED_TPB (h/32 blocks: 128 for
+ * h = 4096); at most CUDA_COL_MAX_OUT outputs per reduction. */
 #define CUDA_COL_TPB 64
 #define CUDA_COL_RED_TPB 32
+#define CUDA_COL_MAX_OUT 4
 static inline unsigned col_blocks(int64_t cols, int threads) {
   return grid_x_checked((cols + threads - 1) / threads, "a column reduction");
 }

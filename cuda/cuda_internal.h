@@ -1,25 +1,34 @@
 /* cuda/cuda_internal.h — private declarations of the CUDA backend.
  *
- * Every op of core/backend.h is implemented for device memory:
- *   cuda_backend.c   creation, destruction, the counting
- *                    allocator, memory ops, reductions' host side, op table;
- *   cuda_gemm.c      GEMMs through cuBLAS (cublasGemmStridedBatchedEx);
- *   cuda_gemm_grouped.c  the grouped GEMM (cublasGemmGroupedBatchedEx);
- *   cuda_attention.c the UNFUSED attention (not in the op table: the GPU
- *                    reference of the fused op), cuBLAS products around the
- *                    causal softmax kernels of cuda_attn.cu;
- *   cuda_elem.cu     elementwise kernels, init/fill/cast, dropout, AdamW,
- *                    MoE permutations, deterministic reductions;
- *   cuda_nn.cu       LayerNorm, GELU, bias gradient, embeddings,
- *                    cross-entropy pieces;
- *   cuda_attn.cu     causal softmax forward/backward with dropout;
- *   cuda_flash_attn.cu  fused (flash) attention ops, with the kernels of
- *                    cuda_flash_mma.cu (bf16 tensor cores) and
- *                    cuda_flash_simt.cu (fp32 FFMA); cuda_flash.cuh;
- *   cuda_llama.cu    RMSNorm, SwiGLU, rotary embedding, qk_layernorm (the
- *                    op-table entries themselves);
- *   cuda_device.c    GPU selection (shared with the NCCL engine);
- *   cuda_check.h     MT_CUDA_CHECK / MT_CUBLAS_CHECK.
+ * Every op of core/backend.h is implemented for device memory, one kernel
+ * family per file with the same families and names as cpu/
+ * (cuda_<family>.cu <-> cpu/cpu_<family>.c); each family's file holds its
+ * kernels and its op-table entries (cuda_<op>, declared below):
+ *   cuda_backend.c       creation, destruction, the op table;
+ *   cuda_memory.c        the counting allocator, the op scratch, memory ops;
+ *   cuda_gemm.c, cuda_gemm_grouped.c, cuda_gemm_bias.cu   GEMM through
+ *                        cuBLAS, the grouped GEMM, GEMM bias rows and the
+ *                        bias gradient;
+ *   cuda_norm.cu         LayerNorm, RMSNorm, qk-norm;
+ *   cuda_col_reduce.cu, cuda_col_reduce.cuh   the chunked column reduction
+ *                        (bias and norm weight gradients);
+ *   cuda_activation.cu   GELU, SwiGLU;
+ *   cuda_rope.cu         rotary embedding;
+ *   cuda_embedding.cu    token and position embeddings;
+ *   cuda_cross_entropy.cu  the cross-entropy pieces;
+ *   cuda_flash_attn.cu   fused (flash) attention ops, with the kernels of
+ *                        cuda_flash_mma.cu (bf16 tensor cores) and
+ *                        cuda_flash_simt.cu (fp32 FFMA); cuda_flash.cuh;
+ *   cuda_elementwise.cu  init/fill/cast, add/axpy/scale, hidden dropout;
+ *   cuda_optimizer.cu    AdamW, deterministic sum / sum of squares;
+ *   cuda_moe.cu          MoE token permutations;
+ *   cuda_dev.cuh, cuda_philox4.cuh  device helpers (bf16, reductions,
+ *                        dispatch, grid limits; four dropout masks per
+ *                        Philox call);
+ *   cuda_device.c        GPU selection (shared with the NCCL engine);
+ *   cuda_check.h         MT_CUDA_CHECK / MT_CUBLAS_CHECK.
+ * The unfused attention (the GPU reference of the fused op) is test code:
+ * tests/tools/cuda_ref/.
  *
  * Storage dtype T (be->dtype) is MT_F32 or MT_BF16; kernels are templated on
  * it and always compute in fp32 (reductions of sums/sumsq in double). bf16
@@ -33,8 +42,9 @@
  * fixed shape (independent of the GPU model), so runs are bitwise
  * reproducible on the same GPU type and library versions.
  *
- * The kernel launchers below are plain C functions (extern "C") taking the
- * stream; they are asynchronous and check the launch with cudaGetLastError.
+ * The functions below are plain C (extern "C" in the .cu files);
+ * kernel launches are asynchronous and checked with cudaGetLastError
+ * (MT_CUDA_LAUNCHED).
  */
 #ifndef MT_CUDA_INTERNAL_H
 #define MT_CUDA_INTERNAL_H
@@ -88,6 +98,19 @@ typedef struct {
 
 static inline cuda_impl *cuda_impl_of(mt_backend *be) { return (cuda_impl *)be->impl; }
 
+/* Memory (cuda_memory.c): the counting allocator, the memory ops of the
+ * op table (core/backend.h specs), the caching pool of device `dev` (a
+ * cudaMemPool_t, NULL without pool support) and the release of the op
+ * scratch below (destruction). */
+void *cuda_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat);
+void cuda_free(mt_backend *be, void *p);
+void cuda_memcpy_h2d(mt_backend *be, void *dst, const void *src, size_t bytes);
+void cuda_memcpy_d2h(mt_backend *be, void *dst, const void *src, size_t bytes);
+void cuda_memset0(mt_backend *be, void *dst, size_t bytes);
+void cuda_synchronize(mt_backend *be);
+void *cuda_pool_create(int dev);
+void cuda_scratch_free(mt_backend *be);
+
 /* Workspace of at least `bytes` (256-byte aligned), reused across calls;
  * growing it frees the old one (stream-ordered: queued users on the backend
  * stream run before the block is reused). Contents undefined. */
@@ -99,22 +122,106 @@ void *cuda_workspace(mt_backend *be, size_t bytes);
  * returns. */
 const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b);
 
-/* ---- ops implemented in C files ---- */
+/* Device-to-device copy of the table (memcpy_d2d, stream-ordered; also
+ * used by cast and dropout_bwd for their identity cases). */
+void cuda_memcpy_d2d(mt_backend *be, void *dst, const void *src, size_t bytes);
+
+/* The chunked column reduction (cuda_col_reduce.cu; core/scalar_math.h
+ * MT_COL_CHUNK; the partial kernels' half is cuda_col_reduce.cuh): the op
+ * workspace for the partials of k outputs over `cols` columns of `rows` rows
+ * (*nch = the chunk count; each chunk holds k blocks of cols floats), and the
+ * in-order sum over the chunks: out[t][j] += sum_c part[(c k + t) cols + j]
+ * (one kernel, asynchronous on st; out[t] NULL: skipped; k <= 4). */
+float *cuda_col_part(mt_backend *be, int64_t rows, int k, int64_t cols, int64_t *nch);
+void cuda_col_reduce(cudaStream_t st, float *const *out, int k, const float *part, int64_t nch,
+                     int64_t cols);
+
+/* C[b][r, :] += bias (or = bias when fill) for rows r < m of each of
+ * `batch` matrices (stride elements apart, leading dimension ldc); c_t is T
+ * or F32, bias T (cuda_gemm_bias.cu; the bias of cuda_gemm.c and
+ * cuda_gemm_grouped.c). Asynchronous on st. */
+void cudak_bias_rows(cudaStream_t st, mt_dtype c_t, mt_dtype bias_t, void *c, const void *bias,
+                     int64_t m, int64_t n, int64_t ldc, int64_t stride, int batch, int fill);
+
+/* c (bf16) = round(tmp + beta c + bias) for rows r < m of each of `batch`
+ * matrices (c: leading dimension ldc, stride elements apart; tmp: fp32
+ * [batch, m, n] contiguous; bias [n] of type bias_t): the one rounding of a
+ * bf16 GEMM with a bias and beta != 0 (cuda_gemm.c; cuda_gemm_bias.cu).
+ * Asynchronous on st. */
+void cudak_bias_axpby_bf16(cudaStream_t st, void *c, const float *tmp, float beta,
+                           const void *bias, mt_dtype bias_t, int64_t m, int64_t n, int64_t ldc,
+                           int64_t stride, int batch);
+
+/* cuBLAS handle setup/teardown (cuda_gemm.c); returns 0 or -1 with err. */
+int cuda_blas_create(cuda_impl *im, char *err, size_t errlen);
+void cuda_blas_destroy(cuda_impl *im);
+
+/* Partials of the deterministic double reductions (cuda_optimizer.cu):
+ * red_dev holds CUDA_RED_BLOCKS partials, then the result. */
+#define CUDA_RED_BLOCKS 256
+
+/* ---- the ops, by family (specs: core/backend.h; each is the op-table
+ * entry of the same name, asynchronous on the backend stream unless the
+ * spec returns a value) ---- */
+
+/* GEMM (cuda_gemm.c: cuBLAS cublasGemmStridedBatchedEx; cuda_gemm_grouped.c:
+ * cublasGemmGroupedBatchedEx; cuda_gemm_bias.cu: bias gradient) */
 void cuda_gemm(mt_backend *be, const mt_gemm_desc *d);
-/* Grouped GEMM (cuda_gemm_grouped.c: cublasGemmGroupedBatchedEx). */
 void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
-/* The UNFUSED attention (cuda_attention.c: [b, np, s, s] probabilities):
- * not in the op table since issue 15; kept as the GPU reference of the fused
- * op for tests/tools/cuda_parity.c and bench/bench_flash_gpu.c, which call
- * it directly (nvcc objects are built only into the library). Semantics of
- * the former op-table entries: ctx and the pre-dropout softmax probs from
- * qkv; dqkv (overwrite) from dctx and those probs. */
-void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
-                   const void *qkv);
-void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
-                   const void *qkv, const void *probs);
-/* Fused attention (cuda_flash_attn.cu), the op-table entries; semantics in
- * core/backend.h (flash_attn_fwd, attn_merge, flash_attn_bwd). */
+void cuda_bias_grad(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
+
+/* norms (cuda_norm.cu) */
+void cuda_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,
+                        const void *w, const void *b, int64_t rows, int64_t h, float eps);
+void cuda_layernorm_bwd(mt_backend *be, void *din, float *dw, float *db, const void *dout,
+                        const void *in, const void *w, const float *mean, const float *rstd,
+                        int64_t rows, int64_t h);
+void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
+                      int64_t rows, int64_t h, float eps);
+void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const void *dout, const void *in,
+                      const void *w, const float *rstd, int64_t rows, int64_t h);
+void cuda_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean,
+                     float *rstd, const void *in, const void *wq, const void *bq, const void *wk,
+                     const void *bk);
+void cuda_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq, float *dbq,
+                     float *dwk, float *dbk, const void *dout, const void *in, const void *wq,
+                     const void *wk, const float *mean, const float *rstd);
+
+/* activations (cuda_activation.cu) */
+void cuda_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t n);
+void cuda_gelu_bwd(mt_backend *be, void *din, const void *in, const void *dout, int64_t n);
+void cuda_swiglu_fwd(mt_backend *be, void *out, const void *in, int64_t rows, int64_t f);
+void cuda_swiglu_bwd(mt_backend *be, void *din, const void *dout, const void *in, int64_t rows,
+                     int64_t f);
+
+/* rotary embedding (cuda_rope.cu) */
+void cuda_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv);
+void cuda_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv);
+
+/* embeddings (cuda_embedding.cu) */
+void cuda_embedding_fwd(mt_backend *be, void *out, const int32_t *tokens, int64_t n,
+                        const void *w, int64_t v_start, int64_t v_end, int64_t h);
+void cuda_embedding_bwd(mt_backend *be, float *dw, const int32_t *tokens, int64_t n,
+                        const void *dout, int64_t v_start, int64_t v_end, int64_t h);
+void cuda_pos_embedding_fwd(mt_backend *be, void *x, const void *wpe, int64_t s, int64_t b,
+                            int64_t h, int64_t s_offset);
+void cuda_pos_embedding_bwd(mt_backend *be, float *dwpe, const void *dout, int64_t s, int64_t b,
+                            int64_t h, int64_t s_offset);
+
+/* cross-entropy (cuda_cross_entropy.cu) */
+void cuda_xent_max(mt_backend *be, float *row_max, const void *logits, int64_t n, int64_t vl,
+                   int64_t valid);
+void cuda_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void *logits,
+                     const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
+                     int64_t valid, int64_t v_start);
+void cuda_xent_loss(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
+                    const float *tgt_logit, int64_t n);
+void cuda_xent_bwd(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
+                   const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
+                   float scale);
+
+/* fused attention (cuda_flash_attn.cu, with the kernels of cuda_flash_mma.cu
+ * and cuda_flash_simt.cu) */
 void cuda_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
                          const void *qkv, const void *kv);
 void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
@@ -122,117 +229,34 @@ void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *ls
 void cuda_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
                          const void *dctx, const void *ctx, const float *lse, const void *qkv,
                          const void *kv);
-/* Llama-style block ops (cuda_llama.cu), the op-table entries. */
-void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const void *in, const void *w,
-                      int64_t rows, int64_t h, float eps);
-void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const void *dout, const void *in,
-                      const void *w, const float *rstd, int64_t rows, int64_t h);
-void cuda_swiglu_fwd(mt_backend *be, void *out, const void *in, int64_t rows, int64_t f);
-void cuda_swiglu_bwd(mt_backend *be, void *din, const void *dout, const void *in, int64_t rows,
-                     int64_t f);
-void cuda_rope_fwd(mt_backend *be, const mt_rope_desc *d, void *qkv);
-void cuda_rope_bwd(mt_backend *be, const mt_rope_desc *d, void *dqkv);
-void cuda_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *out, float *mean,
-                     float *rstd, const void *in, const void *wq, const void *bq, const void *wk,
-                     const void *bk);
-void cuda_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *din, float *dwq, float *dbq,
-                     float *dwk, float *dbk, const void *dout, const void *in, const void *wq,
-                     const void *wk, const float *mean, const float *rstd);
-/* cuBLAS handle setup/teardown (cuda_gemm.c); returns 0 or -1 with err. */
-int cuda_blas_create(cuda_impl *im, char *err, size_t errlen);
-void cuda_blas_destroy(cuda_impl *im);
 
-/* ---- kernel launchers (cuda_elem.cu) ---- */
-void cudak_init_normal(cudaStream_t st, mt_dtype t, void *dst, int64_t rows, int64_t cols,
-                       int64_t ld_global, int64_t row_offset, int64_t col_offset,
-                       mt_rng_key_t key, float std);
-void cudak_fill(cudaStream_t st, mt_dtype t, void *dst, float value, int64_t n);
-void cudak_cast(cudaStream_t st, void *dst, mt_dtype dst_t, const void *src, mt_dtype src_t,
-                int64_t n);
-void cudak_add(cudaStream_t st, mt_dtype t, void *out, const void *a, const void *b, int64_t n);
-void cudak_axpy(cudaStream_t st, float *y, float alpha, const float *x, int64_t n);
-void cudak_scale(cudaStream_t st, float *x, float alpha, int64_t n);
-/* Deterministic double reduction of x (squares when `squares`): two kernels
- * with CUDA_RED_BLOCKS partials in red_dev[0..), result in
- * red_dev[CUDA_RED_BLOCKS], or added to *acc (device) when acc is non-NULL. */
-#define CUDA_RED_BLOCKS 256
-void cudak_reduce(cudaStream_t st, const float *x, int64_t n, int squares, double *red_dev,
-                  double *acc);
-void cudak_adamw(cudaStream_t st, mt_dtype t, mt_adamw_coef c, float *master, float *m, float *v,
-                 const float *grad, void *param_lowp, int64_t n);
-/* Dropout (sample_ids already on the device). */
-void cudak_dropout_add(cudaStream_t st, mt_dtype t, const mt_dropout_desc *d,
-                       const int64_t *ids_dev, void *out, const void *x, const void *residual);
-void cudak_dropout_bwd(cudaStream_t st, mt_dtype t, const mt_dropout_desc *d,
-                       const int64_t *ids_dev, void *dx, const void *dout);
-void cudak_moe_gather_rows(cudaStream_t st, mt_dtype t, void *dst, const void *src,
-                           const int32_t *idx, int64_t n, int64_t h);
-void cudak_moe_combine_fwd(cudaStream_t st, mt_dtype t, void *y, const void *src,
-                           const int32_t *slot, const float *w, int64_t n_tok, int k, int64_t h);
-void cudak_moe_combine_bwd(cudaStream_t st, mt_dtype t, void *dsrc, float *dw, const void *dy,
-                           const void *src, const int32_t *slot, const float *w, int64_t n_tok,
-                           int k, int64_t h);
-/* C[b][r, :] += bias for rows r < m of each of `batch` matrices (stride
- * elements apart, leading dimension ldc); c_t is T or F32, bias T. */
-void cudak_bias_rows(cudaStream_t st, mt_dtype c_t, mt_dtype bias_t, void *c, const void *bias,
-                     int64_t m, int64_t n, int64_t ldc, int64_t stride, int batch, int fill);
+/* elementwise: init, fill, cast, arithmetic, hidden dropout (cuda_elementwise.cu) */
+void cuda_init_normal(mt_backend *be, void *dst, int64_t rows, int64_t cols, int64_t ld_global,
+                      int64_t row_offset, int64_t col_offset, mt_rng_key_t key, float std);
+void cuda_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n);
+void cuda_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void *src, mt_dtype src_t,
+               int64_t n);
+void cuda_add(mt_backend *be, void *out, const void *a, const void *b, int64_t n);
+void cuda_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t n);
+void cuda_scale_f32(mt_backend *be, float *x, float alpha, int64_t n);
+void cuda_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, void *out, const void *x,
+                          const void *residual);
+void cuda_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void *dx, const void *dout);
 
-/* c (bf16) = round(tmp + beta c + bias) for rows r < m of each of `batch`
- * matrices (c: leading dimension ldc, stride elements apart; tmp: fp32
- * [batch, m, n] contiguous; bias [n] of type bias_t): the one rounding of a
- * bf16 GEMM with a bias and beta != 0 (cuda_gemm.c). */
-void cudak_bias_axpby_bf16(cudaStream_t st, void *c, const float *tmp, float beta,
-                           const void *bias, mt_dtype bias_t, int64_t m, int64_t n, int64_t ldc,
-                           int64_t stride, int batch);
+/* optimizer: AdamW and the reductions of the gradient norm (cuda_optimizer.cu) */
+void cuda_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *master, float *m, float *v,
+                const float *grad, void *param_lowp, int64_t n);
+double cuda_sumsq_f32(mt_backend *be, const float *x, int64_t n);
+double cuda_sum_f32(mt_backend *be, const float *x, int64_t n);
+void cuda_sumsq_acc_f32(mt_backend *be, double *acc, const float *x, int64_t n);
 
-/* ---- kernel launchers (cuda_nn.cu) ---- */
-/* part: workspace of 2 * ceil(rows / CUDA_LN_CHUNK) * h floats. */
-#define CUDA_LN_CHUNK 32
-void cudak_layernorm_fwd(cudaStream_t st, mt_dtype t, void *out, float *mean, float *rstd,
-                         const void *in, const void *w, const void *b, int64_t rows, int64_t h,
-                         float eps);
-void cudak_layernorm_bwd(cudaStream_t st, mt_dtype t, void *din, float *dw, float *db,
-                         const void *dout, const void *in, const void *w, const float *mean,
-                         const float *rstd, int64_t rows, int64_t h, float *part);
-void cudak_gelu_fwd(cudaStream_t st, mt_dtype t, void *out, const void *in, int64_t n);
-void cudak_gelu_bwd(cudaStream_t st, mt_dtype t, void *din, const void *in, const void *dout,
-                    int64_t n);
-/* part: workspace of ceil(rows / CUDA_LN_CHUNK) * n floats. */
-void cudak_bias_grad(cudaStream_t st, mt_dtype t, float *db, const void *dout, int64_t rows,
-                     int64_t n, float *part);
-void cudak_embedding_fwd(cudaStream_t st, mt_dtype t, void *out, const int32_t *tokens,
-                         int64_t n, const void *w, int64_t v_start, int64_t v_end, int64_t h);
-void cudak_embedding_bwd(cudaStream_t st, mt_dtype t, float *dw, const int32_t *tokens,
-                         int64_t n, const void *dout, int64_t v_start, int64_t v_end, int64_t h);
-void cudak_pos_embedding_fwd(cudaStream_t st, mt_dtype t, void *x, const void *wpe, int64_t s,
-                             int64_t b, int64_t h, int64_t s_offset);
-void cudak_pos_embedding_bwd(cudaStream_t st, mt_dtype t, float *dwpe, const void *dout,
-                             int64_t s, int64_t b, int64_t h, int64_t s_offset);
-void cudak_xent_max(cudaStream_t st, mt_dtype t, float *row_max, const void *logits, int64_t n,
-                    int64_t vl, int64_t valid);
-void cudak_xent_stats(cudaStream_t st, mt_dtype t, float *sumexp, float *tgt_logit,
-                      const void *logits, const float *row_max, const int32_t *targets,
-                      int64_t n, int64_t vl, int64_t valid, int64_t v_start);
-void cudak_xent_loss(cudaStream_t st, float *loss, const float *row_max, const float *sumexp,
-                     const float *tgt_logit, int64_t n);
-void cudak_xent_bwd(cudaStream_t st, mt_dtype t, void *logits, const float *row_max,
-                    const float *sumexp, const int32_t *targets, int64_t n, int64_t vl,
-                    int64_t valid, int64_t v_start, float scale);
-
-/* ---- kernel launchers (cuda_attn.cu) ----
- * Scores/probabilities are [pairs = b*np, s, s] (row q, column k). */
-/* In place on probs (T) holding scale*QK^T: causal softmax per row (fp32
- * math), zeros above the diagonal. With p > 0 also writes pd = P * keep /
- * (1-p) (T, same layout) from the RNG counters of mt_attn_desc. */
-void cudak_attn_softmax_fwd(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
-                            const int64_t *ids_dev, void *probs, void *pd);
-/* pd = P * keep / (1-p) (T) from saved probs. */
-void cudak_attn_dropout_probs(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
-                              const int64_t *ids_dev, const void *probs, void *pd);
-/* ds (T) = scale * P * (dP' - rowsum(dP' * P)) causal, dP' = dP (fp32) * keep / (1-p). */
-void cudak_attn_softmax_bwd(cudaStream_t st, mt_dtype t, const mt_attn_desc *d,
-                            const int64_t *ids_dev, const void *probs, const float *dp,
-                            void *ds);
+/* mixture of experts (cuda_moe.cu) */
+void cuda_moe_gather_rows(mt_backend *be, void *dst, const void *src, const int32_t *idx,
+                          int64_t n, int64_t h);
+void cuda_moe_combine_fwd(mt_backend *be, void *y, const void *src, const int32_t *slot,
+                          const float *w, int64_t n_tok, int k, int64_t h);
+void cuda_moe_combine_bwd(mt_backend *be, void *dsrc, float *dw, const void *dy, const void *src,
+                          const int32_t *slot, const float *w, int64_t n_tok, int k, int64_t h);
 
 #ifdef __cplusplus
 }

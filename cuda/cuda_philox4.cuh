@@ -1,6 +1,7 @@
 /* cuda/cuda_philox4.cuh — dropout masks four values per Philox call: the
- * work split of the unfused softmax kernels (cuda_attn.cu: row_uniform4)
- * and of the hidden dropout (cuda_elem.cu: drop_args, drop_item). Each
+ * work split of the hidden dropout (cuda_elementwise.cu: drop_args,
+ * drop_item) and of the unfused reference softmax kernels
+ * (tests/tools/cuda_ref/attn_softmax.cu: row_uniform4). Each
  * call of mt_rng_uniform4 (core/rng.h) gives the four uniforms of one
  * Philox block, bitwise mt_rng_uniform of its four counters, so the masks
  * equal cpu/'s. Only core/rng.h is needed, so tests/tools/flash_emu.cpp

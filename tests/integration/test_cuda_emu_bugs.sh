@@ -4,9 +4,10 @@
 # and build-emu/ copied with their timestamps, so only the changed file is
 # rebuilt), runs what reaches it, and requires a failure with that kind's
 # own message:
-#   off_by_one       k_add loops to i <= n (cuda_elem.cu)
+#   off_by_one       k_add loops to i <= n (cuda_elementwise.cu)
 #                    -> "out of bounds" (a kernel access past its allocation)
-#   no_syncthreads   block_sum_double without its first __syncthreads()
+#   no_syncthreads   block_sum_double (cuda_dev.cuh) without its first
+#                    __syncthreads()
 #                    -> "shared memory race"
 #   host_read        cuda_reduce returns the device result instead of the
 #                    pinned host copy -> "host code read device memory"
@@ -86,7 +87,7 @@ TRAIN=(./build-emu/megatrain --config tests/configs/gpt-test.json --set device=c
 MPI2=("${EMU_MPI[@]}" -x MT_EMU_HANG_S -np 2)
 
 if want off_by_one; then
-  plant off_by_one cuda/cuda_elem.cu \
+  plant off_by_one cuda/cuda_elementwise.cu \
     'void k_add(T *out, const T *a, const T *b, int64_t n) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;' \
     'void k_add(T *out, const T *a, const T *b, int64_t n) {
@@ -94,13 +95,13 @@ if want off_by_one; then
     expect off_by_one 'out of bounds' env MEGATRAIN_TEST_OPS=add $OPS || fails=$((fails + 1))
 fi
 if want no_syncthreads; then
-  plant no_syncthreads cuda/cuda_elem.cu \
+  plant no_syncthreads cuda/cuda_dev.cuh \
     '  sh[threadIdx.x] = v;
   __syncthreads();' '  sh[threadIdx.x] = v;' && build $OPS &&
     expect no_syncthreads 'shared memory race' env MEGATRAIN_TEST_OPS=sumsq_f32 $OPS || fails=$((fails + 1))
 fi
 if want host_read; then
-  plant host_read cuda/cuda_backend.c '  return im->red_host[0];' \
+  plant host_read cuda/cuda_optimizer.cu '  return im->red_host[0];' \
     '  return im->red_dev[CUDA_RED_BLOCKS];' && build $OPS &&
     expect host_read 'host code read device memory' env MEGATRAIN_TEST_OPS=sumsq_f32 $OPS || fails=$((fails + 1))
 fi
@@ -146,13 +147,13 @@ if want missing_event; then
     fails=$((fails + 1))
 fi
 if want host_ptr_kernel; then
-  plant host_ptr_kernel cuda/cuda_backend.c \
+  plant host_ptr_kernel cuda/cuda_elementwise.cu \
     'const int64_t *ids = d->p > 0.0f ? cuda_upload_ids(be, d->sample_ids, d->b) : NULL;' \
     'const int64_t *ids = d->p > 0.0f ? d->sample_ids : NULL;' && build build-emu/megatrain &&
     expect host_ptr_kernel 'argument 2 is 0x[0-9a-f]*: host memory' "${TRAIN[@]}" || fails=$((fails + 1))
 fi
 if want divergent_barrier; then
-  plant divergent_barrier cuda/cuda_elem.cu \
+  plant divergent_barrier cuda/cuda_dev.cuh \
     '    if ((int)threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
     __syncthreads();' \
     '    if ((int)threadIdx.x < o) {

@@ -56,7 +56,7 @@
 #include "core/rng.h"
 #include "core/util.h"
 #if MT_HAVE_CUDA
-#include "cuda/cuda_internal.h" /* cuda_attn_fwd: the unfused GPU reference (not in the op table) */
+#include "tests/tools/cuda_ref/attn_unfused.h" /* cuda_attn_fwd: the unfused GPU reference */
 #endif
 
 typedef struct {

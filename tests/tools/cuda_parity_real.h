@@ -40,7 +40,7 @@ static void r_gemm(P *p, int variant, int m, int n, int k) {
 }
 
 /* LayerNorm (or RMSNorm) forward and backward at [rows, h], plus bias_grad
- * over the same rows: many CUDA_LN_CHUNK row chunks, h/64 column blocks. */
+ * over the same rows: many MT_COL_CHUNK row chunks, h/64 column blocks. */
 static void r_norm(P *p, int64_t rows, int64_t h, int rms) {
   const mt_dtype T = p->T;
   tp x = mk(p, rows * h, T, 2.0f), w = mk(p, h, T, 1.0f), b = mk(p, h, T, 0.5f);
@@ -130,9 +130,9 @@ static void r_xent(P *p, int64_t rows, int64_t vl, int64_t valid) {
 }
 
 /* On the GPU alone: the unfused attention (cuBLAS + the softmax kernels of
- * cuda_attn.cu, rows of s > 32 with dropout: k_softmax_fwd,
- * k_dropout_probs, k_softmax_bwd and their Philox blocks) against the
- * fused op, forward ctx and backward dqkv. */
+ * tests/tools/cuda_ref/attn_softmax.cu, rows of s > 32 with dropout:
+ * k_softmax_fwd, k_dropout_probs, k_softmax_bwd and their Philox blocks)
+ * against the fused op, forward ctx and backward dqkv. */
 static void r_unfused(P *p, int s, int b, int np, int ng, int hn, float drop) {
 #if MT_HAVE_CUDA
   if (strcmp(p->g->name, "cuda")) return; /* self-test on cpu */

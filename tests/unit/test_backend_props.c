@@ -22,7 +22,7 @@ static void test_ops_table_complete(void **state) {
   be->destroy(be);
 }
 
-/* bf16 storage (cpu_bf16.c): the table is complete and its own for the ops
+/* bf16 storage (cpu_bf16_ops, cpu/cpu_backend.c): the table is complete and its own for the ops
  * on T, the conversion rounds to nearest even (ties to even, NaN quiet,
  * overflow to infinity), the widened copies live in the op scratch (counted
  * in be->mem.op_scratch, grown once, not allocated per call), and other

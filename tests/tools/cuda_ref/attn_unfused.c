@@ -1,8 +1,10 @@
-/* cuda/cuda_attention.c — the UNFUSED causal self-attention core on the GPU
- * (Vaswani et al. 2017; Megatron "core attention"), forward and backward.
- * Not in the op table since issue 15 (the model runs the fused op,
- * cuda_flash_attn.cu): the GPU reference of the fused op, called directly by
- * tests/tools/cuda_parity.c and bench/bench_flash_gpu.c.
+/* tests/tools/cuda_ref/attn_unfused.c — the UNFUSED causal self-attention
+ * core on the GPU (Vaswani et al. 2017; Megatron "core attention"), forward
+ * and backward. Not in the op table since issue 15 (the model runs the fused
+ * op, cuda/cuda_flash_attn.cu): the GPU reference of the fused op, test
+ * code (moved out of cuda/ with issue 27), linked by the Makefile into the
+ * two programs that call it, tests/tools/cuda_parity.c and
+ * bench/bench_flash_gpu.c (CUDA builds only); attn_unfused.h declares it.
  *
  * Layouts (core/backend.h, mt_attn_desc): qkv [s, b, ng, np/ng + 2, hn]
  * (grouped-query attention, Ainslie et al. 2023: query head n = g*npg + j,
@@ -13,7 +15,7 @@
  * b*np*hn), probs at (grp*npg + j)*s*s. So each product is ONE strided-batched
  * GEMM (cuda_gemm) over b*ng heads per slot j, npg of them (one with ng = np:
  * exactly the plain multi-head calls). Between them run the warp-per-row
- * causal softmax kernels of cuda_attn.cu over all b*np (head, query) rows.
+ * causal softmax kernels of attn_softmax.cu over all b*np (head, query) rows.
  *
  * Forward: probs = scale Q K^T (T), softmax in place (fp32 math); with
  * dropout, pd = dropout(P) goes to the workspace; ctx = pd V.
@@ -23,9 +25,9 @@
  * query heads accumulate in the GEMM (beta = 1 after the first slot), in the
  * storage dtype (bf16 rounds once per query head of the group).
  * The fused (flash) attention of the op table, which stores nothing of size
- * s x s, is cuda_flash_attn.cu.
+ * s x s, is cuda/cuda_flash_attn.cu.
  */
-#include "cuda_internal.h"
+#include "tests/tools/cuda_ref/attn_unfused.h"
 
 /* One strided-batched product C = alpha op(A) op(B) + beta C over `batch` heads. */
 static void pair_gemm(mt_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -81,7 +83,7 @@ static attn_geom attn_geom_of(const mt_attn_desc *d) {
   return g;
 }
 
-/* Unfused forward (reference; cuda_internal.h). */
+/* Unfused forward (reference; attn_unfused.h). */
 void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs,
                    const void *qkv) {
   const attn_geom g = attn_geom_of(d);
@@ -105,7 +107,7 @@ void cuda_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, void *probs
               cx + (size_t)j * hn * es, g.ldc, g.sc, be->dtype, g.heads);
 }
 
-/* Unfused backward (reference; cuda_internal.h). */
+/* Unfused backward (reference; attn_unfused.h). */
 void cuda_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, const void *dctx,
                    const void *qkv, const void *probs) {
   const attn_geom g = attn_geom_of(d);

@@ -1,7 +1,8 @@
-/* cuda/cuda_attn.cu — the fused causal softmax kernels of attention
- * (forward with attention-probability dropout, the dropout re-application
- * for backward, and the softmax backward). One warp per score row
- * (pair = bi * np + n, query q); fp32 math on T storage.
+/* tests/tools/cuda_ref/attn_softmax.cu — the causal softmax kernels of the
+ * unfused reference attention (attn_unfused.c; test code, not in the
+ * library): forward with attention-probability dropout, the dropout
+ * re-application for backward, and the softmax backward. One warp per score
+ * row (pair = bi * np + n, query q); fp32 math on T storage.
  *
  * Dropout of element (bi, n, q, k) draws mt_rng_uniform(key, counter) with
  *   counter = ((sample_ids[bi] * n_heads_total + head_offset + n) * s + q) * s + k
@@ -9,8 +10,9 @@
  * reference tests/tools/attn_unfused.h), so masks are bitwise equal. With
  * dropout a lane handles groups of four consecutive counters (one Philox
  * block: mt_rng_uniform4, one Philox call per four mask values). */
-#include "cuda_dev.cuh"
-#include "cuda_philox4.cuh"
+#include "cuda/cuda_dev.cuh"
+#include "cuda/cuda_philox4.cuh"
+#include "tests/tools/cuda_ref/attn_unfused.h"
 
 #define ROWS_PER_BLOCK 4
 
