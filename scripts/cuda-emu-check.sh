@@ -11,14 +11,16 @@
 set -u
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
+mkdir -p build-emu
+LOG=build-emu/build.log
 targets=(build-emu/megatrain build-emu/tests/test_ops build-emu/tests/test_cuda_table
          build-emu/tests/test_nccl_api build-emu/tests/tools/cuda_parity
          build-emu/tests/tools/comm_check)
-if ! nice make CUDA_EMU=1 -j"${JOBS:-2}" "${targets[@]}" > build-emu.log 2>&1; then
-  tail -30 build-emu.log; echo "cuda-emu build FAILED (log: build-emu.log)"; exit 1
+if ! nice make CUDA_EMU=1 -j"${JOBS:-2}" "${targets[@]}" > "$LOG" 2>&1; then
+  tail -30 "$LOG"; echo "cuda-emu build FAILED (log: $LOG)"; exit 1
 fi
-if grep -q 'warning:' build-emu.log; then
-  grep 'warning:' build-emu.log | head; echo "cuda-emu build has warnings (log: build-emu.log)"; exit 1
+if grep -q "warning:" "$LOG"; then
+  grep "warning:" "$LOG" | head; echo "cuda-emu build has warnings (log: $LOG)"; exit 1
 fi
 t1=$(date +%s)
 echo "cuda-emu build: $((t1 - t0)) s"

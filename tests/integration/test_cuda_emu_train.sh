@@ -16,11 +16,16 @@
 # pp=2 1F1B, pp=2 v=2, cp=2, dp=2 ZeRO-1/2/3, ep=2 etp=2 MoE (with tp=2+SP,
 # 4 ranks), the Llama-style block with tp=2+SP, configs/gpt-moe.json on 8
 # ranks — in fp32 and bf16 on both engines, each also against the cpu
-# backend's 1-rank run, printing the table of worst relative differences.
+# backend's 1-rank run, printing the table of worst relative differences
+# (tests/tools/cuda_emu_table.py; it also combines the logs of several runs).
+# MEGATRAIN_EMU_PRECS="fp32" or "bf16" runs the full matrix's layouts in that
+# precision only (two runs of the test side by side take the table's time
+# down; the CI runs are in fp32).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/cuda_emu_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 FULL=${MEGATRAIN_TEST_FULL:-0}
+PRECS=${MEGATRAIN_EMU_PRECS:-fp32 bf16}
 t_start=$(date +%s)
 # 4 layers (pp=2 v=2 has one per chunk), 16 tokens x 4 micro-batches a
 # step, 3 steps with dropout on, validation at step 3
@@ -56,9 +61,11 @@ emu_run f32 1 "$EMU_MT" cuda "${G[@]}" || exit 1
 emu_cmp f32 cpu_f32 1e-4 || bad
 cp "$TMP/cpu_f32.jsonl" "$TMP/cpu_f32x.jsonl"
 
-echo "== layouts against the 1-rank cuda-emu run"
-layout pp2_1f1b_nccl_f32 2 fp32 nccl f32 "${G[@]}" "${PP[@]}"
-layout tp2_sp_mpi_f32 2 fp32 mpi f32 "${G[@]}" "${TP[@]}"
+if [[ " $PRECS " == *" fp32 "* ]]; then
+  echo "== layouts against the 1-rank cuda-emu run"
+  layout pp2_1f1b_nccl_f32 2 fp32 nccl f32 "${G[@]}" "${PP[@]}"
+  layout tp2_sp_mpi_f32 2 fp32 mpi f32 "${G[@]}" "${TP[@]}"
+fi
 
 if [ "$FULL" = 1 ]; then
   emu_run cpu_bf16 1 "$MT" cpu "${G[@]}" --set training.precision=bf16 || exit 1
@@ -80,7 +87,7 @@ if [ "$FULL" = 1 ]; then
              --set checkpoint.save=null)
   MOE1=(--set $P.tensor_model_parallel_size=1 --set $P.sequence_parallel=false
         --set $P.pipeline_model_parallel_size=1 --set $P.expert_model_parallel_size=1 --set $P.zero_stage=0)
-  for prec in fp32 bf16; do
+  for prec in $PRECS; do
     s=$([ $prec = fp32 ] && echo f32 || echo bf16)
     B=(--set training.precision=$prec)
     emu_run cpu_moe_$s 1 "$MT" cpu "${MG[@]}" "${B[@]}" || bad
@@ -105,32 +112,8 @@ if [ "$FULL" = 1 ]; then
     done
   done
   # the table: layout x precision x engine, worst relative difference
-  /usr/bin/python3 - "$TMP" <<'PY'
-import glob, os, sys
-t = sys.argv[1]
-rows = {}
-one = {}
-for f in glob.glob(os.path.join(t, "worst_*")):
-    name = os.path.basename(f)[6:]
-    if "_cpu_" in name and not any(("_%s_" % e) in name for e in ("nccl", "mpi")):
-        one[name.split("_cpu_")[0]] = open(f).read().strip()
-    for p in ("f32", "bf16"):
-        for e in ("nccl", "mpi"):
-            suf = "_%s_%s_" % (e, p)
-            if suf in name:
-                lay, ref = name.split(suf)
-                key = (lay, p, e)
-                v = open(f).read().strip()
-                rows.setdefault(key, {})["cpu" if ref.startswith("cpu_") else "emu"] = v
-print("\n1-rank cuda-emu vs the cpu backend's 1-rank run (worst relative difference):")
-for k in sorted(one):
-    print("  %-16s %s" % (k, one[k]))
-print("\n| layout | precision | engine | vs 1-rank cuda-emu | vs cpu 1-rank |")
-print("| --- | --- | --- | --- | --- |")
-for (lay, p, e) in sorted(rows):
-    r = rows[(lay, p, e)]
-    print("| %s | %s | %s | %s | %s |" % (lay, "fp32" if p == "f32" else p, e, r.get("emu", "-"), r.get("cpu", "-")))
-PY
+  echo "== the table (tests/tools/cuda_emu_table.py)"
+  /usr/bin/python3 "$ROOT/tests/tools/cuda_emu_table.py" "$TMP/cmp.log"
 fi
 dt=$(( $(date +%s) - t_start ))
 [ $fails -eq 0 ] || { echo "$fails check(s) failed (${dt} s)"; exit 1; }
