@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA backend's op table under the host emulation (build-emu/, make
-# CUDA_EMU=1): tests/unit/test_ops.c's cuda column — every op-case row in
+# CUDA_EMU=1): tests/unit/backends/test_ops.c's cuda column — every op-case row in
 # fp32 and bf16 storage against the cpu backend, with every kernel's
 # accesses checked (bounds, shared-memory races, host pointers) — must run
 # (not skip) and pass; test_cuda_table creates the backend on the emulated
