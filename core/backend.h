@@ -143,6 +143,14 @@ typedef struct {
   int sq, sk, s_full;
   int q_pos[2], q_split;
   int k_pos[2], k_split;
+  /* Document masking (Megatron's reset_attention_mask): NULL = off; else
+   * doc_start [b, s_full] int32 in backend memory (s_full: s when 0), the
+   * global position of the first token of the document holding position p
+   * of micro-batch row bi at doc_start[bi * s_full + p]. Key j is then
+   * visible to query i iff doc_start[qpos(i)] <= kpos(j) <= qpos(i): the
+   * explicit mask of Megatron's _get_ltor_masks_and_position_ids, without an
+   * s x s tensor. Only the positions of this call's query rows are read. */
+  const int32_t *doc_start;
 } mt_attn_desc;
 
 /* Rotary position embedding (Su et al. 2021, RoFormer; Megatron-core's
