@@ -464,6 +464,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->grad_ptr);
   free(m->host_tokens);
   free(m->host_targets);
+  mt_gpt_docs_free(m);
   mt_params_free(&m->params);
   free(m);
 }

@@ -82,6 +82,7 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   d.dropout_p = m->train ? c->attention_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
   d.sample_ids = m->sample_ids;
+  d.doc_start = m->doc_start; /* reset_attention_mask (model/gpt_docs.c) */
   return d;
 }
 
@@ -283,13 +284,14 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
   const int li = ch->layer_base + lc;
   if (m->moe_router_p[li] >= 0) {
-    /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
-     * micro-batch of the global batch; s the whole sequence under CP) */
+    /* MoE: its share of the auxiliary losses is loss_scale · (the
+     * micro-batch's loss tokens, s · b without eod_mask_loss: s the whole
+     * sequence under CP) = one micro-batch of the global batch */
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
-                    m->loss_scale * (float)(m->rows * c->cp_size));
+                    m->loss_scale * (float)(m->loss_tokens > 0 ? m->loss_tokens : 1));
     mt_moe_shared_backward(m, li, a, m->dtmp_h, m->tmp_h); /* dtmp_h <- dx (shared + routed) */
   } else {
     if (m->glu == 2) {

@@ -79,6 +79,7 @@ static mt_slot *slot_new(mt_gpt *m, int chunk) {
     s->targets = act(m, m->rows, MT_I32);
   }
   s->sample_ids = mt_xcalloc((size_t)c->micro_batch_size, sizeof(int64_t));
+  mt_gpt_docs_alloc(m, s, ch);
   return s;
 }
 
@@ -90,6 +91,7 @@ static void slot_free(mt_gpt *m, int chunk, mt_slot *s) {
   void *rest[] = {s->lnf,  s->lnf_mean, s->lnf_rstd, s->logits,  s->row_max,
                   s->stats, s->loss,    s->tokens,   s->targets};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
+  mt_gpt_docs_free_slot(m, s);
   free(s->resid);
   free(s->sets);
   free(s->sample_ids);

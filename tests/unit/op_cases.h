@@ -312,6 +312,10 @@ static const op_case ot_cases[] = {
     {"xent_stats", "tgt_logit", {9, 45, 37, 100}, {0}, {0.125f}, F32, TX, TM(0), 0},
     {"xent_loss", "loss", {9, 45, 37, 100}, {0}, {0.125f}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
     {"xent_bwd", "dlogits", {7, 29, 23, 50}, {0}, {0.125f}, F32, TG(1e-3), TM(1e-5), 0},
+    /* ip[0] = 1: loss mask (eod_mask_loss), rows i % 3 == 1 masked */
+    {"xent_loss", "loss", {9, 45, 37, 100}, {1}, {0.125f}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
+    {"xent_bwd", "dlogits", {7, 29, 23, 50}, {1}, {0.125f}, F32, TG(1e-3), TM(1e-5), 0},
+    {"xent_bwd", "dlogits", {6, 50, 45, 100}, {1}, {0.25f}, BF16, TX, TM(B8), 0},
     {"xent_max", "max", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(0), 0},
     {"xent_stats", "sumexp", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(1e-5), 0},
     {"xent_stats", "tgt_logit", {6, 50, 45, 100}, {0}, {0.25f}, BF16, TX, TM(0), 0},
