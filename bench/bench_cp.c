@@ -33,11 +33,10 @@ int main(int argc, char **argv) {
   mt_backend *be = mt_backend_create(&o, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(layers, hidden, heads, 4 * hidden, seq, V, b, 1234);
-  c.hidden_dropout = c.attention_dropout = 0.1f;
+  c.model.hidden_dropout = c.model.attention_dropout = 0.1f;
   for (int i = 1; i < argc; i++)
     if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err) != 0)
       mt_fatal("%s", err);
-  mt_gpt_option_defaults(&c);
   c.cp_size = cp;
   c.cp_rank = r;
   c.cp_group = cp > 1 ? mt_dist_world(d) : NULL;

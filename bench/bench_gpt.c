@@ -40,12 +40,12 @@ int main(int argc, char **argv) {
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], 4 * a[1], a[3], 50257, a[4], 1234);
-  c.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
+  c.model.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
   mt_gpt *m = mt_gpt_create(be, &c);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
                 0.95f, 1e-8f, 0.1f);
-  const int s = c.seq_length, b = c.micro_batch_size, steps = a[6];
+  const int s = c.model.seq_length, b = c.micro_batch_size, steps = a[6];
   int32_t *tok = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   int64_t ids[256];
   for (int j = 0; j < b; j++) ids[j] = j;
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
   printf("bench_gpt: layers %d hidden %d heads %d seq %d micro-batch %d threads %d, %lld "
          "parameters, %.1f GFLOP per micro-batch (Megatron formula), %d micro-batch(es) per "
          "AdamW step, attention %s\n",
-         c.num_layers, c.hidden_size, c.num_attention_heads, s, b, a[5],
+         c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, s, b, a[5],
          (long long)mt_gpt_num_parameters(m), flops / 1e9, accum,
          unfused ? "UNFUSED (reference op, s x s probabilities kept)" : "fused (op table)");
   /* warm-up step (first-touch page faults), then profiled steps; the

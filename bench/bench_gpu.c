@@ -47,21 +47,20 @@ int main(int argc, char **argv) {
     return 77;
   }
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], 4 * a[1], a[3], 50257, a[4], 1234);
-  c.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
+  c.model.max_position_embeddings = a[3] > 1024 ? a[3] : 1024;
+  c.model.hidden_dropout = 0.1f;
+  c.model.attention_dropout = 0.1f;
   for (int i = 1; i < argc; i++)
     if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
       fprintf(stderr, "bench_gpu: %s\n", err);
       mt_backend_destroy(be);
       return 2;
     }
-  mt_gpt_option_defaults(&c);
   mt_gpt *m = mt_gpt_create(be, &c);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
                 0.95f, 1e-8f, 0.1f);
-  const int s = c.seq_length, b = c.micro_batch_size, steps = a[5];
+  const int s = c.model.seq_length, b = c.micro_batch_size, steps = a[5];
   int32_t *tok = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   int64_t *ids = mt_xmalloc((size_t)b * sizeof(int64_t));
   uint64_t x = 1;
@@ -73,7 +72,8 @@ int main(int argc, char **argv) {
   const double flops = mt_flops_per_iteration(&fs);
   printf("bench_gpu: layers %d hidden %d heads %d seq %d micro-batch %d %s, %lld parameters, "
          "%.1f GFLOP per micro-batch, %d micro-batch(es) per AdamW step\n",
-         c.num_layers, c.hidden_size, c.num_attention_heads, s, b, mt_dtype_name(be->dtype),
+         c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, s, b,
+         mt_dtype_name(be->dtype),
          (long long)mt_gpt_num_parameters(m), flops / 1e9, accum);
   double loss = 0, t0 = 0;
   for (int it = -1; it < steps; it++) { /* it = -1: warm-up (cuBLAS heuristics, allocations) */
@@ -95,7 +95,8 @@ int main(int argc, char **argv) {
       double tf = flops / dt / 1e12;
       printf("RESULT layers=%d hidden=%d seq=%d mb=%d | %.1f ms/micro-batch | tokens/s %.0f | "
              "%.1f TFLOP/s | MFU %.1f%% (peak %.0f) | loss %.4f | peak mem %.2f GiB\n",
-             c.num_layers, c.hidden_size, s, b, 1e3 * dt, b * s / dt, tf, 100.0 * tf / peak,
+             c.model.num_layers, c.model.hidden_size, s, b, 1e3 * dt, b * s / dt, tf,
+             100.0 * tf / peak,
              peak, loss, be->mem.peak_total / 1073741824.0);
     }
   }

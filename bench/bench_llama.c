@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   if (!be) mt_fatal("%s", err);
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[7], a[3], a[8], a[4], 1234);
-  c.max_position_embeddings = c.seq_length;
+  c.model.max_position_embeddings = c.model.seq_length;
   static const char *const llama[] = {"position_embedding_type=rope", "normalization=RMSNorm",
                                       "swiglu=1", "num_query_groups=4", "add_bias_linear=0",
                                       "untie_embeddings_and_output_weights=1"};
@@ -58,30 +58,29 @@ int main(int argc, char **argv) {
       fprintf(stderr, "bench_llama: %s\n", err);
       return 2;
     }
-  mt_gpt_option_defaults(&c);
   mt_gpt *m = mt_gpt_create(be, &c);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
                 0.95f, 1e-8f, 0.1f);
-  const int s = c.seq_length, b = c.micro_batch_size, steps = a[6] > 0 ? a[6] : 1;
+  const int s = c.model.seq_length, b = c.micro_batch_size, steps = a[6] > 0 ? a[6] : 1;
   int32_t *tok = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   int64_t ids[256];
   for (int j = 0; j < b && j < 256; j++) ids[j] = j;
   uint64_t x = 1;
   for (int i = 0; i < b * (s + 1); i++) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
-    tok[i] = (int32_t)((x >> 33) % (uint64_t)c.vocab_size);
+    tok[i] = (int32_t)((x >> 33) % (uint64_t)c.model.vocab_size);
   }
   const mt_flops_shape fs = mt_gpt_flops_shape(&c, b);
   const double flops = mt_flops_per_iteration(&fs);
+  const mt_model_config *r = &mt_gpt_get_config(m)->model; /* derived sizes resolved */
   printf("bench_llama: layers %d hidden %d heads %d groups %d kv_channels %d ffn %d swiglu %d "
-         "pos %d norm %d bias %d seq %d micro-batch %d threads %d: %lld parameters, %.1f GFLOP "
+         "pos %s norm %s bias %d seq %d micro-batch %d threads %d: %lld parameters, %.1f GFLOP "
          "per micro-batch (Megatron formula)\n",
-         c.num_layers, c.hidden_size, c.num_attention_heads,
-         c.num_query_groups ? c.num_query_groups : c.num_attention_heads,
-         c.kv_channels ? c.kv_channels : c.hidden_size / c.num_attention_heads, c.ffn_hidden_size,
-         c.swiglu, c.position_embedding, c.normalization, !c.disable_bias_linear, s, b, a[5],
-         (long long)mt_gpt_num_parameters(m), flops / 1e9);
+         r->num_layers, r->hidden_size, r->num_attention_heads, r->num_query_groups,
+         r->kv_channels, r->ffn_hidden_size, r->swiglu, r->position_embedding_type,
+         r->normalization, r->add_bias_linear, s, b, a[5], (long long)mt_gpt_num_parameters(m),
+         flops / 1e9);
   /* warm-up step (first-touch page faults), then timed steps */
   mt_gpt_zero_grad(m);
   mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / (b * s));

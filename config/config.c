@@ -24,6 +24,13 @@ void mt_config_defaults(mt_config *cfg) {
   mt_cfg_derive(cfg, 1);
 }
 
+void mt_model_config_defaults(mt_model_config *m) {
+  mt_config *cfg = mt_xcalloc(1, sizeof *cfg);
+  mt_cfg_apply_defaults(cfg);
+  *m = cfg->model;
+  free(cfg);
+}
+
 /* ---- did-you-mean ------------------------------------------------------ */
 
 static int edit_distance(const char *a, const char *b) {
@@ -509,10 +516,7 @@ int mt_config_data_parallel_size(const mt_config *cfg, int world_size) {
 }
 
 int mt_config_is_moe_layer(const mt_config *cfg, int l) {
-  const mt_model_config *m = &cfg->model;
-  if (m->num_experts <= 0 || l < 0 || l >= m->num_layers) return 0;
-  if (m->moe_layer_pattern_len > 0) return l < m->moe_layer_pattern_len && m->moe_layer_pattern[l];
-  return l % (m->moe_layer_freq > 0 ? m->moe_layer_freq : 1) == 0;
+  return mt_model_is_moe_layer(&cfg->model, l);
 }
 
 int64_t mt_config_padded_vocab(const mt_config *cfg) {

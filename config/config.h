@@ -13,69 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "config/model_config.h"
+
 #define MT_MAX_DATA_PATHS 16
 #define MT_PATH_MAX 1024
-#define MT_MAX_LAYERS 512 /* model.num_layers at most (moe_layer_freq list form) */
-
-typedef struct {
-  int num_layers;
-  int hidden_size;
-  int num_attention_heads;
-  int ffn_hidden_size;            /* derived keys: 0 after parsing = derive */
-  int seq_length;
-  int max_position_embeddings;
-  int vocab_size;                 /* before padding (mt_config_padded_vocab) */
-  int make_vocab_size_divisible_by;
-  float hidden_dropout;
-  float attention_dropout;
-  float init_method_std;
-  float norm_epsilon;             /* LayerNorm/RMSNorm epsilon (Megatron's --norm-epsilon) */
-  float layernorm_epsilon;        /* alias of norm_epsilon (older name); equal after loading */
-  int untie_embeddings_and_output_weights;
-  /* Llama-style block options (docs/model.md); defaults give the GPT-2 block */
-  char position_embedding_type[24]; /* "learned_absolute" | "rope" | "none" */
-  float rotary_base;
-  float rotary_percent;             /* (0, 1]: fraction of each head's channels rotated */
-  int rotary_interleaved;
-  char normalization[16];           /* "LayerNorm" | "RMSNorm" */
-  int swiglu;
-  int group_query_attention;
-  int num_query_groups;             /* derived: 1 with group_query_attention (MQA), else
-                                       num_attention_heads; always resolved after loading */
-  int kv_channels;                  /* derived: hidden_size / num_attention_heads */
-  int add_bias_linear;
-  int qk_layernorm;
-  char recompute_granularity[16]; /* "" (none) | "selective" | "full" */
-  int recompute_num_layers;
-  /* mixture of experts (docs/moe.md); num_experts = 0 means dense */
-  int num_experts;
-  int moe_router_topk;
-  int moe_ffn_hidden_size;
-  int moe_layer_freq;
-  float moe_aux_loss_coeff;
-  float moe_z_loss_coeff;
-  float moe_expert_capacity_factor; /* <= 0: dropless */
-  char moe_token_drop_policy[16]; /* "probs" | "position" */
-  int moe_router_pre_softmax;
-  int moe_pad_expert_input_to_capacity;
-  /* layer pattern: moe_layer_freq given as a list ([1, 0, 1, ...], one entry per
-   * layer, 1 = MoE) sets moe_layer_pattern_len = num_layers and moe_layer_freq 0;
-   * the integer form leaves moe_layer_pattern_len 0 (layer l is MoE when
-   * l % moe_layer_freq == 0). mt_config_is_moe_layer answers for both. */
-  uint8_t moe_layer_pattern[MT_MAX_LAYERS];
-  int moe_layer_pattern_len;
-  /* modern routing (docs/moe.md "Router") */
-  char moe_router_score_function[16];   /* "softmax" | "sigmoid" */
-  float moe_router_topk_scaling_factor; /* 0 (null) = no scaling */
-  int moe_router_enable_expert_bias;
-  float moe_router_bias_update_rate;
-  char moe_router_load_balancing_type[16]; /* "aux_loss" | "seq_aux_loss" | "global_aux_loss" | "none" */
-  int moe_router_num_groups;            /* 0 (null) = no group-limited routing */
-  int moe_router_group_topk;            /* 0 (null) */
-  char moe_router_dtype[8];             /* "" (null) | "fp32" | "fp64" */
-  int moe_shared_expert_intermediate_size; /* 0 (null) = no shared expert */
-  int moe_grouped_gemm;
-} mt_model_config;
 
 typedef struct {
   int tensor_model_parallel_size;
@@ -163,6 +104,11 @@ typedef struct {
 /* Fill cfg with the key table's defaults (Megatron's: what an empty section
  * means), derived keys resolved for one rank; json stays NULL. */
 void mt_config_defaults(mt_config *cfg);
+
+/* The key table's defaults of the model section alone, derived keys left 0
+ * (= derive): the starting point of a model config built by hand (tests,
+ * benches; the model resolves derived sizes left 0, model/gpt.h). */
+void mt_model_config_defaults(mt_model_config *m);
 
 /* Read and validate a config: parse `path` with cJSON, apply `n_overrides`
  * "section.key=value" strings (value parsed as JSON when it parses, else taken

@@ -12,21 +12,10 @@
 #include "core/util.h"
 #include "model/moe_shared_experts.h"
 
-static const char *k_layer_param_names[MT_LP_N] = {
-    "input_layernorm.weight",            "input_layernorm.bias",
-    "self_attention.linear_qkv.weight",  "self_attention.linear_qkv.bias",
-    "self_attention.q_layernorm.weight", "self_attention.q_layernorm.bias",
-    "self_attention.k_layernorm.weight", "self_attention.k_layernorm.bias",
-    "self_attention.linear_proj.weight", "self_attention.linear_proj.bias",
-    "pre_mlp_layernorm.weight",          "pre_mlp_layernorm.bias",
-    "mlp.linear_fc1.weight",             "mlp.linear_fc1.bias",
-    "mlp.linear_fc2.weight",             "mlp.linear_fc2.bias",
-};
-
 /* Layer ranges of this rank's model chunks (Megatron's assignment). */
 static void assign_chunks(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  const int p = c->pp_size, v = c->vpp_size, L = c->num_layers;
+  const int p = c->pp_size, v = c->vpp_size, L = c->model.num_layers;
   m->n_chunks = v;
   m->chunks = mt_xcalloc((size_t)v, sizeof(mt_chunk));
   if (c->first_stage_layers > 0 || c->last_stage_layers > 0) {
@@ -62,161 +51,12 @@ static void assign_chunks(mt_gpt *m) {
   m->n_local_layers = base;
 }
 
-/* MoE layer l (local index li): the router [E, h] (dense, replicated over
- * TP, partial over SP shards) and this rank's experts: linear_fc1 [g·F, h]
- * (SwiGLU: gate rows then up rows), linear_fc2 [h, F], with their biases
- * unless add_bias_linear is false (m->moe_nper tensors per expert). */
-static void register_moe_params(mt_gpt *m, int li, int l) {
-  const mt_gpt_config *c = &m->cfg;
-  mt_param_list *pl = &m->params;
-  const int64_t h = c->hidden_size, F = c->moe_ffn_hidden_size, E = c->num_experts;
-  const int El = c->num_experts / c->ep_size;
-  char name[MT_PARAM_NAME_MAX];
-  snprintf(name, sizeof name, "decoder.layers.%d.mlp.router.weight", l);
-  int r = mt_params_add(pl, name, E, h, E, h, 0, 0, MT_INIT_NORMAL, 0, 1);
-  pl->p[r].sp_partial = c->sequence_parallel && c->tp_size > 1;
-  m->moe_router_p[li] = r;
-  static const char *nm[4] = {"linear_fc1.weight", "linear_fc1.bias", "linear_fc2.weight",
-                              "linear_fc2.bias"};
-  const int64_t shp[4][2] = {{m->glu * F, h}, {1, m->glu * F}, {h, F}, {1, h}};
-  const mt_init_kind init[4] = {MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
-  /* expert tensor parallelism: this ETP rank's slice of F (fc1 rows, per
-   * SwiGLU half; fc2 columns), keyed by global indices (model/moe_etp.h) */
-  const int etp = c->etp_size > 1 ? c->etp_size : 1;
-  const int64_t Fl = F / etp, f0 = (int64_t)(etp > 1 ? c->etp_rank : 0) * Fl;
-  const int64_t loc[4][4] = {{m->glu * Fl, h, f0, 0}, {1, m->glu * Fl, 0, f0},
-                             {h, Fl, 0, f0}, {1, h, 0, 0}};
-  MT_ASSERT(F % etp == 0 && (etp == 1 || c->disable_bias_linear));
-  for (int le = 0; le < El; le++) {
-    const int e = c->ep_rank * El + le;
-    for (int j = 0; j < 4; j++) {
-      if ((j & 1) && c->disable_bias_linear) continue;
-      snprintf(name, sizeof name, "decoder.layers.%d.mlp.experts.%d.%s", l, e, nm[j]);
-      int idx = mt_params_add(pl, name, shp[j][0], shp[j][1], loc[j][0], loc[j][1], loc[j][2],
-                              loc[j][3], init[j], shp[j][0] == 1, 0);
-      pl->p[idx].halves = m->glu == 2 && etp > 1 && j < 2;
-      pl->p[idx].is_expert = 1;
-      if (le == 0 && j == 0) m->moe_expert_p[li] = idx;
-    }
-  }
-  mt_moe_shared_register(m, li, l); /* after the experts, as Megatron's MoELayer */
-}
-
-/* Parameter shards of this rank (Megatron's column/row/vocab split, see
- * model/tensor_parallel.h): column-parallel weights (linear_qkv, linear_fc1)
- * and their biases split the output features, row-parallel weights
- * (linear_proj, linear_fc2) the input features, the word embedding and an
- * untied output layer the padded vocabulary rows. LayerNorms, the position
- * embedding and row-parallel biases are replicated over TP. Registration
- * order: embedding, layers (ascending), head — so the flat buffers keep one
- * contiguous range per hook "layer". */
-static void register_params(mt_gpt *m) {
-  const mt_gpt_config *c = &m->cfg;
-  mt_param_list *pl = &m->params;
-  const int64_t h = c->hidden_size, f = c->ffn_hidden_size, V = c->padded_vocab_size;
-  const int64_t tr = c->tp_rank, hl = m->hl, fl = m->fl, vl = m->vl, hn = m->hn;
-  const int64_t qkv = m->qkvl * c->tp_size, ha = hl * c->tp_size, gl = m->glu;
-  const int sp = c->sequence_parallel && c->tp_size > 1;
-  const int rms = c->normalization == MT_NORM_RMSNORM, bias = !c->disable_bias_linear;
-  const int has_pre = m->chunks[0].pre, has_post = m->chunks[m->n_chunks - 1].post;
-  char name[MT_PARAM_NAME_MAX];
-  m->p_wte = m->p_wpe = m->p_lnf_w = m->p_lnf_b = m->p_out = -1;
-  if (has_pre) {
-    m->p_wte = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
-                             MT_INIT_NORMAL, 0, 0);
-    if (c->position_embedding == MT_POS_LEARNED) {
-      m->p_wpe = mt_params_add(pl, "embedding.position_embeddings.weight",
-                               c->max_position_embeddings, h, c->max_position_embeddings, h, 0,
-                               0, MT_INIT_NORMAL, 0, 1);
-      pl->p[m->p_wpe].sp_partial = sp;
-    }
-  }
-  /* global [rows, cols], local [rows, cols], offsets [row, col] per slot.
-   * linear_qkv: rows grouped per query group (its q heads, k head, v head),
-   * TP rank r holds query groups [r·ng, (r+1)·ng): one contiguous block.
-   * linear_fc1 with SwiGLU: global rows [0, f) gate, [f, 2f) up; rank r
-   * holds gate rows [r·fl, ..) and up rows [f + r·fl, ..) (mt_param.halves). */
-  const int64_t g[MT_LP_N][6] = {
-      {1, h, 1, h, 0, 0},                    {1, h, 1, h, 0, 0},
-      {qkv, h, m->qkvl, h, tr * m->qkvl, 0}, {1, qkv, 1, m->qkvl, 0, tr * m->qkvl},
-      {1, hn, 1, hn, 0, 0},                  {1, hn, 1, hn, 0, 0},
-      {1, hn, 1, hn, 0, 0},                  {1, hn, 1, hn, 0, 0},
-      {h, ha, h, hl, 0, tr * hl},            {1, h, 1, h, 0, 0},
-      {1, h, 1, h, 0, 0},                    {1, h, 1, h, 0, 0},
-      {gl * f, h, gl * fl, h, tr * fl, 0},   {1, gl * f, 1, gl * fl, 0, tr * fl},
-      {h, f, h, fl, 0, tr * fl},             {1, h, 1, h, 0, 0}};
-  const mt_init_kind init[MT_LP_N] = {
-      MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_ONES,  MT_INIT_ZEROS,
-      MT_INIT_ONES,   MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS, MT_INIT_ONES,  MT_INIT_ZEROS,
-      MT_INIT_NORMAL, MT_INIT_ZEROS, MT_INIT_SCALED, MT_INIT_ZEROS};
-  /* 1 = hidden-size norm (partial under SP), 2 = q/k norm (partial under TP) */
-  const int norm_kind[MT_LP_N] = {1, 1, 0, 0, 2, 2, 2, 2, 0, 0, 1, 1, 0, 0, 0, 0};
-  int present[MT_LP_N];
-  for (int j = 0; j < MT_LP_N; j++) {
-    const int is_bias = j & 1; /* odd slots are biases */
-    present[j] = 1;
-    if (norm_kind[j] && is_bias && rms) present[j] = 0;
-    if (!norm_kind[j] && is_bias && !bias) present[j] = 0;
-    if (norm_kind[j] == 2 && !c->qk_layernorm) present[j] = 0;
-  }
-  m->layer_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_p));
-  m->layer_range = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->layer_range));
-  m->moe_router_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
-  m->moe_expert_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(int));
-  m->moe_shared_p = mt_xcalloc((size_t)m->n_local_layers, sizeof(*m->moe_shared_p));
-  for (int k = 0; k < m->n_chunks; k++) {
-    const mt_chunk *ch = &m->chunks[k];
-    for (int lc = 0; lc < ch->n_layers; lc++) {
-      const int l = ch->first_layer + lc, moe = mt_gpt_is_moe_layer(c, l);
-      m->moe_router_p[ch->layer_base + lc] = m->moe_expert_p[ch->layer_base + lc] = -1;
-      m->layer_range[ch->layer_base + lc][0] = pl->n;
-      for (int j = 0; j < MT_LP_N; j++) {
-        m->layer_p[ch->layer_base + lc][j] = -1;
-        if (!present[j] || (moe && j >= MT_LP_FC1_W)) continue;
-        snprintf(name, sizeof name, "decoder.layers.%d.%s", ch->first_layer + lc,
-                 k_layer_param_names[j]);
-        int no_wd = g[j][0] == 1; /* biases and norms */
-        int replicated = g[j][1] == g[j][3] && g[j][0] == g[j][2];
-        int idx = mt_params_add(pl, name, g[j][0], g[j][1], g[j][2], g[j][3], g[j][4], g[j][5],
-                                init[j], no_wd, replicated);
-        pl->p[idx].sp_partial = norm_kind[j] == 1 ? sp : norm_kind[j] == 2 ? c->tp_size > 1 : 0;
-        pl->p[idx].halves = gl == 2 && (j == MT_LP_FC1_W || j == MT_LP_FC1_B);
-        m->layer_p[ch->layer_base + lc][j] = idx;
-      }
-      if (moe) register_moe_params(m, ch->layer_base + lc, l);
-      m->layer_range[ch->layer_base + lc][1] = pl->n - 1;
-    }
-  }
-  if (has_post) {
-    m->p_lnf_w = mt_params_add(pl, "decoder.final_layernorm.weight", 1, h, 1, h, 0, 0,
-                               MT_INIT_ONES, 1, 1);
-    pl->p[m->p_lnf_w].sp_partial = sp;
-    if (!rms) {
-      m->p_lnf_b = mt_params_add(pl, "decoder.final_layernorm.bias", 1, h, 1, h, 0, 0,
-                                 MT_INIT_ZEROS, 1, 1);
-      pl->p[m->p_lnf_b].sp_partial = sp;
-    }
-    if (c->untie_embeddings_and_output_weights) {
-      m->p_out = mt_params_add(pl, "output_layer.weight", V, h, vl, h, m->v_start, 0,
-                               MT_INIT_NORMAL, 0, 0);
-    } else if (has_pre) {
-      m->p_out = m->p_wte;
-    } else {
-      /* last stage's copy of the tied word embedding: same name, so the same
-       * initial values; its gradient joins the first stage's in finalize */
-      m->p_out = mt_params_add(pl, "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
-                               MT_INIT_NORMAL, 0, 0);
-      pl->p[m->p_out].shared_copy = 1;
-    }
-  }
-}
-
 static void init_params(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
-  float scaled = c->init_method_std / sqrtf(2.0f * (float)c->num_layers);
-  for (int i = 0; i < m->params.n; i++) {
-    const mt_param *p = &m->params.p[i];
+  float scaled = c->model.init_method_std / sqrtf(2.0f * (float)c->model.num_layers);
+  for (int i = 0; i < m->params.list.n; i++) {
+    const mt_param *p = &m->params.list.p[i];
     void *dst = mt_gpt_param_ptr(m, i);
     switch (p->init) {
       case MT_INIT_NORMAL:
@@ -226,7 +66,7 @@ static void init_params(mt_gpt *m) {
           break;
         }
         mt_rng_key_t key = mt_rng_key(c->seed, p->name, 0, 0);
-        float std = p->init == MT_INIT_NORMAL ? c->init_method_std : scaled;
+        float std = p->init == MT_INIT_NORMAL ? c->model.init_method_std : scaled;
         if (p->halves) { /* gate slice, then up slice (keyed by global rows) */
           const int64_t hr = p->local_rows / 2;
           be->ops->init_normal(be, dst, hr, p->local_cols, p->cols, p->row_offset, p->col_offset,
@@ -249,12 +89,12 @@ static void init_params(mt_gpt *m) {
    * value is independent of how the padding is split (tp). */
   if (m->v_valid < m->vl) {
     size_t es = mt_dtype_size(be->dtype);
-    int outs[2] = {m->p_wte, m->p_out};
+    void *outs[2] = {m->w.word_embeddings.weight, m->w.output_layer.weight};
     for (int j = 0; j < 2; j++) {
-      if (outs[j] < 0 || (j == 1 && outs[1] == outs[0])) continue;
-      char *w = mt_gpt_param_ptr(m, outs[j]);
-      be->ops->memset0(be, w + (size_t)m->v_valid * c->hidden_size * es,
-                       (size_t)(m->vl - m->v_valid) * c->hidden_size * es);
+      if (!outs[j]) continue;
+      char *w = outs[j];
+      be->ops->memset0(be, w + (size_t)m->v_valid * c->model.hidden_size * es,
+                       (size_t)(m->vl - m->v_valid) * c->model.hidden_size * es);
     }
   }
 }
@@ -267,75 +107,109 @@ static void alloc_buffers(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
   mt_dtype T = be->dtype;
-  const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->hidden_size;
-  m->param_buf = be->ops->alloc(be, (size_t)m->params.numel * mt_dtype_size(T), MT_MEM_PARAM);
-  be->ops->memset0(be, m->param_buf, (size_t)m->params.numel * mt_dtype_size(T));
-  m->grad_buf = be->ops->alloc(be, (size_t)m->params.numel * sizeof(float), MT_MEM_GRAD);
-  be->ops->memset0(be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
-  m->param_ptr = mt_xcalloc((size_t)m->params.n, sizeof(void *));
-  m->grad_ptr = mt_xcalloc((size_t)m->params.n, sizeof(float *));
-  for (int i = 0; i < m->params.n; i++) {
-    m->param_ptr[i] = (char *)m->param_buf + (size_t)m->params.p[i].offset * mt_dtype_size(T);
-    m->grad_ptr[i] = m->grad_buf + m->params.p[i].offset;
+  const int64_t s = m->s_loc, b = c->micro_batch_size, h = c->model.hidden_size;
+  mt_gpt_params_state *ps = &m->params;
+  const size_t n = (size_t)ps->list.numel;
+  ps->buf = be->ops->alloc(be, n * mt_dtype_size(T), MT_MEM_PARAM);
+  be->ops->memset0(be, ps->buf, n * mt_dtype_size(T));
+  ps->grad_buf = be->ops->alloc(be, n * sizeof(float), MT_MEM_GRAD);
+  be->ops->memset0(be, ps->grad_buf, n * sizeof(float));
+  for (int i = 0; i < ps->list.n; i++) { /* the named tensors point into them */
+    *ps->ref[i].w = (char *)ps->buf + (size_t)ps->list.p[i].offset * mt_dtype_size(T);
+    *ps->ref[i].g = ps->grad_buf + ps->list.p[i].offset;
   }
   /* Shared activation storage: selective recompute keeps one log-sum-exp
    * buffer (the fused attention forward re-runs before each layer's backward);
    * full recompute keeps recompute_num_layers layer sets that every chunk and
    * micro-batch reuses while it re-runs a chunk of layers. */
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE)
-    m->lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
-  if (c->recompute == MT_RECOMPUTE_FULL) {
+  if (m->recompute == MT_RECOMPUTE_SELECTIVE)
+    m->acts.lse_shared = be->ops->alloc(be, (size_t)(b * m->np * s) * sizeof(float), MT_MEM_ACT);
+  if (m->recompute == MT_RECOMPUTE_FULL) {
     int maxn = 0;
     for (int k = 0; k < m->n_chunks; k++)
       if (m->chunks[k].n_layers > maxn) maxn = m->chunks[k].n_layers;
-    m->n_rc_sets = c->recompute_num_layers < maxn ? c->recompute_num_layers : maxn;
-    m->rc_sets = mt_xcalloc((size_t)(m->n_rc_sets ? m->n_rc_sets : 1), sizeof(mt_layer_acts));
-    for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_alloc_layer_acts(m, &m->rc_sets[k], 1);
+    m->acts.n_rc_sets = c->model.recompute_num_layers < maxn ? c->model.recompute_num_layers : maxn;
+    const int nrc = m->acts.n_rc_sets;
+    m->acts.rc_sets = mt_xcalloc((size_t)(nrc ? nrc : 1), sizeof(mt_layer_acts));
+    for (int k = 0; k < nrc; k++) mt_gpt_alloc_layer_acts(m, &m->acts.rc_sets[k], 1);
   }
-  m->slots = mt_xcalloc((size_t)m->n_chunks, sizeof(mt_slot **));
-  m->n_slots = mt_xcalloc((size_t)m->n_chunks, sizeof(int));
+  m->acts.slots = mt_xcalloc((size_t)m->n_chunks, sizeof(mt_slot **));
+  m->acts.n_slots = mt_xcalloc((size_t)m->n_chunks, sizeof(int));
 
-  m->tmp_h = wsp(m, m->rows_l * h, T);
-  m->dresid = wsp(m, m->rows_l * h, T);
-  m->dtmp_h = wsp(m, m->rows_l * h, T);
-  m->dqkv = wsp(m, m->rows * m->qkvl, T);
-  if (c->qk_layernorm) m->dqkv2 = wsp(m, m->rows * m->qkvl, T);
-  m->dctx = wsp(m, m->rows * m->hl, T);
+  m->ws.tmp_h = wsp(m, m->rows_l * h, T);
+  m->ws.dresid = wsp(m, m->rows_l * h, T);
+  m->ws.dtmp_h = wsp(m, m->rows_l * h, T);
+  m->ws.dqkv = wsp(m, m->rows * m->qkvl, T);
+  if (c->model.qk_layernorm) m->ws.dqkv2 = wsp(m, m->rows * m->qkvl, T);
+  m->ws.dctx = wsp(m, m->rows * m->hl, T);
   const int64_t fw = m->fl > m->shl ? m->fl : m->shl; /* dense MLP or shared expert */
-  m->dffn = wsp(m, m->rows * m->glu * fw, T);
-  if (m->glu == 2) m->dact = wsp(m, m->rows * fw, T);
-  if (m->shl > 0) m->sh_out = wsp(m, m->rows_l * h, T);
+  m->ws.dffn = wsp(m, m->rows * m->glu * fw, T);
+  if (m->glu == 2) m->ws.dact = wsp(m, m->rows * fw, T);
+  if (m->shl > 0) m->ws.sh_out = wsp(m, m->rows_l * h, T);
   if (c->tp_size > 1) {
-    m->gather_ws = wsp(m, m->rows * h, T);
-    m->grad_ws = wsp(m, m->rows * h, T);
+    m->ws.gather_ws = wsp(m, m->rows * h, T);
+    m->ws.grad_ws = wsp(m, m->rows * h, T);
   }
-  m->host_tokens = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
-  m->host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+  m->ws.host_tokens = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+  m->ws.host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+}
+
+/* Index of the enumerated option value v in the NULL-terminated list
+ * (the key's choices, config/config_table.c); a value the loader would have
+ * refused is a caller's bug. */
+static int option(const char *v, const char *key, const char *const *choices) {
+  for (int i = 0; choices[i]; i++)
+    if (!strcmp(v, choices[i])) return i;
+  mt_fatal("mt_gpt_create: model.%s '%s' is not one of the key's choices", key, v);
+}
+
+/* The model section's enumerated strings as the model's switches, and the
+ * derived sizes a hand-built config left 0 (model/gpt.h). */
+static void resolve_options(mt_gpt *m) {
+  mt_model_config *mc = &m->cfg.model;
+  m->pos = option(mc->position_embedding_type, "position_embedding_type", /* MT_POS_* */
+                  (const char *const[]){"learned_absolute", "rope", "none", NULL});
+  m->rmsnorm = option(mc->normalization, "normalization",
+                      (const char *const[]){"LayerNorm", "RMSNorm", NULL});
+  m->recompute = option(mc->recompute_granularity, "recompute_granularity", /* MT_RECOMPUTE_* */
+                        (const char *const[]){"", "selective", "full", NULL});
+  m->moe_lb_type = option(mc->moe_router_load_balancing_type, /* MT_MOE_LB_* */
+                          "moe_router_load_balancing_type",
+                          (const char *const[]){"aux_loss", "seq_aux_loss", "global_aux_loss",
+                                                "none", NULL});
+  if (mc->num_query_groups < 1) mc->num_query_groups = mc->num_attention_heads;
+  if (mc->kv_channels < 1 && mc->num_attention_heads > 0)
+    mc->kv_channels = mc->hidden_size / mc->num_attention_heads;
+  if (mc->max_position_embeddings < 1) mc->max_position_embeddings = mc->seq_length;
 }
 
 static void create_moe(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_backend *be = m->be;
-  if (c->num_experts > 0) {
+  if (c->model.num_experts > 0) {
     mt_moe_config mc = {0};
-    mc.E = c->num_experts;
-    mc.k = c->moe_router_topk;
-    mc.h = c->hidden_size;
-    mc.F = c->moe_ffn_hidden_size;
-    mc.swiglu = c->swiglu;
-    mc.route.capacity_factor = c->moe_expert_capacity_factor;
-    mc.route.drop_position = c->moe_drop_position;
-    mc.route.pre_softmax = c->moe_router_pre_softmax;
-    mc.route.score_sigmoid = c->moe_score_sigmoid;
-    mc.route.topk_scaling_factor = c->moe_router_topk_scaling_factor;
-    mc.route.num_groups = c->moe_router_num_groups;
-    mc.route.group_topk = c->moe_router_group_topk;
-    mc.route.lb_type = c->moe_lb_type;
+    mc.E = c->model.num_experts;
+    mc.k = c->model.moe_router_topk;
+    mc.h = c->model.hidden_size;
+    mc.F = c->model.moe_ffn_hidden_size;
+    mc.swiglu = c->model.swiglu;
+    mc.route.capacity_factor = c->model.moe_expert_capacity_factor;
+    mc.route.drop_position = option(c->model.moe_token_drop_policy, "moe_token_drop_policy",
+                                    (const char *const[]){"probs", "position", NULL});
+    mc.route.pre_softmax = c->model.moe_router_pre_softmax;
+    mc.route.score_sigmoid = option(c->model.moe_router_score_function,
+                                    "moe_router_score_function",
+                                    (const char *const[]){"softmax", "sigmoid", NULL});
+    mc.route.topk_scaling_factor = c->model.moe_router_topk_scaling_factor;
+    mc.route.num_groups = c->model.moe_router_num_groups;
+    mc.route.group_topk = c->model.moe_router_group_topk;
+    mc.route.lb_type = m->moe_lb_type;
     mc.route.seq_b = c->micro_batch_size;
-    mc.route.pad_to_capacity = c->moe_pad_expert_input_to_capacity;
-    mc.router_dtype = c->moe_router_dtype;
-    mc.lb_coeff = c->moe_aux_loss_coeff;
-    mc.z_coeff = c->moe_z_loss_coeff;
+    mc.route.pad_to_capacity = c->model.moe_pad_expert_input_to_capacity;
+    mc.router_dtype = option(c->model.moe_router_dtype, "moe_router_dtype", /* ..._DTYPE_* */
+                             (const char *const[]){"", "fp32", "fp64", NULL});
+    mc.lb_coeff = c->model.moe_aux_loss_coeff;
+    mc.z_coeff = c->model.moe_z_loss_coeff;
     /* tokens: this rank's SP shard of its CP rank's tokens; routing sees the
      * whole micro-batch (gathered over TP, then CP) */
     const int sp = m->rows_l < m->rows;
@@ -349,12 +223,11 @@ static void create_moe(mt_gpt *m) {
     mc.ep_rank = c->ep_rank;
     mc.etp = c->etp_size > 1 ? c->etp_group : NULL;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
-    mc.grouped_gemm = c->moe_grouped_gemm;
-    m->moe = mt_moe_create(be, &mc);
-    const int El = c->num_experts / c->ep_size;
-    m->moe_nper = c->disable_bias_linear ? 2 : 4;
-    m->moe_wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
-    m->moe_gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
+    mc.grouped_gemm = c->model.moe_grouped_gemm;
+    m->moe.ctx = mt_moe_create(be, &mc);
+    const int El = c->model.num_experts / c->ep_size;
+    m->moe.wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
+    m->moe.gp = mt_xcalloc((size_t)4 * El, sizeof(float *));
     mt_gpt_moe_bias_init(m);
   }
 }
@@ -362,24 +235,25 @@ static void create_moe(mt_gpt *m) {
 static void local_sizes(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   const int tp = c->tp_size;
-  const int ng = c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads;
-  MT_ASSERT(c->num_attention_heads % ng == 0 && ng % tp == 0 && c->ffn_hidden_size % tp == 0);
+  const mt_model_config *mc = &c->model;
+  const int ng = mc->num_query_groups; /* resolved (resolve_options) */
+  MT_ASSERT(mc->num_attention_heads % ng == 0 && ng % tp == 0 && mc->ffn_hidden_size % tp == 0);
   MT_ASSERT(c->padded_vocab_size % tp == 0);
-  m->hn = c->kv_channels > 0 ? c->kv_channels : c->hidden_size / c->num_attention_heads;
-  m->np = c->num_attention_heads / tp;
+  m->hn = mc->kv_channels;
+  m->np = c->model.num_attention_heads / tp;
   m->ng = ng / tp;
   m->hl = (int64_t)m->np * m->hn;
   m->qkvl = (int64_t)(m->np + 2 * m->ng) * m->hn;
-  m->glu = c->swiglu ? 2 : 1;
-  m->fl = c->ffn_hidden_size / tp;
-  MT_ASSERT(c->moe_shared_expert_intermediate_size % tp == 0);
-  m->shl = c->num_experts > 0 ? c->moe_shared_expert_intermediate_size / tp : 0;
+  m->glu = c->model.swiglu ? 2 : 1;
+  m->fl = c->model.ffn_hidden_size / tp;
+  MT_ASSERT(c->model.moe_shared_expert_intermediate_size % tp == 0);
+  m->shl = c->model.num_experts > 0 ? c->model.moe_shared_expert_intermediate_size / tp : 0;
   m->vl = c->padded_vocab_size / tp;
   m->v_start = (int64_t)c->tp_rank * m->vl;
-  int64_t valid = c->vocab_size - m->v_start;
+  int64_t valid = c->model.vocab_size - m->v_start;
   m->v_valid = valid < 0 ? 0 : (valid > m->vl ? m->vl : valid);
   int sp = c->sequence_parallel && tp > 1;
-  m->cpl = mt_cp_layout_make(c->seq_length, c->cp_size, c->cp_rank);
+  m->cpl = mt_cp_layout_make(c->model.seq_length, c->cp_size, c->cp_rank);
   m->s_loc = mt_cp_local_len(&m->cpl);
   MT_ASSERT(!sp || m->s_loc % tp == 0);
   m->sl = sp ? m->s_loc / tp : m->s_loc;
@@ -395,31 +269,31 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (c->tp_size < 1) c->tp_size = 1;
   if (c->pp_size < 1) c->pp_size = 1;
   if (c->vpp_size < 1) c->vpp_size = 1;
-  if (c->recompute_num_layers < 1) c->recompute_num_layers = 1;
+  if (c->model.recompute_num_layers < 1) c->model.recompute_num_layers = 1;
   if (c->ep_size < 1) c->ep_size = 1;
   if (c->cp_size < 1) c->cp_size = 1;
   MT_ASSERT(c->cp_size == 1 || (c->cp_group && c->cp_rank >= 0 && c->cp_rank < c->cp_size));
-  if (c->moe_layer_freq < 1) c->moe_layer_freq = 1;
-  if (c->num_experts > 0) {
-    if (c->moe_router_topk < 1) c->moe_router_topk = 1;
-    if (c->moe_ffn_hidden_size < 1) c->moe_ffn_hidden_size = c->ffn_hidden_size;
-    MT_ASSERT(c->num_experts % c->ep_size == 0 && c->moe_router_topk <= c->num_experts);
+  if (c->model.num_experts > 0) {
+    if (c->model.moe_router_topk < 1) c->model.moe_router_topk = 1;
+    if (c->model.moe_ffn_hidden_size < 1) c->model.moe_ffn_hidden_size = c->model.ffn_hidden_size;
+    MT_ASSERT(c->model.num_experts % c->ep_size == 0 &&
+              c->model.moe_router_topk <= c->model.num_experts);
     MT_ASSERT(c->tp_size == 1 || c->sequence_parallel); /* routing works on token shards */
   }
-  MT_ASSERT(c->kv_channels > 0 || c->hidden_size % c->num_attention_heads == 0);
-  MT_ASSERT(c->position_embedding != MT_POS_LEARNED ||
-            c->seq_length <= c->max_position_embeddings);
-  if (c->position_embedding == MT_POS_ROPE) {
-    if (c->rotary_percent <= 0.0f) c->rotary_percent = 1.0f;
-    if (c->rotary_base <= 0.0f) c->rotary_base = 10000.0f;
+  MT_ASSERT(c->model.kv_channels > 0 || c->model.hidden_size % c->model.num_attention_heads == 0);
+  resolve_options(m);
+  MT_ASSERT(m->pos != MT_POS_LEARNED || c->model.seq_length <= c->model.max_position_embeddings);
+  if (m->pos == MT_POS_ROPE) {
+    if (c->model.rotary_percent <= 0.0f) c->model.rotary_percent = 1.0f;
+    if (c->model.rotary_base <= 0.0f) c->model.rotary_base = 10000.0f;
   }
-  MT_ASSERT(c->padded_vocab_size >= c->vocab_size);
+  MT_ASSERT(c->padded_vocab_size >= c->model.vocab_size);
   local_sizes(m);
   if (c->cp_size > 1) /* before the activation sets, which then save lse */
     m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
                                    m->hn);
   assign_chunks(m);
-  register_params(m);
+  mt_gpt_register_params(m);
   create_moe(m);
   alloc_buffers(m);
   init_params(m);
@@ -430,8 +304,8 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   m->tp.sp = c->sequence_parallel;
   m->tp.s = m->s_loc; /* TP/SP act within this CP rank's tokens */
   m->tp.b = c->micro_batch_size;
-  m->tp.gather_ws = m->gather_ws;
-  m->tp.grad_ws = m->grad_ws;
+  m->tp.gather_ws = m->ws.gather_ws;
+  m->tp.grad_ws = m->ws.grad_ws;
   return m;
 }
 
@@ -440,145 +314,109 @@ void mt_gpt_destroy(mt_gpt *m) {
   mt_backend *be = m->be;
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);
-  for (int k = 0; k < m->n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->rc_sets[k]);
-  free(m->rc_sets);
-  be->ops->free(be, m->lse_shared);
-  void *rest[] = {m->tmp_h,   m->dresid,  m->dtmp_h,    m->dqkv,      m->dqkv2,   m->dctx,
-                  m->dffn,    m->dact,    m->gather_ws, m->grad_ws,   m->param_buf, m->grad_buf,
-                  m->sh_out};
+  for (int k = 0; k < m->acts.n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->acts.rc_sets[k]);
+  free(m->acts.rc_sets);
+  be->ops->free(be, m->acts.lse_shared);
+  const mt_gpt_workspace *ws = &m->ws;
+  void *rest[] = {ws->tmp_h, ws->dresid,    ws->dtmp_h,  ws->dqkv,      ws->dqkv2,
+                  ws->dctx,  ws->dffn,      ws->dact,    ws->gather_ws, ws->grad_ws,
+                  ws->sh_out, m->params.buf, m->params.grad_buf};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
-  free(m->slots);
-  free(m->n_slots);
+  free(m->acts.slots);
+  free(m->acts.n_slots);
   free(m->chunks);
-  free(m->layer_p);
-  free(m->layer_range);
-  free(m->moe_router_p);
-  free(m->moe_expert_p);
-  free(m->moe_shared_p);
-  free(m->moe_wp);
-  free(m->moe_gp);
-  mt_moe_destroy(m->moe);
-  free(m->moe_bias);
-  free(m->moe_bias_counts);
-  free(m->param_ptr);
-  free(m->grad_ptr);
-  free(m->host_tokens);
-  free(m->host_targets);
+  mt_gpt_tensors_free(m);
+  free(m->moe.wp);
+  free(m->moe.gp);
+  mt_moe_destroy(m->moe.ctx);
+  free(m->moe.bias);
+  free(m->moe.bias_counts);
+  free(m->ws.host_tokens);
+  free(m->ws.host_targets);
   mt_gpt_docs_free(m);
-  mt_params_free(&m->params);
+  mt_params_free(&m->params.list);
   free(m);
 }
 
 const mt_gpt_config *mt_gpt_get_config(const mt_gpt *m) { return &m->cfg; }
-const mt_param_list *mt_gpt_params(const mt_gpt *m) { return &m->params; }
+const mt_param_list *mt_gpt_params(const mt_gpt *m) { return &m->params.list; }
 mt_backend *mt_gpt_backend(const mt_gpt *m) { return m->be; }
-void *mt_gpt_param_buffer(mt_gpt *m) { return m->param_buf; }
-float *mt_gpt_grad_buffer(mt_gpt *m) { return m->grad_buf; }
+void *mt_gpt_param_buffer(mt_gpt *m) { return m->params.buf; }
+float *mt_gpt_grad_buffer(mt_gpt *m) { return m->params.grad_buf; }
 
-void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return m->param_ptr[idx]; }
-float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return m->grad_ptr[idx]; }
-void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { m->param_ptr[idx] = p; }
-void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { m->grad_ptr[idx] = g; }
+void *mt_gpt_param_ptr(mt_gpt *m, int idx) { return *m->params.ref[idx].w; }
+float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return *m->params.ref[idx].g; }
+void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { *m->params.ref[idx].w = p; }
+void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { *m->params.ref[idx].g = g; }
 void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h) { m->hooks = *h; }
 
 void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last) {
-  *first = 0;
-  *last = -1;
-  if (layer == MT_GPT_EMBEDDING) {
-    if (m->p_wte >= 0) {
-      *first = m->p_wte;
-      *last = m->p_wpe >= 0 ? m->p_wpe : m->p_wte;
-    }
-  } else if (layer == MT_GPT_HEAD) {
-    if (m->p_lnf_w >= 0) {
-      *first = m->p_lnf_w;
-      *last = m->params.n - 1;
-    }
-  } else {
-    for (int k = 0; k < m->n_chunks; k++) {
-      const mt_chunk *ch = &m->chunks[k];
-      if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers) {
-        int lc = ch->layer_base + layer - ch->first_layer;
-        *first = m->layer_range[lc][0];
-        *last = m->layer_range[lc][1];
-      }
-    }
+  const int *r = NULL;
+  if (layer == MT_GPT_EMBEDDING) r = m->params.embedding;
+  if (layer == MT_GPT_HEAD) r = m->params.head;
+  for (int k = 0; k < m->n_chunks && !r; k++) {
+    const mt_chunk *ch = &m->chunks[k];
+    if (layer >= ch->first_layer && layer < ch->first_layer + ch->n_layers)
+      r = m->params.layers[ch->layer_base + layer - ch->first_layer];
   }
+  *first = r ? r[0] : 0;
+  *last = r ? r[1] : -1;
 }
 
 void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
-  if (params && m->param_buf) {
-    m->be->ops->free(m->be, m->param_buf);
-    m->param_buf = NULL;
-    for (int i = 0; i < m->params.n; i++) m->param_ptr[i] = NULL;
+  if (params && m->params.buf) {
+    m->be->ops->free(m->be, m->params.buf);
+    m->params.buf = NULL;
+    for (int i = 0; i < m->params.list.n; i++) *m->params.ref[i].w = NULL;
   }
-  if (grads && m->grad_buf) {
-    m->be->ops->free(m->be, m->grad_buf);
-    m->grad_buf = NULL;
-    for (int i = 0; i < m->params.n; i++) m->grad_ptr[i] = NULL;
+  if (grads && m->params.grad_buf) {
+    m->be->ops->free(m->be, m->params.grad_buf);
+    m->params.grad_buf = NULL;
+    for (int i = 0; i < m->params.list.n; i++) *m->params.ref[i].g = NULL;
   }
-}
-
-int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
-  if (c->num_experts <= 0 || l < 0 || l >= c->num_layers) return 0;
-  if (c->moe_layer_pattern_len > 0) return l < c->moe_layer_pattern_len && c->moe_layer_pattern[l];
-  return l % (c->moe_layer_freq > 0 ? c->moe_layer_freq : 1) == 0;
-}
-
-int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
-  if (!mt_gpt_is_moe_layer(c, l)) return -1;
-  int n = 0;
-  for (int j = 0; j < l; j++) n += mt_gpt_is_moe_layer(c, j);
-  return n;
-}
-
-int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
-  int n = 0;
-  for (int l = 0; l < c->num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
-  return n;
 }
 
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {
-  return m->moe ? mt_moe_get_stats(m->moe) : NULL;
+  return m->moe.ctx ? mt_moe_get_stats(m->moe.ctx) : NULL;
 }
 
 void mt_gpt_moe_stats_reset(mt_gpt *m) {
-  if (m->moe) mt_moe_stats_reset(m->moe);
+  if (m->moe.ctx) mt_moe_stats_reset(m->moe.ctx);
 }
 
 int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   int64_t n = 0;
-  for (int i = 0; i < m->params.n; i++)
-    if (!m->params.p[i].shared_copy)
-      n += m->params.p[i].rows * m->params.p[i].cols *
-           (m->params.p[i].is_expert ? m->cfg.ep_size : 1); /* other EP ranks' experts */
+  for (int i = 0; i < m->params.list.n; i++)
+    if (!m->params.list.p[i].shared_copy)
+      n += m->params.list.p[i].rows * m->params.list.p[i].cols *
+           (m->params.list.p[i].is_expert ? m->cfg.ep_size : 1); /* other EP ranks' experts */
   return n;
 }
 
 void mt_gpt_finalize_grads(mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   if (c->tp_size > 1) {
-    for (int i = 0; i < m->params.n; i++)
-      if (m->params.p[i].sp_partial)
-        mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.p[i].numel, MT_F32,
+    for (int i = 0; i < m->params.list.n; i++)
+      if (m->params.list.p[i].sp_partial)
+        mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.list.p[i].numel, MT_F32,
                      MT_OP_SUM);
   }
   /* tied word embedding split over the first and last stage */
-  if (c->pp_size > 1 && !c->untie_embeddings_and_output_weights && c->embd_group) {
-    int idx = m->p_wte >= 0 ? m->p_wte : m->p_out;
-    if (idx >= 0)
-      mt_allreduce(c->embd_group, mt_gpt_grad_ptr(m, idx), m->params.p[idx].numel, MT_F32,
-                   MT_OP_SUM);
+  if (c->pp_size > 1 && !c->model.untie_embeddings_and_output_weights && c->embd_group) {
+    const int pre = m->params.embedding[1] >= 0, post = m->params.head[1] >= 0;
+    if (pre || post)
+      mt_allreduce(c->embd_group, pre ? m->g.word_embeddings.weight : m->g.output_layer.weight,
+                   m->vl * c->model.hidden_size, MT_F32, MT_OP_SUM);
   }
 }
 
 void mt_gpt_zero_grad(mt_gpt *m) {
-  if (!m->grad_buf) return;
-  m->be->ops->memset0(m->be, m->grad_buf, (size_t)m->params.numel * sizeof(float));
+  if (!m->params.grad_buf) return;
+  m->be->ops->memset0(m->be, m->params.grad_buf, (size_t)m->params.list.numel * sizeof(float));
 }
 
 int mt_gpt_num_chunks(const mt_gpt *m) { return m->n_chunks; }
 int mt_gpt_chunk_is_first(const mt_gpt *m, int c) { return m->chunks[c].pre; }
 int mt_gpt_chunk_is_last(const mt_gpt *m, int c) { return m->chunks[c].post; }
-int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.hidden_size; }
-void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->dresid; }
+int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.model.hidden_size; }
+void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->ws.dresid; }

@@ -38,55 +38,33 @@
 #include "core/backend.h"
 #include "model/moe_layer.h"
 
-#define MT_GPT_MAX_LAYERS 512 /* = MT_MAX_LAYERS of config/config.h */
+#include "config/model_config.h"
 #include "model/params.h"
 #include "parallel/comm.h"
 
-/* Activation recomputation (Korthikanti et al. 2022 §5): none; selective
- * (Megatron's "core_attn": the fused attention forward is re-run before each
- * layer's backward, so its [b, np, s] log-sum-exp is one buffer shared by all
- * layers instead of one per layer; with the fused op nothing s x s is stored
- * in any mode, docs/attention.md); full (each chunk of
- * recompute_num_layers layers stores only its input and is re-run before its
- * backward; Megatron's "uniform" method). All are bit-identical in results. */
-enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
-enum { MT_POS_LEARNED = 0, MT_POS_ROPE = 1, MT_POS_NONE = 2 };
-enum { MT_NORM_LAYERNORM = 0, MT_NORM_RMSNORM = 1 };
-
 typedef struct {
-  int num_layers;
-  int hidden_size;
-  int num_attention_heads;
-  int ffn_hidden_size;
-  int seq_length;
-  int max_position_embeddings;
-  int64_t vocab_size;        /* real vocabulary */
-  int64_t padded_vocab_size; /* multiple of make_vocab_size_divisible_by * tp */
-  float hidden_dropout, attention_dropout;
-  float init_method_std;
-  float layernorm_epsilon;
-  int untie_embeddings_and_output_weights;
-  /* Llama-style block options (docs/model.md); all-zero values give the
-   * GPT-2 block (mt_gpt_create reads num_query_groups 0 as
-   * num_attention_heads and kv_channels 0 as hidden_size / heads). */
-  int position_embedding;    /* MT_POS_LEARNED (default 0) | MT_POS_ROPE | MT_POS_NONE */
-  float rotary_base;         /* RoPE theta base (10000) */
-  float rotary_percent;      /* (0, 1] */
-  int rotary_interleaved;
-  int normalization;         /* MT_NORM_LAYERNORM (default 0) | MT_NORM_RMSNORM */
-  int swiglu;                /* gated SiLU MLP (dense and expert MLPs) */
-  int num_query_groups;      /* K/V heads; = num_attention_heads without GQA */
-  int kv_channels;           /* channels per head hn */
-  int disable_bias_linear;   /* 1 = no bias on any linear layer (config: add_bias_linear false) */
-  int qk_layernorm;          /* normalise per-head q and k */
+  /* The architecture: the config file's model section as the loader resolved
+   * it (config/model_config.h, docs/config.md), embedded whole. A caller that
+   * builds it by hand (tests, benches) starts from mt_model_config_defaults
+   * (config/config.h: the key table's defaults); a derived size left 0 takes
+   * its derivation (num_query_groups = num_attention_heads, kv_channels =
+   * hidden_size / heads, max_position_embeddings = seq_length,
+   * moe_ffn_hidden_size = ffn_hidden_size). mt_gpt_create resolves those in
+   * its copy (mt_gpt_get_config) and asserts that the enumerated strings are
+   * among the key's choices. Not read here: make_vocab_size_divisible_by (the
+   * caller pads the vocabulary: padded_vocab_size), group_query_attention
+   * (num_query_groups holds the groups) and layernorm_epsilon (= norm_epsilon). */
+  mt_model_config model;
+  int64_t padded_vocab_size; /* vocab_size padded to a multiple of make_vocab_size_divisible_by
+                                · tp (mt_config_padded_vocab) */
   int micro_batch_size;      /* b: sizes the activation buffers */
-  /* documents inside packed sequences (Megatron's GPT dataset flags;
+  /* documents inside packed sequences (the data section's Megatron flags;
    * model/gpt_docs.c): attention limited to the token's own document,
    * learned positions restarting at each document, no loss on the
    * prediction made at an end-of-document token (id eod_token) */
   int reset_attention_mask, reset_position_ids, eod_mask_loss;
   int eod_token;
-  uint64_t seed;
+  uint64_t seed;             /* training.seed: keys init and dropout */
   int skip_init;             /* 1: weights drawn from N(0, std) are zero-filled instead (the
                                 caller loads every parameter: `megatrain generate`) */
   /* tensor / sequence parallelism (Megatron); tp_group NULL when tp_size 1 */
@@ -102,8 +80,6 @@ typedef struct {
    * sequence parallelism). cp_group NULL when cp_size 1. */
   int cp_size, cp_rank;
   mt_group *cp_group;
-  int recompute;             /* MT_RECOMPUTE_* */
-  int recompute_num_layers;  /* chunk size for MT_RECOMPUTE_FULL */
   /* pipeline parallelism (Narayanan et al. 2021): stage pp_rank of pp_size
    * holds vpp_size model chunks; chunk c is global model chunk c·pp + pp_rank
    * with layers [g·L/(pp·vpp), (g+1)·L/(pp·vpp)) (Megatron's interleaved
@@ -115,36 +91,14 @@ typedef struct {
   int pp_size, pp_rank, vpp_size;
   int first_stage_layers, last_stage_layers; /* uneven split (vpp_size 1); 0 = equal */
   mt_group *embd_group;      /* first + last stage; NULL when pp_size 1 */
-  /* mixture of experts (model/moe_layer.h; Megatron's names): layer l is an MoE
-   * layer when num_experts > 0 and l % moe_layer_freq == 0, or, when
-   * moe_layer_pattern_len > 0, when moe_layer_pattern[l] is 1
-   * (mt_gpt_is_moe_layer); its MLP is then
-   * a router [E, h] (decoder.layers.l.mlp.router.weight, replicated over TP)
-   * and experts decoder.layers.l.mlp.experts.e.linear_fc{1,2}.{weight,bias}
-   * (global expert index e; this rank holds e in [ep_rank·E/ep, ...)).
-   * Needs sequence parallelism when tp > 1. */
-  int num_experts;           /* 0 = dense */
-  int moe_router_topk, moe_ffn_hidden_size, moe_layer_freq;
-  float moe_expert_capacity_factor; /* <= 0: dropless */
-  int moe_drop_position;     /* moe_token_drop_policy "position" (else "probs") */
-  int moe_router_pre_softmax;
-  float moe_aux_loss_coeff, moe_z_loss_coeff;
+  /* expert parallelism (model/moe_layer.h; Megatron's names): an MoE layer
+   * (mt_gpt_is_moe_layer) has a router [E, h]
+   * (decoder.layers.l.mlp.router.weight, replicated over TP) and experts
+   * decoder.layers.l.mlp.experts.e.linear_fc{1,2}.{weight,bias} (global
+   * expert index e; this rank holds e in [ep_rank·E/ep, ...)). Needs sequence
+   * parallelism when tp > 1. ep_group NULL when ep_size 1. */
   int ep_size, ep_rank;
-  mt_group *ep_group;        /* NULL when ep_size 1 */
-  /* moe_layer_freq list form: one 0/1 entry per layer (len = num_layers), 0 = unused */
-  uint8_t moe_layer_pattern[MT_GPT_MAX_LAYERS];
-  int moe_layer_pattern_len;
-  /* modern routing (model/moe_router.h, docs/moe.md "Router") */
-  int moe_score_sigmoid;     /* moe_router_score_function "sigmoid" (else softmax) */
-  float moe_router_topk_scaling_factor; /* 0 = none (1) */
-  int moe_router_enable_expert_bias;
-  float moe_router_bias_update_rate;
-  int moe_lb_type;           /* MT_MOE_LB_* (moe_router_load_balancing_type) */
-  int moe_router_num_groups, moe_router_group_topk; /* 0 = no group-limited routing */
-  int moe_router_dtype;      /* MT_MOE_ROUTER_DTYPE_* (moe_router_dtype; 0 = training dtype) */
-  int moe_shared_expert_intermediate_size; /* 0 = no shared expert */
-  int moe_grouped_gemm;
-  int moe_pad_expert_input_to_capacity;
+  mt_group *ep_group;
   /* expert tensor parallelism (Megatron's parallel folding): each expert's
    * fc1 split by columns and fc2 by rows over the etp_group of etp_size
    * ranks; etp_group NULL when etp_size 1 */
@@ -275,9 +229,7 @@ void mt_gpt_zero_grad(mt_gpt *m);
  * sample ids (key the dropout RNG). If `train`, dropout is on and the
  * backward pass runs, ACCUMULATING into the gradient buffer
  * d(loss_scale * sum of token losses)/dparams. Returns the SUM of the b*s
- * token losses (nats, fp64); with eod_mask_loss the losses of masked targets
- * are 0 (not in the sum nor the gradient: mt_gpt_loss_tokens counts the
- * others). With context parallelism the full samples are
+ * token losses (nats, fp64). With context parallelism the full samples are
  * still passed (every CP rank the same ones); the model takes its 2 chunks
  * of each, and the returned sum and the gradients cover only this rank's
  * b*s/cp tokens (the caller sums both over the CP group; loss_scale stays
@@ -292,10 +244,6 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
  * mt_gpt_grad_buffer_stage] -> backward -> [send mt_gpt_grad_buffer_stage]
  * -> end. */
 int mt_gpt_num_chunks(const mt_gpt *m);
-/* Targets of a micro-batch's samples tokens [b, s + 1] that count in the
- * loss: b*s, or with eod_mask_loss those whose input token is not
- * eod_token (Megatron's loss_mask.sum()). Host; no model needed. */
-int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens);
 /* 1 when chunk c holds the embedding (model input) / the head (loss). */
 int mt_gpt_chunk_is_first(const mt_gpt *m, int c);
 int mt_gpt_chunk_is_last(const mt_gpt *m, int c);

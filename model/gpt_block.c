@@ -13,15 +13,15 @@
 static mt_dropout_desc hidden_dropout_desc(const mt_gpt *m, int l, const char *site) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
-  d.p = m->train ? c->hidden_dropout : 0.0f;
+  d.p = m->pass.train ? c->model.hidden_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, site, (uint64_t)l, 0);
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
-  d.h = c->hidden_size;
-  d.s_full = c->seq_length;
+  d.h = c->model.hidden_size;
+  d.s_full = c->model.seq_length;
   d.h_offset = 0;
-  d.h_full = c->hidden_size;
-  d.sample_ids = m->sample_ids;
+  d.h_full = c->model.hidden_size;
+  d.sample_ids = m->pass.sample_ids;
   return d;
 }
 
@@ -32,7 +32,7 @@ int mt_gpt_shard_runs(const mt_gpt *m, mt_cp_run runs[2]) {
 
 /* Bytes of one sequence row of a [sl, b, h] tensor. */
 static size_t row_bytes(const mt_gpt *m) {
-  return (size_t)m->cfg.micro_batch_size * (size_t)m->cfg.hidden_size *
+  return (size_t)m->cfg.micro_batch_size * (size_t)m->cfg.model.hidden_size *
          mt_dtype_size(m->be->dtype);
 }
 
@@ -71,18 +71,18 @@ void mt_gpt_dropout_bwd(mt_gpt *m, const mt_dropout_desc *d, void *dx, const voi
 static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   const mt_gpt_config *c = &m->cfg;
   mt_attn_desc d = {0};
-  d.s = c->seq_length;
+  d.s = c->model.seq_length;
   d.b = c->micro_batch_size;
   d.np = m->np;
   d.ng = m->ng;
   d.hn = m->hn;
   d.head_offset = c->tp_rank * m->np;
-  d.n_heads_total = c->num_attention_heads;
+  d.n_heads_total = c->model.num_attention_heads;
   d.scale = 1.0f / sqrtf((float)d.hn);
-  d.dropout_p = m->train ? c->attention_dropout : 0.0f;
+  d.dropout_p = m->pass.train ? c->model.attention_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
-  d.sample_ids = m->sample_ids;
-  d.doc_start = m->doc_start; /* reset_attention_mask (model/gpt_docs.c) */
+  d.sample_ids = m->pass.sample_ids;
+  d.doc_start = m->pass.doc_start; /* reset_attention_mask (model/gpt_docs.c) */
   return d;
 }
 
@@ -102,15 +102,15 @@ static void core_attention_fwd(mt_gpt *m, int l, mt_layer_acts *a) {
     be->ops->flash_attn_fwd(be, &d, a->ctx, a->lse, a->qkv, NULL);
 }
 
-/* Backward: m->dqkv (overwritten) from m->dctx, given the final a->ctx and
+/* Backward: m->ws.dqkv (overwritten) from m->ws.dctx, given the final a->ctx and
  * a->lse of the forward (the probabilities are recomputed per tile). */
 static void core_attention_bwd(mt_gpt *m, int l, mt_layer_acts *a) {
   mt_backend *be = m->be;
   mt_attn_desc d = attn_desc(m, l);
   if (m->cp_attn)
-    mt_cp_attn_bwd(m->cp_attn, &d, m->dqkv, m->dctx, a->ctx, a->lse, a->qkv);
+    mt_cp_attn_bwd(m->cp_attn, &d, m->ws.dqkv, m->ws.dctx, a->ctx, a->lse, a->qkv);
   else
-    be->ops->flash_attn_bwd(be, &d, m->dqkv, NULL, m->dctx, a->ctx, a->lse, a->qkv, NULL);
+    be->ops->flash_attn_bwd(be, &d, m->ws.dqkv, NULL, m->ws.dctx, a->ctx, a->lse, a->qkv, NULL);
 }
 
 /* RoPE on this rank's q/k heads. The qkv tensor covers this CP rank's
@@ -125,9 +125,9 @@ static mt_rope_desc rope_desc(const mt_gpt *m) {
   d.np = m->np;
   d.ng = m->ng;
   d.hn = m->hn;
-  d.rot_dim = mt_rotary_dim(m->hn, c->rotary_percent);
-  d.interleaved = c->rotary_interleaved;
-  d.base = c->rotary_base;
+  d.rot_dim = mt_rotary_dim(m->hn, c->model.rotary_percent);
+  d.interleaved = c->model.rotary_interleaved;
+  d.base = c->model.rotary_base;
   d.s_offset = 0;
   return d;
 }
@@ -151,8 +151,8 @@ static void rope_apply(mt_gpt *m, void *qkv, int backward) {
 
 static mt_qknorm_desc qknorm_desc(const mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  mt_qknorm_desc d = {m->rows, m->np, m->ng, m->hn, c->normalization == MT_NORM_RMSNORM,
-                      c->layernorm_epsilon};
+  mt_qknorm_desc d = {m->rows, m->np, m->ng, m->hn, m->rmsnorm,
+                      c->model.norm_epsilon};
   return d;
 }
 
@@ -160,112 +160,116 @@ void mt_gpt_norm_fwd(mt_gpt *m, void *out, float *mean, float *rstd, const void 
                      const void *w, const void *b, int64_t rows) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  if (c->normalization == MT_NORM_RMSNORM)
-    be->ops->rmsnorm_fwd(be, out, rstd, in, w, rows, c->hidden_size, c->layernorm_epsilon);
+  if (m->rmsnorm)
+    be->ops->rmsnorm_fwd(be, out, rstd, in, w, rows, c->model.hidden_size, c->model.norm_epsilon);
   else
-    be->ops->layernorm_fwd(be, out, mean, rstd, in, w, b, rows, c->hidden_size,
-                           c->layernorm_epsilon);
+    be->ops->layernorm_fwd(be, out, mean, rstd, in, w, b, rows, c->model.hidden_size,
+                           c->model.norm_epsilon);
 }
 
 void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dout, const void *in,
                      const void *w, const float *mean, const float *rstd, int64_t rows) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  if (c->normalization == MT_NORM_RMSNORM)
-    be->ops->rmsnorm_bwd(be, din, dw, dout, in, w, rstd, rows, c->hidden_size);
+  if (m->rmsnorm)
+    be->ops->rmsnorm_bwd(be, din, dw, dout, in, w, rstd, rows, c->model.hidden_size);
   else
-    be->ops->layernorm_bwd(be, din, dw, db, dout, in, w, mean, rstd, rows, c->hidden_size);
+    be->ops->layernorm_bwd(be, din, dw, db, dout, in, w, mean, rstd, rows, c->model.hidden_size);
 }
 
 /* Pointer tables of MoE layer li's router and local experts (NULL biases
- * without add_bias_linear). */
+ * without add_bias_linear), in the struct-of-arrays form of model/moe_layer.h. */
 static mt_moe_weights moe_weights(mt_gpt *m, int li) {
-  const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
-  const int np = m->moe_nper;
-  const void **t = m->moe_wp;
-  for (int le = 0; le < El; le++)
-    for (int j = 0; j < 4; j++) {
-      int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
-      t[j * El + le] = k < 0 ? NULL : mt_gpt_param_ptr(m, p0 + np * le + k);
-    }
-  mt_moe_weights w = {.router = mt_gpt_param_ptr(m, m->moe_router_p[li]),
-                      .fc1_w = t, .fc1_b = t + El, .fc2_w = t + 2 * El, .fc2_b = t + 3 * El};
+  const int El = m->cfg.model.num_experts / m->cfg.ep_size;
+  const mt_moe_tensors *t = &m->w.layers[li].moe;
+  const void **p = m->moe.wp;
+  for (int le = 0; le < El; le++) {
+    p[le] = t->experts[le].linear_fc1.weight;
+    p[El + le] = t->experts[le].linear_fc1.bias;
+    p[2 * El + le] = t->experts[le].linear_fc2.weight;
+    p[3 * El + le] = t->experts[le].linear_fc2.bias;
+  }
+  mt_moe_weights w = {.router = t->router.weight,
+                      .fc1_w = p, .fc1_b = p + El, .fc2_w = p + 2 * El, .fc2_b = p + 3 * El};
   return w;
 }
 
 static mt_moe_grads moe_grads(mt_gpt *m, int li) {
-  const int El = m->cfg.num_experts / m->cfg.ep_size, p0 = m->moe_expert_p[li];
-  const int np = m->moe_nper;
-  float **t = m->moe_gp;
-  for (int le = 0; le < El; le++)
-    for (int j = 0; j < 4; j++) {
-      int k = np == 4 ? j : (j & 1) ? -1 : j / 2;
-      t[j * El + le] = k < 0 ? NULL : mt_gpt_grad_ptr(m, p0 + np * le + k);
-    }
-  mt_moe_grads g = {mt_gpt_grad_ptr(m, m->moe_router_p[li]), t, t + El, t + 2 * El, t + 3 * El};
+  const int El = m->cfg.model.num_experts / m->cfg.ep_size;
+  const mt_moe_tensors *t = &m->g.layers[li].moe;
+  float **p = m->moe.gp;
+  for (int le = 0; le < El; le++) {
+    p[le] = t->experts[le].linear_fc1.weight;
+    p[El + le] = t->experts[le].linear_fc1.bias;
+    p[2 * El + le] = t->experts[le].linear_fc2.weight;
+    p[3 * El + le] = t->experts[le].linear_fc2.bias;
+  }
+  mt_moe_grads g = {t->router.weight, p, p + El, p + 2 * El, p + 3 * El};
   return g;
 }
-
-/* Parameter k of the layer (NULL when the options leave it out). */
-#define W(k) (P[k] >= 0 ? mt_gpt_param_ptr(m, P[k]) : NULL)
-#define G(k) (P[k] >= 0 ? mt_gpt_grad_ptr(m, P[k]) : NULL)
 
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const mt_chunk *ch = &m->chunks[ci];
   const int l = ch->first_layer + lc; /* global layer: keys the dropout RNG */
+  const int li = ch->layer_base + lc;
   mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
   void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
-  const int *P = m->layer_p[ch->layer_base + lc];
-  const int64_t h = c->hidden_size;
+  const mt_layer_tensors *w = &m->w.layers[li];
+  const mt_attention_tensors *wa = &w->self_attention;
+  const int64_t h = c->model.hidden_size;
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */
-  mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], W(MT_LP_LN1_W), W(MT_LP_LN1_B),
-                  m->rows_l);
-  if (c->qk_layernorm) {
-    mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl,
-                                  h);
+  mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], w->input_layernorm.weight,
+                  w->input_layernorm.bias, m->rows_l);
+  if (c->model.qk_layernorm) {
+    mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, wa->linear_qkv.weight,
+                                  wa->linear_qkv.bias, m->qkvl, h);
     mt_qknorm_desc qd = qknorm_desc(m);
-    be->ops->qknorm_fwd(be, &qd, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_lin, W(MT_LP_QN_W),
-                        W(MT_LP_QN_B), W(MT_LP_KN_W), W(MT_LP_KN_B));
+    be->ops->qknorm_fwd(be, &qd, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_lin,
+                        wa->q_layernorm.weight, wa->q_layernorm.bias, wa->k_layernorm.weight,
+                        wa->k_layernorm.bias);
   } else {
-    mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
+    mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, wa->linear_qkv.weight, wa->linear_qkv.bias,
+                                  m->qkvl, h);
   }
-  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
+  if (m->pos == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
   core_attention_fwd(m, l, a);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
+  mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
+                             h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->tmp_h, resid[0]);
+  mt_gpt_dropout_add_fwd(m, &dd, a->x1, m->ws.tmp_h, resid[0]);
 
   /* MLP block: norm -> ColumnParallel(fc1) -> GELU | SwiGLU -> RowParallel(fc2) */
-  mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, W(MT_LP_LN2_W), W(MT_LP_LN2_B),
-                  m->rows_l);
-  const int li = ch->layer_base + lc;
-  if (m->moe_router_p[li] >= 0) { /* MoE block on this rank's token shard */
+  mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, w->pre_mlp_layernorm.weight,
+                  w->pre_mlp_layernorm.bias, m->rows_l);
+  if (w->moe.experts) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
     mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
-    int record = m->train && !m->recomputing && c->cp_rank == 0 ? mt_gpt_moe_layer_index(c, l) : -1;
-    mt_moe_forward(m->moe, a->moe, &mw, m->tmp_h, a->ln2, record);
-    mt_moe_shared_forward(m, li, a, m->tmp_h); /* += shared experts (if any) */
+    const int rec = m->pass.train && !m->pass.recomputing && c->cp_rank == 0;
+    const int record = rec ? mt_gpt_moe_layer_index(c, l) : -1;
+    mt_moe_forward(m->moe.ctx, a->moe, &mw, m->ws.tmp_h, a->ln2, record);
+    mt_moe_shared_forward(m, &w->moe.shared_experts, a, m->ws.tmp_h); /* += shared experts */
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-    mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
+    mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
     return;
   }
-  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
-                                m->glu * m->fl, h);
+  mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, w->mlp.linear_fc1.weight,
+                                w->mlp.linear_fc1.bias, m->glu * m->fl, h);
   if (m->glu == 2)
     be->ops->swiglu_fwd(be, a->act, a->fc1, m->rows, m->fl);
   else
     be->ops->gelu_fwd(be, a->act, a->fc1, m->rows * m->fl);
-  mt_row_parallel_linear_fwd(tp, m->tmp_h, a->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
+  mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->act, w->mlp.linear_fc2.weight,
+                             w->mlp.linear_fc2.bias, h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->tmp_h, a->x1);
+  mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
 }
 
 void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
@@ -273,64 +277,69 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const mt_gpt_config *c = &m->cfg;
   const mt_chunk *ch = &m->chunks[ci];
   const int l = ch->first_layer + lc;
+  const int li = ch->layer_base + lc;
   mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
   void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
-  const int *P = m->layer_p[ch->layer_base + lc];
-  const int64_t h = c->hidden_size;
+  const mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
+  const mt_attention_tensors *wa = &w->self_attention, *ga = &g->self_attention;
+  const int64_t h = c->model.hidden_size;
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
-  mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
-  const int li = ch->layer_base + lc;
-  if (m->moe_router_p[li] >= 0) {
+  mt_gpt_dropout_bwd(m, &dd, m->ws.dtmp_h, m->ws.dresid);
+  if (w->moe.experts) {
     /* MoE: its share of the auxiliary losses is loss_scale · (the
-     * micro-batch's loss tokens, s · b without eod_mask_loss: s the whole
+     * micro-batch's loss tokens: s · b without eod_mask_loss, s the whole
      * sequence under CP) = one micro-batch of the global batch */
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
-    mt_moe_backward(m->moe, a->moe, &mw, &mg, m->tmp_h, m->dtmp_h, a->ln2,
-                    m->loss_scale * (float)(m->loss_tokens > 0 ? m->loss_tokens : 1));
-    mt_moe_shared_backward(m, li, a, m->dtmp_h, m->tmp_h); /* dtmp_h <- dx (shared + routed) */
+    mt_moe_backward(m->moe.ctx, a->moe, &mw, &mg, m->ws.tmp_h, m->ws.dtmp_h, a->ln2,
+                    m->pass.loss_scale * (float)m->pass.loss_tokens);
+    /* dtmp_h <- dx (shared + routed) */
+    mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->ws.dtmp_h,
+                           m->ws.tmp_h);
   } else {
+    const mt_mlp_tensors *wm = &w->mlp, *gm = &g->mlp;
     if (m->glu == 2) {
-      mt_row_parallel_linear_bwd(tp, m->dact, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
-                                 W(MT_LP_FC2_W), h, m->fl);
-      be->ops->swiglu_bwd(be, m->dffn, m->dact, a->fc1, m->rows, m->fl);
+      mt_row_parallel_linear_bwd(tp, m->ws.dact, gm->linear_fc2.weight, gm->linear_fc2.bias,
+                                 m->ws.dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
+      be->ops->swiglu_bwd(be, m->ws.dffn, m->ws.dact, a->fc1, m->rows, m->fl);
     } else {
-      mt_row_parallel_linear_bwd(tp, m->dffn, G(MT_LP_FC2_W), G(MT_LP_FC2_B), m->dtmp_h, a->act,
-                                 W(MT_LP_FC2_W), h, m->fl);
-      be->ops->gelu_bwd(be, m->dffn, a->fc1, m->dffn, m->rows * m->fl);
+      mt_row_parallel_linear_bwd(tp, m->ws.dffn, gm->linear_fc2.weight, gm->linear_fc2.bias,
+                                 m->ws.dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
+      be->ops->gelu_bwd(be, m->ws.dffn, a->fc1, m->ws.dffn, m->rows * m->fl);
     }
-    mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_FC1_W), G(MT_LP_FC1_B), m->dffn, a->ln2,
-                                  W(MT_LP_FC1_W), m->glu * m->fl, h);
+    mt_column_parallel_linear_bwd(tp, m->ws.dtmp_h, gm->linear_fc1.weight, gm->linear_fc1.bias,
+                                  m->ws.dffn, a->ln2, wm->linear_fc1.weight, m->glu * m->fl, h);
   }
   /* dresid (residual path) += norm2 backward */
-  mt_gpt_norm_bwd(m, m->dresid, G(MT_LP_LN2_W), G(MT_LP_LN2_B), m->dtmp_h, a->x1, W(MT_LP_LN2_W),
-                  a->ln2_mean, a->ln2_rstd, m->rows_l);
+  mt_gpt_norm_bwd(m, m->ws.dresid, g->pre_mlp_layernorm.weight, g->pre_mlp_layernorm.bias,
+                  m->ws.dtmp_h, a->x1, w->pre_mlp_layernorm.weight, a->ln2_mean, a->ln2_rstd,
+                  m->rows_l);
 
   /* attention block: x1 = resid[l] + dropout(proj(attn(rope(qknorm(qkv(norm1(resid[l]))))))) */
-  if (c->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
+  if (m->recompute == MT_RECOMPUTE_SELECTIVE) /* "core_attn": rebuild lse (the shared buffer;
                                                    ctx is rewritten with identical values; the
                                                    ring runs again under CP) */
     core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
-  mt_gpt_dropout_bwd(m, &dd, m->dtmp_h, m->dresid);
-  mt_row_parallel_linear_bwd(tp, m->dctx, G(MT_LP_PROJ_W), G(MT_LP_PROJ_B), m->dtmp_h, a->ctx,
-                             W(MT_LP_PROJ_W), h, m->hl);
+  mt_gpt_dropout_bwd(m, &dd, m->ws.dtmp_h, m->ws.dresid);
+  mt_row_parallel_linear_bwd(tp, m->ws.dctx, ga->linear_proj.weight, ga->linear_proj.bias,
+                             m->ws.dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
   core_attention_bwd(m, l, a);
-  if (c->position_embedding == MT_POS_ROPE) rope_apply(m, m->dqkv, 1);
-  void *dlin = m->dqkv;
-  if (c->qk_layernorm) {
+  if (m->pos == MT_POS_ROPE) rope_apply(m, m->ws.dqkv, 1);
+  void *dlin = m->ws.dqkv;
+  if (c->model.qk_layernorm) {
     mt_qknorm_desc qd = qknorm_desc(m);
-    be->ops->qknorm_bwd(be, &qd, m->dqkv2, G(MT_LP_QN_W), G(MT_LP_QN_B), G(MT_LP_KN_W),
-                        G(MT_LP_KN_B), m->dqkv, a->qkv_lin, W(MT_LP_QN_W), W(MT_LP_KN_W),
-                        a->qk_mean, a->qk_rstd);
-    dlin = m->dqkv2;
+    be->ops->qknorm_bwd(be, &qd, m->ws.dqkv2, ga->q_layernorm.weight, ga->q_layernorm.bias,
+                        ga->k_layernorm.weight, ga->k_layernorm.bias, m->ws.dqkv, a->qkv_lin,
+                        wa->q_layernorm.weight, wa->k_layernorm.weight, a->qk_mean, a->qk_rstd);
+    dlin = m->ws.dqkv2;
   }
-  mt_column_parallel_linear_bwd(tp, m->dtmp_h, G(MT_LP_QKV_W), G(MT_LP_QKV_B), dlin, a->ln1,
-                                W(MT_LP_QKV_W), m->qkvl, h);
-  mt_gpt_norm_bwd(m, m->dresid, G(MT_LP_LN1_W), G(MT_LP_LN1_B), m->dtmp_h, resid[0],
-                  W(MT_LP_LN1_W), a->ln1_mean, a->ln1_rstd, m->rows_l);
+  mt_column_parallel_linear_bwd(tp, m->ws.dtmp_h, ga->linear_qkv.weight, ga->linear_qkv.bias, dlin,
+                                a->ln1, wa->linear_qkv.weight, m->qkvl, h);
+  mt_gpt_norm_bwd(m, m->ws.dresid, g->input_layernorm.weight, g->input_layernorm.bias, m->ws.dtmp_h,
+                  resid[0], w->input_layernorm.weight, a->ln1_mean, a->ln1_rstd, m->rows_l);
 }

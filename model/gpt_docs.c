@@ -23,7 +23,7 @@
 #include "model/gpt_internal.h"
 
 int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens) {
-  const int64_t s = c->seq_length, b = c->micro_batch_size;
+  const int64_t s = c->model.seq_length, b = c->micro_batch_size;
   if (!c->eod_mask_loss) return s * b;
   int64_t n = 0;
   for (int64_t bi = 0; bi < b; bi++)
@@ -33,7 +33,7 @@ int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens) {
 
 /* Document start of every input position: ds [b, s] from tokens [b, s + 1]. */
 static void doc_starts(const mt_gpt_config *c, const int32_t *tokens, int32_t *ds) {
-  const int64_t s = c->seq_length, b = c->micro_batch_size;
+  const int64_t s = c->model.seq_length, b = c->micro_batch_size;
   for (int64_t bi = 0; bi < b; bi++) {
     const int32_t *x = tokens + bi * (s + 1);
     int32_t start = 0;
@@ -46,16 +46,16 @@ static void doc_starts(const mt_gpt_config *c, const int32_t *tokens, int32_t *d
 
 void mt_gpt_docs_load(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
   const mt_gpt_config *c = &m->cfg;
-  const int64_t s = c->seq_length, b = c->micro_batch_size;
+  const int64_t s = c->model.seq_length, b = c->micro_batch_size;
   mt_backend *be = m->be;
   sl->loss_tokens = mt_gpt_loss_tokens(c, tokens);
   if (!sl->doc_start && !sl->pos_ids && !sl->loss_mask) return;
-  if (!m->host_docs) {
-    m->host_docs = mt_xmalloc((size_t)(b * s) * sizeof(int32_t));
-    m->host_pos = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
-    m->host_mask = mt_xmalloc((size_t)m->rows * sizeof(float));
+  if (!m->ws.host_docs) {
+    m->ws.host_docs = mt_xmalloc((size_t)(b * s) * sizeof(int32_t));
+    m->ws.host_pos = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
+    m->ws.host_mask = mt_xmalloc((size_t)m->rows * sizeof(float));
   }
-  int32_t *ds = m->host_docs;
+  int32_t *ds = m->ws.host_docs;
   doc_starts(c, tokens, ds);
   if (sl->doc_start) be->ops->memcpy_h2d(be, sl->doc_start, ds, (size_t)(b * s) * sizeof(int32_t));
   if (sl->pos_ids) { /* this rank's [sl, b] shard rows, run by run */
@@ -65,17 +65,17 @@ void mt_gpt_docs_load(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
       for (int64_t i = 0; i < r[k].n; i++) {
         const int64_t row = r[k].row - r[0].row + i, p = r[k].pos + i;
         for (int64_t bi = 0; bi < b; bi++)
-          m->host_pos[row * b + bi] = (int32_t)(p - ds[bi * s + p]);
+          m->ws.host_pos[row * b + bi] = (int32_t)(p - ds[bi * s + p]);
       }
-    be->ops->memcpy_h2d(be, sl->pos_ids, m->host_pos, (size_t)m->rows_l * sizeof(int32_t));
+    be->ops->memcpy_h2d(be, sl->pos_ids, m->ws.host_pos, (size_t)m->rows_l * sizeof(int32_t));
   }
   if (sl->loss_mask) { /* this CP rank's [s/cp, b] rows, as the targets */
     for (int64_t si = 0; si < m->s_loc; si++) {
       const int64_t p = mt_cp_global_pos(&m->cpl, si);
       for (int64_t bi = 0; bi < b; bi++)
-        m->host_mask[si * b + bi] = tokens[bi * (s + 1) + p] == c->eod_token ? 0.0f : 1.0f;
+        m->ws.host_mask[si * b + bi] = tokens[bi * (s + 1) + p] == c->eod_token ? 0.0f : 1.0f;
     }
-    be->ops->memcpy_h2d(be, sl->loss_mask, m->host_mask, (size_t)m->rows * sizeof(float));
+    be->ops->memcpy_h2d(be, sl->loss_mask, m->ws.host_mask, (size_t)m->rows * sizeof(float));
   }
 }
 
@@ -84,9 +84,9 @@ void mt_gpt_docs_alloc(mt_gpt *m, mt_slot *sl, const mt_chunk *ch) {
   mt_backend *be = m->be;
   const size_t i4 = sizeof(int32_t);
   if (c->reset_attention_mask && ch->n_layers > 0)
-    sl->doc_start = be->ops->alloc(be, (size_t)c->micro_batch_size * c->seq_length * i4,
+    sl->doc_start = be->ops->alloc(be, (size_t)c->micro_batch_size * c->model.seq_length * i4,
                                    MT_MEM_ACT);
-  if (c->reset_position_ids && ch->pre && m->p_wpe >= 0)
+  if (c->reset_position_ids && ch->pre && m->pos == MT_POS_LEARNED)
     sl->pos_ids = be->ops->alloc(be, (size_t)m->rows_l * i4, MT_MEM_ACT);
   if (c->eod_mask_loss && ch->post)
     sl->loss_mask = be->ops->alloc(be, (size_t)m->rows * sizeof(float), MT_MEM_ACT);
@@ -99,7 +99,7 @@ void mt_gpt_docs_free_slot(mt_gpt *m, mt_slot *sl) {
 }
 
 void mt_gpt_docs_free(mt_gpt *m) {
-  free(m->host_docs);
-  free(m->host_pos);
-  free(m->host_mask);
+  free(m->ws.host_docs);
+  free(m->ws.host_pos);
+  free(m->ws.host_mask);
 }

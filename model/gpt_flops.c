@@ -59,21 +59,21 @@ void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
 mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) {
   mt_flops_shape f = {0};
   f.global_batch = global_batch;
-  f.seq_length = c->seq_length;
-  f.num_layers = c->num_layers;
-  f.hidden_size = c->hidden_size;
-  f.num_attention_heads = c->num_attention_heads;
-  f.num_query_groups = c->num_query_groups;
-  f.kv_channels = c->kv_channels;
-  f.ffn_hidden_size = c->ffn_hidden_size;
-  f.swiglu = c->swiglu;
-  f.num_experts = c->num_experts;
-  f.moe_router_topk = c->moe_router_topk;
-  f.moe_ffn_hidden_size = c->moe_ffn_hidden_size;
-  f.moe_layer_freq = c->moe_layer_freq;
+  f.seq_length = c->model.seq_length;
+  f.num_layers = c->model.num_layers;
+  f.hidden_size = c->model.hidden_size;
+  f.num_attention_heads = c->model.num_attention_heads;
+  f.num_query_groups = c->model.num_query_groups;
+  f.kv_channels = c->model.kv_channels;
+  f.ffn_hidden_size = c->model.ffn_hidden_size;
+  f.swiglu = c->model.swiglu;
+  f.num_experts = c->model.num_experts;
+  f.moe_router_topk = c->model.moe_router_topk;
+  f.moe_ffn_hidden_size = c->model.moe_ffn_hidden_size;
+  f.moe_layer_freq = c->model.moe_layer_freq;
   f.num_moe_layers = mt_gpt_num_moe_layers(c);
   f.padded_vocab_size = c->padded_vocab_size;
   f.moe_shared_expert_intermediate_size =
-      c->num_experts > 0 ? c->moe_shared_expert_intermediate_size : 0;
+      c->model.num_experts > 0 ? c->model.moe_shared_expert_intermediate_size : 0;
   return f;
 }

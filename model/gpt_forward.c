@@ -9,14 +9,14 @@
 static mt_dropout_desc embedding_dropout_desc(const mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
   mt_dropout_desc d = {0};
-  d.p = m->train ? c->hidden_dropout : 0.0f;
+  d.p = m->pass.train ? c->model.hidden_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "embedding_dropout", 0, 0);
   d.s = (int)m->sl;
   d.b = c->micro_batch_size;
-  d.h = c->hidden_size;
-  d.s_full = c->seq_length; /* s_offset: per run (mt_gpt_dropout_bwd) */
-  d.h_full = c->hidden_size;
-  d.sample_ids = m->sample_ids;
+  d.h = c->model.hidden_size;
+  d.s_full = c->model.seq_length; /* s_offset: per run (mt_gpt_dropout_bwd) */
+  d.h_full = c->model.hidden_size;
+  d.sample_ids = m->pass.sample_ids;
   return d;
 }
 
@@ -25,17 +25,17 @@ static mt_dropout_desc embedding_dropout_desc(const mt_gpt *m) {
  * global position mt_cp_global_pos(si); Megatron's get_batch_on_this_cp_rank
  * slices the batch the same way). */
 static void load_tokens(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
-  const int s = m->cfg.seq_length, b = m->cfg.micro_batch_size;
+  const int s = m->cfg.model.seq_length, b = m->cfg.micro_batch_size;
   for (int64_t si = 0; si < m->s_loc; si++) {
     const int64_t p = mt_cp_global_pos(&m->cpl, si);
     for (int bi = 0; bi < b; bi++) {
-      m->host_tokens[si * b + bi] = tokens[(int64_t)bi * (s + 1) + p];
-      m->host_targets[si * b + bi] = tokens[(int64_t)bi * (s + 1) + p + 1];
+      m->ws.host_tokens[si * b + bi] = tokens[(int64_t)bi * (s + 1) + p];
+      m->ws.host_targets[si * b + bi] = tokens[(int64_t)bi * (s + 1) + p + 1];
     }
   }
   size_t bytes = (size_t)m->rows * sizeof(int32_t);
-  m->be->ops->memcpy_h2d(m->be, sl->tokens, m->host_tokens, bytes);
-  m->be->ops->memcpy_h2d(m->be, sl->targets, m->host_targets, bytes);
+  m->be->ops->memcpy_h2d(m->be, sl->tokens, m->ws.host_tokens, bytes);
+  m->be->ops->memcpy_h2d(m->be, sl->targets, m->ws.host_targets, bytes);
 }
 
 /* VocabParallelEmbedding + position embedding + embedding dropout ->
@@ -43,20 +43,21 @@ static void load_tokens(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
 static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t b = c->micro_batch_size, h = c->hidden_size;
-  mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens,
-                                  mt_gpt_param_ptr(m, m->p_wte), m->v_start, m->v_start + m->vl, h);
+  const int64_t b = c->micro_batch_size, h = c->model.hidden_size;
+  mt_vocab_parallel_embedding_fwd(&m->tp, sl->resid[0], sl->tokens, m->w.word_embeddings.weight,
+                                  m->v_start, m->v_start + m->vl, h);
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
   if (sl->pos_ids) { /* reset_position_ids: each row's position within its document */
-    be->ops->embedding_fwd(be, m->tmp_h, sl->pos_ids, m->rows_l, mt_gpt_param_ptr(m, m->p_wpe),
-                           0, c->max_position_embeddings, h);
-    be->ops->add(be, sl->resid[0], sl->resid[0], m->tmp_h, m->rows_l * h);
-  } else if (m->p_wpe >= 0) { /* learned absolute positions (RoPE acts inside attention) */
+    be->ops->embedding_fwd(be, m->ws.tmp_h, sl->pos_ids, m->rows_l,
+                           m->w.position_embeddings.weight, 0, c->model.max_position_embeddings,
+                           h);
+    be->ops->add(be, sl->resid[0], sl->resid[0], m->ws.tmp_h, m->rows_l * h);
+  } else if (m->pos == MT_POS_LEARNED) { /* (RoPE acts inside attention) */
     for (int k = 0; k < nr; k++)
       be->ops->pos_embedding_fwd(be, (char *)sl->resid[0] + (size_t)(r[k].row - r[0].row) * rb,
-                                 mt_gpt_param_ptr(m, m->p_wpe), r[k].n, b, h, r[k].pos);
+                                 m->w.position_embeddings.weight, r[k].n, b, h, r[k].pos);
   }
   mt_dropout_desc d = embedding_dropout_desc(m);
   if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, sl->resid[0], sl->resid[0]); /* same mask op */
@@ -65,21 +66,21 @@ static void embedding_forward(mt_gpt *m, mt_slot *sl) {
 static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t b = c->micro_batch_size, h = c->hidden_size;
+  const int64_t b = c->micro_batch_size, h = c->model.hidden_size;
   mt_dropout_desc d = embedding_dropout_desc(m);
-  if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, m->dresid, m->dresid);
+  if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, m->ws.dresid, m->ws.dresid);
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
   if (sl->pos_ids)
-    be->ops->embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe), sl->pos_ids, m->rows_l, m->dresid, 0,
-                           c->max_position_embeddings, h);
-  else if (m->p_wpe >= 0)
+    be->ops->embedding_bwd(be, m->g.position_embeddings.weight, sl->pos_ids, m->rows_l,
+                           m->ws.dresid, 0, c->model.max_position_embeddings, h);
+  else if (m->pos == MT_POS_LEARNED)
     for (int k = 0; k < nr; k++)
-      be->ops->pos_embedding_bwd(be, mt_gpt_grad_ptr(m, m->p_wpe),
-                                 (char *)m->dresid + (size_t)(r[k].row - r[0].row) * rb, r[k].n,
+      be->ops->pos_embedding_bwd(be, m->g.position_embeddings.weight,
+                                 (char *)m->ws.dresid + (size_t)(r[k].row - r[0].row) * rb, r[k].n,
                                  b, h, r[k].pos);
-  mt_vocab_parallel_embedding_bwd(&m->tp, mt_gpt_grad_ptr(m, m->p_wte), sl->tokens, m->dresid,
+  mt_vocab_parallel_embedding_bwd(&m->tp, m->g.word_embeddings.weight, sl->tokens, m->ws.dresid,
                                   m->v_start, m->v_start + m->vl, h);
 }
 
@@ -88,10 +89,10 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
  * the sum of token losses. */
 static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
   const mt_gpt_config *c = &m->cfg;
-  const int64_t h = c->hidden_size;
-  mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, mt_gpt_param_ptr(m, m->p_lnf_w),
-                  m->p_lnf_b >= 0 ? mt_gpt_param_ptr(m, m->p_lnf_b) : NULL, m->rows_l);
-  mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), NULL,
+  const int64_t h = c->model.hidden_size;
+  mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, m->w.final_layernorm.weight,
+                  m->w.final_layernorm.bias, m->rows_l);
+  mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), NULL,
                                 m->vl, h);
   return mt_vocab_parallel_cross_entropy_fwd(&m->tp, sl->loss, sl->row_max, sl->stats,
                                              sl->logits, sl->targets, m->vl, m->v_valid,
@@ -101,15 +102,15 @@ static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
 static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
   mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
                                       m->vl, m->v_valid, m->v_start, loss_scale, sl->loss_mask);
-  mt_column_parallel_linear_bwd(&m->tp, m->dtmp_h, mt_gpt_grad_ptr(m, m->p_out), NULL,
-                                sl->logits, sl->lnf, mt_gpt_param_ptr(m, m->p_out), m->vl, h);
-  be->ops->memset0(be, m->dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
-  mt_gpt_norm_bwd(m, m->dresid, mt_gpt_grad_ptr(m, m->p_lnf_w),
-                  m->p_lnf_b >= 0 ? mt_gpt_grad_ptr(m, m->p_lnf_b) : NULL, m->dtmp_h, x,
-                  mt_gpt_param_ptr(m, m->p_lnf_w), sl->lnf_mean, sl->lnf_rstd, m->rows_l);
+  mt_column_parallel_linear_bwd(&m->tp, m->ws.dtmp_h, mt_gpt_output_weight(m, &m->g), NULL,
+                                sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), m->vl, h);
+  be->ops->memset0(be, m->ws.dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
+  mt_gpt_norm_bwd(m, m->ws.dresid, m->g.final_layernorm.weight, m->g.final_layernorm.bias,
+                  m->ws.dtmp_h, x, m->w.final_layernorm.weight, sl->lnf_mean, sl->lnf_rstd,
+                  m->rows_l);
 }
 
 /* Backward through the chunk's layers. Under full recomputation each group
@@ -118,7 +119,7 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
 static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
   const mt_chunk *ch = &m->chunks[ci];
   const int L = ch->n_layers, l0 = ch->first_layer;
-  if (m->cfg.recompute != MT_RECOMPUTE_FULL) {
+  if (m->recompute != MT_RECOMPUTE_FULL) {
     for (int lc = L - 1; lc >= 0; lc--) {
       MT_HOOK(m, before_backward, l0 + lc);
       mt_gpt_layer_backward(m, ci, sl, lc);
@@ -126,13 +127,13 @@ static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
     }
     return;
   }
-  const int n = m->n_rc_sets;
+  const int n = m->acts.n_rc_sets;
   for (int c1 = L; c1 > 0;) {
     int c0 = (c1 - 1) / n * n;
     for (int lc = c0; lc < c1; lc++) MT_HOOK(m, before_backward, l0 + lc);
-    m->recomputing = 1;
+    m->pass.recomputing = 1;
     for (int lc = c0; lc < c1; lc++) mt_gpt_layer_forward(m, ci, sl, lc);
-    m->recomputing = 0;
+    m->pass.recomputing = 0;
     for (int lc = c1 - 1; lc >= c0; lc--) {
       mt_gpt_layer_backward(m, ci, sl, lc);
       MT_HOOK(m, after_backward, l0 + lc);
@@ -142,10 +143,10 @@ static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
 }
 
 static void use_slot(mt_gpt *m, mt_slot *sl) {
-  m->sample_ids = sl->sample_ids;
-  m->doc_start = sl->doc_start;
-  m->loss_tokens = sl->loss_tokens;
-  m->train = sl->train;
+  m->pass.sample_ids = sl->sample_ids;
+  m->pass.doc_start = sl->doc_start;
+  m->pass.loss_tokens = sl->loss_tokens;
+  m->pass.train = sl->train;
 }
 
 void mt_gpt_chunk_begin(mt_gpt *m, int c, int mb, const int32_t *tokens,
@@ -185,7 +186,7 @@ double mt_gpt_chunk_forward(mt_gpt *m, int c, int mb) {
     loss_sum = head_forward(m, sl, sl->resid[ch->n_layers]);
     MT_HOOK(m, after_forward, MT_GPT_HEAD);
   }
-  m->sample_ids = NULL;
+  m->pass.sample_ids = NULL;
   return loss_sum;
 }
 
@@ -193,7 +194,7 @@ void mt_gpt_chunk_backward(mt_gpt *m, int c, int mb, float loss_scale) {
   const mt_chunk *ch = &m->chunks[c];
   mt_slot *sl = mt_gpt_slot_find(m, c, mb);
   use_slot(m, sl);
-  m->loss_scale = loss_scale;
+  m->pass.loss_scale = loss_scale;
   if (ch->post) {
     MT_HOOK(m, before_backward, MT_GPT_HEAD);
     head_backward(m, sl, sl->resid[ch->n_layers], loss_scale);
@@ -205,7 +206,7 @@ void mt_gpt_chunk_backward(mt_gpt *m, int c, int mb, float loss_scale) {
     embedding_backward(m, sl);
     MT_HOOK(m, after_backward, MT_GPT_EMBEDDING);
   }
-  m->sample_ids = NULL;
+  m->pass.sample_ids = NULL;
 }
 
 void mt_gpt_chunk_end(mt_gpt *m, int c, int mb) {

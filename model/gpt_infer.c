@@ -44,10 +44,10 @@ static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
                                   size_t errlen) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->num_experts > 0) {
+  if (c->model.num_experts > 0) {
     snprintf(err, errlen,
              "generation supports dense models only (model.num_experts is %d; expected 0)",
-             c->num_experts);
+             c->model.num_experts);
     return NULL;
   }
   if (c->pp_size != 1 || c->cp_size != 1 || m->n_chunks != 1) {
@@ -62,10 +62,10 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
     return NULL;
   }
   if (max_len < 1 ||
-      (c->position_embedding == MT_POS_LEARNED && max_len > c->max_position_embeddings)) {
+      (m->pos == MT_POS_LEARNED && max_len > c->model.max_position_embeddings)) {
     snprintf(err, errlen,
              "generation length %d is outside [1, max_position_embeddings %d]", max_len,
-             c->max_position_embeddings);
+             c->model.max_position_embeddings);
     return NULL;
   }
   mt_gpt_infer *g = mt_xcalloc(1, sizeof *g);
@@ -75,7 +75,7 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
   g->use_cache = use_cache;
   g->es = mt_dtype_size(m->be->dtype);
   g->npg = m->np / m->ng;
-  const int64_t R = max_len, h = c->hidden_size, es = (int64_t)g->es;
+  const int64_t R = max_len, h = c->model.hidden_size, es = (int64_t)g->es;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
   g->tok_dev = dalloc(g, R, sizeof(int32_t), W);
   g->tok_host = mt_xcalloc((size_t)R, sizeof(int32_t));
@@ -88,7 +88,7 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
   g->act = dalloc(g, R * m->fl, (size_t)es, W);
   g->mean = dalloc(g, R, sizeof(float), W);
   g->rstd = dalloc(g, R, sizeof(float), W);
-  if (c->qk_layernorm) {
+  if (c->model.qk_layernorm) {
     g->qkv_lin = dalloc(g, R * m->qkvl, (size_t)es, W);
     g->qk_mean = dalloc(g, R * (m->np + m->ng), sizeof(float), W);
     g->qk_rstd = dalloc(g, R * (m->np + m->ng), sizeof(float), W);
@@ -173,7 +173,7 @@ static void attention(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   d.ng = m->ng;
   d.hn = m->hn;
   d.head_offset = c->tp_rank * m->np;
-  d.n_heads_total = c->num_attention_heads;
+  d.n_heads_total = c->model.num_attention_heads;
   d.scale = 1.0f / sqrtf((float)d.hn);
   d.sample_ids = &g->sample_id0;
   if (!g->use_cache) {
@@ -188,51 +188,56 @@ static void attention(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   g->be->ops->flash_attn_fwd(g->be, &d, g->ctx, g->lse, g->qkv, g->cache[li]);
 }
 
-#define W(k) (P[k] >= 0 ? mt_gpt_param_ptr(m, P[k]) : NULL)
-
 /* One transformer layer (local index li) on g->x [rows, h], in place. */
 static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   mt_gpt *m = g->m;
   mt_backend *be = g->be;
   const mt_gpt_config *c = &m->cfg;
-  const int *P = m->layer_p[li];
-  const int64_t h = c->hidden_size;
+  const mt_layer_tensors *w = &m->w.layers[li];
+  const mt_attention_tensors *wa = &w->self_attention;
+  const int64_t h = c->model.hidden_size;
   mt_tp_ctx tp = tp_ctx(g, rows);
-  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, W(MT_LP_LN1_W), W(MT_LP_LN1_B), rows);
-  if (c->qk_layernorm) {
-    mt_column_parallel_linear_fwd(&tp, g->qkv_lin, g->ln, W(MT_LP_QKV_W), W(MT_LP_QKV_B),
-                                  m->qkvl, h);
-    mt_qknorm_desc qd = {rows, m->np, m->ng, m->hn, c->normalization == MT_NORM_RMSNORM,
-                         c->layernorm_epsilon};
-    be->ops->qknorm_fwd(be, &qd, g->qkv, g->qk_mean, g->qk_rstd, g->qkv_lin, W(MT_LP_QN_W),
-                        W(MT_LP_QN_B), W(MT_LP_KN_W), W(MT_LP_KN_B));
+  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, w->input_layernorm.weight,
+                  w->input_layernorm.bias, rows);
+  if (c->model.qk_layernorm) {
+    mt_column_parallel_linear_fwd(&tp, g->qkv_lin, g->ln, wa->linear_qkv.weight,
+                                  wa->linear_qkv.bias, m->qkvl, h);
+    mt_qknorm_desc qd = {rows, m->np, m->ng, m->hn, m->rmsnorm,
+                         c->model.norm_epsilon};
+    be->ops->qknorm_fwd(be, &qd, g->qkv, g->qk_mean, g->qk_rstd, g->qkv_lin,
+                        wa->q_layernorm.weight, wa->q_layernorm.bias, wa->k_layernorm.weight,
+                        wa->k_layernorm.bias);
   } else {
-    mt_column_parallel_linear_fwd(&tp, g->qkv, g->ln, W(MT_LP_QKV_W), W(MT_LP_QKV_B), m->qkvl, h);
+    mt_column_parallel_linear_fwd(&tp, g->qkv, g->ln, wa->linear_qkv.weight, wa->linear_qkv.bias,
+                                  m->qkvl, h);
   }
-  if (c->position_embedding == MT_POS_ROPE) {
+  if (m->pos == MT_POS_ROPE) {
     mt_rope_desc rd = {0};
     rd.s = (int)rows;
     rd.b = 1;
     rd.np = m->np;
     rd.ng = m->ng;
     rd.hn = m->hn;
-    rd.rot_dim = mt_rotary_dim(m->hn, c->rotary_percent);
-    rd.interleaved = c->rotary_interleaved;
-    rd.base = c->rotary_base;
+    rd.rot_dim = mt_rotary_dim(m->hn, c->model.rotary_percent);
+    rd.interleaved = c->model.rotary_interleaved;
+    rd.base = c->model.rotary_base;
     rd.s_offset = (int)pos0;
     be->ops->rope_fwd(be, &rd, g->qkv);
   }
   attention(g, li, rows, pos0);
-  mt_row_parallel_linear_fwd(&tp, g->tmp, g->ctx, W(MT_LP_PROJ_W), W(MT_LP_PROJ_B), h, m->hl);
+  mt_row_parallel_linear_fwd(&tp, g->tmp, g->ctx, wa->linear_proj.weight, wa->linear_proj.bias, h,
+                             m->hl);
   be->ops->add(be, g->x, g->tmp, g->x, rows * h); /* residual (dropout off) */
-  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, W(MT_LP_LN2_W), W(MT_LP_LN2_B), rows);
-  mt_column_parallel_linear_fwd(&tp, g->fc1, g->ln, W(MT_LP_FC1_W), W(MT_LP_FC1_B),
-                                m->glu * m->fl, h);
+  mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, w->pre_mlp_layernorm.weight,
+                  w->pre_mlp_layernorm.bias, rows);
+  mt_column_parallel_linear_fwd(&tp, g->fc1, g->ln, w->mlp.linear_fc1.weight,
+                                w->mlp.linear_fc1.bias, m->glu * m->fl, h);
   if (m->glu == 2)
     be->ops->swiglu_fwd(be, g->act, g->fc1, rows, m->fl);
   else
     be->ops->gelu_fwd(be, g->act, g->fc1, rows * m->fl);
-  mt_row_parallel_linear_fwd(&tp, g->tmp, g->act, W(MT_LP_FC2_W), W(MT_LP_FC2_B), h, m->fl);
+  mt_row_parallel_linear_fwd(&tp, g->tmp, g->act, w->mlp.linear_fc2.weight, w->mlp.linear_fc2.bias,
+                             h, m->fl);
   be->ops->add(be, g->x, g->tmp, g->x, rows * h);
 }
 
@@ -242,18 +247,18 @@ static void head(mt_gpt_infer *g, int64_t rows, float *logits) {
   mt_gpt *m = g->m;
   mt_backend *be = g->be;
   const mt_gpt_config *c = &m->cfg;
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
   const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
-  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, mt_gpt_param_ptr(m, m->p_lnf_w),
-                  m->p_lnf_b >= 0 ? mt_gpt_param_ptr(m, m->p_lnf_b) : NULL, 1);
-  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_param_ptr(m, m->p_out), NULL, 1, m->vl, h);
+  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, m->w.final_layernorm.weight,
+                  m->w.final_layernorm.bias, 1);
+  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_output_weight(m, &m->w), NULL, 1, m->vl, h);
   be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
   const float *full = g->logits_f;
   if (c->tp_size > 1) {
     mt_allgather(c->tp_group, g->logits_f, g->gathered, m->vl, MT_F32);
     full = g->gathered;
   }
-  const int64_t V = c->vocab_size; /* padded columns are cut */
+  const int64_t V = c->model.vocab_size; /* padded columns are cut */
   be->ops->memcpy_d2h(be, g->host_logits, full, (size_t)V * sizeof(float));
   memcpy(logits, g->host_logits, (size_t)V * sizeof(float));
 }
@@ -268,12 +273,12 @@ void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *l
   const int64_t pos0 = g->use_cache ? g->len : 0, rows = g->len + n - pos0;
   g->len += n;
   be->ops->memcpy_h2d(be, g->tok_dev, g->tok_host + pos0, (size_t)rows * sizeof(int32_t));
-  const int64_t h = c->hidden_size;
+  const int64_t h = c->model.hidden_size;
   mt_tp_ctx tp = tp_ctx(g, rows);
-  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, mt_gpt_param_ptr(m, m->p_wte),
+  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, m->w.word_embeddings.weight,
                                   m->v_start, m->v_start + m->vl, h);
-  if (m->p_wpe >= 0)
-    be->ops->pos_embedding_fwd(be, g->x, mt_gpt_param_ptr(m, m->p_wpe), rows, 1, h, pos0);
+  if (m->pos == MT_POS_LEARNED)
+    be->ops->pos_embedding_fwd(be, g->x, m->w.position_embeddings.weight, rows, 1, h, pos0);
   for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
   head(g, rows, logits);
 }

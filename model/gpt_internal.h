@@ -6,16 +6,21 @@
 
 #include "model/context_parallel.h"
 #include "model/gpt.h"
+#include "model/gpt_tensors.h"
 #include "model/tensor_parallel.h"
 
-/* Per-layer parameter slots, in registration order; a slot the model
- * options leave out (biases without add_bias_linear, norm biases with
- * RMSNorm, q/k norms without qk_layernorm) has index -1. */
-enum {
-  MT_LP_LN1_W = 0, MT_LP_LN1_B, MT_LP_QKV_W, MT_LP_QKV_B, MT_LP_QN_W, MT_LP_QN_B, MT_LP_KN_W,
-  MT_LP_KN_B, MT_LP_PROJ_W, MT_LP_PROJ_B, MT_LP_LN2_W, MT_LP_LN2_B, MT_LP_FC1_W, MT_LP_FC1_B,
-  MT_LP_FC2_W, MT_LP_FC2_B, MT_LP_N
-};
+/* The model's switches resolved from the model section's strings
+ * (mt_gpt_create). model.recompute_granularity: activation recomputation
+ * (Korthikanti et al. 2022 §5): none; selective
+ * (Megatron's "core_attn": the fused attention forward is re-run before each
+ * layer's backward, so its [b, np, s] log-sum-exp is one buffer shared by all
+ * layers instead of one per layer; with the fused op nothing s x s is stored
+ * in any mode, docs/attention.md); full (each chunk of
+ * recompute_num_layers layers stores only its input and is re-run before its
+ * backward; Megatron's "uniform" method). All are bit-identical in results. */
+enum { MT_RECOMPUTE_NONE = 0, MT_RECOMPUTE_SELECTIVE = 1, MT_RECOMPUTE_FULL = 2 };
+/* model.position_embedding_type */
+enum { MT_POS_LEARNED = 0, MT_POS_ROPE = 1, MT_POS_NONE = 2 };
 
 /* Activations one layer saves for its backward pass (one micro-batch).
  * s below is this CP rank's sequence s/cp (context parallelism; = s
@@ -52,7 +57,7 @@ typedef struct {
   int first_layer;           /* global index of its first layer */
   int n_layers;
   int pre, post;
-  int layer_base;            /* index of its first layer in m->layer_p */
+  int layer_base;            /* local index of its first layer (m->w.layers[layer_base]) */
 } mt_chunk;
 
 /* Everything one micro-batch keeps alive in one chunk between its forward
@@ -77,20 +82,88 @@ typedef struct {
   int train;
 } mt_slot;
 
+/* The model's parameters: the registry (names, shapes, shards, flat-buffer
+ * offsets, in registration order: embedding, layers, head; model/params.h),
+ * the flat buffers, the named weights (T) and gradients (fp32) they are
+ * bound to (model/gpt_tensors.h), and each hook part's index range
+ * (mt_gpt_layer_param_range; [first, last], last < first: none here). */
+typedef struct {
+  mt_param_list list;
+  mt_param_ref *ref;         /* [list.n] the fields of w and g parameter i is bound to */
+  void *buf;                 /* flat, T */
+  float *grad_buf;           /* flat, fp32 */
+  int embedding[2], head[2];
+  int (*layers)[2];          /* [local layers] */
+} mt_gpt_params_state;
+
+/* Activation storage (allocated on first use, grown on demand). */
+typedef struct {
+  mt_slot ***slots;          /* [n_chunks][n_slots[c]] per chunk and micro-batch in flight */
+  int *n_slots;
+  mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
+  int n_rc_sets;
+  float *lse_shared;         /* selective recompute: one [b, np, s] fp32 buffer */
+} mt_gpt_acts;
+
+/* Workspace reused by every layer (MT_MEM_WORKSPACE; s, sl, qkvl, hl, fl,
+ * g as for mt_layer_acts). */
+typedef struct {
+  void *tmp_h;               /* [sl, b, h] */
+  void *dresid, *dtmp_h;     /* [sl, b, h]; dresid also passes gradients between stages */
+  void *dqkv, *dctx, *dffn;  /* [s, b, qkvl], [s, b, hl], [s, b, g·fl] */
+  void *dqkv2;               /* [s, b, qkvl] qk_layernorm input gradient (else NULL) */
+  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL); dffn and
+                                dact are max(fl, shl) wide */
+  void *sh_out;              /* [sl, b, h] shared-expert output (NULL without) */
+  void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces; NULL when tp 1) */
+  int32_t *host_tokens, *host_targets; /* [s*b] host staging of the token upload */
+  int32_t *host_docs, *host_pos; /* gpt_docs.c staging: [b, s], [sl, b] (NULL until used) */
+  float *host_mask;          /* [s*b] */
+} mt_gpt_workspace;
+
+/* The micro-batch being processed (set by the chunk functions). */
+typedef struct {
+  const int64_t *sample_ids; /* [b] global sample ids: key the dropout RNG */
+  const int32_t *doc_start;  /* its slot's document starts (NULL: no document masking) */
+  int64_t loss_tokens;       /* its slot's unmasked targets (mt_slot.loss_tokens) */
+  int train;                 /* dropout on, routing statistics recorded */
+  int recomputing;           /* full recompute re-running a forward (no statistics) */
+  float loss_scale;          /* of the backward in progress (MoE auxiliary losses) */
+} mt_gpt_pass;
+
+/* Mixture of experts (all NULL for a dense model). */
+typedef struct {
+  mt_moe *ctx;               /* router, dispatcher, experts (model/moe_layer.h) */
+  const void **wp;           /* [4 · E/ep] scratch pointer tables (mt_moe_weights) */
+  float **gp;                /* [4 · E/ep] (mt_moe_grads) */
+  /* aux-loss-free balancing (model/gpt_moe.c): fp32 expert bias and the
+   * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
+   * EVERY MoE layer of the model (not only this stage's); the bias NULL when
+   * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
+   * global_aux_loss needs them */
+  float *bias;
+  int64_t *bias_counts;
+} mt_gpt_moe_state;
+
 struct mt_gpt {
   mt_backend *be;
   mt_gpt_config cfg;
-  mt_param_list params;
-  int p_wte, p_wpe, p_lnf_w, p_lnf_b, p_out; /* -1 when not on this rank */
-  int (*layer_p)[MT_LP_N];   /* [local layers][MT_LP_N] parameter indices */
-  int n_local_layers;
+  mt_gpt_hooks hooks;
+
+  mt_gpt_params_state params;
+  mt_gpt_tensors w, g;       /* named weights and gradients (model/gpt_tensors.h) */
+  int head_shares_embedding; /* tied output layer on the stage holding the embedding */
+
+  /* the model section's enumerated options, resolved (mt_gpt_create) */
+  int pos;                   /* MT_POS_* (position_embedding_type) */
+  int rmsnorm;               /* normalization "RMSNorm" (else LayerNorm) */
+  int recompute;             /* MT_RECOMPUTE_* (recompute_granularity) */
+  int moe_lb_type;           /* MT_MOE_LB_* (moe_router_load_balancing_type) */
+
+  /* model chunks on this rank (pipeline stages, interleaved) */
   mt_chunk *chunks;          /* [n_chunks] */
   int n_chunks;
-  void *param_buf;           /* flat, T */
-  float *grad_buf;           /* flat, fp32 */
-  void **param_ptr;          /* [n params] current device pointer of each parameter */
-  float **grad_ptr;          /* [n params] current device pointer of each gradient */
-  mt_gpt_hooks hooks;
+  int n_local_layers;        /* over all chunks */
 
   /* this rank's sizes */
   int np, ng, hn;            /* local query heads, local query groups, head dim (kv_channels) */
@@ -101,60 +174,42 @@ struct mt_gpt {
   int64_t vl, v_start, v_valid; /* local vocab slice [v_start, v_start+vl), real columns */
   int64_t sl, rows, rows_l;  /* SP shard of s_loc, s_loc*b, sl*b */
   int64_t s_loc;             /* this CP rank's sequence s/cp (= s without CP) */
+
+  /* tensor and context parallelism */
   mt_tp_ctx tp;
   mt_cp_layout cpl;          /* CP token layout (identity when cp_size 1) */
   mt_cp_attn *cp_attn;       /* ring attention (NULL when cp_size 1) */
 
-  /* activation slots per chunk (grown on demand) */
-  mt_slot ***slots;          /* [n_chunks][n_slots[c]] */
-  int *n_slots;
-  mt_layer_acts *rc_sets;    /* full recompute: recompute_num_layers shared sets */
-  int n_rc_sets;
-  float *lse_shared;         /* selective recompute: one [b, np, s] fp32 buffer */
-
-  /* workspace reused by every layer */
-  void *tmp_h;               /* [sl, b, h] */
-  void *dresid, *dtmp_h;     /* [sl, b, h] */
-  void *dqkv, *dctx, *dffn;  /* [s, b, qkvl], [s, b, hl], [s, b, g·fl] */
-  void *dqkv2;               /* [s, b, qkvl] qk_layernorm input gradient (else NULL) */
-  void *dact;                /* [s, b, fl] SwiGLU output gradient (else NULL); dffn and
-                                dact are max(fl, shl) wide */
-  void *sh_out;              /* [sl, b, h] shared-expert output (NULL without) */
-  void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces) */
-  int32_t *host_tokens, *host_targets;
-  int32_t *host_docs, *host_pos; /* gpt_docs.c scratch: [b, s], [sl, b] (NULL until used) */
-  float *host_mask;          /* [s*b] */
-
-  /* the micro-batch being processed (set by the chunk functions) */
-  const int64_t *sample_ids;
-  const int32_t *doc_start;  /* its slot's document starts (NULL: no document masking) */
-  int64_t loss_tokens;       /* its slot's unmasked targets (mt_slot.loss_tokens) */
-  int train;
-  int recomputing;           /* full recompute re-running a forward (no statistics) */
-  float loss_scale;          /* of the backward in progress (MoE auxiliary losses) */
-
-  /* mixture of experts (NULL / unused for a dense model) */
-  mt_moe *moe;
-  int *moe_router_p;         /* [local layers] router parameter index, -1 for dense layers */
-  int *moe_expert_p;         /* [local layers] first expert parameter (moe_nper per local expert) */
-  int moe_nper;              /* 4 (fc1 w, b, fc2 w, b) or 2 without linear biases */
-  int (*layer_range)[2];     /* [local layers] first and last parameter index */
-  int (*moe_shared_p)[4];    /* [local layers] shared-expert fc1 w, b, fc2 w, b (-1: none) */
-  const void **moe_wp;       /* [4 · E/ep] scratch pointer tables */
-  float **moe_gp;
-  /* aux-loss-free balancing (model/gpt_moe_bias.c): fp32 expert bias and the
-   * tokens-per-expert counts of the last global batch, [n_moe · E] each, for
-   * EVERY MoE layer of the model (not only this stage's); the bias NULL when
-   * moe_router_enable_expert_bias is off, the counts NULL unless the bias or
-   * global_aux_loss needs them */
-  float *moe_bias;
-  int64_t *moe_bias_counts;
+  mt_gpt_acts acts;
+  mt_gpt_workspace ws;
+  mt_gpt_pass pass;
+  mt_gpt_moe_state moe;
 };
 
 /* Allocate the expert-bias state (zeros) when moe_router_enable_expert_bias
- * is on, the counts also for global_aux_loss (model/gpt_moe_bias.c; called
+ * is on, the counts also for global_aux_loss (model/gpt_moe.c; called
  * by create_moe). */
 void mt_gpt_moe_bias_init(mt_gpt *m);
+
+/* Register this rank's parameters and bind them to m->w / m->g
+ * (model/gpt_register.c; needs the chunks and local sizes); the tensors'
+ * release. */
+void mt_gpt_register_params(mt_gpt *m);
+void mt_gpt_tensors_free(mt_gpt *m);
+
+/* Register parameter `name` (mt_params_add: global [rows, cols], this rank's
+ * [lrows, lcols] at (r0, c0)) and bind it to the named fields *w (inside
+ * m->w) and *g (the same path inside m->g). Returns its registry entry for
+ * the remaining flags (valid until the next registration). */
+mt_param *mt_gpt_add_param(mt_gpt *m, void **w, void **g, const char *name, int64_t rows,
+                           int64_t cols, int64_t lrows, int64_t lcols, int64_t r0, int64_t c0,
+                           mt_init_kind init, int no_weight_decay, int tp_replicated);
+
+/* The output layer's weight in t (&m->w or &m->g): word_embeddings when the
+ * head shares it on this stage (tied, pp 1), else output_layer. */
+static inline void *mt_gpt_output_weight(const mt_gpt *m, const mt_gpt_tensors *t) {
+  return m->head_shares_embedding ? t->word_embeddings.weight : t->output_layer.weight;
+}
 
 #define MT_HOOK(m, which, layer) \
   do { if ((m)->hooks.which) (m)->hooks.which((m)->hooks.ctx, (layer)); } while (0)
@@ -166,7 +221,6 @@ mt_slot *mt_gpt_slot_find(mt_gpt *m, int chunk, int mb);
 void mt_gpt_slot_release(mt_gpt *m, mt_slot *s);
 void mt_gpt_slots_free(mt_gpt *m);
 void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse);
-void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Documents inside packed sequences (gpt_docs.c): the slot's buffers for
  * chunk ch (alloc), their values for the micro-batch's samples tokens
@@ -175,6 +229,7 @@ void mt_gpt_docs_alloc(mt_gpt *m, mt_slot *sl, const mt_chunk *ch);
 void mt_gpt_docs_load(mt_gpt *m, mt_slot *sl, const int32_t *tokens);
 void mt_gpt_docs_free_slot(mt_gpt *m, mt_slot *sl);
 void mt_gpt_docs_free(mt_gpt *m);
+void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Activation set of local layer lc of chunk c in slot s. */
 mt_layer_acts *mt_gpt_layer_acts(mt_gpt *m, mt_slot *s, int lc);

@@ -60,17 +60,6 @@ double mt_moe_sigmoid(double x) {
   return e / (1.0 + e);
 }
 
-void mt_moe_topk(const double *v, const uint8_t *allowed, int n, int k, int *ex, uint8_t *used) {
-  memset(used, 0, (size_t)n);
-  for (int j = 0; j < k; j++) {
-    int best = -1;
-    for (int i = 0; i < n; i++)
-      if (!used[i] && (!allowed || allowed[i]) && (best < 0 || v[i] > v[best])) best = i;
-    MT_ASSERT(best >= 0);
-    ex[j] = best;
-    used[best] = 1;
-  }
-}
 
 /* Per-call scratch of mt_moe_route. */
 typedef struct {
@@ -103,23 +92,6 @@ static void select_experts(const mt_moe_route_opts *o, const float *l, const dou
     allowed = w->allowed;
   }
   mt_moe_topk(w->v, allowed, E, k, ex, w->used);
-}
-
-void mt_moe_gate_weights(const mt_moe_route_opts *o, const float *l, const double *s,
-                         const int *ex, double *w) {
-  const int k = o->k;
-  if (o->score_sigmoid) {
-    double sum = 0.0;
-    for (int j = 0; j < k; j++) sum += s[ex[j]];
-    for (int j = 0; j < k; j++) w[j] = k > 1 ? s[ex[j]] / (sum + MT_MOE_SIGMOID_EPS) : s[ex[j]];
-  } else if (o->pre_softmax) {
-    for (int j = 0; j < k; j++) w[j] = s[ex[j]];
-  } else { /* softmax over the chosen logits */
-    double m2 = l[ex[0]], s2 = 0.0;
-    for (int j = 1; j < k; j++) m2 = l[ex[j]] > m2 ? l[ex[j]] : m2;
-    for (int j = 0; j < k; j++) s2 += exp((double)l[ex[j]] - m2);
-    for (int j = 0; j < k; j++) w[j] = exp((double)l[ex[j]] - m2) / s2;
-  }
 }
 
 /* Step 5: final gate weights (× topk_scaling_factor), fp32. */

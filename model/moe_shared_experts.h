@@ -36,23 +36,22 @@
 
 #include "model/gpt_internal.h"
 
-/* Register the shared expert of global layer l (local layer li) after its
- * routed experts; no-op when moe_shared_expert_intermediate_size is 0. */
-void mt_moe_shared_register(mt_gpt *m, int li, int l);
-
 /* Activation buffers of one layer set (sh_fc1, sh_act; NULL without shared
  * experts) and their release. */
 void mt_moe_shared_alloc_acts(mt_gpt *m, mt_layer_acts *a);
 void mt_moe_shared_free_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Forward: out [sl, b, h] (the routed MoE output, T) += SharedExpertMLP(x),
- * x = a->ln2 [sl, b, h]. Collective over TP. */
-void mt_moe_shared_forward(mt_gpt *m, int li, mt_layer_acts *a, void *out);
+ * x = a->ln2 [sl, b, h], with the layer's shared-expert weights w
+ * (m->w.layers[i].moe.shared_experts; no-op when absent). Registered by
+ * model/gpt_register.c after the routed experts. Collective over TP. */
+void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a, void *out);
 
 /* Backward: dy [sl, b, h] is the MoE output gradient on entry and the
  * input gradient of the whole MoE block on exit: the shared expert's dx plus
  * dx_routed [sl, b, h] (the routed experts' and router's). Parameter
- * gradients accumulate. Collective over TP. */
-void mt_moe_shared_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dy, const void *dx_routed);
+ * gradients accumulate into g (m->g's shared_experts). Collective over TP. */
+void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
+                            mt_layer_acts *a, void *dy, const void *dx_routed);
 
 #endif

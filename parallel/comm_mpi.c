@@ -6,16 +6,6 @@
 
 #include "comm_impl.h"
 
-MPI_Datatype mt_mpi_dtype(mt_dtype t) {
-  switch (t) {
-    case MT_F32: return MPI_FLOAT;
-    case MT_BF16: return MPI_UINT16_T;
-    case MT_I32: return MPI_INT32_T;
-    case MT_I64: return MPI_INT64_T;
-    case MT_F64: return MPI_DOUBLE;
-  }
-  mt_fatal("unknown dtype %d", (int)t);
-}
 
 MPI_Op mt_mpi_op(const mt_dist *d, mt_dtype t, mt_redop op) {
   if (t == MT_BF16) return op == MT_OP_SUM ? d->bf16_sum : d->bf16_max;

@@ -22,11 +22,6 @@
 #include "comm_nccl_impl.h"
 #include "cuda/cuda_device.h"
 
-cudaStream_t mt_nccl_stream(const mt_group *g) {
-  if (g->cuda_stream) return (cudaStream_t)g->cuda_stream;
-  const mt_backend *be = g->d->be;
-  return be ? (cudaStream_t)be->stream : NULL;
-}
 
 static mt_nccl_state *ST(const mt_group *g) { return (mt_nccl_state *)g->engine_state; }
 static const mt_nccl_api *N(const mt_group *g) { return ST(g)->api; }
@@ -55,17 +50,6 @@ static void dcopy(mt_group *g, void *dst, const void *src, int64_t count, mt_dty
   if (count <= 0 || dst == src) return;
   MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, (size_t)count * mt_dtype_size(t), cudaMemcpyDefault,
                                 S(g)));
-}
-
-ncclDataType_t mt_nccl_dtype(mt_dtype t) {
-  switch (t) {
-    case MT_F32: return ncclFloat32;
-    case MT_BF16: return ncclBfloat16;
-    case MT_I32: return ncclInt32;
-    case MT_I64: return ncclInt64;
-    case MT_F64: return ncclFloat64;
-  }
-  mt_fatal("unknown dtype %d", (int)t);
 }
 
 static ncclRedOp_t nccl_op(mt_redop op) { return op == MT_OP_SUM ? ncclSum : ncclMax; }

@@ -286,29 +286,15 @@ static piece ends(const ctx_t *c, const mt_plan_dims *d, int first, int last, in
   return p;
 }
 
-/* The model shape of cfg for model/gpt_flops.h. */
+/* The model shape of cfg for model/gpt_flops.h: the model section is the
+ * model's config (mt_gpt_config.model), so the trainer's FLOPs function
+ * reads it as is. */
 static mt_flops_shape flops_shape(const mt_config *cfg) {
-  const mt_model_config *m = &cfg->model;
-  mt_flops_shape f;
-  memset(&f, 0, sizeof f);
-  f.global_batch = cfg->training.global_batch_size;
-  f.seq_length = m->seq_length;
-  f.num_layers = m->num_layers;
-  f.hidden_size = m->hidden_size;
-  f.num_attention_heads = m->num_attention_heads;
-  f.num_query_groups = m->group_query_attention ? m->num_query_groups : m->num_attention_heads;
-  f.kv_channels = m->kv_channels;
-  f.ffn_hidden_size = m->ffn_hidden_size;
-  f.swiglu = m->swiglu;
-  f.num_experts = m->num_experts;
-  f.moe_router_topk = m->moe_router_topk;
-  f.moe_ffn_hidden_size = m->moe_ffn_hidden_size;
-  f.moe_layer_freq = m->moe_layer_freq;
-  for (int l = 0; l < m->num_layers; l++) f.num_moe_layers += mt_config_is_moe_layer(cfg, l);
-  f.padded_vocab_size = mt_config_padded_vocab(cfg);
-  f.moe_shared_expert_intermediate_size =
-      m->num_experts > 0 ? m->moe_shared_expert_intermediate_size : 0;
-  return f;
+  mt_gpt_config g;
+  memset(&g, 0, sizeof g);
+  g.model = cfg->model;
+  g.padded_vocab_size = mt_config_padded_vocab(cfg);
+  return mt_gpt_flops_shape(&g, cfg->training.global_batch_size);
 }
 
 double mt_plan_hw_flops(const mt_config *cfg) {

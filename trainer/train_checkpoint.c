@@ -84,7 +84,7 @@ static int load_legacy(mt_trainer *t, mt_ckpt_state *st, char *err, size_t errle
 /* This rank's views: parameters, optimizer state when `optim`, buffers.
  * saving sets the write flags (ckpt_views.h rules). */
 static int trainer_views(mt_trainer *t, int saving, int optim, mt_dckpt_view **v) {
-  const int64_t V = mt_gpt_get_config(t->model)->vocab_size;
+  const int64_t V = mt_gpt_get_config(t->model)->model.vocab_size;
   int n = 0;
   *v = NULL;
   if (t->zero) {
@@ -173,7 +173,7 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
                         .skipped_iters = t->skipped_iters,
                         .nan_iters = t->nan_iters,
                         .seed = t->cfg->training.seed,
-                        .vocab_size = mt_gpt_get_config(t->model)->vocab_size,
+                        .vocab_size = mt_gpt_get_config(t->model)->model.vocab_size,
                         .has_optimizer = 1};
   mt_dckpt_view *v = NULL;
   int n = trainer_views(t, 1, 1, &v);

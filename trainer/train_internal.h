@@ -98,8 +98,9 @@ typedef struct {
 int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *err,
                      size_t errlen);
 void mt_trainer_teardown(mt_trainer *t);
-/* The model options of cfg for this rank's coordinates and groups in ps
- * (what mt_trainer_setup builds; also `megatrain generate`). */
+/* The model's config for this rank: cfg's model section, whole, plus the
+ * padded vocabulary, micro-batch size, seed and this rank's coordinates and
+ * groups in ps (what mt_trainer_setup builds; also `megatrain generate`). */
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps);
 
 /* One training iteration (1-based `iteration`): forward/backward over the

@@ -43,7 +43,7 @@ int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen) {
   const float *b = L > 0 ? mt_gpt_moe_expert_bias(t->model, 0) : NULL;
   const int64_t *cnt = L > 0 ? mt_gpt_moe_bias_counts(t->model, 0) : NULL;
   if ((!b && !cnt) || !t->world || mt_group_size(t->world) < 2) return 0;
-  const size_t n = (size_t)L * mt_gpt_get_config(t->model)->num_experts;
+  const size_t n = (size_t)L * mt_gpt_get_config(t->model)->model.num_experts;
   /* every rank holds every layer's state: one hash over the world */
   uint64_t h = MT_FNV1A64_INIT;
   if (b) h = mt_fnv1a64(h, b, n * sizeof(float));
@@ -63,7 +63,7 @@ int mt_trainer_check_expert_bias(mt_trainer *t, char *err, size_t errlen) {
 int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out) {
   *out = NULL;
   const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
-  const int E = mt_gpt_get_config(t->model)->num_experts;
+  const int E = mt_gpt_get_config(t->model)->model.num_experts;
   if (L <= 0 || !mt_gpt_moe_bias_counts(t->model, 0)) return 0;
   mt_ckpt_buffer *b = mt_xcalloc((size_t)2 * L, sizeof *b);
   int n = 0;
@@ -87,7 +87,7 @@ int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out) {
 
 void mt_trainer_moe_bias_after_load(mt_trainer *t) {
   const int L = mt_gpt_num_moe_layers(mt_gpt_get_config(t->model));
-  const int E = mt_gpt_get_config(t->model)->num_experts;
+  const int E = mt_gpt_get_config(t->model)->model.num_experts;
   int64_t *cnt = L > 0 ? mt_gpt_moe_bias_counts(t->model, 0) : NULL;
   float *b = L > 0 ? mt_gpt_moe_expert_bias(t->model, 0) : NULL;
   if (!cnt || !t->ps->pp || mt_group_size(t->ps->pp) < 2) return;

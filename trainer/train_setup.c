@@ -13,6 +13,11 @@
 
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps) {
   mt_gpt_config g = {0};
+  g.model = c->model; /* the model section is the model's config (config/model_config.h) */
+  g.padded_vocab_size = mt_config_padded_vocab(c);
+  g.micro_batch_size = c->training.micro_batch_size;
+  g.seed = c->training.seed;
+  /* this rank's place in the layout */
   g.tp_size = c->parallel.tensor_model_parallel_size;
   g.tp_rank = ps->tp_rank;
   g.tp_group = ps->tp;
@@ -20,76 +25,15 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
   g.cp_size = c->parallel.context_parallel_size;
   g.cp_rank = ps->cp_rank;
   g.cp_group = g.cp_size > 1 ? ps->cp : NULL;
-  g.recompute = !strcmp(c->model.recompute_granularity, "selective") ? MT_RECOMPUTE_SELECTIVE
-                : !strcmp(c->model.recompute_granularity, "full")    ? MT_RECOMPUTE_FULL
-                                                                     : MT_RECOMPUTE_NONE;
-  g.recompute_num_layers = c->model.recompute_num_layers;
   g.pp_size = c->parallel.pipeline_model_parallel_size;
   g.pp_rank = ps->pp_rank;
   g.vpp_size = c->parallel.virtual_pipeline_model_parallel_size;
   g.first_stage_layers = c->parallel.num_layers_in_first_pipeline_stage;
   g.last_stage_layers = c->parallel.num_layers_in_last_pipeline_stage;
   g.embd_group = ps->embd;
-  g.num_layers = c->model.num_layers;
-  g.hidden_size = c->model.hidden_size;
-  g.num_attention_heads = c->model.num_attention_heads;
-  g.ffn_hidden_size = c->model.ffn_hidden_size;
-  g.seq_length = c->model.seq_length;
-  g.max_position_embeddings = c->model.max_position_embeddings;
-  g.vocab_size = c->model.vocab_size;
-  g.padded_vocab_size = mt_config_padded_vocab(c);
-  g.hidden_dropout = c->model.hidden_dropout;
-  g.attention_dropout = c->model.attention_dropout;
-  g.init_method_std = c->model.init_method_std;
-  g.layernorm_epsilon = c->model.norm_epsilon; /* = layernorm_epsilon (alias) */
-  g.untie_embeddings_and_output_weights = c->model.untie_embeddings_and_output_weights;
-  g.position_embedding = !strcmp(c->model.position_embedding_type, "rope")   ? MT_POS_ROPE
-                         : !strcmp(c->model.position_embedding_type, "none") ? MT_POS_NONE
-                                                                             : MT_POS_LEARNED;
-  g.rotary_base = c->model.rotary_base;
-  g.rotary_percent = c->model.rotary_percent;
-  g.rotary_interleaved = c->model.rotary_interleaved;
-  g.normalization = !strcmp(c->model.normalization, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
-  g.swiglu = c->model.swiglu;
-  g.num_query_groups = c->model.group_query_attention ? c->model.num_query_groups : 0;
-  g.kv_channels = c->model.kv_channels;
-  g.disable_bias_linear = !c->model.add_bias_linear;
-  g.qk_layernorm = c->model.qk_layernorm;
-  g.micro_batch_size = c->training.micro_batch_size;
-  g.seed = c->training.seed;
-  g.num_experts = c->model.num_experts;
-  g.moe_router_topk = c->model.moe_router_topk;
-  g.moe_ffn_hidden_size = c->model.moe_ffn_hidden_size;
-  g.moe_layer_freq = c->model.moe_layer_freq;
-  g.moe_expert_capacity_factor = c->model.moe_expert_capacity_factor;
-  g.moe_drop_position = !strcmp(c->model.moe_token_drop_policy, "position");
-  g.moe_router_pre_softmax = c->model.moe_router_pre_softmax;
-  g.moe_aux_loss_coeff = c->model.moe_aux_loss_coeff;
-  g.moe_z_loss_coeff = c->model.moe_z_loss_coeff;
   g.ep_size = c->parallel.expert_model_parallel_size;
   g.ep_rank = ps->ep_rank;
   g.ep_group = ps->ep;
-  if (c->model.moe_layer_pattern_len > 0) {
-    g.moe_layer_pattern_len = c->model.moe_layer_pattern_len;
-    memcpy(g.moe_layer_pattern, c->model.moe_layer_pattern, (size_t)g.moe_layer_pattern_len);
-  }
-  g.moe_score_sigmoid = !strcmp(c->model.moe_router_score_function, "sigmoid");
-  g.moe_router_topk_scaling_factor = c->model.moe_router_topk_scaling_factor;
-  g.moe_router_enable_expert_bias = c->model.moe_router_enable_expert_bias;
-  g.moe_router_bias_update_rate = c->model.moe_router_bias_update_rate;
-  const char *lb = c->model.moe_router_load_balancing_type;
-  g.moe_lb_type = !strcmp(lb, "seq_aux_loss")      ? MT_MOE_LB_SEQ_AUX
-                  : !strcmp(lb, "global_aux_loss") ? MT_MOE_LB_GLOBAL_AUX
-                  : !strcmp(lb, "none")            ? MT_MOE_LB_NONE
-                                                   : MT_MOE_LB_AUX;
-  g.moe_router_num_groups = c->model.moe_router_num_groups;
-  g.moe_router_group_topk = c->model.moe_router_group_topk;
-  g.moe_router_dtype = !strcmp(c->model.moe_router_dtype, "fp32")   ? MT_MOE_ROUTER_DTYPE_FP32
-                       : !strcmp(c->model.moe_router_dtype, "fp64") ? MT_MOE_ROUTER_DTYPE_FP64
-                                                                    : MT_MOE_ROUTER_DTYPE_NONE;
-  g.moe_shared_expert_intermediate_size = c->model.moe_shared_expert_intermediate_size;
-  g.moe_grouped_gemm = c->model.moe_grouped_gemm;
-  g.moe_pad_expert_input_to_capacity = c->model.moe_pad_expert_input_to_capacity;
   g.etp_size = c->parallel.expert_tensor_parallel_size;
   g.etp_rank = ps->etp_rank;
   g.etp_group = g.etp_size > 1 ? ps->etp : NULL;

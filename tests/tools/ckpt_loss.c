@@ -35,36 +35,15 @@ static const char *const k_one_process[] = {
     "parallel.zero_stage=0"};
 #define N_OV ((int)(sizeof k_one_process / sizeof *k_one_process))
 
-/* the dense model options of a config, one process (trainer/train_setup.c
- * builds the same from a config for any layout) */
+/* the model config of a dense config, one process (trainer/train_setup.c
+ * builds the same for any layout) */
 static mt_gpt_config gpt_config(const mt_config *c) {
   const mt_model_config *m = &c->model;
   CHECK(m->num_experts == 0, "ckpt_loss: dense models only");
   mt_gpt_config g = {0};
+  g.model = *m; /* the model section is the model's config */
   g.tp_size = g.pp_size = g.vpp_size = g.cp_size = g.ep_size = g.etp_size = 1;
-  g.num_layers = m->num_layers;
-  g.hidden_size = m->hidden_size;
-  g.num_attention_heads = m->num_attention_heads;
-  g.ffn_hidden_size = m->ffn_hidden_size;
-  g.seq_length = m->seq_length;
-  g.max_position_embeddings = m->max_position_embeddings;
-  g.vocab_size = m->vocab_size;
   g.padded_vocab_size = mt_config_padded_vocab(c);
-  g.init_method_std = m->init_method_std;
-  g.layernorm_epsilon = m->norm_epsilon;
-  g.untie_embeddings_and_output_weights = m->untie_embeddings_and_output_weights;
-  g.position_embedding = !strcmp(m->position_embedding_type, "rope")   ? MT_POS_ROPE
-                         : !strcmp(m->position_embedding_type, "none") ? MT_POS_NONE
-                                                                       : MT_POS_LEARNED;
-  g.rotary_base = m->rotary_base;
-  g.rotary_percent = m->rotary_percent;
-  g.rotary_interleaved = m->rotary_interleaved;
-  g.normalization = !strcmp(m->normalization, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
-  g.swiglu = m->swiglu;
-  g.num_query_groups = m->group_query_attention ? m->num_query_groups : 0;
-  g.kv_channels = m->kv_channels;
-  g.disable_bias_linear = !m->add_bias_linear;
-  g.qk_layernorm = m->qk_layernorm;
   g.micro_batch_size = c->training.micro_batch_size;
   g.seed = c->training.seed;
   return g;
@@ -97,7 +76,7 @@ static int cmd_loss(const char *dir, const char *tokens_path) {
     int64_t r, c;
     mt_dtype dt;
     mt_dckpt_tensor_shape(ck, k, &r, &c, &dt);
-    int64_t want_r = is_vocab(p->name) ? gc.vocab_size : p->rows;
+    int64_t want_r = is_vocab(p->name) ? gc.model.vocab_size : p->rows;
     CHECK(r == want_r && c == p->cols, "ckpt_loss: '%s' is [%lld, %lld], model [%lld, %lld]",
           src, (long long)r, (long long)c, (long long)want_r, (long long)p->cols);
     float *t = mt_dckpt_read_tensor(ck, src, MT_F32, err, sizeof err);
@@ -110,7 +89,7 @@ static int cmd_loss(const char *dir, const char *tokens_path) {
   int en;
   int32_t *tok = (int32_t *)mt_read_file(tokens_path, 0, &len, &en);
   CHECK(tok, "ckpt_loss: cannot read %s", tokens_path);
-  const int s = gc.seq_length, b = gc.micro_batch_size;
+  const int s = gc.model.seq_length, b = gc.micro_batch_size;
   const size_t per = (size_t)b * (size_t)(s + 1);
   const size_t nb = len / sizeof(int32_t) / per;
   CHECK(nb > 0 && len == nb * per * sizeof(int32_t),
@@ -145,7 +124,7 @@ static int cmd_init(const char *config_path, const char *out) {
   for (int i = 0; i < pl->n; i++) {
     const mt_param *p = &pl->p[i];
     snprintf(v[i].name, sizeof v[i].name, "%s", p->name);
-    v[i].rows = v[i].nr = is_vocab(p->name) ? gc.vocab_size : p->rows;
+    v[i].rows = v[i].nr = is_vocab(p->name) ? gc.model.vocab_size : p->rows;
     v[i].cols = v[i].nc = p->cols;
     v[i].hi = v[i].nr * v[i].nc;
     v[i].dtype = MT_F32;
@@ -153,7 +132,7 @@ static int cmd_init(const char *config_path, const char *out) {
     v[i].write = 1;
     v[i].data = host + p->offset;
   }
-  mt_dckpt_meta meta = {.seed = cfg.training.seed, .vocab_size = gc.vocab_size};
+  mt_dckpt_meta meta = {.seed = cfg.training.seed, .vocab_size = gc.model.vocab_size};
   CHECK(!mt_dckpt_save(out, &meta, cfg.json, NULL, v, pl->n, NULL, err, sizeof err),
         "ckpt_loss: %s", err);
   free(v);

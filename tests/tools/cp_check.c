@@ -61,8 +61,8 @@ int main(int argc, char **argv) {
   double tol = 1e-5;
   int layers = 2, seq = 16, full_rc = 0, tp = 1, hidden = 32, heads = 4;
   mt_gpt_config c = mt_tiny_gpt(layers, 32, 4, 64, seq, 97, 2, 11);
-  c.hidden_dropout = 0.1f;
-  c.attention_dropout = 0.1f;
+  c.model.hidden_dropout = 0.1f;
+  c.model.attention_dropout = 0.1f;
   char err[256], opts[512] = "";
   for (int i = 1; i < argc; i++) {
     if (mt_gpt_is_option(argv[i]) && strlen(opts) + strlen(argv[i]) + 2 < sizeof opts) {
@@ -80,19 +80,18 @@ int main(int argc, char **argv) {
       if (mt_gpt_apply_option(&c, argv[i], err, sizeof err) != 0) mt_fatal("%s", err);
     } else tol = atof(argv[i]);
   }
-  c.num_layers = layers;
-  c.hidden_size = hidden;
-  c.num_attention_heads = heads;
-  c.seq_length = c.max_position_embeddings = seq;
+  c.model.num_layers = layers;
+  c.model.hidden_size = hidden;
+  c.model.num_attention_heads = heads;
+  c.model.seq_length = c.model.max_position_embeddings = seq;
   /* ranks: tp fastest, then cp (Megatron's order); TP with sequence parallelism */
   MT_ASSERT(world % tp == 0);
   const int cp = world / tp, tp_rank = r % tp, cp_rank = r / tp;
-  c.padded_vocab_size = mt_round_up(c.vocab_size, 8 * tp);
+  c.padded_vocab_size = mt_round_up(c.model.vocab_size, 8 * tp);
   if (full_rc) { /* both re-run the forward ring before the backward */
-    c.recompute = full_rc == 1 ? MT_RECOMPUTE_FULL : MT_RECOMPUTE_SELECTIVE;
-    c.recompute_num_layers = 1;
+    MT_GPT_SET(c.model.recompute_granularity, full_rc == 1 ? "full" : "selective");
+    c.model.recompute_num_layers = 1;
   }
-  mt_gpt_option_defaults(&c);
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
   mt_backends_process_init(&o);
   mt_backend *be_a = backend(), *be_b = backend();
@@ -112,9 +111,9 @@ int main(int argc, char **argv) {
   ca.cp_group = g;
   mt_gpt *A = mt_gpt_create(be_a, &ca);
   mt_gpt *B = mt_gpt_create(be_b, &c);
-  const int b = c.micro_batch_size, s = c.seq_length;
+  const int b = c.micro_batch_size, s = c.model.seq_length;
   int32_t *tok = mt_xmalloc(sizeof(int32_t) * (size_t)(b * (s + 1)));
-  for (int i = 0; i < b * (s + 1); i++) tok[i] = (int32_t)((i * 37 + 5) % c.vocab_size);
+  for (int i = 0; i < b * (s + 1); i++) tok[i] = (int32_t)((i * 37 + 5) % c.model.vocab_size);
   int64_t ids[8] = {3, 8, 1, 2, 5, 6, 7, 9};
   const float scale = 1.0f / (float)(b * s);
 

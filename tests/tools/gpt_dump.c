@@ -52,8 +52,8 @@ int main(int argc, char **argv) {
   char err[512];
   mt_backend *be = mt_tool_cpu_backend();
   mt_gpt_config c = mt_tiny_gpt(a[0], a[1], a[2], a[6] ? a[6] : 4 * a[1], a[3], a[5], a[4], 1234);
-  c.untie_embeddings_and_output_weights = a[7];
-  c.max_position_embeddings = c.seq_length + 3;
+  c.model.untie_embeddings_and_output_weights = a[7];
+  c.model.max_position_embeddings = c.model.seq_length + 3;
   double bias_amp = 0; /* expert_bias_pattern=AMP: a fixed expert bias (below) */
   for (int i = 2; i < argc; i++)
     if (!strncmp(argv[i], "expert_bias_pattern=", 20))
@@ -62,20 +62,19 @@ int main(int argc, char **argv) {
       fprintf(stderr, "gpt_dump: %s\n", err);
       return 2;
     }
-  mt_gpt_option_defaults(&c);
   int steps = a[8];
   mt_gpt *m = mt_gpt_create(be, &c);
   /* expert bias (needs moe_router_enable_expert_bias=1): bias[i][e] =
    * AMP · (((5e + 3i) mod E) − (E−1)/2) / (E/2) for MoE layer i, held fixed (no
    * update: gpt_dump steps AdamW itself), written to meta.json */
-  if (bias_amp != 0 && !c.moe_router_enable_expert_bias) {
+  if (bias_amp != 0 && !c.model.moe_router_enable_expert_bias) {
     fprintf(stderr, "gpt_dump: expert_bias_pattern needs moe_router_enable_expert_bias=1\n");
     return 2;
   }
   cJSON *jbias = NULL;
-  if (c.moe_router_enable_expert_bias) {
+  if (c.model.moe_router_enable_expert_bias) {
     jbias = cJSON_CreateArray();
-    const int E = c.num_experts;
+    const int E = c.model.num_experts;
     for (int i = 0; i < mt_gpt_num_moe_layers(&c); i++) {
       float *bv = mt_gpt_moe_expert_bias(m, i);
       cJSON *row = cJSON_CreateArray();
@@ -91,58 +90,55 @@ int main(int argc, char **argv) {
 
   cJSON *meta = cJSON_CreateObject();
   cJSON *jc = cJSON_AddObjectToObject(meta, "config");
-  cJSON_AddNumberToObject(jc, "num_layers", c.num_layers);
-  cJSON_AddNumberToObject(jc, "hidden_size", c.hidden_size);
-  cJSON_AddNumberToObject(jc, "num_attention_heads", c.num_attention_heads);
-  cJSON_AddNumberToObject(jc, "ffn_hidden_size", c.ffn_hidden_size);
-  cJSON_AddNumberToObject(jc, "seq_length", c.seq_length);
+  const mt_model_config *r = &mt_gpt_get_config(m)->model; /* derived sizes resolved */
+  cJSON_AddNumberToObject(jc, "num_layers", r->num_layers);
+  cJSON_AddNumberToObject(jc, "hidden_size", r->hidden_size);
+  cJSON_AddNumberToObject(jc, "num_attention_heads", r->num_attention_heads);
+  cJSON_AddNumberToObject(jc, "ffn_hidden_size", r->ffn_hidden_size);
+  cJSON_AddNumberToObject(jc, "seq_length", r->seq_length);
   cJSON_AddNumberToObject(jc, "micro_batch_size", c.micro_batch_size);
-  cJSON_AddNumberToObject(jc, "vocab_size", (double)c.vocab_size);
+  cJSON_AddNumberToObject(jc, "vocab_size", (double)r->vocab_size);
   cJSON_AddNumberToObject(jc, "padded_vocab_size", (double)c.padded_vocab_size);
-  cJSON_AddNumberToObject(jc, "max_position_embeddings", c.max_position_embeddings);
-  cJSON_AddBoolToObject(jc, "untie", c.untie_embeddings_and_output_weights);
-  static const char *const pos_names[] = {"learned_absolute", "rope", "none"};
-  cJSON_AddStringToObject(jc, "position_embedding_type", pos_names[c.position_embedding]);
-  cJSON_AddNumberToObject(jc, "rotary_base", c.rotary_base);
-  cJSON_AddNumberToObject(jc, "rotary_percent", c.rotary_percent);
-  cJSON_AddBoolToObject(jc, "rotary_interleaved", c.rotary_interleaved);
-  cJSON_AddStringToObject(jc, "normalization",
-                          c.normalization == MT_NORM_RMSNORM ? "RMSNorm" : "LayerNorm");
-  cJSON_AddNumberToObject(jc, "norm_epsilon", c.layernorm_epsilon);
-  cJSON_AddBoolToObject(jc, "swiglu", c.swiglu);
-  cJSON_AddNumberToObject(jc, "num_query_groups",
-                          c.num_query_groups ? c.num_query_groups : c.num_attention_heads);
-  cJSON_AddNumberToObject(jc, "kv_channels",
-                          c.kv_channels ? c.kv_channels : c.hidden_size / c.num_attention_heads);
-  cJSON_AddBoolToObject(jc, "add_bias_linear", !c.disable_bias_linear);
-  cJSON_AddBoolToObject(jc, "qk_layernorm", c.qk_layernorm);
-  cJSON_AddNumberToObject(jc, "init_method_std", c.init_method_std);
-  cJSON_AddNumberToObject(jc, "num_experts", c.num_experts);
-  if (c.num_experts > 0) {
-    cJSON_AddNumberToObject(jc, "moe_router_topk", c.moe_router_topk);
-    cJSON_AddNumberToObject(jc, "moe_ffn_hidden_size", c.moe_ffn_hidden_size);
-    if (c.moe_layer_pattern_len > 0) { /* list form: one 0/1 entry per layer */
+  cJSON_AddNumberToObject(jc, "max_position_embeddings", r->max_position_embeddings);
+  cJSON_AddBoolToObject(jc, "untie", r->untie_embeddings_and_output_weights);
+  cJSON_AddStringToObject(jc, "position_embedding_type", r->position_embedding_type);
+  cJSON_AddNumberToObject(jc, "rotary_base", r->rotary_base);
+  cJSON_AddNumberToObject(jc, "rotary_percent", r->rotary_percent);
+  cJSON_AddBoolToObject(jc, "rotary_interleaved", r->rotary_interleaved);
+  cJSON_AddStringToObject(jc, "normalization", r->normalization);
+  cJSON_AddNumberToObject(jc, "norm_epsilon", r->norm_epsilon);
+  cJSON_AddBoolToObject(jc, "swiglu", r->swiglu);
+  cJSON_AddNumberToObject(jc, "num_query_groups", r->num_query_groups);
+  cJSON_AddNumberToObject(jc, "kv_channels", r->kv_channels);
+  cJSON_AddBoolToObject(jc, "add_bias_linear", r->add_bias_linear);
+  cJSON_AddBoolToObject(jc, "qk_layernorm", r->qk_layernorm);
+  cJSON_AddNumberToObject(jc, "init_method_std", r->init_method_std);
+  cJSON_AddNumberToObject(jc, "num_experts", r->num_experts);
+  if (r->num_experts > 0) {
+    cJSON_AddNumberToObject(jc, "moe_router_topk", r->moe_router_topk);
+    cJSON_AddNumberToObject(jc, "moe_ffn_hidden_size", r->moe_ffn_hidden_size);
+    if (r->moe_layer_pattern_len > 0) { /* list form: one 0/1 entry per layer */
       cJSON *jf = cJSON_AddArrayToObject(jc, "moe_layer_freq");
-      for (int l = 0; l < c.moe_layer_pattern_len; l++)
-        cJSON_AddItemToArray(jf, cJSON_CreateNumber(c.moe_layer_pattern[l]));
+      for (int l = 0; l < r->moe_layer_pattern_len; l++)
+        cJSON_AddItemToArray(jf, cJSON_CreateNumber(r->moe_layer_pattern[l]));
     } else {
-      cJSON_AddNumberToObject(jc, "moe_layer_freq", c.moe_layer_freq);
+      cJSON_AddNumberToObject(jc, "moe_layer_freq", r->moe_layer_freq);
     }
-    cJSON_AddNumberToObject(jc, "moe_expert_capacity_factor", c.moe_expert_capacity_factor);
-    cJSON_AddStringToObject(jc, "moe_token_drop_policy", c.moe_drop_position ? "position" : "probs");
-    cJSON_AddBoolToObject(jc, "moe_router_pre_softmax", c.moe_router_pre_softmax);
-    cJSON_AddNumberToObject(jc, "moe_aux_loss_coeff", c.moe_aux_loss_coeff);
-    cJSON_AddNumberToObject(jc, "moe_z_loss_coeff", c.moe_z_loss_coeff);
+    cJSON_AddNumberToObject(jc, "moe_expert_capacity_factor", r->moe_expert_capacity_factor);
+    cJSON_AddStringToObject(jc, "moe_token_drop_policy", r->moe_token_drop_policy);
+    cJSON_AddBoolToObject(jc, "moe_router_pre_softmax", r->moe_router_pre_softmax);
+    cJSON_AddNumberToObject(jc, "moe_aux_loss_coeff", r->moe_aux_loss_coeff);
+    cJSON_AddNumberToObject(jc, "moe_z_loss_coeff", r->moe_z_loss_coeff);
     cJSON_AddNumberToObject(jc, "moe_shared_expert_intermediate_size",
-                            c.moe_shared_expert_intermediate_size);
-    cJSON_AddStringToObject(jc, "moe_router_score_function",
-                            c.moe_score_sigmoid ? "sigmoid" : "softmax");
-    cJSON_AddNumberToObject(jc, "moe_router_topk_scaling_factor", c.moe_router_topk_scaling_factor);
-    static const char *const lb_names[] = {"aux_loss", "seq_aux_loss", "global_aux_loss", "none"};
-    cJSON_AddStringToObject(jc, "moe_router_load_balancing_type", lb_names[c.moe_lb_type]);
-    cJSON_AddNumberToObject(jc, "moe_router_num_groups", c.moe_router_num_groups);
-    cJSON_AddNumberToObject(jc, "moe_router_group_topk", c.moe_router_group_topk);
-    cJSON_AddBoolToObject(jc, "moe_router_enable_expert_bias", c.moe_router_enable_expert_bias);
+                            r->moe_shared_expert_intermediate_size);
+    cJSON_AddStringToObject(jc, "moe_router_score_function", r->moe_router_score_function);
+    cJSON_AddNumberToObject(jc, "moe_router_topk_scaling_factor",
+                            r->moe_router_topk_scaling_factor);
+    cJSON_AddStringToObject(jc, "moe_router_load_balancing_type",
+                            r->moe_router_load_balancing_type);
+    cJSON_AddNumberToObject(jc, "moe_router_num_groups", r->moe_router_num_groups);
+    cJSON_AddNumberToObject(jc, "moe_router_group_topk", r->moe_router_group_topk);
+    cJSON_AddBoolToObject(jc, "moe_router_enable_expert_bias", r->moe_router_enable_expert_bias);
     if (jbias) cJSON_AddItemToObject(jc, "moe_expert_bias", jbias);
   }
   cJSON *jp = cJSON_AddArrayToObject(meta, "params");
@@ -163,12 +159,12 @@ int main(int argc, char **argv) {
   }
 
   /* batches: deterministic pseudo-random tokens, one per step */
-  const int s = c.seq_length, b = c.micro_batch_size;
+  const int s = c.model.seq_length, b = c.micro_batch_size;
   int32_t *tokens = mt_xmalloc((size_t)(steps + 1) * b * (s + 1) * sizeof(int32_t));
   uint64_t x = 88172645463325252ull;
   for (int64_t i = 0; i < (int64_t)(steps + 1) * b * (s + 1); i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    tokens[i] = (int32_t)(x % (uint64_t)c.vocab_size);
+    tokens[i] = (int32_t)(x % (uint64_t)c.model.vocab_size);
   }
   write_raw(dir, "tokens", tokens, (size_t)(steps + 1) * b * (s + 1) * sizeof(int32_t));
   int64_t ids[64];

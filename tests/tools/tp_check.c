@@ -141,7 +141,7 @@ static void check_counters(mt_backend *be, mt_group *tp, int sp) {
   mt_gpt_forward_backward(m, tok, ids, 1, 1.0f / 16);
   mt_gpt_finalize_grads(m);
   const mt_coll_counter *k = mt_group_counters(tp);
-  const int64_t L = c.num_layers, sbh = 8 * 2 * 32, sb = 16;
+  const int64_t L = c.model.num_layers, sbh = 8 * 2 * 32, sb = 16;
   if (!sp) {
     /* fwd: embedding 1 + 2 per layer; head: max + (sumexp, target) over s*b;
      * bwd: output layer 1 + 2 per layer (copy_to_tp backward) */

@@ -35,8 +35,9 @@
 
 /* docs/memory.md, GPT-2 block, t = 1, no recompute: one micro-batch slot. */
 static int64_t fused_slot_bytes(const mt_gpt_config *c) {
-  const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
-  const int64_t f = c->ffn_hidden_size, a = c->num_attention_heads, L = c->num_layers;
+  const int64_t s = c->model.seq_length, b = c->micro_batch_size, h = c->model.hidden_size;
+  const int64_t f = c->model.ffn_hidden_size, a = c->model.num_attention_heads;
+  const int64_t L = c->model.num_layers;
   const int64_t layer = 3 * s * b * h   /* ln1, x1, ln2 */
                         + 4 * s * b     /* LayerNorm means and rstds */
                         + 4 * s * b * h /* qkv and ctx */
@@ -52,7 +53,7 @@ static int64_t fused_slot_bytes(const mt_gpt_config *c) {
 static void measure(mt_backend *be, int s) {
   mt_gpt_config c = mt_tiny_gpt(12, 768, 12, 3072, s, 50257, 1, 1234);
   c.padded_vocab_size = 50304;
-  const int64_t L = c.num_layers, a = c.num_attention_heads, b = c.micro_batch_size;
+  const int64_t L = c.model.num_layers, a = c.model.num_attention_heads, b = c.micro_batch_size;
   const int64_t probs = L * 4 * b * a * (int64_t)s * s, lse = L * 4 * b * a * s;
   int32_t *tok = mt_xcalloc((size_t)b * (s + 1), sizeof(int32_t));
   for (int64_t i = 0; i < b * (s + 1); i++) tok[i] = (int32_t)((i * 7919) % 50257);

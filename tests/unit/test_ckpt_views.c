@@ -124,8 +124,8 @@ static void test_dense(void **state) {
                          {"gelu pp2 tied", 1, 2, 1, 1, 1, 384},
                          {"gelu tp2 pp2 v2 tied", 2, 2, 2, 1, 1, 320}};
   for (size_t i = 0; i < sizeof gelu / sizeof *gelu; i++) check_layout(be, &c, &gelu[i]);
-  c.swiglu = 1;
-  c.untie_embeddings_and_output_weights = 1;
+  c.model.swiglu = 1;
+  c.model.untie_embeddings_and_output_weights = 1;
   const layout glu[] = {{"swiglu untied tp2", 2, 1, 1, 1, 1, 384},
                         {"swiglu untied tp4 pp2", 4, 2, 1, 1, 1, 400}};
   for (size_t i = 0; i < sizeof glu / sizeof *glu; i++) check_layout(be, &c, &glu[i]);
@@ -136,15 +136,15 @@ static void test_moe(void **state) {
   (void)state;
   mt_backend *be = mt_tool_cpu_backend();
   mt_gpt_config c = mt_tiny_gpt(4, 32, 4, 64, 8, VOCAB, 2, 9);
-  c.num_experts = 4;
-  c.moe_router_topk = 2;
-  c.moe_ffn_hidden_size = 48;
-  c.moe_layer_freq = 2;
+  c.model.num_experts = 4;
+  c.model.moe_router_topk = 2;
+  c.model.moe_ffn_hidden_size = 48;
+  c.model.moe_layer_freq = 2;
   const layout gelu[] = {{"moe ep2", 1, 1, 1, 2, 1, 384}, {"moe tp2 ep4", 2, 1, 1, 4, 1, 384}};
   for (size_t i = 0; i < sizeof gelu / sizeof *gelu; i++) check_layout(be, &c, &gelu[i]);
-  c.swiglu = 1;
-  c.disable_bias_linear = 1; /* no expert biases with ETP > 1 (Megatron) */
-  c.moe_shared_expert_intermediate_size = 32;
+  c.model.swiglu = 1;
+  c.model.add_bias_linear = 0; /* no expert biases with ETP > 1 (Megatron) */
+  c.model.moe_shared_expert_intermediate_size = 32;
   const layout glu[] = {{"moe swiglu etp2 ep2 shared", 2, 1, 1, 2, 2, 384},
                         {"moe swiglu etp2 pp2", 2, 2, 1, 1, 2, 384}};
   for (size_t i = 0; i < sizeof glu / sizeof *glu; i++) check_layout(be, &c, &glu[i]);

@@ -37,21 +37,21 @@ enum { SEQ = 24, PREFILL = 5 };
 
 static mt_gpt_config gpt2_config(void) {
   mt_gpt_config c = mt_tiny_gpt(2, 64, 4, 256, SEQ, 300, 1, 11);
-  c.init_method_std = 0.1f; /* attention far from uniform */
+  c.model.init_method_std = 0.1f; /* attention far from uniform */
   return c;
 }
 
 static mt_gpt_config llama_config(int qk) {
   mt_gpt_config c = gpt2_config();
-  c.position_embedding = MT_POS_ROPE;
-  c.rotary_base = 10000.0f;
-  c.rotary_percent = qk ? 0.5f : 1.0f;
-  c.normalization = MT_NORM_RMSNORM;
-  c.swiglu = 1;
-  c.num_query_groups = 2;
-  c.disable_bias_linear = !qk;
-  c.qk_layernorm = qk;
-  c.untie_embeddings_and_output_weights = 1;
+  MT_GPT_SET(c.model.position_embedding_type, "rope");
+  c.model.rotary_base = 10000.0f;
+  c.model.rotary_percent = qk ? 0.5f : 1.0f;
+  MT_GPT_SET(c.model.normalization, "RMSNorm");
+  c.model.swiglu = 1;
+  c.model.num_query_groups = 2;
+  c.model.add_bias_linear = qk;
+  c.model.qk_layernorm = qk;
+  c.model.untie_embeddings_and_output_weights = 1;
   return c;
 }
 
@@ -72,7 +72,7 @@ static int64_t argmax(const float *l, int64_t V) {
 static void check_model(mt_gpt_config c, const char *what) {
   mt_backend *be = mt_tool_cpu_backend();
   mt_gpt *m = mt_gpt_create(be, &c);
-  const int64_t V = c.vocab_size;
+  const int64_t V = c.model.vocab_size;
   int32_t tok[SEQ + 1];
   uint64_t x = 12345;
   for (int i = 0; i <= SEQ; i++) {
@@ -149,10 +149,10 @@ static void test_refusals(void **st) {
   assert_null(mt_gpt_infer_create(m, SEQ + 1, 1, err, sizeof err));
   assert_non_null(strstr(err, "max_position_embeddings"));
   mt_gpt_destroy(m);
-  c.num_experts = 4;
-  c.moe_router_topk = 2;
-  c.moe_ffn_hidden_size = 64;
-  c.moe_layer_freq = 1;
+  c.model.num_experts = 4;
+  c.model.moe_router_topk = 2;
+  c.model.moe_ffn_hidden_size = 64;
+  c.model.moe_layer_freq = 1;
   m = mt_gpt_create(be, &c);
   assert_null(mt_gpt_infer_create(m, SEQ, 1, err, sizeof err));
   assert_non_null(strstr(err, "num_experts"));

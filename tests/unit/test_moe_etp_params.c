@@ -28,12 +28,12 @@
 
 static mt_gpt_config moe_config(int swiglu) {
   mt_gpt_config c = mt_tiny_gpt(4, 32, 4, 64, 8, 300, 2, 99);
-  c.num_experts = 4;
-  c.moe_router_topk = 2;
-  c.moe_ffn_hidden_size = 48;
-  c.moe_layer_freq = 2;
-  c.swiglu = swiglu;
-  c.disable_bias_linear = 1; /* no expert biases with ETP > 1 (Megatron) */
+  c.model.num_experts = 4;
+  c.model.moe_router_topk = 2;
+  c.model.moe_ffn_hidden_size = 48;
+  c.model.moe_layer_freq = 2;
+  c.model.swiglu = swiglu;
+  c.model.add_bias_linear = 0; /* no expert biases with ETP > 1 (Megatron) */
   return c;
 }
 
@@ -52,8 +52,8 @@ static void check(int swiglu) {
   float *Fv = mt_tool_host_params(be, full);
   const mt_param_list *fl = mt_gpt_params(full);
   const int64_t one = expert_numel(full);
-  const int64_t g = swiglu ? 2 : 1, h = c1.hidden_size, F = c1.moe_ffn_hidden_size;
-  const int64_t E = c1.num_experts, Lm = mt_gpt_num_moe_layers(&c1);
+  const int64_t g = swiglu ? 2 : 1, h = c1.model.hidden_size, F = c1.model.moe_ffn_hidden_size;
+  const int64_t E = c1.model.num_experts, Lm = mt_gpt_num_moe_layers(&c1);
   EXPECT_EQ(one, Lm * E * (g * F * h + h * F), "swiglu %d etp 1", swiglu);
   for (int etp = 2; etp <= 4; etp *= 2)
     for (int ep = 1; ep <= 2; ep++) {

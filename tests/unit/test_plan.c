@@ -275,47 +275,19 @@ static void check_memory(const char *json, int steps, const char *recompute, int
   mt_backend *be = mt_backend_create(&bo, err, sizeof err);
   assert_non_null(be);
   mt_gpt_config g = {0};
-  g.num_layers = cfg.model.num_layers;
-  g.hidden_size = cfg.model.hidden_size;
-  g.num_attention_heads = cfg.model.num_attention_heads;
-  g.ffn_hidden_size = cfg.model.ffn_hidden_size;
-  g.seq_length = cfg.model.seq_length;
-  g.max_position_embeddings = cfg.model.max_position_embeddings;
-  g.vocab_size = cfg.model.vocab_size;
+  g.model = cfg.model; /* the model section is the model's config */
   g.padded_vocab_size = mt_config_padded_vocab(&cfg);
-  g.hidden_dropout = cfg.model.hidden_dropout;
-  g.attention_dropout = cfg.model.attention_dropout;
-  g.init_method_std = cfg.model.init_method_std;
-  g.layernorm_epsilon = cfg.model.layernorm_epsilon;
-  g.untie_embeddings_and_output_weights = cfg.model.untie_embeddings_and_output_weights;
-  const mt_model_config *mc = &cfg.model;
-  g.position_embedding = !strcmp(mc->position_embedding_type, "rope")   ? MT_POS_ROPE
-                         : !strcmp(mc->position_embedding_type, "none") ? MT_POS_NONE
-                                                                        : MT_POS_LEARNED;
-  g.rotary_base = mc->rotary_base;
-  g.rotary_percent = mc->rotary_percent;
-  g.rotary_interleaved = mc->rotary_interleaved;
-  g.normalization = !strcmp(mc->normalization, "RMSNorm") ? MT_NORM_RMSNORM : MT_NORM_LAYERNORM;
-  g.swiglu = mc->swiglu;
-  g.num_query_groups = mc->group_query_attention ? mc->num_query_groups : 0;
-  g.kv_channels = mc->kv_channels;
-  g.disable_bias_linear = !mc->add_bias_linear;
-  g.qk_layernorm = mc->qk_layernorm;
   g.micro_batch_size = cfg.training.micro_batch_size;
   g.seed = 1;
   g.tp_size = 1;
-  g.recompute = !strcmp(recompute, "selective") ? MT_RECOMPUTE_SELECTIVE
-                : !strcmp(recompute, "full")    ? MT_RECOMPUTE_FULL
-                                                : MT_RECOMPUTE_NONE;
-  g.recompute_num_layers = rc_layers;
   mt_gpt *m = mt_gpt_create(be, &g);
   mt_adamw opt;
   mt_adamw_init(&opt, be, mt_gpt_params(m), mt_gpt_param_buffer(m), mt_gpt_grad_buffer(m), 0.9f,
                 0.95f, 1e-8f, 0.1f);
-  int b = g.micro_batch_size, s = g.seq_length;
+  int b = g.micro_batch_size, s = g.model.seq_length;
   int32_t *tok = malloc(sizeof(int32_t) * (size_t)b * (s + 1));
   int64_t ids[64];
-  for (int i = 0; i < b * (s + 1); i++) tok[i] = (i * 7919) % (int)g.vocab_size;
+  for (int i = 0; i < b * (s + 1); i++) tok[i] = (i * 7919) % (int)g.model.vocab_size;
   for (int i = 0; i < b; i++) ids[i] = i;
   for (int it = 0; it < steps; it++) {
     mt_gpt_zero_grad(m);

@@ -27,7 +27,7 @@
 
 static mt_gpt_config base_config(void) {
   mt_gpt_config c = mt_tiny_gpt(3, 64, 8, 256, 16, 1000, 2, 77);
-  c.max_position_embeddings = 20;
+  c.model.max_position_embeddings = 20;
   return c;
 }
 
@@ -36,21 +36,21 @@ static mt_gpt_config base_config(void) {
  * LayerNorm instead of RMSNorm, and biases on. */
 static mt_gpt_config llama_config(int qk) {
   mt_gpt_config c = base_config();
-  c.position_embedding = MT_POS_ROPE;
-  c.rotary_base = 10000.0f;
-  c.rotary_percent = 1.0f;
-  c.normalization = qk ? MT_NORM_LAYERNORM : MT_NORM_RMSNORM;
-  c.swiglu = 1;
-  c.num_query_groups = 4;
-  c.disable_bias_linear = !qk; /* the qk variant keeps biases (SwiGLU fc1 bias halves) */
-  c.qk_layernorm = qk;
-  c.untie_embeddings_and_output_weights = 1;
+  MT_GPT_SET(c.model.position_embedding_type, "rope");
+  c.model.rotary_base = 10000.0f;
+  c.model.rotary_percent = 1.0f;
+  MT_GPT_SET(c.model.normalization, qk ? "LayerNorm" : "RMSNorm");
+  c.model.swiglu = 1;
+  c.model.num_query_groups = 4;
+  c.model.add_bias_linear = qk; /* the qk variant keeps biases (SwiGLU fc1 bias halves) */
+  c.model.qk_layernorm = qk;
+  c.model.untie_embeddings_and_output_weights = 1;
   return c;
 }
 
 static void check_init_shards(mt_gpt_config c1) {
   mt_backend *be = mt_tool_cpu_backend();
-  c1.padded_vocab_size = mt_round_up(c1.vocab_size, 128 * 4); /* same padding for all tp */
+  c1.padded_vocab_size = mt_round_up(c1.model.vocab_size, 128 * 4); /* same padding for all tp */
   mt_gpt *full = mt_gpt_create(be, &c1);
   float *F = mt_tool_host_params(be, full);
   const mt_param_list *fl = mt_gpt_params(full);
@@ -98,27 +98,32 @@ static void test_init_shards_bitwise(void **state) {
   check_init_shards(llama_config(1));
 }
 
+/* recompute_granularity by index: none, selective, full */
+enum { RC_NONE, RC_SELECTIVE, RC_FULL };
+static const char *const k_recompute[] = {"", "selective", "full"};
+
 /* docs/memory.md: activation elements of this implementation. */
 static int64_t expected_act_bytes(const mt_gpt_config *c, int tp, int sp, int recompute, int n_rc) {
-  const int64_t s = c->seq_length, b = c->micro_batch_size, h = c->hidden_size;
-  const int64_t f = c->ffn_hidden_size, a = c->num_attention_heads, L = c->num_layers;
+  const int64_t s = c->model.seq_length, b = c->micro_batch_size, h = c->model.hidden_size;
+  const int64_t f = c->model.ffn_hidden_size, a = c->model.num_attention_heads;
+  const int64_t L = c->model.num_layers;
   const int64_t Vp = c->padded_vocab_size;
   const int64_t tsp = sp && tp > 1 ? tp : 1;
-  const int64_t ng = c->num_query_groups ? c->num_query_groups : a;
-  const int64_t hn = c->kv_channels ? c->kv_channels : h / a;
-  const int64_t qkv = (a + 2 * ng) * hn, g = c->swiglu ? 2 : 1;
-  const int64_t nstat = c->normalization == MT_NORM_RMSNORM ? 1 : 2; /* RMSNorm: no mean */
+  const int64_t ng = c->model.num_query_groups ? c->model.num_query_groups : a;
+  const int64_t hn = c->model.kv_channels ? c->model.kv_channels : h / a;
+  const int64_t qkv = (a + 2 * ng) * hn, g = c->model.swiglu ? 2 : 1;
+  const int64_t nstat = !strcmp(c->model.normalization, "RMSNorm") ? 1 : 2; /* no mean */
   /* one layer's saved set (elements), the attention's lse separately */
   int64_t layer = s * b * h * 3 / tsp          /* ln1, x1, ln2 */
                   + 2 * nstat * s * b / tsp    /* norm means and rstds */
                   + s * b * (qkv + a * hn) / tp /* qkv and ctx */
                   + (g + 1) * s * b * f / tp;  /* fc1 (gate and up with SwiGLU) and act */
-  if (c->qk_layernorm)                         /* pre-norm qkv, q/k norm statistics */
+  if (c->model.qk_layernorm)                         /* pre-norm qkv, q/k norm statistics */
     layer += s * b * qkv / tp + nstat * s * b * (a + ng) / tp;
   int64_t lse = b * (a / tp) * s;             /* fused attention log-sum-exp (fp32) */
   int64_t total;
-  if (recompute == MT_RECOMPUTE_NONE) total = L * (layer + lse);
-  else if (recompute == MT_RECOMPUTE_SELECTIVE) total = L * layer + lse;
+  if (recompute == RC_NONE) total = L * (layer + lse);
+  else if (recompute == RC_SELECTIVE) total = L * layer + lse;
   else total = n_rc * (layer + lse);
   total += (L + 1) * s * b * h / tsp;          /* residual stream: layer inputs + output */
   total += s * b * h / tsp + nstat * s * b / tsp; /* final norm output, mean, rstd */
@@ -135,11 +140,11 @@ static void test_activation_bytes(void **state) {
     for (int sp = 0; sp <= 1; sp++)
       for (int rc = 0; rc <= 2; rc++) {
         mt_gpt_config c = blk ? llama_config(blk == 2) : base_config();
-        c.padded_vocab_size = mt_round_up(c.vocab_size, 128 * tp);
+        c.padded_vocab_size = mt_round_up(c.model.vocab_size, 128 * tp);
         c.tp_size = tp;
         c.sequence_parallel = sp;
-        c.recompute = rc;
-        c.recompute_num_layers = 2;
+        MT_GPT_SET(c.model.recompute_granularity, k_recompute[rc]);
+        c.model.recompute_num_layers = 2;
         size_t before = be->mem.live[MT_MEM_ACT];
         mt_gpt *m = mt_gpt_create(be, &c);
         /* activations are allocated per micro-batch slot: take one */
@@ -156,9 +161,9 @@ static void test_activation_bytes(void **state) {
       }
   /* the paper's claim: TP + SP + selective stores ~1/tp of tp=1's layer activations */
   mt_gpt_config c = base_config();
-  c.padded_vocab_size = mt_round_up(c.vocab_size, 512);
-  int64_t one = expected_act_bytes(&c, 1, 0, MT_RECOMPUTE_SELECTIVE, 1);
-  int64_t four = expected_act_bytes(&c, 4, 1, MT_RECOMPUTE_SELECTIVE, 1);
+  c.padded_vocab_size = mt_round_up(c.model.vocab_size, 512);
+  int64_t one = expected_act_bytes(&c, 1, 0, RC_SELECTIVE, 1);
+  int64_t four = expected_act_bytes(&c, 4, 1, RC_SELECTIVE, 1);
   print_message("selective: tp=1 %lld bytes, tp=4+sp %lld bytes (ratio %.3f)\n", (long long)one,
                 (long long)four, (double)four / (double)one);
   mt_backend_destroy(be);
