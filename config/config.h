@@ -71,6 +71,10 @@ typedef struct {
   char split[64];                                 /* "969,30,1" */
   char vocab_file[MT_PATH_MAX];                   /* optional, for decoding samples */
   char merge_file[MT_PATH_MAX];
+  /* documents inside packed sequences (Megatron's GPTDatasetConfig) */
+  int reset_position_ids;   /* learned positions restart after each EOD */
+  int reset_attention_mask; /* attention stays inside the token's document */
+  int eod_mask_loss;        /* no loss on the prediction made at an EOD */
 } mt_data_config;
 
 typedef struct {

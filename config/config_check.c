@@ -514,6 +514,12 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (check_layout(c, cfg, world_size, kv_given) || check_block(c, cfg) ||
       check_moe(c, cfg, world_size))
     return 2;
+  if (cfg->data.reset_position_ids && strcmp(m->position_embedding_type, "learned_absolute"))
+    return mt_cfg_fail(c, key("data.reset_position_ids"),
+                       "true has no effect with position_embedding_type \"%s\" (it resets the "
+                       "learned absolute positions; expected position_embedding_type "
+                       "\"learned_absolute\", or false)",
+                       m->position_embedding_type);
   const mt_training_config *t = &cfg->training;
   if (t->finetune && !cfg->checkpoint.load[0])
     note(c, "training.finetune is true but checkpoint.load is not set: finetune has no effect, "

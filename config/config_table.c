@@ -325,6 +325,19 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--vocab-file`", "GPT-2 `vocab.json` (for decoding samples)"},
     {S_DATA, "merge_file", MT_CT_STR, FLD(data.merge_file), NUL, 0, 0, NULL, STR(NULL),
      "`--merge-file`", "GPT-2 `merges.txt`"},
+    {S_DATA, "reset_position_ids", MT_CT_BOOL, FLD(data.reset_position_ids), 0, 0, 0, NULL, NUM(0),
+     "`--reset-position-ids`",
+     "learned absolute positions restart at 0 after every end-of-document token of a packed "
+     "sample; needs `position_embedding_type` `learned_absolute` (RoPE scores depend on position "
+     "differences only, which document masking keeps inside a document)"},
+    {S_DATA, "reset_attention_mask", MT_CT_BOOL, FLD(data.reset_attention_mask), 0, 0, 0, NULL,
+     NUM(0), "`--reset-attention-mask`",
+     "a token attends only to the earlier tokens of its own document inside a packed sample "
+     "(documents end at the end-of-document token, which belongs to the document it ends)"},
+    {S_DATA, "eod_mask_loss", MT_CT_BOOL, FLD(data.eod_mask_loss), 0, 0, 0, NULL, NUM(0),
+     "`--eod-mask-loss`",
+     "no loss on the prediction made at an end-of-document token; the loss is the mean over the "
+     "other tokens of the global batch"},
 
     {S_CKPT, "save", MT_CT_STR, FLD(checkpoint.save), NUL, 0, 0, NULL, STR(NULL), "`--save`",
      "checkpoint directory to write; null = do not save"},

@@ -229,7 +229,9 @@ void mt_gpt_zero_grad(mt_gpt *m);
  * sample ids (key the dropout RNG). If `train`, dropout is on and the
  * backward pass runs, ACCUMULATING into the gradient buffer
  * d(loss_scale * sum of token losses)/dparams. Returns the SUM of the b*s
- * token losses (nats, fp64). With context parallelism the full samples are
+ * token losses (nats, fp64); with eod_mask_loss the losses of masked targets
+ * are 0 (not in the sum nor the gradient: mt_gpt_loss_tokens counts the
+ * others). With context parallelism the full samples are
  * still passed (every CP rank the same ones); the model takes its 2 chunks
  * of each, and the returned sum and the gradients cover only this rank's
  * b*s/cp tokens (the caller sums both over the CP group; loss_scale stays
@@ -244,6 +246,10 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
  * mt_gpt_grad_buffer_stage] -> backward -> [send mt_gpt_grad_buffer_stage]
  * -> end. */
 int mt_gpt_num_chunks(const mt_gpt *m);
+/* Targets of a micro-batch's samples tokens [b, s + 1] that count in the
+ * loss: b*s, or with eod_mask_loss those whose input token is not
+ * eod_token (Megatron's loss_mask.sum()). Host; no model needed. */
+int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens);
 /* 1 when chunk c holds the embedding (model input) / the head (loss). */
 int mt_gpt_chunk_is_first(const mt_gpt *m, int c);
 int mt_gpt_chunk_is_last(const mt_gpt *m, int c);

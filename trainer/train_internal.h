@@ -101,6 +101,11 @@ void mt_trainer_teardown(mt_trainer *t);
 /* The model's config for this rank: cfg's model section, whole, plus the
  * padded vocabulary, micro-batch size, seed and this rank's coordinates and
  * groups in ps (what mt_trainer_setup builds; also `megatrain generate`). */
+/* Megatron's tokenizer.eod for the data: the id that ends a document in
+ * the packed samples (reset_position_ids, reset_attention_mask,
+ * eod_mask_loss). */
+enum { MT_GPT2_EOD = 50256 };
+int mt_trainer_eod_token(const mt_config *c);
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps);
 
 /* One training iteration (1-based `iteration`): forward/backward over the

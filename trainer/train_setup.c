@@ -11,12 +11,21 @@
 #include "checkpoint/lock.h"
 #include "trainer/train_internal.h"
 
+int mt_trainer_eod_token(const mt_config *c) {
+  (void)c; /* the GPT-2 tokenizer's <|endoftext|>, which preprocess --append-eod writes */
+  return MT_GPT2_EOD;
+}
+
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps) {
   mt_gpt_config g = {0};
   g.model = c->model; /* the model section is the model's config (config/model_config.h) */
   g.padded_vocab_size = mt_config_padded_vocab(c);
   g.micro_batch_size = c->training.micro_batch_size;
   g.seed = c->training.seed;
+  g.reset_attention_mask = c->data.reset_attention_mask;
+  g.reset_position_ids = c->data.reset_position_ids;
+  g.eod_mask_loss = c->data.eod_mask_loss;
+  g.eod_token = mt_trainer_eod_token(c);
   /* this rank's place in the layout */
   g.tp_size = c->parallel.tensor_model_parallel_size;
   g.tp_rank = ps->tp_rank;

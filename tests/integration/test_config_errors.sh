@@ -130,6 +130,8 @@ expect rotary_base_without_rope "$g" "model.rotary_base" "position_embedding_typ
   --set model.position_embedding_type=none --set model.rotary_base=500000
 expect rotary_interleaved_without_rope "$g" "model.rotary_interleaved" "no effect" -- \
   --set model.rotary_interleaved=true
+expect reset_position_ids_with_rope "$g" "data.reset_position_ids" "no effect" "\"rope\"" \
+  "learned_absolute" -- $ROPE --set data.reset_position_ids=true
 expect qk_norm_one_channel "$g" "model.qk_layernorm" "kv_channels >= 2" -- \
   --set model.qk_layernorm=true --set model.kv_channels=1
 expect swiglu_ffn_zero "$g" "model.ffn_hidden_size" "swiglu" -- --set model.swiglu=true --set model.hidden_size=16
