@@ -39,14 +39,22 @@ typedef struct {
 typedef struct {
   int micro_batch_size;
   int global_batch_size;
-  int64_t train_iters;            /* required */
+  int64_t train_iters;            /* given, or train_samples / global_batch_size */
+  int64_t train_samples;          /* 0 = iteration-based training */
   uint64_t seed;
   float lr;                       /* required */
   float min_lr;
-  char lr_decay_style[16];        /* "constant" | "linear" | "cosine" */
+  char lr_decay_style[24];        /* constant | linear | cosine | inverse-square-root | WSD */
   int64_t lr_warmup_iters;
   int64_t lr_decay_iters;
+  int64_t lr_warmup_samples, lr_decay_samples; /* sample-based training */
+  float lr_warmup_fraction;       /* 0 = unset */
+  float lr_warmup_init;
+  char lr_wsd_decay_style[16];    /* exponential | linear | cosine | minus_sqrt */
+  int64_t lr_wsd_decay_iters, lr_wsd_decay_samples; /* 0 = unset */
   float weight_decay;
+  float start_weight_decay, end_weight_decay; /* resolved: = weight_decay when constant */
+  char weight_decay_incr_style[16]; /* constant | linear | cosine */
   float adam_beta1, adam_beta2;
   float adam_eps;
   float clip_grad;                /* 0 = off */

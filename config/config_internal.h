@@ -51,7 +51,7 @@ typedef struct {
   const char *doc;      /* one-line description, markdown */
 } mt_cfg_key;
 
-enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 128 };
+enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 160 };
 
 extern const char *const mt_cfg_sections[MT_CFG_NSECTIONS];
 extern const mt_cfg_key mt_cfg_keys[];

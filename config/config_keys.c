@@ -129,6 +129,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
     /* a nullable number at 0 is null (off), so the JSON loads back as it was */
     const int null_num = (kd->flags & MT_CK_NULLABLE) &&
                          ((kd->type == MT_CT_INT && *(const int *)p == 0) ||
+                          (kd->type == MT_CT_I64 && *(const int64_t *)p == 0) ||
                           (kd->type == MT_CT_FLOAT && *(const float *)p == 0.0f));
     switch (null_num ? -1 : (int)kd->type) {
       case -1: v = cJSON_CreateNull(); break;

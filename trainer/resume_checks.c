@@ -53,13 +53,13 @@ int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg
   char diff[1024] = "", a[64], b[64];
   double v;
   if (saved_num(t, "lr", &v) && (float)v != c->lr) {
-    ck.max_lr = (float)v;
+    ck.max_lr = mt_lr_decimal((float)v);
     fmt_float(a, sizeof a, (float)v);
     fmt_float(b, sizeof b, c->lr);
     add_diff(diff, sizeof diff, "lr", a, b);
   }
   if (saved_num(t, "min_lr", &v) && (float)v != c->min_lr) {
-    ck.min_lr = (float)v;
+    ck.min_lr = mt_lr_decimal((float)v);
     fmt_float(a, sizeof a, (float)v);
     fmt_float(b, sizeof b, c->min_lr);
     add_diff(diff, sizeof diff, "min_lr", a, b);

@@ -185,14 +185,27 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
                                   t->ps->mp, t->ps->etp_ep, t->ps->pp);
   }
   r.grad_norm = sqrt(sumsq);
-  r.lr = mt_lr_at(&t->sched, iteration);
+  /* Megatron's OptimizerParamScheduler counts samples and is stepped after
+   * optimizer.step(): update k uses the values at the samples consumed
+   * before it ((k - 1) · gbs; lr_warmup_init for the first warmup update),
+   * and the logged values are those after the step (k · gbs) */
+  (void)iteration;
+  const double before = (double)t->consumed_samples;
+  const double after = before + (double)c->training.global_batch_size;
+  r.lr_applied = mt_lr_sched_lr(&t->sched, before);
+  r.wd_applied = mt_lr_sched_wd(&t->sched, before);
+  const float lr = (float)r.lr_applied, wd = (float)r.wd_applied;
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
     r.skipped = 1;
   } else if (t->zero) {
-    mt_zero_opt_step(t->zero, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
+    t->zero->o.weight_decay = wd;
+    mt_zero_opt_step(t->zero, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   } else {
-    mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
+    t->opt.weight_decay = wd;
+    mt_adamw_step(&t->opt, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
+  r.lr = mt_lr_sched_lr(&t->sched, after);
+  r.wd = mt_lr_sched_wd(&t->sched, after);
   t->consumed_samples += c->training.global_batch_size;
   mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
   moe_step_stats(t, &r);
@@ -383,6 +396,9 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.train_iters = tc->train_iters;
     rec.consumed_samples = t->consumed_samples;
     rec.lr = r.lr;
+    rec.weight_decay = r.wd;
+    rec.lr_applied = r.lr_applied;
+    rec.wd_applied = r.wd_applied;
     rec.global_batch_size = tc->global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;

@@ -79,7 +79,8 @@ typedef struct {
 
 typedef struct {
   double lm_loss, grad_norm;
-  float lr;
+  double lr, wd;             /* Megatron's logged values: the scheduler's after this update */
+  double lr_applied, wd_applied; /* the values this update used */
   int skipped;
   int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
   /* MoE (n_moe_layers 0 = dense): see mt_log_record */
@@ -106,6 +107,10 @@ void mt_trainer_teardown(mt_trainer *t);
  * eod_mask_loss). */
 enum { MT_GPT2_EOD = 50256 };
 int mt_trainer_eod_token(const mt_config *c);
+/* The optimizer schedule of a resolved config (optimizer/lr_schedule.h):
+ * Megatron's get_optimizer_param_scheduler inputs, rates as the decimals
+ * the config holds. */
+mt_lr_schedule mt_trainer_lr_schedule(const mt_config *cfg);
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps);
 
 /* One training iteration (1-based `iteration`): forward/backward over the

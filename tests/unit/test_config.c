@@ -260,7 +260,7 @@ static const err_case CASES[] = {
     {"{\"modle\": {}}", {0}, 1, {"modle", "unknown section", "did you mean 'model'?"}},
     {"{\"model\": {\"lr\": 1}}", {0}, 1, {"model.lr", "did you mean 'training.lr'?"}},
     {NULL, {"model.hiden_size=3"}, 1, {"model.hiden_size (from --set)", "did you mean 'hidden_size'?"}},
-    {NULL, {"training.lr_warmup=3"}, 1, {"training.lr_warmup", "did you mean 'lr_warmup_iters'?"}},
+    {NULL, {"training.lr_warmup=3"}, 1, {"training.lr_warmup", "did you mean 'lr_warmup_init'?"}},
     {NULL, {"trainig.lr=3"}, 1, {"trainig", "did you mean 'training'?"}},
     {NULL, {"no_equals_sign"}, 1, {"--set", "section.key=value"}},
     {NULL, {"model=3"}, 1, {"--set", "section"}},
