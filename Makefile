@@ -45,7 +45,11 @@ endif
 
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) $(SAN) -g -Wall -Wextra -fopenmp -MMD -MP \
            -I. $(BLAS_CFLAGS) $(MPI_CFLAGS)
-LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -ldeflate -lz -lm -fopenmp
+LDLIBS  += $(SAN) $(MPI_LIBS) $(BLAS_LIBS) -lcjson -lpcre2-8 -lutf8proc -lsentencepiece -ldeflate -lz \
+           -lstdc++ -lm -fopenmp
+CXX     ?= g++
+# the one C++ file: data/sp_shim.cc, the C interface to libsentencepiece
+CXXFLAGS_MT := -std=c++17 $(OPT) $(SAN) -g -Wall -Wextra -MMD -MP -I.
 
 LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c optimizer/*.c checkpoint/*.c trainer/*.c tools/*.c data/*.c planner/*.c)
 
@@ -69,7 +73,7 @@ else
   CU_SRCS  :=
 endif
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.o) $(BUILD)/data/sp_shim.o
 LIB      := $(BUILD)/libmegatrain.a
 # code only tests and tools use (tests/support/): its own archive, linked
 # into the test and tool binaries, never into ./megatrain
@@ -89,7 +93,7 @@ endif
 FLAGS    := $(BUILD)/.flags
 FLAGS_ID := $(subst ','\'',$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS))
 
-.PHONY: all test tests clean check-layers asan docs FORCE
+.PHONY: all test tests clean check-layers check-dead asan docs FORCE
 all: $(BIN) tests
 
 $(BIN): $(BUILD)/main.o $(LIB)
@@ -107,6 +111,10 @@ $(FLAGS): FORCE
 $(BUILD)/%.o: %.c $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cc $(FLAGS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_MT) -c -o $@ $<
 
 $(BUILD)/%.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
@@ -149,6 +157,11 @@ docs: $(BUILD)/tests/tools/gen_config_doc
 # every #include and cross-folder call against scripts/layers.txt
 check-layers:
 	$(PYTHON) scripts/check-layers.py
+
+# every exported library function has a caller outside tests/ (dead code is
+# deleted; code only tests use lives under tests/support/)
+check-dead:
+	$(PYTHON) scripts/check-dead.py
 
 # ASan + UBSan, CPU only, in its own build directory; then scripts/asan-test.sh
 # (./megatrain too: the parity case prepares its data with it)

@@ -47,8 +47,6 @@ static void *writer_main(void *arg) {
   return NULL;
 }
 
-int mt_ckpt_async_pending(const mt_ckpt_async *a) { return a && a->p != NULL; }
-
 /* Bytes of the host snapshot of `views`: each written view, 8-aligned. */
 static size_t snapshot_bytes(const mt_dckpt_view *views, int n_views) {
   size_t need = 0;

@@ -48,8 +48,6 @@ int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_m
 int mt_ckpt_async_poll(mt_ckpt_async *a, mt_group *world, int wait, int64_t *iteration,
                        double *write_s, char *err, size_t errlen);
 
-/* 1 while a save is started and not yet published or failed. */
-int mt_ckpt_async_pending(const mt_ckpt_async *a);
 
 /* Join a running writer (without publishing: its temporary directory is
  * removed at the next start of a run that takes the directory's lock) and

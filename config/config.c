@@ -19,18 +19,6 @@
 #include "core/util.h"
 #include "config/config_internal.h"
 
-void mt_config_defaults(mt_config *cfg) {
-  mt_cfg_apply_defaults(cfg);
-  mt_cfg_derive(cfg, 1);
-}
-
-void mt_model_config_defaults(mt_model_config *m) {
-  mt_config *cfg = mt_xcalloc(1, sizeof *cfg);
-  mt_cfg_apply_defaults(cfg);
-  *m = cfg->model;
-  free(cfg);
-}
-
 /* ---- did-you-mean ------------------------------------------------------ */
 
 static int edit_distance(const char *a, const char *b) {
@@ -156,6 +144,7 @@ static int is_weight(const cJSON *v, double *w) {
 static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
   char buf[80];
   d->n_paths = 0;
+  d->weighted = 0;
   if (cJSON_IsString(v)) {
     if (!v->valuestring[0]) return mt_cfg_fail(c, k, "empty path (expected a path prefix)");
     if (strlen(v->valuestring) >= MT_PATH_MAX)
@@ -202,6 +191,7 @@ static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
     e = e->next;
   }
   d->n_paths = np;
+  d->weighted = weighted;
   return 0;
 }
 

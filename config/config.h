@@ -76,9 +76,14 @@ typedef struct {
   int n_paths;
   char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */
   double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */
+  int weighted;                                   /* data_path given in the weighted form */
   char split[64];                                 /* "969,30,1" */
   char vocab_file[MT_PATH_MAX];                   /* optional, for decoding samples */
   char merge_file[MT_PATH_MAX];
+  char tokenizer_type[32];                        /* GPT2BPETokenizer | HuggingFaceTokenizer |
+                                                     SentencePieceTokenizer */
+  char tokenizer_model[MT_PATH_MAX];              /* tokenizer.json / its folder, tokenizer.model */
+  float mid_level_dataset_surplus;                /* blend surplus (0.005) */
   /* documents inside packed sequences (Megatron's GPTDatasetConfig) */
   int reset_position_ids;   /* learned positions restart after each EOD */
   int reset_attention_mask; /* attention stays inside the token's document */
@@ -112,15 +117,6 @@ typedef struct {
                                     (e.g. sequence_parallel turned off for tp = 1);
                                     "" if none; not part of json */
 } mt_config;
-
-/* Fill cfg with the key table's defaults (Megatron's: what an empty section
- * means), derived keys resolved for one rank; json stays NULL. */
-void mt_config_defaults(mt_config *cfg);
-
-/* The key table's defaults of the model section alone, derived keys left 0
- * (= derive): the starting point of a model config built by hand (tests,
- * benches; the model resolves derived sizes left 0, model/gpt.h). */
-void mt_model_config_defaults(mt_model_config *m);
 
 /* Read and validate a config: parse `path` with cJSON, apply `n_overrides`
  * "section.key=value" strings (value parsed as JSON when it parses, else taken

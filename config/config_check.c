@@ -138,6 +138,37 @@ static int check_split(mt_cfg_ctx *c, const char *split) {
 
 static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
 
+/* Tokenizer keys (Megatron's build_tokenizer): tokenizer_model is what
+ * HuggingFaceTokenizer and SentencePieceTokenizer read and GPT2BPETokenizer
+ * ignores; vocab_file/merge_file the reverse. A blend surplus without a
+ * weighted blend does nothing. */
+static int check_data_keys(mt_cfg_ctx *c, const mt_data_config *d) {
+  const int gpt2 = !strcmp(d->tokenizer_type, "GPT2BPETokenizer");
+  if (gpt2 && d->tokenizer_model[0])
+    return mt_cfg_fail(c, key("data.tokenizer_model"),
+                       "has no effect with tokenizer_type GPT2BPETokenizer (it reads "
+                       "data.vocab_file and data.merge_file; expected tokenizer_type "
+                       "HuggingFaceTokenizer or SentencePieceTokenizer)");
+  if (!gpt2 && !d->tokenizer_model[0])
+    return mt_cfg_fail(c, key("data.tokenizer_type"),
+                       "%s needs data.tokenizer_model (the %s)", d->tokenizer_type,
+                       strcmp(d->tokenizer_type, "SentencePieceTokenizer")
+                           ? "tokenizer.json or the folder holding it"
+                           : "SentencePiece tokenizer.model file");
+  for (int i = 0; i < 2 && !gpt2; i++) {
+    const char *k = i ? "data.merge_file" : "data.vocab_file";
+    if ((i ? d->merge_file : d->vocab_file)[0])
+      return mt_cfg_fail(c, key(k), "has no effect with tokenizer_type %s (expected it only "
+                         "with GPT2BPETokenizer)", d->tokenizer_type);
+  }
+  if (d->mid_level_dataset_surplus != 0.005f && !d->weighted) /* not the default */
+    return mt_cfg_fail(c, key("data.mid_level_dataset_surplus"),
+                       "has no effect without the weighted data_path form (expected "
+                       "[w1, \"prefix1\", w2, \"prefix2\", ...]: Megatron builds a "
+                       "surplus only for weighted blends)");
+  return 0;
+}
+
 static void note(mt_cfg_ctx *c, const char *msg) {
   size_t used = strlen(c->notes);
   snprintf(c->notes + used, sizeof c->notes - used, "%s%s", used ? "\n" : "", msg);
@@ -631,7 +662,9 @@ int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
                        "floor(8 x hidden_size / 3 / 64) x 64; expected hidden_size >= 24 or "
                        "ffn_hidden_size set explicitly)",
                        m->hidden_size);
-  if (check_ranges(c, cfg) || check_split(c, cfg->data.split)) return 2;
+  if (check_ranges(c, cfg) || check_split(c, cfg->data.split) ||
+      check_data_keys(c, &cfg->data))
+    return 2;
   if (!strcmp(cfg->parallel.distributed_backend, "nccl") && strcmp(cfg->device, "cuda"))
     return mt_cfg_fail(c, key("parallel.distributed_backend"),
                        "\"nccl\" with device \"%s\" (NCCL runs on GPUs; expected \"mpi\", or "

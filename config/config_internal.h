@@ -3,7 +3,7 @@
  * it lives in mt_config, flags, range, default, the Megatron flag it mirrors
  * and a one-line description) and the validation context shared by the
  * loader (config.c), the checks (config_check.c), the canonical JSON writer
- * (config_keys.c) and the docs/config.md generator (config_doc.c). */
+ * (config_keys.c) and the docs/config.md generator (tests/support/config_doc.c). */
 #ifndef MT_CONFIG_CONFIG_INTERNAL_H
 #define MT_CONFIG_CONFIG_INTERNAL_H
 

@@ -103,7 +103,7 @@ static cJSON *checked(cJSON *item) {
 }
 
 static cJSON *paths_to_json(const mt_data_config *d) {
-  int weighted = 0;
+  int weighted = d->weighted;
   for (int i = 0; i < d->n_paths; i++)
     if (d->data_weight[i] != 1.0) weighted = 1;
   cJSON *arr = checked(cJSON_CreateArray());

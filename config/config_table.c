@@ -3,7 +3,7 @@
  * description. The loader applies the defaults from it, the walk and
  * config_check.c validate types, ranges and enumerations with it, the
  * did-you-mean searches it, the canonical JSON follows its order, and
- * docs/config.md is generated from it (`make docs`, config_doc.c). */
+ * docs/config.md is generated from it (`make docs`, tests/support/config_doc.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -370,6 +370,22 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--vocab-file`", "GPT-2 `vocab.json` (for decoding samples)"},
     {S_DATA, "merge_file", MT_CT_STR, FLD(data.merge_file), NUL, 0, 0, NULL, STR(NULL),
      "`--merge-file`", "GPT-2 `merges.txt`"},
+    {S_DATA, "tokenizer_type", MT_CT_STR, FLD(data.tokenizer_type), 0, 0, 0,
+     "GPT2BPETokenizer|HuggingFaceTokenizer|SentencePieceTokenizer", STR("GPT2BPETokenizer"),
+     "`--tokenizer-type`",
+     "the tokenizer `generate` decodes with (and `preprocess` encodes with): GPT-2 BPE from "
+     "`vocab_file`/`merge_file`, a Hugging Face `tokenizer.json` (byte-level BPE: Llama 3, "
+     "Qwen2/3, DeepSeek-V3, GPT-NeoX), or a SentencePiece `tokenizer.model` (Llama 2, "
+     "Mistral); docs/data.md"},
+    {S_DATA, "tokenizer_model", MT_CT_STR, FLD(data.tokenizer_model), NUL, 0, 0, NULL, STR(NULL),
+     "`--tokenizer-model`",
+     "with `HuggingFaceTokenizer`: a `tokenizer.json` or the folder holding it (and "
+     "`tokenizer_config.json`); with `SentencePieceTokenizer`: the `tokenizer.model` file; "
+     "required by both, an error with `GPT2BPETokenizer`"},
+    {S_DATA, "mid_level_dataset_surplus", MT_CT_FLOAT, FLD(data.mid_level_dataset_surplus),
+     GE(0), NULL, NUM(0.005), "`--mid-level-dataset-surplus`",
+     "a weighted blend builds ceil(ceil(n·w)·(1 + this)) samples of each dataset for the "
+     "ceil(n·w) it draws (Megatron's margin); needs the weighted `data_path` form"},
     {S_DATA, "reset_position_ids", MT_CT_BOOL, FLD(data.reset_position_ids), 0, 0, 0, NULL, NUM(0),
      "`--reset-position-ids`",
      "learned absolute positions restart at 0 after every end-of-document token of a packed "

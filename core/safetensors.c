@@ -1,6 +1,7 @@
 /* core/safetensors.c — one safetensors file: validation, reading (pread)
  * and writing (see core/safetensors.h). */
 #include "core/safetensors.h"
+#include "core/safetensors_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,16 +39,6 @@ int mt_st_dtype_parse(const char *s) {
     if (!strcmp(s, k_dtypes[i].name)) return i;
   return -1;
 }
-
-struct mt_st_file {
-  char path[1024];
-  int fd;
-  uint64_t data_start; /* 8 + N */
-  int n;
-  mt_st_info *t;
-  int n_meta;
-  char **meta; /* key, value pairs */
-};
 
 #define FAIL(...)                                             \
   do {                                                        \
@@ -239,12 +230,6 @@ int mt_st_find(const mt_st_file *f, const char *name) {
   for (int i = 0; i < f->n; i++)
     if (!strcmp(f->t[i].name, name)) return i;
   return -1;
-}
-
-const char *mt_st_metadata(const mt_st_file *f, const char *key) {
-  for (int i = 0; i < f->n_meta; i++)
-    if (!strcmp(f->meta[2 * i], key)) return f->meta[2 * i + 1];
-  return NULL;
 }
 
 int mt_st_read(mt_st_file *f, int i, void *dst, char *err, size_t errlen) {

@@ -72,8 +72,6 @@ int mt_st_count(const mt_st_file *f);
 const mt_st_info *mt_st_info_at(const mt_st_file *f, int i);
 /* Index of tensor `name`, or -1. */
 int mt_st_find(const mt_st_file *f, const char *name);
-/* Value of __metadata__[key] (a string), or NULL. */
-const char *mt_st_metadata(const mt_st_file *f, const char *key);
 /* Read tensor i's end - begin bytes into dst. 0, or -1 with a message
  * naming the file and the tensor (a short read means a truncated file). */
 int mt_st_read(mt_st_file *f, int i, void *dst, char *err, size_t errlen);
@@ -110,8 +108,6 @@ const mt_st_info *mt_st_dir_info(const mt_st_dir *d, int i);
 int mt_st_dir_find(const mt_st_dir *d, const char *name);
 /* The file tensor i lives in (for messages). */
 const char *mt_st_dir_file(const mt_st_dir *d, int i);
-/* __metadata__[key] of the first file, or NULL. */
-const char *mt_st_dir_metadata(const mt_st_dir *d, const char *key);
 int mt_st_dir_read(mt_st_dir *d, int i, void *dst, char *err, size_t errlen);
 
 /* Write n tensors into directory `dir` (which must exist): one file

@@ -164,10 +164,6 @@ int mt_st_dir_find(const mt_st_dir *d, const char *name) {
 
 const char *mt_st_dir_file(const mt_st_dir *d, int i) { return d->file_names[d->file_of[i]]; }
 
-const char *mt_st_dir_metadata(const mt_st_dir *d, const char *key) {
-  return d->n_files ? mt_st_metadata(d->files[0], key) : NULL;
-}
-
 int mt_st_dir_read(mt_st_dir *d, int i, void *dst, char *err, size_t errlen) {
   return mt_st_read(d->files[d->file_of[i]], d->idx_in[i], dst, err, errlen);
 }

@@ -13,7 +13,6 @@ static int g_log_rank = -1;
 static mt_abort_fn g_abort = NULL;
 
 void mt_set_log_rank(int rank) { g_log_rank = rank; }
-int mt_log_rank(void) { return g_log_rank; }
 void mt_set_abort_hook(mt_abort_fn fn) { g_abort = fn; }
 
 void mt_fatal_at(const char *file, int line, const char *fmt, ...) {

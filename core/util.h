@@ -23,7 +23,6 @@
  * the single piece of process state outside context structs: it is written
  * once before any thread starts and only read afterwards. */
 void mt_set_log_rank(int rank);
-int mt_log_rank(void);
 
 /* Hook called by mt_fatal after printing; the distributed runtime installs
  * one that calls MPI_Abort so every rank exits non-zero. Default: abort(). */

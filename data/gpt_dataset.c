@@ -11,6 +11,7 @@
 #include "data/gpt_dataset.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,19 +30,20 @@ typedef struct {
 
 struct mt_gpt_dataset {
   int n_src;
+  int add_extra; /* Megatron's add_extra_token_to_sequence (0 or 1) */
   mt_token_source *src;
   int seq_length;
   int64_t max_token;
   split_data split[MT_NUM_SPLITS];
 };
 
-static const char k_cache_magic[8] = {'M', 'T', 'G', 'P', 'T', 'I', 'X', '1'};
+static const char k_cache_magic[8] = {'M', 'T', 'G', 'P', 'T', 'I', 'X', '2'};
 
 static uint64_t index_key(const mt_token_source *s, int64_t b, int64_t e, int seq, uint64_t seed,
-                          int64_t ns, int split) {
+                          int64_t ns, int split, int add_extra) {
   uint64_t h = mt_hash_bytes(k_cache_magic, 8, 0);
   h = mt_hash_bytes(s->doc_len, (size_t)s->n_docs * sizeof(int32_t), h);
-  int64_t v[6] = {b, e, seq, (int64_t)seed, ns, split};
+  int64_t v[7] = {b, e, seq, (int64_t)seed, ns, split, add_extra};
   return mt_hash_bytes(v, sizeof(v), h);
 }
 
@@ -59,7 +61,7 @@ static int cache_load(mt_gpt_index *ix, const char *dir, uint64_t key) {
   int64_t h[4];
   int ok = fread(magic, 8, 1, f) == 1 && memcmp(magic, k_cache_magic, 8) == 0 &&
            fread(&k, 8, 1, f) == 1 && k == key && fread(h, 8, 4, f) == 4 && h[0] > 0 &&
-           h[1] > 0 && h[0] < ((int64_t)1 << 40) && h[1] < ((int64_t)1 << 40);
+           h[1] >= 0 && h[0] < ((int64_t)1 << 40) && h[1] < ((int64_t)1 << 40);
   if (ok) {
     memset(ix, 0, sizeof(*ix));
     ix->n_doc_idx = h[0];
@@ -99,56 +101,86 @@ static void cache_save(const mt_gpt_index *ix, const char *dir, uint64_t key) {
 
 static const char *k_split_name[MT_NUM_SPLITS] = {"train", "valid", "test"};
 
+/* One source's GPTDataset of a split: from the cache or built. */
+static int build_source(mt_gpt_dataset *ds, const mt_gpt_dataset_options *opt, int k,
+                        const int64_t b[2], int split, int64_t ns, mt_gpt_index *ix, char *err,
+                        size_t errlen) {
+  const mt_token_source *s = &ds->src[k];
+  uint64_t key = index_key(s, b[0], b[1], opt->seq_length, opt->seed, ns, split, ds->add_extra);
+  if (opt->cache_dir && cache_load(ix, opt->cache_dir, key) == 0) return 0;
+  char e2[512];
+  if (mt_gpt_index_build(ix, s->doc_len, b[0], b[1], opt->seq_length, ns, (uint32_t)opt->seed,
+                         ds->add_extra, e2, sizeof(e2)) != 0) {
+    snprintf(err, errlen, "%s: %s split: %s", s->path, k_split_name[split], e2);
+    return -1;
+  }
+  if (opt->cache_dir) cache_save(ix, opt->cache_dir, key);
+  return 0;
+}
+
+/* Megatron's BlendedMegatronDatasetBuilder for one split: a single
+ * unweighted prefix is a GPTDataset of `want` samples; weighted prefixes
+ * each build ceil(ceil(want·w)·(1 + surplus)) samples and the blend draws
+ * sum(ceil(want·w)) of them; unweighted prefixes build one epoch each and
+ * the blend draws min(want, their total) in proportion to their sizes. */
 static int build_split(mt_gpt_dataset *ds, const mt_gpt_dataset_options *opt, const double *w,
                        const double split_w[3], int split, char *err, size_t errlen) {
   split_data *sp = &ds->split[split];
   int64_t want = opt->num_samples[split];
   sp->ix = mt_xcalloc((size_t)ds->n_src, sizeof(mt_gpt_index));
-  int blend = ds->n_src > 1;
+  int blend = ds->n_src > 1 || opt->weighted;
+  int64_t target_sum = 0;
   for (int k = 0; k < ds->n_src; k++) {
     const mt_token_source *s = &ds->src[k];
-    int64_t b[4];
-    mt_split_bounds(split_w, s->n_docs, b);
-    int64_t ns = blend ? mt_blend_dataset_size(w[k], want) : want;
-    if (ns == 0) continue;
+    int64_t b[3][2];
+    int present[3];
+    mt_split_bounds(split_w, s->n_docs, b, present);
+    int64_t ns = want;
+    if (blend && opt->weighted) {
+      ns = mt_blend_buffer_size(w[k], want, opt->mid_level_dataset_surplus);
+      target_sum += mt_blend_target_size(w[k], want);
+    } else if (blend) {
+      ns = -1; /* None: one epoch */
+    }
     int64_t tokens = 0;
-    for (int64_t d = b[split]; d < b[split + 1]; d++) tokens += s->doc_len[d];
-    if (tokens < 2) {
+    for (int64_t d = b[split][0]; d < b[split][1]; d++) tokens += s->doc_len[d];
+    if (!present[split] || tokens < 2) {
       if (split == MT_SPLIT_TRAIN) {
         snprintf(err, errlen,
                  "%s: the train split (documents %lld..%lld of %lld, split \"%s\") has %lld "
                  "tokens; need at least 2",
-                 s->path, (long long)b[0], (long long)b[1], (long long)s->n_docs, opt->split,
-                 (long long)tokens);
+                 s->path, (long long)b[0][0], (long long)b[0][1], (long long)s->n_docs,
+                 opt->split ? opt->split : "969,30,1", (long long)tokens);
         return -1;
       }
       fprintf(stderr,
               "data: the %s split of '%s' (documents %lld..%lld of %lld, split \"%s\") has %s; "
               "it supplies no samples\n",
               split == MT_SPLIT_VALID ? "validation" : k_split_name[split], s->path,
-              (long long)b[split], (long long)b[split + 1], (long long)s->n_docs,
-              opt->split ? opt->split : "969,30,1", b[split] == b[split + 1] ? "no documents" : "fewer than 2 tokens");
+              (long long)b[split][0], (long long)b[split][1], (long long)s->n_docs,
+              opt->split ? opt->split : "969,30,1",
+              b[split][0] == b[split][1] ? "no documents" : "fewer than 2 tokens");
       sp->size = 0;
       return 0;
     }
-    uint64_t key = index_key(s, b[split], b[split + 1], opt->seq_length, opt->seed, ns, split);
-    if (opt->cache_dir && cache_load(&sp->ix[k], opt->cache_dir, key) == 0) continue;
-    char e2[512];
-    if (mt_gpt_index_build(&sp->ix[k], s->doc_len, b[split], b[split + 1], opt->seq_length, ns,
-                           opt->seed, split, e2, sizeof(e2)) != 0) {
-      snprintf(err, errlen, "%s: %s split: %s", s->path, k_split_name[split], e2);
-      return -1;
-    }
-    if (opt->cache_dir) cache_save(&sp->ix[k], opt->cache_dir, key);
+    if (build_source(ds, opt, k, b[split], split, ns, &sp->ix[k], err, errlen) != 0) return -1;
   }
   if (!blend) {
     sp->size = sp->ix[0].n_samples;
-  } else {
-    sp->size = want;
-    sp->ds_index = mt_xmalloc((size_t)want * sizeof(int16_t));
-    sp->ds_sample = mt_xmalloc((size_t)want * sizeof(int64_t));
-    mt_blend_build(w, ds->n_src, want, sp->ds_index, sp->ds_sample);
+    return 0;
   }
+  double *bw = mt_xmalloc((size_t)ds->n_src * sizeof(double));
+  int64_t total = 0;
+  for (int k = 0; k < ds->n_src; k++) {
+    bw[k] = opt->weighted ? w[k] : (double)sp->ix[k].n_samples;
+    total += sp->ix[k].n_samples;
+  }
+  sp->size = opt->weighted ? target_sum : (want < total ? want : total);
+  mt_np_normalize(bw, ds->n_src); /* BlendedDataset normalises (again) */
+  sp->ds_index = mt_xmalloc((size_t)(sp->size ? sp->size : 1) * sizeof(int16_t));
+  sp->ds_sample = mt_xmalloc((size_t)(sp->size ? sp->size : 1) * sizeof(int64_t));
+  mt_blend_build(bw, ds->n_src, sp->size, sp->ds_index, sp->ds_sample);
+  free(bw);
   return 0;
 }
 
@@ -159,24 +191,31 @@ mt_gpt_dataset *mt_gpt_dataset_open(const mt_gpt_dataset_options *opt, char *err
   }
   double split_w[3];
   if (mt_parse_split(opt->split ? opt->split : "969,30,1", split_w, err, errlen) != 0) return NULL;
-  double *w = mt_xmalloc((size_t)opt->n_paths * sizeof(double)), wsum = 0;
+  if (opt->seed > UINT32_MAX) { /* numpy.random.RandomState(seed) */
+    snprintf(err, errlen,
+             "training.seed %llu: the data order uses NumPy's RandomState(seed), as Megatron "
+             "does, which takes seeds in [0, 2^32 - 1]",
+             (unsigned long long)opt->seed);
+    return NULL;
+  }
+  if (opt->weighted && !(opt->mid_level_dataset_surplus >= 0)) {
+    snprintf(err, errlen, "data: mid_level_dataset_surplus %g must be >= 0",
+             opt->mid_level_dataset_surplus);
+    return NULL;
+  }
+  double *w = mt_xmalloc((size_t)opt->n_paths * sizeof(double));
   for (int k = 0; k < opt->n_paths; k++) {
-    w[k] = opt->weights ? opt->weights[k] : 1.0;
-    if (!(w[k] >= 0)) {
-      snprintf(err, errlen, "data: weight %g of %s must be >= 0", w[k], opt->paths[k]);
+    w[k] = opt->weights && opt->weighted ? opt->weights[k] : 1.0;
+    if (!(w[k] > 0) || !isfinite(w[k])) { /* BlendedDataset asserts weights > 0 */
+      snprintf(err, errlen, "data: weight %g of %s must be > 0", w[k], opt->paths[k]);
       free(w);
       return NULL;
     }
-    wsum += w[k];
   }
-  if (!(wsum > 0)) {
-    snprintf(err, errlen, "data: blend weights sum to 0");
-    free(w);
-    return NULL;
-  }
-  for (int k = 0; k < opt->n_paths; k++) w[k] /= wsum;
+  mt_np_normalize(w, opt->n_paths); /* the builder's normalize(weights) */
   mt_gpt_dataset *ds = mt_xcalloc(1, sizeof(*ds));
   ds->seq_length = opt->seq_length;
+  ds->add_extra = opt->no_extra_token ? 0 : 1;
   ds->src = mt_xcalloc((size_t)opt->n_paths, sizeof(mt_token_source));
   ds->max_token = -1;
   for (int k = 0; k < opt->n_paths; k++) {
@@ -228,8 +267,8 @@ static void get_from(const mt_gpt_dataset *ds, int k, const mt_gpt_index *ix, in
   int64_t e = ix->sample_idx[2 * j + 2], oe = ix->sample_idx[2 * j + 3];
   int64_t n = 0;
   if (b == e) {
-    mt_token_source_read(s, ix->doc_idx[b], ob, oe - ob + 1, out);
-    n = oe - ob + 1;
+    mt_token_source_read(s, ix->doc_idx[b], ob, oe - ob + ds->add_extra, out);
+    n = oe - ob + ds->add_extra;
   } else {
     int32_t d = ix->doc_idx[b];
     mt_token_source_read(s, d, ob, s->doc_len[d] - ob, out);
@@ -239,10 +278,10 @@ static void get_from(const mt_gpt_dataset *ds, int k, const mt_gpt_index *ix, in
       mt_token_source_read(s, d, 0, s->doc_len[d], out + n);
       n += s->doc_len[d];
     }
-    mt_token_source_read(s, ix->doc_idx[e], 0, oe + 1, out + n);
-    n += oe + 1;
+    mt_token_source_read(s, ix->doc_idx[e], 0, oe + ds->add_extra, out + n);
+    n += oe + ds->add_extra;
   }
-  MT_ASSERT(n == ds->seq_length + 1);
+  MT_ASSERT(n == ds->seq_length + ds->add_extra);
 }
 
 void mt_gpt_dataset_get(const mt_gpt_dataset *ds, int split, int64_t idx, int32_t *tokens_out) {
@@ -251,7 +290,7 @@ void mt_gpt_dataset_get(const mt_gpt_dataset *ds, int split, int64_t idx, int32_
   MT_ASSERT(sp->size > 0);
   idx %= sp->size;
   if (idx < 0) idx += sp->size;
-  if (ds->n_src == 1) {
+  if (!sp->ds_index) {
     get_from(ds, 0, &sp->ix[0], idx, tokens_out);
   } else {
     int k = sp->ds_index[idx];

@@ -1,17 +1,20 @@
-/* data/gpt_dataset.h — Megatron GPTDataset semantics over indexed data.
+/* data/gpt_dataset.h — Megatron-core's GPTDataset and BlendedDataset over
+ * indexed data, sample for sample (data/gpt_index.h).
  *
- * Documents of the (blended) corpus are split train/valid/test by the
- * `split` weights ("969,30,1", by documents, Megatron's rule); within a split
- * documents are concatenated (each already ends with EOD when preprocessed
- * with --append-eod) and cut into samples of seq_length + 1 tokens that cross
- * document boundaries; a deterministic shuffle from `seed` orders them and
- * epochs repeat until num_samples[split] samples exist. The sample index is a
- * pure function of (data files, split, seq_length, seed, num_samples).
+ * Documents of each source are split train/valid/test by the `split`
+ * weights ("969,30,1", by documents, Megatron's split matrix); within a
+ * split documents are concatenated (each already ends with EOD when
+ * preprocessed with --append-eod) and cut into samples of seq_length + 1
+ * tokens that cross document boundaries; NumPy's RandomState(seed) shuffles
+ * them as Megatron does and epochs repeat until num_samples[split] samples
+ * exist. Several sources (or one given with a weight) form Megatron's
+ * BlendedDataset. The samples are a pure function of (data files, split,
+ * seq_length, seed, num_samples, weights).
  *
  * A global batch of iteration `it` is samples [it * gbs, (it + 1) * gbs) of
  * the split; data-parallel rank r takes the contiguous slice
  * [r * gbs / dp, (r + 1) * gbs / dp) of it, so dp never changes which samples
- * form a global batch.
+ * form a global batch (Megatron's MegatronPretrainingSampler).
  */
 #ifndef MT_DATA_GPT_DATASET_H
 #define MT_DATA_GPT_DATASET_H
@@ -26,10 +29,17 @@ typedef struct mt_gpt_dataset mt_gpt_dataset;
 typedef struct {
   int n_paths;
   const char *const *paths;  /* prefixes of .bin/.idx pairs, or llm.c .bin shards */
-  const double *weights;     /* blend weights, n_paths entries (NULL = equal) */
+  const double *weights;     /* blend weights, n_paths entries (used when weighted) */
+  int weighted;              /* Megatron's weighted --data-path form: BlendedDataset of
+                                ceil(n·w) samples per source; 0 = unweighted: one source is
+                                a plain GPTDataset, several build one epoch each and blend
+                                by their sizes */
+  double mid_level_dataset_surplus; /* Megatron's --mid-level-dataset-surplus (0.005) */
+  int no_extra_token;        /* 1 = add_extra_token_to_sequence False: samples of
+                                seq_length tokens (Megatron's default True: seq_length + 1) */
   const char *split;         /* "969,30,1" */
   int seq_length;
-  uint64_t seed;
+  uint64_t seed;             /* RandomState seed: < 2^32 */
   int64_t num_samples[MT_NUM_SPLITS]; /* samples each split must supply */
   const char *cache_dir;     /* where to cache index files (NULL = no cache) */
   int64_t vocab_size;        /* > 0: open fails when a token id >= vocab_size */
@@ -50,7 +60,8 @@ int64_t mt_gpt_dataset_num_samples(const mt_gpt_dataset *ds, int split);
 int64_t mt_gpt_dataset_max_token(const mt_gpt_dataset *ds);
 
 /* Copy sample `idx` (0-based within the split, taken modulo its size) as
- * seq_length + 1 int32 token ids into tokens_out. Thread-safe (read-only). */
+ * seq_length + 1 int32 token ids (seq_length with no_extra_token) into
+ * tokens_out. Thread-safe (read-only). */
 void mt_gpt_dataset_get(const mt_gpt_dataset *ds, int split, int64_t idx, int32_t *tokens_out);
 
 void mt_gpt_dataset_close(mt_gpt_dataset *ds);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/util.h"
-#include "data/bpe.h"
+#include "data/tokenizer.h"
 #include "data/data_util.h"
 #include "data/indexed_dataset.h"
 #include "data/jsonl.h"
@@ -22,8 +22,8 @@ enum { FMT_AUTO, FMT_JSONL, FMT_TEXT };
 enum { SEP_BLANK, SEP_LINE, SEP_NONE };
 
 typedef struct {
-  const char *input, *prefix, *vocab, *merges, *key;
-  int format, sep, append_eod, workers, quiet;
+  const char *input, *prefix, *vocab, *merges, *key, *tok_type, *tok_model;
+  int format, sep, append_eod, workers, quiet, no_special;
 } pp_opts;
 
 typedef struct {
@@ -35,8 +35,8 @@ typedef struct {
 typedef struct {
   pp_opts o;
   mt_mmap in;
-  mt_bpe *bpe;
-  mt_bpe_encoder **enc;
+  mt_tokenizer *tok;
+  mt_tok_encoder **enc;
   mt_tokvec *out;      /* [workers] tokens of the current batch */
   span *docs;          /* current batch */
   int *doc_thread;
@@ -51,9 +51,12 @@ typedef struct {
 static int usage(const char *msg) {
   fprintf(stderr,
           "megatrain preprocess: %s\n"
-          "usage: megatrain preprocess --input FILE --output-prefix PREFIX --vocab-file VOCAB.json\n"
-          "         --merge-file MERGES.txt [--json-keys KEY] [--input-format auto|jsonl|text]\n"
-          "         [--doc-sep blank|line|none] [--append-eod] [--workers N] [--quiet]\n",
+          "usage: megatrain preprocess --input FILE --output-prefix PREFIX\n"
+          "         [--tokenizer-type GPT2BPETokenizer|HuggingFaceTokenizer|SentencePieceTokenizer]\n"
+          "         [--vocab-file VOCAB.json --merge-file MERGES.txt | --tokenizer-model PATH]\n"
+          "         [--tokenizer-hf-no-include-special-tokens] [--json-keys KEY]\n"
+          "         [--input-format auto|jsonl|text] [--doc-sep blank|line|none] [--append-eod]\n"
+          "         [--workers N] [--quiet]\n",
           msg);
   return 2;
 }
@@ -79,6 +82,9 @@ static int parse_args(pp_opts *o, int argc, char **argv) {
     else if (!strcmp(a, "--output-prefix")) { NEEDV(); o->prefix = v; }
     else if (!strcmp(a, "--vocab-file")) { NEEDV(); o->vocab = v; }
     else if (!strcmp(a, "--merge-file")) { NEEDV(); o->merges = v; }
+    else if (!strcmp(a, "--tokenizer-type")) { NEEDV(); o->tok_type = v; }
+    else if (!strcmp(a, "--tokenizer-model")) { NEEDV(); o->tok_model = v; }
+    else if (!strcmp(a, "--tokenizer-hf-no-include-special-tokens")) o->no_special = 1;
     else if (!strcmp(a, "--json-keys")) {
       NEEDV();
       o->key = v;
@@ -112,8 +118,26 @@ static int parse_args(pp_opts *o, int argc, char **argv) {
     }
 #undef NEEDV
   }
-  if (!o->input || !o->prefix || !o->vocab || !o->merges)
-    return usage("--input, --output-prefix, --vocab-file and --merge-file are required");
+  int kind = mt_tokenizer_type_parse(o->tok_type);
+  if (kind < 0)
+    return usage("--tokenizer-type must be GPT2BPETokenizer, HuggingFaceTokenizer or "
+                 "SentencePieceTokenizer");
+  if (!o->input || !o->prefix) return usage("--input and --output-prefix are required");
+  if (kind == MT_TOK_GPT2BPE && (!o->vocab || !o->merges))
+    return usage("GPT2BPETokenizer (the default --tokenizer-type) needs --vocab-file and "
+                 "--merge-file");
+  if (kind == MT_TOK_GPT2BPE && o->tok_model)
+    return usage("--tokenizer-model has no effect with GPT2BPETokenizer (expected "
+                 "--tokenizer-type HuggingFaceTokenizer or SentencePieceTokenizer)");
+  if (kind != MT_TOK_GPT2BPE && (o->vocab || o->merges))
+    return usage("--vocab-file/--merge-file have no effect with this --tokenizer-type "
+                 "(expected --tokenizer-model)");
+  if (kind != MT_TOK_GPT2BPE && !o->tok_model)
+    return usage("--tokenizer-type HuggingFaceTokenizer/SentencePieceTokenizer needs "
+                 "--tokenizer-model");
+  if (kind != MT_TOK_HF && o->no_special)
+    return usage("--tokenizer-hf-no-include-special-tokens needs --tokenizer-type "
+                 "HuggingFaceTokenizer");
   if (o->format == FMT_AUTO) {
     size_t l = strlen(o->input);
     int ext = (l > 5 && !strcmp(o->input + l - 5, ".json")) ||
@@ -203,10 +227,10 @@ static void tokenize_batch(pp_ctx *c) {
           c->doc_n[i] = 0;
           continue;
         }
-        mt_bpe_encode(c->enc[t], text, tl, &out);
+        mt_tok_encode_doc(c->enc[t], text, tl, !c->o.no_special, &out);
         free(text);
       } else {
-        mt_bpe_encode(c->enc[t], d->p, d->n, &out);
+        mt_tok_encode_doc(c->enc[t], d->p, d->n, !c->o.no_special, &out);
       }
       if (c->eod >= 0 && out.n > c->doc_off[i]) mt_tokvec_push(&out, c->eod);
       c->doc_n[i] = out.n - c->doc_off[i];
@@ -217,7 +241,7 @@ static void tokenize_batch(pp_ctx *c) {
 
 static void ctx_free(pp_ctx *c) {
   for (int t = 0; t < c->o.workers && c->enc; t++) {
-    mt_bpe_encoder_free(c->enc[t]);
+    mt_tok_encoder_free(c->enc[t]);
     mt_tokvec_free(&c->out[t]);
   }
   free(c->enc);
@@ -227,7 +251,7 @@ static void ctx_free(pp_ctx *c) {
   free(c->doc_off);
   free(c->doc_n);
   free(c->doc_err);
-  mt_bpe_free(c->bpe);
+  mt_tokenizer_free(c->tok);
   mt_mmap_close(&c->in);
 }
 
@@ -251,21 +275,28 @@ int mt_preprocess_main(int argc, char **argv) {
     snprintf(err, sizeof(err), "%s: empty input (no documents)", c.o.input);
     return fail(&c, NULL, err);
   }
-  c.bpe = mt_bpe_load(c.o.vocab, c.o.merges, err, sizeof(err));
-  if (!c.bpe) return fail(&c, NULL, err);
-  int eod = mt_bpe_eod(c.bpe);
+  mt_tokenizer_spec spec = {.type = c.o.tok_type, .model = c.o.tok_model,
+                           .vocab_file = c.o.vocab, .merge_file = c.o.merges};
+  c.tok = mt_tokenizer_load(&spec, err, sizeof(err));
+  if (!c.tok) return fail(&c, NULL, err);
+  int eod = mt_tokenizer_eod(c.tok);
   if (c.o.append_eod && eod < 0) {
-    snprintf(err, sizeof(err), "%s: --append-eod needs <|endoftext|> in the vocabulary", c.o.vocab);
+    snprintf(err, sizeof(err), "%s: --append-eod needs an end-of-document token (%s)",
+             c.o.tok_model ? c.o.tok_model : c.o.vocab,
+             mt_tokenizer_kind(c.tok) == MT_TOK_GPT2BPE ? "<|endoftext|> in the vocabulary"
+             : mt_tokenizer_kind(c.tok) == MT_TOK_HF
+                 ? "eos_token in tokenizer_config.json beside tokenizer.json"
+                 : "the model's eos piece");
     return fail(&c, NULL, err);
   }
   c.line = 1;
   c.eod = c.o.append_eod ? eod : -1;
   c.enc = mt_xcalloc((size_t)c.o.workers, sizeof(*c.enc));
   c.out = mt_xcalloc((size_t)c.o.workers, sizeof(*c.out));
-  for (int t = 0; t < c.o.workers; t++) c.enc[t] = mt_bpe_encoder_new(c.bpe, 0);
+  for (int t = 0; t < c.o.workers; t++) c.enc[t] = mt_tok_encoder_new(c.tok);
   double t_load = mt_now() - t0;
   t0 = mt_now();
-  int dtype = mt_mmidx_optimal_dtype(mt_bpe_vocab_size(c.bpe));
+  int dtype = mt_mmidx_optimal_dtype(mt_tokenizer_vocab_size(c.tok));
   mt_mmidx_writer *w = mt_mmidx_writer_open(c.o.prefix, dtype, err, sizeof(err));
   if (!w) return fail(&c, NULL, err);
   int64_t n_empty = 0;
@@ -307,15 +338,16 @@ int mt_preprocess_main(int argc, char **argv) {
   uint64_t lk = 0, hit = 0;
   for (int t = 0; t < c.o.workers; t++) {
     uint64_t a, b;
-    mt_bpe_encoder_stats(c.enc[t], &a, &b);
+    mt_tok_encoder_stats(c.enc[t], &a, &b);
     lk += a;
     hit += b;
   }
   if (!c.o.quiet)
     printf("preprocess: wrote %s.bin/.idx: %lld documents (%lld empty skipped), %lld tokens "
-           "(%s); %.2f MB tokenized in %.2f s = %.2f MB/s with %d worker%s (+%.2f s loading "
-           "vocab), cache hit rate %.1f%%\n",
+           "(%s, %s); %.2f MB tokenized in %.2f s = %.2f MB/s with %d worker%s (+%.2f s loading "
+           "the tokenizer), cache hit rate %.1f%%\n",
            c.o.prefix, (long long)docs, (long long)n_empty, (long long)toks,
+           mt_tokenizer_name(c.tok),
            dtype == MT_DTYPE_UINT16 ? "uint16" : "int32", c.in.size / 1e6, dt,
            c.in.size / 1e6 / dt, c.o.workers, c.o.workers > 1 ? "s" : "", t_load,
            lk ? 100.0 * (double)hit / (double)lk : 0.0);

@@ -64,25 +64,6 @@ static int64_t kv_elems(const mt_cp_layout *L, int b, int ng, int hn) {
   return mt_cp_local_len(L) * b * ng * 2 * hn;
 }
 
-size_t mt_cp_attn_workspace_bytes(const mt_cp_layout *L, int b, int np, int ng, int hn,
-                                  mt_dtype T) {
-  const int64_t kvn = kv_elems(L, b, ng, hn), s2 = mt_cp_local_len(L);
-  const int64_t qkvn = s2 * b * (np + 2 * ng) * hn;
-  const int64_t es = (int64_t)mt_dtype_size(T);
-  int64_t bytes = (5 * kvn + qkvn + L->c * b * np * hn) * es;
-  bytes += L->c * b * np * (int64_t)sizeof(float);
-  bytes += (s2 * b * ng * 2 + s2 * b * (np + 2 * ng)) * (int64_t)sizeof(int32_t);
-  return (size_t)bytes;
-}
-
-int64_t mt_cp_attn_fwd_send_elems(const mt_cp_layout *L, int b, int ng, int hn) {
-  return (L->cp - 1) * kv_elems(L, b, ng, hn);
-}
-
-int64_t mt_cp_attn_bwd_send_elems(const mt_cp_layout *L, int b, int ng, int hn) {
-  return (2 * L->cp - 1) * kv_elems(L, b, ng, hn);
-}
-
 mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_layout *L, int b,
                               int np, int ng, int hn) {
   MT_ASSERT(L->cp > 1 && cp_group && mt_group_size(cp_group) == L->cp &&

@@ -90,18 +90,6 @@ mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_la
                               int np, int ng, int hn);
 void mt_cp_attn_destroy(mt_cp_attn *a); /* NULL is a no-op */
 
-/* Workspace bytes held by the ring: two K/V blocks in flight, two dK/dV
- * blocks in flight plus the local dK/dV partial (5·KV), the dQ/dK/dV gather
- * source (s/cp·b·(np+2ng)·hn), one partial ctx and lse of a chunk, and the
- * K/V pack and unpack index tables (int32). */
-size_t mt_cp_attn_workspace_bytes(const mt_cp_layout *L, int b, int np, int ng, int hn,
-                                  mt_dtype T);
-
-/* Elements of T this rank sends over the CP group per layer and micro-batch:
- * forward (cp−1)·KV; backward (2cp−1)·KV (see the header comment). */
-int64_t mt_cp_attn_fwd_send_elems(const mt_cp_layout *L, int b, int ng, int hn);
-int64_t mt_cp_attn_bwd_send_elems(const mt_cp_layout *L, int b, int ng, int hn);
-
 /* Forward over the ring. qkv [2c, b, ng, np/ng + 2, hn] (T): this rank's
  * tokens after linear_qkv (and q/k norm, RoPE). base: the layer's attention
  * descriptor (b, np, ng, hn, head offset and total, scale, dropout, key,

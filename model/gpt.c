@@ -415,8 +415,5 @@ void mt_gpt_zero_grad(mt_gpt *m) {
   m->be->ops->memset0(m->be, m->params.grad_buf, (size_t)m->params.list.numel * sizeof(float));
 }
 
-int mt_gpt_num_chunks(const mt_gpt *m) { return m->n_chunks; }
-int mt_gpt_chunk_is_first(const mt_gpt *m, int c) { return m->chunks[c].pre; }
-int mt_gpt_chunk_is_last(const mt_gpt *m, int c) { return m->chunks[c].post; }
 int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m) { return m->rows_l * m->cfg.model.hidden_size; }
 void *mt_gpt_grad_buffer_stage(mt_gpt *m) { return m->ws.dresid; }

@@ -245,14 +245,10 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
  * [send mt_gpt_chunk_output] ... [receive output gradient into
  * mt_gpt_grad_buffer_stage] -> backward -> [send mt_gpt_grad_buffer_stage]
  * -> end. */
-int mt_gpt_num_chunks(const mt_gpt *m);
 /* Targets of a micro-batch's samples tokens [b, s + 1] that count in the
  * loss: b*s, or with eod_mask_loss those whose input token is not
  * eod_token (Megatron's loss_mask.sum()). Host; no model needed. */
 int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens);
-/* 1 when chunk c holds the embedding (model input) / the head (loss). */
-int mt_gpt_chunk_is_first(const mt_gpt *m, int c);
-int mt_gpt_chunk_is_last(const mt_gpt *m, int c);
 /* Elements of the tensor passed between stages: [sl, b, h]. */
 int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m);
 /* Take an activation slot for (c, mb); tokens/sample_ids as above (tokens are

@@ -132,10 +132,6 @@ void mt_gpt_infer_destroy(mt_gpt_infer *g) {
   free(g);
 }
 
-int mt_gpt_infer_len(const mt_gpt_infer *g) { return g->len; }
-
-void mt_gpt_infer_reset(mt_gpt_infer *g) { g->len = 0; }
-
 /* The TP context of a pass over `rows` tokens (b = 1, no sequence
  * parallelism: the TP layers then need no workspace). */
 static mt_tp_ctx tp_ctx(const mt_gpt_infer *g, int64_t rows) {

@@ -44,10 +44,6 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
                                   size_t errlen);
 void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
 
-/* Positions held so far (tokens appended since create / reset). */
-int mt_gpt_infer_len(const mt_gpt_infer *g);
-/* Forget the sequence (the cache is overwritten by the next calls). */
-void mt_gpt_infer_reset(mt_gpt_infer *g);
 
 /* Append n >= 1 tokens (host int32 ids < vocab_size, the same on every TP
  * rank) at positions len .. len + n - 1 (len + n <= max_len, checked:

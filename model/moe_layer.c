@@ -10,6 +10,7 @@
 #include "model/moe_etp.h"
 #include "model/moe_experts.h"
 #include "model/moe_token_dispatcher.h"
+#include "model/moe_layer_internal.h"
 
 struct mt_moe {
   mt_backend *be;
@@ -25,13 +26,6 @@ struct mt_moe {
   float *dlogits_dev;                /* [n_loc, E] fp32 */
   void *dlogits_t;                   /* [n_loc, E] T (== dlogits_dev when T is fp32) */
   float *h_logits, *h_dgate, *h_dlogits;
-};
-
-struct mt_moe_acts {
-  mt_moe_routing r;
-  mt_moe_dispatch_state d;
-  mt_moe_experts_acts e;
-  mt_moe_etp_state t;                /* etp > 1 only */
 };
 
 static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
@@ -110,7 +104,6 @@ void mt_moe_destroy(mt_moe *m) {
   free(m);
 }
 
-const mt_moe_config *mt_moe_get_config(const mt_moe *m) { return &m->c; }
 mt_moe_stats *mt_moe_get_stats(mt_moe *m) { return &m->st; }
 
 void mt_moe_stats_reset(mt_moe *m) {
@@ -142,8 +135,6 @@ void mt_moe_acts_free(mt_moe *m, mt_moe_acts *a) {
   mt_moe_routing_free(&a->r);
   free(a);
 }
-
-const mt_moe_routing *mt_moe_acts_routing(const mt_moe_acts *a) { return &a->r; }
 
 static mt_moe_expert_weights expert_weights(const mt_moe_weights *w) {
   mt_moe_expert_weights e = {w->fc1_w, w->fc1_b, w->fc2_w, w->fc2_b};

@@ -107,7 +107,6 @@ typedef struct mt_moe_acts mt_moe_acts;
  * token of the EP group routed to this rank's experts). */
 mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c);
 void mt_moe_destroy(mt_moe *m);
-const mt_moe_config *mt_moe_get_config(const mt_moe *m);
 mt_moe_stats *mt_moe_get_stats(mt_moe *m);
 void mt_moe_stats_reset(mt_moe *m);
 
@@ -128,7 +127,5 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
 void mt_moe_backward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, const mt_moe_grads *g,
                      void *dx, const void *dy, const void *x, float aux_scale);
 
-/* Routing of the last forward with these acts (tests, logs). */
-const mt_moe_routing *mt_moe_acts_routing(const mt_moe_acts *a);
 
 #endif

@@ -33,12 +33,6 @@ int mt_params_add(mt_param_list *pl, const char *name, int64_t rows, int64_t col
   return pl->n++;
 }
 
-int64_t mt_param_global_row(const mt_param *p, int64_t r) {
-  if (!p->halves) return p->row_offset + r;
-  const int64_t half = p->local_rows / 2;
-  return r < half ? p->row_offset + r : p->rows / 2 + p->row_offset + (r - half);
-}
-
 int mt_params_find(const mt_param_list *pl, const char *name) {
   for (int i = 0; i < pl->n; i++)
     if (!strcmp(pl->p[i].name, name)) return i;

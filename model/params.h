@@ -61,8 +61,6 @@ int mt_params_add(mt_param_list *pl, const char *name, int64_t rows, int64_t col
                   int64_t local_rows, int64_t local_cols, int64_t row_offset, int64_t col_offset,
                   mt_init_kind init, int no_weight_decay, int tp_replicated);
 
-/* Global row of local row r of a weight p (see halves). */
-int64_t mt_param_global_row(const mt_param *p, int64_t r);
 
 /* Index of the parameter called `name`, or -1. */
 int mt_params_find(const mt_param_list *pl, const char *name);

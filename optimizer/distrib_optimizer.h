@@ -145,14 +145,6 @@ void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale);
  * part over its group (stage 3; collective over dp x cp and edp). */
 void mt_zero_opt_full_params(mt_zero_opt *z, void *dst);
 
-/* Model-state bytes per category of this rank as the ZeRO formulas predict
- * them for this layout (no working buffers): out[MT_MEM_PARAM], [GRAD],
- * [OPTIM]; the allocator's live counters should match after a step. */
-void mt_zero_opt_expected_bytes(const mt_zero_opt *z, size_t out[MT_MEM_NCAT]);
-/* The same for part k alone (0 dense, 1 experts; k < n_part): the full
- * stage-1/2 buffers are split between the parts by parameter kind, the
- * alignment gaps counted with the dense part. */
-void mt_zero_opt_part_expected_bytes(const mt_zero_opt *z, int k, size_t out[MT_MEM_NCAT]);
 
 /* Print "> ZeRO stage S over dp=N: ..." lines (layout and per-rank state). */
 void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);

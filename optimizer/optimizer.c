@@ -85,16 +85,6 @@ double mt_grad_sumsq_reduced(const mt_adamw *opt, int count_replicated, int expe
   return v[0] + v[1];
 }
 
-double mt_grad_sumsq_experts(const mt_adamw *opt) {
-  mt_backend *be = opt->be;
-  const mt_param_list *pl = opt->params;
-  be->ops->memset0(be, opt->norm_acc, sizeof(double));
-  for (int i = 0; i < pl->n; i++)
-    if (pl->p[i].is_expert)
-      be->ops->sumsq_acc_f32(be, opt->norm_acc, opt->grad_buf + pl->p[i].offset, pl->p[i].numel);
-  return mt_grad_sumsq_acc_read(be, opt->norm_acc);
-}
-
 void mt_adamw_step(mt_adamw *opt, float lr, float grad_scale) {
   mt_backend *be = opt->be;
   const mt_param_list *pl = opt->params;

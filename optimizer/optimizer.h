@@ -45,10 +45,6 @@ double mt_grad_sumsq_acc_read(mt_backend *be, double *acc);
  * tp_rank == 0 so that summing over the model-parallel group counts each
  * replicated tensor once). */
 double mt_grad_sumsq(const mt_adamw *opt, int count_replicated);
-/* Sum of squares of this rank's expert gradients (mt_param.is_expert; not
- * counted by mt_grad_sumsq): every expert lives on exactly one rank of an EP
- * group, so the caller sums it over the EP group and the pipeline. */
-double mt_grad_sumsq_experts(const mt_adamw *opt);
 /* The global sum of squares of the gradients (non-ZeRO path) with ONE
  * device-to-host copy: dense sums (as mt_grad_sumsq with count_replicated)
  * and, when `experts`, expert sums (as mt_grad_sumsq_experts) accumulate

@@ -6,10 +6,6 @@
 #include "../core/backend.h"
 #include "comm_impl.h"
 
-static const char *const coll_names[MT_COLL_N] = {
-    "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
-    "all_to_allv", "broadcast",  "send_recv",      "barrier"};
-
 const char *mt_comm_engine_name(mt_comm_engine e) {
   switch (e) {
     case MT_ENGINE_MPI: return "mpi";
@@ -30,10 +26,6 @@ mt_comm_engine mt_comm_engine_choose(const mt_backend *be, const char *distribut
   if (!device) return MT_ENGINE_MPI;
   return distributed_backend && !strcmp(distributed_backend, "nccl") ? MT_ENGINE_NCCL
                                                                       : MT_ENGINE_STAGED;
-}
-
-const char *mt_coll_name(mt_coll_kind k) {
-  return (k >= 0 && k < MT_COLL_N) ? coll_names[k] : "?";
 }
 
 mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
@@ -107,15 +99,8 @@ void *mt_group_scratch(mt_group *g, size_t bytes) {
   return g->scratch;
 }
 
-void mt_group_set_cuda_stream(mt_group *g, void *cuda_stream) { g->cuda_stream = cuda_stream; }
-mt_comm_engine mt_group_engine(const mt_group *g) { return g->engine; }
 int mt_group_size(const mt_group *g) { return g->size; }
 int mt_group_rank(const mt_group *g) { return g->rank; }
-const char *mt_group_name(const mt_group *g) { return g->name; }
-int mt_group_world_rank(const mt_group *g, int i) {
-  MT_ASSERT(i >= 0 && i < g->size);
-  return g->world_ranks[i];
-}
 
 const mt_coll_counter *mt_group_counters(const mt_group *g) { return g->ctr; }
 void mt_group_reset_counters(mt_group *g) { memset(g->ctr, 0, sizeof g->ctr); }
@@ -298,31 +283,6 @@ void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
   engine_for(g, buf)->broadcast(g, buf, count, t, root);
   mt_wd_op_end(g);
   record(g, MT_COLL_BROADCAST, count, t);
-}
-
-void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
-  int64_t sent = 0, sent_bytes = 0;
-  for (int i = 0; i < n_ops; i++) {
-    if (ops[i].peer < 0 || ops[i].peer >= g->size)
-      mt_fatal("group '%s': send/recv peer %d out of range [0, %d)", g->name, ops[i].peer, g->size);
-    check_count(g, ops[i].count, "send/recv");
-    if (ops[i].is_send) {
-      sent += ops[i].count;
-      sent_bytes += ops[i].count * (int64_t)mt_dtype_size(ops[i].dtype);
-    }
-  }
-  if (n_ops > 0) {
-    mt_wd_op_begin(g, MT_COLL_SENDRECV, sent_bytes, n_ops == 1 ? ops[0].peer : -1);
-    g->ops->batch_send_recv(g, ops, n_ops);
-    mt_wd_op_end(g);
-  }
-  if (g->size > 1) {
-    mt_coll_counter *c = &g->ctr[MT_COLL_SENDRECV];
-    c->calls++;
-    c->elements += sent;
-    c->bytes += sent_bytes;
-    c->bus_bytes += sent_bytes;
-  }
 }
 
 void mt_barrier(mt_group *g) {

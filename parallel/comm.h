@@ -92,7 +92,6 @@ void mt_group_set_micro_batch(mt_group *g, int micro_batch);
  * (their creation is fatal without it). be must outlive the groups; NULL
  * clears it. */
 void mt_dist_set_backend(mt_dist *d, mt_backend *be);
-mt_backend *mt_dist_backend(const mt_dist *d);
 /* The engine for the groups of a run on backend `be` with
  * parallel.distributed_backend `distributed_backend` ("nccl" | "mpi"): a
  * host-memory backend (the cpu backend: be->stream NULL, is_device_ptr 0)
@@ -129,21 +128,15 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
  * binds the process to GPU (local rank % device count) at its first group,
  * through cuda/'s one selection point (mt_cuda_select_device). */
 void mt_group_destroy(mt_group *g); /* NULL is a no-op */
-/* NCCL engine: enqueue this group's calls on `cuda_stream` (a cudaStream_t)
- * instead of the backend's stream (mt_dist_set_backend; the default, and
- * what the trainer uses; without a backend: the legacy default stream).
- * No-op for the MPI engine. The NCCL engine creates a group's communicator
- * at its first NCCL call (collective as that call is), and never for a
- * group of one rank, whose calls are copies on the stream (test hook: env
- * MEGATRAIN_NCCL_SIZE1=1 gives such a group a real 1-rank communicator). */
-void mt_group_set_cuda_stream(mt_group *g, void *cuda_stream);
-mt_comm_engine mt_group_engine(const mt_group *g);
+/* The NCCL engine enqueues a group's calls on the backend's stream
+ * (mt_dist_set_backend; without a backend: the legacy default stream). It
+ * creates a group's communicator at its first NCCL call (collective as that
+ * call is), and never for a group of one rank, whose calls are copies on the
+ * stream (test hook: env MEGATRAIN_NCCL_SIZE1=1 gives such a group a real
+ * 1-rank communicator). */
 
 int mt_group_size(const mt_group *g);
 int mt_group_rank(const mt_group *g);
-const char *mt_group_name(const mt_group *g);
-/* World rank of group member i. */
-int mt_group_world_rank(const mt_group *g, int i);
 
 /* Collectives below are called by every member of the group with the same
  * count/dtype/op/root. Buffers are host memory (MPI engine) or device memory
@@ -193,17 +186,6 @@ void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
                   const int64_t *send_displs, void *recv, const int64_t *recv_counts,
                   const int64_t *recv_displs, mt_dtype t);
 void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root);
-/* Batched point-to-point: post all sends and receives (group ranks), wait for
- * all. Messages between two ranks match in posting order. Counters: one call
- * per batch; elements/bytes/bus_bytes = the elements/bytes SENT by this rank. */
-typedef struct {
-  int peer;        /* group rank */
-  int is_send;
-  void *buf;
-  int64_t count;
-  mt_dtype dtype;
-} mt_p2p_op;
-void mt_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops);
 void mt_barrier(mt_group *g);
 
 /* Non-blocking point-to-point with a tag (pipeline schedules): post a send or
@@ -242,6 +224,5 @@ int mt_test(mt_request *r);
  * arithmetic: bytes * 2(n-1) / n). A barrier counts calls only. */
 const mt_coll_counter *mt_group_counters(const mt_group *g); /* [MT_COLL_N] */
 void mt_group_reset_counters(mt_group *g);
-const char *mt_coll_name(mt_coll_kind k);
 
 #endif

@@ -48,7 +48,6 @@ typedef struct {
   void (*alltoallv)(mt_group *g, const void *send, const int64_t *sc, const int64_t *sd,
                     void *recv, const int64_t *rc, const int64_t *rd, mt_dtype t);
   void (*broadcast)(mt_group *g, void *buf, int64_t count, mt_dtype t, int root);
-  void (*batch_send_recv)(mt_group *g, const mt_p2p_op *ops, int n_ops);
   void (*barrier)(mt_group *g);
   /* variable counts (displacements in elements; see comm.h) */
   void (*allgatherv)(mt_group *g, const void *send, int64_t sc, void *recv, const int64_t *rc,
@@ -112,7 +111,6 @@ struct mt_group {
   int *world_ranks;     /* [size] */
   MPI_Comm comm;        /* always present (bootstrap, barrier, MPI engine) */
   void *engine_state;   /* NCCL: communicator + stream */
-  void *cuda_stream;    /* requested stream (NCCL) */
   mt_coll_counter ctr[MT_COLL_N];
   void *scratch;        /* host scratch, grow-only (fresh pages are slow) */
   size_t scratch_bytes;

@@ -152,24 +152,10 @@ static void mpi_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int
   }
 }
 
-static void mpi_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
-  MPI_Request *req = mt_xmalloc(sizeof(MPI_Request) * (size_t)(n_ops ? n_ops : 1));
-  for (int i = 0; i < n_ops; i++) {
-    const mt_p2p_op *o = &ops[i];
-    int n = to_int(o->count, g, o->is_send ? "send" : "recv");
-    if (o->is_send)
-      MT_MPI_CHECK(MPI_Isend(o->buf, n, mt_mpi_dtype(o->dtype), o->peer, 0, g->comm, &req[i]));
-    else
-      MT_MPI_CHECK(MPI_Irecv(o->buf, n, mt_mpi_dtype(o->dtype), o->peer, 0, g->comm, &req[i]));
-  }
-  MT_MPI_CHECK(MPI_Waitall(n_ops, req, MPI_STATUSES_IGNORE));
-  free(req);
-}
-
 static void mpi_barrier(mt_group *g) { MT_MPI_CHECK(MPI_Barrier(g->comm)); }
 
 const mt_comm_engine_ops mt_comm_mpi_engine = {
     mpi_init,      mpi_fini,      mpi_allreduce,       mpi_allgather, mpi_reduce_scatter,
-    mpi_alltoall,  mpi_alltoallv, mpi_broadcast,       mpi_batch_send_recv, mpi_barrier,
+    mpi_alltoall,  mpi_alltoallv, mpi_broadcast,       mpi_barrier,
     mpi_allgatherv, mpi_reduce_scatterv, NULL, mt_comm_mpi_post, mt_comm_mpi_complete,
 };

@@ -4,8 +4,8 @@
  * call, so the unique id is broadcast over the group's MPI communicator
  * inside it); a group of one rank never creates one: its calls are device
  * copies on the stream (env MEGATRAIN_NCCL_SIZE1=1 makes it create a real
- * 1-rank communicator: the single-GPU check of this engine). Batched
- * point-to-point and all-to-all(v) are grouped ncclSend/ncclRecv on the
+ * 1-rank communicator: the single-GPU check of this engine).
+ * All-to-all(v) is grouped ncclSend/ncclRecv on the
  * group's communicator; tagged p2p (pipeline and context parallelism) runs
  * on per-direction channels (comm_nccl_p2p.c). NCCL itself is loaded at
  * run time by the run's first NCCL group that will call it (nccl_api.h; no
@@ -168,44 +168,6 @@ static void nccl_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, in
   MT_NCCL_CHECK(N(g), Broadcast(buf, buf, (size_t)count, mt_nccl_dtype(t), root, c, S(g)));
 }
 
-/* A size-1 group sends to itself: the k-th send lands in the k-th receive
- * (posting order, as NCCL and MPI match them). */
-static void self_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
-  int j = 0;
-  for (int i = 0; i < n_ops; i++) {
-    if (!ops[i].is_send) continue;
-    while (j < n_ops && ops[j].is_send) j++;
-    if (j == n_ops) mt_fatal("group '%s': send/recv: a send to itself has no receive", g->name);
-    if (ops[j].count != ops[i].count || ops[j].dtype != ops[i].dtype)
-      mt_fatal("group '%s': send/recv to itself: send %d has %lld elements, its receive %lld",
-               g->name, i, (long long)ops[i].count, (long long)ops[j].count);
-    dcopy(g, ops[j].buf, ops[i].buf, ops[i].count, ops[i].dtype);
-    j++;
-  }
-  for (; j < n_ops; j++)
-    if (!ops[j].is_send)
-      mt_fatal("group '%s': send/recv: a receive from itself has no send", g->name);
-}
-
-static void nccl_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
-  if (local_only(g)) {
-    self_send_recv(g, ops, n_ops);
-    return;
-  }
-  ncclComm_t c = C(g);
-  MT_NCCL_CHECK(N(g), GroupStart());
-  for (int i = 0; i < n_ops; i++) {
-    const mt_p2p_op *o = &ops[i];
-    if (o->is_send)
-      MT_NCCL_CHECK(N(g),
-                    Send(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
-    else
-      MT_NCCL_CHECK(N(g),
-                    Recv(o->buf, (size_t)o->count, mt_nccl_dtype(o->dtype), o->peer, c, S(g)));
-  }
-  MT_NCCL_CHECK(N(g), GroupEnd());
-}
-
 /* Variable all-gather: rank i broadcasts its block into every rank's recv. */
 static void nccl_allgatherv(mt_group *g, const void *send, int64_t sc, void *recv,
                             const int64_t *rc, const int64_t *rd, mt_dtype t) {
@@ -263,7 +225,7 @@ static void nccl_abort(mt_group *g) {
 
 const mt_comm_engine_ops mt_comm_nccl_engine = {
     nccl_init,     nccl_fini,      nccl_allreduce, nccl_allgather,       nccl_reduce_scatter,
-    nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_batch_send_recv, nccl_barrier,
+    nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_barrier,
     nccl_allgatherv, nccl_reduce_scatterv, nccl_abort, mt_nccl_post, mt_nccl_complete,
 };
 

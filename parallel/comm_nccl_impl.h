@@ -24,9 +24,9 @@ typedef struct {
   mt_nccl_p2p *p2p; /* channels, NULL until mt_group_enable_p2p */
 } mt_nccl_state;
 
-/* The stream every NCCL call and copy of g is ordered on: g->cuda_stream
- * when mt_group_set_cuda_stream set one, else the backend's (g->d->be->
- * stream, mt_dist_set_backend), else the legacy default stream (NULL). */
+/* The stream every NCCL call and copy of g is ordered on: the backend's
+ * (g->d->be->stream, mt_dist_set_backend), else the legacy default stream
+ * (NULL). */
 cudaStream_t mt_nccl_stream(const mt_group *g);
 ncclDataType_t mt_nccl_dtype(mt_dtype t);
 

@@ -1,6 +1,5 @@
 /* parallel/comm_nccl_stream.c — what every NCCL call of a group shares: the
- * CUDA stream it is issued on (the group's own stream when it has one, else
- * the backend's compute stream) and the NCCL datatype of each dtype. Shared by the collectives (comm_nccl.c) and the
+ * CUDA stream it is issued on (the backend's compute stream) and the NCCL datatype of each dtype. Shared by the collectives (comm_nccl.c) and the
  * p2p channels (comm_nccl_p2p.c); its own file so those two do not call
  * each other. Empty without MT_HAVE_NCCL. */
 #include "comm_impl.h"
@@ -10,7 +9,6 @@
 #include "comm_nccl_impl.h"
 
 cudaStream_t mt_nccl_stream(const mt_group *g) {
-  if (g->cuda_stream) return (cudaStream_t)g->cuda_stream;
   const mt_backend *be = g->d->be;
   return be ? (cudaStream_t)be->stream : NULL;
 }

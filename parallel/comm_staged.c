@@ -250,32 +250,6 @@ static void staged_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, 
   if (g->rank != root) from_host(g, buf, h, bytes);
 }
 
-/* Each device operand gets its own slice of the staging buffer; host
- * operands go as they are. Posting order (and so matching) is the caller's. */
-static void staged_batch_send_recv(mt_group *g, const mt_p2p_op *ops, int n_ops) {
-  size_t total = 0;
-  for (int i = 0; i < n_ops; i++)
-    if (!mt_comm_buf_on_host(g, ops[i].buf))
-      total += (size_t)ops[i].count * mt_dtype_size(ops[i].dtype);
-  char *h = stage(g, total);
-  mt_p2p_op *hops = mt_xmalloc(sizeof(mt_p2p_op) * (size_t)(n_ops ? n_ops : 1));
-  size_t off = 0;
-  for (int i = 0; i < n_ops; i++) {
-    hops[i] = ops[i];
-    if (mt_comm_buf_on_host(g, ops[i].buf)) continue;
-    size_t bytes = (size_t)ops[i].count * mt_dtype_size(ops[i].dtype);
-    hops[i].buf = h + off;
-    if (ops[i].is_send) to_host(g, hops[i].buf, ops[i].buf, bytes);
-    off += bytes;
-  }
-  mt_comm_mpi_engine.batch_send_recv(g, hops, n_ops);
-  for (int i = 0; i < n_ops; i++)
-    if (!ops[i].is_send && hops[i].buf != ops[i].buf)
-      from_host(g, ops[i].buf, hops[i].buf,
-                (size_t)ops[i].count * mt_dtype_size(ops[i].dtype));
-  free(hops);
-}
-
 static void staged_barrier(mt_group *g) { mt_comm_mpi_engine.barrier(g); }
 
 /* ---- tagged p2p: the request owns a host block from the group's pool ---- */
@@ -326,6 +300,6 @@ static int staged_complete(mt_request *r, int block) {
 const mt_comm_engine_ops mt_comm_staged_engine = {
     staged_init,          staged_fini,           staged_allreduce, staged_allgather,
     staged_reduce_scatter, staged_alltoall,      staged_alltoallv, staged_broadcast,
-    staged_batch_send_recv, staged_barrier,      staged_allgatherv, staged_reduce_scatterv,
+    staged_barrier,      staged_allgatherv, staged_reduce_scatterv,
     NULL,                 staged_post,           staged_complete,
 };

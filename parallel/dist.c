@@ -82,7 +82,6 @@ int mt_dist_size(const mt_dist *d) { return d->size; }
 int mt_dist_local_rank(const mt_dist *d) { return d->local_rank; }
 mt_group *mt_dist_world(mt_dist *d) { return d->world; }
 void mt_dist_set_backend(mt_dist *d, mt_backend *be) { d->be = be; }
-mt_backend *mt_dist_backend(const mt_dist *d) { return d->be; }
 
 int mt_dist_check_agree(mt_dist *d, uint64_t value, const char *what, char *err, size_t errlen) {
   uint64_t *all = mt_xmalloc(sizeof(uint64_t) * (size_t)d->size);

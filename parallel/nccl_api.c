@@ -66,11 +66,6 @@ mt_nccl_api *mt_nccl_api_open(const char *library, char *err, size_t errlen) {
   return a;
 }
 
-void mt_nccl_api_describe(const mt_nccl_api *a, char *buf, size_t len) {
-  snprintf(buf, len, "NCCL %d.%d.%d (%s)", a->version / 10000, a->version / 100 % 100,
-           a->version % 100, a->path);
-}
-
 void mt_nccl_api_close(mt_nccl_api *a) {
   if (!a) return;
   dlclose(a->lib);

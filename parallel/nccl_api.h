@@ -50,8 +50,6 @@ typedef struct mt_nccl_api {
  * Calls no NCCL function but ncclGetVersion (no GPU needed). */
 mt_nccl_api *mt_nccl_api_open(const char *library, char *err, size_t errlen);
 
-/* "NCCL 2.28.3 (/usr/local/cuda/lib/libnccl.so.2)" into buf. */
-void mt_nccl_api_describe(const mt_nccl_api *a, char *buf, size_t len);
 
 /* mt_nccl_api_close (NULL: no-op) is declared in comm_impl.h: the runtime's
  * teardown calls it in every build. */

@@ -72,16 +72,3 @@ void mt_parallel_state_destroy(mt_parallel_state *ps) {
   free(ps);
 }
 
-void mt_parallel_state_print_counters(const mt_parallel_state *ps, FILE *f) {
-  for (int k = 0; k <= MT_GK_N; k++) {
-    const mt_group *g = k < MT_GK_N ? ps->by_kind[k] : ps->world_group;
-    if (!g || (k < MT_GK_N && mt_parallel_state_is_alias(ps, (mt_group_kind)k))) continue;
-    const mt_coll_counter *c = mt_group_counters(g);
-    for (int op = 0; op < MT_COLL_N; op++)
-      if (c[op].calls > 0)
-        fprintf(f, "[rank %d] %-7s %-15s calls %" PRId64 " bytes %" PRId64 " bus_bytes %" PRId64
-                   "\n",
-                ps->rank, mt_group_name(g), mt_coll_name((mt_coll_kind)op), c[op].calls,
-                c[op].bytes, c[op].bus_bytes);
-  }
-}

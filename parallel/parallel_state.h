@@ -41,8 +41,5 @@ void mt_parallel_state_destroy(mt_parallel_state *ps);
  * cp == 1): loops over the kinds skip it so traffic is counted once. */
 int mt_parallel_state_is_alias(const mt_parallel_state *ps, mt_group_kind k);
 
-/* Print, per group of this rank (aliases once), the counters with calls > 0:
- * "group op calls bytes bus_bytes" lines. */
-void mt_parallel_state_print_counters(const mt_parallel_state *ps, FILE *f);
 
 #endif

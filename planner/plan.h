@@ -155,12 +155,6 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
                             mt_plan_memory *mem);
 
-/* Parameters of the whole model (all ranks, tied word embedding counted
- * once): with the vocabulary padded to make_vocab_size_divisible_by x tp as
- * allocated (padded_vocab 1), or with the tokenizer's vocabulary, which is
- * how model cards count (padded_vocab 0). Every block option counts
- * (docs/planner.md "Model options"). No errors. */
-int64_t mt_plan_num_parameters(const mt_config *cfg, int padded_vocab);
 
 /* Bytes by category (MT_PM_*) of one rank of pipeline stage `stage`
  * (0 .. pipeline_model_parallel_size-1) during training. Every rank of a

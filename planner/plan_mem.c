@@ -150,12 +150,6 @@ double mt_plan_total_params(const mt_plan_dims *d, int padded) {
   return n;
 }
 
-int64_t mt_plan_num_parameters(const mt_config *cfg, int padded_vocab) {
-  mt_plan_dims d;
-  mt_plan_dims_from(cfg, 1, &d);
-  return (int64_t)llround(mt_plan_total_params(&d, padded_vocab));
-}
-
 void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]) {
   mt_plan_dims d;
   mt_plan_stage_info info;

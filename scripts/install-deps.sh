@@ -3,8 +3,9 @@
 # megatrain needs (non-interactive; installs only what is missing).
 #   build (default; what scripts/quickstart.sh needs): building, training,
 #            plotting and the quick-start data:
-#            gcc make libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin
-#            libpcre2-dev zlib1g-dev libdeflate-dev pkg-config
+#            gcc g++ make libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin
+#            libpcre2-dev libutf8proc-dev libsentencepiece-dev zlib1g-dev
+#            libdeflate-dev pkg-config
 #            python3-matplotlib (scripts/plot_metrics.py), npm (prepare-data.sh)
 #   test:    what `make test` adds: libcmocka-dev (unit tests), bc,
 #            python3-torch python3-numpy (reference checks, /usr/bin/python3),
@@ -15,8 +16,8 @@
 # the README's two commands. The CUDA toolkit (nvcc, cuBLAS, NCCL) is
 # optional and not installed here.
 set -euo pipefail
-build=(gcc make libc6-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin libpcre2-dev
-       zlib1g-dev libdeflate-dev pkg-config python3-matplotlib)
+build=(gcc g++ make libc6-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin libpcre2-dev
+       libutf8proc-dev libsentencepiece-dev zlib1g-dev libdeflate-dev pkg-config python3-matplotlib)
 test=(libcmocka-dev bc python3-torch python3-numpy slurm-wlm munge clang)
 [ $# -gt 0 ] || set -- build
 pkgs=()

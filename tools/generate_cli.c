@@ -11,7 +11,8 @@
 
 #include "backends/registry.h"
 #include "core/util.h"
-#include "data/bpe.h"
+#include "data/tokenizer.h"
+#include "tools/hf_tokenizer_files.h"
 #include "model/gpt_infer.h"
 #include "tools/cli.h"
 #include "checkpoint/views.h"
@@ -20,7 +21,7 @@
 #include "trainer/train_internal.h"
 
 typedef struct {
-  const char *load, *prompt, *vocab, *merges, *dump_logits;
+  const char *load, *prompt, *vocab, *merges, *dump_logits, *tok_type, *tok_model;
   int max_new, no_cache, print_ids;
   int threads; /* --num-threads: -1 = the config's training.num_threads */
   mt_sample_opts s;
@@ -35,7 +36,8 @@ static int usage_error(const char *msg, const char *arg) {
 static const char gen_usage[] =
     "usage: megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
     "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
-    "         [--vocab-file F --merge-file M] [--no-kv-cache] [--print-ids]\n"
+    "         [--vocab-file F --merge-file M | --tokenizer-type T --tokenizer-model P]\n"
+    "         [--no-kv-cache] [--print-ids]\n"
     "         [--num-threads N] [--dump-logits FILE]\n"
     "  stdout: the text (and the ids with --print-ids); stderr: the speed line\n"
     "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n";
@@ -89,6 +91,8 @@ static int parse(int argc, char **argv, gen_args *a) {
                        : !strcmp(k, "--prompt")       ? &a->prompt
                        : !strcmp(k, "--vocab-file")   ? &a->vocab
                        : !strcmp(k, "--merge-file")   ? &a->merges
+                       : !strcmp(k, "--tokenizer-type") ? &a->tok_type
+                       : !strcmp(k, "--tokenizer-model") ? &a->tok_model
                        : !strcmp(k, "--dump-logits")  ? &a->dump_logits
                                                       : NULL;
     if (str) {
@@ -158,8 +162,9 @@ typedef struct {
   mt_backend *be;
   mt_gpt *model;
   mt_gpt_infer *inf;
-  mt_bpe *bpe;
-  mt_bpe_encoder *enc;
+  mt_tokenizer *tok;
+  mt_tok_encoder *enc;
+  int n_skip; /* leading template ids (BOS) not printed */
   mt_sampler *smp;
   mt_tokvec ids;
   float *logits;
@@ -171,8 +176,8 @@ static void teardown(gen_run *r) {
   free(r->logits);
   mt_tokvec_free(&r->ids);
   mt_sampler_free(r->smp);
-  if (r->enc) mt_bpe_encoder_free(r->enc);
-  if (r->bpe) mt_bpe_free(r->bpe);
+  mt_tok_encoder_free(r->enc);
+  mt_tokenizer_free(r->tok);
   mt_gpt_infer_destroy(r->inf);
   if (r->model) mt_gpt_destroy(r->model);
   if (r->be) mt_backend_destroy(r->be);
@@ -305,42 +310,71 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   return r->inf ? 0 : 1;
 }
 
+/* The tokenizer of the checkpoint's config (data.tokenizer_type and its
+ * files), or of the flags. A tokenizer_model path that does not load falls
+ * back to the tokenizer files in the checkpoint directory (`convert --from
+ * hf` copies them there). */
 static int load_tokenizer(gen_run *r, const gen_args *a, char *err, size_t errlen) {
-  const char *vf = a->vocab ? a->vocab : r->cfg.data.vocab_file[0] ? r->cfg.data.vocab_file : NULL;
-  const char *mf =
-      a->merges ? a->merges : r->cfg.data.merge_file[0] ? r->cfg.data.merge_file : NULL;
-  if (!vf || !mf) {
-    snprintf(err, errlen,
-             "no GPT-2 tokenizer files: pass --vocab-file FILE and --merge-file FILE, or set "
-             "data.vocab_file and data.merge_file in the config the checkpoint was trained with");
+  const mt_data_config *d = &r->cfg.data;
+  const char *type = a->tok_type ? a->tok_type : d->tokenizer_type;
+  if (a->tok_model && !a->tok_type && mt_tokenizer_type_parse(type) == MT_TOK_GPT2BPE) {
+    snprintf(err, errlen, "--tokenizer-model needs --tokenizer-type HuggingFaceTokenizer or "
+             "SentencePieceTokenizer (the checkpoint's config uses GPT2BPETokenizer)");
     return 1;
   }
-  r->bpe = mt_bpe_load(vf, mf, err, errlen);
-  if (!r->bpe && (!a->vocab || !a->merges)) {
-    char tail[2048];
-    snprintf(tail, sizeof tail, "%s", err);
-    snprintf(err, errlen,
-             "%.1500s (the tokenizer paths %s%s%s come from data.vocab_file/data.merge_file in the "
-             "config of %s/metadata.json; pass --vocab-file FILE and --merge-file FILE)",
-             tail, a->vocab ? "" : vf, !a->vocab && !a->merges ? ", " : "", a->merges ? "" : mf,
-             mt_dckpt_dir(r->ck));
+  if (mt_tokenizer_type_parse(type) == MT_TOK_GPT2BPE) {
+    const char *vf = a->vocab ? a->vocab : d->vocab_file[0] ? d->vocab_file : NULL;
+    const char *mf = a->merges ? a->merges : d->merge_file[0] ? d->merge_file : NULL;
+    if (!vf || !mf) {
+      snprintf(err, errlen,
+               "no GPT-2 tokenizer files: pass --vocab-file FILE and --merge-file FILE, or set "
+               "data.vocab_file and data.merge_file in the config the checkpoint was trained with");
+      return 1;
+    }
+    mt_tokenizer_spec spec = {.type = type, .vocab_file = vf, .merge_file = mf};
+    r->tok = mt_tokenizer_load(&spec, err, errlen);
+    if (!r->tok && (!a->vocab || !a->merges)) {
+      char tail[2048];
+      snprintf(tail, sizeof tail, "%s", err);
+      snprintf(err, errlen,
+               "%.1500s (the tokenizer paths %s%s%s come from data.vocab_file/data.merge_file in "
+               "the config of %s/metadata.json; pass --vocab-file FILE and --merge-file FILE)",
+               tail, a->vocab ? "" : vf, !a->vocab && !a->merges ? ", " : "",
+               a->merges ? "" : mf, mt_dckpt_dir(r->ck));
+    }
+  } else {
+    const char *model = a->tok_model ? a->tok_model : d->tokenizer_model;
+    mt_tokenizer_spec spec = {.type = type, .model = model};
+    r->tok = mt_tokenizer_load(&spec, err, errlen);
+    char ftype[64], fmodel[4200];
+    if (!r->tok && !a->tok_model &&
+        mt_hf_tokenizer_find(mt_dckpt_dir(r->ck), ftype, sizeof ftype, fmodel, sizeof fmodel) &&
+        !strcmp(ftype, type)) {
+      char first[1024];
+      snprintf(first, sizeof first, "%s", err);
+      spec.model = fmodel;
+      r->tok = mt_tokenizer_load(&spec, err, errlen);
+      if (r->tok && r->rank == 0)
+        fprintf(stderr, "generate: note: %.600s; using the tokenizer in %s\n", first, fmodel);
+    }
   }
-  if (!r->bpe) return 1;
-  if (mt_bpe_vocab_size(r->bpe) > r->cfg.model.vocab_size) {
+  if (!r->tok) return 1;
+  if (mt_tokenizer_vocab_size(r->tok) > r->cfg.model.vocab_size) {
     snprintf(err, errlen,
-             "tokenizer %s has %d ids but the checkpoint's model.vocab_size is %d (expected at "
-             "most %d)",
-             vf, mt_bpe_vocab_size(r->bpe), r->cfg.model.vocab_size, r->cfg.model.vocab_size);
+             "the %s tokenizer has %d ids but the checkpoint's model.vocab_size is %d (expected "
+             "at most %d)",
+             mt_tokenizer_name(r->tok), mt_tokenizer_vocab_size(r->tok), r->cfg.model.vocab_size,
+             r->cfg.model.vocab_size);
     return 1;
   }
-  r->enc = mt_bpe_encoder_new(r->bpe, 0);
+  r->enc = mt_tok_encoder_new(r->tok);
   return 0;
 }
 
 /* The run after the model is loaded: prefill, decode loop, output. */
 static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
   const int64_t V = r->cfg.model.vocab_size;
-  const int eod = mt_bpe_eod(r->bpe);
+  const int eod = mt_tokenizer_eod(r->tok);
   r->logits = mt_xmalloc((size_t)V * sizeof(float));
   r->smp = mt_sampler_create(&a->s, V);
   mt_group *world = r->world;
@@ -366,7 +400,8 @@ static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
   if (r->rank != 0) return 0;
   size_t len;
   size_t n_text = r->ids.n - (size_t)stop_eod; /* the end-of-text token is not printed */
-  char *text = mt_bpe_decode(r->bpe, r->ids.data, n_text, &len);
+  char *text =
+      mt_tokenizer_decode(r->tok, r->ids.data + r->n_skip, n_text - (size_t)r->n_skip, &len);
   fwrite(text, 1, len, stdout);
   fputc('\n', stdout);
   free(text);
@@ -390,11 +425,20 @@ static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
   return 0;
 }
 
-/* The prompt's ids (an empty prompt starts from the end-of-text token, as
- * GPT-2's unconditional samples) and the length limit. */
+/* The prompt's ids as preprocess makes a document's (the post-processor's
+ * BOS first for HuggingFaceTokenizer; it is not printed); an empty prompt
+ * without one starts from the end-of-text token (printed), as GPT-2's
+ * unconditional samples; and the length limit. */
 static int encode_prompt(gen_run *r, const gen_args *a, char *err, size_t errlen) {
-  mt_bpe_encode(r->enc, a->prompt, strlen(a->prompt), &r->ids);
-  if (r->ids.n == 0 && mt_bpe_eod(r->bpe) >= 0) mt_tokvec_push(&r->ids, mt_bpe_eod(r->bpe));
+  mt_tok_encode_doc(r->enc, a->prompt, strlen(a->prompt), 1, &r->ids);
+  if (mt_tokenizer_kind(r->tok) == MT_TOK_HF) {
+    const int32_t *pre, *suf;
+    int np, ns;
+    mt_bpe_template(mt_tokenizer_bpe(r->tok), &pre, &np, &suf, &ns);
+    r->ids.n -= (size_t)ns; /* the text continues: no EOS after the prompt */
+    r->n_skip = np;
+  }
+  if (r->ids.n == 0 && mt_tokenizer_eod(r->tok) >= 0) mt_tokvec_push(&r->ids, mt_tokenizer_eod(r->tok));
   const int64_t limit = r->cfg.model.max_position_embeddings, n = (int64_t)r->ids.n;
   if (n > limit) {
     snprintf(err, errlen,

@@ -1,6 +1,7 @@
 /* tools/hf_convert.c — Hugging Face export and import of layout-free
  * checkpoints (see tools/hf_convert.h). */
 #include "tools/hf_convert.h"
+#include "tools/hf_tokenizer_files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -38,18 +39,23 @@ static float f16_to_f32(uint16_t h) {
 /* The config of a checkpoint or a file, read for one process: the parallel
  * section does not shape any tensor, so it is reset (a checkpoint has no
  * layout; the run that loads it brings its own). */
-static int load_config(mt_config *cfg, const char *path, const char *json, char *err,
-                       size_t errlen) {
-  static const char *const ov[] = {
+static int load_config_x(mt_config *cfg, const char *path, const char *json, const char *x1,
+                         const char *x2, char *err, size_t errlen) {
+  const char *ov[] = {
       "parallel.tensor_model_parallel_size=1",  "parallel.pipeline_model_parallel_size=1",
       "parallel.virtual_pipeline_model_parallel_size=1",
       "parallel.num_layers_in_first_pipeline_stage=null",
       "parallel.num_layers_in_last_pipeline_stage=null", "parallel.sequence_parallel=false",
       "parallel.expert_model_parallel_size=1",  "parallel.expert_tensor_parallel_size=1",
-      "parallel.context_parallel_size=1",       "parallel.zero_stage=0"};
-  const int n = (int)(sizeof ov / sizeof *ov);
+      "parallel.context_parallel_size=1",       "parallel.zero_stage=0", x1, x2};
+  const int n = (int)(sizeof ov / sizeof *ov) - (x1 ? 0 : 2);
   return json ? mt_config_load_string(cfg, json, path, ov, n, 1, err, errlen)
               : mt_config_load(cfg, path, ov, n, 1, err, errlen);
+}
+
+static int load_config(mt_config *cfg, const char *path, const char *json, char *err,
+                       size_t errlen) {
+  return load_config_x(cfg, path, json, NULL, NULL, err, errlen);
 }
 
 /* 0 when `dir` does not exist or is an empty directory (*existed tells) */
@@ -229,10 +235,15 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
   int w = mt_write_file_synced(path, cjson, strlen(cjson), err, errlen);
   free(cjson);
   if (w) goto out;
-  if (m.V > 50256) {
+  if (m.V > 50256 && !strcmp(cfg.data.tokenizer_type, "GPT2BPETokenizer")) {
     static const char gen[] = "{\n  \"bos_token_id\": 50256,\n  \"eos_token_id\": 50256\n}\n";
     snprintf(path, sizeof path, "%s/generation_config.json", tmp);
     if (mt_write_file_synced(path, gen, strlen(gen), err, errlen)) goto out;
+  }
+  if (strcmp(cfg.data.tokenizer_type, "GPT2BPETokenizer")) { /* the tokenizer travels along */
+    char tdir[4200];
+    mt_hf_tokenizer_dir(cfg.data.tokenizer_model, tdir, sizeof tdir);
+    if (mt_hf_tokenizer_copy(tdir, tmp, err, errlen) < 0) goto out;
   }
   if (existed) rmdir(out_dir);
   if (rename(tmp, out_dir)) {
@@ -303,6 +314,21 @@ int mt_hf_import_dir(const char *in_dir, const char *out_dir, const char *config
   mt_config cfg;
   char cerr[1024];
   if (load_config(&cfg, config_path, NULL, err, errlen)) return 2;
+  /* a config naming no tokenizer takes the one the model directory ships,
+   * copied beside the checkpoint below (generate and training find it) */
+  char ttype[64], tmodel[4200], x1[128], x2[4300];
+  int has_tok = mt_hf_tokenizer_find(in_dir, ttype, sizeof ttype, tmodel, sizeof tmodel);
+  if (has_tok && !cfg.data.tokenizer_model[0] && !cfg.data.vocab_file[0]) {
+    char base[4200]; /* absolute: the checkpoint is read from other directories */
+    char *cwd = out_dir[0] == '/' ? NULL : getcwd(NULL, 0);
+    snprintf(base, sizeof base, "%s%s%s", cwd ? cwd : "", cwd ? "/" : "", out_dir);
+    free(cwd);
+    snprintf(x1, sizeof x1, "data.tokenizer_type=%s", ttype);
+    snprintf(x2, sizeof x2, "data.tokenizer_model=%s%s", base,
+             strcmp(ttype, "HuggingFaceTokenizer") ? "/tokenizer.model" : "");
+    mt_config_free(&cfg);
+    if (load_config_x(&cfg, config_path, NULL, x1, x2, err, errlen)) return 2;
+  }
   mt_hf_model m;
   mt_st_dir *d = NULL;
   mt_hf_entry *e = NULL;
@@ -424,6 +450,7 @@ int mt_hf_import_dir(const char *in_dir, const char *out_dir, const char *config
     if (!existed) rmdir(out_dir);
     goto out;
   }
+  if (has_tok && mt_hf_tokenizer_copy(in_dir, out_dir, err, errlen) < 0) goto out;
   rc = 0;
 out:
   for (int i = 0; v && i < n_v; i++) free(v[i].data);

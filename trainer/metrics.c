@@ -171,15 +171,6 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
   emit(mf, o);
 }
 
-void mt_metrics_write_eval(mt_metrics_file *mf, int64_t iteration, double val_loss) {
-  if (!mf->f) return;
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "iteration", (double)iteration);
-  cJSON_AddNumberToObject(o, "val_loss", val_loss);
-  cJSON_AddNumberToObject(o, "val_ppl", exp(val_loss < 700 ? val_loss : 700));
-  emit(mf, o);
-}
-
 void mt_metrics_close(mt_metrics_file *mf) {
   if (mf->f) fclose(mf->f);
   mf->f = NULL;

@@ -73,8 +73,6 @@ int mt_metrics_open(mt_metrics_file *mf, const char *path, int64_t resume_iterat
 /* Write one object: training record (val_loss < 0 means absent). Floats
  * round-trip (%.17g). */
 void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_loss);
-/* Write one validation-only object {"iteration", "val_loss", "val_ppl"}. */
-void mt_metrics_write_eval(mt_metrics_file *mf, int64_t iteration, double val_loss);
 void mt_metrics_close(mt_metrics_file *mf);
 
 #endif

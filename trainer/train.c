@@ -144,14 +144,18 @@ static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
   free(v);
 }
 
-double mt_trainer_evaluate(mt_trainer *t) {
+double mt_trainer_evaluate(mt_trainer *t, int64_t iteration) {
   const mt_config *c = t->cfg;
   const int64_t gbs = c->training.global_batch_size;
+  /* Megatron's consumed_valid_samples: evaluation k (at iteration
+   * k · eval_interval) continues after the k − 1 before it */
+  const int64_t n_before = iteration / c->training.eval_interval - 1;
+  const int64_t base = (n_before > 0 ? n_before : 0) * c->training.eval_iters * gbs;
   double sum = 0.0;
   int64_t tokens = 0; /* Megatron's evaluate: total loss over total loss tokens */
   for (int64_t i = 0; i < c->training.eval_iters; i++) {
     int64_t n = 0;
-    sum += run_global_batch(t, MT_SPLIT_VALID, i * gbs, 0, &n);
+    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, 0, &n);
     tokens += n;
   }
   return tokens > 0 ? sum / (double)tokens : 0.0;
@@ -464,7 +468,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     /* evaluation after the training line, as Megatron prints them */
     double val = -1.0;
     if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
-      val = mt_trainer_evaluate(t);
+      val = mt_trainer_evaluate(t, it);
       say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
           (long long)it, val, exp(val < 700 ? val : 700));
       t->t_interval += mt_now() - now; /* keep evaluation out of the throughput figures */

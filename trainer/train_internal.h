@@ -145,9 +145,10 @@ void mt_trainer_pipeline_free(mt_trainer *t);
 double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train,
                                float loss_scale);
 
-/* Mean validation loss over eval_iters global batches of the valid split
- * (the same fixed batches at every evaluation). */
-double mt_trainer_evaluate(mt_trainer *t);
+/* Mean validation loss over eval_iters global batches of the valid split at
+ * `iteration` (a multiple of eval_interval): evaluation k reads the batches
+ * after those of evaluations 1..k-1, as Megatron's validation iterator. */
+double mt_trainer_evaluate(mt_trainer *t, int64_t iteration);
 
 /* Check (trainer/replica_check.c) that replicated parameters are bitwise
  * identical: every parameter across the data x context-parallel group

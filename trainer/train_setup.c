@@ -83,12 +83,23 @@ static int open_data(mt_trainer *t, char *err, size_t errlen) {
   o.n_paths = c->data.n_paths;
   o.paths = paths;
   o.weights = c->data.data_weight;
+  o.weighted = c->data.weighted;
+  /* the float key back to the decimal the user wrote (0.005, not 0.00499999989) */
+  char sbuf[32];
+  snprintf(sbuf, sizeof sbuf, "%.7g", (double)c->data.mid_level_dataset_surplus);
+  o.mid_level_dataset_surplus = strtod(sbuf, NULL);
   o.split = c->data.split;
   o.seq_length = c->model.seq_length;
   o.seed = c->training.seed;
-  o.num_samples[MT_SPLIT_TRAIN] = c->training.train_iters * c->training.global_batch_size;
+  /* Megatron's get_train_valid_test_num_samples: every evaluation (one per
+   * eval_interval, plus one at the end) reads eval_iters new global batches;
+   * the test split is not used */
+  const int64_t gbs = c->training.global_batch_size;
+  o.num_samples[MT_SPLIT_TRAIN] = c->training.train_iters * gbs;
   o.num_samples[MT_SPLIT_VALID] =
-      c->training.eval_interval > 0 ? c->training.eval_iters * c->training.global_batch_size : 0;
+      c->training.eval_interval > 0
+          ? (c->training.train_iters / c->training.eval_interval + 1) * c->training.eval_iters * gbs
+          : 0;
   o.num_samples[MT_SPLIT_TEST] = 0;
   t->data = mt_gpt_dataset_open(&o, err, errlen);
   if (!t->data) return -1;

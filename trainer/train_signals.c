@@ -83,8 +83,6 @@ int mt_exit_watch_active(const mt_exit_watch *w) {
   return w->enabled || w->exit_duration_in_mins > 0;
 }
 
-int mt_exit_signal_received(void) { return (int)g_signal_received; }
-
 mt_exit_decision mt_exit_check(const mt_exit_watch *w, mt_group *world, double now) {
   mt_exit_decision d = {0};
   const int n = mt_group_size(world), me = mt_group_rank(world);

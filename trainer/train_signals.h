@@ -71,8 +71,6 @@ int mt_exit_watch_active(const mt_exit_watch *w);
  * (the run is ending). */
 mt_exit_decision mt_exit_check(const mt_exit_watch *w, mt_group *world, double now);
 
-/* The signal number recorded by the handler on this rank (0 = none). */
-int mt_exit_signal_received(void);
 
 /* Straggler report (Megatron's log_straggler): each rank's mean time per
  * iteration over the log interval (`my_ms`) is all-gathered over `world`

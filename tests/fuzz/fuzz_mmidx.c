@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s.n_docs > 0 && s.n_docs < 4096 && total >= 2) {
       mt_gpt_index ix;
       int seq = 1 + data[0] % 16;
-      if (mt_gpt_index_build(&ix, s.doc_len, 0, s.n_docs, seq, 32, 1234, 0, err, sizeof(err)) == 0) {
+      if (mt_gpt_index_build(&ix, s.doc_len, 0, s.n_docs, seq, 32, 1234, 1, err, sizeof(err)) == 0) {
         int32_t out[32];
         for (int64_t j = 0; j < ix.n_samples && j < 64; j++) {
           int64_t k = ix.shuffle_idx[j];

@@ -32,9 +32,9 @@ B="${FUZZ_BUILD:-build/fuzz}"; mkdir -p "$B"   # FUZZ_BUILD: another build folde
 echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)d;(void)n;return 0;}' > "$B/probe.c"
 "$CLANG" -fsanitize=fuzzer "$B/probe.c" -o "$B/probe" 2>/dev/null || { echo "SKIP: clang has no libFuzzer"; exit 77; }
 FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
-LIBS="-lcjson -lpcre2-8 -ldeflate -lz -lm"
+LIBS="-lcjson -lpcre2-8 -lutf8proc -ldeflate -lz -lm"
 CORE="core/util.c core/rng.c core/hash.c core/fileio.c core/dtype.c $(ls core/failpoint.c 2>/dev/null)"
-DATA="data/indexed_dataset.c data/gpt_index.c data/data_util.c data/bpe.c data/jsonl.c"
+DATA="data/indexed_dataset.c data/gpt_index.c data/np_random.c data/data_util.c data/bpe.c data/bpe_encode.c data/bpe_gpt2.c data/jsonl.c"
 DCKPT="checkpoint/dist_checkpoint_index.c checkpoint/dist_checkpoint_meta.c checkpoint/dist_checkpoint_load.c checkpoint/dist_checkpoint_copy.c"
 srcs() {
   case "$1" in
@@ -43,7 +43,7 @@ srcs() {
     config) echo "$(ls config/*.c | tr "\n" " ") $CORE" ;;
     legacy) echo "checkpoint/legacy_reader.c checkpoint/legacy_records.c tests/support/legacy_writer.c model/params.c $DCKPT $CORE" ;;
     hw) echo "planner/plan_hw.c $CORE" ;;
-    safetensors) echo "core/safetensors.c core/safetensors_dir.c $CORE" ;;
+    safetensors) echo "core/safetensors.c core/safetensors_dir.c tests/support/probe_core.c $CORE" ;;
     *) return 1 ;;
   esac
 }

@@ -42,7 +42,12 @@ expect 1 "badvocab.json: not a JSON object" -- --input "$T/hello.txt" --vocab-fi
 expect 1 "cannot read /nonexistent/merges.txt" -- --input "$T/hello.txt" --vocab-file "$D/gpt2-vocab.json" --merge-file /nonexistent/merges.txt
 expect 2 "unknown option --bogus" -- --input "$T/hello.txt" $V --bogus
 expect 2 "--workers must be" -- --input "$T/hello.txt" $V --workers 0
-expect 2 "are required" -- --input "$T/hello.txt"
+expect 2 "needs --vocab-file and --merge-file" -- --input "$T/hello.txt"
+expect 2 "needs --tokenizer-model" -- --input "$T/hello.txt" --tokenizer-type HuggingFaceTokenizer
+expect 2 "has no effect with GPT2BPETokenizer" -- --input "$T/hello.txt" $V --tokenizer-model x
+expect 2 "--tokenizer-type must be" -- --input "$T/hello.txt" --tokenizer-type BertWordPieceLowerCase
+expect 1 "not a SentencePiece model" -- --input "$T/hello.txt" --tokenizer-type SentencePieceTokenizer --tokenizer-model "$T/hello.txt"
+expect 1 "not a JSON object" -- --input "$T/hello.txt" --tokenizer-type HuggingFaceTokenizer --tokenizer-model "$T/hello.txt"
 # invalid UTF-8: accepted, byte-level, decodes back to the same bytes
 printf 'caf\xc3\xa9 \xff\xfe broken \xe2\x82 end\n\nsecond doc \xc3\n' > "$T/bad_utf8.txt"
 if "$PP" --input "$T/bad_utf8.txt" --output-prefix "$T/u8" $V --quiet && \

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/probes.h"
 #include "backends/registry.h"
 #include "core/backend.h"
 #include "core/util.h"
@@ -226,34 +227,6 @@ static void check_broadcast(ctx *c, mt_dtype t, int64_t count) {
   free(buf);
 }
 
-/* Ring exchange: two messages of different sizes to the next rank, two
- * receives from the previous one (matched in posting order), one empty. */
-static void check_p2p(ctx *c, mt_dtype t) {
-  int next = (c->r + 1) % c->n, prev = (c->r + c->n - 1) % c->n;
-  const int64_t n1 = 17, n2 = 5;
-  size_t es = mt_dtype_size(t);
-  char *s1 = mt_xmalloc(n1 * es), *s2 = mt_xmalloc(n2 * es), *r1 = mt_xmalloc(n1 * es), *r2 = mt_xmalloc(n2 * es);
-  for (int64_t i = 0; i < n1; i++) put(s1, t, i, val(W(c, c->r), i, 6));
-  for (int64_t i = 0; i < n2; i++) put(s2, t, i, val(W(c, c->r), i, 7));
-  char *ds1 = dev(c, s1, n1 * es), *ds2 = dev(c, s2, n2 * es), *dr1 = dev(c, r1, n1 * es),
-       *dr2 = dev(c, r2, n2 * es);
-  mt_p2p_op ops[6] = {
-      {prev, 0, dr1, n1, t}, {next, 1, ds1, n1, t}, {next, 1, ds2, n2, t},
-      {prev, 0, dr2, n2, t}, {next, 1, ds2, 0, t},  {prev, 0, dr2, 0, t},
-  };
-  mt_batch_send_recv(c->g, ops, 6);
-  back(c, s1, ds1, 0), back(c, s2, ds2, 0), back(c, r1, dr1, n1 * es), back(c, r2, dr2, n2 * es);
-  if (c->n > 1) {
-    c->want[MT_COLL_SENDRECV].calls++;
-    c->want[MT_COLL_SENDRECV].elements += n1 + n2;
-    c->want[MT_COLL_SENDRECV].bytes += (n1 + n2) * (int64_t)es;
-    c->want[MT_COLL_SENDRECV].bus_bytes += (n1 + n2) * (int64_t)es;
-  }
-  for (int64_t i = 0; i < n1; i++) expect(c, "recv 1", t, i, get(r1, t, i), val(W(c, prev), i, 6));
-  for (int64_t i = 0; i < n2; i++) expect(c, "recv 2", t, i, get(r2, t, i), val(W(c, prev), i, 7));
-  free(s1), free(s2), free(r1), free(r2);
-}
-
 /* Tagged non-blocking ring on host buffers (MPI and staging engines, which
  * match by tag): two tags, received in the opposite order of sending, one
  * completed by mt_test polling. */
@@ -386,7 +359,6 @@ static void check_group(mt_group *g, mt_backend *be) {
     }
     check_alltoallv(&c, t, 0);
     check_alltoallv(&c, t, 2);
-    check_p2p(&c, t);
     if (t == MT_F32 || t == MT_BF16) check_tagged(&c, t);
     if (!c.be) { /* host buffers: the any-order tagged ring and the v-collectives */
       check_tagged_any_order(&c, t);

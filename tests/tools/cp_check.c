@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/probes.h"
 #include "backends/registry.h"
 #include "core/util.h"
 #include "model/context_parallel.h"

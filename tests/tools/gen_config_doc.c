@@ -1,5 +1,5 @@
 /* tests/tools/gen_config_doc.c — writes docs/config.md to stdout from the
- * template docs/config.md.in and the config key table (config/config_doc.h).
+ * template docs/config.md.in and the config key table (tests/support/config_doc.h).
  * Usage: gen_config_doc TEMPLATE > docs/config.md (what `make docs` runs;
  * tests/integration/test_config_doc.sh checks the committed page is current).
  * Exit status 0, or 1 with a message on stderr. */
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/config_doc.h"
+#include "tests/support/config_doc.h"
 #include "core/fileio.h"
 
 int main(int argc, char **argv) {

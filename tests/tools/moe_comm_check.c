@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/probes.h"
 #include "backends/registry.h"
 #include "core/rng.h"
 #include "core/util.h"

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "tests/support/probes.h"
 #include "backends/registry.h"
 #include "core/rng.h"
 #include "core/util.h"

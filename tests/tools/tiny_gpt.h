@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 
+#include "tests/support/probes.h"
 #include "config/config.h"
 #include "core/util.h"
 #include "model/gpt.h"

@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tests/support/probes.h"
 #include "core/util.h"
 #include "parallel/comm.h"
 #include "config/config.h"

@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "config/config.h"
 #include "core/util.h"
 #include "tests/unit/config_fixtures.h"

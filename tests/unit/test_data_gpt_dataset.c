@@ -61,32 +61,49 @@ static void test_split_and_epochs(void **state) {
   (void)state;
   double w[3];
   char err[256];
-  int64_t b[4];
+  int64_t b[3][2];
+  int present[3];
   assert_int_equal(mt_parse_split("969,30,1", w, err, sizeof(err)), 0);
-  mt_split_bounds(w, 1000, b);
-  assert_int_equal(b[1], 969);
-  assert_int_equal(b[2], 999);
-  assert_int_equal(b[3], 1000);
-  mt_split_bounds(w, 7222, b); /* Megatron's Python rule gives [0, 6998, 7215, 7222] */
-  assert_int_equal(b[1], 6998);
-  assert_int_equal(b[2], 7215);
-  assert_int_equal(b[3], 7222);
+  mt_split_bounds(w, 1000, b, present);
+  assert_int_equal(b[0][1], 969);
+  assert_int_equal(b[1][1], 999);
+  assert_int_equal(b[2][1], 1000);
+  mt_split_bounds(w, 7222, b, present); /* Megatron's Python rule gives [0, 6998, 7215, 7222] */
+  assert_int_equal(b[0][1], 6998);
+  assert_int_equal(b[1][0], 6998);
+  assert_int_equal(b[1][1], 7215);
+  assert_int_equal(b[2][1], 7222);
+  assert_true(present[0] && present[1] && present[2]);
+  /* round(c · n) of the running sums, not sums of rounded sizes: 1,1,1 over
+   * 5 documents gives [0, 2), [2, 3), [3, 5) (Python: round(5/3) = 2,
+   * round(10/3) = 3) */
+  assert_int_equal(mt_parse_split("1,1,1", w, err, sizeof(err)), 0);
+  mt_split_bounds(w, 5, b, present);
+  assert_int_equal(b[0][1], 2);
+  assert_int_equal(b[1][1], 3);
+  assert_int_equal(b[2][1], 5);
+  /* a zero weight: no dataset for that split (Megatron's None) */
+  assert_int_equal(mt_parse_split("98,0,2", w, err, sizeof(err)), 0);
+  mt_split_bounds(w, 100, b, present);
+  assert_true(present[0] && !present[1] && present[2]);
   assert_int_equal(mt_parse_split("1", w, err, sizeof(err)), 0);
   assert_true(w[0] == 1.0 && w[1] == 0 && w[2] == 0);
   assert_int_equal(mt_parse_split("a,b", w, err, sizeof(err)), -1);
   assert_int_equal(mt_parse_split("0,0,0", w, err, sizeof(err)), -1);
-  assert_int_equal(mt_gpt_num_epochs(100, 10, 9), 1);  /* 9*10+1 <= 100 */
-  assert_int_equal(mt_gpt_num_epochs(100, 10, 10), 2); /* 101 > 100 */
-  assert_int_equal(mt_gpt_num_epochs(100, 10, 30), 4);
+  assert_int_equal(mt_gpt_num_epochs(100, 10, 9, 1), 1);  /* 9*10+1 <= 100 */
+  assert_int_equal(mt_gpt_num_epochs(100, 10, 10, 1), 2); /* 101 > 100 */
+  assert_int_equal(mt_gpt_num_epochs(100, 10, 10, 0), 1); /* without the extra token */
+  assert_int_equal(mt_gpt_num_epochs(100, 10, 30, 1), 4);
+  assert_int_equal(mt_gpt_num_epochs(100, 10, -1, 1), 1); /* None: one epoch */
 }
 
 /* Every sample equals tokens [j*seq, j*seq + seq + 1) of the stream made of
  * doc_idx's documents, j = shuffle_idx[i]. */
 static void check_index(const int32_t *doc_len, int64_t b, int64_t e, int seq, int64_t ns,
-                        uint64_t seed) {
+                        uint32_t seed) {
   mt_gpt_index ix;
   char err[256];
-  assert_int_equal(mt_gpt_index_build(&ix, doc_len, b, e, seq, ns, seed, 0, err, sizeof(err)), 0);
+  assert_int_equal(mt_gpt_index_build(&ix, doc_len, b, e, seq, ns, seed, 1, err, sizeof(err)), 0);
   assert_true(ix.n_samples >= ns);
   int64_t total = 0;
   for (int64_t i = 0; i < ix.n_doc_idx; i++) {
@@ -124,7 +141,7 @@ static void test_index_properties(void **state) {
   check_index(len, 0, 200, 16, 10, 1);     /* < 1 epoch */
   check_index(len, 0, 200, 16, 500, 2);    /* several epochs, last one separate */
   check_index(len, 10, 50, 64, 300, 3);    /* sub-range of documents */
-  check_index(len, 0, 200, 1, 5000, 4);    /* seq_length 1 */
+  check_index(len, 0, 200, 2, 5000, 4);    /* seq_length 2 (Megatron asserts > 1) */
   check_index(len, 0, 200, 4096, 3, 5);    /* samples longer than many documents */
 }
 
@@ -135,6 +152,8 @@ static mt_gpt_dataset *open_ds(int n, const double *w, const char *split, int se
   o.n_paths = n;
   o.paths = paths;
   o.weights = w;
+  o.weighted = w != NULL;
+  o.mid_level_dataset_surplus = 0.005;
   o.split = split;
   o.seq_length = seq;
   o.seed = seed;
@@ -223,7 +242,9 @@ static void test_blend(void **state) {
   int seq = 8;
   int64_t n = 2000;
   mt_gpt_dataset *ds = open_ds(2, w, "969,30,1", seq, 99, n, NULL);
-  assert_int_equal(mt_gpt_dataset_num_samples(ds, MT_SPLIT_TRAIN), n);
+  /* Megatron's blend size: sum of ceil(n · w) */
+  assert_int_equal(mt_gpt_dataset_num_samples(ds, MT_SPLIT_TRAIN),
+                   mt_blend_target_size(0.7, n) + mt_blend_target_size(0.3, n));
   int64_t from_a = 0;
   int32_t buf[16];
   for (int64_t i = 0; i < n; i++) {

@@ -108,17 +108,8 @@ static void check_model(mt_gpt_config c, const char *what) {
                 what, ref, sum, fabs(sum - ref) / fabs(ref), worst);
   EXPECT(fabs(sum - ref) <= 1e-5 * fabs(ref), "%s", what);
   EXPECT(worst <= 1e-4, "%s", what);
-  assert_int_equal(mt_gpt_infer_len(kv), SEQ);
-
-  /* reset: the same sequence again gives the same logits (cache overwritten) */
-  mt_gpt_infer_reset(kv);
-  mt_gpt_infer_append(kv, tok, PREFILL, lk);
-  mt_gpt_infer *fresh = mt_gpt_infer_create(m, SEQ, 1, err, sizeof err);
-  mt_gpt_infer_append(fresh, tok, PREFILL, ln);
-  assert_memory_equal(ln, lk, (size_t)V * sizeof(float));
   free(ln);
   free(lk);
-  mt_gpt_infer_destroy(fresh);
   mt_gpt_infer_destroy(nc);
   mt_gpt_infer_destroy(kv);
   mt_gpt_destroy(m);

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "config/config.h"
 #include "tools/hf_map.h"
 

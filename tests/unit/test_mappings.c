@@ -13,6 +13,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "parallel/mappings.h"
 
 static mt_dist *g_dist;

@@ -22,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "core/util.h"
 #include "parallel/comm_impl.h" /* mt_nccl_api_close */
 #include "parallel/nccl_api.h"

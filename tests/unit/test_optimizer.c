@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "backends/registry.h"
 #include "optimizer/optimizer.h"
 

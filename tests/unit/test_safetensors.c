@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "core/fileio.h"
 #include "core/safetensors.h"
 
@@ -91,8 +92,14 @@ static void test_round_trip(void **state) {
     assert_int_equal(mt_st_dir_read(d, k, buf, err, sizeof err), 0);
     assert_memory_equal(buf, t[i].data, mt_st_tensor_bytes(&t[i]));
   }
-  assert_string_equal(mt_st_dir_metadata(d, "format"), "pt");
   mt_st_dir_close(d);
+  { /* every shard carries the metadata */
+    mt_st_file *f0;
+    snprintf(path, sizeof path, "%s/model-00001-of-00003.safetensors", sdir);
+    if (mt_st_open(path, &f0, err, sizeof err)) fail_msg("%s", err);
+    assert_string_equal(mt_st_metadata(f0, "format"), "pt");
+    mt_st_close(f0);
+  }
   /* unsharded directory */
   snprintf(sdir, sizeof sdir, "%s/single", g_dir);
   mkdir(sdir, 0755);

@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/probes.h"
 #include "check.h"
 
 #include "backends/registry.h"

@@ -1,4 +1,4 @@
-/* config/config_doc.h — docs/config.md generated from the key table
+/* tests/support/config_doc.h — docs/config.md generated from the key table
  * (config/config_table.c): `make docs` runs build/tests/tools/gen_config_doc,
  * which calls mt_config_doc_render on docs/config.md.in. */
 #ifndef MT_CONFIG_CONFIG_DOC_H

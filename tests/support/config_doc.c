@@ -1,7 +1,7 @@
-/* config/config_doc.c — renders docs/config.md from the key table: one
+/* tests/support/config_doc.c — renders docs/config.md from the key table: one
  * markdown table per section, spliced into the hand-written template
  * docs/config.md.in at its marker lines. */
-#include "config/config_doc.h"
+#include "tests/support/config_doc.h"
 
 #include <stdlib.h>
 #include <string.h>
