@@ -72,11 +72,27 @@ typedef struct {
   int num_threads;                /* cpu threads per rank; 0 = OMP default */
 } mt_training_config;
 
+/* A list of data prefixes, optionally weighted (Megatron's blend). */
+#define MT_DATA_BLEND_FIELDS                                                       \
+  int n_paths;                                                                     \
+  char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */ \
+  double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */ \
+  int weighted;                                   /* given in the weighted form */
 typedef struct {
-  int n_paths;
-  char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */
-  double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */
-  int weighted;                                   /* data_path given in the weighted form */
+  MT_DATA_BLEND_FIELDS
+} mt_data_blend;
+
+typedef struct {
+  union { /* data_path: cfg->data.data_path[i] or, as a blend, cfg->data.blend */
+    struct {
+      MT_DATA_BLEND_FIELDS
+    };
+    mt_data_blend blend;
+  };
+  /* train_data_path, valid_data_path, test_data_path (Megatron's per-split
+   * blends; n_paths 0 = not given), indexed by MT_SPLIT_* order */
+  mt_data_blend split_blend[3];
+  char data_cache_path[MT_PATH_MAX];              /* "" = no index cache */
   char split[64];                                 /* "969,30,1" */
   char vocab_file[MT_PATH_MAX];                   /* optional, for decoding samples */
   char merge_file[MT_PATH_MAX];

@@ -96,6 +96,11 @@ void mt_cfg_derive(mt_config *cfg, int world_size);
 /* Fill derived defaults, check ranges and cross-key consistency given
  * world_size ranks. Returns 0 or 2 (message in c). */
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size);
+/* Parts of mt_cfg_check (config_check_train.c): the optimizer schedule keys
+ * (resolves nothing; 2 with a message on a bad combination) and the data
+ * paths (data_path or train/valid/test_data_path). */
+int mt_cfg_check_schedule(mt_cfg_ctx *c, mt_config *cfg);
+int mt_cfg_check_data_paths(mt_cfg_ctx *c, const mt_config *cfg);
 
 /* Canonical JSON tree of a resolved config (all keys, table order). */
 cJSON *mt_cfg_to_json(const mt_config *cfg);

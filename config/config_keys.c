@@ -102,7 +102,8 @@ static cJSON *checked(cJSON *item) {
   return item;
 }
 
-static cJSON *paths_to_json(const mt_data_config *d) {
+static cJSON *paths_to_json(const mt_data_blend *d) {
+  if (d->n_paths == 0) return checked(cJSON_CreateNull());
   int weighted = d->weighted;
   for (int i = 0; i < d->n_paths; i++)
     if (d->data_weight[i] != 1.0) weighted = 1;
@@ -143,7 +144,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
                 ? cJSON_CreateNull()
                 : cJSON_CreateString((const char *)p);
         break;
-      case MT_CT_PATHS: v = paths_to_json(&cfg->data); break;
+      case MT_CT_PATHS: v = paths_to_json((const mt_data_blend *)p); break;
       case MT_CT_LAYER_FREQ:
         if (cfg->model.moe_layer_pattern_len > 0) {
           v = checked(cJSON_CreateArray());

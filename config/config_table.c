@@ -357,12 +357,30 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL, NUM(0),
      "`OMP_NUM_THREADS`", "CPU threads per rank; 0 = OpenMP default"},
 
-    {S_DATA, "data_path", MT_CT_PATHS, 0, 0, REQ, 0, 0, NULL, STR(NULL), "`--data-path`",
+    {S_DATA, "data_path", MT_CT_PATHS, FLD(data.blend), NUL, 0, 0, NULL, STR(NULL), "`--data-path`",
      "data prefixes (`PREFIX.bin`/`PREFIX.idx` from `megatrain preprocess`, or llm.c shards). "
      "Forms: `\"prefix\"`, `[\"a\", \"b\"]` (equal weights), or Megatron's weighted form "
      "`[0.7, \"a\", 0.3, \"b\"]` / `[\"0.7\", \"a\", \"0.3\", \"b\"]` (a weight > 0 before "
      "each prefix; weights are stored as given and normalized by the data code). The weighted "
-     "form is recognized by the first element being a number or numeric string."},
+     "form is recognized by the first element being a number or numeric string. Required "
+     "unless `train_data_path` is given (the two exclude each other)."},
+    {S_DATA, "train_data_path", MT_CT_PATHS, FLD(data.split_blend[0]), NUL, 0, 0, NULL,
+     STR(NULL), "`--train-data-path`",
+     "the training data alone (Megatron's per-split blend, same forms as `data_path`): every "
+     "document of these prefixes is a training document, no `split` applies; with "
+     "`valid_data_path` and `test_data_path`; excludes `data_path` and `split`"},
+    {S_DATA, "valid_data_path", MT_CT_PATHS, FLD(data.split_blend[1]), NUL, 0, 0, NULL,
+     STR(NULL), "`--valid-data-path`",
+     "the validation data (per-split); needs `train_data_path`; null = no validation"},
+    {S_DATA, "test_data_path", MT_CT_PATHS, FLD(data.split_blend[2]), NUL, 0, 0, NULL,
+     STR(NULL), "`--test-data-path`",
+     "the test data (per-split; opened and checked, not used by training); needs "
+     "`train_data_path`"},
+    {S_DATA, "data_cache_path", MT_CT_STR, FLD(data.data_cache_path), NUL, 0, 0, NULL, STR(NULL),
+     "`--data-cache-path`",
+     "folder for the sample-index files (`gpt_index_<key>.bin`, reused when their inputs "
+     "match); null = built in memory at every start (Megatron caches beside the data by "
+     "default)"},
     {S_DATA, "split", MT_CT_STR, FLD(data.split), 0, 0, 0, NULL, STR("969,30,1"), "`--split`",
      "train,valid,test weights by document (up to three non-negative numbers separated by `,` "
      "or `/`, positive sum)"},
@@ -443,7 +461,7 @@ void mt_cfg_apply_defaults(mt_config *cfg) {
       case MT_CT_STR:
         if (kd->def_str) snprintf((char *)p, kd->size, "%s", kd->def_str);
         break;
-      case MT_CT_PATHS: break; /* required, no default */
+      case MT_CT_PATHS: ((mt_data_blend *)p)->n_paths = 0; break; /* no default */
     }
   }
 }

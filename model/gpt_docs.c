@@ -79,25 +79,6 @@ void mt_gpt_docs_load(mt_gpt *m, mt_slot *sl, const int32_t *tokens) {
   }
 }
 
-void mt_gpt_docs_alloc(mt_gpt *m, mt_slot *sl, const mt_chunk *ch) {
-  const mt_gpt_config *c = &m->cfg;
-  mt_backend *be = m->be;
-  const size_t i4 = sizeof(int32_t);
-  if (c->reset_attention_mask && ch->n_layers > 0)
-    sl->doc_start = be->ops->alloc(be, (size_t)c->micro_batch_size * c->model.seq_length * i4,
-                                   MT_MEM_ACT);
-  if (c->reset_position_ids && ch->pre && m->pos == MT_POS_LEARNED)
-    sl->pos_ids = be->ops->alloc(be, (size_t)m->rows_l * i4, MT_MEM_ACT);
-  if (c->eod_mask_loss && ch->post)
-    sl->loss_mask = be->ops->alloc(be, (size_t)m->rows * sizeof(float), MT_MEM_ACT);
-}
-
-void mt_gpt_docs_free_slot(mt_gpt *m, mt_slot *sl) {
-  m->be->ops->free(m->be, sl->doc_start);
-  m->be->ops->free(m->be, sl->pos_ids);
-  m->be->ops->free(m->be, sl->loss_mask);
-}
-
 void mt_gpt_docs_free(mt_gpt *m) {
   free(m->ws.host_docs);
   free(m->ws.host_pos);

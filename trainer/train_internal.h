@@ -41,7 +41,9 @@ typedef struct {
   mt_group *world;
   int is_logger;            /* prints logs: first rank of the last pipeline stage */
   mt_backend *be;
-  mt_gpt_dataset *data;
+  mt_gpt_dataset *data;     /* data_path's dataset (NULL with per-split paths) */
+  mt_gpt_dataset *split_data[MT_NUM_SPLITS]; /* the dataset of each split (= data, or the
+                                                per-split path's; NULL: none) */
   int has_valid;
   mt_gpt *model;
   mt_adamw opt;             /* zero_stage 0 */
@@ -104,9 +106,12 @@ void mt_trainer_teardown(mt_trainer *t);
  * groups in ps (what mt_trainer_setup builds; also `megatrain generate`). */
 /* Megatron's tokenizer.eod for the data: the id that ends a document in
  * the packed samples (reset_position_ids, reset_attention_mask,
- * eod_mask_loss). */
+ * eod_mask_loss): the configured tokenizer's (data/tokenizer.h; 50256,
+ * GPT-2's <|endoftext|>, for GPT2BPETokenizer without vocab_file, and when
+ * none of the three keys is on). -1 and a message in err when the tokenizer
+ * does not load or has no EOD. */
 enum { MT_GPT2_EOD = 50256 };
-int mt_trainer_eod_token(const mt_config *c);
+int mt_trainer_eod_token(const mt_config *c, char *err, size_t errlen);
 /* The optimizer schedule of a resolved config (optimizer/lr_schedule.h):
  * Megatron's get_optimizer_param_scheduler inputs, rates as the decimals
  * the config holds. */
