@@ -79,8 +79,11 @@ LIB      := $(BUILD)/libmegatrain.a
 # into the test and tool binaries, never into ./megatrain
 TLIB_SRCS := $(wildcard tests/support/*.c)
 TLIB     := $(BUILD)/libmegatrain_test.a
-TEST_SRCS := $(wildcard tests/unit/test_*.c)
-TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+# unit tests mirror the source: tests/unit/<folder>/test_*.c tests <folder>/
+# (the shared harness headers stay in tests/unit/); each builds to
+# build/tests/test_* (flat: the runner and CI name tests by binary)
+TEST_SRCS := $(wildcard tests/unit/*/test_*.c tests/unit/test_*.c)
+TEST_BINS := $(addprefix $(BUILD)/tests/,$(basename $(notdir $(TEST_SRCS))))
 TOOL_SRCS := $(wildcard tests/tools/*.c bench/*.c)
 TOOL_BINS := $(TOOL_SRCS:%.c=$(BUILD)/%)
 # The unfused CUDA attention (tests/tools/cuda_ref/: the GPU reference of the
@@ -124,9 +127,13 @@ $(TLIB): $(TLIB_SRCS:%.c=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/tests/%: tests/unit/%.c $(TLIB) $(LIB)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -o $@ $< $(TLIB) $(LIB) $(LDLIBS) -lcmocka
+define UNIT_TEST_RULE
+$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(TLIB) $$(LIB)
+	@mkdir -p $$(dir $$@)
+	@mkdir -p $(BUILD)/$(dir $(1))
+	$$(CC) $$(CFLAGS) -MF $(BUILD)/$(1:.c=.d) -MT $$@ -o $$@ $$< $$(TLIB) $$(LIB) $$(LDLIBS) -lcmocka
+endef
+$(foreach t,$(TEST_SRCS),$(eval $(call UNIT_TEST_RULE,$(t))))
 
 $(BUILD)/tests/tools/%: tests/tools/%.c $(TLIB) $(LIB)
 	@mkdir -p $(dir $@)
@@ -173,4 +180,6 @@ asan: $(BIN)
 clean:
 	rm -rf build build-asan build-portable megatrain
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+# (build/tests/test_*.d: the dependency files of unit tests before they moved
+# into tests/unit/<folder>/, which name sources that are gone: ignored)
+-include $(filter-out $(BUILD)/tests/test_%.d,$(shell find $(BUILD) -name '*.d' 2>/dev/null))

@@ -68,10 +68,12 @@ void mt_ckpt_async_reserve(mt_ckpt_async *a, const mt_dckpt_view *views, int n_v
 
 int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_meta *meta,
                         const char *config_json, mt_backend *be, const mt_dckpt_view *views,
-                        int n_views, mt_group *world, char *err, size_t errlen) {
+                        int n_views, mt_group *world, mt_dckpt_guard_fn guard, void *guard_ctx,
+                        char *err, size_t errlen) {
   MT_ASSERT(!a->p && !a->running);
   if (mt_dckpt_save_begin(save_dir, meta, config_json, views, n_views, world, &a->p, err, errlen))
     return -1;
+  mt_dckpt_save_set_guard(a->p, guard, guard_ctx);
   mt_ckpt_async_reserve(a, views, n_views);
   free(a->views);
   a->views = mt_xmalloc((size_t)(n_views ? n_views : 1) * sizeof *a->views);

@@ -33,10 +33,13 @@ void mt_ckpt_async_reserve(mt_ckpt_async *a, const mt_dckpt_view *views, int n_v
  * copied before return, so training may change them at once) as
  * meta->iteration under save_dir. A pending save must have been finished
  * (mt_ckpt_async_poll with wait) before. Collective over world (NULL: one
- * process). Returns 0, or -1 with the agreed message (nothing started). */
+ * process). guard (may be NULL) runs on rank 0 right before the save is
+ * published (mt_dckpt_save_set_guard). Returns 0, or -1 with the agreed
+ * message (nothing started). */
 int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_meta *meta,
                         const char *config_json, mt_backend *be, const mt_dckpt_view *views,
-                        int n_views, mt_group *world, char *err, size_t errlen);
+                        int n_views, mt_group *world, mt_dckpt_guard_fn guard, void *guard_ctx,
+                        char *err, size_t errlen);
 
 /* At an iteration boundary, on every rank (collective over world when a
  * save is pending, which every rank agrees on). wait = 0: publish the

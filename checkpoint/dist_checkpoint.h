@@ -133,6 +133,13 @@ int mt_dckpt_save_finish(mt_dckpt_pending *p, mt_group *world, char *err, size_t
 void mt_dckpt_save_abandon(mt_dckpt_pending *p);
 /* The iteration p saves. */
 int64_t mt_dckpt_pending_iteration(const mt_dckpt_pending *p);
+/* A check that rank 0 runs in finish right before publishing (before any
+ * rename into save_dir or "latest"): 0 to publish, or -1 with a message, and
+ * the save fails as any other (temporary directory removed, nothing
+ * published). The trainer passes mt_ckpt_lock_verify: a run that no longer
+ * owns the directory does not publish into it. */
+typedef int (*mt_dckpt_guard_fn)(void *ctx, char *err, size_t errlen);
+void mt_dckpt_save_set_guard(mt_dckpt_pending *p, mt_dckpt_guard_fn fn, void *ctx);
 
 typedef struct mt_dckpt mt_dckpt; /* an opened checkpoint: metadata and piece index */
 

@@ -313,6 +313,8 @@ struct mt_dckpt_pending {
   int failed;       /* of the write phase */
   char err[5000];   /* its message */
   mt_dckpt_buf d;          /* this rank's piece descriptors */
+  mt_dckpt_guard_fn guard; /* rank 0, before publishing (NULL: none) */
+  void *guard_ctx;
 };
 
 /* The checked views of a save; 0 or -1 with a message. */
@@ -336,6 +338,11 @@ static int check_views(const mt_dckpt_view *views, int n_views, char *err, size_
 }
 
 int64_t mt_dckpt_pending_iteration(const mt_dckpt_pending *p) { return p->meta.iteration; }
+
+void mt_dckpt_save_set_guard(mt_dckpt_pending *p, mt_dckpt_guard_fn fn, void *ctx) {
+  p->guard = fn;
+  p->guard_ctx = ctx;
+}
 
 void mt_dckpt_save_abandon(mt_dckpt_pending *p) {
   if (!p) return;
@@ -442,6 +449,7 @@ int mt_dckpt_save_finish(mt_dckpt_pending *p, mt_group *world, char *err, size_t
     snprintf(where, sizeof where, "checkpoint save '%s'", p->final);
     failed = build_index(&ix, all, counts, displs, n_ranks, err, errlen) != 0 ||
              mt_dckpt_index_validate(&ix, where, err, errlen) != 0 ||
+             (p->guard && p->guard(p->guard_ctx, err, errlen) != 0) ||
              publish(p->save_dir, p->tmp, p->final, &p->meta, p->config_json, &ix, err,
                      errlen) != 0;
     mt_dckpt_index_free(&ix);

@@ -4,7 +4,7 @@
  * found by offsetof), and the model embeds it as mt_gpt_config.model
  * (model/gpt.h), whole, without a copy field by field. A new model key is
  * then a row of the table, a field here and the code that reads it; nothing
- * in between can forget it (tests/unit/test_config_model_object.c checks that
+ * in between can forget it (tests/unit/config/test_config_model_object.c checks that
  * every model key reaches the model's config).
  *
  * Every field is the key of the same name (Megatron's argument, snake_case)

@@ -10,6 +10,8 @@
  *   checkpoint_stall:N    the background writer of an asynchronous save of
  *                         iteration N sleeps before writing (kill -9 test)
  *   freeze:RANK:ITER      rank RANK stops at iteration ITER (hang test)
+ *   stop:RANK:ITER        rank RANK sends itself SIGSTOP inside its first
+ *                         collective of iteration ITER (hang test)
  * The variable is read at each call (no state is kept); malformed tokens
  * are ignored (they match nothing). */
 #ifndef MT_CORE_FAILPOINT_H

@@ -4,7 +4,7 @@
  * (Fisher–Yates from the last element down, index j drawn by NumPy's
  * `random_interval`: the smallest all-ones mask >= i, rejection sampling on
  * 32-bit draws while i < 2^32, on 64-bit draws (high word first) above).
- * Bit-for-bit NumPy's permutations (tests/unit/test_data_np_random.c pins
+ * Bit-for-bit NumPy's permutations (tests/unit/data/test_data_np_random.c pins
  * values; tests/integration/test_data_megatron_order.sh checks against
  * Debian's numpy). Matsumoto & Nishimura 1998. */
 #ifndef MT_DATA_NP_RANDOM_H

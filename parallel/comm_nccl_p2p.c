@@ -31,7 +31,7 @@
  *    the wrap 0 → p−1, index k + p). With p = 2 both directions join the
  *    same two ranks, but (0→1, even), (1→0, even), (0→1, odd), (1→0, odd)
  *    are four channels, each with one sender and one kind of message, so
- *    the argument holds per channel. tests/unit/test_pp_schedule.c checks
+ *    the argument holds per channel. tests/unit/parallel/test_pp_schedule.c checks
  *    the per-channel order for every (p, v, m) it builds.
  *  - CP ring (model/context_parallel.c, TAG_KV even, TAG_DKV odd): at each
  *    ring step every rank posts at most one send to next and one receive

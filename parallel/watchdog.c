@@ -1,5 +1,7 @@
-/* parallel/watchdog.c — per-operation deadlines and the hang report (see
- * watchdog.h and docs/communication.md "Hang diagnosis"). */
+/* parallel/watchdog.c — per-operation deadlines: the shared records, the
+ * watchdog thread and the stop failpoint (see watchdog.h and
+ * docs/communication.md "Hang diagnosis"); the reports are in
+ * watchdog_report.c. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,73 +13,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "comm_impl.h"
-#include "watchdog.h"
-
-#define WD_SLOTS 64 /* groups tracked per process (creation order) */
-
-/* One group slot of a rank's record (shared memory, written by its owner). */
-typedef struct {
-  _Atomic int64_t ops;        /* operations started on this group */
-  _Atomic int64_t started_ns; /* CLOCK_MONOTONIC_COARSE start of the current one */
-  _Atomic int64_t bytes;
-  _Atomic int64_t iteration;
-  _Atomic int32_t pending;    /* 1 while the current one is in flight */
-  _Atomic int32_t kind;
-  _Atomic int32_t micro_batch;
-  _Atomic int32_t peer;
-} wd_slot;
-
-/* A rank's record (one per rank, in the node's shared window). */
-typedef struct {
-  _Atomic int64_t iteration;   /* the trainer's phase (mt_dist_set_phase) */
-  _Atomic int32_t micro_batch;
-  _Atomic int32_t last_slot;   /* slot of the last operation started, -1 none */
-  char name[WD_SLOTS][32];     /* group names, written once at registration */
-  wd_slot slot[WD_SLOTS];
-} wd_record;
-
-/* What this process knows of a slot (private memory). */
-typedef struct {
-  int used, n;
-  int *world_ranks;
-  mt_group *g;                 /* NULL after destroy */
-  char label[160];             /* "tp group [0, 1]" */
-} wd_local;
-
-struct mt_watchdog {
-  mt_dist *d;
-  MPI_Comm node;
-  MPI_Win win;
-  int have_win;
-  wd_record *own;
-  wd_record **peer;            /* [world size], NULL when on another node */
-  int next_slot;
-  wd_local local[WD_SLOTS];
-  _Atomic int64_t timeout_ns;  /* 0 = off */
-  _Atomic int stop;
-  int thread_running;
-  /* heartbeat files (MEGATRAIN_HEARTBEAT_DIR): this rank's record copied by
-   * the watchdog thread every period, read for ranks outside the window */
-  char hb_prefix[512];         /* "DIR/megatrain-<run id>-rank", "" = off */
-  int hb_fd;
-  pthread_t thread;
-  wd_record peer_copy;         /* a heartbeat file read by the report (its thread) */
-};
-
-static int64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); /* ~ms resolution, a few ns */
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static const char *kind_name(int k) {
-  static const char *const n[] = {"all-reduce", "all-gather", "reduce-scatter", "all-to-all",
-                                  "all-to-allv", "broadcast", "send/recv", "barrier",
-                                  "wait for a send", "wait for a receive", "agreement check",
-                                  "group creation"};
-  return k >= 0 && k < (int)(sizeof n / sizeof n[0]) ? n[k] : "operation";
-}
+#include "../core/failpoint.h"
+#include "../core/hash.h"
+#include "watchdog_impl.h"
 
 mt_watchdog *mt_wd_create(mt_dist *d) {
   mt_watchdog *w = mt_xcalloc(1, sizeof *w);
@@ -118,6 +56,8 @@ mt_watchdog *mt_wd_create(mt_dist *d) {
   w->peer[d->rank] = w->own;
   free(wr);
   w->hb_fd = -1;
+  int64_t fa[MT_FAILPOINT_MAX_ARGS];
+  if (mt_failpoint_get("stop", fa) == 2 && fa[0] == d->rank && fa[1] > 0) w->stop_iter = fa[1];
   const char *dir = getenv("MEGATRAIN_HEARTBEAT_DIR");
   if (dir && *dir) {
     long long id[2] = {(long long)getpid(), (long long)time(NULL)}; /* rank 0's: the run id */
@@ -176,6 +116,9 @@ int mt_wd_register(mt_watchdog *w, mt_group *g) {
   }
   if (p < sizeof l->label) snprintf(l->label + p, sizeof l->label - p, "]");
   snprintf(w->own->name[s], sizeof w->own->name[s], "%s", g->name);
+  /* the group's identity for the other ranks' reports: FNV-1a of its ranks */
+  const uint64_t h = mt_fnv1a64(MT_FNV1A64_INIT, g->world_ranks, sizeof(int) * (size_t)g->size);
+  atomic_store_explicit(&w->own->slot[s].gid, (int64_t)(h | 1), memory_order_relaxed);
   return s;
 }
 
@@ -190,13 +133,26 @@ void mt_wd_begin(mt_watchdog *w, int slot, int kind, int64_t bytes, int peer) {
   const memory_order o = memory_order_relaxed;
   atomic_store_explicit(&s->kind, kind, o);
   atomic_store_explicit(&s->bytes, bytes, o);
-  atomic_store_explicit(&s->peer, peer, o);
+  atomic_store_explicit(&s->peer, peer >= 0 && peer < w->local[slot].n
+                                      ? w->local[slot].world_ranks[peer] : -1, o);
   atomic_store_explicit(&s->iteration, atomic_load_explicit(&r->iteration, o), o);
   atomic_store_explicit(&s->micro_batch, atomic_load_explicit(&r->micro_batch, o), o);
-  atomic_store_explicit(&s->started_ns, now_ns(), o);
+  atomic_store_explicit(&s->started_ns, mt_wd_now_ns(), o);
   atomic_store_explicit(&s->ops, atomic_load_explicit(&s->ops, o) + 1, o);
   atomic_store_explicit(&r->last_slot, slot, o);
   atomic_store_explicit(&s->pending, 1, memory_order_release);
+  if (w->stop_iter > 0 && kind < MT_COLL_N &&
+      atomic_load_explicit(&r->iteration, o) == w->stop_iter) {
+    /* failpoint stop:RANK:ITER: the whole process stops inside the
+     * operation, as under SIGSTOP or a debugger, until SIGCONT */
+    w->stop_iter = 0;
+    fprintf(stderr, "[rank %d] megatrain: failpoint stop: rank %d stops (SIGSTOP) in %s on %s "
+                    "(iteration %lld, op #%lld)\n", w->d->rank, w->d->rank, mt_wd_kind_name(kind),
+            w->local[slot].label, (long long)atomic_load_explicit(&s->iteration, o),
+            (long long)atomic_load_explicit(&s->ops, o));
+    fflush(stderr);
+    raise(SIGSTOP);
+  }
 }
 
 void mt_wd_end(mt_watchdog *w, int slot) {
@@ -213,132 +169,61 @@ void mt_wd_set_micro_batch(mt_watchdog *w, int micro_batch) {
   atomic_store_explicit(&w->own->micro_batch, micro_batch, memory_order_relaxed);
 }
 
-/* The record of world rank wr: the shared window on this node, else its
- * heartbeat file read into w->peer_copy, else NULL (unknown). */
-static const wd_record *peer_record(mt_watchdog *w, int wr) {
-  wd_record *tmp = &w->peer_copy;
-  if (w->peer[wr]) return w->peer[wr];
-  if (!w->hb_prefix[0]) return NULL;
-  char path[600];
-  snprintf(path, sizeof path, "%s%d", w->hb_prefix, wr);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  ssize_t n = pread(fd, tmp, sizeof *tmp, 0);
-  close(fd);
-  return n == (ssize_t)sizeof *tmp ? tmp : NULL;
-}
-
-/* "last seen in all-gather on dp group at iteration 3, op #57" for world
- * rank wr, or why it cannot be told. */
-static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n) {
-  const wd_record *r = peer_record(w, wr);
-  if (!r) {
-    snprintf(buf, n, "state unknown: on another node%s",
-             w->hb_prefix[0] ? ", no heartbeat file" : " (set MEGATRAIN_HEARTBEAT_DIR)");
-    return;
+/* Time in [from, to] that this rank's watchdog thread was due but did not
+ * run (its recorded gaps). */
+static int64_t unscheduled_in(const mt_watchdog *w, int64_t from, int64_t to) {
+  int64_t sum = 0;
+  for (int i = 0; i < w->n_gaps && i < WD_GAPS; i++) {
+    int64_t a = w->gap_from[i] > from ? w->gap_from[i] : from;
+    int64_t b = w->gap_to[i] < to ? w->gap_to[i] : to;
+    if (b > a) sum += b - a;
   }
-  int ls = atomic_load_explicit(&r->last_slot, memory_order_relaxed);
-  if (ls < 0 || ls >= WD_SLOTS) {
-    snprintf(buf, n, "no operation started yet");
-    return;
-  }
-  const wd_slot *s = &r->slot[ls];
-  int pending = atomic_load_explicit(&s->pending, memory_order_acquire);
-  snprintf(buf, n, "%s %s on %s group at iteration %lld, op #%lld",
-           pending ? "waiting in" : "last seen in",
-           kind_name(atomic_load_explicit(&s->kind, memory_order_relaxed)), r->name[ls],
-           (long long)atomic_load_explicit(&s->iteration, memory_order_relaxed),
-           (long long)atomic_load_explicit(&s->ops, memory_order_relaxed));
-}
-
-/* Print the report for the expired operation of `slot`, then end the job. */
-static void expire(mt_watchdog *w, int slot, double waited_min) {
-  const wd_slot *s = &w->own->slot[slot];
-  const wd_local *l = &w->local[slot];
-  int kind = atomic_load_explicit(&s->kind, memory_order_relaxed);
-  int64_t my_ops = atomic_load_explicit(&s->ops, memory_order_relaxed);
-  char msg[4096], who[256];
-  size_t p = (size_t)snprintf(
-      msg, sizeof msg,
-      "[rank %d] megatrain: error: rank %d: %s on %s (%lld bytes, iteration %lld, micro-batch %d, "
-      "op #%lld) has not completed after %.2f minutes (parallel.distributed_timeout_minutes = "
-      "%.2f); ",
-      w->d->rank, w->d->rank, kind_name(kind), l->label,
-      (long long)atomic_load_explicit(&s->bytes, memory_order_relaxed),
-      (long long)atomic_load_explicit(&s->iteration, memory_order_relaxed),
-      (int)atomic_load_explicit(&s->micro_batch, memory_order_relaxed), (long long)my_ops,
-      waited_min, (double)atomic_load(&w->timeout_ns) / 6e10);
-  if (kind == MT_WD_WAIT_SEND || kind == MT_WD_WAIT_RECV) {
-    int peer = atomic_load_explicit(&s->peer, memory_order_relaxed);
-    int wr = peer >= 0 && peer < l->n ? l->world_ranks[peer] : -1;
-    if (wr >= 0) {
-      describe_peer(w, wr, who, sizeof who);
-      p += (size_t)snprintf(msg + p, sizeof msg - p, "its peer is rank %d (%s)", wr, who);
-    }
-  } else {
-    int behind = 0, unknown = 0;
-    for (int i = 0; i < l->n && p < sizeof msg; i++) {
-      int wr = l->world_ranks[i];
-      const wd_record *r = peer_record(w, wr);
-      if (wr == w->d->rank) continue;
-      if (!r) {
-        unknown++; /* no record to read: named below, never as "not reached" */
-        continue;
-      }
-      if (atomic_load_explicit(&r->slot[slot].ops, memory_order_relaxed) >= my_ops) continue;
-      describe_peer(w, wr, who, sizeof who);
-      p += (size_t)snprintf(msg + p, sizeof msg - p, "%s%d (%s)",
-                            behind++ ? ", " : "ranks that have not reached it: ", wr, who);
-    }
-    if (unknown && p < sizeof msg) {
-      p += (size_t)snprintf(msg + p, sizeof msg - p, "%sstate unknown of rank",
-                            behind ? "; " : "");
-      for (int i = 0, k = 0; i < l->n && p < sizeof msg; i++) {
-        int wr = l->world_ranks[i];
-        if (wr == w->d->rank || peer_record(w, wr)) continue;
-        p += (size_t)snprintf(msg + p, sizeof msg - p, "%s %d", k++ ? "," : "", wr);
-      }
-      if (p < sizeof msg)
-        p += (size_t)snprintf(msg + p, sizeof msg - p,
-                              " (not on this node's shared window and no heartbeat file: set "
-                              "MEGATRAIN_HEARTBEAT_DIR to a directory every node shares)");
-    } else if (!behind && p < sizeof msg) {
-      snprintf(msg + p, sizeof msg - p,
-               "every rank of the group has started op #%lld on it, yet it has not completed",
-               (long long)my_ops);
-    }
-  }
-  fprintf(stderr, "%s\n", msg);
-  fflush(stderr);
-  /* NCCL groups first (their kernels may hold the GPU), then the job. */
-  for (int i = 0; i < WD_SLOTS; i++)
-    if (w->local[i].used && w->local[i].g && w->local[i].g->ops->abort)
-      w->local[i].g->ops->abort(w->local[i].g);
-  /* MPI_Abort from this thread while the main thread blocks in MPI: Open MPI
-   * 4.1 ends the job (tests/integration/test_hang.sh); _exit if it returns. */
-  MPI_Abort(MPI_COMM_WORLD, 1);
-  _exit(1);
+  return sum;
 }
 
 static void *watch(void *arg) {
   mt_watchdog *w = arg;
+  const memory_order rx = memory_order_relaxed;
   while (!atomic_load(&w->stop)) {
     int64_t to = atomic_load(&w->timeout_ns);
     int64_t period = to / 5 < 1000000000 ? to / 5 : 1000000000;
     if (period < 20000000) period = 20000000;
+    atomic_store_explicit(&w->own->period_ms, (int32_t)(period / 1000000), rx);
     struct timespec ts = {(time_t)(period / 1000000000), (long)(period % 1000000000)};
+    const int64_t before = mt_wd_now_ns();
     nanosleep(&ts, NULL);
+    const int64_t t = mt_wd_now_ns();
+    /* woken more than a second late: the process was stopped (SIGSTOP, a
+     * debugger) or not run by the host; that time is not the others' fault.
+     * Published before the tick, so that a reader sees a stale tick or the gap */
+    const int64_t late = t - before - period;
+    if (late > 1000000000) {
+      const int g = w->n_gaps++ % WD_GAPS;
+      w->gap_from[g] = before + period;
+      w->gap_to[g] = t;
+      atomic_store_explicit(&w->own->gap_ns, late, rx);
+      atomic_store_explicit(&w->own->gap_end_ns, t, memory_order_release);
+      /* said at once (the operation it was in may complete right after the
+       * wake-up) when it is a fair part of the deadline: half of it, at
+       * most 30 s */
+      const int64_t note = to / 2 < 30000000000 ? to / 2 : 30000000000;
+      if (to > 0 && late >= note) mt_wd_note_unscheduled(w, before + period, late);
+    }
+    atomic_store_explicit(&w->own->tick_ns, t, memory_order_release);
+    atomic_store_explicit(&w->own->tick_real_ns, mt_wd_real_ns(), rx);
     if (w->hb_fd >= 0 && pwrite(w->hb_fd, w->own, sizeof *w->own, 0) < 0) {
       /* a heartbeat that cannot be written only weakens a later report */
     }
     if (to <= 0) continue;
-    int64_t t = now_ns();
     for (int i = 0; i < WD_SLOTS && i < w->next_slot; i++) {
       const wd_slot *s = &w->own->slot[i];
       if (!w->local[i].used || !atomic_load_explicit(&s->pending, memory_order_acquire)) continue;
-      int64_t dt = t - atomic_load_explicit(&s->started_ns, memory_order_relaxed);
-      if (dt > to && atomic_load_explicit(&s->pending, memory_order_acquire))
-        expire(w, i, (double)dt / 6e10);
+      const int64_t started = atomic_load_explicit(&s->started_ns, rx);
+      const int64_t dt = t - started;
+      if (dt <= to || !atomic_load_explicit(&s->pending, memory_order_acquire)) continue;
+      /* the deadline counts the time this rank ran */
+      const int64_t off = unscheduled_in(w, started, t);
+      if (dt - off > to) mt_wd_expire(w, i, dt, off);
     }
   }
   return NULL;

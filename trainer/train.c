@@ -344,14 +344,15 @@ static void report_peaks(const mt_trainer *t) {
 int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
   char err[2048];
-  mt_trainer_watchdog_start(cfg, dist);
   /* handlers first: a preemption during set-up (e.g. a long checkpoint
-   * load) is acted on at the first iteration boundary */
+   * load) is acted on at the first iteration boundary; before the watchdog
+   * thread, which may write to stderr (the log streams are swapped here) */
   mt_exit_watch watch;
   if (mt_exit_watch_start(&watch, &cfg->training, mt_now(), err, sizeof err) != 0) {
     fprintf(stderr, "megatrain: error: %s\n", err);
     return 1;
   }
+  mt_trainer_watchdog_start(cfg, dist);
   if (mt_trainer_setup(t, cfg, dist, err, sizeof err) != 0) {
     rank_error(t, err);
     mt_trainer_teardown(t);

@@ -14,6 +14,7 @@
 #include "checkpoint/legacy_reader.h"
 #include "checkpoint/legacy_zero.h"
 #include "checkpoint/async_writer.h"
+#include "checkpoint/lock.h"
 #include "checkpoint/views.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "trainer/resume_checks.h"
@@ -165,6 +166,20 @@ void mt_trainer_async_init(mt_trainer *t) {
   free(v);
 }
 
+/* Rank 0's check that this run still owns checkpoint.save (the lock it
+ * took at start-up is the one on disk; checkpoint/lock.h), agreed over the
+ * world. Collective. */
+static int still_owner(mt_trainer *t, char *err, size_t errlen) {
+  const int failed = mt_ckpt_lock_verify(t->ckpt_lock, err, errlen) != 0;
+  return agree_err(t->world, failed, err, errlen) ? -1 : 0;
+}
+
+/* The guard of mt_dckpt_save_set_guard: the same check right before the
+ * save is published (rank 0). */
+static int owner_guard(void *ctx, char *err, size_t errlen) {
+  return mt_ckpt_lock_verify(ctx, err, errlen);
+}
+
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   const double t0 = mt_now();
   mt_dckpt_meta meta = {.iteration = t->iteration,
@@ -175,9 +190,11 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
                         .seed = t->cfg->training.seed,
                         .vocab_size = mt_gpt_get_config(t->model)->model.vocab_size,
                         .has_optimizer = 1};
+  err[0] = '\0';
+  /* a run that no longer owns the directory writes nothing into it */
+  if (still_owner(t, err, errlen) != 0) return -1;
   mt_dckpt_view *v = NULL;
   int n = trainer_views(t, 1, 1, &v);
-  err[0] = '\0';
   int rc;
   if (t->ckpt_async) {
     /* a new save waits for the previous one */
@@ -185,7 +202,8 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
     const double t1 = mt_now();
     if (rc == 0)
       rc = mt_ckpt_async_start(t->ckpt_async, t->cfg->checkpoint.save, &meta, t->cfg->json, t->be,
-                               v, n, t->world, err, errlen);
+                               v, n, t->world, t->ckpt_lock ? owner_guard : NULL, t->ckpt_lock,
+                               err, errlen);
     if (rc == 0 && t->rank == 0) {
       printf(" started asynchronous save of iteration %lld to %s (waited %.2f s for the previous "
              "save, host snapshot in %.2f s)\n",
@@ -195,8 +213,14 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
     free(v);
     return rc;
   }
-  rc = mt_dckpt_save(t->cfg->checkpoint.save, &meta, t->cfg->json, t->be, v, n, t->world, err,
-                     errlen);
+  mt_dckpt_pending *p = NULL;
+  rc = mt_dckpt_save_begin(t->cfg->checkpoint.save, &meta, t->cfg->json, v, n, t->world, &p, err,
+                           errlen);
+  if (rc == 0) {
+    if (t->ckpt_lock) mt_dckpt_save_set_guard(p, owner_guard, t->ckpt_lock);
+    mt_dckpt_save_write(p, t->world ? mt_group_rank(t->world) : 0, t->be, v, n);
+    rc = mt_dckpt_save_finish(p, t->world, err, errlen);
+  }
   free(v);
   if (rc != 0) {
     explain_failed_save(t, t->iteration, err, errlen);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "core/failpoint.h"
+#include "core/log_stream.h"
 #include "core/util.h"
 
 /* The one piece of global mutable state: the signal number the handler saw
@@ -15,7 +16,13 @@
  * mt_exit_watch_start; read at iteration boundaries. */
 static volatile sig_atomic_t g_signal_received = 0;
 
-static void on_signal(int signum) { g_signal_received = signum; }
+/* Record the signal and make log output non-blocking from now on: a write
+ * to a pipe or pty nobody reads (mpirun tearing the job down) must not keep
+ * this rank from the save (core/log_stream.h). */
+static void on_signal(int signum) {
+  g_signal_received = signum;
+  mt_log_streams_nonblock();
+}
 
 static const struct {
   const char *name;
@@ -69,6 +76,11 @@ int mt_exit_watch_start(mt_exit_watch *w, const mt_training_config *tc, double t
     }
   }
   w->enabled = 1;
+  /* counting streams, so that the handler's switch to non-blocking output
+   * can drop and count what would block (without them stdio drops alone) */
+  if (mt_log_streams_install() != 0)
+    fprintf(stderr, "megatrain: warning: cannot set up the log streams: output dropped after a "
+                    "preemption signal will not be counted\n");
   return 0;
 }
 
@@ -77,6 +89,7 @@ void mt_exit_watch_stop(mt_exit_watch *w) {
   for (int i = 0; i < 2; i++)
     if (w->signums[i]) sigaction(w->signums[i], &w->old[i], NULL);
   w->enabled = 0;
+  mt_log_streams_uninstall();
 }
 
 int mt_exit_watch_active(const mt_exit_watch *w) {
@@ -138,9 +151,19 @@ int mt_trainer_exit_boundary(mt_trainer *t, const mt_exit_watch *w, int saved, c
   const mt_config *c = t->cfg;
   mt_exit_decision d = mt_exit_check(w, t->world, mt_now());
   if (!d.stop) return 0;
+  /* a signal on any rank: no rank waits on its output until it exits */
+  if (d.stop == 1) mt_log_streams_nonblock();
   if (c->checkpoint.save[0] && !saved) {
     if (mt_trainer_save(t, err, errlen) != 0) return -1;
     saved = 1;
+  }
+  const mt_log_drops dr = mt_log_streams_dropped();
+  if (dr.bytes > 0) {
+    fprintf(stderr,
+            "[rank %d] megatrain: warning: %lld line(s) (%lld bytes) of this rank's log output were "
+            "dropped after the signal: its stdout or stderr was not being read\n",
+            t->rank, (long long)dr.lines, (long long)dr.bytes);
+    fflush(stderr);
   }
   if (!t->is_logger) return 1;
   char why[192];

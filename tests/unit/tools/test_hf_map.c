@@ -1,0 +1,173 @@
+/* tests/unit/tools/test_hf_map.c — tools/hf_map.h: the row regrouping of
+ * linear_qkv into HF's q/k/v (Llama, GQA) and c_attn (GPT-2, transposed)
+ * on known values, SwiGLU halves, import inverting export for every tensor
+ * of both namings, and the refusals naming the config key. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "tests/support/probes.h"
+#include "config/config.h"
+#include "tools/hf_map.h"
+
+static mt_hf_model llama(void) {
+  mt_hf_model m = {.family = MT_HF_LLAMA, .L = 1, .h = 3, .nh = 4, .ng = 2, .hn = 2,
+                   .ffn = 5, .V = 7, .max_pos = 4, .bias = 1, .untie = 1};
+  return m;
+}
+
+static const mt_hf_entry *find(const mt_hf_entry *e, int n, const char *hf) {
+  for (int i = 0; i < n; i++)
+    if (!strcmp(e[i].hf, hf)) return &e[i];
+  fail_msg("no entry %s", hf);
+  return NULL;
+}
+
+/* megatrain linear_qkv rows per group g (np/ng = 2 query heads, hn = 2):
+ * [q(2g) q(2g+1) k(g) v(g)] x 2 rows; element (r, c) = 100 r + c */
+static void test_llama_qkv(void **state) {
+  (void)state;
+  mt_hf_model m = llama();
+  mt_hf_entry *e;
+  int n = mt_hf_entries(&m, &e);
+  const int64_t R = (m.nh + 2 * m.ng) * m.hn, C = m.h;
+  float *mt = malloc((size_t)(R * C) * sizeof(float)), hf[64];
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t c = 0; c < C; c++) mt[r * C + c] = (float)(100 * r + c);
+  /* q head n: group n / 2, slot n % 2 -> megatrain rows 8 (n/2) + 2 (n%2) + d */
+  const mt_hf_entry *q = find(e, n, "model.layers.0.self_attn.q_proj.weight");
+  assert_int_equal(q->hf_rows, 8);
+  mt_hf_export(&m, q, mt, hf);
+  for (int head = 0; head < 4; head++)
+    for (int d = 0; d < 2; d++)
+      assert_true(hf[(head * 2 + d) * C] == 100.0f * (8 * (head / 2) + 2 * (head % 2) + d));
+  const mt_hf_entry *k = find(e, n, "model.layers.0.self_attn.k_proj.weight");
+  mt_hf_export(&m, k, mt, hf);
+  for (int g = 0; g < 2; g++)
+    for (int d = 0; d < 2; d++) assert_true(hf[(g * 2 + d) * C] == 100.0f * (8 * g + 4 + d));
+  const mt_hf_entry *v = find(e, n, "model.layers.0.self_attn.v_proj.bias");
+  assert_int_equal(v->ndim, 1);
+  float bias[16];
+  for (int i = 0; i < 16; i++) bias[i] = (float)i;
+  mt_hf_export(&m, v, bias, hf);
+  for (int g = 0; g < 2; g++)
+    for (int d = 0; d < 2; d++) assert_true(hf[g * 2 + d] == (float)(8 * g + 6 + d));
+  /* SwiGLU: gate = rows [0, ffn), up = rows [ffn, 2 ffn) */
+  const mt_hf_entry *up = find(e, n, "model.layers.0.mlp.up_proj.weight");
+  float fc1[30];
+  for (int i = 0; i < 30; i++) fc1[i] = (float)i;
+  mt_hf_export(&m, up, fc1, hf);
+  assert_true(hf[0] == 15.0f && up->hf_rows == 5 && up->hf_cols == 3);
+  free(mt);
+  free(e);
+}
+
+/* GPT-2: c_attn [h, 3h] = transposed [all q | all k | all v] */
+static void test_gpt2_c_attn(void **state) {
+  (void)state;
+  mt_hf_model m = {.family = MT_HF_GPT2, .L = 1, .h = 4, .nh = 2, .ng = 2, .hn = 2,
+                   .ffn = 8, .V = 5, .max_pos = 3, .bias = 1};
+  mt_hf_entry *e;
+  int n = mt_hf_entries(&m, &e);
+  const mt_hf_entry *ca = find(e, n, "transformer.h.0.attn.c_attn.weight");
+  assert_int_equal(ca->hf_rows, 4);
+  assert_int_equal(ca->hf_cols, 12);
+  float mt[48], hf[48];
+  for (int r = 0; r < 12; r++)
+    for (int c = 0; c < 4; c++) mt[r * 4 + c] = (float)(100 * r + c);
+  mt_hf_export(&m, ca, mt, hf);
+  /* HF column j: q head j/2 (j < 4), k head (j-4)/2, v head (j-8)/2; megatrain
+   * group g rows [6g, 6g+2) q, [6g+2, 6g+4) k, [6g+4, 6g+6) v */
+  const int want_row[12] = {0, 1, 6, 7, 2, 3, 8, 9, 4, 5, 10, 11};
+  for (int j = 0; j < 12; j++)
+    for (int c = 0; c < 4; c++) assert_true(hf[c * 12 + j] == (float)(100 * want_row[j] + c));
+  assert_null(strstr(e[n - 1].hf, "lm_head")); /* tied: no lm_head */
+  free(e);
+}
+
+/* import(export(x)) == x for every tensor of both namings */
+static void test_inverse(void **state) {
+  (void)state;
+  mt_hf_model ms[2] = {llama(), {.family = MT_HF_GPT2, .L = 2, .h = 4, .nh = 2, .ng = 2, .hn = 2,
+                                 .ffn = 8, .V = 5, .max_pos = 3, .bias = 1, .untie = 1}};
+  for (int k = 0; k < 2; k++) {
+    mt_hf_entry *e;
+    int n = mt_hf_entries(&ms[k], &e);
+    for (int i = 0; i < n; i++) {
+      size_t sz = (size_t)(e[i].mt_rows * e[i].mt_cols);
+      float *a = malloc(sz * sizeof(float)), *b = calloc(sz, sizeof(float));
+      float *h = malloc((size_t)(e[i].hf_rows * e[i].hf_cols) * sizeof(float));
+      for (size_t j = 0; j < sz; j++) a[j] = (float)j + 0.5f;
+      /* all the entries of the same megatrain tensor together fill it */
+      int first = i;
+      while (first > 0 && !strcmp(e[first - 1].mt, e[i].mt)) first--;
+      int last = i;
+      while (last + 1 < n && !strcmp(e[last + 1].mt, e[i].mt)) last++;
+      for (int j = first; j <= last; j++) {
+        float *hj = malloc((size_t)(e[j].hf_rows * e[j].hf_cols) * sizeof(float));
+        mt_hf_export(&ms[k], &e[j], a, hj);
+        mt_hf_import(&ms[k], &e[j], hj, b);
+        free(hj);
+      }
+      if (memcmp(a, b, sz * sizeof(float))) fail_msg("%s / %s not inverted", e[i].hf, e[i].mt);
+      free(a);
+      free(b);
+      free(h);
+      i = last;
+    }
+    free(e);
+  }
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  mt_config cfg;
+  mt_config_defaults(&cfg);
+  cfg.model.num_layers = 2;
+  cfg.model.hidden_size = 64;
+  cfg.model.num_attention_heads = 4;
+  cfg.model.num_query_groups = 4;
+  cfg.model.kv_channels = 16;
+  cfg.model.ffn_hidden_size = 256;
+  cfg.model.vocab_size = 100;
+  cfg.model.add_bias_linear = 1;
+  mt_hf_model m;
+  char err[512];
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_GPT2);
+  cfg.model.num_experts = 4;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.num_experts"));
+  cfg.model.num_experts = 0;
+  snprintf(cfg.model.position_embedding_type, sizeof cfg.model.position_embedding_type, "rope");
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.normalization"));
+  snprintf(cfg.model.normalization, sizeof cfg.model.normalization, "RMSNorm");
+  cfg.model.swiglu = 1;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_LLAMA);
+  cfg.model.qk_layernorm = 1;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.add_bias_linear"));
+  cfg.model.add_bias_linear = 0;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_QWEN3);
+  cfg.model.rotary_percent = 0.5f;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.rotary_percent"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_llama_qkv),
+      cmocka_unit_test(test_gpt2_c_attn),
+      cmocka_unit_test(test_inverse),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
