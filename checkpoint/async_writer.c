@@ -127,7 +127,8 @@ int mt_ckpt_async_poll(mt_ckpt_async *a, mt_group *world, int wait, int64_t *ite
   *iteration = mt_dckpt_pending_iteration(a->p);
   mt_dckpt_pending *p = a->p;
   a->p = NULL;
-  return mt_dckpt_save_finish(p, world, err, errlen) != 0 ? -1 : 1;
+  const int rc = mt_dckpt_save_finish(p, world, err, errlen);
+  return rc ? rc : 1; /* -1 or MT_DCKPT_UNREFERENCED */
 }
 
 void mt_ckpt_async_destroy(mt_ckpt_async *a) {

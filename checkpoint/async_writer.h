@@ -47,7 +47,8 @@ int mt_ckpt_async_start(mt_ckpt_async *a, const char *save_dir, const mt_dckpt_m
  * writers, then publish. Returns 0 (nothing to publish / not ready yet),
  * 1 (published: *iteration and *write_s, the background time, are set), or
  * -1 with the agreed message (the save failed: its temporary directory
- * removed, the previous checkpoint and "latest" untouched). */
+ * removed, the previous checkpoint and "latest" untouched), or
+ * MT_DCKPT_UNREFERENCED (published, "latest" not updated: mt_dckpt_save). */
 int mt_ckpt_async_poll(mt_ckpt_async *a, mt_group *world, int wait, int64_t *iteration,
                        double *write_s, char *err, size_t errlen);
 

@@ -92,9 +92,15 @@ typedef struct {
  * fails naming the tensor and the element (load checks it again). Every
  * rank gets the message of the lowest failing rank. Returns 0, or -1 with a message
  * naming the path and the error; on failure the previous checkpoint and
- * "latest" are untouched and the temporary directory is removed.
+ * "latest" are untouched and the temporary directory is removed. One
+ * failure leaves more behind and says so: MT_DCKPT_UNREFERENCED when the
+ * iteration was published complete (SAVE/iter_NNNNNNN/) but
+ * latest_checkpointed_iteration.txt could not be updated (a full disk); the
+ * message names both paths, the error and the iteration "latest" still names
+ * (fault injection: checkpoint_latest_enospc:N).
  * Collective over `world` (NULL: one process). Device memory is copied to
  * the host through `be` (NULL: views are host memory). */
+#define MT_DCKPT_UNREFERENCED (-2)
 int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,
                   mt_backend *be, const mt_dckpt_view *views, int n_views, mt_group *world,
                   char *err, size_t errlen);
@@ -118,8 +124,9 @@ int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *c
  *  finish (collective): agree on the write errors (the message of the
  *         lowest failing rank names the path and the error), gather the
  *         piece index, rank 0 validates it and publishes (metadata,
- *         rename, latest). On any failure the temporary directory is
- *         removed and the previous checkpoint and "latest" are untouched.
+ *         rename, latest). On a failure before the rename the temporary
+ *         directory is removed and the previous checkpoint and "latest" are
+ *         untouched (-1); after it, MT_DCKPT_UNREFERENCED as mt_dckpt_save.
  *         Frees p.
  * abandon: free p without publishing (its temporary directory stays, removed
  * at the next start of a run that takes the directory's lock). */

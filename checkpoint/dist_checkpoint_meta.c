@@ -1,7 +1,8 @@
 /* checkpoint/dist_checkpoint_meta.c — metadata.json of a layout-free
  * checkpoint: the scalars (iteration, consumed samples, optimizer step,
  * counters, the seed exactly: a string above 2^53), the shard files, a
- * human-readable tensor list and the resolved config (cJSON). */
+ * human-readable tensor list and the resolved config (cJSON; integers
+ * written with every digit, read through the strict check of core/json.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 #include "checkpoint/dist_checkpoint_internal.h"
 
@@ -16,19 +18,19 @@ char *mt_dckpt_meta_json(const mt_dckpt_meta *meta, const char *config_json,
                          const mt_dckpt_index *ix) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "format", MT_DCKPT_FORMAT);
-  cJSON_AddNumberToObject(o, "iteration", (double)meta->iteration);
-  cJSON_AddNumberToObject(o, "consumed_samples", (double)meta->consumed_samples);
-  cJSON_AddNumberToObject(o, "step", (double)meta->step);
-  cJSON_AddNumberToObject(o, "skipped_iters", (double)meta->skipped_iters);
-  cJSON_AddNumberToObject(o, "nan_iters", (double)meta->nan_iters);
+  mt_json_add_int(o, "iteration", meta->iteration);
+  mt_json_add_int(o, "consumed_samples", meta->consumed_samples);
+  mt_json_add_int(o, "step", meta->step);
+  mt_json_add_int(o, "skipped_iters", meta->skipped_iters);
+  mt_json_add_int(o, "nan_iters", meta->nan_iters);
   if (meta->seed <= ((uint64_t)1 << 53)) {
-    cJSON_AddNumberToObject(o, "seed", (double)meta->seed);
+    cJSON_AddItemToObject(o, "seed", mt_json_uint(meta->seed));
   } else {
     char s[32];
     snprintf(s, sizeof s, "%" PRIu64, meta->seed);
     cJSON_AddStringToObject(o, "seed", s);
   }
-  cJSON_AddNumberToObject(o, "vocab_size", (double)meta->vocab_size);
+  mt_json_add_int(o, "vocab_size", meta->vocab_size);
   cJSON_AddBoolToObject(o, "has_optimizer", meta->has_optimizer != 0);
   cJSON *files = cJSON_AddArrayToObject(o, "files");
   for (int i = 0; i < ix->n_f; i++) {
@@ -41,8 +43,8 @@ char *mt_dckpt_meta_json(const mt_dckpt_meta *meta, const char *config_json,
     cJSON *t = cJSON_CreateObject();
     cJSON_AddStringToObject(t, "name", ix->t[i].name);
     cJSON *shape = cJSON_AddArrayToObject(t, "shape");
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ix->t[i].rows));
-    cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)ix->t[i].cols));
+    cJSON_AddItemToArray(shape, mt_json_int(ix->t[i].rows));
+    cJSON_AddItemToArray(shape, mt_json_int(ix->t[i].cols));
     cJSON_AddStringToObject(t, "dtype", mt_dtype_name(ix->t[i].dtype));
     cJSON_AddItemToArray(tensors, t);
   }
@@ -80,9 +82,12 @@ int mt_dckpt_meta_parse(const char *text, const char *path, mt_dckpt_meta *meta,
                         char **config_json, char *err, size_t errlen) {
   memset(meta, 0, sizeof *meta);
   *config_json = NULL;
-  cJSON *o = cJSON_Parse(text);
-  if (!o || !cJSON_IsObject(o)) {
-    snprintf(err, errlen, "'%s' is not valid JSON", path);
+  char what[600];
+  snprintf(what, sizeof what, "'%s' is not valid JSON", path);
+  cJSON *o = mt_json_parse(text, strlen(text), MT_JSON_INT53, what, err, errlen);
+  if (!o) return -1;
+  if (!cJSON_IsObject(o)) {
+    snprintf(err, errlen, "'%s' is not a JSON object", path);
     cJSON_Delete(o);
     return -1;
   }
@@ -126,16 +131,11 @@ int mt_dckpt_meta_parse(const char *text, const char *path, mt_dckpt_meta *meta,
   }
   meta->has_optimizer = cJSON_IsTrue(ho);
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(o, "config");
-  *config_json = cfg ? cJSON_PrintUnformatted(cfg) : NULL;
-  if (!*config_json) {
-    char *s = mt_xmalloc(5);
-    memcpy(s, "null", 5);
-    *config_json = s;
+  if (cfg) {
+    *config_json = mt_json_print(cfg); /* integers with every digit */
   } else {
-    char *s = mt_xmalloc(strlen(*config_json) + 1); /* free() by the caller, not cJSON_free */
-    strcpy(s, *config_json);
-    cJSON_free(*config_json);
-    *config_json = s;
+    *config_json = mt_xmalloc(5);
+    memcpy(*config_json, "null", 5);
   }
   rc = 0;
 done:

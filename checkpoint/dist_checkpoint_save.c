@@ -6,7 +6,9 @@
  * Errors are agreed over the world at each stage (every rank returns the
  * same status and message). Fault injection for the crash test:
  * MEGATRAIN_FAILPOINT=checkpoint_write:N writes half of this rank's shard
- * file of iteration N and then raises SIGKILL. */
+ * file of iteration N and then raises SIGKILL; checkpoint_latest_enospc:N
+ * makes the write of "latest" after iteration N is published fail with
+ * ENOSPC. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -41,23 +43,30 @@ static int failpoint_hit(int64_t iteration) {
   return mt_failpoint_at("checkpoint_write", iteration);
 }
 
-/* Agree on failure over the world: every rank gets the message of the
- * lowest failing rank. Returns 0 when no rank failed. */
-static int agree(mt_group *world, int failed, char *err, size_t errlen) {
-  if (!world) return failed;
-  int32_t who = failed ? mt_group_size(world) - mt_group_rank(world) : 0; /* max = lowest rank */
+/* Agree on failure over the world: every rank gets the message and the code
+ * (-1, or MT_DCKPT_UNREFERENCED) of the lowest failing rank. `code` is this
+ * rank's (0: no failure). Returns 0 when no rank failed, else the code. */
+static int agree_code(mt_group *world, int code, char *err, size_t errlen) {
+  if (!world) return code;
+  int32_t who = code ? mt_group_size(world) - mt_group_rank(world) : 0; /* max = lowest rank */
   mt_allreduce(world, &who, 1, MT_I32, MT_OP_MAX);
   if (!who) return 0;
   int root = mt_group_size(world) - who;
-  int32_t msg[512]; /* 2048 bytes, as the trainer's (train_checkpoint.c) */
+  int32_t msg[513]; /* 2048 bytes of message (as the trainer's, train_checkpoint.c), the code */
   memset(msg, 0, sizeof msg);
-  if (mt_group_rank(world) == root) snprintf((char *)msg, sizeof msg, "%s", err);
-  mt_broadcast(world, msg, 512, MT_I32, root);
-  ((char *)msg)[sizeof msg - 1] = '\0';
+  if (mt_group_rank(world) == root) {
+    snprintf((char *)msg, 2048, "%s", err);
+    msg[512] = code;
+  }
+  mt_broadcast(world, msg, 513, MT_I32, root);
+  ((char *)msg)[2047] = '\0';
   if (mt_group_rank(world) != root) snprintf(err, errlen, "%s", (const char *)msg);
-  return 1;
+  return msg[512];
 }
 
+static int agree(mt_group *world, int failed, char *err, size_t errlen) {
+  return agree_code(world, failed ? -1 : 0, err, errlen) != 0;
+}
 
 /* Writes with an optional byte limit (the failpoint). */
 typedef struct {
@@ -249,7 +258,10 @@ static int build_index(mt_dckpt_index *ix, const unsigned char *all, const int64
 }
 
 /* Rank 0: write index.bin and metadata.json into tmp, publish tmp as final
- * and update "latest". */
+ * and update "latest". Returns 0; -1 with a message when nothing was
+ * published; MT_DCKPT_UNREFERENCED when final is complete on disk but
+ * "latest" could not be updated (the message names both paths, the error and
+ * the iteration "latest" still names, read back). */
 static int publish(const char *save_dir, const char *tmp, const char *final,
                    const mt_dckpt_meta *meta, const char *config_json, const mt_dckpt_index *ix,
                    char *err, size_t errlen) {
@@ -291,15 +303,45 @@ static int publish(const char *save_dir, const char *tmp, const char *final,
     return -1;
   }
   mt_fsync_dir(save_dir);
+  /* the iteration is complete on disk; only "latest" remains */
   char latest[4400], latest_tmp[4500], num[32];
   snprintf(latest, sizeof latest, "%s/latest_checkpointed_iteration.txt", save_dir);
   snprintf(latest_tmp, sizeof latest_tmp, "%s.tmp", latest);
   int k = snprintf(num, sizeof num, "%" PRId64 "\n", meta->iteration);
-  if (mt_write_file_synced(latest_tmp, num, (size_t)k, err, errlen) != 0) return -1;
-  if (rename(latest_tmp, latest) != 0) {
-    snprintf(err, errlen, "cannot rename '%s' to '%s': %s", latest_tmp, latest, strerror(errno));
+  char why[9200];
+  int bad = 0;
+  if (mt_failpoint_at("checkpoint_latest_enospc", meta->iteration)) {
+    /* failpoint: the disk fills while "latest" is written (what
+     * mt_write_file_synced reports then) */
+    int fd = open(latest_tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) close(fd);
+    snprintf(why, sizeof why, "write to '%s' failed: %s", latest_tmp, strerror(ENOSPC));
+    bad = 1;
+  } else if (mt_write_file_synced(latest_tmp, num, (size_t)k, why, sizeof why) != 0) {
+    bad = 1;
+  } else if (rename(latest_tmp, latest) != 0) {
+    snprintf(why, sizeof why, "cannot rename '%s' to '%s': %s", latest_tmp, latest,
+             strerror(errno));
+    bad = 1;
+  }
+  if (bad) {
     unlink(latest_tmp);
-    return -1;
+    /* say what is on disk, as read now: the complete iteration, and what
+     * "latest" names */
+    const int64_t named = mt_dckpt_latest(save_dir);
+    char still[200];
+    if (named >= 0)
+      snprintf(still, sizeof still, "it still names iteration %" PRId64
+               ", so a resume from this directory starts at iteration %" PRId64, named, named);
+    else
+      snprintf(still, sizeof still, "there is none, so a resume from this directory finds no "
+               "checkpoint");
+    snprintf(err, errlen,
+             "iteration %" PRId64 " is saved completely in '%s', but '%s' was not updated (%s); "
+             "%s (write %" PRId64 " into '%s' to resume from iteration %" PRId64 ")",
+             meta->iteration, final, latest, why, still, meta->iteration, latest,
+             meta->iteration);
+    return MT_DCKPT_UNREFERENCED;
   }
   mt_fsync_dir(save_dir);
   mt_dckpt_rm_rf(old);
@@ -442,24 +484,25 @@ int mt_dckpt_save_finish(mt_dckpt_pending *p, mt_group *world, char *err, size_t
     displs[0] = 0;
     all = d.p;
   }
-  int failed = 0;
+  int code = 0; /* -1: nothing published; MT_DCKPT_UNREFERENCED: "latest" not updated */
   if (rank == 0) {
     mt_dckpt_index ix = {0};
     char where[4300];
     snprintf(where, sizeof where, "checkpoint save '%s'", p->final);
-    failed = build_index(&ix, all, counts, displs, n_ranks, err, errlen) != 0 ||
-             mt_dckpt_index_validate(&ix, where, err, errlen) != 0 ||
-             (p->guard && p->guard(p->guard_ctx, err, errlen) != 0) ||
-             publish(p->save_dir, p->tmp, p->final, &p->meta, p->config_json, &ix, err,
-                     errlen) != 0;
+    if (build_index(&ix, all, counts, displs, n_ranks, err, errlen) != 0 ||
+        mt_dckpt_index_validate(&ix, where, err, errlen) != 0 ||
+        (p->guard && p->guard(p->guard_ctx, err, errlen) != 0))
+      code = -1;
+    else
+      code = publish(p->save_dir, p->tmp, p->final, &p->meta, p->config_json, &ix, err, errlen);
     mt_dckpt_index_free(&ix);
-    if (failed) mt_dckpt_rm_rf(p->tmp);
+    if (code == -1) mt_dckpt_rm_rf(p->tmp);
   }
   free(all);
   free(counts);
   free(displs);
   mt_dckpt_save_abandon(p);
-  return agree(world, failed, err, errlen) ? -1 : 0;
+  return agree_code(world, code, err, errlen);
 }
 
 int mt_dckpt_save(const char *save_dir, const mt_dckpt_meta *meta, const char *config_json,

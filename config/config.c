@@ -16,6 +16,7 @@
 
 #include "core/fileio.h"
 #include "core/hash.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "config/config_internal.h"
 
@@ -238,24 +239,30 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
     c->present[k] = 2;      /* given as null */
     return 0;
   }
-  const double two53 = 9007199254740992.0;
   switch (kd->type) {
     case MT_CT_INT:
-      if (!integral(v, INT_MIN, INT_MAX))
-        return mt_cfg_fail(c, k, "expected an integer, got %s", describe(v, buf, sizeof buf));
-      *(int *)p = (int)v->valuedouble;
-      return 0;
     case MT_CT_I64:
-      if (!integral(v, -two53, two53))
-        return mt_cfg_fail(c, k, "expected an integer, got %s", describe(v, buf, sizeof buf));
-      *(int64_t *)p = (int64_t)v->valuedouble;
+    case MT_CT_U64: {
+      /* the type's limits: int, or 2^53 (what a JSON number holds exactly) */
+      const double tlo = kd->type == MT_CT_INT ? INT_MIN : kd->type == MT_CT_U64 ? 0 : -MT_JSON_INT_MAX;
+      const double thi = kd->type == MT_CT_INT ? INT_MAX : MT_JSON_INT_MAX;
+      const char *what = kd->type == MT_CT_U64 ? "a non-negative integer" : "an integer";
+      if (!integral(v, -INFINITY, INFINITY))
+        return mt_cfg_fail(c, k, "expected %s, got %s", what, describe(v, buf, sizeof buf));
+      if (!integral(v, tlo, thi)) { /* an integer, but out of range: say the range */
+        double lo = tlo, hi = thi;
+        if (kd->flags & MT_CK_GE) lo = kd->lo > lo ? kd->lo : lo;
+        if (kd->flags & MT_CK_GT) lo = kd->lo + 1 > lo ? kd->lo + 1 : lo;
+        if (kd->flags & MT_CK_LE) hi = kd->hi < hi ? kd->hi : hi;
+        if (kd->flags & MT_CK_LT) hi = kd->hi - 1 < hi ? kd->hi - 1 : hi;
+        return mt_cfg_fail(c, k, "%s is out of range (expected %s in [%.0f, %.0f])",
+                           describe(v, buf, sizeof buf), what, lo, hi);
+      }
+      if (kd->type == MT_CT_INT) *(int *)p = (int)v->valuedouble;
+      else if (kd->type == MT_CT_I64) *(int64_t *)p = (int64_t)v->valuedouble;
+      else *(uint64_t *)p = (uint64_t)v->valuedouble;
       return 0;
-    case MT_CT_U64:
-      if (!integral(v, 0, two53))
-        return mt_cfg_fail(c, k, "expected a non-negative integer (at most 2^53), got %s",
-                           describe(v, buf, sizeof buf));
-      *(uint64_t *)p = (uint64_t)v->valuedouble;
-      return 0;
+    }
     case MT_CT_FLOAT:
       if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
         return mt_cfg_fail(c, k, "expected a number, got %s", describe(v, buf, sizeof buf));
@@ -324,7 +331,10 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
   }
   int k = mt_cfg_find_key(sec, name);
   if (k < 0) return fail_unknown(c, sec, name, 1);
-  cJSON *v = cJSON_ParseWithOpts(val, NULL, 1);
+  /* the value as strict JSON (core/json.h: "09" is not a number), else text */
+  mt_json_error je;
+  cJSON *v = mt_json_check(val, strlen(val), MT_JSON_INT53, &je) ? NULL
+                                                                 : cJSON_ParseWithLength(val, strlen(val));
   /* String keys take the text as written when it reads as a number or bool
    * (--set checkpoint.save=2024 is the directory "2024"). */
   if (v && (cJSON_IsNumber(v) || cJSON_IsBool(v)) &&
@@ -334,6 +344,10 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
   }
   if (!v) v = cJSON_CreateString(val);
   MT_ASSERT(v != NULL);
+  /* null on a key that takes none and has a default: the key is removed
+   * (its default applies; a required key keeps the type error) */
+  const int remove = cJSON_IsNull(v) && mt_cfg_keys[k].type != MT_CT_PATHS &&
+                     !(mt_cfg_keys[k].flags & (MT_CK_NULLABLE | MT_CK_DERIVED | MT_CK_REQUIRED));
   cJSON *obj = root;
   if (sec > 0) {
     obj = cJSON_GetObjectItemCaseSensitive(root, mt_cfg_sections[sec]);
@@ -344,26 +358,24 @@ static int apply_override(mt_cfg_ctx *c, cJSON *root, const char *ov) {
       return mt_cfg_fail_label(c, mt_cfg_sections[sec], "expected an object");
     }
   }
-  if (cJSON_GetObjectItemCaseSensitive(obj, name))
+  if (remove) {
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, name);
+    cJSON_Delete(v);
+  } else if (cJSON_GetObjectItemCaseSensitive(obj, name)) {
     cJSON_ReplaceItemInObjectCaseSensitive(obj, name, v);
-  else
+  } else {
     cJSON_AddItemToObject(obj, name, v);
+  }
   c->overridden[k] = 1;
   return 0;
 }
 
 /* ---- parsing ----------------------------------------------------------- */
 
-/* "<src>:<line>:<col>: JSON syntax error" plus the line and a caret. */
-static int fail_syntax(mt_cfg_ctx *c, const char *text, const char *at) {
-  if (!at || at < text) at = text;
-  size_t len = strlen(text);
-  if ((size_t)(at - text) > len) at = text + len;
-  /* cJSON often reports the position after the offending character (a
-   * newline or the end of input): point at the last token instead. */
-  const char *back = at;
-  while (back > text && (*back == '\0' || isspace((unsigned char)*back))) back--;
-  if (back >= text && *back && !isspace((unsigned char)*back)) at = back;
+/* "<src>: line L, column C: JSON syntax error: <what> (at <key>)" plus the
+ * line and a caret; e from core/json.h's strict check. */
+static int fail_syntax(mt_cfg_ctx *c, const char *text, const mt_json_error *e) {
+  const char *at = text + e->offset;
   int line = 1;
   const char *ls = text;
   for (const char *q = text; q < at; q++)
@@ -395,10 +407,9 @@ static int fail_syntax(mt_cfg_ctx *c, const char *text, const char *at) {
   snip[n] = '\0';
   char label[MT_PATH_MAX + 32];
   snprintf(label, sizeof label, "line %d, column %d", line, col);
-  return mt_cfg_fail_label(c, label,
-                           "JSON syntax error (expected valid JSON: check commas, quotes and "
-                           "brackets)\n    %s\n    %*s^",
-                           snip, caret, "");
+  return mt_cfg_fail_label(c, label, "JSON syntax error: %s%s%s%s\n    %s\n    %*s^", e->what,
+                           e->path[0] ? " (at " : "", e->path, e->path[0] ? ")" : "", snip, caret,
+                           "");
 }
 
 static int walk(mt_cfg_ctx *c, const cJSON *root, mt_config *cfg) {
@@ -426,35 +437,29 @@ static int walk(mt_cfg_ctx *c, const cJSON *root, mt_config *cfg) {
   return 0;
 }
 
-int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
-                          const char *const *overrides, int n_overrides, int world_size,
-                          char *err, size_t errlen) {
-  mt_cfg_ctx c;
-  memset(&c, 0, sizeof c);
-  c.src = source_name ? source_name : "<config>";
-  c.err = err;
-  c.errlen = errlen;
-  if (err && errlen) err[0] = '\0';
-
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithOpts(json ? json : "", &end, 1);
-  if (!root) return fail_syntax(&c, json ? json : "", end ? end : cJSON_GetErrorPtr());
+int mt_cfg_load_ctx(mt_cfg_ctx *c, mt_config *cfg, const char *json,
+                    const char *const *overrides, int n_overrides, int world_size) {
+  const char *text = json ? json : "";
+  mt_json_error je;
+  if (mt_json_check(text, strlen(text), MT_JSON_INT53, &je)) return fail_syntax(c, text, &je);
+  cJSON *root = cJSON_ParseWithLength(text, strlen(text));
+  if (!root) return mt_cfg_fail_label(c, "JSON", "cannot be parsed (out of memory)");
   if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
-    return mt_cfg_fail_label(&c, "top level", "expected a JSON object ({ ... })");
+    return mt_cfg_fail_label(c, "top level", "expected a JSON object ({ ... })");
   }
   int rc = 0;
-  for (int i = 0; i < n_overrides && rc == 0; i++) rc = apply_override(&c, root, overrides[i]);
+  for (int i = 0; i < n_overrides && rc == 0; i++) rc = apply_override(c, root, overrides[i]);
 
   mt_config tmp;
   mt_cfg_apply_defaults(&tmp); /* derived keys stay 0 so absence can be told apart */
-  if (rc == 0) rc = walk(&c, root, &tmp);
+  if (rc == 0) rc = walk(c, root, &tmp);
   cJSON_Delete(root);
-  if (rc == 0) rc = mt_cfg_check(&c, &tmp, world_size);
+  if (rc == 0) rc = mt_cfg_check(c, &tmp, world_size);
   if (rc) return 2;
 
-  snprintf(tmp.source_path, sizeof tmp.source_path, "%s", c.src);
-  snprintf(tmp.notes, sizeof tmp.notes, "%s", c.notes);
+  snprintf(tmp.source_path, sizeof tmp.source_path, "%s", c->src);
+  snprintf(tmp.notes, sizeof tmp.notes, "%s", c->notes);
   cJSON *canon = mt_cfg_to_json(&tmp);
   char *s = cJSON_PrintUnformatted(canon);
   cJSON_Delete(canon);
@@ -463,6 +468,43 @@ int mt_config_load_string(mt_config *cfg, const char *json, const char *source_n
   cJSON_free(s);
   *cfg = tmp;
   return 0;
+}
+
+static int load_string(mt_config *cfg, const char *json, const char *source_name,
+                       const char *const *overrides, int n_overrides, int world_size, int saved,
+                       char *err, size_t errlen) {
+  mt_cfg_ctx c;
+  memset(&c, 0, sizeof c);
+  c.src = source_name ? source_name : "<config>";
+  c.err = err;
+  c.errlen = errlen;
+  c.saved = saved;
+  if (err && errlen) err[0] = '\0';
+  return mt_cfg_load_ctx(&c, cfg, json, overrides, n_overrides, world_size);
+}
+
+int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
+                          const char *const *overrides, int n_overrides, int world_size,
+                          char *err, size_t errlen) {
+  return load_string(cfg, json, source_name, overrides, n_overrides, world_size, 0, err, errlen);
+}
+
+int mt_config_load_saved(mt_config *cfg, const char *json, const char *source_name,
+                         const char *const *overrides, int n_overrides, int world_size, char *err,
+                         size_t errlen) {
+  return load_string(cfg, json, source_name, overrides, n_overrides, world_size, 1, err, errlen);
+}
+
+int mt_config_keys_switched_off(const mt_config *before, const mt_config *after,
+                                char (*names)[96], int max) {
+  int n = 0;
+  for (int k = 0; k < mt_cfg_nkeys && n < max; k++) {
+    if (!mt_cfg_keys[k].needs || !mt_cfg_applies(before, k, NULL) || mt_cfg_applies(after, k, NULL))
+      continue;
+    if (mt_cfg_keys[k].sec == 0) snprintf(names[n++], 96, "%s", mt_cfg_keys[k].name);
+    else snprintf(names[n++], 96, "%s.%s", mt_cfg_sections[mt_cfg_keys[k].sec], mt_cfg_keys[k].name);
+  }
+  return n;
 }
 
 int mt_config_load(mt_config *cfg, const char *path, const char *const *overrides,

@@ -134,22 +134,40 @@ typedef struct {
                                     "" if none; not part of json */
 } mt_config;
 
-/* Read and validate a config: parse `path` with cJSON, apply `n_overrides`
- * "section.key=value" strings (value parsed as JSON when it parses, else taken
- * as a string), check every key (unknown keys with a did-you-mean, types,
- * ranges, consistency such as hidden_size % num_attention_heads) given
- * `world_size` ranks (< 1 is taken as 1). Returns 0 on success; otherwise writes
- * one message that names the key and the file into err and returns 2 (the exit
+/* Read and validate a config: parse `path` (strict JSON, core/json.h), apply
+ * `n_overrides` "section.key=value" strings (value parsed as JSON when it
+ * parses, else taken as a string; `null` on a key that takes no null and is
+ * not required removes the key, so its default applies), check every key (unknown keys with a
+ * did-you-mean, types, ranges, keys given without the setting they need,
+ * consistency such as hidden_size % num_attention_heads) given `world_size`
+ * ranks (< 1 is taken as 1). Returns 0 on success; otherwise writes one
+ * message that names the key and the file into err and returns 2 (the exit
  * status). Nothing is allocated on failure and cfg is written only on success
  * (free a previously loaded cfg first). Adjustments the user should hear about
  * are left in cfg->notes. */
 int mt_config_load(mt_config *cfg, const char *path, const char *const *overrides,
                    int n_overrides, int world_size, char *err, size_t errlen);
 
-/* Same as mt_config_load but from a JSON string (checkpoint configs, tests). */
+/* Same as mt_config_load but from a JSON string (tests, the user's text). */
 int mt_config_load_string(mt_config *cfg, const char *json, const char *source_name,
                           const char *const *overrides, int n_overrides, int world_size,
                           char *err, size_t errlen);
+
+/* Same as mt_config_load_string for a config megatrain wrote (a checkpoint's
+ * metadata.json "config", the planner's resolved base): a key of `json` that
+ * has no effect under the result (an older build wrote every key; a tool's
+ * overrides switched off what enabled it) is dropped, not refused. Keys from
+ * `overrides` are checked as always. */
+int mt_config_load_saved(mt_config *cfg, const char *json, const char *source_name,
+                         const char *const *overrides, int n_overrides, int world_size, char *err,
+                         size_t errlen);
+
+/* Dotted names ("section.key") of the keys that apply under `before` but
+ * not under `after` (both resolved), at most max into names (each up to 96
+ * bytes); returns how many. A --set list that turns `before` into `after`
+ * needs "NAME=null" for each when the file gives them. */
+int mt_config_keys_switched_off(const mt_config *before, const mt_config *after,
+                                char (*names)[96], int max);
 
 /* 0, or 2 with a message naming the keys when this process cannot train
  * the config on its device (nothing is refused today; bf16 on the cpu

@@ -1,6 +1,12 @@
-/* config/config_check.c — derived defaults, per-key ranges and the
- * cross-key consistency rules of a config (Megatron's validate_args()
- * checks that apply to megatrain). Each failure writes one message naming
+/* config/config_check.c — derived defaults, per-key ranges, and the driver
+ * of the cross-key consistency rules (Megatron's validate_args() checks that
+ * apply to megatrain). Every rule is a row of a table (its check, the key
+ * its message names, its text in docs/config.md and a config that breaks
+ * it): the layout rules here, the model, MoE and training rules in
+ * config_rules_model.c, the data rules in config_rules_data.c and the
+ * optimizer schedule rules in config_rules_train.c. docs/config.md's rules are generated from these
+ * rows and tests/unit/config/test_config_rules.c runs each row's example, so the
+ * page lists exactly what is checked. Each failure writes one message naming
  * the key and returns 2. */
 #include <limits.h>
 #include <math.h>
@@ -138,195 +144,25 @@ static int check_split(mt_cfg_ctx *c, const char *split) {
 
 static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
 
-/* Tokenizer keys (Megatron's build_tokenizer): tokenizer_model is what
- * HuggingFaceTokenizer and SentencePieceTokenizer read and GPT2BPETokenizer
- * ignores; vocab_file/merge_file the reverse. A blend surplus without a
- * weighted blend does nothing. */
-static int check_data_keys(mt_cfg_ctx *c, const mt_data_config *d) {
-  const int gpt2 = !strcmp(d->tokenizer_type, "GPT2BPETokenizer");
-  if (gpt2 && d->tokenizer_model[0])
-    return mt_cfg_fail(c, key("data.tokenizer_model"),
-                       "has no effect with tokenizer_type GPT2BPETokenizer (it reads "
-                       "data.vocab_file and data.merge_file; expected tokenizer_type "
-                       "HuggingFaceTokenizer or SentencePieceTokenizer)");
-  if (!gpt2 && !d->tokenizer_model[0])
-    return mt_cfg_fail(c, key("data.tokenizer_type"),
-                       "%s needs data.tokenizer_model (the %s)", d->tokenizer_type,
-                       strcmp(d->tokenizer_type, "SentencePieceTokenizer")
-                           ? "tokenizer.json or the folder holding it"
-                           : "SentencePiece tokenizer.model file");
-  for (int i = 0; i < 2 && !gpt2; i++) {
-    const char *k = i ? "data.merge_file" : "data.vocab_file";
-    if ((i ? d->merge_file : d->vocab_file)[0])
-      return mt_cfg_fail(c, key(k), "has no effect with tokenizer_type %s (expected it only "
-                         "with GPT2BPETokenizer)", d->tokenizer_type);
-  }
-  if (d->mid_level_dataset_surplus != 0.005f && !d->weighted) /* not the default */
-    return mt_cfg_fail(c, key("data.mid_level_dataset_surplus"),
-                       "has no effect without the weighted data_path form (expected "
-                       "[w1, \"prefix1\", w2, \"prefix2\", ...]: Megatron builds a "
-                       "surplus only for weighted blends)");
-  return 0;
-}
+/* ---- the layout rules, in the order they are checked ---- */
 
-static void note(mt_cfg_ctx *c, const char *msg) {
-  size_t used = strlen(c->notes);
-  snprintf(c->notes + used, sizeof c->notes - used, "%s%s", used ? "\n" : "", msg);
-}
-
-/* Context parallelism (Megatron's validate_args and its CP attention):
- * cp_comm_type "p2p" only; seq_length a multiple of 2·cp (the load-balanced
- * chunks), and of 2·cp·tp with sequence parallelism (each chunk is cut
- * again over tp). Megatron asserts the first; the second is its SP rule
- * (seq_length % tp) applied to the chunks. */
-static int check_context_parallel(mt_cfg_ctx *c, const mt_config *cfg) {
-  const mt_parallel_config *p = &cfg->parallel;
-  const int cp = p->context_parallel_size, tp = p->tensor_model_parallel_size;
-  const int s = cfg->model.seq_length;
-  if (strcmp(p->cp_comm_type, "p2p") != 0)
-    return mt_cfg_fail(c, key("parallel.cp_comm_type"),
-                       "\"%s\" is not implemented (expected \"p2p\": K/V blocks travel around "
-                       "the context-parallel ring; Megatron's a2a, allgather and a2a+p2p are not "
-                       "available)",
-                       p->cp_comm_type);
-  if (cp == 1) return 0;
-  if (s % (2 * cp))
-    return mt_cfg_fail(c, key("model.seq_length"),
-                       "%d is not divisible by 2 x context_parallel_size = %d (expected a multiple: "
-                       "each sequence is cut into 2·cp chunks, CP rank r holds chunks r and "
-                       "2cp-1-r)",
-                       s, 2 * cp);
-  if (p->sequence_parallel && tp > 1 && s % (2 * cp * tp))
-    return mt_cfg_fail(c, key("model.seq_length"),
-                       "%d is not divisible by 2 x context_parallel_size x "
-                       "tensor_model_parallel_size = %d (expected a multiple with "
-                       "sequence_parallel: the two chunks of s/(2·cp) tokens of a CP rank are split "
-                       "further over tp)",
-                       s, 2 * cp * tp);
-  return 0;
-}
-
-/* kv_given: model.kv_channels was set (then hidden_size need not be a
- * multiple of num_attention_heads, as in Megatron). */
-static int check_layout(mt_cfg_ctx *c, mt_config *cfg, int world, int kv_given) {
-  mt_model_config *m = &cfg->model;
-  mt_parallel_config *p = &cfg->parallel;
-  mt_training_config *t = &cfg->training;
-  int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
-  int vpp = p->virtual_pipeline_model_parallel_size;
-  int cp = p->context_parallel_size;
-  int dp = data_parallel(cfg, world);
-  if (dp == 0 && cp > 1)
-    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
-                       "tensor_model_parallel_size (%d) x context_parallel_size (%d) x "
-                       "pipeline_model_parallel_size (%d) = %lld does not divide the world size %d "
-                       "(expected the number of ranks to be a multiple of tp x cp x pp; "
-                       "data-parallel size = world / (tp x cp x pp))",
-                       tp, cp, pp, (long long)tp * cp * pp, world);
-  if (dp == 0)
-    return mt_cfg_fail(c,
-                       key(tp == 1 ? "parallel.pipeline_model_parallel_size"
-                                   : "parallel.tensor_model_parallel_size"),
-                       "tensor_model_parallel_size (%d) x pipeline_model_parallel_size (%d) = %lld "
-                       "does not divide the world size %d (expected the number of ranks to be a "
-                       "multiple of tp x pp; data-parallel size = world / (tp x pp))",
-                       tp, pp, (long long)tp * pp, world);
-  if (check_context_parallel(c, cfg)) return 2;
-  if (!kv_given && m->hidden_size % m->num_attention_heads)
-    return mt_cfg_fail(c, key("model.num_attention_heads"),
-                       "hidden_size (%d) is not divisible by num_attention_heads (%d) (expected a "
-                       "divisor of hidden_size, or model.kv_channels set explicitly)",
-                       m->hidden_size, m->num_attention_heads);
-  if (m->num_attention_heads % tp)
-    return mt_cfg_fail(c, key("model.num_attention_heads"),
-                       "%d heads cannot be split over tensor_model_parallel_size %d (expected a "
-                       "multiple of tp)",
-                       m->num_attention_heads, tp);
-  if (m->ffn_hidden_size % tp)
+static int r_ffn_swiglu(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (!c->ffn_given && m->swiglu && m->ffn_hidden_size == 0 && m->hidden_size >= 1)
     return mt_cfg_fail(c, key("model.ffn_hidden_size"),
-                       "%d is not divisible by tensor_model_parallel_size %d (expected a multiple "
-                       "of tp)",
-                       m->ffn_hidden_size, tp);
-  int nf = p->num_layers_in_first_pipeline_stage, nl = p->num_layers_in_last_pipeline_stage;
-  if ((nf > 0 || nl > 0) && pp == 1)
-    return mt_cfg_fail(c, key(nf > 0 ? "parallel.num_layers_in_first_pipeline_stage"
-                                     : "parallel.num_layers_in_last_pipeline_stage"),
-                       "needs pipeline_model_parallel_size > 1");
-  if ((nf > 0 || nl > 0) && vpp > 1)
-    return mt_cfg_fail(c, key(nf > 0 ? "parallel.num_layers_in_first_pipeline_stage"
-                                     : "parallel.num_layers_in_last_pipeline_stage"),
-                       "uneven pipeline stages are not supported with the interleaved schedule "
-                       "(expected virtual_pipeline_model_parallel_size 1)");
-  if (nf > 0 || nl > 0) {
-    /* stages without an explicit count share the remaining layers equally */
-    int n_free = pp - (nf > 0) - (nl > 0);
-    int rest = m->num_layers - (nf > 0 ? nf : 0) - (nl > 0 ? nl : 0);
-    if (rest < 0 || (n_free == 0 && rest != 0) || (n_free > 0 && (rest % n_free || rest == 0)))
-      return mt_cfg_fail(c, key(nf > 0 ? "parallel.num_layers_in_first_pipeline_stage"
-                                       : "parallel.num_layers_in_last_pipeline_stage"),
-                         "first %d + last %d layers leave %d of num_layers %d for %d other "
-                         "stage(s) (expected an equal positive share per stage)",
-                         nf, nl, rest, m->num_layers, n_free);
-  } else if (m->num_layers % pp)
-    return mt_cfg_fail(c, key("model.num_layers"),
-                       "%d layers cannot be split over pipeline_model_parallel_size %d (expected "
-                       "a multiple of pp, or parallel.num_layers_in_first/last_pipeline_stage)",
-                       m->num_layers, pp);
-  if (vpp > 1 && pp == 1)
-    return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
-                       "%d needs pipeline_model_parallel_size > 1 (expected 1 without pipelining)",
-                       vpp);
-  if (nf == 0 && nl == 0 && m->num_layers % ((int64_t)pp * vpp))
-    return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
-                       "num_layers (%d) is not divisible by pipeline_model_parallel_size (%d) x "
-                       "virtual_pipeline_model_parallel_size (%d) (expected equal chunks)",
-                       m->num_layers, pp, vpp);
-  /* a limit of the trainer, checked here so that `megatrain plan` / --sweep
-   * and `megatrain topology` refuse the same layouts training refuses */
-  if (p->zero_stage >= 2 && pp > 1)
-    return mt_cfg_fail(c, key("parallel.zero_stage"),
-                       "zero_stage %d with pipeline parallelism is not implemented yet "
-                       "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
-                       p->zero_stage, pp);
-  if (m->seq_length > m->max_position_embeddings)
-    return mt_cfg_fail(c, key("model.seq_length"),
-                       "%d is larger than max_position_embeddings %d (expected seq_length <= "
-                       "max_position_embeddings)",
-                       m->seq_length, m->max_position_embeddings);
-  if (p->sequence_parallel && tp == 1) {
-    p->sequence_parallel = 0;
-    note(c, "parallel.sequence_parallel: ignored because tensor_model_parallel_size is 1 "
-            "(as in Megatron)");
-  }
-  if (p->sequence_parallel && m->seq_length % tp)
-    return mt_cfg_fail(c, key("parallel.sequence_parallel"),
-                       "seq_length (%d) is not divisible by tensor_model_parallel_size (%d) "
-                       "(expected a multiple of tp with sequence parallelism)",
-                       m->seq_length, tp);
-  int64_t per_step = (int64_t)t->micro_batch_size * dp;
-  if (t->global_batch_size % per_step)
-    return mt_cfg_fail(c, key("training.global_batch_size"),
-                       "%d is not divisible by micro_batch_size (%d) x data-parallel size (%d) = "
-                       "%lld (expected a multiple of it)",
-                       t->global_batch_size, t->micro_batch_size, dp, (long long)per_step);
-  int64_t n_micro = t->global_batch_size / per_step;
-  if (vpp > 1 && n_micro % pp)
-    return mt_cfg_fail(c, key("training.global_batch_size"),
-                       "gives %lld micro-batches per step, which the interleaved schedule "
-                       "(virtual_pipeline_model_parallel_size %d) needs to be a multiple of "
-                       "pipeline_model_parallel_size %d",
-                       (long long)n_micro, vpp, pp);
-  if (m->recompute_granularity[0] && strcmp(m->recompute_granularity, "full") == 0 &&
-      m->recompute_num_layers > m->num_layers / pp)
-    return mt_cfg_fail(c, key("model.recompute_num_layers"),
-                       "%d is more than the %d layers of a pipeline stage (expected 1..%d)",
-                       m->recompute_num_layers, m->num_layers / pp, m->num_layers / pp);
+                       "derived as 0 for swiglu with hidden_size %d (Megatron's rule "
+                       "floor(8 x hidden_size / 3 / 64) x 64; expected hidden_size >= 24 or "
+                       "ffn_hidden_size set explicitly)",
+                       m->hidden_size);
   return 0;
 }
 
 /* norm_epsilon and its older name layernorm_epsilon: the one given wins,
  * both given must agree; afterwards both fields hold the value. */
-static int resolve_norm_epsilon(mt_cfg_ctx *c, mt_model_config *m) {
+static int r_norm_epsilon(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  mt_model_config *m = &cfg->model;
   int kn = key("model.norm_epsilon"), kl = key("model.layernorm_epsilon");
   if (c->present[kn] && c->present[kl] && m->norm_epsilon != m->layernorm_epsilon)
     return mt_cfg_fail(c, kl,
@@ -338,185 +174,385 @@ static int resolve_norm_epsilon(mt_cfg_ctx *c, mt_model_config *m) {
   return 0;
 }
 
-/* A RoPE-only key holding another value than its default without
- * position_embedding_type "rope": refused (Megatron ignores it silently). */
-static int rope_only(mt_cfg_ctx *c, const mt_model_config *m, const char *name, double v) {
-  int k = key(name);
-  const mt_cfg_key *kd = &mt_cfg_keys[k];
-  if (v == (double)(float)kd->def) return 0;
-  char got[32], def[32];
-  snprintf(got, sizeof got, "%g", v);
-  snprintf(def, sizeof def, "%g", kd->def);
-  if (kd->type == MT_CT_BOOL) {
-    snprintf(got, sizeof got, "%s", v != 0 ? "true" : "false");
-    snprintf(def, sizeof def, "%s", kd->def != 0 ? "true" : "false");
-  }
-  return mt_cfg_fail(c, k,
-                     "%s has no effect with position_embedding_type \"%s\" (expected "
-                     "position_embedding_type \"rope\", or the default %s)",
-                     got, m->position_embedding_type, def);
-}
-
-/* The Llama-style block options (docs/model.md): Megatron's rules, and
- * refusals of settings that would silently change nothing. */
-static int check_block(mt_cfg_ctx *c, const mt_config *cfg) {
-  const mt_model_config *m = &cfg->model;
-  const int tp = cfg->parallel.tensor_model_parallel_size;
-  const int np = m->num_attention_heads, ng = m->num_query_groups, hn = m->kv_channels;
-  if (strcmp(m->position_embedding_type, "rope") != 0) {
-    if (rope_only(c, m, "model.rotary_base", m->rotary_base) ||
-        rope_only(c, m, "model.rotary_percent", m->rotary_percent) ||
-        rope_only(c, m, "model.rotary_interleaved", m->rotary_interleaved))
-      return 2;
-  } else {
-    /* Megatron's RotaryEmbedding: dim = int(kv_channels * rotary_percent)
-     * when rotary_percent < 1; it rotates dim / 2 channel pairs. */
-    int d = mt_rotary_dim(hn, m->rotary_percent);
-    const char *k = m->rotary_percent < 1.0f ? "model.rotary_percent" : "model.kv_channels";
-    if (d < 2 || d % 2)
-      return mt_cfg_fail(c, key(k),
-                         "kv_channels (%d) x rotary_percent (%g) gives %d rotated channels "
-                         "(expected an even number >= 2: RoPE turns channel pairs)",
-                         hn, (double)m->rotary_percent, d);
-  }
-  if (!m->group_query_attention && ng != np)
-    return mt_cfg_fail(c, key("model.num_query_groups"),
-                       "%d needs model.group_query_attention true (expected num_attention_heads "
-                       "%d without it: every head has its own K/V; Megatron would ignore the key)",
-                       ng, np);
-  if (ng > np || np % ng)
-    return mt_cfg_fail(c, key("model.num_query_groups"),
-                       "%d does not divide num_attention_heads %d (expected a divisor: each K/V "
-                       "group serves num_attention_heads / num_query_groups query heads)",
-                       ng, np);
-  if (ng % tp)
-    return mt_cfg_fail(c, key("model.num_query_groups"),
-                       "%d K/V group(s)%s cannot be split over tensor_model_parallel_size %d "
-                       "(expected a multiple of tp: each rank holds whole groups; replicating "
-                       "K/V heads over ranks is not implemented)",
-                       ng, c->present[key("model.num_query_groups")] ? "" : " (the default: MQA)",
-                       tp);
-  if (m->qk_layernorm && hn < 2)
-    return mt_cfg_fail(c, key("model.qk_layernorm"),
-                       "needs kv_channels >= 2 (got %d: normalising a single channel makes "
-                       "every query and key a constant)",
-                       hn);
+static int r_nccl_device(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (!strcmp(cfg->parallel.distributed_backend, "nccl") && strcmp(cfg->device, "cuda"))
+    return mt_cfg_fail(c, key("parallel.distributed_backend"),
+                       "\"nccl\" with device \"%s\" (NCCL runs on GPUs; expected \"mpi\", or "
+                       "device \"cuda\")",
+                       cfg->device);
   return 0;
 }
 
-/* Router options that would silently do nothing (docs/moe.md "Router
- * options"); the group-limited routing sizes are checked in check_moe. */
-static int check_moe_router(mt_cfg_ctx *c, const mt_model_config *m) {
-  const int sigmoid = !strcmp(m->moe_router_score_function, "sigmoid");
-  if (sigmoid && m->moe_router_pre_softmax)
-    return mt_cfg_fail(c, key("model.moe_router_pre_softmax"),
-                       "has no effect with moe_router_score_function \"sigmoid\" (expected false: "
-                       "the sigmoid scores are always taken before the top-k)");
-  /* a rate other than the default: the canonical JSON of a resolved config
-   * (mt_config.json: checkpoints, `plan --sweep`) carries the default 1e-3,
-   * and must load again */
-  if (!m->moe_router_enable_expert_bias && c->present[key("model.moe_router_bias_update_rate")] &&
-      m->moe_router_bias_update_rate != 1e-3f)
-    return mt_cfg_fail(c, key("model.moe_router_bias_update_rate"),
-                       "has no effect without model.moe_router_enable_expert_bias (expected "
-                       "moe_router_enable_expert_bias true, or no update rate)");
-  if (!strcmp(m->moe_router_load_balancing_type, "none") && m->moe_aux_loss_coeff > 0)
-    return mt_cfg_fail(c, key("model.moe_aux_loss_coeff"),
-                       "%g has no effect with moe_router_load_balancing_type \"none\" (expected 0, "
-                       "or aux_loss|seq_aux_loss|global_aux_loss)",
-                       (double)m->moe_aux_loss_coeff);
+static int r_cp_comm_type(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (strcmp(cfg->parallel.cp_comm_type, "p2p") != 0)
+    return mt_cfg_fail(c, key("parallel.cp_comm_type"),
+                       "\"%s\" is not implemented (expected \"p2p\": K/V blocks travel around "
+                       "the context-parallel ring; Megatron's a2a, allgather and a2a+p2p are not "
+                       "available)",
+                       cfg->parallel.cp_comm_type);
   return 0;
 }
 
-static int check_moe(mt_cfg_ctx *c, const mt_config *cfg, int world) {
-  const mt_model_config *m = &cfg->model;
+static int r_world(mt_cfg_ctx *c, mt_config *cfg, int world) {
   const mt_parallel_config *p = &cfg->parallel;
-  int ep = p->expert_model_parallel_size, etp = p->expert_tensor_parallel_size;
-  int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
-  if (m->num_experts == 0) {
-    if (ep > 1)
-      return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
-                         "%d needs model.num_experts > 0 (expected 1 for a dense model)", ep);
-    return 0;
+  const int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
+  const int cp = p->context_parallel_size;
+  if (data_parallel(cfg, world)) return 0;
+  if (cp > 1)
+    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
+                       "tensor_model_parallel_size (%d) x context_parallel_size (%d) x "
+                       "pipeline_model_parallel_size (%d) = %lld does not divide the world size %d "
+                       "(expected the number of ranks to be a multiple of tp x cp x pp; "
+                       "data-parallel size = world / (tp x cp x pp))",
+                       tp, cp, pp, (long long)tp * cp * pp, world);
+  return mt_cfg_fail(c,
+                     key(tp == 1 ? "parallel.pipeline_model_parallel_size"
+                                 : "parallel.tensor_model_parallel_size"),
+                     "tensor_model_parallel_size (%d) x pipeline_model_parallel_size (%d) = %lld "
+                     "does not divide the world size %d (expected the number of ranks to be a "
+                     "multiple of tp x pp; data-parallel size = world / (tp x pp))",
+                     tp, pp, (long long)tp * pp, world);
+}
+
+/* Context parallelism (Megatron's validate_args and its CP attention):
+ * seq_length a multiple of 2·cp (the load-balanced chunks), and of 2·cp·tp
+ * with sequence parallelism (each chunk is cut again over tp). Megatron
+ * asserts the first; the second is its SP rule (seq_length % tp) applied to
+ * the chunks. */
+static int r_cp_chunks(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const int cp = cfg->parallel.context_parallel_size, s = cfg->model.seq_length;
+  if (cp > 1 && s % (2 * cp))
+    return mt_cfg_fail(c, key("model.seq_length"),
+                       "%d is not divisible by 2 x context_parallel_size = %d (expected a multiple: "
+                       "each sequence is cut into 2·cp chunks, CP rank r holds chunks r and "
+                       "2cp-1-r)",
+                       s, 2 * cp);
+  return 0;
+}
+
+static int r_cp_chunks_sp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  const int cp = p->context_parallel_size, tp = p->tensor_model_parallel_size;
+  const int s = cfg->model.seq_length;
+  if (cp > 1 && p->sequence_parallel && tp > 1 && s % (2 * cp * tp))
+    return mt_cfg_fail(c, key("model.seq_length"),
+                       "%d is not divisible by 2 x context_parallel_size x "
+                       "tensor_model_parallel_size = %d (expected a multiple with "
+                       "sequence_parallel: the two chunks of s/(2·cp) tokens of a CP rank are split "
+                       "further over tp)",
+                       s, 2 * cp * tp);
+  return 0;
+}
+
+static int r_heads_hidden(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (!c->kv_given && m->hidden_size % m->num_attention_heads)
+    return mt_cfg_fail(c, key("model.num_attention_heads"),
+                       "hidden_size (%d) is not divisible by num_attention_heads (%d) (expected a "
+                       "divisor of hidden_size, or model.kv_channels set explicitly)",
+                       m->hidden_size, m->num_attention_heads);
+  return 0;
+}
+
+static int r_heads_tp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const int tp = cfg->parallel.tensor_model_parallel_size, h = cfg->model.num_attention_heads;
+  if (h % tp)
+    return mt_cfg_fail(c, key("model.num_attention_heads"),
+                       "%d heads cannot be split over tensor_model_parallel_size %d (expected a "
+                       "multiple of tp)",
+                       h, tp);
+  return 0;
+}
+
+static int r_ffn_tp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const int tp = cfg->parallel.tensor_model_parallel_size, f = cfg->model.ffn_hidden_size;
+  if (f % tp)
+    return mt_cfg_fail(c, key("model.ffn_hidden_size"),
+                       "%d is not divisible by tensor_model_parallel_size %d (expected a multiple "
+                       "of tp)",
+                       f, tp);
+  return 0;
+}
+
+static int stage_key(const mt_parallel_config *p) {
+  return key(p->num_layers_in_first_pipeline_stage > 0 ? "parallel.num_layers_in_first_pipeline_stage"
+                                                       : "parallel.num_layers_in_last_pipeline_stage");
+}
+
+static int r_stages_vpp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  const int nf = p->num_layers_in_first_pipeline_stage, nl = p->num_layers_in_last_pipeline_stage;
+  if ((nf > 0 || nl > 0) && p->virtual_pipeline_model_parallel_size > 1)
+    return mt_cfg_fail(c, stage_key(p),
+                       "uneven pipeline stages are not supported with the interleaved schedule "
+                       "(expected virtual_pipeline_model_parallel_size 1)");
+  return 0;
+}
+
+static int r_stages_share(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  const int nf = p->num_layers_in_first_pipeline_stage, nl = p->num_layers_in_last_pipeline_stage;
+  const int pp = p->pipeline_model_parallel_size, L = cfg->model.num_layers;
+  if (nf <= 0 && nl <= 0) return 0;
+  /* stages without an explicit count share the remaining layers equally */
+  int n_free = pp - (nf > 0) - (nl > 0);
+  int rest = L - (nf > 0 ? nf : 0) - (nl > 0 ? nl : 0);
+  if (rest < 0 || (n_free == 0 && rest != 0) || (n_free > 0 && (rest % n_free || rest == 0)))
+    return mt_cfg_fail(c, stage_key(p),
+                       "first %d + last %d layers leave %d of num_layers %d for %d other "
+                       "stage(s) (expected an equal positive share per stage)",
+                       nf, nl, rest, L, n_free);
+  return 0;
+}
+
+static int r_layers_pp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  const int pp = p->pipeline_model_parallel_size, L = cfg->model.num_layers;
+  if (p->num_layers_in_first_pipeline_stage <= 0 && p->num_layers_in_last_pipeline_stage <= 0 &&
+      L % pp)
+    return mt_cfg_fail(c, key("model.num_layers"),
+                       "%d layers cannot be split over pipeline_model_parallel_size %d (expected "
+                       "a multiple of pp, or parallel.num_layers_in_first/last_pipeline_stage)",
+                       L, pp);
+  return 0;
+}
+
+static int r_layers_vpp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  const int pp = p->pipeline_model_parallel_size, vpp = p->virtual_pipeline_model_parallel_size;
+  const int L = cfg->model.num_layers;
+  if (p->num_layers_in_first_pipeline_stage <= 0 && p->num_layers_in_last_pipeline_stage <= 0 &&
+      L % ((int64_t)pp * vpp))
+    return mt_cfg_fail(c, key("parallel.virtual_pipeline_model_parallel_size"),
+                       "num_layers (%d) is not divisible by pipeline_model_parallel_size (%d) x "
+                       "virtual_pipeline_model_parallel_size (%d) (expected equal chunks)",
+                       L, pp, vpp);
+  return 0;
+}
+
+/* a limit of the trainer, checked here so that `megatrain plan` / --sweep
+ * and `megatrain topology` refuse the same layouts training refuses */
+static int r_zero_pp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  if (p->zero_stage >= 2 && p->pipeline_model_parallel_size > 1)
+    return mt_cfg_fail(c, key("parallel.zero_stage"),
+                       "zero_stage %d with pipeline parallelism is not implemented yet "
+                       "(pipeline_model_parallel_size %d): use zero_stage 0 or 1 with pipelines",
+                       p->zero_stage, p->pipeline_model_parallel_size);
+  return 0;
+}
+
+static int r_seq_positions(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (m->seq_length > m->max_position_embeddings)
+    return mt_cfg_fail(c, key("model.seq_length"),
+                       "%d is larger than max_position_embeddings %d (expected seq_length <= "
+                       "max_position_embeddings)",
+                       m->seq_length, m->max_position_embeddings);
+  return 0;
+}
+
+static int r_sp_tp1(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  mt_parallel_config *p = &cfg->parallel;
+  if (p->sequence_parallel && p->tensor_model_parallel_size == 1) {
+    p->sequence_parallel = 0;
+    mt_cfg_note(c, "parallel.sequence_parallel: ignored because tensor_model_parallel_size is 1 "
+                   "(as in Megatron)");
   }
-  if (m->moe_router_topk > m->num_experts)
-    return mt_cfg_fail(c, key("model.moe_router_topk"),
-                       "%d is more than num_experts %d (expected 1..num_experts)",
-                       m->moe_router_topk, m->num_experts);
-  if (m->num_experts % ep)
-    return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
-                       "%d does not divide num_experts %d (expected a divisor of num_experts)", ep,
-                       m->num_experts);
-  int64_t egroup = (int64_t)etp * ep * pp;
-  if (world % egroup)
-    return mt_cfg_fail(c, key("parallel.expert_model_parallel_size"),
-                       "expert_tensor_parallel_size (%d) x expert_model_parallel_size (%d) x "
-                       "pipeline_model_parallel_size (%d) = %lld does not divide the world size "
-                       "%d (expected a divisor)",
-                       etp, ep, pp, (long long)egroup, world);
-  if (m->moe_ffn_hidden_size % etp)
-    return mt_cfg_fail(c, key("model.moe_ffn_hidden_size"),
-                       "%d is not divisible by expert_tensor_parallel_size %d (expected a "
-                       "multiple)",
-                       m->moe_ffn_hidden_size, etp);
-  if (etp > 1 && m->add_bias_linear)
-    return mt_cfg_fail(c, key("model.add_bias_linear"),
-                       "true is not supported with MoE and expert_tensor_parallel_size %d "
-                       "(expected false: as in Megatron, expert biases need "
-                       "expert_tensor_parallel_size 1)",
-                       etp);
-  /* Megatron requires SP for ep > 1 with tp > 1; this build also for ep = 1,
-   * since each TP rank routes and dispatches its own sequence shard */
-  if (tp > 1 && !p->sequence_parallel)
+  return 0;
+}
+
+static int r_sp_seq(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const int tp = cfg->parallel.tensor_model_parallel_size, s = cfg->model.seq_length;
+  if (cfg->parallel.sequence_parallel && s % tp)
     return mt_cfg_fail(c, key("parallel.sequence_parallel"),
-                       "must be true for MoE (model.num_experts %d) with "
-                       "tensor_model_parallel_size %d (expected true: each TP rank routes its "
-                       "own sequence shard; Megatron requires it when expert_model_parallel_size "
-                       "> 1 too)",
-                       m->num_experts, tp);
-  if (m->moe_layer_pattern_len > 0 && m->moe_layer_pattern_len != m->num_layers)
-    return mt_cfg_fail(c, key("model.moe_layer_freq"),
-                       "list has %d entries but num_layers is %d (expected one 0/1 entry per "
-                       "layer)",
-                       m->moe_layer_pattern_len, m->num_layers);
-  const int E = m->num_experts, k = m->moe_router_topk;
-  const int ng = m->moe_router_num_groups, gk = m->moe_router_group_topk;
-  if (gk && !ng)
-    return mt_cfg_fail(c, key("model.moe_router_group_topk"),
-                       "%d needs model.moe_router_num_groups (expected both set for "
-                       "group-limited routing, or both null)",
-                       gk);
-  if (ng && !gk)
-    return mt_cfg_fail(c, key("model.moe_router_num_groups"),
-                       "%d needs model.moe_router_group_topk (expected both set for "
-                       "group-limited routing, or both null)",
-                       ng);
-  if (ng) {
-    if (E % ng)
-      return mt_cfg_fail(c, key("model.moe_router_num_groups"),
-                         "%d does not divide num_experts %d (expected equal-sized expert groups)",
-                         ng, E);
-    if (gk > ng)
-      return mt_cfg_fail(c, key("model.moe_router_group_topk"),
-                         "%d is more than moe_router_num_groups %d (expected 1..num_groups)", gk,
-                         ng);
-    if (k < gk || k > gk * (E / ng))
-      return mt_cfg_fail(c, key("model.moe_router_topk"),
-                         "%d cannot be picked from moe_router_group_topk %d group(s) of %d "
-                         "experts (expected group_topk <= topk <= group_topk x "
-                         "num_experts / num_groups = %d)",
-                         k, gk, E / ng, gk * (E / ng));
+                       "seq_length (%d) is not divisible by tensor_model_parallel_size (%d) "
+                       "(expected a multiple of tp with sequence parallelism)",
+                       s, tp);
+  return 0;
+}
+
+static int r_batch(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  const mt_training_config *t = &cfg->training;
+  const int dp = data_parallel(cfg, world);
+  int64_t per_step = (int64_t)t->micro_batch_size * dp;
+  if (t->global_batch_size % per_step)
+    return mt_cfg_fail(c, key("training.global_batch_size"),
+                       "%d is not divisible by micro_batch_size (%d) x data-parallel size (%d) = "
+                       "%lld (expected a multiple of it)",
+                       t->global_batch_size, t->micro_batch_size, dp, (long long)per_step);
+  return 0;
+}
+
+static int r_batch_interleaved(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  const mt_training_config *t = &cfg->training;
+  const int pp = cfg->parallel.pipeline_model_parallel_size;
+  const int vpp = cfg->parallel.virtual_pipeline_model_parallel_size;
+  const int64_t n_micro = t->global_batch_size / ((int64_t)t->micro_batch_size *
+                                                  data_parallel(cfg, world));
+  if (vpp > 1 && n_micro % pp)
+    return mt_cfg_fail(c, key("training.global_batch_size"),
+                       "gives %lld micro-batches per step, which the interleaved schedule "
+                       "(virtual_pipeline_model_parallel_size %d) needs to be a multiple of "
+                       "pipeline_model_parallel_size %d",
+                       (long long)n_micro, vpp, pp);
+  return 0;
+}
+
+static int r_recompute_layers(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  const int per_stage = m->num_layers / cfg->parallel.pipeline_model_parallel_size;
+  if (!strcmp(m->recompute_granularity, "full") && m->recompute_num_layers > per_stage)
+    return mt_cfg_fail(c, key("model.recompute_num_layers"),
+                       "%d is more than the %d layers of a pipeline stage (expected 1..%d)",
+                       m->recompute_num_layers, per_stage, per_stage);
+  return 0;
+}
+
+static const mt_cfg_rule k_layout[] = {
+    {"model.ffn_hidden_size", r_ffn_swiglu,
+     "`model.ffn_hidden_size` derived for `swiglu` (⌊8 × `hidden_size` / 3 / 64⌋ × 64) is at "
+     "least 1: `hidden_size` ≥ 24, or `ffn_hidden_size` given",
+     "1: model.swiglu=true; model.hidden_size=16", 0, 1},
+    {"model.layernorm_epsilon", r_norm_epsilon,
+     "`model.layernorm_epsilon` (the older name) and `norm_epsilon`, when both given, are equal",
+     "1: model.norm_epsilon=1e-6; model.layernorm_epsilon=1e-5", 0, 0},
+    {"parallel.distributed_backend", r_nccl_device,
+     "`parallel.distributed_backend` `nccl` needs `device` `cuda`",
+     "1: parallel.distributed_backend=nccl", 0, 0},
+    {"parallel.cp_comm_type", r_cp_comm_type,
+     "`parallel.cp_comm_type` is `p2p`, the only one implemented",
+     "2: parallel.context_parallel_size=2; parallel.cp_comm_type=a2a", 0, 0},
+    {"*", mt_cfg_check_needs,
+     "a key given (at any value but `null`, its default included) while the setting it needs "
+     "does not hold is refused, naming the key and the one that would enable it: the table "
+     "[Keys that need another setting](#keys-that-need-another-setting) below",
+     "1: model.moe_router_topk=2", 0, 0},
+    {"parallel.context_parallel_size parallel.tensor_model_parallel_size "
+     "parallel.pipeline_model_parallel_size",
+     r_world,
+     "tp × cp × pp divides the world (dp = world / (tp × cp × pp)); the message names "
+     "`context_parallel_size` when cp > 1, else `tensor_model_parallel_size` (tp > 1) or "
+     "`pipeline_model_parallel_size`",
+     "3: parallel.tensor_model_parallel_size=2", 0, 0},
+    {"model.seq_length", r_cp_chunks,
+     "with cp > 1, 2 × cp divides `model.seq_length` (the 2·cp load-balanced chunks)",
+     "3: parallel.context_parallel_size=3", 0, 0},
+    {"model.seq_length", r_cp_chunks_sp,
+     "with cp > 1 and sequence parallelism (tp > 1), 2 × cp × tp divides `model.seq_length`",
+     "8: parallel.context_parallel_size=2; parallel.tensor_model_parallel_size=4; "
+     "parallel.sequence_parallel=true; model.seq_length=24",
+     0, 0},
+    {"model.num_attention_heads", r_heads_hidden,
+     "`model.num_attention_heads` divides `hidden_size` unless `kv_channels` is given",
+     "1: model.num_attention_heads=5", 0, 0},
+    {"model.num_attention_heads", r_heads_tp, "tp divides `model.num_attention_heads`",
+     "2: parallel.tensor_model_parallel_size=2; model.num_attention_heads=1", 0, 0},
+    {"model.ffn_hidden_size", r_ffn_tp, "tp divides `model.ffn_hidden_size`",
+     "2: parallel.tensor_model_parallel_size=2; model.ffn_hidden_size=33", 0, 0},
+    {"parallel.num_layers_in_first_pipeline_stage parallel.num_layers_in_last_pipeline_stage",
+     r_stages_vpp,
+     "uneven stages (`parallel.num_layers_in_first/last_pipeline_stage`) are not combined with "
+     "the interleaved schedule (vpp > 1)",
+     "4: parallel.pipeline_model_parallel_size=2; parallel.virtual_pipeline_model_parallel_size=2; "
+     "parallel.num_layers_in_first_pipeline_stage=1; model.num_layers=4",
+     0, 0},
+    {"parallel.num_layers_in_first_pipeline_stage parallel.num_layers_in_last_pipeline_stage",
+     r_stages_share,
+     "with uneven stages, the layers left after the first and last stage's counts split into "
+     "an equal positive share for every other stage (none left when pp = 2)",
+     "2: parallel.pipeline_model_parallel_size=2; parallel.num_layers_in_first_pipeline_stage=2",
+     0, 0},
+    {"model.num_layers", r_layers_pp, "without uneven stages, pp divides `model.num_layers`",
+     "3: parallel.pipeline_model_parallel_size=3", 0, 0},
+    {"parallel.virtual_pipeline_model_parallel_size", r_layers_vpp,
+     "without uneven stages, pp × vpp divides `num_layers` (equal model chunks)",
+     "2: parallel.pipeline_model_parallel_size=2; parallel.virtual_pipeline_model_parallel_size=2",
+     0, 0},
+    {"parallel.zero_stage", r_zero_pp,
+     "`parallel.zero_stage` ≥ 2 needs pp = 1 (a limit of this build's trainer, checked here so "
+     "that `megatrain plan`, `--sweep` and `megatrain topology` refuse what training refuses)",
+     "4: parallel.pipeline_model_parallel_size=2; parallel.zero_stage=2", 0, 0},
+    {"model.seq_length", r_seq_positions, "`model.seq_length` ≤ `max_position_embeddings`",
+     "1: model.max_position_embeddings=16", 0, 0},
+    {"parallel.sequence_parallel", r_sp_tp1,
+     "`parallel.sequence_parallel` with tp = 1 is turned off with a note in `mt_config.notes` "
+     "(as Megatron does)",
+     "1: parallel.sequence_parallel=true", 1, 0},
+    {"parallel.sequence_parallel", r_sp_seq,
+     "with `parallel.sequence_parallel`, tp divides `seq_length`",
+     "4: parallel.tensor_model_parallel_size=4; parallel.sequence_parallel=true; "
+     "model.seq_length=30",
+     0, 0},
+    {"training.global_batch_size", r_batch,
+     "`training.global_batch_size` is a multiple of `micro_batch_size` × dp",
+     "1: training.global_batch_size=3", 0, 0},
+    {"training.global_batch_size", r_batch_interleaved,
+     "with the interleaved schedule (vpp > 1), the micro-batches per step "
+     "(`global_batch_size` / (`micro_batch_size` × dp)) are a multiple of pp",
+     "2: parallel.pipeline_model_parallel_size=2; parallel.virtual_pipeline_model_parallel_size=2; "
+     "model.num_layers=4; training.global_batch_size=2",
+     0, 0},
+    {"model.recompute_num_layers", r_recompute_layers,
+     "`model.recompute_num_layers` ≤ `num_layers` / pp (with `full` recomputation, the only one "
+     "it applies to)",
+     "1: model.recompute_granularity=full; model.recompute_num_layers=3", 0, 0},
+};
+
+const mt_cfg_rule *mt_cfg_rules_layout(int *n) {
+  *n = (int)(sizeof k_layout / sizeof k_layout[0]);
+  return k_layout;
+}
+
+int mt_cfg_nrules(void) {
+  int a, b, d, s;
+  mt_cfg_rules_layout(&a);
+  mt_cfg_rules_model(&b);
+  mt_cfg_rules_data(&d);
+  mt_cfg_rules_train(&s);
+  return a + b + d + s;
+}
+
+const mt_cfg_rule *mt_cfg_rule_at(int i) {
+  int a, b, d, s;
+  const mt_cfg_rule *la = mt_cfg_rules_layout(&a), *mo = mt_cfg_rules_model(&b),
+                    *da = mt_cfg_rules_data(&d), *sc = mt_cfg_rules_train(&s);
+  return i < a           ? &la[i]
+         : i < a + b     ? &mo[i - a]
+         : i < a + b + d ? &da[i - a - b]
+         : i < a + b + d + s ? &sc[i - a - b - d]
+                             : NULL;
+}
+
+/* Run the rules of one phase in order; 0 or 2 (c->rule = the failing one). */
+static int run_rules(mt_cfg_ctx *c, mt_config *cfg, int world, int before_ranges) {
+  const int n = mt_cfg_nrules();
+  for (int i = 0; i < n; i++) {
+    const mt_cfg_rule *r = mt_cfg_rule_at(i);
+    if (r->before_ranges != before_ranges) continue;
+    const size_t notes = strlen(c->notes);
+    if (r->check(c, cfg, world)) {
+      c->rule = i;
+      return 2;
+    }
+    if (strlen(c->notes) != notes) c->rule = i; /* a note rule that noted */
   }
-  int rc = check_moe_router(c, m);
-  if (rc) return rc;
-  if (m->moe_shared_expert_intermediate_size % tp)
-    return mt_cfg_fail(c, key("model.moe_shared_expert_intermediate_size"),
-                       "%d is not divisible by tensor_model_parallel_size %d (expected a "
-                       "multiple: the shared expert is split over TP like the dense MLP)",
-                       m->moe_shared_expert_intermediate_size, tp);
-  if (m->moe_pad_expert_input_to_capacity && !(m->moe_expert_capacity_factor > 0))
-    return mt_cfg_fail(c, key("model.moe_pad_expert_input_to_capacity"),
-                       "needs model.moe_expert_capacity_factor > 0 (expected false when dropless)");
   return 0;
 }
 
@@ -531,49 +567,12 @@ int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
 
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (world_size < 1) world_size = 1;
-  mt_model_config *m = &cfg->model;
-  const int kv_given = m->kv_channels != 0, ffn_given = m->ffn_hidden_size != 0;
+  c->rule = -1;
+  c->kv_given = cfg->model.kv_channels != 0;
+  c->ffn_given = cfg->model.ffn_hidden_size != 0;
+  if (c->saved) mt_cfg_drop_dead(c, cfg);
   mt_cfg_derive(cfg, world_size);
-  if (resolve_norm_epsilon(c, m)) return 2;
-  if (!ffn_given && m->swiglu && m->ffn_hidden_size == 0 && m->hidden_size >= 1)
-    return mt_cfg_fail(c, key("model.ffn_hidden_size"),
-                       "derived as 0 for swiglu with hidden_size %d (Megatron's rule "
-                       "floor(8 x hidden_size / 3 / 64) x 64; expected hidden_size >= 24 or "
-                       "ffn_hidden_size set explicitly)",
-                       m->hidden_size);
-  if (check_ranges(c, cfg) || check_split(c, cfg->data.split) ||
-      check_data_keys(c, &cfg->data) || mt_cfg_check_data_paths(c, cfg))
-    return 2;
-  if (!strcmp(cfg->parallel.distributed_backend, "nccl") && strcmp(cfg->device, "cuda"))
-    return mt_cfg_fail(c, key("parallel.distributed_backend"),
-                       "\"nccl\" with device \"%s\" (NCCL runs on GPUs; expected \"mpi\", or "
-                       "device \"cuda\")",
-                       cfg->device);
-  if (check_layout(c, cfg, world_size, kv_given) || check_block(c, cfg) ||
-      check_moe(c, cfg, world_size))
-    return 2;
-  if (cfg->data.reset_position_ids && strcmp(m->position_embedding_type, "learned_absolute"))
-    return mt_cfg_fail(c, key("data.reset_position_ids"),
-                       "true has no effect with position_embedding_type \"%s\" (it resets the "
-                       "learned absolute positions; expected position_embedding_type "
-                       "\"learned_absolute\", or false)",
-                       m->position_embedding_type);
-  const mt_training_config *t = &cfg->training;
-  if (t->finetune && !cfg->checkpoint.load[0])
-    note(c, "training.finetune is true but checkpoint.load is not set: finetune has no effect, "
-            "the model trains from scratch (as in Megatron)");
-  if (t->min_lr > t->lr)
-    return mt_cfg_fail(c, key("training.min_lr"), "%g is larger than lr %g (expected min_lr <= lr)",
-                       (double)t->min_lr, (double)t->lr);
-  if (t->override_opt_param_scheduler && t->use_checkpoint_opt_param_scheduler)
-    return mt_cfg_fail(c, key("training.override_opt_param_scheduler"),
-                       "true together with training.use_checkpoint_opt_param_scheduler true "
-                       "(expected at most one of the two: override = this config's LR schedule "
-                       "wins on resume, use_checkpoint = the checkpoint's; Megatron asserts the "
-                       "same)");
-  if (t->lr_warmup_iters > t->lr_decay_iters)
-    return mt_cfg_fail(c, key("training.lr_warmup_iters"),
-                       "%lld is larger than lr_decay_iters %lld (expected warmup <= decay iters)",
-                       (long long)t->lr_warmup_iters, (long long)t->lr_decay_iters);
-  return mt_cfg_check_schedule(c, cfg);
+  if (run_rules(c, cfg, world_size, 1)) return 2;
+  if (check_ranges(c, cfg) || check_split(c, cfg->data.split)) return 2;
+  return run_rules(c, cfg, world_size, 0);
 }

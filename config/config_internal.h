@@ -1,9 +1,16 @@
 /* config/config_internal.h — private to the config/ sources: the key table
  * (config_table.c: one row per config key holding section, name, type, where
- * it lives in mt_config, flags, range, default, the Megatron flag it mirrors
- * and a one-line description) and the validation context shared by the
- * loader (config.c), the checks (config_check.c), the canonical JSON writer
- * (config_keys.c) and the docs/config.md generator (tests/support/config_doc.c). */
+ * it lives in mt_config, flags, range, default, the Megatron flag it mirrors,
+ * a one-line description and the setting it needs to have an effect), the
+ * table of consistency rules (config_check.c, config_rules_model.c,
+ * config_rules_data.c, config_rules_train.c: each rule's check, its text in
+ * docs/config.md and a config that breaks it) and the validation context
+ * shared by the loader (config.c), the checks, the rule on keys without
+ * effect (config_needs.c), the messages (config_msg.c), the canonical JSON writer (config_keys.c) and
+ * the docs/config.md generator (tests/support/config_doc.c). Inside the
+ * folder the files call down only: config.c -> config_check.c ->
+ * config_rules_model.c / config_rules_data.c / config_rules_train.c /
+ * config_needs.c -> config_msg.c, config_table.c (make check-layers). */
 #ifndef MT_CONFIG_CONFIG_INTERNAL_H
 #define MT_CONFIG_CONFIG_INTERNAL_H
 
@@ -49,6 +56,11 @@ typedef struct {
                            the rule, as docs/config.md shows it */
   const char *megatron; /* the Megatron-LM (or DeepSpeed) option it mirrors, markdown */
   const char *doc;      /* one-line description, markdown */
+  const char *needs;    /* NULL, or the setting without which the key has no effect:
+                           "section.key" (true / non-zero / non-empty), "section.key=V",
+                           "section.key!=V" or "section.key>N" (a path list: set, or
+                           "=null" for not set); the key named may need another in
+                           turn (config_needs.c) */
 } mt_cfg_key;
 
 enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 160 };
@@ -66,7 +78,78 @@ typedef struct {
   unsigned char present[MT_CFG_MAX_KEYS];    /* 1: key given, 2: given as null */
   unsigned char overridden[MT_CFG_MAX_KEYS]; /* key came from --set */
   char notes[512];  /* notes collected for mt_config.notes */
+  int saved;        /* the text is a config megatrain wrote: its keys without effect are
+                       dropped (reset to the default), not refused */
+  int kv_given, ffn_given; /* model.kv_channels / ffn_hidden_size given non-zero */
+  int rule;         /* index of the rule whose check failed or noted last, -1: none */
 } mt_cfg_ctx;
+
+/* ---- keys that need another setting (config_needs.c) ---- */
+
+/* 1 when key k has an effect under cfg: its `needs` holds, and so does the
+ * `needs` of the key named there, and so on. Else 0 and *blocker (may be
+ * NULL) = the key whose setting is missing (the first one up the chain whose
+ * condition fails is named by the condition: its key). Keys without `needs`
+ * apply. */
+int mt_cfg_applies(const mt_config *cfg, int k, int *blocker);
+/* The rule: a key given (present == 1) that does not apply is refused,
+ * naming it, the key that would enable it and its value. Returns 0 or 2. */
+int mt_cfg_check_needs(mt_cfg_ctx *c, mt_config *cfg, int world);
+/* With c->saved: keys of the text (not from --set) that do not apply are
+ * reset to their default and marked absent (a config written by an older
+ * build lists every key). */
+void mt_cfg_drop_dead(mt_cfg_ctx *c, mt_config *cfg);
+/* One `needs` condition: the key it names, the operator (0: true /
+ * non-zero / non-empty, '=', '!' for "!=", '>') and the operand text. */
+typedef struct {
+  int key;
+  char op;
+  char val[64];
+} mt_cfg_need;
+/* Parse key k's `needs` into *c: 0, or -1 when k has none or it does not
+ * parse (the unit test checks every row). */
+int mt_cfg_need_of(int k, mt_cfg_need *c);
+/* What c asks for: md 0 for messages ("model.num_experts > 0",
+ * "model.position_embedding_type \"rope\""), 1 for docs/config.md
+ * ("`model.num_experts` > 0"). */
+void mt_cfg_need_text(const mt_cfg_need *c, int md, char *buf, size_t n);
+
+/* ---- consistency rules ---- */
+
+typedef struct {
+  const char *keys;    /* the key(s) its message names, "section.key", space-separated */
+  int (*check)(mt_cfg_ctx *c, mt_config *cfg, int world); /* 0, or 2 with the message */
+  const char *doc;     /* the rule as docs/config.md states it, markdown */
+  const char *example; /* a config that breaks it: "WORLD: section.key=value; ..." as --set
+                          on MT_CFG_RULE_BASE (tests/unit/config/test_config_rules.c) */
+  int note;            /* 1: the rule adjusts the config and adds a note instead of failing */
+  int before_ranges;   /* 1: checked before the per-key ranges */
+} mt_cfg_rule;
+
+/* The config every rule's example applies its --set list to. */
+#define MT_CFG_RULE_BASE                                                                    \
+  "{\"model\": {\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "        \
+  "\"seq_length\": 32}, \"training\": {\"micro_batch_size\": 2, \"train_iters\": 10, "       \
+  "\"lr\": 1e-3}, \"data\": {\"data_path\": \"x\"}}"
+
+/* All rules, in the order they are checked (groups of config_check.c,
+ * config_rules_model.c, config_rules_data.c, config_rules_train.c); *n =
+ * how many. */
+const mt_cfg_rule *mt_cfg_rule_at(int i);
+int mt_cfg_nrules(void);
+const mt_cfg_rule *mt_cfg_rules_layout(int *n);
+const mt_cfg_rule *mt_cfg_rules_model(int *n);
+const mt_cfg_rule *mt_cfg_rules_data(int *n);
+const mt_cfg_rule *mt_cfg_rules_train(int *n);
+
+/* Note `msg` (collected into mt_config.notes). */
+void mt_cfg_note(mt_cfg_ctx *c, const char *msg);
+
+/* The whole load into the context (mt_config_load_string runs this; the
+ * unit tests read c->rule): parse, overrides, walk, checks, canonical JSON.
+ * Returns 0 or 2. */
+int mt_cfg_load_ctx(mt_cfg_ctx *c, mt_config *cfg, const char *json,
+                    const char *const *overrides, int n_overrides, int world_size);
 
 /* Index of key `name` in section `sec`, or -1. */
 int mt_cfg_find_key(int sec, const char *name);
@@ -88,6 +171,8 @@ const void *mt_cfg_cfield(const mt_config *cfg, int k);
 /* Write every key's default from the table into cfg (all other bytes 0);
  * derived keys stay 0 (= derive). */
 void mt_cfg_apply_defaults(mt_config *cfg);
+/* The same for key k alone. */
+void mt_cfg_apply_default(mt_config *cfg, int k);
 
 /* Fill the derived keys that are 0 (absent, null or 0) from the others, for
  * world_size ranks (< 1 is taken as 1). */
@@ -96,13 +181,9 @@ void mt_cfg_derive(mt_config *cfg, int world_size);
 /* Fill derived defaults, check ranges and cross-key consistency given
  * world_size ranks. Returns 0 or 2 (message in c). */
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size);
-/* Parts of mt_cfg_check (config_check_train.c): the optimizer schedule keys
- * (resolves nothing; 2 with a message on a bad combination) and the data
- * paths (data_path or train/valid/test_data_path). */
-int mt_cfg_check_schedule(mt_cfg_ctx *c, mt_config *cfg);
-int mt_cfg_check_data_paths(mt_cfg_ctx *c, const mt_config *cfg);
 
-/* Canonical JSON tree of a resolved config (all keys, table order). */
+/* Canonical JSON tree of a resolved config (every key that applies, table
+ * order: a key without effect is left out, so the text loads again). */
 cJSON *mt_cfg_to_json(const mt_config *cfg);
 
 #endif

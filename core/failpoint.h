@@ -6,7 +6,9 @@
  *   checkpoint_write:N    the rank writes half of its shard file of iteration
  *                         N, then SIGKILL (crash during a save)
  *   checkpoint_enospc:N   the rank's shard write of iteration N fails with
- *                         ENOSPC (failed-save test)
+ *                         ENOSPC (failed-save test); checkpoint_eio:N: EIO
+ *   checkpoint_latest_enospc:N  rank 0's write of latest_checkpointed_iteration.txt
+ *                         after iteration N is published fails with ENOSPC
  *   checkpoint_stall:N    the background writer of an asynchronous save of
  *                         iteration N sleeps before writing (kill -9 test)
  *   freeze:RANK:ITER      rank RANK stops at iteration ITER (hang test)

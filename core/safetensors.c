@@ -15,6 +15,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/util.h"
 
 static const struct {
@@ -194,13 +195,16 @@ int mt_st_open(const char *path, mt_st_file **out, char *err, size_t errlen) {
   hdr = mt_xmalloc(hn + 1);
   if (pread(f->fd, hdr, hn, 8) != (ssize_t)hn) FAIL("cannot read the header: %s", strerror(errno));
   hdr[hn] = 0;
-  const char *end = NULL;
-  root = cJSON_ParseWithLengthOpts(hdr, hn, &end, 0);
-  if (!root) FAIL("the header is not valid JSON");
+  mt_json_error je;
+  if (mt_json_check(hdr, hn, MT_JSON_INT53, &je)) {
+    if (strstr(je.what, "after the JSON value")) /* only the padding may follow the object */
+      FAIL("the header has bytes after its JSON object (at header byte %ld)", (long)je.offset);
+    FAIL("the header is not valid JSON: line %d, column %d: %s%s%s", je.line, je.col, je.what,
+         je.path[0] ? " at " : "", je.path);
+  }
+  root = cJSON_ParseWithLength(hdr, hn);
+  if (!root) FAIL("the header cannot be parsed (out of memory)");
   if (!cJSON_IsObject(root)) FAIL("the header is not a JSON object");
-  for (; end && end < hdr + hn; end++) /* only the padding may follow the object */
-    if (*end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')
-      FAIL("the header has bytes after its JSON object (at header byte %ld)", (long)(end - hdr));
   f->data_start = 8 + hn;
   if (parse_header(f, root, size - 8 - hn, path, err, errlen)) goto fail;
   cJSON_Delete(root);
@@ -271,11 +275,11 @@ int mt_st_write(const char *path, const mt_st_tensor *t, int n, const char *cons
     cJSON *o = cJSON_AddObjectToObject(root, t[i].name);
     cJSON_AddStringToObject(o, "dtype", mt_st_dtype_name(t[i].dtype));
     cJSON *s = cJSON_AddArrayToObject(o, "shape");
-    for (int d = 0; d < t[i].ndim; d++) cJSON_AddItemToArray(s, cJSON_CreateNumber((double)t[i].shape[d]));
+    for (int d = 0; d < t[i].ndim; d++) cJSON_AddItemToArray(s, mt_json_int((int64_t)t[i].shape[d]));
     uint64_t nb = mt_st_tensor_bytes(&t[i]);
     cJSON *jo = cJSON_AddArrayToObject(o, "data_offsets");
-    cJSON_AddItemToArray(jo, cJSON_CreateNumber((double)off));
-    cJSON_AddItemToArray(jo, cJSON_CreateNumber((double)(off + nb)));
+    cJSON_AddItemToArray(jo, mt_json_uint(off));
+    cJSON_AddItemToArray(jo, mt_json_uint(off + nb));
     off += nb;
   }
   hdr = cJSON_PrintUnformatted(root);

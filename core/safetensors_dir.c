@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/safetensors.h"
 #include "core/util.h"
 
@@ -74,8 +75,11 @@ static int open_index(mt_st_dir *d, const char *dir, const char *ipath, char *er
     snprintf(err, errlen, "cannot read '%s': %s", ipath, strerror(e));
     return -1;
   }
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  char what[4200];
+  snprintf(what, sizeof what, "'%s' is not valid JSON", ipath);
+  cJSON *root = mt_json_parse(text, len, MT_JSON_INT53, what, err, errlen);
   free(text);
+  if (!root) return -1;
   const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
   int rc = -1;
   if (!cJSON_IsObject(root) || !cJSON_IsObject(wm)) {
@@ -192,7 +196,7 @@ int mt_st_dir_write(const char *dir, const mt_st_tensor *t, int n, uint64_t max_
   first[n_shards] = n;
   cJSON *root = cJSON_CreateObject();
   cJSON *md = cJSON_AddObjectToObject(root, "metadata");
-  cJSON_AddNumberToObject(md, "total_size", (double)total);
+  cJSON_AddItemToObject(md, "total_size", mt_json_uint((uint64_t)total));
   cJSON *wm = cJSON_AddObjectToObject(root, "weight_map");
   int rc = 0;
   for (int k = 0; k < n_shards && !rc; k++) {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 #include "data/bpe_internal.h"
 #include "data/data_util.h"
@@ -28,6 +29,14 @@ static int load_vocab(mt_bpe *b, const char *path, char *err, size_t errlen) {
   size_t n;
   char *text = mt_data_read_file(path, &n, err, errlen);
   if (!text) return -1;
+  mt_json_error je;
+  if (mt_json_check(text, n, MT_JSON_INT53, &je)) {
+    free(text);
+    snprintf(err, errlen, "%s: not a JSON object of token -> id (GPT-2 encoder.json expected): "
+             "line %d, column %d: %s%s%s", path, je.line, je.col, je.what,
+             je.path[0] ? " at " : "", je.path);
+    return -1;
+  }
   cJSON *root = cJSON_ParseWithLength(text, n);
   free(text);
   if (!cJSON_IsObject(root)) {

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/json.h"
 #include "core/util.h"
 #include "data/bpe_internal.h"
 #include "data/data_util.h"
@@ -348,8 +349,13 @@ static int load_config(mt_bpe *b, const cJSON *root, const char *cfg_path, ctx *
   size_t n;
   char *text = mt_data_read_file(cfg_path, &n, c->err, c->errlen);
   if (!text) return -1;
-  cJSON *cfg = cJSON_ParseWithLength(text, n);
+  /* strict JSON; integers are not limited (transformers writes
+   * model_max_length as int(1e30), a key not read here) */
+  char what[4300];
+  snprintf(what, sizeof what, "%s: not a JSON object", cfg_path);
+  cJSON *cfg = mt_json_parse(text, n, 0, what, c->err, c->errlen);
   free(text);
+  if (!cfg) return -1;
   if (!cJSON_IsObject(cfg)) {
     cJSON_Delete(cfg);
     snprintf(c->err, c->errlen, "%s: not a JSON object", cfg_path);
@@ -389,8 +395,14 @@ mt_bpe *mt_bpe_load_hf(const char *path, char *err, size_t errlen) {
   size_t n;
   char *text = mt_data_read_file(file, &n, err, errlen);
   if (!text) return NULL;
-  cJSON *root = cJSON_ParseWithLength(text, n);
+  /* strict JSON first (what is not JSON is refused where it is); the ids
+   * read are range-checked below */
+  char what[4300];
+  snprintf(what, sizeof what, "%s: not a JSON object (a Hugging Face tokenizer.json expected)",
+           file);
+  cJSON *root = mt_json_parse(text, n, 0, what, err, errlen);
   free(text);
+  if (!root) return NULL;
   ctx c = {.path = file, .err = err, .errlen = errlen};
   uint32_t b2u[256];
   mt_bpe_byte_alphabet(b2u, c.u2b);

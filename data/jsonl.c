@@ -5,10 +5,20 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/json.h"
 #include "core/util.h"
 
 char *mt_jsonl_extract(const char *line, size_t len, const char *key, size_t *out_len, char *err,
                        size_t errlen) {
+  /* strict JSON (a leading zero, a trailing comma: not JSON, as Python's
+   * json.loads in Megatron's preprocess_data.py says); large integers in
+   * other fields are fine (the text is all that is read) */
+  mt_json_error je;
+  if (mt_json_check(line, len, 0, &je)) {
+    snprintf(err, errlen, "not a JSON object (column %d: %s%s%s)", je.col, je.what,
+             je.path[0] ? " at " : "", je.path);
+    return NULL;
+  }
   cJSON *root = cJSON_ParseWithLength(line, len);
   if (!cJSON_IsObject(root)) {
     snprintf(err, errlen, "not a JSON object");

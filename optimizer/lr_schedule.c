@@ -87,10 +87,6 @@ double mt_lr_sched_wd(const mt_lr_schedule *s, double n) {
   return s->start_wd + c * (s->end_wd - s->start_wd);
 }
 
-float mt_lr_at(const mt_lr_schedule *s, int64_t iter) {
-  return (float)mt_lr_sched_lr(s, (double)iter * (double)(s->gbs > 0 ? s->gbs : 1));
-}
-
 double mt_lr_decimal(float f) {
   char b[32];
   for (int p = 1; p <= 9; p++) {

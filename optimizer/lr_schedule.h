@@ -75,9 +75,6 @@ int mt_wd_style_parse(const char *s);
 double mt_lr_sched_lr(const mt_lr_schedule *s, double num_steps);
 double mt_lr_sched_wd(const mt_lr_schedule *s, double num_steps);
 
-/* Iteration form used by tools: (float) mt_lr_sched_lr(s, iter · gbs). */
-float mt_lr_at(const mt_lr_schedule *s, int64_t iter);
-
 /* The double a float config value was written as: the shortest decimal that
  * reads back as f, read as a double (1e-3f -> 0.001, not 0.0010000000475). */
 double mt_lr_decimal(float f);

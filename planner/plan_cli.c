@@ -50,7 +50,7 @@ int mt_plan_main(int argc, char **argv) {
   const char *config = NULL, *hw_arg = NULL;
   int world = 0, json = 0, sweep = 0, top = 20;
   mt_plan_options opt = {0};
-  const char **sets = calloc((size_t)argc + 8, sizeof(char *));
+  const char **sets = calloc((size_t)argc + 16, sizeof(char *)); /* + k_single below */
   int n_sets = 0, rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
     const char *a = argv[i];
@@ -101,11 +101,14 @@ int mt_plan_main(int argc, char **argv) {
   }
   mt_config cfg;
   /* a sweep replaces the layout, so the file's own layout need not fit N:
-   * load it as a single-rank layout and let each candidate override it */
+   * load it as a single-rank layout and let each candidate override it (the
+   * layout keys a single rank does not use left out: null) */
   static const char *const k_single[] = {
       "parallel.tensor_model_parallel_size=1", "parallel.pipeline_model_parallel_size=1",
-      "parallel.virtual_pipeline_model_parallel_size=1", "parallel.sequence_parallel=false",
-      "parallel.expert_model_parallel_size=1", "parallel.expert_tensor_parallel_size=1",
+      "parallel.virtual_pipeline_model_parallel_size=null",
+      "parallel.num_layers_in_first_pipeline_stage=null",
+      "parallel.num_layers_in_last_pipeline_stage=null", "parallel.sequence_parallel=false",
+      "parallel.expert_model_parallel_size=null", "parallel.expert_tensor_parallel_size=null",
       "training.micro_batch_size=1"};
   if (sweep)
     for (size_t i = 0; i < sizeof k_single / sizeof *k_single; i++) sets[n_sets++] = k_single[i];

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/fileio.h"
+#include "core/json.h"
 #include "planner/plan.h"
 
 typedef struct {
@@ -99,9 +100,12 @@ int mt_hardware_load(mt_hardware *out, const char *path, char *err, size_t errle
     snprintf(err, errlen, "%s", m);
     return 2;
   }
-  cJSON *root = cJSON_Parse(text);
+  char what[400];
+  snprintf(what, sizeof what, "hardware file %s: not JSON", path);
+  cJSON *root = mt_json_parse(text, len, MT_JSON_INT53, what, err, errlen);
   free(text);
-  if (!root || !cJSON_IsObject(root)) {
+  if (!root) return 2;
+  if (!cJSON_IsObject(root)) {
     cJSON_Delete(root);
     return fail(err, errlen, path, "%snot a JSON object", "");
   }

@@ -2,8 +2,11 @@
  * model on a world size and rank the ones that fit by predicted tokens/s.
  *
  * Each candidate is the user's config with the layout keys overridden and
- * re-validated by mt_config_load_string (the same rules training applies),
- * so every listed layout is one `--set` list away from a run.
+ * re-validated by mt_config_load_saved (the same rules training applies; a
+ * key of the base that the layout switches off, such as
+ * recompute_num_layers without full recomputation, is dropped), so every
+ * listed layout is one `--set` list away from a run: the layout keys, and
+ * "KEY=null" for a key of the user's config the layout switches off.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +14,10 @@
 
 #include "planner/plan.h"
 
+enum { MAX_SETS = 24 };
 typedef struct {
   mt_plan p;
-  char sets[11][96];
+  char sets[MAX_SETS][96];
   int n_sets;
 } cand;
 
@@ -42,25 +46,43 @@ static void try_layout(sweep_state *st, int tp, int cp, int pp, int v, int mbs, 
                        int rc, int zero) {
   cand k;
   memset(&k, 0, sizeof k);
-  const char *ov[11];
+  const char *ov[MAX_SETS];
   char e2[1024];
-  snprintf(k.sets[0], 96, "parallel.tensor_model_parallel_size=%d", tp);
-  snprintf(k.sets[1], 96, "parallel.pipeline_model_parallel_size=%d", pp);
-  snprintf(k.sets[2], 96, "parallel.virtual_pipeline_model_parallel_size=%d", v);
-  snprintf(k.sets[3], 96, "parallel.sequence_parallel=%s", tp > 1 ? "true" : "false");
-  snprintf(k.sets[4], 96, "parallel.zero_stage=%d", zero);
-  snprintf(k.sets[5], 96, "training.micro_batch_size=%d", mbs);
-  snprintf(k.sets[6], 96, "model.recompute_granularity=\"%s\"", k_rc[rc]);
-  snprintf(k.sets[7], 96, "parallel.expert_model_parallel_size=%d", ep);
-  snprintf(k.sets[8], 96, "parallel.expert_tensor_parallel_size=%d", etp);
-  snprintf(k.sets[9], 96, "parallel.context_parallel_size=%d", cp);
-  k.n_sets = 10;
+  const int moe = st->base->model.num_experts > 0;
+  int n = 0;
+  /* only keys that apply to the layout: another would be refused ("null" is
+   * derive, or leave out) */
+  snprintf(k.sets[n++], 96, "parallel.tensor_model_parallel_size=%d", tp);
+  snprintf(k.sets[n++], 96, "parallel.pipeline_model_parallel_size=%d", pp);
+  if (pp > 1) snprintf(k.sets[n++], 96, "parallel.virtual_pipeline_model_parallel_size=%d", v);
+  else snprintf(k.sets[n++], 96, "parallel.virtual_pipeline_model_parallel_size=null");
+  snprintf(k.sets[n++], 96, "parallel.sequence_parallel=%s", tp > 1 ? "true" : "false");
+  snprintf(k.sets[n++], 96, "parallel.zero_stage=%d", zero);
+  snprintf(k.sets[n++], 96, "training.micro_batch_size=%d", mbs);
+  if (rc) snprintf(k.sets[n++], 96, "model.recompute_granularity=\"%s\"", k_rc[rc]);
+  else snprintf(k.sets[n++], 96, "model.recompute_granularity=null");
+  if (moe) {
+    snprintf(k.sets[n++], 96, "parallel.expert_model_parallel_size=%d", ep);
+    snprintf(k.sets[n++], 96, "parallel.expert_tensor_parallel_size=%d", etp);
+  }
+  snprintf(k.sets[n++], 96, "parallel.context_parallel_size=%d", cp);
+  k.n_sets = n;
   for (int i = 0; i < k.n_sets; i++) ov[i] = k.sets[i];
   st->tried++;
   mt_config cfg;
-  if (mt_config_load_string(&cfg, st->base->json, st->base->source_path, ov, k.n_sets, st->world,
-                            e2, sizeof e2) != 0)
+  if (mt_config_load_saved(&cfg, st->base->json, st->base->source_path, ov, k.n_sets, st->world,
+                           e2, sizeof e2) != 0)
     return;
+  /* keys of the base the layout switches off: a user's file that gives them
+   * needs them removed too */
+  char off[MAX_SETS][96];
+  const int n_off = mt_config_keys_switched_off(st->base, &cfg, off, MAX_SETS - k.n_sets);
+  for (int i = 0; i < n_off; i++) {
+    int dup = 0;
+    for (int j = 0; j < k.n_sets; j++) dup |= !strncmp(k.sets[j], off[i], strlen(off[i])) &&
+                                              k.sets[j][strlen(off[i])] == '=';
+    if (!dup) snprintf(k.sets[k.n_sets++], 96, "%.90s=null", off[i]);
+  }
   snprintf(cfg.source_path, sizeof cfg.source_path, "%s", st->base->source_path);
   int bad = mt_plan_compute(&cfg, st->world, st->hw, st->opt, &k.p, e2, sizeof e2);
   mt_config_free(&cfg);
@@ -127,8 +149,28 @@ int mt_plan_sweep(const mt_config *base, int world, const mt_hardware *hw,
     fprintf(f, "{\"config\":\"%s\",\"hardware\":\"%s\",\"world_size\":%d,\"valid\":%zu,"
             "\"fit\":%zu,\"layouts\":[\n", base->source_path, hw->name, world, n, n_fit);
     for (size_t i = 0; i < show; i++) {
-      mt_plan_print(f, base, hw, &c[i].p, 1);
-      if (i + 1 < show) fprintf(f, ",");
+      /* the plan's object with "set" first: the --set list of the layout */
+      char *pj = NULL;
+      size_t pn = 0;
+      FILE *m = open_memstream(&pj, &pn);
+      if (!m) {
+        snprintf(err, errlen, "out of memory printing the sweep");
+        free(c);
+        return 1;
+      }
+      mt_plan_print(m, base, hw, &c[i].p, 1);
+      fclose(m);
+      fprintf(f, "{\"set\":[");
+      for (int j = 0; j < c[i].n_sets; j++) {
+        fprintf(f, "%s\"", j ? "," : "");
+        for (const char *q = c[i].sets[j]; *q; q++) {
+          if (*q == '"' || *q == '\\') fputc('\\', f);
+          fputc(*q, f);
+        }
+        fprintf(f, "\"");
+      }
+      fprintf(f, "],%s%s", pj[0] == '{' ? pj + 1 : pj, i + 1 < show ? "," : "");
+      free(pj);
     }
     fprintf(f, "]}\n");
   } else {

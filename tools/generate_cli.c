@@ -196,8 +196,8 @@ static void explain_tp(const char *json, const char *where, const char **sets, i
   char e1[512];
   const char *s0 = sets[0], *s1 = sets[1];
   sets[0] = "parallel.tensor_model_parallel_size=1";
-  sets[1] = "parallel.expert_tensor_parallel_size=1";
-  int rc = mt_config_load_string(&c1, json, where, sets, n_sets, 1, e1, sizeof e1);
+  sets[1] = "parallel.expert_tensor_parallel_size=null";
+  int rc = mt_config_load_saved(&c1, json, where, sets, n_sets, 1, e1, sizeof e1);
   sets[0] = s0;
   sets[1] = s1;
   if (rc) return; /* the config itself is bad: err says why */
@@ -240,16 +240,18 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
              mt_dckpt_dir(r->ck));
     return 1;
   }
-  char tp[64], etp[64];
+  char tp[64];
   snprintf(tp, sizeof tp, "parallel.tensor_model_parallel_size=%d", r->world_size);
-  snprintf(etp, sizeof etp, "parallel.expert_tensor_parallel_size=%d", r->world_size);
-  const char *sets[] = {tp, etp,
+  /* one layout: tensor parallelism over all ranks; the keys of the other
+   * kinds of parallelism left out (null: derived or default), so that none
+   * is given where it has no effect */
+  const char *sets[] = {tp, "parallel.expert_tensor_parallel_size=null",
                         "parallel.pipeline_model_parallel_size=1",
-                        "parallel.virtual_pipeline_model_parallel_size=1",
-                        "parallel.num_layers_in_first_pipeline_stage=0",
-                        "parallel.num_layers_in_last_pipeline_stage=0",
+                        "parallel.virtual_pipeline_model_parallel_size=null",
+                        "parallel.num_layers_in_first_pipeline_stage=null",
+                        "parallel.num_layers_in_last_pipeline_stage=null",
                         "parallel.context_parallel_size=1",
-                        "parallel.expert_model_parallel_size=1",
+                        "parallel.expert_model_parallel_size=null",
                         "parallel.sequence_parallel=false",
                         "parallel.zero_stage=0",
                         "training.micro_batch_size=1",
@@ -262,7 +264,7 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
   if (a->threads >= 0) sets[n_sets++] = thr;
   char where[600];
   snprintf(where, sizeof where, "%s/metadata.json", mt_dckpt_dir(r->ck));
-  rc = mt_config_load_string(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);
+  rc = mt_config_load_saved(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);
   if (rc && r->world_size > 1) explain_tp(json, where, sets, n_sets, r->world_size, err, errlen);
   if (rc) return rc;
   r->cfg_loaded = 1;

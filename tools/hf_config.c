@@ -6,6 +6,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/json.h"
 #include "tools/hf_map.h"
 
 #define GPT2_EOS 50256 /* <|endoftext|> of the GPT-2 BPE megatrain tokenises with */
@@ -143,7 +144,10 @@ static void want_str(ctx *c, const char *key, const char *const *ok, const char 
 
 int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
                        size_t errlen) {
-  cJSON *o = cJSON_Parse(json);
+  char what[600];
+  snprintf(what, sizeof what, "'%s' is not valid JSON", path);
+  cJSON *o = mt_json_parse(json, strlen(json), MT_JSON_INT53, what, err, errlen);
+  if (!o) return -1;
   if (!cJSON_IsObject(o)) {
     snprintf(err, errlen, "'%s' is not a JSON object", path);
     cJSON_Delete(o);

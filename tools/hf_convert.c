@@ -41,15 +41,17 @@ static float f16_to_f32(uint16_t h) {
  * layout; the run that loads it brings its own). */
 static int load_config_x(mt_config *cfg, const char *path, const char *json, const char *x1,
                          const char *x2, char *err, size_t errlen) {
+  /* null: the key left out (derived or default), so that none is given where
+   * it has no effect */
   const char *ov[] = {
       "parallel.tensor_model_parallel_size=1",  "parallel.pipeline_model_parallel_size=1",
-      "parallel.virtual_pipeline_model_parallel_size=1",
+      "parallel.virtual_pipeline_model_parallel_size=null",
       "parallel.num_layers_in_first_pipeline_stage=null",
       "parallel.num_layers_in_last_pipeline_stage=null", "parallel.sequence_parallel=false",
-      "parallel.expert_model_parallel_size=1",  "parallel.expert_tensor_parallel_size=1",
+      "parallel.expert_model_parallel_size=null", "parallel.expert_tensor_parallel_size=null",
       "parallel.context_parallel_size=1",       "parallel.zero_stage=0", x1, x2};
   const int n = (int)(sizeof ov / sizeof *ov) - (x1 ? 0 : 2);
-  return json ? mt_config_load_string(cfg, json, path, ov, n, 1, err, errlen)
+  return json ? mt_config_load_saved(cfg, json, path, ov, n, 1, err, errlen)
               : mt_config_load(cfg, path, ov, n, 1, err, errlen);
 }
 

@@ -13,6 +13,7 @@
 
 #include "backends/registry.h"
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/util.h"
 #include "tools/cli.h"
 #include "trainer/train_internal.h"
@@ -49,8 +50,11 @@ static char *legacy_config(const char *old, int64_t *iteration, char *err, size_
     snprintf(err, errlen, "cannot read '%s' (%s)", path, strerror(eno));
     return NULL;
   }
-  cJSON *root = cJSON_Parse(js);
+  char what[4200];
+  snprintf(what, sizeof what, "'%s' is not valid JSON", path);
+  cJSON *root = mt_json_parse(js, len, MT_JSON_INT53, what, err, errlen);
   free(js);
+  if (!root) return NULL;
   const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "format");
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
   char *out = NULL;
@@ -64,7 +68,7 @@ static char *legacy_config(const char *old, int64_t *iteration, char *err, size_
   } else if (!cJSON_IsObject(cfg)) {
     snprintf(err, errlen, "'%s' holds no saved \"config\" object to rebuild the model from", path);
   } else {
-    out = cJSON_PrintUnformatted(cfg);
+    out = mt_json_print(cfg);
     *iteration = it;
   }
   cJSON_Delete(root);
@@ -137,7 +141,7 @@ int mt_cli_upgrade(int argc, char **argv) {
   snprintf(source, sizeof source, "%s/iter_%07lld/metadata.json \"config\"", old,
            (long long)iteration);
   mt_config cfg;
-  int rc = mt_config_load_string(&cfg, cj, source, all, n, mt_dist_size(dist), err, sizeof err);
+  int rc = mt_config_load_saved(&cfg, cj, source, all, n, mt_dist_size(dist), err, sizeof err);
   free(cj);
   free(all);
   free(sets);

@@ -2,6 +2,7 @@
 #include "trainer/metrics.h"
 
 #include "core/fileio.h"
+#include "core/json.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -61,7 +62,8 @@ static void keep_until(const char *path, int64_t last) {
   char *line = NULL;
   size_t cap = 0;
   while (getline(&line, &cap, in) > 0) {
-    cJSON *o = cJSON_Parse(line);
+    char e[8];
+    cJSON *o = mt_json_parse(line, strlen(line), 0, "", e, sizeof e); /* a torn line: dropped */
     const cJSON *it = o ? cJSON_GetObjectItemCaseSensitive(o, "iteration") : NULL;
     if (cJSON_IsNumber(it) && it->valuedouble <= (double)last) fputs(line, out);
     cJSON_Delete(o);

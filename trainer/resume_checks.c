@@ -1,13 +1,17 @@
 /* trainer/resume_checks.c — see resume_checks.h. */
 #include "trainer/resume_checks.h"
 
+#include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 
 #include "core/fileio.h"
+#include "core/json.h"
 #include "core/util.h"
+#include "trainer/lr_config.h"
 
 /* The "training" object of a saved config, or NULL. */
 static const cJSON *saved_training(const cJSON *root) {
@@ -31,82 +35,142 @@ static void fmt_float(char *out, size_t n, float f) {
   }
 }
 
-/* Appends "KEY: checkpoint A, this run B" to buf. */
+/* The keys Megatron's OptimizerParamScheduler.load_state_dict checks
+ * (_check_and_set), as megatrain's config names them, and the other inputs
+ * of its get_lr / get_wd that megatrain's config holds (warmup init and
+ * fraction, WSD). Megatron's start_wd and end_wd are training.weight_decay
+ * with the constant weight_decay_incr_style, start_weight_decay and
+ * end_weight_decay with the others (a key the saved config leaves out, as
+ * it does a key without effect, is not compared). Docs:
+ * docs/checkpoint.md "Loading". */
+typedef enum { SK_FLOAT, SK_I64, SK_STYLE } sched_kind;
+#define OFF(f) offsetof(mt_training_config, f), sizeof(((mt_training_config *)0)->f)
+static const struct {
+  const char *key;      /* training.KEY */
+  const char *megatron; /* the name in Megatron's assertion, or its field */
+  sched_kind kind;
+  size_t off, size;     /* in mt_training_config */
+  int (*parse)(const char *); /* SK_STYLE: the names it accepts (>= 0) */
+} k_sched[] = {
+    {"lr", "learning rate", SK_FLOAT, OFF(lr), NULL},
+    {"min_lr", "minimum learning rate", SK_FLOAT, OFF(min_lr), NULL},
+    {"lr_warmup_iters", "warmup iterations", SK_I64, OFF(lr_warmup_iters), NULL},
+    {"lr_warmup_samples", "warmup iterations (in samples)", SK_I64, OFF(lr_warmup_samples),
+     NULL},
+    {"lr_warmup_fraction", "warmup iterations (a fraction of the decay)", SK_FLOAT,
+     OFF(lr_warmup_fraction), NULL},
+    {"lr_warmup_init", "init_lr", SK_FLOAT, OFF(lr_warmup_init), NULL},
+    {"lr_decay_iters", "total number of iterations", SK_I64, OFF(lr_decay_iters), NULL},
+    {"lr_decay_samples", "total number of iterations (in samples)", SK_I64,
+     OFF(lr_decay_samples), NULL},
+    {"lr_decay_style", "learning rate decay style", SK_STYLE, OFF(lr_decay_style),
+     mt_lr_style_parse},
+    {"lr_wsd_decay_style", "wsd_decay_style", SK_STYLE, OFF(lr_wsd_decay_style),
+     mt_wsd_style_parse},
+    {"lr_wsd_decay_iters", "wsd_decay_steps", SK_I64, OFF(lr_wsd_decay_iters), NULL},
+    {"lr_wsd_decay_samples", "wsd_decay_steps (in samples)", SK_I64, OFF(lr_wsd_decay_samples),
+     NULL},
+    {"weight_decay", "start weight decay and end weight decay", SK_FLOAT, OFF(weight_decay),
+     NULL},
+    {"start_weight_decay", "start weight decay", SK_FLOAT, OFF(start_weight_decay), NULL},
+    {"end_weight_decay", "end weight decay", SK_FLOAT, OFF(end_weight_decay), NULL},
+    {"weight_decay_incr_style", "weight decay incr style", SK_STYLE,
+     OFF(weight_decay_incr_style), mt_wd_style_parse},
+};
+#undef OFF
+
+/* Appends "training.KEY: checkpoint A, this run B" to buf. */
 static void add_diff(char *buf, size_t n, const char *key, const char *a, const char *b) {
   size_t l = strlen(buf);
   if (l < n) snprintf(buf + l, n - l, "%straining.%s: checkpoint %s, this run %s", l ? "; " : "",
                       key, a, b);
 }
 
+/* Compare row i of k_sched: 1 when the checkpoint's value (written into
+ * *ck) differs from this run's (c), with both values in a and b. A number
+ * saved as null is 0 (a nullable key's "unset", e.g. lr_warmup_init). */
+static int differs(int i, const cJSON *t, const mt_training_config *c, mt_training_config *ck,
+                   char *a, char *b, size_t n) {
+  const char *key = k_sched[i].key;
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, key);
+  void *mine = (char *)c + k_sched[i].off, *theirs = (char *)ck + k_sched[i].off;
+  const int null = cJSON_IsNull(x);
+  const double xv = null ? 0 : cJSON_IsNumber(x) ? x->valuedouble : NAN;
+  switch (k_sched[i].kind) {
+    case SK_FLOAT:
+      if (isnan(xv) || (float)xv == *(float *)mine) return 0;
+      *(float *)theirs = (float)xv;
+      if (null) snprintf(a, n, "null");
+      else fmt_float(a, n, *(float *)theirs);
+      fmt_float(b, n, *(float *)mine);
+      return 1;
+    case SK_I64: {
+      if (isnan(xv) || !(fabs(xv) <= MT_JSON_INT_MAX) || (int64_t)xv == *(int64_t *)mine)
+        return 0;
+      const int64_t v = (int64_t)xv;
+      *(int64_t *)theirs = v;
+      if (null) snprintf(a, n, "null");
+      else snprintf(a, n, "%lld", (long long)v);
+      snprintf(b, n, "%lld", (long long)*(int64_t *)mine);
+      if (!strcmp(key, "lr_decay_iters")) {
+        const cJSON *ti = cJSON_GetObjectItemCaseSensitive(t, "train_iters");
+        if (cJSON_IsNumber(ti) && (int64_t)ti->valuedouble == v)
+          snprintf(a, n, "%lld (= its training.train_iters)", (long long)v);
+        if (c->lr_decay_iters == c->train_iters)
+          snprintf(b, n, "%lld (= this run's training.train_iters)", (long long)c->lr_decay_iters);
+      }
+      return 1;
+    }
+    case SK_STYLE:
+      if (!cJSON_IsString(x) || !strcmp(x->valuestring, (const char *)mine) ||
+          k_sched[i].parse(x->valuestring) < 0)
+        return 0;
+      snprintf((char *)theirs, k_sched[i].size, "%s", x->valuestring);
+      snprintf(a, n, "\"%.40s\"", x->valuestring);
+      snprintf(b, n, "\"%.40s\"", (const char *)mine);
+      return 1;
+  }
+  return 0;
+}
+
 int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg,
-                             const char *load_dir, int verbose, mt_lr_schedule *sched, char *err,
-                             size_t errlen) {
+                             const char *load_dir, int verbose, mt_lr_schedule *sched,
+                             float *weight_decay, char *err, size_t errlen) {
   if (!saved_config_json) return 0;
-  cJSON *root = cJSON_Parse(saved_config_json);
+  char e[8];
+  cJSON *root = mt_json_parse(saved_config_json, strlen(saved_config_json), MT_JSON_INT53, "", e,
+                              sizeof e);
   const cJSON *t = saved_training(root);
   if (!t) {
     cJSON_Delete(root);
     return 0;
   }
   const mt_training_config *c = &cfg->training;
-  mt_lr_schedule ck = *sched; /* the checkpoint's schedule, field by field below */
-  char diff[1024] = "", a[64], b[64];
-  double v;
-  if (saved_num(t, "lr", &v) && (float)v != c->lr) {
-    ck.max_lr = mt_lr_decimal((float)v);
-    fmt_float(a, sizeof a, (float)v);
-    fmt_float(b, sizeof b, c->lr);
-    add_diff(diff, sizeof diff, "lr", a, b);
-  }
-  if (saved_num(t, "min_lr", &v) && (float)v != c->min_lr) {
-    ck.min_lr = mt_lr_decimal((float)v);
-    fmt_float(a, sizeof a, (float)v);
-    fmt_float(b, sizeof b, c->min_lr);
-    add_diff(diff, sizeof diff, "min_lr", a, b);
-  }
-  const cJSON *st = cJSON_GetObjectItemCaseSensitive(t, "lr_decay_style");
-  if (cJSON_IsString(st) && strcmp(st->valuestring, c->lr_decay_style) != 0 &&
-      mt_lr_style_parse(st->valuestring) >= 0) {
-    ck.style = mt_lr_style_parse(st->valuestring);
-    snprintf(a, sizeof a, "\"%.40s\"", st->valuestring);
-    snprintf(b, sizeof b, "\"%.40s\"", c->lr_decay_style);
-    add_diff(diff, sizeof diff, "lr_decay_style", a, b);
-  }
-  if (saved_num(t, "lr_warmup_iters", &v) && (int64_t)v != c->lr_warmup_iters) {
-    ck.warmup_iters = (int64_t)v;
-    snprintf(a, sizeof a, "%lld", (long long)v);
-    snprintf(b, sizeof b, "%lld", (long long)c->lr_warmup_iters);
-    add_diff(diff, sizeof diff, "lr_warmup_iters", a, b);
-  }
-  if (saved_num(t, "lr_decay_iters", &v) && (int64_t)v != c->lr_decay_iters) {
-    ck.decay_iters = (int64_t)v;
-    snprintf(a, sizeof a, "%lld", (long long)v);
-    double ti;
-    if (saved_num(t, "train_iters", &ti) && (int64_t)ti == (int64_t)v)
-      snprintf(a, sizeof a, "%lld (= its training.train_iters)", (long long)v);
-    snprintf(b, sizeof b, "%lld%s", (long long)c->lr_decay_iters,
-             c->lr_decay_iters == c->train_iters ? " (= this run's training.train_iters)" : "");
-    add_diff(diff, sizeof diff, "lr_decay_iters", a, b);
-  }
+  mt_training_config ck = *c; /* the checkpoint's values, key by key below */
+  char diff[1536] = "", a[96], b[96];
+  for (int i = 0; i < (int)(sizeof k_sched / sizeof k_sched[0]); i++)
+    if (differs(i, t, c, &ck, a, b, sizeof a)) add_diff(diff, sizeof diff, k_sched[i].key, a, b);
   cJSON_Delete(root);
   if (!diff[0]) return 0;
   if (c->override_opt_param_scheduler) {
     if (verbose)
-      printf("> training.override_opt_param_scheduler: this config's LR schedule replaces the "
-             "checkpoint's (%s)\n", diff);
+      printf("> training.override_opt_param_scheduler: this config's LR schedule and weight "
+             "decay replace the checkpoint's (%s)\n", diff);
     return 0;
   }
   if (c->use_checkpoint_opt_param_scheduler) {
-    *sched = ck;
+    *sched = mt_trainer_lr_schedule(&ck);
+    *weight_decay = ck.weight_decay;
     if (verbose)
       printf("> training.use_checkpoint_opt_param_scheduler: the checkpoint's LR schedule is "
-             "used, not this config's (%s)\n", diff);
+             "used, and its weight decay, not this config's (%s)\n", diff);
     return 0;
   }
   snprintf(err, errlen,
-           "checkpoint '%s' was trained with another learning-rate schedule: %s (expected equal "
+           "checkpoint '%s' was trained with another optimizer schedule (learning rate and weight "
+           "decay, as Megatron's OptimizerParamScheduler checks on load): %s (expected equal "
            "values to resume; set training.override_opt_param_scheduler: true to use this "
-           "config's schedule, or training.use_checkpoint_opt_param_scheduler: true to keep the "
+           "config's values, or training.use_checkpoint_opt_param_scheduler: true to keep the "
            "checkpoint's)",
            load_dir, diff);
   return -1;
@@ -115,7 +179,9 @@ int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg
 void mt_resume_note_batch(const char *saved_config_json, const mt_config *cfg,
                           int64_t consumed_samples, int verbose) {
   if (!saved_config_json || !verbose) return;
-  cJSON *root = cJSON_Parse(saved_config_json);
+  char e[8];
+  cJSON *root = mt_json_parse(saved_config_json, strlen(saved_config_json), MT_JSON_INT53, "", e,
+                              sizeof e);
   const cJSON *t = saved_training(root);
   double v;
   if (t && saved_num(t, "global_batch_size", &v) && (int64_t)v != cfg->training.global_batch_size)
@@ -125,24 +191,24 @@ void mt_resume_note_batch(const char *saved_config_json, const mt_config *cfg,
   cJSON_Delete(root);
 }
 
-char *mt_resume_legacy_config(const char *load_dir, int64_t iteration) {
+int mt_resume_legacy_config(const char *load_dir, int64_t iteration, char **out, char *err,
+                            size_t errlen) {
   char path[MT_PATH_MAX + 64];
   snprintf(path, sizeof path, "%s/iter_%07lld/metadata.json", load_dir, (long long)iteration);
+  *out = NULL;
   size_t len = 0;
   int e = 0;
   char *text = mt_read_file(path, (size_t)16 << 20, &len, &e);
-  if (!text) return NULL;
-  cJSON *root = cJSON_Parse(text);
+  if (!text) return 0; /* no metadata.json: nothing to compare */
+  char what[MT_PATH_MAX + 128];
+  snprintf(what, sizeof what, "'%s' is not valid JSON", path);
+  cJSON *root = mt_json_parse(text, len, MT_JSON_INT53, what, err, errlen);
   free(text);
-  const cJSON *cfg = root ? cJSON_GetObjectItemCaseSensitive(root, "config") : NULL;
-  char *out = NULL;
-  if (cJSON_IsObject(cfg)) {
-    char *s = cJSON_PrintUnformatted(cfg);
-    if (s) out = mt_xstrdup(s);
-    cJSON_free(s);
-  }
+  if (!root) return -1;
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
+  if (cJSON_IsObject(cfg)) *out = mt_json_print(cfg);
   cJSON_Delete(root);
-  return out;
+  return 0;
 }
 
 /* The model keys that fix how the stored tensors are interpreted (Megatron's
@@ -187,13 +253,28 @@ static int same_layer_freq(const cJSON *a, const cJSON *b, const cJSON *sa, cons
 int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
                           const char *load_dir, char *err, size_t errlen) {
   if (!saved_config_json || !cfg->json) return 0;
-  cJSON *saved = cJSON_Parse(saved_config_json), *mine = cJSON_Parse(cfg->json);
+  char e[8];
+  cJSON *saved = mt_json_parse(saved_config_json, strlen(saved_config_json), MT_JSON_INT53, "",
+                               e, sizeof e);
+  cJSON *mine = mt_json_parse(cfg->json, strlen(cfg->json), MT_JSON_INT53, "", e, sizeof e);
   const cJSON *s = model_of(saved), *m = model_of(mine);
   char diff[1536] = "";
   int n_diff = 0;
+  cJSON *derived[2] = {NULL, NULL};
   for (size_t k = 0; s && m && k < sizeof shape_keys / sizeof shape_keys[0]; k++) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(s, shape_keys[k]);
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(m, shape_keys[k]);
+    /* the canonical JSON leaves out a key without effect: num_query_groups
+     * without group_query_attention is then every head its own group */
+    if (!strcmp(shape_keys[k], "num_query_groups")) {
+      const cJSON *side[2] = {s, m}, **v[2] = {&a, &b};
+      for (int i = 0; i < 2; i++) {
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(side[i], "num_attention_heads");
+        const cJSON *g = cJSON_GetObjectItemCaseSensitive(side[i], "group_query_attention");
+        if (!*v[i] && cJSON_IsNumber(h) && cJSON_IsFalse(g))
+          *v[i] = derived[i] = cJSON_CreateNumber(h->valuedouble);
+      }
+    }
     if (!a || !b || cJSON_Compare(a, b, 1)) continue; /* a key the checkpoint lacks: no check */
     if (!strcmp(shape_keys[k], "moe_layer_freq") && same_layer_freq(a, b, s, m)) continue;
     char *as = cJSON_PrintUnformatted(a), *bs = cJSON_PrintUnformatted(b);
@@ -205,6 +286,8 @@ int mt_resume_check_model(const char *saved_config_json, const mt_config *cfg,
     cJSON_free(as);
     cJSON_free(bs);
   }
+  cJSON_Delete(derived[0]);
+  cJSON_Delete(derived[1]);
   cJSON_Delete(saved);
   cJSON_Delete(mine);
   if (!n_diff) return 0;

@@ -127,8 +127,12 @@ static void print_saved(const mt_trainer *t, int64_t iteration, const char *how)
 }
 
 /* After a failed save of iteration `it`: say what is left (every rank holds
- * the same message; the lock keeps other writers out, so "latest" is ours). */
-static void explain_failed_save(const mt_trainer *t, int64_t it, char *err, size_t errlen) {
+ * the same message; the lock keeps other writers out, so "latest" is ours).
+ * rc MT_DCKPT_UNREFERENCED: the iteration is on disk, the message already
+ * says so and what "latest" names. */
+static void explain_failed_save(const mt_trainer *t, int64_t it, int rc, char *err,
+                                size_t errlen) {
+  if (rc == MT_DCKPT_UNREFERENCED) return;
   const int64_t latest = mt_dckpt_latest(t->cfg->checkpoint.save);
   size_t l = strlen(err);
   if (latest >= 0)
@@ -147,7 +151,7 @@ int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen) {
   err[0] = '\0';
   int rc = mt_ckpt_async_poll(t->ckpt_async, t->world, wait, &it, &write_s, err, errlen);
   if (rc < 0) {
-    explain_failed_save(t, it, err, errlen);
+    explain_failed_save(t, it, rc, err, errlen);
     return -1;
   }
   if (rc == 1) {
@@ -223,7 +227,7 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
   }
   free(v);
   if (rc != 0) {
-    explain_failed_save(t, t->iteration, err, errlen);
+    explain_failed_save(t, t->iteration, rc, err, errlen);
     return -1;
   }
   char how[64];
@@ -411,14 +415,19 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     st.seed = m->seed;
     step = m->step;
   }
-  char *saved_cfg = !any_legacy && c ? mt_xstrdup(mt_dckpt_config_json(c))
-                      : mt_resume_legacy_config(cfg->checkpoint.load, st.iteration);
+  char *saved_cfg = NULL;
+  rc = 0;
+  if (!any_legacy && c) saved_cfg = mt_xstrdup(mt_dckpt_config_json(c));
+  else rc = mt_resume_legacy_config(cfg->checkpoint.load, st.iteration, &saved_cfg, err, errlen);
   if (c) mt_dckpt_close(c);
   /* same metadata on every rank: the same outcome everywhere */
-  rc = mt_resume_check_model(saved_cfg, cfg, cfg->checkpoint.load, err, errlen);
+  if (rc == 0) rc = mt_resume_check_model(saved_cfg, cfg, cfg->checkpoint.load, err, errlen);
   if (rc == 0 && !finetune) {
+    float wd = t->zero ? t->zero->o.weight_decay : t->opt.weight_decay;
     rc = mt_resume_check_schedule(saved_cfg, cfg, cfg->checkpoint.load, t->rank == 0, &t->sched,
-                                  err, errlen);
+                                  &wd, err, errlen);
+    if (t->zero) t->zero->o.weight_decay = wd; /* the checkpoint's, with use_checkpoint_... */
+    else t->opt.weight_decay = wd;
     if (rc == 0)
       mt_resume_note_batch(saved_cfg, cfg, st.consumed_samples, t->rank == 0);
   }

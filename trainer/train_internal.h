@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "checkpoint/state.h"
 #include "optimizer/lr_schedule.h"
+#include "trainer/lr_config.h"
 #include "trainer/metrics.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/distrib_optimizer.h"
@@ -112,10 +113,6 @@ void mt_trainer_teardown(mt_trainer *t);
  * does not load or has no EOD. */
 enum { MT_GPT2_EOD = 50256 };
 int mt_trainer_eod_token(const mt_config *c, char *err, size_t errlen);
-/* The optimizer schedule of a resolved config (optimizer/lr_schedule.h):
- * Megatron's get_optimizer_param_scheduler inputs, rates as the decimals
- * the config holds. */
-mt_lr_schedule mt_trainer_lr_schedule(const mt_config *cfg);
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps);
 
 /* One training iteration (1-based `iteration`): forward/backward over the

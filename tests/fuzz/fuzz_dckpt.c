@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/fuzz/fuzz_scratch.h"
 #include "core/fileio.h"
 #include "checkpoint/dist_checkpoint.h"
 #include "checkpoint/dist_checkpoint_internal.h"
@@ -35,8 +36,7 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  snprintf(g_root, sizeof g_root, "%s/fuzz_dckpt.%d", base, (int)getpid());
+  fuzz_scratch(g_root, sizeof g_root, "fuzz_dckpt", "");
   snprintf(g_dir, sizeof g_dir, "%s/iter_0000001", g_root);
   char cmd[700];
   snprintf(cmd, sizeof cmd, "mkdir -p '%s'", g_dir);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/fuzz/fuzz_scratch.h"
 #include "planner/plan.h"
 
 static char g_path[300];
@@ -18,8 +19,7 @@ static void cleanup(void) { unlink(g_path); }
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  snprintf(g_path, sizeof g_path, "%s/fuzz_hw.%d.json", base, (int)getpid());
+  fuzz_scratch(g_path, sizeof g_path, "fuzz_hw", ".json");
   atexit(cleanup);
   return 0;
 }

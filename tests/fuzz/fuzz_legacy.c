@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "tests/fuzz/fuzz_scratch.h"
 #include "core/fileio.h"
 #include "checkpoint/legacy_reader.h"
 #include "checkpoint/legacy_records.h"
@@ -61,8 +62,7 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  snprintf(g_root, sizeof g_root, "%s/fuzz_legacy.%d", base, (int)getpid());
+  fuzz_scratch(g_root, sizeof g_root, "fuzz_legacy", "");
   char cmd[600];
   snprintf(cmd, sizeof cmd, "mkdir -p '%s/iter_0000007/mp_rank_01' && echo 7 > '%s/latest_checkpointed_iteration.txt'", g_root, g_root);
   if (system(cmd) != 0) {

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/fuzz/fuzz_scratch.h"
 #include "tests/support/probes.h"
 #include "core/safetensors.h"
 
@@ -30,8 +31,7 @@ static void cleanup(void) {
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
   (void)argc;
   (void)argv;
-  const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-  snprintf(g_dir, sizeof g_dir, "%s/fuzz_st.%d", base, (int)getpid());
+  fuzz_scratch(g_dir, sizeof g_dir, "fuzz_st", "");
   if (mkdir(g_dir, 0700) != 0) {
     perror(g_dir);
     exit(1);

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# tests/fuzz/run_fuzz.sh [SECONDS] [TARGET...] — build the libFuzzer targets
-# (clang, -fsanitize=fuzzer,address,undefined), replay the regression inputs
-# kept in tests/fuzz/regress/TARGET/ (inputs that once crashed a reader; each
-# must now run clean), then run each target for SECONDS (default 60) from a
-# generated seed corpus and print per target: executions, exec/s, crashes
-# (0/1) and the reproducer path. FUZZ_RUNS=N runs N executions instead of
-# for a time (-runs=N, SECONDS is then the upper bound).
+# tests/fuzz/run_fuzz.sh [SECONDS] [TARGET...]   open-ended (bench/fuzz.sh)
+# tests/fuzz/run_fuzz.sh --ci [TARGET...]        deterministic (CI, test_data_fuzz.sh)
+# Build the libFuzzer targets (clang, -fsanitize=fuzzer,address,undefined),
+# replay the regression inputs kept in tests/fuzz/regress/TARGET/ (inputs
+# that once crashed a reader; each must now run clean), then fuzz each target
+# from a generated seed corpus plus its regression inputs.
+#  open-ended: a random seed, for SECONDS (default 60) per target; prints per
+#    target executions, exec/s, crashes (0/1) and the reproducer path.
+#    FUZZ_RUNS=N runs N executions instead of for a time (-runs=N, SECONDS is
+#    then the upper bound).
+#  --ci: a fixed seed (FUZZ_SEED, default 1) and a fixed number of
+#    executions per target (FUZZ_CI_RUNS, default the budget below: the
+#    corpus replayed, then mutations up to it), one process, no time limit
+#    but a 600 s guard. Everything printed is a function of the sources, the
+#    corpus and the seed (no times, no rates), so two runs of one tree print
+#    the same lines: executions, coverage (cov, ft), corpus size, crashes.
 # Targets (default: all):
 #   mmidx        MMIDIDX index reader + GPT sample index (data/)
 #   jsonl        JSON-lines reader + GPT-2 tokenizer round trip (data/)
@@ -21,8 +30,8 @@
 # of build/fuzz.
 set -u
 cd "$(dirname "$0")/../.."
-SECS="${1:-60}"
-shift 2>/dev/null
+CI=0
+if [ "${1:-}" = "--ci" ]; then CI=1; shift; SECS=600; else SECS="${1:-60}"; shift 2>/dev/null; fi
 ALL="mmidx jsonl dckpt dckpt_meta legacy config hw safetensors"
 TARGETS="${*:-$ALL}"
 export MEGATRAIN_SHARED_DATA="${MEGATRAIN_SHARED_DATA:-$(cd .. && pwd)/shared/data}"
@@ -33,7 +42,7 @@ echo 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n){(void)
 "$CLANG" -fsanitize=fuzzer "$B/probe.c" -o "$B/probe" 2>/dev/null || { echo "SKIP: clang has no libFuzzer"; exit 77; }
 FLAGS="-std=c11 -D_GNU_SOURCE -O1 -g -I. -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 LIBS="-lcjson -lpcre2-8 -lutf8proc -ldeflate -lz -lm"
-CORE="core/util.c core/rng.c core/hash.c core/fileio.c core/dtype.c $(ls core/failpoint.c 2>/dev/null)"
+CORE="core/util.c core/rng.c core/hash.c core/fileio.c core/dtype.c core/json.c core/failpoint.c"
 DATA="data/indexed_dataset.c data/gpt_index.c data/np_random.c data/data_util.c data/bpe.c data/bpe_encode.c data/bpe_gpt2.c data/jsonl.c"
 DCKPT="checkpoint/dist_checkpoint_index.c checkpoint/dist_checkpoint_meta.c checkpoint/dist_checkpoint_load.c checkpoint/dist_checkpoint_copy.c"
 srcs() {
@@ -66,11 +75,18 @@ done
 # ---- seed corpora (valid inputs of each reader) and dictionaries ----
 /usr/bin/python3 tests/fuzz/make_seeds.py "$B" || exit 1
 
+# --ci: the targets' files go to one fixed folder (tests/fuzz/fuzz_scratch.h),
+# relative so that its text is the same on every machine, emptied before each
+# run of a target; open-ended runs write to /dev/shm (faster, one per pid)
+if [ $CI -eq 1 ]; then export FUZZ_SCRATCH="$B/scratch"; else unset FUZZ_SCRATCH; fi
+fresh_scratch() { [ -z "${FUZZ_SCRATCH:-}" ] || { rm -rf "$FUZZ_SCRATCH"; mkdir -p "$FUZZ_SCRATCH"; }; }
+
 # ---- regression inputs: each must run clean ----
 fails=0
 for t in $TARGETS; do
   R=tests/fuzz/regress/$t
   [ -d "$R" ] && [ -n "$(ls -A "$R" 2>/dev/null)" ] || continue
+  fresh_scratch
   if "$B/fuzz_$t" -runs=1 "$R"/* > "$B/regress_$t.log" 2>&1; then
     echo "fuzz_$t: $(ls "$R" | wc -l) regression inputs replayed clean"
   else
@@ -79,13 +95,55 @@ for t in $TARGETS; do
 done
 
 # ---- fuzz ----
+# CI budget: executions per target (the seed corpus and the regression inputs
+# first, then mutations), sized for about 2-5 s each on one CI core
+ci_runs() {
+  case "$1" in
+    dckpt|legacy|safetensors|hw) echo 3000 ;;
+    config) echo 6000 ;;
+    *) echo 20000 ;;
+  esac
+}
+# --ci: the address space is not randomized (setarch -R): libFuzzer's CMP
+# mutations take operands of compared values, pointers among them, which ASLR
+# makes differ between runs; without setarch they are turned off
+NORAND=""; NOCMP=""
+if [ $CI -eq 1 ]; then
+  if setarch "$(uname -m)" -R true 2>/dev/null; then NORAND="setarch $(uname -m) -R"
+  else NOCMP="-use_cmp=0"; echo "note: setarch -R unavailable: fuzzing with -use_cmp=0"; fi
+fi
 for t in $TARGETS; do
+  if [ $CI -eq 1 ]; then
+    A="$B/$t"; rm -rf "$A"; mkdir -p "$A"
+    work="$B/work_$t"; rm -rf "$work"; mkdir -p "$work"
+    dict=""; [ -f "$B/$t.dict" ] && dict="-dict=$B/$t.dict"
+    maxlen=4096; case $t in dckpt|dckpt_meta) maxlen=16384 ;; esac
+    R=tests/fuzz/regress/$t; regress=""; [ -d "$R" ] && regress="$R"
+    runs="${FUZZ_CI_RUNS:-$(ci_runs "$t")}"
+    fresh_scratch
+    timeout 600 $NORAND "$B/fuzz_$t" -seed="${FUZZ_SEED:-1}" -runs="$runs" -reload=0 $NOCMP -print_final_stats=1 \
+      -max_len=$maxlen -timeout=60 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
+      $dict -artifact_prefix="$A/" "$work" "$B/corpus_$t" $regress > "$B/fuzz_$t.log" 2>&1; rc=$?
+    execs=$(grep -m1 'stat::number_of_executed_units' "$B/fuzz_$t.log" | awk '{print $2}')
+    done_line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$B/fuzz_$t.log" | tail -1)
+    cov=$(echo "$done_line" | sed -n 's/.* cov: \([0-9]*\).*/\1/p')
+    ft=$(echo "$done_line" | sed -n 's/.* ft: \([0-9]*\).*/\1/p')
+    corp=$(echo "$done_line" | sed -n 's/.* corp: \([0-9]*\)\/.*/\1/p')
+    repro=$(ls "$A"/crash-* "$A"/leak-* "$A"/oom-* "$A"/timeout-* 2>/dev/null | head -1)
+    crashed=0; if [ $rc -ne 0 ] || [ -n "$repro" ]; then crashed=1; fi
+    printf 'fuzz_%-12s seed %s  executions %7s  cov %5s  ft %6s  corpus %5s  crashes %d%s\n' "$t" \
+      "${FUZZ_SEED:-1}" "${execs:-?}" "${cov:-?}" "${ft:-?}" "${corp:-?}" "$crashed" \
+      "${repro:+  reproducer $repro}"
+    if [ $crashed -ne 0 ]; then fails=$((fails+1)); grep -m1 -A25 'ERROR\|==ABORT\|runtime error\|deadly signal' "$B/fuzz_$t.log" | head -40; fi
+    continue
+  fi
   A="$B/$t"; rm -rf "$A"; mkdir -p "$A"
   work="$B/work_$t"; rm -rf "$work"; mkdir -p "$work"   # new inputs found this run
   dict=""; [ -f "$B/$t.dict" ] && dict="-dict=$B/$t.dict"
   maxlen=4096; case $t in dckpt|dckpt_meta) maxlen=16384 ;; esac
   runs=""; [ -n "${FUZZ_RUNS:-}" ] && runs="-runs=$FUZZ_RUNS"
   t0=$(date +%s.%N)
+  fresh_scratch
   "$B/fuzz_$t" -max_total_time="$SECS" $runs -print_final_stats=1 -max_len=$maxlen -timeout=10 \
     -rss_limit_mb=2048 -malloc_limit_mb=1024 $dict -artifact_prefix="$A/" "$work" "$B/corpus_$t" \
     > "$B/fuzz_$t.log" 2>&1; rc=$?
@@ -99,4 +157,5 @@ for t in $TARGETS; do
     "$crashed" "${repro:+reproducer $repro}"
   if [ $crashed -ne 0 ]; then fails=$((fails+1)); grep -m1 -A25 'ERROR\|==ABORT\|runtime error\|deadly signal' "$B/fuzz_$t.log" | head -40; fi
 done
+[ -z "${FUZZ_SCRATCH:-}" ] || rm -rf "$FUZZ_SCRATCH"
 [ $fails -eq 0 ]

@@ -91,6 +91,25 @@ expect json_syntax "$tmp/syntax.json" "syntax.json" "line 3" "^"
 sed 's/"lr": 1e-3//; s/"train_iters": 10,/"train_iters": 10/' "$tmp/good.json" >"$tmp/required.json"
 expect required "$tmp/required.json" "training.lr" "required"
 
+# issue 26: an integer out of its type's range says so, with the range (not "expected an integer")
+expect int_out_of_range "$tmp/good.json" "model.hidden_size" "1000000000000 is out of range" \
+  "(expected an integer in [1, 2147483647])" -- --set model.hidden_size=1e12
+sed 's/"hidden_size": 64/"hidden_size": 1e12/' "$tmp/good.json" >"$tmp/huge.json"
+expect int_out_of_range_file "$tmp/huge.json" "huge.json" "model.hidden_size: 1000000000000 is out of range" \
+  "[1, 2147483647]"
+expect i64_out_of_range "$tmp/good.json" "training.train_iters" "is out of range" \
+  "[1, 9007199254740992]" -- --set training.train_iters=1e16
+expect not_an_integer "$tmp/good.json" "model.hidden_size" "expected an integer, got 64.5" -- \
+  --set model.hidden_size=64.5
+# what is not JSON is refused where it is (core/json.h), naming the key
+sed 's/"hidden_size": 64/"hidden_size": 064/' "$tmp/good.json" >"$tmp/zero.json"
+expect json_leading_zero "$tmp/zero.json" "zero.json" "line 3" "leading zero" "(at model.hidden_size)" "^"
+sed 's/"micro_batch_size": 2/"micro_batch_size": 2, "seed": 9007199254740993/' "$tmp/good.json" >"$tmp/seed53.json"
+expect json_beyond_2p53 "$tmp/seed53.json" "beyond 2^53" "(at training.seed)"
+sed 's/"train_iters": 10,/"train_iters": 10,,/' "$tmp/good.json" >"$tmp/comma.json"
+expect json_double_comma "$tmp/comma.json" "line 5" "(at training.train_iters)"
+expect set_not_json "$tmp/good.json" "training.train_iters (from --set)" "a string (\"010\")" -- \
+  --set training.train_iters=010
 expect set_unknown "$tmp/good.json" "training.lrr" "did you mean 'lr'?" -- --set training.lrr=0.1
 expect set_range "$tmp/good.json" "parallel.zero_stage" "[0, 3]" -- --set parallel.zero_stage=7
 expect set_device "$tmp/good.json" "device" "cpu|cuda" -- --set device=tpu
@@ -219,6 +238,96 @@ expect moe_aux_coeff_none "$g" "model.moe_aux_loss_coeff" "\"none\"" -- \
 expect_world moe_ep_etp_world 4 "$g" "parallel.expert_model_parallel_size" \
   "does not divide the world size 4" -- $MOE --set parallel.expert_model_parallel_size=4 \
   --set parallel.expert_tensor_parallel_size=2
+
+# issue 26: a key given where it has no effect is refused (exit 2) naming it and
+# the key that would enable it: one case per key of docs/config.md's "Keys that
+# need another setting" (generated from the key table's `needs` column; the
+# check at the end fails when a key of that table has no case here). A key
+# counts as given at its default value too (the moe_router_topk=2 case).
+# dead KEY=VALUE ENABLING_KEY [more --set args]
+dead_cases=0; dead_keys=""
+dead() {
+  local kv="$1" en="$2"; shift 2
+  dead_cases=$((dead_cases + 1)); dead_keys="$dead_keys ${kv%%=*}"
+  # through `megatrain topology` (the same config checks, a faster start)
+  expect_world "dead_${kv%%=*}" 1 "$g" "${kv%%=*} (from --set): " "${kv#*=}" " has no effect with " \
+    "expected $en " "or the key left out" -- "$@" --set "$kv"
+}
+dead model.rotary_base=10000 model.position_embedding_type
+dead model.rotary_percent=1 model.position_embedding_type --set model.position_embedding_type=none
+dead model.rotary_interleaved=true model.position_embedding_type
+dead model.num_query_groups=4 model.group_query_attention
+dead model.recompute_num_layers=1 model.recompute_granularity --set model.recompute_granularity=selective
+dead model.moe_router_topk=2 model.num_experts
+dead model.moe_ffn_hidden_size=128 model.num_experts
+dead model.moe_layer_freq=1 model.num_experts
+dead model.moe_aux_loss_coeff=0.01 model.num_experts
+dead model.moe_z_loss_coeff=0.001 model.num_experts
+dead model.moe_expert_capacity_factor=1.5 model.num_experts
+dead model.moe_token_drop_policy=position model.moe_expert_capacity_factor $MOE
+dead model.moe_router_pre_softmax=true model.num_experts
+dead model.moe_pad_expert_input_to_capacity=true model.moe_expert_capacity_factor $MOE
+dead model.moe_router_score_function=sigmoid model.num_experts
+dead model.moe_router_topk_scaling_factor=2.5 model.num_experts
+dead model.moe_router_enable_expert_bias=true model.num_experts
+dead model.moe_router_bias_update_rate=0.01 model.moe_router_enable_expert_bias $MOE
+dead model.moe_router_load_balancing_type=seq_aux_loss model.num_experts
+dead model.moe_router_num_groups=4 model.num_experts
+dead model.moe_router_group_topk=2 model.moe_router_num_groups $MOE
+dead model.moe_router_dtype=fp64 model.num_experts
+dead model.moe_shared_expert_intermediate_size=128 model.num_experts
+dead model.moe_grouped_gemm=true model.num_experts
+dead parallel.virtual_pipeline_model_parallel_size=2 parallel.pipeline_model_parallel_size
+dead parallel.num_layers_in_first_pipeline_stage=1 parallel.pipeline_model_parallel_size
+dead parallel.num_layers_in_last_pipeline_stage=1 parallel.pipeline_model_parallel_size
+dead parallel.expert_model_parallel_size=1 model.num_experts
+dead parallel.expert_tensor_parallel_size=1 model.num_experts
+dead parallel.cp_comm_type=p2p parallel.context_parallel_size
+dead parallel.zero_prefetch_layers=2 parallel.zero_stage --set parallel.zero_stage=1
+dead training.exit_signal=SIGUSR2 training.exit_signal_handler --set training.exit_signal_handler=false
+# tokenizer files read by one tokenizer type only (Megatron's build_tokenizer)
+dead data.vocab_file=some/vocab.json data.tokenizer_type --set data.tokenizer_type=HuggingFaceTokenizer \
+  --set data.tokenizer_model=some/tokenizer.json
+dead data.merge_file=some/merges.txt data.tokenizer_type --set data.tokenizer_type=SentencePieceTokenizer \
+  --set data.tokenizer_model=some/tokenizer.model
+dead data.tokenizer_model=some/tokenizer.json data.tokenizer_type
+# issue 30: document masking, per-split paths, the optimizer schedule's keys
+dead data.reset_position_ids=false model.position_embedding_type $ROPE
+dead data.split=90,10,0 data.train_data_path --set data.data_path=null --set 'data.train_data_path=["t"]'
+dead data.valid_data_path=v data.train_data_path
+dead data.test_data_path=t data.train_data_path
+dead training.lr_wsd_decay_style=linear training.lr_decay_style
+dead training.lr_wsd_decay_iters=2 training.lr_decay_style
+dead training.lr_wsd_decay_samples=8 training.lr_decay_style
+dead training.start_weight_decay=0.01 training.weight_decay_incr_style
+dead training.end_weight_decay=0.1 training.weight_decay_incr_style
+dead training.lr_warmup_samples=4 training.train_samples
+dead training.lr_decay_samples=50 training.train_samples
+# chains: the first missing setting up the chain is named
+dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
+  --set model.moe_router_score_function=sigmoid
+dead model.moe_aux_loss_coeff=0.01 model.moe_router_load_balancing_type $MOE \
+  --set model.moe_router_load_balancing_type=none
+# in the file too, at the default value, with the file named
+sed 's/"num_attention_heads": 4,/"num_attention_heads": 4, "moe_router_topk": 2,/' "$tmp/good.json" >"$tmp/dense_topk.json"
+expect dead_in_file "$tmp/dense_topk.json" "dense_topk.json: model.moe_router_topk: 2 has no effect with num_experts null" \
+  "expected model.num_experts > 0"
+# null is not giving a key; --set KEY=null removes a key the file gives
+sed 's/"num_attention_heads": 4,/"num_attention_heads": 4, "moe_expert_capacity_factor": null,/' "$tmp/good.json" >"$tmp/null_ok.json"
+if timeout 60 "$bin" topology --config "$tmp/null_ok.json" --world-size 1 >/dev/null 2>"$tmp/err" &&
+   timeout 60 "$bin" topology --config "$tmp/dense_topk.json" --world-size 1 --set model.moe_router_topk=null \
+     >/dev/null 2>>"$tmp/err"; then
+  echo "ok   null_not_given: a null key and a key removed by --set KEY=null are accepted"
+else
+  echo "FAIL null_not_given"; sed 's/^/     | /' "$tmp/err" | head; fails=$((fails + 1))
+fi
+# every key of the generated table has a case above
+for k in $(sed -n 's/^| `\([a-z_]*\.[a-z_]*\)` | .* |$/\1/p' docs/config.md | sort -u); do
+  grep -q "applies only with" docs/config.md || break
+  if ! sed -n '/^## Keys that need another setting/,/^Messages quote/p' docs/config.md | grep -q "^| \`$k\` |"; then continue; fi
+  case " $dead_keys " in *" $k "*) ;; *) echo "FAIL dead-key case missing for $k"; fails=$((fails + 1)) ;; esac
+done
+echo "     $dead_cases dead-key cases"
 
 # issue 18: honest messages for a directory, and for binary bytes (escaped, cut short)
 mkdir -p "$tmp/cfgdir"

@@ -17,24 +17,31 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ok() { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fails=$((fails+1)); }
 
-# sets CONFIG WORLD: one line of --set arguments per layout of the sweep's JSON
+# sets SWEEP_JSON: one line of --set arguments per layout of the sweep's JSON:
+# the layout's own "set" list, after checking that it says what the layout
+# fields say (a layout key the layout does not use is left out or null: given,
+# it would be refused as a key without effect)
 sets() {
   $py - "$1" <<'PY'
 import json, sys
 j = json.load(open(sys.argv[1]))
 for L in j["layouts"]:
-    l = L["layout"]
-    s = ["parallel.tensor_model_parallel_size=%d" % l["tp"],
-         "parallel.pipeline_model_parallel_size=%d" % l["pp"],
-         "parallel.virtual_pipeline_model_parallel_size=%d" % l["vpp"],
-         "parallel.context_parallel_size=%d" % l["cp"],
-         "parallel.expert_model_parallel_size=%d" % l["ep"],
-         "parallel.expert_tensor_parallel_size=%d" % l["etp"],
-         "parallel.sequence_parallel=%s" % ("true" if l["sequence_parallel"] else "false"),
-         "parallel.zero_stage=%d" % l["zero_stage"],
-         "training.micro_batch_size=%d" % l["micro_batch_size"],
-         'model.recompute_granularity="%s"' % ("" if l["recompute"] == "none" else l["recompute"])]
-    print(" ".join("--set " + x for x in s))
+    l, s = L["layout"], L["set"]
+    kv = dict(x.split("=", 1) for x in s)
+    want = {"parallel.tensor_model_parallel_size": str(l["tp"]),
+            "parallel.pipeline_model_parallel_size": str(l["pp"]),
+            "parallel.virtual_pipeline_model_parallel_size": str(l["vpp"]) if l["pp"] > 1 else "null",
+            "parallel.context_parallel_size": str(l["cp"]),
+            "parallel.sequence_parallel": "true" if l["sequence_parallel"] else "false",
+            "parallel.zero_stage": str(l["zero_stage"]),
+            "training.micro_batch_size": str(l["micro_batch_size"]),
+            "model.recompute_granularity": "null" if l["recompute"] == "none" else '"%s"' % l["recompute"]}
+    if "parallel.expert_model_parallel_size" in kv:
+        want["parallel.expert_model_parallel_size"] = str(l["ep"])
+        want["parallel.expert_tensor_parallel_size"] = str(l["etp"])
+    for k, v in want.items():
+        assert kv.get(k) == v, "layout %s: set %s=%s, layout says %s" % (l, k, kv.get(k), v)
+    print(" ".join("--set '%s'" % x for x in s))
 PY
 }
 
@@ -52,11 +59,10 @@ for cw in "configs/papers/narayanan21-18b.json 64" "configs/papers/narayanan21-1
   n=0 refused=0 zpp=0
   while read -r line; do
     n=$((n+1))
-    # shellcheck disable=SC2086
-    if ! "$bin" topology --config "$cfg" --world-size "$world" $line >/dev/null 2>"$tmp/te"; then
+    if ! eval "\"$bin\" topology --config \"$cfg\" --world-size $world $line" >/dev/null 2>"$tmp/te"; then
       refused=$((refused+1)); echo "     | refused: $line: $(head -1 "$tmp/te")"
     fi
-    case "$line" in *pipeline_model_parallel_size=1\ *) ;;
+    case "$line" in *pipeline_model_parallel_size=1\'*) ;;
       *zero_stage=[23]*) zpp=$((zpp+1)) ;; esac
   done <"$tmp/sets"
   if [ "$n" -gt 0 ] && [ "$refused" -eq 0 ] && [ "$zpp" -eq 0 ]; then

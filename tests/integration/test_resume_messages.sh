@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # tests/integration/test_resume_messages.sh — what a resumed run says about
-# changes against the checkpoint (issue 18, Megatron's
+# changes against the checkpoint (issues 18 and 26, Megatron's
 # OptimizerParamScheduler check):
-#  - a changed LR schedule (lr, min_lr) refuses, exit 1, naming each key with
-#    both values, and writes nothing;
+#  - a changed schedule key refuses, exit 1, naming each key with both
+#    values, and writes nothing: lr and min_lr; weight_decay alone (Megatron's
+#    start and end weight decay); lr_warmup_iters, lr_decay_iters,
+#    lr_decay_style and weight_decay together; lr_warmup_init saved as null
+#    (= 0) against a value, weight_decay_incr_style;
 #  - training.override_opt_param_scheduler: this config's schedule is used;
 #  - training.use_checkpoint_opt_param_scheduler: the checkpoint's schedule
-#    is used: the resumed run equals the uninterrupted one bitwise;
+#    and weight decay are used: the resumed run equals the uninterrupted one
+#    bitwise although the config changes lr, min_lr and weight_decay;
 #  - training.finetune: no comparison;
 #  - a changed global_batch_size prints a note with the consumed-samples position.
 source "$(dirname "$0")/lib.sh"
@@ -35,12 +39,44 @@ snap "$TMP/ck" | diff - "$TMP/ck.before" >/dev/null || { echo "refused run wrote
 grep -q "^megatrain: error: checkpoint '$TMP/ck' was trained with another" "$TMP/r.log" && ! grep -q "\[rank" "$TMP/r.log" \
   || { echo "single-process error: prefix"; cat "$TMP/r.log"; exit 1; }
 echo "changed schedule refused (exit 1): $(grep -m1 error "$TMP/r.log" | sed 's/^.*error: //' | cut -c1-160)..."
+# refused_with NAME NEEDLE... -- ARGS: the resume refuses (exit 1), naming every needle, writing nothing
+refused_with() {
+  local name="$1"; shift
+  local needles=()
+  while [ "$1" != "--" ]; do needles+=("$1"); shift; done
+  shift
+  set +e
+  "$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set checkpoint.save="$TMP/ck" "$@" >"$TMP/r.log" 2>&1; local rc=$?
+  set -e
+  [ $rc = 1 ] || { echo "$name: exit $rc, expected 1"; cat "$TMP/r.log"; exit 1; }
+  for n in "${needles[@]}"; do
+    grep -qF "$n" "$TMP/r.log" || { echo "$name: message lacks '$n'"; cat "$TMP/r.log"; exit 1; }
+  done
+  snap "$TMP/ck" | diff - "$TMP/ck.before" >/dev/null || { echo "$name: refused run wrote into the checkpoint"; exit 1; }
+  echo "$name refused (exit 1): $(grep -m1 error "$TMP/r.log" | sed 's/^.*checks on load): //; s/ (expected equal values.*//')"
+}
+refused_with weight_decay "training.weight_decay: checkpoint 0.1, this run 0.05" \
+  "override_opt_param_scheduler" "use_checkpoint_opt_param_scheduler" -- --set training.weight_decay=0.05
+refused_with "warmup, decay iters and style, weight decay" \
+  "training.lr_warmup_iters: checkpoint 4, this run 2" \
+  "training.lr_decay_iters: checkpoint 4 (= its training.train_iters), this run 30" \
+  "training.lr_decay_style: checkpoint \"cosine\", this run \"linear\"" \
+  "training.weight_decay: checkpoint 0.1, this run 0" -- \
+  --set training.lr_warmup_iters=2 --set training.lr_decay_iters=30 \
+  --set training.lr_decay_style=linear --set training.weight_decay=0
+refused_with "issue 30's schedule keys (a null warmup init, the weight-decay increment)" \
+  "training.lr_warmup_init: checkpoint null, this run 1e-05" \
+  "training.weight_decay_incr_style: checkpoint \"constant\", this run \"linear\"" \
+  "training.weight_decay: checkpoint 0.1, this run 0.01" -- \
+  --set training.lr_warmup_init=1e-5 --set training.weight_decay_incr_style=linear \
+  --set training.start_weight_decay=0.05 --set training.end_weight_decay=0.2 \
+  --set training.weight_decay=0.01
 
 # 2. override: this config's lr
 "$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 \
   --set training.override_opt_param_scheduler=true --set logging.metrics_file="$TMP/ov.jsonl" \
   >"$TMP/ov.log" 2>&1 || { tail "$TMP/ov.log"; exit 1; }
-grep -q "override_opt_param_scheduler: this config's LR schedule" "$TMP/ov.log"
+grep -q "override_opt_param_scheduler: this config's LR schedule and weight decay replace" "$TMP/ov.log"
 /usr/bin/python3 - "$TMP/full.jsonl" "$TMP/ov.jsonl" <<'PY'
 import json, sys
 lr = lambda p: {o["iteration"]: o["lr"] for o in map(json.loads, open(p)) if "lm_loss" in o}
@@ -49,18 +85,20 @@ assert abs(b[3] / a[3] - 2) < 1e-5, (a[3], b[3])
 PY
 echo "override_opt_param_scheduler: the config's schedule (lr x2) is used"
 
-# 3. use_checkpoint: the checkpoint's schedule, bitwise as uninterrupted
+# 3. use_checkpoint: the checkpoint's schedule and weight decay, bitwise as uninterrupted
 "$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 --set training.min_lr=5e-5 \
+  --set training.weight_decay=0.5 \
   --set training.use_checkpoint_opt_param_scheduler=true --set logging.metrics_file="$TMP/uc.jsonl" \
   >"$TMP/uc.log" 2>&1 || { tail "$TMP/uc.log"; exit 1; }
-grep -q "use_checkpoint_opt_param_scheduler: the checkpoint's LR schedule is used" "$TMP/uc.log"
+grep -q "use_checkpoint_opt_param_scheduler: the checkpoint's LR schedule is used, and its weight decay" "$TMP/uc.log"
+grep -qF "training.weight_decay: checkpoint 0.1, this run 0.5" "$TMP/uc.log"
 /usr/bin/python3 - "$TMP/full.jsonl" "$TMP/uc.jsonl" <<'PY'
 import json, sys
 rec = lambda p: {o["iteration"]: (o["lr"], o["lm_loss"]) for o in map(json.loads, open(p)) if "lm_loss" in o}
 a, b = rec(sys.argv[1]), rec(sys.argv[2])
 for i in (3, 4): assert a[i] == b[i], (i, a[i], b[i])
 PY
-echo "use_checkpoint_opt_param_scheduler: iterations 3-4 bitwise equal to the uninterrupted run"
+echo "use_checkpoint_opt_param_scheduler: iterations 3-4 bitwise equal to the uninterrupted run (config's lr, min_lr and weight_decay replaced)"
 
 # 4. finetune: no comparison
 "$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 --set training.finetune=true \

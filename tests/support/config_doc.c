@@ -1,6 +1,8 @@
-/* tests/support/config_doc.c — renders docs/config.md from the key table: one
- * markdown table per section, spliced into the hand-written template
- * docs/config.md.in at its marker lines. */
+/* tests/support/config_doc.c — renders docs/config.md from the key table and
+ * the rule table: one markdown table per section, the consistency rules in
+ * the order they are checked, and the keys that need another setting,
+ * spliced into the hand-written template docs/config.md.in at its marker
+ * lines. */
 #include "tests/support/config_doc.h"
 
 #include <stdlib.h>
@@ -8,11 +10,26 @@
 
 #include "config/config_internal.h"
 
-/* Section index of marker line [ls, le), -2 when it is not a marker, -1 when
- * it names no section. */
+/* The `needs` condition of key k as docs/config.md shows it, e.g.
+ * "`model.num_experts` > 0"; "" when none. */
+static void needs_doc(int k, char *buf, size_t n) {
+  mt_cfg_need c;
+  if (mt_cfg_need_of(k, &c)) {
+    buf[0] = '\0';
+    return;
+  }
+  mt_cfg_need_text(&c, 1, buf, n);
+}
+
+enum { MARK_RULES = 100, MARK_NEEDS = 101 };
+
+/* Section index of marker line [ls, le), MARK_RULES / MARK_NEEDS for the
+ * rule markers, -2 when it is not a marker, -1 when it names nothing known. */
 static int marker_section(const char *ls, const char *le) {
-  size_t m = strlen(MT_CONFIG_DOC_MARKER), tail = strlen(" -->");
   size_t n = (size_t)(le - ls);
+  if (n == strlen(MT_CONFIG_DOC_RULES) && !strncmp(ls, MT_CONFIG_DOC_RULES, n)) return MARK_RULES;
+  if (n == strlen(MT_CONFIG_DOC_NEEDS) && !strncmp(ls, MT_CONFIG_DOC_NEEDS, n)) return MARK_NEEDS;
+  size_t m = strlen(MT_CONFIG_DOC_MARKER), tail = strlen(" -->");
   if (n < m + tail || strncmp(ls, MT_CONFIG_DOC_MARKER, m) != 0 ||
       strncmp(le - tail, " -->", tail) != 0)
     return -2;
@@ -109,18 +126,46 @@ static void write_table(FILE *out, int sec) {
   for (int k = 0; k < mt_cfg_nkeys; k++) {
     const mt_cfg_key *kd = &mt_cfg_keys[k];
     if (kd->sec != sec) continue;
-    char type[64], def[128], range[128];
+    char type[64], def[128], range[128], needs[160];
     fmt_type(kd, type, sizeof type);
     fmt_default(kd, def, sizeof def);
     fmt_range(kd, range, sizeof range);
-    fprintf(out, "| `%s` | %s | %s | %s | %s | %s |\n", kd->name, type, def, range, kd->megatron,
-            kd->doc);
+    needs_doc(k, needs, sizeof needs);
+    fprintf(out, "| `%s` | %s | %s | %s | %s | %s%s%s%s |\n", kd->name, type, def, range,
+            kd->megatron, kd->doc, needs[0] ? "; applies only with " : "", needs,
+            needs[0] ? " (given otherwise: refused)" : "");
+  }
+}
+
+/* The consistency rules, in the order they are checked: "1. `key`: text". */
+static void write_rules(FILE *out) {
+  const int n = mt_cfg_nrules();
+  int i_out = 0;
+  for (int pass = 1; pass >= 0; pass--) /* the ones before the ranges first */
+    for (int i = 0; i < n; i++) {
+      const mt_cfg_rule *r = mt_cfg_rule_at(i);
+      if (r->before_ranges != pass) continue;
+      fprintf(out, "%d. %s%s%s\n", ++i_out, r->doc,
+              r->before_ranges ? " (checked before the ranges)" : "",
+              r->note ? " (a note, not an error)" : "");
+    }
+}
+
+/* The keys of the key table with a `needs` condition. */
+static void write_needs(FILE *out) {
+  fprintf(out, "| key | applies only with |\n|---|---|\n");
+  for (int k = 0; k < mt_cfg_nkeys; k++) {
+    char needs[160];
+    needs_doc(k, needs, sizeof needs);
+    if (!needs[0]) continue;
+    fprintf(out, "| `%s.%s` | %s |\n", mt_cfg_sections[mt_cfg_keys[k].sec], mt_cfg_keys[k].name,
+            needs);
   }
 }
 
 /* Checks the markers and the table strings; 0 or 1 with a message. */
 static int check(const char *tmpl, char *err, size_t errlen) {
-  int seen[MT_CFG_NSECTIONS] = {0};
+  int seen[MT_CFG_NSECTIONS] = {0}, seen_rules = 0, seen_needs = 0;
   int line = 0;
   for (const char *ls = tmpl; *ls; line++) {
     const char *le = strchr(ls, '\n');
@@ -130,6 +175,15 @@ static int check(const char *tmpl, char *err, size_t errlen) {
       snprintf(err, errlen, "template line %d: marker names no config section: %.*s", line + 1,
                (int)(le - ls), ls);
       return 1;
+    }
+    if (s == MARK_RULES || s == MARK_NEEDS) {
+      int *seen_m = s == MARK_RULES ? &seen_rules : &seen_needs;
+      if ((*seen_m)++) {
+        snprintf(err, errlen, "template line %d: second marker %.*s", line + 1, (int)(le - ls), ls);
+        return 1;
+      }
+      ls = *le ? le + 1 : le;
+      continue;
     }
     if (s >= 0 && seen[s]++) {
       snprintf(err, errlen, "template line %d: second marker for section '%s'", line + 1,
@@ -144,6 +198,11 @@ static int check(const char *tmpl, char *err, size_t errlen) {
                s ? mt_cfg_sections[s] : "top");
       return 1;
     }
+  if (!seen_rules || !seen_needs) {
+    snprintf(err, errlen, "template has no marker line '%s'",
+             seen_rules ? MT_CONFIG_DOC_NEEDS : MT_CONFIG_DOC_RULES);
+    return 1;
+  }
   for (int k = 0; k < mt_cfg_nkeys; k++)
     if (strchr(mt_cfg_keys[k].megatron, '|') || strchr(mt_cfg_keys[k].doc, '|')) {
       snprintf(err, errlen, "key '%s': '|' in its Megatron flag or description", mt_cfg_keys[k].name);
@@ -160,7 +219,9 @@ int mt_config_doc_render(const char *tmpl, FILE *out, char *err, size_t errlen) 
     const char *le = strchr(ls, '\n');
     if (!le) le = ls + strlen(ls);
     int s = marker_section(ls, le);
-    if (s >= 0) write_table(out, s);
+    if (s == MARK_RULES) write_rules(out);
+    else if (s == MARK_NEEDS) write_needs(out);
+    else if (s >= 0) write_table(out, s);
     else fprintf(out, "%.*s\n", (int)(le - ls), ls);
     ls = *le ? le + 1 : le;
   }

@@ -28,10 +28,10 @@
 
 static const char *const k_one_process[] = {
     "parallel.tensor_model_parallel_size=1", "parallel.pipeline_model_parallel_size=1",
-    "parallel.virtual_pipeline_model_parallel_size=1", "parallel.sequence_parallel=false",
+    "parallel.virtual_pipeline_model_parallel_size=null", "parallel.sequence_parallel=false",
     "parallel.num_layers_in_first_pipeline_stage=null",
-    "parallel.num_layers_in_last_pipeline_stage=null", "parallel.expert_model_parallel_size=1",
-    "parallel.expert_tensor_parallel_size=1", "parallel.context_parallel_size=1",
+    "parallel.num_layers_in_last_pipeline_stage=null", "parallel.expert_model_parallel_size=null",
+    "parallel.expert_tensor_parallel_size=null", "parallel.context_parallel_size=1",
     "parallel.zero_stage=0"};
 #define N_OV ((int)(sizeof k_one_process / sizeof *k_one_process))
 
@@ -58,7 +58,7 @@ static int cmd_loss(const char *dir, const char *tokens_path) {
   mt_dckpt *ck;
   CHECK(mt_dckpt_open(dir, -1, &ck, err, sizeof err) == 0, "ckpt_loss: %s", err);
   mt_config cfg;
-  CHECK(!mt_config_load_string(&cfg, mt_dckpt_config_json(ck), "checkpoint", k_one_process, N_OV,
+  CHECK(!mt_config_load_saved(&cfg, mt_dckpt_config_json(ck), "checkpoint", k_one_process, N_OV,
                                1, err, sizeof err),
         "ckpt_loss: %s", err);
   mt_backend *be = mt_tool_cpu_backend();

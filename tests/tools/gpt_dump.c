@@ -28,6 +28,7 @@
 #include "tests/tools/tiny_gpt.h"
 #include "tests/tools/tool_util.h"
 #include "optimizer/lr_schedule.h"
+#include "tests/support/lr_at.h"
 #include "optimizer/optimizer.h"
 
 static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
       return rc;
     }
     (void)g;
-    const mt_lr_schedule s = mt_trainer_lr_schedule(&cfg);
+    const mt_lr_schedule s = mt_trainer_lr_schedule(&cfg.training);
     const int64_t gbs = cfg.training.global_batch_size;
     for (int64_t k = 1; k <= cfg.training.train_iters; k++) {
       const double before = (double)((k - 1) * gbs), after = (double)(k * gbs);

@@ -307,10 +307,11 @@ static const err_case CASES[] = {
     {NULL, {"data.data_path=[0.5, \"a\", 0.5]"}, 1, {"data.data_path", "pairs"}},
     {NULL, {"data.data_path=[-1, \"a\"]"}, 1, {"data.data_path", "weight"}},
     {NULL, {"data.data_path=[\"a\", 3]"}, 1, {"data.data_path", "element 1"}},
-    /* per-split paths (issue 30): exclusive with data_path and split; train needed */
+    /* per-split paths (issue 30): exclusive with data_path and split; valid/test need train
+     * (the key table's needs column) */
     {NULL, {"data.train_data_path=[\"t\"]"}, 1, {"data.train_data_path", "data.data_path"}},
     {NULL, {"data.data_path=null", "data.valid_data_path=[\"v\"]"}, 1,
-     {"data.train_data_path", "missing"}},
+     {"data.valid_data_path", "no effect with train_data_path null", "expected data.train_data_path"}},
     {NULL, {"data.data_path=null", "data.train_data_path=[\"t\"]", "data.split=90,10,0"}, 1,
      {"data.split", "no effect"}},
     {NULL, {"data.data_path=null"}, 1, {"data.data_path", "missing"}},

@@ -104,15 +104,23 @@ static void test_llama_keys(void **state) {
   assert_true(cfg.model.norm_epsilon == 1e-6f);
   mt_config_free(&cfg);
 
-  /* kv_channels given: hidden_size need not be heads x kv_channels (Megatron);
-   * num_query_groups = heads is accepted without group_query_attention */
-  const char *kv[] = {"model.num_attention_heads=3", "model.kv_channels=32",
-                      "model.num_query_groups=3"};
-  rc = mt_config_load_string(&cfg, MINIMAL, SRC, kv, 3, 1, err, sizeof err);
+  /* kv_channels given: hidden_size need not be heads x kv_channels (Megatron) */
+  const char *kv[] = {"model.num_attention_heads=3", "model.kv_channels=32"};
+  rc = mt_config_load_string(&cfg, MINIMAL, SRC, kv, 2, 1, err, sizeof err);
   if (rc) print_message("%s\n", err);
   assert_int_equal(rc, 0);
   assert_int_equal(cfg.model.kv_channels, 32);
+  assert_int_equal(cfg.model.num_query_groups, 3);
   mt_config_free(&cfg);
+  /* num_query_groups without group_query_attention has no effect, even at the
+   * value it derives to: refused (issue 26; it was accepted when equal to the
+   * heads), naming the key that enables it */
+  const char *kvg[] = {"model.num_attention_heads=3", "model.kv_channels=32",
+                       "model.num_query_groups=3"};
+  assert_int_equal(mt_config_load_string(&cfg, MINIMAL, SRC, kvg, 3, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "model.num_query_groups (from --set): 3 has no effect with "
+                              "group_query_attention false"));
+  assert_non_null(strstr(err, "expected model.group_query_attention true"));
 
   /* rope on part of the channels: int(16 x 0.25) = 4 */
   const char *rp[] = {"model.position_embedding_type=rope", "model.rotary_percent=0.25",

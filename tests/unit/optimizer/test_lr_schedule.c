@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "optimizer/lr_schedule.h"
+#include "tests/support/lr_at.h"
 
 /* The documented schedule in double. */
 static double formula(const mt_lr_schedule *s, int64_t it) {

@@ -262,7 +262,10 @@ static void check_memory(const char *json, int steps, const char *recompute, int
   mt_config cfg;
   char o1[96], o2[96];
   snprintf(o1, sizeof o1, "model.recompute_granularity=\"%s\"", recompute);
-  snprintf(o2, sizeof o2, "model.recompute_num_layers=%d", rc_layers);
+  /* recompute_num_layers applies to full recomputation only (given otherwise it
+   * is refused): null leaves it out */
+  if (!strcmp(recompute, "full")) snprintf(o2, sizeof o2, "model.recompute_num_layers=%d", rc_layers);
+  else snprintf(o2, sizeof o2, "model.recompute_num_layers=null");
   const char *ov[] = {o1, o2};
   printf("%s recompute=%s/%d\n", json, recompute[0] ? recompute : "none", rc_layers);
   int rc = mt_config_load_string(&cfg, json, "test", ov, 2, 1, err, sizeof err);
