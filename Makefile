@@ -9,11 +9,25 @@
 # object (parallel/comm_nccl.c without MT_HAVE_NCCL, say) survives it.
 # BUILD=build-portable BIN=build-portable/megatrain keeps a second tree
 # (scripts/gpu-bundle.sh uses it).
+# CUDA_EMU=1 builds the same tree with the CUDA backend and the NCCL engine
+# compiled from the same sources against the host emulation of
+# tests/cuda_emu/ (docs/cuda.md "Emulation"): the .cu files with the host
+# C++ compiler, the CUDA runtime and cuBLAS stand-ins as
+# build-emu/lib/libcudaemu.so, NCCL's as build-emu/nccl/libnccl.so.2 (put
+# that folder on LD_LIBRARY_PATH); everything in build-emu/ (BIN
+# build-emu/megatrain), never mixed with build/ and no nvcc needed.
 # Other targets: check-layers (scripts/layers.txt), asan (ASan + UBSan build
 # in build-asan/, runs the unit tests and one 2-rank parity case), clean.
 
 CC      ?= cc
+CXX     ?= g++
 CUDA    ?= auto
+CUDA_EMU ?= 0
+ifeq ($(CUDA_EMU),1)
+  BUILD ?= build-emu
+  BIN   ?= $(BUILD)/megatrain
+  CUDA  := emu
+endif
 CUDA_HOME ?= /usr/local/cuda
 CUDA_ARCH ?= 80 90
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
@@ -53,7 +67,32 @@ CXXFLAGS_MT := -std=c++17 $(OPT) $(SAN) -g -Wall -Wextra -MMD -MP -I.
 
 LIB_SRCS := $(wildcard backends/*.c core/*.c config/*.c cpu/*.c model/*.c parallel/*.c optimizer/*.c checkpoint/*.c trainer/*.c tools/*.c data/*.c planner/*.c)
 
-ifeq ($(CUDA),1)
+CU_COMPILE = $(NVCC) $(NVFLAGS) -c -o $@ $<
+ifeq ($(CUDA),emu)
+  # the host emulation (tests/cuda_emu/): never part of the production build
+  EMU      := tests/cuda_emu
+  EMU_LIB  := $(BUILD)/lib/libcudaemu.so
+  EMU_NCCL := $(BUILD)/nccl/libnccl.so.2
+  EMU_OBJS := $(patsubst $(EMU)/%.cpp,$(BUILD)/emu/%.o,$(wildcard $(EMU)/emu_*.cpp))
+  EMU_NCCL_OBJS := $(patsubst $(EMU)/nccl/%.cpp,$(BUILD)/emu/nccl/%.o,$(wildcard $(EMU)/nccl/*.cpp))
+  EMU_CXXFLAGS := -std=c++17 -O2 -g -fPIC -Wall -Wextra -MMD -MP -I$(EMU)/include -I$(EMU) \
+                  -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(MPI_CFLAGS)
+  CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(EMU)/include
+  # binaries sit 0, 1 or 2 folders below $(BUILD) (megatrain, tests/, tests/tools/):
+  # a location-independent run path, so a copy of the tree links the same way
+  LDLIBS   := -L$(BUILD)/lib -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib:$$ORIGIN/../../lib' \
+              -lcudaemu $(LDLIBS) -lstdc++ -ldl
+  LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
+  CU_SRCS  := $(wildcard cuda/*.cu)
+  # every load/store of the .cu files calls the emulation's checks
+  # (-fsanitize=kernel-address in outline mode, hooks in emu_check.cpp);
+  # __CUDA_ARCH__: shared headers take their device paths
+  NVFLAGS  := -x c++ -std=c++17 -O2 -g -Wall -Wextra -Wno-unknown-pragmas -MMD -MP -D__CUDA_ARCH__=900 \
+              -I$(EMU)/include -I. -fsanitize=kernel-address \
+              --param asan-instrumentation-with-call-threshold=0 --param asan-stack=0 \
+              --param asan-globals=0
+  CU_COMPILE = $(CXX) $(NVFLAGS) -c -o $@ $<
+else ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include
   LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl
   LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
@@ -88,19 +127,19 @@ TOOL_SRCS := $(wildcard tests/tools/*.c bench/*.c)
 TOOL_BINS := $(TOOL_SRCS:%.c=$(BUILD)/%)
 # The unfused CUDA attention (tests/tools/cuda_ref/: the GPU reference of the
 # fused op) is test code: not in the library, linked only into the two
-# programs that call it, in CUDA builds.
-ifeq ($(CUDA),1)
+# programs that call it, in CUDA builds (and under the emulation).
+ifneq ($(filter 1 emu,$(CUDA)),)
   CUDA_REF_OBJS := $(BUILD)/tests/tools/cuda_ref/attn_unfused.o \
                    $(BUILD)/tests/tools/cuda_ref/attn_softmax.o
 endif
 FLAGS    := $(BUILD)/.flags
-FLAGS_ID := $(subst ','\'',$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS))
+FLAGS_ID := $(subst ','\'',$(CC) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS) | $(CUDA))
 
 .PHONY: all test tests clean check-layers check-dead asan docs FORCE
 all: $(BIN) tests
 
-$(BIN): $(BUILD)/main.o $(LIB)
-	$(CC) -o $@ $^ $(LDLIBS)
+$(BIN): $(BUILD)/main.o $(LIB) $(EMU_LIB) $(EMU_NCCL)
+	$(CC) -o $@ $(BUILD)/main.o $(LIB) $(LDLIBS)
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -121,29 +160,44 @@ $(BUILD)/%.o: %.cc $(FLAGS)
 
 $(BUILD)/%.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVFLAGS) -c -o $@ $<
+	$(CU_COMPILE)
 
 $(TLIB): $(TLIB_SRCS:%.c=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
 define UNIT_TEST_RULE
-$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(TLIB) $$(LIB)
+$(BUILD)/tests/$(basename $(notdir $(1))): $(1) $$(TLIB) $$(LIB) $$(EMU_LIB)
 	@mkdir -p $$(dir $$@)
 	@mkdir -p $(BUILD)/$(dir $(1))
 	$$(CC) $$(CFLAGS) -MF $(BUILD)/$(1:.c=.d) -MT $$@ -o $$@ $$< $$(TLIB) $$(LIB) $$(LDLIBS) -lcmocka
 endef
 $(foreach t,$(TEST_SRCS),$(eval $(call UNIT_TEST_RULE,$(t))))
 
-$(BUILD)/tests/tools/%: tests/tools/%.c $(TLIB) $(LIB)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(TLIB) $(LIB) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(TLIB) $(LIB) $(LDLIBS) -lcmocka
 
-$(BUILD)/bench/%: bench/%.c $(TLIB) $(LIB)
+$(BUILD)/bench/%: bench/%.c $(TLIB) $(LIB) $(EMU_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -o $@ $< $(filter %.o,$^) $(TLIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/tests/tools/cuda_parity $(BUILD)/bench/bench_flash_gpu: $(CUDA_REF_OBJS)
+
+# the emulation's libraries (CUDA_EMU=1 only)
+$(BUILD)/emu/emu_blas.o: EMU_OPT := -O3 -ffp-contract=off
+$(BUILD)/emu/%.o: $(EMU)/%.cpp $(FLAGS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) $(EMU_OPT) -c -o $@ $<
+
+$(EMU_LIB): $(EMU_OBJS)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -o $@ $^ $(MPI_LIBS) -ldl
+
+$(EMU_NCCL): $(EMU_NCCL_OBJS) $(EMU_LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) -shared -Wl,-soname,libnccl.so.2 -o $@ $(EMU_NCCL_OBJS) -L$(BUILD)/lib \
+	  -Wl,-rpath,'$$ORIGIN/../lib' -lcudaemu $(MPI_LIBS)
 
 tests: $(TEST_BINS) $(TOOL_BINS)
 
@@ -178,7 +232,7 @@ asan: $(BIN)
 	bash scripts/asan-test.sh build-asan
 
 clean:
-	rm -rf build build-asan build-portable megatrain
+	rm -rf build build-asan build-portable build-emu megatrain
 
 # (build/tests/test_*.d: the dependency files of unit tests before they moved
 # into tests/unit/<folder>/, which name sources that are gone: ignored)

@@ -26,7 +26,8 @@ extern "C" void cuda_gelu_fwd(mt_backend *be, void *out, const void *in, int64_t
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_gelu_fwd<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)out, (const T *)in, n)));
+  MT_DISPATCH(t,
+              (MT_LAUNCH(k_gelu_fwd<T>, grid_for(n, TPB), TPB, 0, st)((T *)out, (const T *)in, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -35,7 +36,7 @@ extern "C" void cuda_gelu_bwd(mt_backend *be, void *din, const void *in, const v
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_gelu_bwd<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)din, (const T *)in,
+  MT_DISPATCH(t, (MT_LAUNCH(k_gelu_bwd<T>, grid_for(n, TPB), TPB, 0, st)((T *)din, (const T *)in,
                                                                   (const T *)dout, n)));
   MT_CUDA_LAUNCHED();
 }
@@ -68,7 +69,7 @@ extern "C" void cuda_swiglu_fwd(mt_backend *be, void *out, const void *in, int64
                                 int64_t f) {
   if (rows <= 0 || f <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_swiglu_fwd<T><<<grid_for(rows * f, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_swiglu_fwd<T>, grid_for(rows * f, TPB), TPB, 0, st)(
                              (T *)out, (const T *)in, rows, f)));
   MT_CUDA_LAUNCHED();
 }
@@ -77,7 +78,7 @@ extern "C" void cuda_swiglu_bwd(mt_backend *be, void *din, const void *dout, con
                                 int64_t rows, int64_t f) {
   if (rows <= 0 || f <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_swiglu_bwd<T><<<grid_for(rows * f, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_swiglu_bwd<T>, grid_for(rows * f, TPB), TPB, 0, st)(
                              (T *)din, (const T *)dout, (const T *)in, rows, f)));
   MT_CUDA_LAUNCHED();
 }

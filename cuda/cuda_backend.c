@@ -88,6 +88,8 @@ static void cuda_destroy(mt_backend *be) {
   if (im) {
     if (im->stream) cudaStreamSynchronize(im->stream);
     cuda_scratch_free(be);
+    for (int k = 0; k < CUDA_IDS_RING; k++)
+      if (im->ids_ev[k]) cudaEventDestroy(im->ids_ev[k]);
     if (im->stream) cudaStreamSynchronize(im->stream); /* stream-ordered frees done */
     if (im->red_dev) cudaFree(im->red_dev);
     if (im->red_host) cudaFreeHost(im->red_host);
@@ -149,6 +151,9 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
     return create_fail(be, e, "cudaStreamCreate", err, errlen);
   be->stream = im->stream;
   im->pool = cuda_pool_create(dev);
+  for (int k = 0; k < CUDA_IDS_RING; k++)
+    if ((e = cudaEventCreateWithFlags(&im->ids_ev[k], cudaEventDisableTiming)) != cudaSuccess)
+      return create_fail(be, e, "cudaEventCreateWithFlags", err, errlen);
   if ((e = cudaMalloc((void **)&im->red_dev, (CUDA_RED_BLOCKS + 1) * sizeof(double))) !=
       cudaSuccess)
     return create_fail(be, e, "cudaMalloc", err, errlen);

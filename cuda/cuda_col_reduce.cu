@@ -33,7 +33,7 @@ extern "C" void cuda_col_reduce(cudaStream_t st, float *const *out, int k, const
   col_outs o;
   for (int t = 0; t < CUDA_COL_MAX_OUT; t++) o.out[t] = t < k ? out[t] : NULL;
   o.k = k;
-  k_col_reduce<<<col_blocks(cols, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st>>>(o, part, nch,
+  MT_LAUNCH(k_col_reduce, col_blocks(cols, CUDA_COL_RED_TPB), CUDA_COL_RED_TPB, 0, st)(o, part, nch,
                                                                              cols);
   MT_CUDA_LAUNCHED();
 }

@@ -72,8 +72,8 @@ extern "C" void cuda_xent_max(mt_backend *be, float *row_max, const void *logits
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_xent_max<T><<<grid_x_checked(n, "xent_max"), TPB, 0, st>>>(row_max, (const T *)logits, vl,
-                                                             valid)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_xent_max<T>, grid_x_checked(n, "xent_max"), TPB, 0, st)(
+                     row_max, (const T *)logits, vl, valid)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -83,7 +83,7 @@ extern "C" void cuda_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit,
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_xent_stats<T><<<grid_x_checked(n, "xent_stats"), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_xent_stats<T>, grid_x_checked(n, "xent_stats"), TPB, 0, st)(
                      sumexp, tgt_logit, (const T *)logits, row_max, targets, vl, valid, v_start)));
   MT_CUDA_LAUNCHED();
 }
@@ -93,7 +93,8 @@ extern "C" void cuda_xent_loss(mt_backend *be, float *loss, const float *row_max
                                const float *loss_mask) {
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  k_xent_loss<<<grid_for(n, TPB), TPB, 0, st>>>(loss, row_max, sumexp, tgt_logit, n, loss_mask);
+  MT_LAUNCH(k_xent_loss, grid_for(n, TPB), TPB, 0, st)(loss, row_max, sumexp, tgt_logit, n,
+                                                        loss_mask);
   MT_CUDA_LAUNCHED();
 }
 
@@ -104,7 +105,7 @@ extern "C" void cuda_xent_bwd(mt_backend *be, void *logits, const float *row_max
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_xent_bwd<T><<<grid_x_checked(n, "xent_bwd"), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_xent_bwd<T>, grid_x_checked(n, "xent_bwd"), TPB, 0, st)(
                      (T *)logits, row_max, sumexp, targets, vl, valid, v_start, scale,
                      loss_mask)));
   MT_CUDA_LAUNCHED();

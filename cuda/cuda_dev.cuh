@@ -9,6 +9,22 @@
 
 #include "cuda_internal.h"
 
+/* Every kernel launch: MT_LAUNCH(kernel, grid, block, smem, stream)(args...)
+ * is kernel<<<grid, block, smem, stream>>>(args...) under nvcc. A kernel
+ * name whose template arguments hold a comma goes in parentheses:
+ * MT_LAUNCH((k_cast<bf16, float>), ...). The host emulation of the CUDA
+ * backend (make CUDA_EMU=1: tests/cuda_emu/, docs/cuda.md "Emulation")
+ * defines both macros in its stand-in cuda_runtime.h first: there a launch
+ * runs the kernel's blocks one after another, each block's threads as
+ * fibers. Dynamic shared memory: MT_DYN_SMEM(type, name). */
+#ifndef MT_LAUNCH
+#define MT_LAUNCH(kernel, grid, block, smem, stream) \
+  kernel<<<(grid), (block), (smem), (stream)>>>
+#endif
+#ifndef MT_DYN_SMEM
+#define MT_DYN_SMEM(type, name) extern __shared__ type name[]
+#endif
+
 /* bf16 storage element (raw bits; cuBLAS sees the same bytes as CUDA_R_16BF). */
 struct bf16 {
   uint16_t x;

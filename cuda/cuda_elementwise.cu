@@ -32,7 +32,7 @@ extern "C" void cuda_init_normal(mt_backend *be, void *dst, int64_t rows, int64_
   if (rows <= 0 || cols <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_init_normal<T><<<grid_for(rows * cols, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_init_normal<T>, grid_for(rows * cols, TPB), TPB, 0, st)(
                      (T *)dst, rows, cols, ld_global, row_offset, col_offset, key, std)));
   MT_CUDA_LAUNCHED();
 }
@@ -47,7 +47,7 @@ template <typename T> __global__ void k_fill(T *dst, float value, int64_t n) {
 extern "C" void cuda_fill(mt_backend *be, void *dst, mt_dtype t, float value, int64_t n) {
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_fill<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)dst, value, n)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_fill<T>, grid_for(n, TPB), TPB, 0, st)((T *)dst, value, n)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -66,9 +66,11 @@ extern "C" void cuda_cast(mt_backend *be, void *dst, mt_dtype dst_t, const void 
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
   if (dst_t == MT_BF16 && src_t == MT_F32)
-    k_cast<bf16, float><<<grid_for(n, TPB), TPB, 0, st>>>((bf16 *)dst, (const float *)src, n);
+    MT_LAUNCH((k_cast<bf16, float>), grid_for(n, TPB), TPB, 0, st)
+    ((bf16 *)dst, (const float *)src, n);
   else if (dst_t == MT_F32 && src_t == MT_BF16)
-    k_cast<float, bf16><<<grid_for(n, TPB), TPB, 0, st>>>((float *)dst, (const bf16 *)src, n);
+    MT_LAUNCH((k_cast<float, bf16>), grid_for(n, TPB), TPB, 0, st)
+    ((float *)dst, (const bf16 *)src, n);
   else
     mt_fatal("cuda cast: unsupported %s -> %s", mt_dtype_name(src_t), mt_dtype_name(dst_t));
   MT_CUDA_LAUNCHED();
@@ -86,7 +88,7 @@ extern "C" void cuda_add(mt_backend *be, void *out, const void *a, const void *b
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_add<T><<<grid_for(n, TPB), TPB, 0, st>>>((T *)out, (const T *)a,
+  MT_DISPATCH(t, (MT_LAUNCH(k_add<T>, grid_for(n, TPB), TPB, 0, st)((T *)out, (const T *)a,
                                                              (const T *)b, n)));
   MT_CUDA_LAUNCHED();
 }
@@ -100,7 +102,7 @@ __global__ void k_axpy(float *y, float alpha, const float *x, int64_t n) {
 extern "C" void cuda_axpy_f32(mt_backend *be, float *y, float alpha, const float *x, int64_t n) {
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  k_axpy<<<grid_for(n, TPB), TPB, 0, st>>>(y, alpha, x, n);
+  MT_LAUNCH(k_axpy, grid_for(n, TPB), TPB, 0, st)(y, alpha, x, n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -113,7 +115,7 @@ __global__ void k_scale(float *x, float alpha, int64_t n) {
 extern "C" void cuda_scale_f32(mt_backend *be, float *x, float alpha, int64_t n) {
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  k_scale<<<grid_for(n, TPB), TPB, 0, st>>>(x, alpha, n);
+  MT_LAUNCH(k_scale, grid_for(n, TPB), TPB, 0, st)(x, alpha, n);
   MT_CUDA_LAUNCHED();
 }
 
@@ -157,7 +159,7 @@ extern "C" void cuda_dropout_add_fwd(mt_backend *be, const mt_dropout_desc *d, v
   cudaStream_t st = cuda_impl_of(be)->stream;
   drop_args a = drop_args_of(d);
   const int64_t work = ids ? (int64_t)d->s * d->b * ((d->h + 3) / 4 + 1) : n;
-  MT_DISPATCH(t, (k_dropout_add<T><<<grid_for(work, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_dropout_add<T>, grid_for(work, TPB), TPB, 0, st)(
                      a, ids, (T *)out, (const T *)x, (const T *)residual, n)));
   MT_CUDA_LAUNCHED();
 }
@@ -186,7 +188,7 @@ extern "C" void cuda_dropout_bwd(mt_backend *be, const mt_dropout_desc *d, void 
   cudaStream_t st = cuda_impl_of(be)->stream;
   drop_args a = drop_args_of(d);
   const int64_t work = (int64_t)d->s * d->b * ((d->h + 3) / 4 + 1);
-  MT_DISPATCH(t, (k_dropout_bwd<T><<<grid_for(work, TPB), TPB, 0, st>>>(a, ids_dev, (T *)dx,
+  MT_DISPATCH(t, (MT_LAUNCH(k_dropout_bwd<T>, grid_for(work, TPB), TPB, 0, st)(a, ids_dev, (T *)dx,
                                                                      (const T *)dout, n)));
   MT_CUDA_LAUNCHED();
 }

@@ -33,7 +33,7 @@ extern "C" void cuda_embedding_fwd(mt_backend *be, void *out, const int32_t *tok
   if (n <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_emb_fwd<T><<<grid_for(n * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_emb_fwd<T>, grid_for(n * h, TPB), TPB, 0, st)(
                      (T *)out, tokens, n, (const T *)w, v_start, v_end, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -84,8 +84,8 @@ extern "C" void cuda_embedding_bwd(mt_backend *be, float *dw, const int32_t *tok
   if (n <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_emb_bwd<T><<<grid_x_checked(n, "embedding_bwd"), TPB, 0, st>>>(dw, tokens, n, (const T *)dout,
-                                                            v_start, v_end, h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_emb_bwd<T>, grid_x_checked(n, "embedding_bwd"), TPB, 0, st)(
+                     dw, tokens, n, (const T *)dout, v_start, v_end, h)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -116,7 +116,7 @@ extern "C" void cuda_pos_embedding_fwd(mt_backend *be, void *x, const void *wpe,
   if (s <= 0 || b <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_pos_fwd<T><<<grid_for(s * b * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_pos_fwd<T>, grid_for(s * b * h, TPB), TPB, 0, st)(
                      (T *)x, (const T *)wpe, s, b, h, s_offset)));
   MT_CUDA_LAUNCHED();
 }
@@ -126,7 +126,7 @@ extern "C" void cuda_pos_embedding_bwd(mt_backend *be, float *dwpe, const void *
   if (s <= 0 || b <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_pos_bwd<T><<<grid_for(s * h, TPB), TPB, 0, st>>>(dwpe, (const T *)dout, s,
-                                                                     b, h, s_offset)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_pos_bwd<T>, grid_for(s * h, TPB), TPB, 0, st)(dwpe, (const T *)dout,
+                                                                            s, b, h, s_offset)));
   MT_CUDA_LAUNCHED();
 }

@@ -21,17 +21,10 @@
 
 #include "cuda_dev.cuh"
 
-/* Kernel launch, the kernels' dynamic shared memory and the tensor-core
- * product go through these three hooks so that tests/tools/flash_emu.cpp
- * can compile the same kernels for the host and run them on emulated warps
- * (no GPU on the development machine); under nvcc they are the plain CUDA
- * constructs. `kernel` is a function-pointer variable (template arguments
- * would split the macro arguments). */
-#ifndef FA_EMU
-#define FA_LAUNCH(kernel, grid, threads, smem, st, ...) \
-  kernel<<<(grid), (threads), (smem), (st)>>>(__VA_ARGS__)
-#define FA_DYN_SMEM(type, name) extern __shared__ type name[]
-#endif
+/* The dynamic shared memory of the FFMA kernels is MT_DYN_SMEM and every
+ * launch MT_LAUNCH (cuda_dev.cuh); the tensor-core product goes through
+ * mma16816 (cuda_flash_mma.cu), which the emulation's MT_EMU_MMA16816 hook
+ * replaces (tests/cuda_emu/). */
 
 #define FA_LOG2E 1.4426950408889634f
 #define FA_LN2 0.6931471805599453f

@@ -137,7 +137,7 @@ extern "C" void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx
   cudaStream_t st = cuda_impl_of(be)->stream;
   MT_DISPATCH(be->dtype, do {
     const auto kern = k_fa_merge<T>;
-    FA_LAUNCH(kern, g, 128, 0, st, (T *)ctx, lse, (const T *)ctx_b, lse_b, rows, bnp, sq, d->hn);
+    MT_LAUNCH(kern, g, 128, 0, st)((T *)ctx, lse, (const T *)ctx_b, lse_b, rows, bnp, sq, d->hn);
   } while (0));
   MT_CUDA_LAUNCHED();
 }
@@ -155,8 +155,8 @@ extern "C" void cuda_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void 
   float *D = (float *)cuda_workspace(be, (size_t)rows * sizeof(float));
   MT_DISPATCH(be->dtype, do {
     const auto kern = k_fa_rowdot<T>;
-    FA_LAUNCH(kern, grid_x_checked((rows + 3) / 4, "flash_attn_bwd rowdot"), 128, 0, st, D, (const T *)dctx, (const T *)ctx,
-              rows, a.b * a.np, a.sq, a.hn);
+    MT_LAUNCH(kern, grid_x_checked((rows + 3) / 4, "flash_attn_bwd rowdot"), 128, 0, st)(
+        D, (const T *)dctx, (const T *)ctx, rows, a.b * a.np, a.sq, a.hn);
   } while (0));
   MT_CUDA_LAUNCHED();
   if (a.p > 0.0f) a.ids = cuda_upload_ids(be, d->sample_ids, a.b);

@@ -423,8 +423,8 @@ void fwd_hd(cudaStream_t st, const fa_args &a, int vec, const void *q, const voi
             float *lse) {
   const dim3 grid = grid_2d_checked((int64_t)a.b * a.np, (a.sq + 63) / 64, "flash_attn_fwd");
   const auto kern = k_fa_fwd<HD>;
-  FA_LAUNCH(kern, grid, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
-            (bf16 *)ctx, lse);
+  MT_LAUNCH(kern, grid, FA_THREADS, 0, st)(a, vec, (const bf16 *)q, (const bf16 *)kvs,
+                                          (bf16 *)ctx, lse);
   MT_CUDA_LAUNCHED();
 }
 
@@ -435,14 +435,15 @@ void bwd_hd(cudaStream_t st, const fa_args &a, int vec, const void *q, const voi
   constexpr int BN = HD >= 128 ? 32 : 64, BQ = HD >= 128 ? 16 : 64;
   const dim3 gq = grid_2d_checked((int64_t)a.b * a.np, (a.sq + 63) / 64, "flash_attn_bwd dq");
   const auto kq = k_fa_dq<HD, BN>;
-  FA_LAUNCH(kq, gq, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
-            (const bf16 *)dctx, lse, D, (bf16 *)dq, dq_acc);
+  MT_LAUNCH(kq, gq, FA_THREADS, 0, st)(a, vec, (const bf16 *)q, (const bf16 *)kvs,
+                                       (const bf16 *)dctx, lse, D, (bf16 *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
   if (a.sk <= 0) return;
   const dim3 gk = grid_2d_checked((int64_t)a.b * a.ng, (a.sk + 63) / 64, "flash_attn_bwd dkv");
   const auto kk = k_fa_dkv<HD, BQ>;
-  FA_LAUNCH(kk, gk, FA_THREADS, 0, st, a, vec, (const bf16 *)q, (const bf16 *)kvs,
-            (const bf16 *)dctx, lse, D, (bf16 *)dk, (bf16 *)dv, dkv_acc);
+  MT_LAUNCH(kk, gk, FA_THREADS, 0, st)(a, vec, (const bf16 *)q, (const bf16 *)kvs,
+                                       (const bf16 *)dctx, lse, D, (bf16 *)dk, (bf16 *)dv,
+                                       dkv_acc);
   MT_CUDA_LAUNCHED();
 }
 

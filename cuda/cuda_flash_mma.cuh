@@ -1,7 +1,7 @@
 /* cuda/cuda_flash_mma.cuh — the device helpers of the tensor-core fused
  * attention kernels (cuda_flash_mma.cu, the only includer; split off to keep
  * each file under 600 lines): bf16 packing, the mma.sync.m16n8k16 wrapper
- * (through the emulation hook fa_emu_mma16816 under FA_EMU), fragment loads
+ * (the host emulation's MT_EMU_MMA16816 hook replaces it), fragment loads
  * of the shared-memory tiles, tile loads, output stores and the dropout
  * masks of a fragment (four values per Philox call). Fragment layouts: the
  * comment of cuda_flash_mma.cu. Everything is in an anonymous namespace, as
@@ -30,8 +30,8 @@ __device__ __forceinline__ uint32_t ld32(const uint16_t *p) {
 /* c += a b (m16n8k16, bf16 in, fp32 accumulate). */
 __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
                                          uint32_t b1) {
-#if defined(FA_EMU)
-  fa_emu_mma16816(c, a, b0, b1);
+#if defined(MT_EMU_MMA16816) /* the host emulation (tests/cuda_emu/) */
+  MT_EMU_MMA16816(c, a, b0, b1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "

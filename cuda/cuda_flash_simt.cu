@@ -55,7 +55,7 @@ template <typename T, int HC>
 __global__ void __launch_bounds__(FS_THREADS)
     k_fs_fwd(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs, T *__restrict__ ctx,
              float *__restrict__ lse) {
-  FA_DYN_SMEM(float, fsm);
+  MT_DYN_SMEM(float, fsm);
   const int hn = a.hn, hs = hn | 1;
   float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hs;
   const int pair = blockIdx.x, bi = pair / a.np, n = pair - bi * a.np, g = n / a.npg;
@@ -135,7 +135,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     k_fs_dq(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs,
             const T *__restrict__ dctx, const float *__restrict__ lse, const float *__restrict__ D,
             T *__restrict__ dq, int acc) {
-  FA_DYN_SMEM(float, fsm);
+  MT_DYN_SMEM(float, fsm);
   const int hn = a.hn, hs = hn | 1;
   float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hs, *sO = sQ + FS_BM * hs;
   const int pair = blockIdx.x, bi = pair / a.np, n = pair - bi * a.np, g = n / a.npg;
@@ -211,7 +211,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     k_fs_dkv(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs,
              const T *__restrict__ dctx, const float *__restrict__ lse,
              const float *__restrict__ D, T *__restrict__ dk, T *__restrict__ dv, int acc) {
-  FA_DYN_SMEM(float, fsm);
+  MT_DYN_SMEM(float, fsm);
   const int hn = a.hn, hs = hn | 1;
   float *sK = fsm, *sV = sK + FS_BK * hs, *sQ = sV + FS_BK * hs, *sO = sQ + FS_BQ * hs;
   float *sL = sO + FS_BQ * hs, *sD = sL + FS_BQ;
@@ -313,7 +313,7 @@ void fwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, vo
   fs_smem((const void *)kern, bytes);
   const dim3 grid =
       grid_2d_checked((int64_t)a.b * a.np, (a.sq + FS_BM - 1) / FS_BM, "flash_attn_fwd (fp32)");
-  FA_LAUNCH(kern, grid, FS_THREADS, bytes, st, a, (const T *)q, (const T *)kvs, (T *)ctx, lse);
+  MT_LAUNCH(kern, grid, FS_THREADS, bytes, st)(a, (const T *)q, (const T *)kvs, (T *)ctx, lse);
   MT_CUDA_LAUNCHED();
 }
 
@@ -327,8 +327,8 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
   fs_smem((const void *)kq, bq);
   const dim3 gq =
       grid_2d_checked((int64_t)a.b * a.np, (a.sq + FS_BM - 1) / FS_BM, "flash_attn_bwd dq (fp32)");
-  FA_LAUNCH(kq, gq, FS_THREADS, bq, st, a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D,
-            (T *)dq, dq_acc);
+  MT_LAUNCH(kq, gq, FS_THREADS, bq, st)(
+      a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D, (T *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
   if (a.sk <= 0) return;
   const size_t bk = ((2 * FS_BK + 2 * FS_BQ) * hs + 2 * FS_BQ) * sizeof(float);
@@ -336,8 +336,8 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
   fs_smem((const void *)kk, bk);
   const dim3 gk =
       grid_2d_checked((int64_t)a.b * a.ng, (a.sk + FS_BK - 1) / FS_BK, "flash_attn_bwd dkv (fp32)");
-  FA_LAUNCH(kk, gk, FS_THREADS, bk, st, a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D,
-            (T *)dk, (T *)dv, dkv_acc);
+  MT_LAUNCH(kk, gk, FS_THREADS, bk, st)(
+      a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D, (T *)dk, (T *)dv, dkv_acc);
   MT_CUDA_LAUNCHED();
 }
 

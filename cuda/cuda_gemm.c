@@ -65,6 +65,26 @@ void cuda_gemm(mt_backend *be, const mt_gemm_desc *d) {
   MT_ASSERT(d->a_type == d->b_type);
   MT_ASSERT(d->c_type == d->a_type || d->c_type == MT_F32);
   if (d->m == 0 || d->n == 0) return;
+  if (d->bias && d->beta != 0.0f && d->c_type == MT_BF16) {
+    /* bf16 C with a bias and beta != 0: the product in fp32 (a transient
+     * buffer, freed in stream order), then one kernel adds beta C and the
+     * bias and rounds once, as cpu/ does (a bias kernel after a bf16
+     * product rounds twice: found by the emulated op table, tests/cuda_emu/) */
+    const int64_t mn = (int64_t)d->m * d->n;
+    float *tmp = be->ops->alloc(be, (size_t)(mn * d->batch) * sizeof(float), MT_MEM_WORKSPACE);
+    mt_gemm_desc e = *d;
+    e.c = tmp;
+    e.c_type = MT_F32;
+    e.ldc = d->n;
+    e.stride_c = mn;
+    e.beta = 0.0f;
+    e.bias = NULL;
+    cuda_gemm(be, &e);
+    cudak_bias_axpby_bf16(im->stream, d->c, tmp, d->beta, d->bias, d->a_type, d->m, d->n,
+                          d->ldc, d->stride_c, d->batch);
+    be->ops->free(be, tmp);
+    return;
+  }
   float beta = d->beta;
   int bias_after = 0;
   if (d->bias) {

@@ -29,7 +29,8 @@ void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
   MT_ASSERT(d->groups >= 0 && d->a_type == d->b_type);
   MT_ASSERT(d->c_type == d->a_type || d->c_type == MT_F32);
   const int G = d->groups;
-  int fallback = d->c_type != d->a_type;
+  /* bf16 C with biases and beta != 0: cuda_gemm's one-rounding path */
+  int fallback = d->c_type != d->a_type || (d->bias && d->beta != 0.0f && d->c_type == MT_BF16);
   for (int g = 0; g < G; g++) {
     MT_ASSERT(d->m[g] >= 0 && d->n[g] >= 0 && d->k[g] >= 0);
     fallback |= d->k[g] == 0 && d->m[g] && d->n[g];

@@ -62,6 +62,9 @@ extern "C" {
 #include "core/util.h"
 #include "cuda/cuda_check.h"
 
+/* Slots of the pinned ring the sample ids are uploaded from (cuda_upload_ids). */
+#define CUDA_IDS_RING 64
+
 /* Allocation record of the pointer -> (size, category) map. */
 typedef struct {
   void *ptr; /* NULL = empty slot; CUDA_TOMB = deleted */
@@ -84,8 +87,11 @@ typedef struct {
   size_t rec_live;          /* live entries (capacity follows these only)  */
   void *ws;                 /* op workspace (MT_MEM_WORKSPACE), grows only */
   size_t ws_bytes;
-  int64_t *ids_dev;         /* device copy of desc sample_ids              */
+  int64_t *ids_dev;         /* device copy of desc sample_ids [ids_cap]    */
   int ids_cap;
+  int64_t *ids_pin;         /* pinned ring: CUDA_IDS_RING slots of ids_cap */
+  cudaEvent_t ids_ev[CUDA_IDS_RING]; /* recorded after each slot's copy     */
+  int ids_next;             /* next ring slot                              */
   double *red_dev;          /* reduction partials + result (device)        */
   double *red_host;         /* pinned result                               */
 } cuda_impl;
@@ -109,8 +115,11 @@ void cuda_scratch_free(mt_backend *be);
  * growing it frees the old one (stream-ordered: queued users on the backend
  * stream run before the block is reused). Contents undefined. */
 void *cuda_workspace(mt_backend *be, size_t bytes);
-/* Device copy of a host array of b sample ids (stream-ordered upload into a
- * reused buffer; the host array may be reused as soon as this returns). */
+/* Device copy of a host array of b sample ids: copied into the next slot
+ * of a pinned ring, then uploaded asynchronously (stream-ordered) into a
+ * reused device buffer; a ring slot is rewritten only after its previous
+ * upload ran (its event). The host array may be reused as soon as this
+ * returns. */
 const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b);
 
 /* Device-to-device copy of the table (memcpy_d2d, stream-ordered; also
@@ -133,6 +142,15 @@ void cuda_col_reduce(cudaStream_t st, float *const *out, int k, const float *par
  * cuda_gemm_grouped.c). Asynchronous on st. */
 void cudak_bias_rows(cudaStream_t st, mt_dtype c_t, mt_dtype bias_t, void *c, const void *bias,
                      int64_t m, int64_t n, int64_t ldc, int64_t stride, int batch, int fill);
+
+/* c (bf16) = round(tmp + beta c + bias) for rows r < m of each of `batch`
+ * matrices (c: leading dimension ldc, stride elements apart; tmp: fp32
+ * [batch, m, n] contiguous; bias [n] of type bias_t): the one rounding of a
+ * bf16 GEMM with a bias and beta != 0 (cuda_gemm.c; cuda_gemm_bias.cu).
+ * Asynchronous on st. */
+void cudak_bias_axpby_bf16(cudaStream_t st, void *c, const float *tmp, float beta,
+                           const void *bias, mt_dtype bias_t, int64_t m, int64_t n, int64_t ldc,
+                           int64_t stride, int batch);
 
 /* cuBLAS handle setup/teardown (cuda_gemm.c); returns 0 or -1 with err. */
 int cuda_blas_create(cuda_impl *im, char *err, size_t errlen);

@@ -110,18 +110,26 @@ static void dev_free(cuda_impl *im, void *p) {
     MT_CUDA_CHECK(cudaFree(p));
 }
 
+/* dev_malloc, and on an allocation failure with a pool: the pool's cached
+ * blocks returned to the device (after a stream synchronisation: the
+ * stream-ordered frees have run) and one more try. */
+static cudaError_t dev_malloc_retry(cuda_impl *im, void **p, size_t bytes) {
+  cudaError_t e = dev_malloc(im, p, bytes);
+  if (e == cudaErrorMemoryAllocation && im->pool) {
+    cudaGetLastError();
+    MT_CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    MT_CUDA_CHECK(cudaMemPoolTrimTo((cudaMemPool_t)im->pool, 0));
+    e = dev_malloc(im, p, bytes);
+  }
+  return e;
+}
+
 void *cuda_alloc(mt_backend *be, size_t bytes, mt_mem_cat cat) {
   MT_ASSERT(cat >= 0 && cat < MT_MEM_NCAT);
   cuda_impl *im = cuda_impl_of(be);
   void *p = NULL;
   size_t req = bytes ? bytes : 1;
-  cudaError_t e = dev_malloc(im, &p, req);
-  if (e == cudaErrorMemoryAllocation && im->pool) {
-    cudaGetLastError();
-    MT_CUDA_CHECK(cudaStreamSynchronize(im->stream));
-    MT_CUDA_CHECK(cudaMemPoolTrimTo((cudaMemPool_t)im->pool, 0));
-    e = dev_malloc(im, &p, req);
-  }
+  cudaError_t e = dev_malloc_retry(im, &p, req);
   if (e != cudaSuccess) {
     size_t fr = 0, tot = 0;
     cudaGetLastError();
@@ -190,14 +198,31 @@ void *cuda_workspace(mt_backend *be, size_t bytes) {
 
 const int64_t *cuda_upload_ids(mt_backend *be, const int64_t *ids_host, int b) {
   cuda_impl *im = cuda_impl_of(be);
-  if (b > im->ids_cap) { /* from the pool, stream-ordered: no mid-step device sync */
+  if (b > im->ids_cap) { /* grows once or twice per run */
+    const int cap = b < 64 ? 64 : b;
+    MT_CUDA_CHECK(cudaStreamSynchronize(im->stream)); /* no queued upload reads the old ring */
     dev_free(im, im->ids_dev);
-    im->ids_cap = b < 64 ? 64 : b;
-    MT_CUDA_CHECK(dev_malloc(im, (void **)&im->ids_dev, (size_t)im->ids_cap * sizeof(int64_t)));
+    im->ids_dev = NULL;
+    if (im->ids_pin) MT_CUDA_CHECK(cudaFreeHost(im->ids_pin));
+    im->ids_pin = NULL;
+    cudaError_t e = dev_malloc_retry(im, (void **)&im->ids_dev, (size_t)cap * sizeof(int64_t));
+    if (e != cudaSuccess)
+      mt_fatal("cuda backend: out of memory allocating %zu bytes for the sample ids: %s",
+               (size_t)cap * sizeof(int64_t), cudaGetErrorName(e));
+    MT_CUDA_CHECK(cudaMallocHost((void **)&im->ids_pin,
+                                 (size_t)cap * CUDA_IDS_RING * sizeof(int64_t)));
+    im->ids_cap = cap;
+    im->ids_next = 0;
   }
-  /* pageable source: staged before return, copy ordered on the stream */
-  MT_CUDA_CHECK(cudaMemcpyAsync(im->ids_dev, ids_host, (size_t)b * sizeof(int64_t),
+  const int k = im->ids_next;
+  im->ids_next = (k + 1) % CUDA_IDS_RING;
+  int64_t *slot = im->ids_pin + (size_t)k * (size_t)im->ids_cap;
+  /* the slot's previous upload has run (normally long ago): then rewrite it */
+  MT_CUDA_CHECK(cudaEventSynchronize(im->ids_ev[k]));
+  memcpy(slot, ids_host, (size_t)b * sizeof(int64_t));
+  MT_CUDA_CHECK(cudaMemcpyAsync(im->ids_dev, slot, (size_t)b * sizeof(int64_t),
                                 cudaMemcpyHostToDevice, im->stream));
+  MT_CUDA_CHECK(cudaEventRecord(im->ids_ev[k], im->stream));
   return im->ids_dev;
 }
 
@@ -237,6 +262,8 @@ void cuda_scratch_free(mt_backend *be) {
   cuda_impl *im = cuda_impl_of(be);
   if (im->ws) cuda_free(be, im->ws);
   if (im->ids_dev) dev_free(im, im->ids_dev);
+  if (im->ids_pin) cudaFreeHost(im->ids_pin); /* synchronises: no upload reads it */
   im->ws = NULL, im->ws_bytes = 0;
   im->ids_dev = NULL, im->ids_cap = 0;
+  im->ids_pin = NULL, im->ids_next = 0;
 }

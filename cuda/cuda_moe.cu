@@ -25,7 +25,7 @@ extern "C" void cuda_moe_gather_rows(mt_backend *be, void *dst, const void *src,
   if (n <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_gather_rows<T><<<grid_for(n * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_gather_rows<T>, grid_for(n * h, TPB), TPB, 0, st)(
                      (T *)dst, (const T *)src, idx, n, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -53,7 +53,7 @@ extern "C" void cuda_moe_combine_fwd(mt_backend *be, void *y, const void *src,
   if (n_tok <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_combine_fwd<T><<<grid_for(n_tok * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_combine_fwd<T>, grid_for(n_tok * h, TPB), TPB, 0, st)(
                      (T *)y, (const T *)src, slot, w, n_tok, k, h)));
   MT_CUDA_LAUNCHED();
 }
@@ -96,10 +96,10 @@ extern "C" void cuda_moe_combine_bwd(mt_backend *be, void *dsrc, float *dw, cons
   if (n_tok <= 0 || k <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_combine_bwd_dsrc<T><<<grid_for(n_tok * k * h, TPB), TPB, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_combine_bwd_dsrc<T>, grid_for(n_tok * k * h, TPB), TPB, 0, st)(
                      (T *)dsrc, (const T *)dy, slot, w, n_tok, k, h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(t, (k_combine_bwd_dw<T><<<grid_x_checked(n_tok * k, "moe_combine_bwd"), TPB, 0, st>>>(
-                     dw, (const T *)dy, (const T *)src, slot, k, h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_combine_bwd_dw<T>, grid_x_checked(n_tok * k, "moe_combine_bwd"), TPB,
+                            0, st)(dw, (const T *)dy, (const T *)src, slot, k, h)));
   MT_CUDA_LAUNCHED();
 }

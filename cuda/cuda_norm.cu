@@ -53,7 +53,7 @@ extern "C" void cuda_layernorm_fwd(mt_backend *be, void *out, float *mean, float
   if (rows <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_ln_fwd<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_ln_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
                      (T *)out, mean, rstd, (const T *)in, (const T *)w, (const T *)b, rows, h,
                      eps)));
   MT_CUDA_LAUNCHED();
@@ -104,13 +104,13 @@ extern "C" void cuda_layernorm_bwd(mt_backend *be, void *din, float *dw, float *
   float *part = cuda_col_part(be, rows, 2, h, &nch);
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_ln_bwd_dx<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
                      (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows,
                      h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(t, (k_ln_bwd_part<T><<<dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
-                                     CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, (const T *)in,
-                                                            mean, rstd, rows, h)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_part<T>, dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
+                            CUDA_COL_TPB, 0,
+                            st)(part, (const T *)dout, (const T *)in, mean, rstd, rows, h)));
   MT_CUDA_LAUNCHED();
   float *const out[2] = {dw, db};
   cuda_col_reduce(st, out, 2, part, nch, h);
@@ -170,7 +170,7 @@ extern "C" void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const v
                                  const void *w, int64_t rows, int64_t h, float eps) {
   if (rows <= 0 || h <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_rms_fwd<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
                              (T *)out, rstd, (const T *)in, (const T *)w, rows, h, eps)));
   MT_CUDA_LAUNCHED();
 }
@@ -182,14 +182,14 @@ extern "C" void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const voi
   cudaStream_t st = cuda_impl_of(be)->stream;
   int64_t nch;
   float *part = cuda_col_part(be, rows, 1, h, &nch);
-  MT_DISPATCH(be->dtype, (k_rms_bwd_dx<T><<<warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
                              (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows,
                              h)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(be->dtype,
-              (k_rms_bwd_part<T><<<dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
-                                   CUDA_COL_TPB, 0, st>>>(part, (const T *)dout, (const T *)in,
-                                                          rstd, rows, h)));
+  MT_DISPATCH(
+      be->dtype,
+      (MT_LAUNCH(k_rms_bwd_part<T>, dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
+                 CUDA_COL_TPB, 0, st)(part, (const T *)dout, (const T *)in, rstd, rows, h)));
   MT_CUDA_LAUNCHED();
   float *const out[1] = {dw};
   cuda_col_reduce(st, out, 1, part, nch, h);
@@ -316,7 +316,7 @@ extern "C" void cuda_qknorm_fwd(mt_backend *be, const mt_qknorm_desc *d, void *o
   const int64_t heads = a.rows * a.ng * (a.npg + 2);
   if (heads <= 0 || a.hn <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_qkn_fwd<T><<<warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_qkn_fwd<T>, warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st)(
                              a, (T *)out, mean, rstd, (const T *)in, (const T *)wq,
                              (const T *)bq, (const T *)wk, (const T *)bk)));
   MT_CUDA_LAUNCHED();
@@ -332,14 +332,14 @@ extern "C" void cuda_qknorm_bwd(mt_backend *be, const mt_qknorm_desc *d, void *d
   cudaStream_t st = cuda_impl_of(be)->stream;
   int64_t nch;
   float *part = cuda_col_part(be, a.rows, 4, a.hn, &nch);
-  MT_DISPATCH(be->dtype, (k_qkn_bwd_dx<T><<<warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_qkn_bwd_dx<T>, warps_grid(heads), 32 * ROWS_PER_BLOCK, 0, st)(
                              a, (T *)din, (const T *)dout, (const T *)in, (const T *)wq,
                              (const T *)wk, mean, rstd)));
   MT_CUDA_LAUNCHED();
-  MT_DISPATCH(be->dtype,
-              (k_qkn_bwd_part<T><<<dim3(col_blocks(a.hn, CUDA_COL_TPB), grid_y_for(nch), 4),
-                                   CUDA_COL_TPB, 0, st>>>(a, part, (const T *)dout,
-                                                          (const T *)in, mean, rstd)));
+  MT_DISPATCH(
+      be->dtype,
+      (MT_LAUNCH(k_qkn_bwd_part<T>, dim3(col_blocks(a.hn, CUDA_COL_TPB), grid_y_for(nch), 4),
+                 CUDA_COL_TPB, 0, st)(a, part, (const T *)dout, (const T *)in, mean, rstd)));
   MT_CUDA_LAUNCHED();
   float *const out[4] = {dwq, a.rms ? NULL : dbq, dwk, a.rms ? NULL : dbk};
   cuda_col_reduce(st, out, 4, part, nch, a.hn);

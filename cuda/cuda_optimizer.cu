@@ -33,7 +33,7 @@ extern "C" void cuda_adamw(mt_backend *be, const mt_adamw_hparams *hp, float *ma
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (k_adamw<T><<<grid_for(n, TPB), TPB, 0, st>>>(c, master, m, v, grad,
+  MT_DISPATCH(t, (MT_LAUNCH(k_adamw<T>, grid_for(n, TPB), TPB, 0, st)(c, master, m, v, grad,
                                                                (T *)param_lowp, n)));
   MT_CUDA_LAUNCHED();
 }
@@ -71,9 +71,9 @@ __global__ void k_reduce_final(double *part, double *out_acc) {
  * red_dev[CUDA_RED_BLOCKS], or added to *acc (device) when acc is non-NULL. */
 static void reduce_launch(cudaStream_t st, const float *x, int64_t n, int squares,
                           double *red_dev, double *acc) {
-  k_reduce_part<<<CUDA_RED_BLOCKS, TPB, 0, st>>>(x, n, squares, red_dev);
+  MT_LAUNCH(k_reduce_part, CUDA_RED_BLOCKS, TPB, 0, st)(x, n, squares, red_dev);
   MT_CUDA_LAUNCHED();
-  k_reduce_final<<<1, TPB, 0, st>>>(red_dev, acc);
+  MT_LAUNCH(k_reduce_final, 1, TPB, 0, st)(red_dev, acc);
   MT_CUDA_LAUNCHED();
 }
 

@@ -55,7 +55,7 @@ static void rope_launch(mt_backend *be, const mt_rope_desc *d, void *x, float si
   const int64_t n = (int64_t)d->s * d->b * ng * (a.npg + 1) * a.half;
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (k_rope<T><<<grid_for(n, TPB), TPB, 0, st>>>(a, (T *)x, n)));
+  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rope<T>, grid_for(n, TPB), TPB, 0, st)(a, (T *)x, n)));
   MT_CUDA_LAUNCHED();
 }
 

@@ -41,6 +41,8 @@
 #        GPU_CHECK_BENCH_STEPS=5 (timed steps per bench shape)
 #        GPU_CHECK_NCCL_COMM="comm_check --engine nccl" (the comm check's NCCL mode)
 #        GPU_CHECK_TIME_SCALE=N multiplies every time limit (slow machines)
+#        GPU_CHECK_BUDGET=520 the whole check's deadline in seconds (steps
+#        that would pass it get what is left)
 #        GPU_CHECK_DEVICE=cpu: a dry run of the check's own logic on a machine
 #        without a GPU (trainer and mpi steps on the cpu backend with
 #        MEGATRAIN_TEST_DEVICE_BUFFERS=1, ops/nccl/bench left out); never a pass
@@ -56,14 +58,21 @@ XID='\bXid\b'
 # fault_line FILE: the first fault line of FILE (empty when none)
 fault_line() { { grep -m1 -iE "$FAULT" "$1"; grep -m1 -E "$XID" "$1"; } 2>/dev/null | head -1; }
 # each step's limit covers the limits of the runs inside it (plus a few
-# seconds of slack); 480 s in all:
+# seconds of slack); 480 s in all, plus 5 s of kill grace per step; the
+# whole check also has a deadline (GPU_CHECK_BUDGET, default 520 s from its
+# start: a step that would pass it gets what is left, one that cannot get
+# 10 s is not run), so that the check with its summary always ends inside
+# the device tool's `timeout -k 5 560` with time to spare:
 #   probe   30: nvidia-smi twice (8 each at most; ~1 s normally), the
 #               library probe, mpirun -np 2 hostname (10); a probe that
 #               times out is a FAIL after which the other steps still run
 #   ops    110: cuda_parity 12+33 (fp32 tiny, realistic) + 12+33 (bf16) + test_cuda_table 15 = 105
 #   trainer 45: cpu_fp32 15 + cuda_fp32 15 + cuda_bf16 12 = 42
 #   mpi    130: moe_8 35 + moe_1 14 + base4 14 + tp2_sp, pp2_1f1b, pp2_v2, dp2_zero3 4x14 = 119
-#   nccl    35: nccl_1rank 14 + comm_check 16 = 30
+#   nccl    35: nccl_1rank 14 + comm_check 16 = 30 (+15 when the trainer step
+#               did not run in this invocation: the step then makes its own
+#               reference run, cuda_fp32, first; GPU_CHECK_STEPS=nccl alone
+#               works)
 #   bench  130: 4 shapes x 31 = 124
 # Within a step no run outlives the step: each run's limit is cut to what
 # the step has left (GPU_CHECK_STEP_END), and one that cannot get 5 s is
@@ -393,6 +402,12 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
   nccl)
     cfg=(--config "$B/tests/configs/gpt-test.json" --set training.train_iters=10 --set training.eval_interval=10)
     rc=0
+    # the trainer step's default-engine run is the reference; a rerun of this
+    # step alone (its work folder is new) makes it first
+    if [ ! -s "$W/${RL}_fp32.jsonl" ]; then
+      echo "(no ${RL}_fp32 reference from the trainer step in this run: making it)"
+      run ${RL}_fp32 1 15 "${cfg[@]}" --set device=$DEV || rc=1
+    fi
     MEGATRAIN_NCCL_SIZE1=1 NCCL_DEBUG=${NCCL_DEBUG:-WARN} run nccl_1rank 1 14 "${cfg[@]}" --set device=cuda \
         --set parallel.distributed_backend=nccl && cmp_ref nccl_1rank ${RL}_fp32 1e-4 || rc=1
     read -r -a cc <<< "${GPU_CHECK_NCCL_COMM:-comm_check --engine nccl}"
@@ -436,6 +451,7 @@ if [ -z "$B" ]; then
   else B=$here/../dist/gpu-bundle; fi
 fi
 t_start=$(date +%s)
+budget=$(( ${GPU_CHECK_BUDGET:-520} * ${GPU_CHECK_TIME_SCALE:-1} ))
 summary() { # lines... -> stdout and summary.txt
   printf '%s\n' "$@" | tee -a "$O/summary.txt"
 }
@@ -478,10 +494,20 @@ first=probe; [ -n "$dry" ] && first=""
 for s in $first $steps; do
   case " ${done_steps:-} " in *" $s "*) continue;; esac
   done_steps="${done_steps:-} $s"
-  lim=$(printf '%s\n' $STEP_LIMITS | sed -n "s/^$s://p"); lim=$(( ${lim:-60} * ${GPU_CHECK_TIME_SCALE:-1} ))
+  lim=$(printf '%s\n' $STEP_LIMITS | sed -n "s/^$s://p"); lim=${lim:-60}
+  # nccl without the trainer step in this invocation makes its own reference
+  [ $s = nccl ] && case " $steps " in *" trainer "*) ;; *) lim=$(( lim + 15 ));; esac
+  lim=$(( lim * ${GPU_CHECK_TIME_SCALE:-1} ))
+  # the whole check's deadline (kill grace 5 s included)
+  bleft=$(( t_start + budget - $(date +%s) - 5 ))
+  if [ "$bleft" -lt 10 ]; then
+    line=$(printf '%-4s  %-8s %4ss  %s' FAIL "$s" 0 "not run: the check's ${budget} s budget (GPU_CHECK_BUDGET) was used up")
+    echo "$line"; results+=("$line"); echo "$line" >> "$O/summary.txt"; failed=$((failed + 1)); continue
+  fi
+  [ "$lim" -gt "$bleft" ] && { echo "(step limit ${lim}s cut to the ${bleft}s the check's budget has left)"; lim=$bleft; }
   echo "=== $s (limit ${lim}s) — log $O/$s.log"
   t0=$(date +%s)
-  GPU_CHECK_STEP_END=$(( t0 + lim )) timeout -k 10 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
+  GPU_CHECK_STEP_END=$(( t0 + lim )) timeout -k 5 "$lim" bash "$self" --run-step "$s" "$O" "$B" > "$O/$s.log" 2>&1
   r=$?; dt=$(( $(date +%s) - t0 ))
   # probe: exit 3 (mpirun failed) or a time-out is a FAIL, but the steps can
   # still run (each has its own limit; nvidia-smi listed a GPU)

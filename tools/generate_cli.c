@@ -22,6 +22,7 @@
 
 typedef struct {
   const char *load, *prompt, *vocab, *merges, *dump_logits, *tok_type, *tok_model;
+  const char *device; /* --device: NULL = the checkpoint config's */
   int max_new, no_cache, print_ids;
   int threads; /* --num-threads: -1 = the config's training.num_threads */
   mt_sample_opts s;
@@ -38,7 +39,7 @@ static const char gen_usage[] =
     "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "         [--vocab-file F --merge-file M | --tokenizer-type T --tokenizer-model P]\n"
     "         [--no-kv-cache] [--print-ids]\n"
-    "         [--num-threads N] [--dump-logits FILE]\n"
+    "         [--num-threads N] [--dump-logits FILE] [--device cpu|cuda]\n"
     "  stdout: the text (and the ids with --print-ids); stderr: the speed line\n"
     "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n";
 
@@ -94,6 +95,7 @@ static int parse(int argc, char **argv, gen_args *a) {
                        : !strcmp(k, "--tokenizer-type") ? &a->tok_type
                        : !strcmp(k, "--tokenizer-model") ? &a->tok_model
                        : !strcmp(k, "--dump-logits")  ? &a->dump_logits
+                       : !strcmp(k, "--device")       ? &a->device
                                                       : NULL;
     if (str) {
       if (i + 1 >= argc) return usage_error("a value is needed after", k);
@@ -257,11 +259,17 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
                         "training.micro_batch_size=1",
                         "training.global_batch_size=1",
                         "model.recompute_granularity=null",
-                        NULL};
-  int n_sets = (int)(sizeof sets / sizeof sets[0]) - 1;
-  char thr[64];
+                        NULL, NULL, NULL}; /* room for --num-threads and --device */
+  int n_sets = (int)(sizeof sets / sizeof sets[0]) - 3;
+  char thr[64], dev[64];
   snprintf(thr, sizeof thr, "training.num_threads=%d", a->threads);
   if (a->threads >= 0) sets[n_sets++] = thr;
+  /* --device: the device the checkpoint is sampled on, whatever trained it
+   * (checked by the config loader like the config's own "device") */
+  if (a->device) {
+    snprintf(dev, sizeof dev, "device=%.50s", a->device);
+    sets[n_sets++] = dev;
+  }
   char where[600];
   snprintf(where, sizeof where, "%s/metadata.json", mt_dckpt_dir(r->ck));
   rc = mt_config_load_saved(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);

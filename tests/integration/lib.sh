@@ -19,6 +19,9 @@ if [ ! -f "$TS.idx" ]; then
   mv "$TS.tmp.bin" "$TS.bin"; mv "$TS.tmp.idx" "$TS.idx"
 fi
 CFG=tests/configs/gpt-test.json
+# full_or FULL CI -> FULL under MEGATRAIN_TEST_FULL=1, CI otherwise (the CI
+# mode runs a smaller matrix or fewer steps; docs/testing.md lists what)
+full_or() { if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then echo "$1"; else echo "$2"; fi; }
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 
 # metrics_field FILE KEY -> one line per training record: "iteration value"

@@ -2,22 +2,22 @@
 """tests/integration/moe_compare.py — the MoE layout-parity comparison (run by
 cmp_moe in moe_lib.sh): two runs' metrics files agree per iteration, key by
 key (nested lists flattened, e.g. tokens per expert per MoE layer), within a
-relative tolerance (0 = bitwise); iterations FIRST..20 must be present in
-both. Prints one summary line; exits non-zero naming the first mismatch.
+relative tolerance (0 = bitwise); iterations FIRST..LAST (default 20) must
+be present in both. Prints one summary line; exits non-zero naming the first mismatch.
 
 usage: moe_compare.py A.jsonl B.jsonl NAME_A NAME_B [--keys K,K?,...]
-         [--first N] [--tol T] [--bitwise K,...] [--bias-moved]
+         [--first N] [--last N] [--tol T] [--bitwise K,...] [--bias-moved]
 A key ending in '?' may be absent from both runs (not from only one)."""
 import argparse, json, math, sys
 
 DEFAULT_KEYS = ("lm_loss,grad_norm,load_balancing_loss,z_loss,dropped_tokens,"
                 "tokens_per_expert_max")
-LAST = 20  # every MoE parity run trains 20 steps
 
 ap = argparse.ArgumentParser()
 ap.add_argument("a"); ap.add_argument("b"); ap.add_argument("name_a"); ap.add_argument("name_b")
 ap.add_argument("--keys", default=DEFAULT_KEYS, help="comma-separated; '?' suffix: optional")
 ap.add_argument("--first", type=int, default=1, help="first iteration compared")
+ap.add_argument("--last", type=int, default=20, help="last iteration (the runs' train_iters)")
 ap.add_argument("--tol", type=float, default=1e-5, help="relative tolerance (0: bitwise)")
 ap.add_argument("--bitwise", default="", help="keys that must be bitwise equal in every iteration (counts, expert bias)")
 ap.add_argument("--bias-moved", action="store_true",
@@ -32,7 +32,7 @@ def flat(v):
     return [w for u in v for w in flat(u)] if isinstance(v, list) else [v]
 
 a, b = load(opt.a), load(opt.b)
-assert a.keys() == b.keys() and len(a) == LAST + 1 - opt.first, (sorted(a), sorted(b))
+assert a.keys() == b.keys() and len(a) == opt.last + 1 - opt.first, (sorted(a), sorted(b))
 keys = [k.rstrip("?") for k in opt.keys.split(",")]
 optional = {k.rstrip("?") for k in opt.keys.split(",") if k.endswith("?")}
 report_bitwise = [k for k in opt.bitwise.split(",") if k]
@@ -63,8 +63,8 @@ for it in sorted(a):
 if not_bitwise:
     sys.exit("%s vs %s: %s not bitwise equal (expected bitwise: integer counts and the expert bias "
              "they drive)" % (opt.name_a, opt.name_b, ",".join(sorted(not_bitwise))))
-last = a[LAST]
-span = "%d steps" % LAST if opt.first == 1 else "iterations %d-%d" % (opt.first, LAST)
+last = a[opt.last]
+span = "%d steps" % opt.last if opt.first == 1 else "iterations %d-%d" % (opt.first, opt.last)
 line = "%s vs %s: %s agree (worst rel %.2e%s, tolerance %g)" % (
     opt.name_a, opt.name_b, span, worst, " at %s" % worst_key if worst else "", opt.tol)
 if report_bitwise:
@@ -73,7 +73,7 @@ if report_bitwise:
 fields = (("lm", "lm_loss", "%.5f"), ("gn", "grad_norm", "%.5f"), ("lb", "load_balancing_loss", "%.5f"),
           ("z", "z_loss", "%.4f"), ("dropped", "dropped_tokens", "%d"),
           ("tokens/expert max", "tokens_per_expert_max", "%s"))
-line += "; step %d: " % LAST + " ".join("%s %s" % (label, fmt % (last[k],))
+line += "; step %d: " % opt.last + " ".join("%s %s" % (label, fmt % (last[k],))
                                          for label, k, fmt in fields if k in last)
 if opt.bias_moved:
     bias = flat(last.get("expert_bias", []))

@@ -77,8 +77,8 @@ extern "C" void cudak_attn_softmax_fwd(cudaStream_t st, mt_dtype t, const mt_att
   if (nrows <= 0) return;
   attn_args a = attn_args_of(d);
   const unsigned g = grid_x_checked((nrows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, "attention softmax");
-  MT_DISPATCH(t, (k_softmax_fwd<T><<<g, 32 * ROWS_PER_BLOCK, 0, st>>>(a, ids_dev, (T *)probs,
-                                                                     (T *)pd, nrows)));
+  MT_DISPATCH(t, (MT_LAUNCH(k_softmax_fwd<T>, g, 32 * ROWS_PER_BLOCK, 0, st)(a, ids_dev, (T *)probs,
+                                                                             (T *)pd, nrows)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -103,7 +103,7 @@ extern "C" void cudak_attn_dropout_probs(cudaStream_t st, mt_dtype t, const mt_a
   if (nrows <= 0) return;
   attn_args a = attn_args_of(d);
   const unsigned g = grid_x_checked((nrows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, "attention softmax");
-  MT_DISPATCH(t, (k_dropout_probs<T><<<g, 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_dropout_probs<T>, g, 32 * ROWS_PER_BLOCK, 0, st)(
                      a, ids_dev, (const T *)probs, (T *)pd, nrows)));
   MT_CUDA_LAUNCHED();
 }
@@ -149,7 +149,7 @@ extern "C" void cudak_attn_softmax_bwd(cudaStream_t st, mt_dtype t, const mt_att
   attn_args a = attn_args_of(d);
   const int64_t *ids = d->dropout_p > 0.0f ? ids_dev : NULL;
   const unsigned g = grid_x_checked((nrows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, "attention softmax");
-  MT_DISPATCH(t, (k_softmax_bwd<T><<<g, 32 * ROWS_PER_BLOCK, 0, st>>>(
+  MT_DISPATCH(t, (MT_LAUNCH(k_softmax_bwd<T>, g, 32 * ROWS_PER_BLOCK, 0, st)(
                      a, ids, (const T *)probs, dp, (T *)ds, nrows)));
   MT_CUDA_LAUNCHED();
 }

@@ -17,9 +17,9 @@
 
 #include <algorithm>
 
-#define FA_EMU 1
 
 typedef void *cudaStream_t;
+typedef void *cudaEvent_t;
 typedef int cudaError_t;
 enum { cudaSuccess = 0, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
@@ -80,12 +80,25 @@ void __trap(void);
 using std::max;
 using std::min;
 
-#define FA_DYN_SMEM(type, name) type *name = (type *)fa_emu_dyn_smem()
+#define MT_DYN_SMEM(type, name) type *name = (type *)fa_emu_dyn_smem()
+#define MT_EMU_MMA16816(c, a, b0, b1) fa_emu_mma16816(c, a, b0, b1)
 
 /* Launch: every block of the grid, one after another. */
 template <typename... P, typename... A>
 void fa_emu_launch(void (*k)(P...), dim3 grid, dim3 block, size_t smem, A... args);
-#define FA_LAUNCH(kernel, grid, threads, smem, st, ...) \
-  ((void)(st), fa_emu_launch(kernel, dim3(grid), dim3(threads), (size_t)(smem), __VA_ARGS__))
+template <typename... P> struct fa_emu_launcher {
+  void (*k)(P...);
+  dim3 grid, block;
+  size_t smem;
+  template <typename... A> void operator()(A... args) const {
+    fa_emu_launch(k, grid, block, smem, args...);
+  }
+};
+template <typename... P>
+fa_emu_launcher<P...> fa_emu_launcher_of(void (*k)(P...), dim3 g, dim3 b, size_t s) {
+  return fa_emu_launcher<P...>{k, g, b, s};
+}
+#define MT_LAUNCH(kernel, grid, threads, smem, st) \
+  ((void)(st), fa_emu_launcher_of(kernel, dim3(grid), dim3(threads), (size_t)(smem)))
 
 #endif
