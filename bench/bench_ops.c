@@ -151,7 +151,7 @@ static void run_xent(void *a) {
   ew_arg *e = a; /* x = logits [rows, n]; forward pieces + backward */
   g_be->ops->xent_max(g_be, e->mu, e->x, e->rows, e->n, e->n - 47);
   g_be->ops->xent_stats(g_be, e->rs, e->dw, e->x, e->mu, e->tgt, e->rows, e->n, e->n - 47, 0);
-  g_be->ops->xent_bwd(g_be, e->y, e->mu, e->rs, e->tgt, e->rows, e->n, e->n - 47, 0, 1.0f);
+  g_be->ops->xent_bwd(g_be, e->y, e->mu, e->rs, e->tgt, e->rows, e->n, e->n - 47, 0, 1.0f, NULL);
 }
 static void run_bias_grad(void *a) {
   ew_arg *e = a;

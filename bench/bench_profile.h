@@ -84,8 +84,8 @@ MT_PROF_SHIM(MT_PROF_XENT, xent_stats,
              (be, se, tl, l, mx, t, n, vl, valid, v0))
 MT_PROF_SHIM(MT_PROF_XENT, xent_bwd,
              (mt_backend * be, void *l, const float *mx, const float *se, const int32_t *t,
-              int64_t n, int64_t vl, int64_t valid, int64_t v0, float sc),
-             (be, l, mx, se, t, n, vl, valid, v0, sc))
+              int64_t n, int64_t vl, int64_t valid, int64_t v0, float sc, const float *w),
+             (be, l, mx, se, t, n, vl, valid, v0, sc, w))
 MT_PROF_SHIM(MT_PROF_DROP, dropout_add_fwd,
              (mt_backend * be, const mt_dropout_desc *d, void *o, const void *x, const void *r),
              (be, d, o, x, r))

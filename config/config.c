@@ -140,9 +140,9 @@ static int is_weight(const cJSON *v, double *w) {
   return 0;
 }
 
-/* data.data_path: "prefix" | ["a", "b"] | [w, "a", w, "b"] (w number or
- * numeric string). */
-static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_config *d) {
+/* data.data_path and the per-split paths: "prefix" | ["a", "b"] |
+ * [w, "a", w, "b"] (w number or numeric string). */
+static int set_paths(mt_cfg_ctx *c, int k, const cJSON *v, mt_data_blend *d) {
   char buf[80];
   d->n_paths = 0;
   d->weighted = 0;
@@ -234,8 +234,7 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
   char buf[80];
   if (c->present[k]) return mt_cfg_fail(c, k, "given twice (expected each key once)");
   c->present[k] = 1;
-  if (cJSON_IsNull(v) && (kd->flags & (MT_CK_NULLABLE | MT_CK_DERIVED)) &&
-      kd->type != MT_CT_PATHS) {
+  if (cJSON_IsNull(v) && (kd->flags & (MT_CK_NULLABLE | MT_CK_DERIVED))) {
     memset(p, 0, kd->size); /* "" / 0: off, or derive */
     c->present[k] = 2;      /* given as null */
     return 0;
@@ -302,7 +301,7 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
       return 0;
     }
     case MT_CT_PATHS:
-      return set_paths(c, k, v, &cfg->data);
+      return set_paths(c, k, v, (mt_data_blend *)p);
     case MT_CT_LAYER_FREQ:
       return set_layer_freq(c, k, v, &cfg->model);
   }

@@ -39,14 +39,22 @@ typedef struct {
 typedef struct {
   int micro_batch_size;
   int global_batch_size;
-  int64_t train_iters;            /* required */
+  int64_t train_iters;            /* given, or train_samples / global_batch_size */
+  int64_t train_samples;          /* 0 = iteration-based training */
   uint64_t seed;
   float lr;                       /* required */
   float min_lr;
-  char lr_decay_style[16];        /* "constant" | "linear" | "cosine" */
+  char lr_decay_style[24];        /* constant | linear | cosine | inverse-square-root | WSD */
   int64_t lr_warmup_iters;
   int64_t lr_decay_iters;
+  int64_t lr_warmup_samples, lr_decay_samples; /* sample-based training */
+  float lr_warmup_fraction;       /* 0 = unset */
+  float lr_warmup_init;
+  char lr_wsd_decay_style[16];    /* exponential | linear | cosine | minus_sqrt */
+  int64_t lr_wsd_decay_iters, lr_wsd_decay_samples; /* 0 = unset */
   float weight_decay;
+  float start_weight_decay, end_weight_decay; /* resolved: = weight_decay when constant */
+  char weight_decay_incr_style[16]; /* constant | linear | cosine */
   float adam_beta1, adam_beta2;
   float adam_eps;
   float clip_grad;                /* 0 = off */
@@ -64,11 +72,27 @@ typedef struct {
   int num_threads;                /* cpu threads per rank; 0 = OMP default */
 } mt_training_config;
 
+/* A list of data prefixes, optionally weighted (Megatron's blend). */
+#define MT_DATA_BLEND_FIELDS                                                       \
+  int n_paths;                                                                     \
+  char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */ \
+  double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */ \
+  int weighted;                                   /* given in the weighted form */
 typedef struct {
-  int n_paths;
-  char data_path[MT_MAX_DATA_PATHS][MT_PATH_MAX]; /* prefixes (.bin/.idx) or llm.c shards */
-  double data_weight[MT_MAX_DATA_PATHS];          /* blend weights (1.0 each if not given) */
-  int weighted;                                   /* data_path given in the weighted form */
+  MT_DATA_BLEND_FIELDS
+} mt_data_blend;
+
+typedef struct {
+  union { /* data_path: cfg->data.data_path[i] or, as a blend, cfg->data.blend */
+    struct {
+      MT_DATA_BLEND_FIELDS
+    };
+    mt_data_blend blend;
+  };
+  /* train_data_path, valid_data_path, test_data_path (Megatron's per-split
+   * blends; n_paths 0 = not given), indexed by MT_SPLIT_* order */
+  mt_data_blend split_blend[3];
+  char data_cache_path[MT_PATH_MAX];              /* "" = no index cache */
   char split[64];                                 /* "969,30,1" */
   char vocab_file[MT_PATH_MAX];                   /* optional, for decoding samples */
   char merge_file[MT_PATH_MAX];
@@ -76,6 +100,10 @@ typedef struct {
                                                      SentencePieceTokenizer */
   char tokenizer_model[MT_PATH_MAX];              /* tokenizer.json / its folder, tokenizer.model */
   float mid_level_dataset_surplus;                /* blend surplus (0.005) */
+  /* documents inside packed sequences (Megatron's GPTDatasetConfig) */
+  int reset_position_ids;   /* learned positions restart after each EOD */
+  int reset_attention_mask; /* attention stays inside the token's document */
+  int eod_mask_loss;        /* no loss on the prediction made at an EOD */
 } mt_data_config;
 
 typedef struct {

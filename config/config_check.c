@@ -3,7 +3,8 @@
  * apply to megatrain). Every rule is a row of a table (its check, the key
  * its message names, its text in docs/config.md and a config that breaks
  * it): the layout rules here, the model, MoE and training rules in
- * config_rules_model.c. docs/config.md's rules are generated from these
+ * config_rules_model.c, the data rules in config_rules_data.c and the
+ * optimizer schedule rules in config_rules_train.c. docs/config.md's rules are generated from these
  * rows and tests/unit/config/test_config_rules.c runs each row's example, so the
  * page lists exactly what is checked. Each failure writes one message naming
  * the key and returns 2. */
@@ -51,7 +52,6 @@ void mt_cfg_derive(mt_config *cfg, int world) {
   if (p->virtual_pipeline_model_parallel_size == 0) p->virtual_pipeline_model_parallel_size = 1;
   if (p->expert_tensor_parallel_size == 0)
     p->expert_tensor_parallel_size = p->tensor_model_parallel_size;
-  if (t->lr_decay_iters == 0) t->lr_decay_iters = t->train_iters;
   if (!p->distributed_backend[0])
     snprintf(p->distributed_backend, sizeof p->distributed_backend, "%s",
              strcmp(cfg->device, "cuda") ? "mpi" : "nccl");
@@ -60,6 +60,12 @@ void mt_cfg_derive(mt_config *cfg, int world) {
     /* With an invalid layout the consistency check reports the layout. */
     t->global_batch_size = clamp_int((int64_t)t->micro_batch_size * (dp > 0 ? dp : 1));
   }
+  /* Megatron's update_train_iters (no batch ramp-up) and
+   * get_optimizer_param_scheduler's defaults */
+  if (t->train_samples > 0 && t->train_iters == 0 && t->global_batch_size > 0)
+    t->train_iters = t->train_samples / t->global_batch_size;
+  if (t->lr_decay_iters == 0) t->lr_decay_iters = t->train_iters;
+  if (t->lr_decay_samples == 0) t->lr_decay_samples = t->train_samples;
 }
 
 static double numeric(const mt_config *cfg, int k) {
@@ -515,18 +521,23 @@ const mt_cfg_rule *mt_cfg_rules_layout(int *n) {
 }
 
 int mt_cfg_nrules(void) {
-  int a, b, d;
+  int a, b, d, s;
   mt_cfg_rules_layout(&a);
   mt_cfg_rules_model(&b);
   mt_cfg_rules_data(&d);
-  return a + b + d;
+  mt_cfg_rules_train(&s);
+  return a + b + d + s;
 }
 
 const mt_cfg_rule *mt_cfg_rule_at(int i) {
-  int a, b, d;
+  int a, b, d, s;
   const mt_cfg_rule *la = mt_cfg_rules_layout(&a), *mo = mt_cfg_rules_model(&b),
-                    *da = mt_cfg_rules_data(&d);
-  return i < a ? &la[i] : i < a + b ? &mo[i - a] : i < a + b + d ? &da[i - a - b] : NULL;
+                    *da = mt_cfg_rules_data(&d), *sc = mt_cfg_rules_train(&s);
+  return i < a           ? &la[i]
+         : i < a + b     ? &mo[i - a]
+         : i < a + b + d ? &da[i - a - b]
+         : i < a + b + d + s ? &sc[i - a - b - d]
+                             : NULL;
 }
 
 /* Run the rules of one phase in order; 0 or 2 (c->rule = the failing one). */

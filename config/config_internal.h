@@ -3,14 +3,14 @@
  * it lives in mt_config, flags, range, default, the Megatron flag it mirrors,
  * a one-line description and the setting it needs to have an effect), the
  * table of consistency rules (config_check.c, config_rules_model.c,
- * config_rules_data.c: each rule's check, its text in docs/config.md and a
- * config that breaks it) and the validation context shared by the loader
- * (config.c), the checks, the rule on keys without effect (config_needs.c),
- * the messages (config_msg.c), the canonical JSON writer (config_keys.c) and
+ * config_rules_data.c, config_rules_train.c: each rule's check, its text in
+ * docs/config.md and a config that breaks it) and the validation context
+ * shared by the loader (config.c), the checks, the rule on keys without
+ * effect (config_needs.c), the messages (config_msg.c), the canonical JSON writer (config_keys.c) and
  * the docs/config.md generator (tests/support/config_doc.c). Inside the
  * folder the files call down only: config.c -> config_check.c ->
- * config_rules_model.c / config_rules_data.c / config_needs.c ->
- * config_msg.c, config_table.c (make check-layers). */
+ * config_rules_model.c / config_rules_data.c / config_rules_train.c /
+ * config_needs.c -> config_msg.c, config_table.c (make check-layers). */
 #ifndef MT_CONFIG_CONFIG_INTERNAL_H
 #define MT_CONFIG_CONFIG_INTERNAL_H
 
@@ -58,11 +58,12 @@ typedef struct {
   const char *doc;      /* one-line description, markdown */
   const char *needs;    /* NULL, or the setting without which the key has no effect:
                            "section.key" (true / non-zero / non-empty), "section.key=V",
-                           "section.key!=V" or "section.key>N"; the key named may need
-                           another in turn (config_needs.c) */
+                           "section.key!=V" or "section.key>N" (a path list: set, or
+                           "=null" for not set); the key named may need another in
+                           turn (config_needs.c) */
 } mt_cfg_key;
 
-enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 128 };
+enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 160 };
 
 extern const char *const mt_cfg_sections[MT_CFG_NSECTIONS];
 extern const mt_cfg_key mt_cfg_keys[];
@@ -131,13 +132,15 @@ typedef struct {
   "\"seq_length\": 32}, \"training\": {\"micro_batch_size\": 2, \"train_iters\": 10, "       \
   "\"lr\": 1e-3}, \"data\": {\"data_path\": \"x\"}}"
 
-/* All rules, in the order they are checked (groups of config_check.c and
- * config_rules_model.c); *n = how many. */
+/* All rules, in the order they are checked (groups of config_check.c,
+ * config_rules_model.c, config_rules_data.c, config_rules_train.c); *n =
+ * how many. */
 const mt_cfg_rule *mt_cfg_rule_at(int i);
 int mt_cfg_nrules(void);
 const mt_cfg_rule *mt_cfg_rules_layout(int *n);
 const mt_cfg_rule *mt_cfg_rules_model(int *n);
 const mt_cfg_rule *mt_cfg_rules_data(int *n);
+const mt_cfg_rule *mt_cfg_rules_train(int *n);
 
 /* Note `msg` (collected into mt_config.notes). */
 void mt_cfg_note(mt_cfg_ctx *c, const char *msg);

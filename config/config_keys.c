@@ -17,7 +17,8 @@ static cJSON *checked(cJSON *item) {
   return item;
 }
 
-static cJSON *paths_to_json(const mt_data_config *d) {
+static cJSON *paths_to_json(const mt_data_blend *d) {
+  if (d->n_paths == 0) return checked(cJSON_CreateNull());
   int weighted = d->weighted;
   for (int i = 0; i < d->n_paths; i++)
     if (d->data_weight[i] != 1.0) weighted = 1;
@@ -45,6 +46,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
     /* a nullable number at 0 is null (off), so the JSON loads back as it was */
     const int null_num = (kd->flags & MT_CK_NULLABLE) &&
                          ((kd->type == MT_CT_INT && *(const int *)p == 0) ||
+                          (kd->type == MT_CT_I64 && *(const int64_t *)p == 0) ||
                           (kd->type == MT_CT_FLOAT && *(const float *)p == 0.0f));
     switch (null_num ? -1 : (int)kd->type) {
       case -1: v = cJSON_CreateNull(); break;
@@ -58,7 +60,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
                 ? cJSON_CreateNull()
                 : cJSON_CreateString((const char *)p);
         break;
-      case MT_CT_PATHS: v = paths_to_json(&cfg->data); break;
+      case MT_CT_PATHS: v = paths_to_json((const mt_data_blend *)p); break;
       case MT_CT_LAYER_FREQ:
         if (cfg->model.moe_layer_pattern_len > 0) {
           v = checked(cJSON_CreateArray());

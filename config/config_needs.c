@@ -49,6 +49,10 @@ static double number(const mt_config *cfg, int k) {
 }
 
 static int holds(const mt_config *cfg, const cond *c) {
+  if (mt_cfg_keys[c->key].type == MT_CT_PATHS) { /* set, or "=null": not set */
+    const int set = ((const mt_data_blend *)mt_cfg_cfield(cfg, c->key))->n_paths > 0;
+    return !c->op ? set : c->op == '=' && !strcmp(c->val, "null") ? !set : 0;
+  }
   if (mt_cfg_keys[c->key].type == MT_CT_STR) {
     const char *s = (const char *)mt_cfg_cfield(cfg, c->key);
     if (!c->op) return s[0] != '\0';
@@ -88,6 +92,10 @@ static void value_text(const mt_config *cfg, int k, char *buf, size_t n) {
     const char *s = (const char *)mt_cfg_cfield(cfg, k);
     if (!s[0] && (kd->flags & MT_CK_NULLABLE)) snprintf(buf, n, "null");
     else snprintf(buf, n, "\"%.48s\"", s);
+  } else if (kd->type == MT_CT_PATHS) {
+    const mt_data_blend *b = (const mt_data_blend *)mt_cfg_cfield(cfg, k);
+    if (b->n_paths == 0) snprintf(buf, n, "null");
+    else snprintf(buf, n, "\"%.40s\"%s", b->data_path[0], b->n_paths > 1 ? ", ..." : "");
   } else if (kd->type == MT_CT_LAYER_FREQ && cfg->model.moe_layer_pattern_len > 0) {
     snprintf(buf, n, "the list");
   } else if (kd->type == MT_CT_BOOL) {

@@ -273,8 +273,14 @@ const mt_cfg_key mt_cfg_keys[] = {
      RULE("`micro_batch_size` × dp"), "`--global-batch-size` / DeepSpeed `train_batch_size`",
      "samples per optimizer step; a multiple of `micro_batch_size` × dp (the quotient is the "
      "number of accumulated micro-batches)", NULL},
-    {S_TRAIN, "train_iters", MT_CT_I64, FLD(training.train_iters), REQ | GE(1), NULL, NUM(0),
-     "`--train-iters`", "optimizer steps", NULL},
+    {S_TRAIN, "train_iters", MT_CT_I64, FLD(training.train_iters), DER | GE(1), NULL,
+     RULE("`train_samples` / `global_batch_size` when `train_samples` is set"), "`--train-iters`",
+     "optimizer steps; one of `train_iters` and `train_samples` is required", NULL},
+    {S_TRAIN, "train_samples", MT_CT_I64, FLD(training.train_samples), NUL | GE(1), NULL, NUM(0),
+     "`--train-samples`",
+     "sample-based training: train on this many samples (`train_iters` = ⌊`train_samples` / "
+     "`global_batch_size`⌋), with the schedule lengths in samples (`lr_decay_samples`, "
+     "`lr_warmup_samples`, `lr_wsd_decay_samples`); null = iteration-based", NULL},
     {S_TRAIN, "seed", MT_CT_U64, FLD(training.seed), 0, 0, 0, NULL, NUM(1234), "`--seed`",
      "seed of initialization, dropout and data shuffling", NULL},
     {S_TRAIN, "lr", MT_CT_FLOAT, FLD(training.lr), REQ | GT(0), NULL, NUM(0), "`--lr`",
@@ -282,13 +288,55 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_TRAIN, "min_lr", MT_CT_FLOAT, FLD(training.min_lr), GE(0), NULL, NUM(0), "`--min-lr`",
      "floor of the decay; ≤ `lr`", NULL},
     {S_TRAIN, "lr_decay_style", MT_CT_STR, FLD(training.lr_decay_style), 0, 0, 0,
-     "constant|linear|cosine", STR("linear"), "`--lr-decay-style`", "decay after warmup", NULL},
+     "constant|linear|cosine|inverse-square-root|WSD", STR("linear"), "`--lr-decay-style`",
+     "decay after warmup (WSD: constant, then the `lr_wsd_decay_style` decay over the last "
+     "`lr_wsd_decay_iters` / `_samples` of the decay length)", NULL},
     {S_TRAIN, "lr_warmup_iters", MT_CT_I64, FLD(training.lr_warmup_iters), GE(0), NULL, NUM(0),
-     "`--lr-warmup-iters`", "linear warmup steps from 0 to `lr`; ≤ `lr_decay_iters`", NULL},
+     "`--lr-warmup-iters`",
+     "linear warmup steps from `lr_warmup_init` to `lr`; < `lr_decay_iters`; iteration-based "
+     "only", NULL},
     {S_TRAIN, "lr_decay_iters", MT_CT_I64, FLD(training.lr_decay_iters), DER | GE(1), NULL,
-     RULE("`train_iters`"), "`--lr-decay-iters`", "step where the decay reaches `min_lr`", NULL},
+     RULE("`train_iters`"), "`--lr-decay-iters`",
+     "step where the decay reaches `min_lr`; iteration-based only", NULL},
+    {S_TRAIN, "lr_warmup_samples", MT_CT_I64, FLD(training.lr_warmup_samples), GE(0), NULL,
+     NUM(0), "`--lr-warmup-samples`", "warmup length in samples", "training.train_samples"},
+    {S_TRAIN, "lr_decay_samples", MT_CT_I64, FLD(training.lr_decay_samples), NUL | GE(1), NULL,
+     NUM(0), "`--lr-decay-samples`",
+     "samples where the decay reaches `min_lr`; null = `train_samples`", "training.train_samples"},
+    {S_TRAIN, "lr_warmup_fraction", MT_CT_FLOAT, FLD(training.lr_warmup_fraction),
+     NUL | MT_CK_GT | MT_CK_LT, 0, 1, NULL, NUM(0), "`--lr-warmup-fraction`",
+     "warmup length as a fraction of the decay length (either basis); null = unset; excludes "
+     "`lr_warmup_iters` and `lr_warmup_samples`", NULL},
+    {S_TRAIN, "lr_warmup_init", MT_CT_FLOAT, FLD(training.lr_warmup_init), NUL | GE(0), NULL,
+     NUM(0), "`--lr-warmup-init`",
+     "learning rate where the warmup starts; ≤ `lr`; needs a warmup; null = 0", NULL},
+    {S_TRAIN, "lr_wsd_decay_style", MT_CT_STR, FLD(training.lr_wsd_decay_style), 0, 0, 0,
+     "exponential|linear|cosine|minus_sqrt", STR("exponential"), "`--lr-wsd-decay-style`",
+     "shape of WSD's final decay", "training.lr_decay_style=WSD"},
+    {S_TRAIN, "lr_wsd_decay_iters", MT_CT_I64, FLD(training.lr_wsd_decay_iters), NUL | GE(1), NULL,
+     NUM(0), "`--lr-wsd-decay-iters`",
+     "iterations of WSD's final decay (ending at `lr_decay_iters`); required with `WSD` "
+     "(iteration-based)", "training.lr_decay_style=WSD"},
+    {S_TRAIN, "lr_wsd_decay_samples", MT_CT_I64, FLD(training.lr_wsd_decay_samples), NUL | GE(1),
+     NULL, NUM(0), "`--lr-wsd-decay-samples`",
+     "samples of WSD's final decay; required with `WSD` and `train_samples`",
+     "training.lr_decay_style=WSD"},
     {S_TRAIN, "weight_decay", MT_CT_FLOAT, FLD(training.weight_decay), GE(0), NULL, NUM(0.01),
-     "`--weight-decay`", "AdamW decoupled weight decay", NULL},
+     "`--weight-decay`",
+     "AdamW decoupled weight decay (not on biases and norm weights, as Megatron); with "
+     "`weight_decay_incr_style` `constant` only", NULL},
+    {S_TRAIN, "start_weight_decay", MT_CT_FLOAT, FLD(training.start_weight_decay), NUL | GE(0),
+     NULL, NUM(0), "`--start-weight-decay`",
+     "weight decay at the first update; null = 0 (Megatron requires it)",
+     "training.weight_decay_incr_style!=constant"},
+    {S_TRAIN, "end_weight_decay", MT_CT_FLOAT, FLD(training.end_weight_decay), NUL | GE(0), NULL,
+     NUM(0), "`--end-weight-decay`",
+     "weight decay reached at the end of training; ≥ `start_weight_decay`; required with "
+     "`weight_decay_incr_style` `linear` or `cosine`",
+     "training.weight_decay_incr_style!=constant"},
+    {S_TRAIN, "weight_decay_incr_style", MT_CT_STR, FLD(training.weight_decay_incr_style), 0, 0, 0,
+     "constant|linear|cosine", STR("constant"), "`--weight-decay-incr-style`",
+     "weight decay from `start_weight_decay` to `end_weight_decay` over the training length", NULL},
     {S_TRAIN, "adam_beta1", MT_CT_FLOAT, FLD(training.adam_beta1), MT_CK_GE | MT_CK_LT, 0, 1, NULL,
      NUM(0.9), "`--adam-beta1`", "Adam β1", NULL},
     {S_TRAIN, "adam_beta2", MT_CT_FLOAT, FLD(training.adam_beta2), MT_CK_GE | MT_CK_LT, 0, 1, NULL,
@@ -346,15 +394,32 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_TRAIN, "num_threads", MT_CT_INT, FLD(training.num_threads), GE(0), NULL, NUM(0),
      "`OMP_NUM_THREADS`", "CPU threads per rank; 0 = OpenMP default", NULL},
 
-    {S_DATA, "data_path", MT_CT_PATHS, 0, 0, REQ, 0, 0, NULL, STR(NULL), "`--data-path`",
+    {S_DATA, "data_path", MT_CT_PATHS, FLD(data.blend), NUL, 0, 0, NULL, STR(NULL), "`--data-path`",
      "data prefixes (`PREFIX.bin`/`PREFIX.idx` from `megatrain preprocess`, or llm.c shards). "
      "Forms: `\"prefix\"`, `[\"a\", \"b\"]` (equal weights), or Megatron's weighted form "
      "`[0.7, \"a\", 0.3, \"b\"]` / `[\"0.7\", \"a\", \"0.3\", \"b\"]` (a weight > 0 before "
      "each prefix; weights are stored as given and normalized by the data code). The weighted "
-     "form is recognized by the first element being a number or numeric string.", NULL},
+     "form is recognized by the first element being a number or numeric string. Required "
+     "unless `train_data_path` is given (the two exclude each other).", NULL},
+    {S_DATA, "train_data_path", MT_CT_PATHS, FLD(data.split_blend[0]), NUL, 0, 0, NULL,
+     STR(NULL), "`--train-data-path`",
+     "the training data alone (Megatron's per-split blend, same forms as `data_path`): every "
+     "document of these prefixes is a training document, no `split` applies; with "
+     "`valid_data_path` and `test_data_path`; excludes `data_path` and `split`", NULL},
+    {S_DATA, "valid_data_path", MT_CT_PATHS, FLD(data.split_blend[1]), NUL, 0, 0, NULL,
+     STR(NULL), "`--valid-data-path`",
+     "the validation data (per-split); null = no validation", "data.train_data_path"},
+    {S_DATA, "test_data_path", MT_CT_PATHS, FLD(data.split_blend[2]), NUL, 0, 0, NULL,
+     STR(NULL), "`--test-data-path`",
+     "the test data (per-split; opened and checked, not used by training)", "data.train_data_path"},
+    {S_DATA, "data_cache_path", MT_CT_STR, FLD(data.data_cache_path), NUL, 0, 0, NULL, STR(NULL),
+     "`--data-cache-path`",
+     "folder for the sample-index files (`gpt_index_<key>.bin`, reused when their inputs "
+     "match); null = built in memory at every start (Megatron caches beside the data by "
+     "default)", NULL},
     {S_DATA, "split", MT_CT_STR, FLD(data.split), 0, 0, 0, NULL, STR("969,30,1"), "`--split`",
      "train,valid,test weights by document (up to three non-negative numbers separated by `,` "
-     "or `/`, positive sum)", NULL},
+     "or `/`, positive sum)", "data.train_data_path=null"},
     {S_DATA, "vocab_file", MT_CT_STR, FLD(data.vocab_file), NUL, 0, 0, NULL, STR(NULL),
      "`--vocab-file`", "GPT-2 `vocab.json` (for decoding samples)",
      "data.tokenizer_type=GPT2BPETokenizer"},
@@ -377,8 +442,20 @@ const mt_cfg_key mt_cfg_keys[] = {
     {S_DATA, "mid_level_dataset_surplus", MT_CT_FLOAT, FLD(data.mid_level_dataset_surplus),
      GE(0), NULL, NUM(0.005), "`--mid-level-dataset-surplus`",
      "a weighted blend builds ceil(ceil(n·w)·(1 + this)) samples of each dataset for the "
-     "ceil(n·w) it draws (Megatron's margin); needs the weighted `data_path` form",
-     NULL},
+     "ceil(n·w) it draws (Megatron's margin); needs the weighted `data_path` form", NULL},
+    {S_DATA, "reset_position_ids", MT_CT_BOOL, FLD(data.reset_position_ids), 0, 0, 0, NULL, NUM(0),
+     "`--reset-position-ids`",
+     "learned absolute positions restart at 0 after every end-of-document token of a packed "
+     "sample (RoPE scores depend on position differences only, which document masking keeps "
+     "inside a document)", "model.position_embedding_type=learned_absolute"},
+    {S_DATA, "reset_attention_mask", MT_CT_BOOL, FLD(data.reset_attention_mask), 0, 0, 0, NULL,
+     NUM(0), "`--reset-attention-mask`",
+     "a token attends only to the earlier tokens of its own document inside a packed sample "
+     "(documents end at the end-of-document token, which belongs to the document it ends)", NULL},
+    {S_DATA, "eod_mask_loss", MT_CT_BOOL, FLD(data.eod_mask_loss), 0, 0, 0, NULL, NUM(0),
+     "`--eod-mask-loss`",
+     "no loss on the prediction made at an end-of-document token; the loss is the mean over the "
+     "other tokens of the global batch", NULL},
 
     {S_CKPT, "save", MT_CT_STR, FLD(checkpoint.save), NUL, 0, 0, NULL, STR(NULL), "`--save`",
      "checkpoint directory to write; null = do not save", NULL},
@@ -446,7 +523,10 @@ void mt_cfg_apply_default(mt_config *cfg, int k) {
     case MT_CT_STR:
       if (kd->def_str) snprintf((char *)p, kd->size, "%s", kd->def_str);
       break;
-    case MT_CT_PATHS: break; /* required, no default */
+    case MT_CT_PATHS: /* no default: an empty blend */
+      ((mt_data_blend *)p)->n_paths = 0;
+      ((mt_data_blend *)p)->weighted = 0;
+      break;
   }
 }
 

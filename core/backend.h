@@ -143,6 +143,14 @@ typedef struct {
   int sq, sk, s_full;
   int q_pos[2], q_split;
   int k_pos[2], k_split;
+  /* Document masking (Megatron's reset_attention_mask): NULL = off; else
+   * doc_start [b, s_full] int32 in backend memory (s_full: s when 0), the
+   * global position of the first token of the document holding position p
+   * of micro-batch row bi at doc_start[bi * s_full + p]. Key j is then
+   * visible to query i iff doc_start[qpos(i)] <= kpos(j) <= qpos(i): the
+   * explicit mask of Megatron's _get_ltor_masks_and_position_ids, without an
+   * s x s tensor. Only the positions of this call's query rows are read. */
+  const int32_t *doc_start;
 } mt_attn_desc;
 
 /* Rotary position embedding (Su et al. 2021, RoFormer; Megatron-core's
@@ -358,14 +366,17 @@ typedef struct {
   void (*xent_stats)(mt_backend *be, float *sumexp, float *tgt_logit, const void *logits,
                      const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
                      int64_t valid, int64_t v_start);
-  /* loss[i] = log(sumexp[i]) + row_max[i] - tgt_logit[i] (fp32, nats). */
+  /* loss[i] = w_i (log(sumexp[i]) + row_max[i] - tgt_logit[i]) (fp32, nats)
+   * with w_i = loss_mask[i] (Megatron's loss_mask: [n] fp32 device, 1 = keep,
+   * 0 = a row whose loss is exactly 0), w_i = 1 when loss_mask is NULL. */
   void (*xent_loss)(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
-                    const float *tgt_logit, int64_t n);
-  /* In place: logits <- scale * (softmax - onehot(target)) for j < valid,
-   * 0 for padding columns (the gradient of scale * sum_i loss[i]). */
+                    const float *tgt_logit, int64_t n, const float *loss_mask);
+  /* In place: logits <- scale w_i (softmax - onehot(target)) for j < valid,
+   * 0 for padding columns (the gradient of scale * sum_i loss[i]); w_i as
+   * in xent_loss (a row with w_i = 0 is all 0). */
   void (*xent_bwd)(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
                    const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
-                   float scale);
+                   float scale, const float *loss_mask);
 
   /* ---- elementwise and reductions ---- */
   /* out = a + b, [n] (T); out may alias a or b. */

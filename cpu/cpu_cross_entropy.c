@@ -44,25 +44,33 @@ void cpu_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void 
 }
 
 void cpu_xent_loss(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
-                   const float *tgt_logit, int64_t n) {
+                   const float *tgt_logit, int64_t n, const float *loss_mask) {
   (void)be;
-  for (int64_t i = 0; i < n; i++) loss[i] = logf(sumexp[i]) + row_max[i] - tgt_logit[i];
+  for (int64_t i = 0; i < n; i++) {
+    const float w = loss_mask ? loss_mask[i] : 1.0f;
+    loss[i] = w == 0.0f ? 0.0f : w * (logf(sumexp[i]) + row_max[i] - tgt_logit[i]);
+  }
 }
 
 void cpu_xent_bwd(mt_backend *be, void *logits_, const float *row_max, const float *sumexp,
                   const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
-                  float scale) {
+                  float scale, const float *loss_mask) {
   (void)be;
   float *logits = (float *)logits_;
 #pragma omp parallel for schedule(static) if (n * vl >= cpu_par_min(be))
   for (int64_t i = 0; i < n; i++) {
     float *row = logits + i * vl;
-    const float mx = row_max[i], f = scale / sumexp[i];
+    const float sc = loss_mask ? scale * loss_mask[i] : scale;
+    if (sc == 0.0f) { /* a masked row (loss_mask 0) */
+      memset(row, 0, (size_t)vl * sizeof(float));
+      continue;
+    }
+    const float mx = row_max[i], f = sc / sumexp[i];
 #pragma omp simd
     for (int64_t j = 0; j < valid; j++) row[j] = f * mt_fast_expf(row[j] - mx);
     for (int64_t j = valid; j < vl; j++) row[j] = 0.0f;
     int64_t t = (int64_t)targets[i] - v_start;
-    if (t >= 0 && t < valid) row[t] -= scale;
+    if (t >= 0 && t < valid) row[t] -= sc;
   }
 }
 
@@ -102,7 +110,7 @@ void cpu_bf16_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const 
 
 void cpu_bf16_xent_bwd(mt_backend *be, void *logits, const float *row_max,
                        const float *sumexp, const int32_t *targets, int64_t n, int64_t vl,
-                       int64_t valid, int64_t v_start, float scale) {
+                       int64_t valid, int64_t v_start, float scale, const float *loss_mask) {
   const int64_t R = bf16_xent_rows(n, vl);
   for (int64_t r0 = 0; r0 < n; r0 += R) {
     const int64_t nr = n - r0 < R ? n - r0 : R;
@@ -111,7 +119,7 @@ void cpu_bf16_xent_bwd(mt_backend *be, void *logits, const float *row_max,
     bf_bufs(be, 1, (const int64_t[]){nr * vl}, p);
     bf_widen(be, p[0], lg, nr * vl);
     cpu_xent_bwd(be, p[0], row_max + r0, sumexp + r0, targets + r0, nr, vl, valid, v_start,
-                 scale);
+                 scale, loss_mask ? loss_mask + r0 : NULL);
     bf_narrow(be, lg, p[0], nr * vl);
   }
 }

@@ -7,6 +7,7 @@
 #define MT_CPU_FLASH_H
 
 #include <cblas.h>
+#include <limits.h>
 
 #include "core/util.h"
 #include "cpu_internal.h"
@@ -28,6 +29,7 @@ typedef struct {
   int qp[2], qs;      /* query positions (q_pos, q_split)                   */
   int kp[2], ks;      /* key positions                                      */
   uint64_t sfull;     /* dropout counter sequence length                    */
+  const int32_t *ds;  /* document starts [b, sfull] (mt_attn_desc.doc_start) or NULL */
   float scale, p, inv_keep;
   int blas;           /* tile products through OpenBLAS (else cpu_fa_gemm)  */
   const mt_attn_desc *d;
@@ -60,6 +62,7 @@ static inline fa_geom fa_geometry(mt_backend *be, const mt_attn_desc *d, int has
   }
   G.skp = (((int64_t)G.sk + 15) & ~(int64_t)15) + 16;
   G.sfull = (uint64_t)(d->s_full > 0 ? d->s_full : d->s);
+  G.ds = d->doc_start;
   G.scale = d->scale;
   G.p = d->dropout_p;
   G.inv_keep = d->dropout_p > 0.0f ? 1.0f / (1.0f - d->dropout_p) : 1.0f;
@@ -78,6 +81,23 @@ static inline void fa_tile_pos(const int p[2], int split, int r0, int n, int *po
   for (int i = 0; i < n; i++) {
     int v = fa_pos(p, split, r0 + i);
     if (pos) pos[i] = v;
+    if (!i || v < lo) lo = v;
+    if (!i || v > hi) hi = v;
+  }
+  *mn = lo, *mx = hi;
+}
+
+/* Document starts of the query rows [r0, r0 + n) of batch row bi into
+ * ds[] (INT_MIN each without document masking), their min and max: key
+ * position k is visible to a row at position q with start d iff
+ * d <= k <= q. */
+static inline void fa_tile_docs(const fa_geom *G, int bi, const int *qpos, int n, int *ds,
+                                int *mn, int *mx) {
+  int lo = INT_MIN, hi = INT_MIN;
+  const int32_t *row = G->ds ? G->ds + (int64_t)bi * (int64_t)G->sfull : NULL;
+  for (int i = 0; i < n; i++) {
+    int v = row ? row[qpos[i]] : INT_MIN;
+    ds[i] = v;
     if (!i || v < lo) lo = v;
     if (!i || v > hi) hi = v;
   }

@@ -25,9 +25,10 @@
  * loop over the key tiles, so the output is the same for any thread count.
  *
  * Causality is by global position (two ranges per side, context
- * parallelism): key j is visible to query i iff kpos(j) <= qpos(i); tile
- * pairs with no visible key are skipped, those with every key visible skip
- * the mask. Dropout: cpu_flash.h fa_dropout_row (the counters of
+ * parallelism): key j is visible to query i iff kpos(j) <= qpos(i), and
+ * with document masking (mt_attn_desc.doc_start) also kpos(j) >= the start
+ * of qpos(i)'s document; tile pairs with no visible key are skipped, those
+ * with every key visible skip the mask. Dropout: cpu_flash.h fa_dropout_row (the counters of
  * mt_attn_desc with s_full: bitwise the masks of the unfused op, now the
  * reference tests/tools/attn_unfused.h, when the block fields are zero).
  */
@@ -58,7 +59,7 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
   const int r0 = t0 * FA_BR, r1 = t1 * FA_BR < sq ? t1 * FA_BR : sq;
   /* one key tile: Q and V are read once per tile pair, so in place */
   const int direct = sk <= FA_BC;
-  int qpos[FA_BR], kpos[FA_BC], qmin, qmax, kmin, kmax;
+  int qpos[FA_BR], kpos[FA_BC], qds[FA_BR], qmin, qmax, kmin, kmax, dmin, dmax;
   fa_tile_pos(G->qp, G->qs, r0, r1 - r0, NULL, &qmin, &qmax);
   for (int j0 = 0; j0 < sk; j0 += FA_BC) { /* pack the key tiles this chunk sees */
     int bc = sk - j0 < FA_BC ? sk - j0 : FA_BC;
@@ -72,6 +73,7 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
   for (int i0 = r0; i0 < r1; i0 += FA_BR) {
     const int br = r1 - i0 < FA_BR ? r1 - i0 : FA_BR;
     fa_tile_pos(G->qp, G->qs, i0, br, qpos, &qmin, &qmax);
+    fa_tile_docs(G, bi, qpos, br, qds, &dmin, &dmax);
     const float *qt = direct ? q + (int64_t)i0 * G->ldq : Qt;
     const int64_t qld = direct ? G->ldq : hn;
     if (!direct) fa_pack_rows(q, G->ldq, i0, br, hn, Qt);
@@ -80,17 +82,17 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
     for (int j0 = 0; j0 < sk; j0 += FA_BC) {
       int bc = sk - j0 < FA_BC ? sk - j0 : FA_BC;
       fa_tile_pos(G->kp, G->ks, j0, bc, kpos, &kmin, &kmax);
-      if (kmin > qmax) continue; /* no visible key in the tile */
-      const int full = kmax <= qmin, dg = !full && fa_diag(qpos, br, kpos, bc);
+      if (kmin > qmax || kmax < dmin) continue; /* no visible key in the tile */
+      const int full = kmax <= qmin && kmin >= dmax, dg = !full && fa_diag(qpos, br, kpos, bc);
       /* S = scale Q K^T */
       fa_mm(G, br, bc, hn, G->scale, qt, qld, 1, Kt + j0, skp, 0.0f, S, bc,
             dg ? FA_TRI_NLOW : FA_TRI_NONE);
       for (int i = 0; i < br; i++) {
         float *s = S + (int64_t)i * bc;
-        const int qi = qpos[i];
+        const int qi = qpos[i], di = qds[i];
         if (!full) {
 #pragma omp simd
-          for (int j = 0; j < bc; j++) s[j] = kpos[j] > qi ? -INFINITY : s[j];
+          for (int j = 0; j < bc; j++) s[j] = kpos[j] > qi || kpos[j] < di ? -INFINITY : s[j];
         }
         float mx = -INFINITY;
 #pragma omp simd reduction(max : mx)

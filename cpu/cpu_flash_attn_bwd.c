@@ -10,7 +10,8 @@
  * head), forms D = rowsum(dO o O) [npg, sq], zeroes a dQ accumulator
  * [npg, sq, hn], then runs the key tiles in order; for each it loops over
  * the group's query heads and the query tiles with a visible key,
- * recomputes P = exp(scale Q K^T - lse) (0 where masked) and the dropout
+ * recomputes P = exp(scale Q K^T - lse) (0 where masked: causality and,
+ * with mt_attn_desc.doc_start, the query's document) and the dropout
  * scales Z from the counters, and accumulates
  *   dV += (P Z)^T dO,  dP = dO V^T,  dS = P (dP Z - D),
  *   dK += scale dS^T Q,  dQ += scale dS K.
@@ -76,7 +77,7 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
   }
   if (dqpart) dQp = dqpart;
   memset(dQp, 0, (size_t)(nq * hn) * sizeof(float));
-  int qpos[FA_BR], kpos[FA_BC];
+  int qpos[FA_BR], kpos[FA_BC], qds[FA_BR];
   const int jend = kt1 * FA_BC < sk ? kt1 * FA_BC : sk;
   for (int j0 = kt0 * FA_BC; j0 < jend; j0 += FA_BC) {
     int bc = sk - j0 < FA_BC ? sk - j0 : FA_BC, kmin, kmax, any = 0;
@@ -87,11 +88,13 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
       const int n = g * npg + jn;
       const float *lh = lse + ((int64_t)bi * G->np + n) * sq, *Dh = D + (int64_t)jn * sq;
       for (int i0 = 0; i0 < sq; i0 += FA_BR) {
-        int br = sq - i0 < FA_BR ? sq - i0 : FA_BR, qmin, qmax;
+        int br = sq - i0 < FA_BR ? sq - i0 : FA_BR, qmin, qmax, dmin, dmax;
         fa_tile_pos(G->qp, G->qs, i0, br, qpos, &qmin, &qmax);
         if (kmin > qmax) continue;
+        fa_tile_docs(G, bi, qpos, br, qds, &dmin, &dmax);
+        if (kmax < dmin) continue; /* every key before the rows' documents */
         any = 1;
-        const int full = kmax <= qmin, dg = !full && fa_diag(qpos, br, kpos, bc);
+        const int full = kmax <= qmin && kmin >= dmax, dg = !full && fa_diag(qpos, br, kpos, bc);
         const int tn = dg ? FA_TRI_NLOW : FA_TRI_NONE, tl = dg ? FA_TRI_KLOW : FA_TRI_NONE;
         const int th = dg ? FA_TRI_KHIGH : FA_TRI_NONE;
         const int64_t ro = ((int64_t)jn * sq + i0) * hn;
@@ -102,7 +105,7 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
         for (int i = 0; i < br; i++) {
           float *p = P + (int64_t)i * bc;
           const float L = lh[i0 + i];
-          const int qp = qpos[i];
+          const int qp = qpos[i], di = qds[i];
           if (L == -INFINITY) {
             memset(p, 0, (size_t)bc * sizeof(float));
           } else if (full) {
@@ -110,7 +113,8 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
             for (int j = 0; j < bc; j++) p[j] = mt_fast_expf(p[j] - L);
           } else {
 #pragma omp simd
-            for (int j = 0; j < bc; j++) p[j] = kpos[j] > qp ? 0.0f : mt_fast_expf(p[j] - L);
+            for (int j = 0; j < bc; j++)
+              p[j] = kpos[j] > qp || kpos[j] < di ? 0.0f : mt_fast_expf(p[j] - L);
           }
           if (drop) {
             float *z = Z + (int64_t)i * bc, *pd = Pd + (int64_t)i * bc;

@@ -223,10 +223,10 @@ void cpu_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void 
                     const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
                     int64_t valid, int64_t v_start);
 void cpu_xent_loss(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
-                   const float *tgt_logit, int64_t n);
+                   const float *tgt_logit, int64_t n, const float *loss_mask);
 void cpu_xent_bwd(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
                   const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
-                  float scale);
+                  float scale, const float *loss_mask);
 void cpu_bf16_xent_max(mt_backend *be, float *row_max, const void *logits, int64_t n, int64_t vl,
                        int64_t valid);
 void cpu_bf16_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void *logits,
@@ -234,7 +234,7 @@ void cpu_bf16_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const 
                          int64_t valid, int64_t v_start);
 void cpu_bf16_xent_bwd(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
                        const int32_t *targets, int64_t n, int64_t vl, int64_t valid,
-                       int64_t v_start, float scale);
+                       int64_t v_start, float scale, const float *loss_mask);
 
 /* fused attention (cpu_flash_attn.c: forward, merge and the bf16 entries;
  * cpu_flash_attn_bwd.c: backward) */

@@ -38,26 +38,29 @@ __global__ void k_xent_stats(float *sumexp, float *tgt_logit, const T *logits,
 }
 
 __global__ void k_xent_loss(float *loss, const float *row_max, const float *sumexp,
-                            const float *tgt_logit, int64_t n) {
+                            const float *tgt_logit, int64_t n, const float *mask) {
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
-       i += (int64_t)gridDim.x * blockDim.x)
-    loss[i] = logf(sumexp[i]) + row_max[i] - tgt_logit[i];
+       i += (int64_t)gridDim.x * blockDim.x) {
+    const float w = mask ? mask[i] : 1.0f;
+    loss[i] = w == 0.0f ? 0.0f : w * (logf(sumexp[i]) + row_max[i] - tgt_logit[i]);
+  }
 }
 
 /* The target's "- scale" is applied before rounding (one rounding in bf16). */
 template <typename T>
 __global__ void k_xent_bwd(T *logits, const float *row_max, const float *sumexp,
                            const int32_t *targets, int64_t vl, int64_t valid, int64_t v_start,
-                           float scale) {
+                           float scale, const float *mask) {
   const int64_t i = blockIdx.x;
   T *row = logits + i * vl;
-  const float mx = row_max[i], f = scale / sumexp[i];
+  const float sc = mask ? scale * mask[i] : scale; /* 0: a masked row, all 0 */
+  const float mx = row_max[i], f = sc / sumexp[i];
   const int64_t tg = (int64_t)targets[i] - v_start;
   for (int64_t j = threadIdx.x; j < vl; j += TPB) {
     float v = 0.0f;
-    if (j < valid) {
+    if (j < valid && sc != 0.0f) {
       v = f * expf(to_f(row[j]) - mx);
-      if (j == tg) v -= scale;
+      if (j == tg) v -= sc;
     }
     row[j] = from_f<T>(v);
   }
@@ -86,20 +89,24 @@ extern "C" void cuda_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit,
 }
 
 extern "C" void cuda_xent_loss(mt_backend *be, float *loss, const float *row_max,
-                               const float *sumexp, const float *tgt_logit, int64_t n) {
+                               const float *sumexp, const float *tgt_logit, int64_t n,
+                               const float *loss_mask) {
   if (n <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_LAUNCH(k_xent_loss, grid_for(n, TPB), TPB, 0, st)(loss, row_max, sumexp, tgt_logit, n);
+  MT_LAUNCH(k_xent_loss, grid_for(n, TPB), TPB, 0, st)(loss, row_max, sumexp, tgt_logit, n,
+                                                        loss_mask);
   MT_CUDA_LAUNCHED();
 }
 
 extern "C" void cuda_xent_bwd(mt_backend *be, void *logits, const float *row_max,
                               const float *sumexp, const int32_t *targets, int64_t n, int64_t vl,
-                              int64_t valid, int64_t v_start, float scale) {
+                              int64_t valid, int64_t v_start, float scale,
+                              const float *loss_mask) {
   if (n <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
   MT_DISPATCH(t, (MT_LAUNCH(k_xent_bwd<T>, grid_x_checked(n, "xent_bwd"), TPB, 0, st)(
-                     (T *)logits, row_max, sumexp, targets, vl, valid, v_start, scale)));
+                     (T *)logits, row_max, sumexp, targets, vl, valid, v_start, scale,
+                     loss_mask)));
   MT_CUDA_LAUNCHED();
 }

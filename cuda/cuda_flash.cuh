@@ -17,6 +17,8 @@
 #ifndef MT_CUDA_FLASH_CUH
 #define MT_CUDA_FLASH_CUH
 
+#include <limits.h>
+
 #include "cuda_dev.cuh"
 
 /* The dynamic shared memory of the FFMA kernels is MT_DYN_SMEM and every
@@ -41,6 +43,8 @@ struct fa_args {
   float scale, p, inv_keep;
   mt_rng_key_t key;
   const int64_t *ids;  /* device sample ids [b]; NULL when p == 0           */
+  const int32_t *ds;   /* document starts [b, s_full] (mt_attn_desc.doc_start),
+                          NULL without document masking                     */
 };
 
 /* Global position of row i of a two-range block (mt_attn_desc). */
@@ -64,6 +68,13 @@ __device__ __forceinline__ int fa_qpos(const fa_args &a, int i) {
 }
 __device__ __forceinline__ int fa_kpos(const fa_args &a, int j) {
   return fa_pos(a.k_pos0, a.k_pos1, a.k_split, j);
+}
+/* Document start of the query at global position qp of batch row bi
+ * (mt_attn_desc.doc_start): a key at kp is visible iff doc <= kp <= qp.
+ * INT_MIN without document masking or for a row outside the block
+ * (qp == INT_MIN). */
+__device__ __forceinline__ int fa_qdoc(const fa_args &a, int bi, int qp) {
+  return a.ds && qp != INT_MIN ? a.ds[(int64_t)bi * (int64_t)a.s_full + qp] : INT_MIN;
 }
 /* Visible-key test range helpers for tile skipping. */
 __device__ __forceinline__ int fa_qmax(const fa_args &a, int i0, int i1) {

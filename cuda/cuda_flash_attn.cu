@@ -64,6 +64,7 @@ static fa_args fa_args_of(const mt_attn_desc *d, int has_kv) {
   a.inv_keep = d->dropout_p > 0.0f ? 1.0f / (1.0f - d->dropout_p) : 1.0f;
   a.key = d->key;
   a.ids = NULL;
+  a.ds = d->doc_start;
   return a;
 }
 

@@ -29,7 +29,10 @@
  *             V dO^T, dV += dropout(P)^T dO, dK += dS^T Q (the shared K/V of
  *             grouped-query attention read once, summed in a fixed order).
  * Rounding: P and dS enter the second products as bf16 (as the unfused
- * path's bf16 probs and dS); everything else is fp32 until the output. */
+ * path's bf16 probs and dS); everything else is fp32 until the output.
+ * Document masking (mt_attn_desc.doc_start, fa_qdoc): a key before the
+ * query's document start is masked like a future one (per element; the
+ * tile skipping stays causal). */
 #include <limits.h>
 
 #include "cuda_flash_mma.cuh" /* FA_THREADS, fragment loads, tile loads, dropout */
@@ -57,12 +60,13 @@ __global__ void __launch_bounds__(FA_THREADS)
   for (int kk = 0; kk < KS; kk++) lda<ST>(qf[kk], sK, warp * 16, kk * 16, gq, tq);
   __syncthreads();
 
-  int qi[2], qp[2];
+  int qi[2], qp[2], qd[2];
   uint64_t cb[2];
 #pragma unroll
   for (int r = 0; r < 2; r++) {
     qi[r] = q0 + warp * 16 + gq + 8 * r;
     qp[r] = qi[r] < a.sq ? fa_qpos(a, qi[r]) : INT_MIN;
+    qd[r] = fa_qdoc(a, bi, qp[r]);
     cb[r] = (a.p > 0.0f && qi[r] < a.sq) ? fa_row_counter(a, bi, n, qp[r]) : 0;
   }
   const int qmax_blk = fa_qmax(a, q0, min(q0 + BM, a.sq));
@@ -105,7 +109,8 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int r = e >> 1;
-          s[nt][e] = kp[nt][e & 1] <= qp[r] ? s[nt][e] * sl2 : -INFINITY;
+          const int k = kp[nt][e & 1];
+          s[nt][e] = k <= qp[r] && k >= qd[r] ? s[nt][e] * sl2 : -INFINITY;
           mx[r] = fmaxf(mx[r], s[nt][e]);
         }
       }
@@ -201,7 +206,7 @@ __global__ void __launch_bounds__(FA_THREADS)
   __syncthreads();
 
   const int64_t row0 = ((int64_t)bi * a.np + n) * a.sq;
-  int qi[2], qp[2];
+  int qi[2], qp[2], qd[2];
   float l2[2], Dr[2];
   uint64_t cb[2];
 #pragma unroll
@@ -210,6 +215,7 @@ __global__ void __launch_bounds__(FA_THREADS)
     const bool in = qi[r] < a.sq;
     l2[r] = in ? lse[row0 + qi[r]] * FA_LOG2E : -INFINITY;
     qp[r] = in && l2[r] != -INFINITY ? fa_qpos(a, qi[r]) : INT_MIN;
+    qd[r] = fa_qdoc(a, bi, qp[r]);
     Dr[r] = in ? D[row0 + qi[r]] : 0.0f;
     cb[r] = (a.p > 0.0f && in) ? fa_row_counter(a, bi, n, fa_qpos(a, qi[r])) : 0;
   }
@@ -253,7 +259,8 @@ __global__ void __launch_bounds__(FA_THREADS)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
           const int r = e >> 1;
-          s[nt][e] = kp[e & 1] <= qp[r] ? exp2f(s[nt][e] * sl2 - l2[r]) : 0.0f; /* P */
+          const int k = kp[e & 1];
+          s[nt][e] = k <= qp[r] && k >= qd[r] ? exp2f(s[nt][e] * sl2 - l2[r]) : 0.0f; /* P */
         }
         if (a.p > 0.0f) drop_frag(a, dp[nt], s[nt], cb, qp, k0 + nt * 8, tq);
 #pragma unroll
@@ -295,6 +302,7 @@ __global__ void __launch_bounds__(FA_THREADS)
   __shared__ __align__(16) uint16_t sQ[BQ * ST];
   __shared__ __align__(16) uint16_t sO[BQ * ST];
   __shared__ float sL[BQ], sD[BQ];
+  __shared__ int sQd[BQ]; /* the tile's queries' document starts (fa_qdoc) */
   const int grp = blockIdx.x, bi = grp / a.ng, g = grp - bi * a.ng;
   const int k0 = (int)blockIdx.y * BK; /* early keys have the most queries: first */
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gq = lane >> 2, tq = lane & 3;
@@ -332,6 +340,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         const int qi = q0 + r;
         sL[r] = qi < a.sq ? lse[row0 + qi] * FA_LOG2E : -INFINITY;
         sD[r] = qi < a.sq ? D[row0 + qi] : 0.0f;
+        sQd[r] = qi < a.sq ? fa_qdoc(a, bi, fa_qpos(a, qi)) : INT_MIN;
       }
       __syncthreads();
       if (qmax < kmin_w) continue; /* warp-uniform; the next sync is at the loop top */
@@ -364,7 +373,7 @@ __global__ void __launch_bounds__(FA_THREADS)
         for (int e = 0; e < 4; e++) {
           const int r = e >> 1, c = nt * 8 + 2 * tq + (e & 1), qi = q0 + c;
           const int qpos = qi < a.sq ? fa_qpos(a, qi) : INT_MIN;
-          const bool vis = sL[c] != -INFINITY && kp[r] <= qpos;
+          const bool vis = sL[c] != -INFINITY && kp[r] <= qpos && kp[r] >= sQd[c];
           const float P = vis ? exp2f(s[nt][e] * sl2 - sL[c]) : 0.0f;
           float dP = dp[nt][e], Pd = P;
           if (a.p > 0.0f && P != 0.0f) {

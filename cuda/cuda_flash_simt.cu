@@ -15,6 +15,8 @@
  *   dK/dV: each warp owns 4 keys of a 16-key block and loops over the
  *     group's query heads and 32-query tiles in order (lane i scores query
  *     i), accumulating dK and dV of its keys in registers.
+ * Document masking (mt_attn_desc.doc_start, fa_qdoc): a key before the
+ * query's document start is masked like a future one.
  * Deterministic: every output has one owner and a fixed summation order. */
 #include <limits.h>
 
@@ -62,13 +64,14 @@ __global__ void __launch_bounds__(FS_THREADS)
   const T *kb = kvs + fa_kv_base(a, bi, g) + a.koff, *vb = kvs + fa_kv_base(a, bi, g) + a.voff;
   fs_load(sQ, qkv + fa_q_base(a, bi, n), a.ldq, q0, FS_BM, a.sq, hn, hs);
 
-  int qi[FS_RW], qp[FS_RW];
+  int qi[FS_RW], qp[FS_RW], qd[FS_RW];
   uint64_t cb[FS_RW];
   float m[FS_RW], l[FS_RW], o[FS_RW][HC];
 #pragma unroll
   for (int r = 0; r < FS_RW; r++) {
     qi[r] = q0 + warp * FS_RW + r;
     qp[r] = qi[r] < a.sq ? fa_qpos(a, qi[r]) : INT_MIN;
+    qd[r] = fa_qdoc(a, bi, qp[r]);
     cb[r] = (a.p > 0.0f && qi[r] < a.sq) ? fa_row_counter(a, bi, n, qp[r]) : 0;
     m[r] = -INFINITY;
     l[r] = 0.0f;
@@ -87,7 +90,7 @@ __global__ void __launch_bounds__(FS_THREADS)
 #pragma unroll
     for (int r = 0; r < FS_RW; r++) {
       if (qi[r] >= a.sq) continue; /* warp-uniform */
-      const bool vis = kp <= qp[r];
+      const bool vis = kp <= qp[r] && kp >= qd[r];
       const float sc = vis ? fs_dot(sQ + (warp * FS_RW + r) * hs, sK + lane * hs, hn) * a.scale
                            : -INFINITY;
       const float mn = fmaxf(m[r], warp_max(sc));
@@ -143,7 +146,7 @@ __global__ void __launch_bounds__(FS_THREADS)
   fs_load(sO, dctx + fa_c_base(a, bi, n), a.ldc, q0, FS_BM, a.sq, hn, hs);
 
   const int64_t row0 = ((int64_t)bi * a.np + n) * a.sq;
-  int qi[FS_RW], qp[FS_RW];
+  int qi[FS_RW], qp[FS_RW], qd[FS_RW];
   float ls[FS_RW], Dr[FS_RW], dqa[FS_RW][HC];
   uint64_t cb[FS_RW];
 #pragma unroll
@@ -153,6 +156,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     ls[r] = in ? lse[row0 + qi[r]] : -INFINITY;
     Dr[r] = in ? D[row0 + qi[r]] : 0.0f;
     qp[r] = in && ls[r] != -INFINITY ? fa_qpos(a, qi[r]) : INT_MIN;
+    qd[r] = fa_qdoc(a, bi, qp[r]);
     cb[r] = (a.p > 0.0f && in) ? fa_row_counter(a, bi, n, fa_qpos(a, qi[r])) : 0;
 #pragma unroll
     for (int c = 0; c < HC; c++) dqa[r][c] = 0.0f;
@@ -170,8 +174,9 @@ __global__ void __launch_bounds__(FS_THREADS)
     for (int r = 0; r < FS_RW; r++) {
       if (qi[r] >= a.sq) continue;
       float ds = 0.0f;
-      const bool keep = a.p > 0.0f ? fa_keep_row(a, cb[r], k0, nk, lane, kp <= qp[r]) : true;
-      if (kp <= qp[r]) {
+      const bool vis = kp <= qp[r] && kp >= qd[r];
+      const bool keep = a.p > 0.0f ? fa_keep_row(a, cb[r], k0, nk, lane, vis) : true;
+      if (vis) {
         const float *qrow = sQ + (warp * FS_RW + r) * hs, *orow = sO + (warp * FS_RW + r) * hs;
         const float P = expf(fs_dot(qrow, sK + lane * hs, hn) * a.scale - ls[r]);
         float dP = fs_dot(orow, sV + lane * hs, hn);
@@ -244,6 +249,7 @@ __global__ void __launch_bounds__(FS_THREADS)
       __syncthreads();
       const int qi = q0 + lane;
       const int qpos = lane < nq && sL[lane] != -INFINITY ? fa_qpos(a, qi) : INT_MIN;
+      const int qdoc = fa_qdoc(a, bi, qpos);
       const uint64_t cb = (a.p > 0.0f && lane < nq) ? fa_row_counter(a, bi, n, fa_qpos(a, qi)) : 0;
       uint64_t ublk = UINT64_MAX; /* keys kj[r] have consecutive counters */
       float u4[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -251,7 +257,7 @@ __global__ void __launch_bounds__(FS_THREADS)
       for (int r = 0; r < FS_RW; r++) {
         if (kj[r] >= a.sk) continue; /* warp-uniform */
         float pd = 0.0f, ds = 0.0f;
-        if (kp[r] <= qpos) {
+        if (kp[r] <= qpos && kp[r] >= qdoc) {
           const float *krow = sK + (warp * FS_RW + r) * hs, *vrow = sV + (warp * FS_RW + r) * hs;
           const float P = expf(fs_dot(sQ + lane * hs, krow, hn) * a.scale - sL[lane]);
           float dP = fs_dot(sO + lane * hs, vrow, hn);

@@ -215,10 +215,10 @@ void cuda_xent_stats(mt_backend *be, float *sumexp, float *tgt_logit, const void
                      const float *row_max, const int32_t *targets, int64_t n, int64_t vl,
                      int64_t valid, int64_t v_start);
 void cuda_xent_loss(mt_backend *be, float *loss, const float *row_max, const float *sumexp,
-                    const float *tgt_logit, int64_t n);
+                    const float *tgt_logit, int64_t n, const float *loss_mask);
 void cuda_xent_bwd(mt_backend *be, void *logits, const float *row_max, const float *sumexp,
                    const int32_t *targets, int64_t n, int64_t vl, int64_t valid, int64_t v_start,
-                   float scale);
+                   float scale, const float *loss_mask);
 
 /* fused attention (cuda_flash_attn.cu, with the kernels of cuda_flash_mma.cu
  * and cuda_flash_simt.cu) */

@@ -333,6 +333,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   free(m->moe.bias_counts);
   free(m->ws.host_tokens);
   free(m->ws.host_targets);
+  mt_gpt_docs_free(m);
   mt_params_free(&m->params.list);
   free(m);
 }

@@ -58,6 +58,12 @@ typedef struct {
   int64_t padded_vocab_size; /* vocab_size padded to a multiple of make_vocab_size_divisible_by
                                 · tp (mt_config_padded_vocab) */
   int micro_batch_size;      /* b: sizes the activation buffers */
+  /* documents inside packed sequences (the data section's Megatron flags;
+   * model/gpt_docs.c): attention limited to the token's own document,
+   * learned positions restarting at each document, no loss on the
+   * prediction made at an end-of-document token (id eod_token) */
+  int reset_attention_mask, reset_position_ids, eod_mask_loss;
+  int eod_token;
   uint64_t seed;             /* training.seed: keys init and dropout */
   int skip_init;             /* 1: weights drawn from N(0, std) are zero-filled instead (the
                                 caller loads every parameter: `megatrain generate`) */
@@ -223,7 +229,9 @@ void mt_gpt_zero_grad(mt_gpt *m);
  * sample ids (key the dropout RNG). If `train`, dropout is on and the
  * backward pass runs, ACCUMULATING into the gradient buffer
  * d(loss_scale * sum of token losses)/dparams. Returns the SUM of the b*s
- * token losses (nats, fp64). With context parallelism the full samples are
+ * token losses (nats, fp64); with eod_mask_loss the losses of masked targets
+ * are 0 (not in the sum nor the gradient: mt_gpt_loss_tokens counts the
+ * others). With context parallelism the full samples are
  * still passed (every CP rank the same ones); the model takes its 2 chunks
  * of each, and the returned sum and the gradients cover only this rank's
  * b*s/cp tokens (the caller sums both over the CP group; loss_scale stays
@@ -237,6 +245,10 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
  * [send mt_gpt_chunk_output] ... [receive output gradient into
  * mt_gpt_grad_buffer_stage] -> backward -> [send mt_gpt_grad_buffer_stage]
  * -> end. */
+/* Targets of a micro-batch's samples tokens [b, s + 1] that count in the
+ * loss: b*s, or with eod_mask_loss those whose input token is not
+ * eod_token (Megatron's loss_mask.sum()). Host; no model needed. */
+int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens);
 /* Elements of the tensor passed between stages: [sl, b, h]. */
 int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m);
 /* Take an activation slot for (c, mb); tokens/sample_ids as above (tokens are

@@ -82,6 +82,7 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   d.dropout_p = m->pass.train ? c->model.attention_dropout : 0.0f;
   d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
   d.sample_ids = m->pass.sample_ids;
+  d.doc_start = m->pass.doc_start; /* reset_attention_mask (model/gpt_docs.c) */
   return d;
 }
 
@@ -288,13 +289,14 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
   mt_gpt_dropout_bwd(m, &dd, m->ws.dtmp_h, m->ws.dresid);
   if (w->moe.experts) {
-    /* MoE: its share of the auxiliary losses is loss_scale · s · b (one
-     * micro-batch of the global batch; s the whole sequence under CP) */
+    /* MoE: its share of the auxiliary losses is loss_scale · (the
+     * micro-batch's loss tokens: s · b without eod_mask_loss, s the whole
+     * sequence under CP) = one micro-batch of the global batch */
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
     mt_moe_backward(m->moe.ctx, a->moe, &mw, &mg, m->ws.tmp_h, m->ws.dtmp_h, a->ln2,
-                    m->pass.loss_scale * (float)(m->rows * c->cp_size));
+                    m->pass.loss_scale * (float)m->pass.loss_tokens);
     /* dtmp_h <- dx (shared + routed) */
     mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->ws.dtmp_h,
                            m->ws.tmp_h);

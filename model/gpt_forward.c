@@ -49,10 +49,16 @@ static void embedding_forward(mt_gpt *m, mt_slot *sl) {
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
-  if (m->pos == MT_POS_LEARNED) /* (RoPE acts inside attention) */
+  if (sl->pos_ids) { /* reset_position_ids: each row's position within its document */
+    be->ops->embedding_fwd(be, m->ws.tmp_h, sl->pos_ids, m->rows_l,
+                           m->w.position_embeddings.weight, 0, c->model.max_position_embeddings,
+                           h);
+    be->ops->add(be, sl->resid[0], sl->resid[0], m->ws.tmp_h, m->rows_l * h);
+  } else if (m->pos == MT_POS_LEARNED) { /* (RoPE acts inside attention) */
     for (int k = 0; k < nr; k++)
       be->ops->pos_embedding_fwd(be, (char *)sl->resid[0] + (size_t)(r[k].row - r[0].row) * rb,
                                  m->w.position_embeddings.weight, r[k].n, b, h, r[k].pos);
+  }
   mt_dropout_desc d = embedding_dropout_desc(m);
   if (d.p > 0.0f) mt_gpt_dropout_bwd(m, &d, sl->resid[0], sl->resid[0]); /* same mask op */
 }
@@ -66,7 +72,10 @@ static void embedding_backward(mt_gpt *m, mt_slot *sl) {
   mt_cp_run r[2];
   const int nr = mt_gpt_shard_runs(m, r);
   const size_t rb = (size_t)(b * h) * mt_dtype_size(be->dtype);
-  if (m->pos == MT_POS_LEARNED)
+  if (sl->pos_ids)
+    be->ops->embedding_bwd(be, m->g.position_embeddings.weight, sl->pos_ids, m->rows_l,
+                           m->ws.dresid, 0, c->model.max_position_embeddings, h);
+  else if (m->pos == MT_POS_LEARNED)
     for (int k = 0; k < nr; k++)
       be->ops->pos_embedding_bwd(be, m->g.position_embeddings.weight,
                                  (char *)m->ws.dresid + (size_t)(r[k].row - r[0].row) * rb, r[k].n,
@@ -87,7 +96,7 @@ static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
                                 m->vl, h);
   return mt_vocab_parallel_cross_entropy_fwd(&m->tp, sl->loss, sl->row_max, sl->stats,
                                              sl->logits, sl->targets, m->vl, m->v_valid,
-                                             m->v_start);
+                                             m->v_start, sl->loss_mask);
 }
 
 static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
@@ -95,7 +104,7 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->model.hidden_size;
   mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
-                                      m->vl, m->v_valid, m->v_start, loss_scale);
+                                      m->vl, m->v_valid, m->v_start, loss_scale, sl->loss_mask);
   mt_column_parallel_linear_bwd(&m->tp, m->ws.dtmp_h, mt_gpt_output_weight(m, &m->g), NULL,
                                 sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), m->vl, h);
   be->ops->memset0(be, m->ws.dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
@@ -135,6 +144,8 @@ static void stack_backward(mt_gpt *m, int ci, mt_slot *sl) {
 
 static void use_slot(mt_gpt *m, mt_slot *sl) {
   m->pass.sample_ids = sl->sample_ids;
+  m->pass.doc_start = sl->doc_start;
+  m->pass.loss_tokens = sl->loss_tokens;
   m->pass.train = sl->train;
 }
 
@@ -144,6 +155,7 @@ void mt_gpt_chunk_begin(mt_gpt *m, int c, int mb, const int32_t *tokens,
   sl->train = train;
   memcpy(sl->sample_ids, sample_ids, (size_t)m->cfg.micro_batch_size * sizeof(int64_t));
   if (m->chunks[c].pre || m->chunks[c].post) load_tokens(m, sl, tokens);
+  mt_gpt_docs_load(m, sl, tokens);
 }
 
 void *mt_gpt_chunk_input(mt_gpt *m, int c, int mb) {

@@ -71,6 +71,13 @@ typedef struct {
   void *logits;              /* post: [s*b, vl]; reused in place for dlogits */
   float *row_max, *stats, *loss; /* post: [s*b], [2, s*b], [s*b] */
   int32_t *tokens, *targets; /* pre/post: [s*b] device, [s, b] order */
+  /* documents (model/gpt_docs.c; NULL when off): doc_start [b, s] device
+   * (reset_attention_mask, every chunk with layers), pos_ids [sl, b]
+   * (reset_position_ids, the embedding's shard rows), loss_mask [s*b] fp32
+   * (eod_mask_loss, post) */
+  int32_t *doc_start, *pos_ids;
+  float *loss_mask;
+  int64_t loss_tokens;       /* unmasked targets of the micro-batch (whole sequence) */
   int64_t *sample_ids;       /* [b] host */
   int train;
 } mt_slot;
@@ -110,11 +117,15 @@ typedef struct {
   void *sh_out;              /* [sl, b, h] shared-expert output (NULL without) */
   void *gather_ws, *grad_ws; /* [s, b, h] (tp ctx workspaces; NULL when tp 1) */
   int32_t *host_tokens, *host_targets; /* [s*b] host staging of the token upload */
+  int32_t *host_docs, *host_pos; /* gpt_docs.c staging: [b, s], [sl, b] (NULL until used) */
+  float *host_mask;          /* [s*b] */
 } mt_gpt_workspace;
 
 /* The micro-batch being processed (set by the chunk functions). */
 typedef struct {
   const int64_t *sample_ids; /* [b] global sample ids: key the dropout RNG */
+  const int32_t *doc_start;  /* its slot's document starts (NULL: no document masking) */
+  int64_t loss_tokens;       /* its slot's unmasked targets (mt_slot.loss_tokens) */
   int train;                 /* dropout on, routing statistics recorded */
   int recomputing;           /* full recompute re-running a forward (no statistics) */
   float loss_scale;          /* of the backward in progress (MoE auxiliary losses) */
@@ -210,6 +221,14 @@ mt_slot *mt_gpt_slot_find(mt_gpt *m, int chunk, int mb);
 void mt_gpt_slot_release(mt_gpt *m, mt_slot *s);
 void mt_gpt_slots_free(mt_gpt *m);
 void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse);
+
+/* Documents inside packed sequences (gpt_docs.c): the slot's buffers for
+ * chunk ch (alloc), their values for the micro-batch's samples tokens
+ * [b, s + 1] (load; also sl->loss_tokens), release. */
+void mt_gpt_docs_alloc(mt_gpt *m, mt_slot *sl, const mt_chunk *ch);
+void mt_gpt_docs_load(mt_gpt *m, mt_slot *sl, const int32_t *tokens);
+void mt_gpt_docs_free_slot(mt_gpt *m, mt_slot *sl);
+void mt_gpt_docs_free(mt_gpt *m);
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a);
 
 /* Activation set of local layer lc of chunk c in slot s. */

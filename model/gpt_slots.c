@@ -52,6 +52,27 @@ void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
   mt_moe_shared_free_acts(m, a);
 }
 
+/* Documents inside packed sequences (gpt_docs.c fills them): the slot's
+ * buffers for chunk ch, and their release. */
+void mt_gpt_docs_alloc(mt_gpt *m, mt_slot *sl, const mt_chunk *ch) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_backend *be = m->be;
+  const size_t i4 = sizeof(int32_t);
+  if (c->reset_attention_mask && ch->n_layers > 0)
+    sl->doc_start = be->ops->alloc(be, (size_t)c->micro_batch_size * c->model.seq_length * i4,
+                                   MT_MEM_ACT);
+  if (c->reset_position_ids && ch->pre && m->pos == MT_POS_LEARNED)
+    sl->pos_ids = be->ops->alloc(be, (size_t)m->rows_l * i4, MT_MEM_ACT);
+  if (c->eod_mask_loss && ch->post)
+    sl->loss_mask = be->ops->alloc(be, (size_t)m->rows * sizeof(float), MT_MEM_ACT);
+}
+
+void mt_gpt_docs_free_slot(mt_gpt *m, mt_slot *sl) {
+  m->be->ops->free(m->be, sl->doc_start);
+  m->be->ops->free(m->be, sl->pos_ids);
+  m->be->ops->free(m->be, sl->loss_mask);
+}
+
 static mt_slot *slot_new(mt_gpt *m, int chunk) {
   const mt_chunk *ch = &m->chunks[chunk];
   const mt_gpt_config *c = &m->cfg;
@@ -79,6 +100,7 @@ static mt_slot *slot_new(mt_gpt *m, int chunk) {
     s->targets = act(m, m->rows, MT_I32);
   }
   s->sample_ids = mt_xcalloc((size_t)c->micro_batch_size, sizeof(int64_t));
+  mt_gpt_docs_alloc(m, s, ch);
   return s;
 }
 
@@ -90,6 +112,7 @@ static void slot_free(mt_gpt *m, int chunk, mt_slot *s) {
   void *rest[] = {s->lnf,  s->lnf_mean, s->lnf_rstd, s->logits,  s->row_max,
                   s->stats, s->loss,    s->tokens,   s->targets};
   for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) be->ops->free(be, rest[i]);
+  mt_gpt_docs_free_slot(m, s);
   free(s->resid);
   free(s->sets);
   free(s->sample_ids);

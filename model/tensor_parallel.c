@@ -92,20 +92,21 @@ void mt_vocab_parallel_embedding_bwd(mt_tp_ctx *c, float *dw, const int32_t *tok
 double mt_vocab_parallel_cross_entropy_fwd(mt_tp_ctx *c, float *loss, float *row_max,
                                            float *stats, const void *logits,
                                            const int32_t *targets, int64_t vl, int64_t valid,
-                                           int64_t v_start) {
+                                           int64_t v_start, const float *loss_mask) {
   mt_backend *be = c->be;
   const int64_t n = c->s * c->b;
   be->ops->xent_max(be, row_max, logits, n, vl, valid);
   if (tp_on(c)) mt_allreduce(c->tp, row_max, n, MT_F32, MT_OP_MAX);
   be->ops->xent_stats(be, stats, stats + n, logits, row_max, targets, n, vl, valid, v_start);
   if (tp_on(c)) mt_allreduce(c->tp, stats, 2 * n, MT_F32, MT_OP_SUM);
-  be->ops->xent_loss(be, loss, row_max, stats, stats + n, n);
+  be->ops->xent_loss(be, loss, row_max, stats, stats + n, n, loss_mask);
   return be->ops->sum_f32(be, loss, n);
 }
 
 void mt_vocab_parallel_cross_entropy_bwd(mt_tp_ctx *c, void *logits, const float *row_max,
                                          const float *stats, const int32_t *targets, int64_t vl,
-                                         int64_t valid, int64_t v_start, float scale) {
+                                         int64_t valid, int64_t v_start, float scale,
+                                         const float *loss_mask) {
   c->be->ops->xent_bwd(c->be, logits, row_max, stats, targets, c->s * c->b, vl, valid, v_start,
-                       scale);
+                       scale, loss_mask);
 }

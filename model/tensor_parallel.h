@@ -74,15 +74,18 @@ void mt_vocab_parallel_embedding_bwd(mt_tp_ctx *c, float *dw, const int32_t *tok
  * [s·b, vl] of this rank's vocabulary slice starting at v_start, with `valid`
  * real columns. row_max is reduced with MAX over TP, then sumexp and the
  * target logit ([2, s·b] in `stats`: sumexp then target logit) with SUM;
- * loss [s·b] per token (nats). Full logits are never gathered. Returns the
- * sum of token losses (identical on all TP ranks). */
+ * loss [s·b] per token (nats), times loss_mask [s·b] fp32 (device; NULL =
+ * all 1: Megatron's loss_mask, 0 = a token without loss or gradient). Full
+ * logits are never gathered. Returns the sum of token losses (identical on
+ * all TP ranks). */
 double mt_vocab_parallel_cross_entropy_fwd(mt_tp_ctx *c, float *loss, float *row_max,
                                            float *stats, const void *logits,
                                            const int32_t *targets, int64_t vl, int64_t valid,
-                                           int64_t v_start);
-/* Backward, local: logits <- scale · (softmax − onehot) in place. */
+                                           int64_t v_start, const float *loss_mask);
+/* Backward, local: logits <- scale · loss_mask · (softmax − onehot) in place. */
 void mt_vocab_parallel_cross_entropy_bwd(mt_tp_ctx *c, void *logits, const float *row_max,
                                          const float *stats, const int32_t *targets, int64_t vl,
-                                         int64_t valid, int64_t v_start, float scale);
+                                         int64_t valid, int64_t v_start, float scale,
+                                         const float *loss_mask);
 
 #endif

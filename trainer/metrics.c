@@ -113,7 +113,10 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
   cJSON_AddNumberToObject(o, "consumed_samples", (double)r->consumed_samples);
   cJSON_AddNumberToObject(o, "lm_loss", r->lm_loss);
   cJSON_AddNumberToObject(o, "grad_norm", r->grad_norm);
-  cJSON_AddNumberToObject(o, "lr", (double)r->lr);
+  cJSON_AddNumberToObject(o, "lr", r->lr);
+  cJSON_AddNumberToObject(o, "weight_decay", r->weight_decay);
+  cJSON_AddNumberToObject(o, "lr_applied", r->lr_applied);
+  cJSON_AddNumberToObject(o, "weight_decay_applied", r->wd_applied);
   cJSON_AddNumberToObject(o, "global_batch_size", (double)r->global_batch_size);
   cJSON_AddNumberToObject(o, "elapsed_ms", r->elapsed_ms);
   cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);

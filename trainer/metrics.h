@@ -14,7 +14,10 @@ typedef struct {
   double tokens_per_s;      /* whole job */
   double tflops_per_device;
   double mfu;               /* < 0: unknown peak */
-  float lr;
+  double lr;                /* Megatron's logged learning rate: its scheduler's value after the
+                               update (the next update's), 6 significant digits on the console */
+  double weight_decay;      /* the same convention (metrics file only) */
+  double lr_applied, wd_applied; /* what this iteration's update used (metrics file only) */
   int64_t global_batch_size;
   double lm_loss;
   double grad_norm;

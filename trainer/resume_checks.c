@@ -11,6 +11,7 @@
 #include "core/fileio.h"
 #include "core/json.h"
 #include "core/util.h"
+#include "trainer/lr_config.h"
 
 /* The "training" object of a saved config, or NULL. */
 static const cJSON *saved_training(const cJSON *root) {
@@ -35,29 +36,48 @@ static void fmt_float(char *out, size_t n, float f) {
 }
 
 /* The keys Megatron's OptimizerParamScheduler.load_state_dict checks
- * (_check_and_set), as megatrain's config names them. Megatron's start_wd
- * and end_wd are both training.weight_decay here (no weight-decay
- * increment: its wd_incr_style is "constant", so wd_incr_steps changes
- * nothing and is not compared; a weight_decay_incr_style key, when it
- * exists, is one more row). Docs: docs/checkpoint.md "Loading". */
+ * (_check_and_set), as megatrain's config names them, and the other inputs
+ * of its get_lr / get_wd that megatrain's config holds (warmup init and
+ * fraction, WSD). Megatron's start_wd and end_wd are training.weight_decay
+ * with the constant weight_decay_incr_style, start_weight_decay and
+ * end_weight_decay with the others (a key the saved config leaves out, as
+ * it does a key without effect, is not compared). Docs:
+ * docs/checkpoint.md "Loading". */
 typedef enum { SK_FLOAT, SK_I64, SK_STYLE } sched_kind;
+#define OFF(f) offsetof(mt_training_config, f), sizeof(((mt_training_config *)0)->f)
 static const struct {
   const char *key;      /* training.KEY */
-  const char *megatron; /* the name in Megatron's assertion */
+  const char *megatron; /* the name in Megatron's assertion, or its field */
   sched_kind kind;
-  size_t off;           /* in mt_training_config */
+  size_t off, size;     /* in mt_training_config */
+  int (*parse)(const char *); /* SK_STYLE: the names it accepts (>= 0) */
 } k_sched[] = {
-    {"lr", "learning rate", SK_FLOAT, offsetof(mt_training_config, lr)},
-    {"min_lr", "minimum learning rate", SK_FLOAT, offsetof(mt_training_config, min_lr)},
-    {"lr_warmup_iters", "warmup iterations", SK_I64,
-     offsetof(mt_training_config, lr_warmup_iters)},
-    {"lr_decay_iters", "total number of iterations", SK_I64,
-     offsetof(mt_training_config, lr_decay_iters)},
-    {"lr_decay_style", "learning rate decay style", SK_STYLE,
-     offsetof(mt_training_config, lr_decay_style)},
-    {"weight_decay", "start weight decay and end weight decay", SK_FLOAT,
-     offsetof(mt_training_config, weight_decay)},
+    {"lr", "learning rate", SK_FLOAT, OFF(lr), NULL},
+    {"min_lr", "minimum learning rate", SK_FLOAT, OFF(min_lr), NULL},
+    {"lr_warmup_iters", "warmup iterations", SK_I64, OFF(lr_warmup_iters), NULL},
+    {"lr_warmup_samples", "warmup iterations (in samples)", SK_I64, OFF(lr_warmup_samples),
+     NULL},
+    {"lr_warmup_fraction", "warmup iterations (a fraction of the decay)", SK_FLOAT,
+     OFF(lr_warmup_fraction), NULL},
+    {"lr_warmup_init", "init_lr", SK_FLOAT, OFF(lr_warmup_init), NULL},
+    {"lr_decay_iters", "total number of iterations", SK_I64, OFF(lr_decay_iters), NULL},
+    {"lr_decay_samples", "total number of iterations (in samples)", SK_I64,
+     OFF(lr_decay_samples), NULL},
+    {"lr_decay_style", "learning rate decay style", SK_STYLE, OFF(lr_decay_style),
+     mt_lr_style_parse},
+    {"lr_wsd_decay_style", "wsd_decay_style", SK_STYLE, OFF(lr_wsd_decay_style),
+     mt_wsd_style_parse},
+    {"lr_wsd_decay_iters", "wsd_decay_steps", SK_I64, OFF(lr_wsd_decay_iters), NULL},
+    {"lr_wsd_decay_samples", "wsd_decay_steps (in samples)", SK_I64, OFF(lr_wsd_decay_samples),
+     NULL},
+    {"weight_decay", "start weight decay and end weight decay", SK_FLOAT, OFF(weight_decay),
+     NULL},
+    {"start_weight_decay", "start weight decay", SK_FLOAT, OFF(start_weight_decay), NULL},
+    {"end_weight_decay", "end weight decay", SK_FLOAT, OFF(end_weight_decay), NULL},
+    {"weight_decay_incr_style", "weight decay incr style", SK_STYLE,
+     OFF(weight_decay_incr_style), mt_wd_style_parse},
 };
+#undef OFF
 
 /* Appends "training.KEY: checkpoint A, this run B" to buf. */
 static void add_diff(char *buf, size_t n, const char *key, const char *a, const char *b) {
@@ -67,26 +87,30 @@ static void add_diff(char *buf, size_t n, const char *key, const char *a, const 
 }
 
 /* Compare row i of k_sched: 1 when the checkpoint's value (written into
- * *ck) differs from this run's (c), with both values in a and b. */
+ * *ck) differs from this run's (c), with both values in a and b. A number
+ * saved as null is 0 (a nullable key's "unset", e.g. lr_warmup_init). */
 static int differs(int i, const cJSON *t, const mt_training_config *c, mt_training_config *ck,
                    char *a, char *b, size_t n) {
   const char *key = k_sched[i].key;
   const cJSON *x = cJSON_GetObjectItemCaseSensitive(t, key);
   void *mine = (char *)c + k_sched[i].off, *theirs = (char *)ck + k_sched[i].off;
+  const int null = cJSON_IsNull(x);
+  const double xv = null ? 0 : cJSON_IsNumber(x) ? x->valuedouble : NAN;
   switch (k_sched[i].kind) {
     case SK_FLOAT:
-      if (!cJSON_IsNumber(x) || (float)x->valuedouble == *(float *)mine) return 0;
-      *(float *)theirs = (float)x->valuedouble;
-      fmt_float(a, n, *(float *)theirs);
+      if (isnan(xv) || (float)xv == *(float *)mine) return 0;
+      *(float *)theirs = (float)xv;
+      if (null) snprintf(a, n, "null");
+      else fmt_float(a, n, *(float *)theirs);
       fmt_float(b, n, *(float *)mine);
       return 1;
     case SK_I64: {
-      if (!cJSON_IsNumber(x) || !(fabs(x->valuedouble) <= MT_JSON_INT_MAX) ||
-          (int64_t)x->valuedouble == *(int64_t *)mine)
+      if (isnan(xv) || !(fabs(xv) <= MT_JSON_INT_MAX) || (int64_t)xv == *(int64_t *)mine)
         return 0;
-      const int64_t v = (int64_t)x->valuedouble;
+      const int64_t v = (int64_t)xv;
       *(int64_t *)theirs = v;
-      snprintf(a, n, "%lld", (long long)v);
+      if (null) snprintf(a, n, "null");
+      else snprintf(a, n, "%lld", (long long)v);
       snprintf(b, n, "%lld", (long long)*(int64_t *)mine);
       if (!strcmp(key, "lr_decay_iters")) {
         const cJSON *ti = cJSON_GetObjectItemCaseSensitive(t, "train_iters");
@@ -99,9 +123,9 @@ static int differs(int i, const cJSON *t, const mt_training_config *c, mt_traini
     }
     case SK_STYLE:
       if (!cJSON_IsString(x) || !strcmp(x->valuestring, (const char *)mine) ||
-          mt_lr_style_parse(x->valuestring) < 0)
+          k_sched[i].parse(x->valuestring) < 0)
         return 0;
-      snprintf((char *)theirs, sizeof ck->lr_decay_style, "%s", x->valuestring);
+      snprintf((char *)theirs, k_sched[i].size, "%s", x->valuestring);
       snprintf(a, n, "\"%.40s\"", x->valuestring);
       snprintf(b, n, "\"%.40s\"", (const char *)mine);
       return 1;
@@ -135,11 +159,7 @@ int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg
     return 0;
   }
   if (c->use_checkpoint_opt_param_scheduler) {
-    sched->max_lr = ck.lr;
-    sched->min_lr = ck.min_lr;
-    sched->warmup_iters = ck.lr_warmup_iters;
-    sched->decay_iters = ck.lr_decay_iters;
-    sched->style = mt_lr_style_parse(ck.lr_decay_style);
+    *sched = mt_trainer_lr_schedule(&ck);
     *weight_decay = ck.weight_decay;
     if (verbose)
       printf("> training.use_checkpoint_opt_param_scheduler: the checkpoint's LR schedule is "

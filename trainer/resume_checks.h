@@ -12,9 +12,12 @@
 #include "optimizer/lr_schedule.h"
 
 /* Compare every key Megatron's OptimizerParamScheduler checks on load
- * (cfg->training as resolved: lr, min_lr, lr_warmup_iters, lr_decay_iters,
- * lr_decay_style, and weight_decay for Megatron's start and end weight
- * decay; k_sched in resume_checks.c lists them) with saved_config_json (the
+ * (cfg->training as resolved: lr, min_lr, the warmup and decay lengths in
+ * iterations or samples, lr_decay_style, weight_decay or
+ * start/end_weight_decay for Megatron's start and end weight decay,
+ * weight_decay_incr_style) and the other inputs of its schedule
+ * (lr_warmup_init, lr_warmup_fraction, the WSD keys; k_sched in
+ * resume_checks.c lists them) with saved_config_json (the
  * resolved config JSON saved with the checkpoint; NULL, "null" or a JSON
  * without a "training" object: nothing to compare, returns 0; a key the
  * saved config lacks is not compared, as Megatron skips start_wd when the

@@ -39,17 +39,39 @@ static void rank_error(const mt_trainer *t, const char *msg) {
   fflush(stderr);
 }
 
+/* Tokens of the global batch at `base` that count in the loss: global
+ * batch x seq_length, or with eod_mask_loss those whose input token is not
+ * the end-of-document token (every rank reads the whole global batch's
+ * samples from the dataset: no communication, the same count everywhere). */
+static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base) {
+  const mt_config *c = t->cfg;
+  const int64_t gbs = c->training.global_batch_size, mbs = c->training.micro_batch_size;
+  if (!c->data.eod_mask_loss) return gbs * c->model.seq_length;
+  const mt_gpt_config *mc = mt_gpt_get_config(t->model);
+  int64_t n = 0;
+  for (int64_t first = 0; first < gbs; first += mbs) {
+    mt_trainer_load_micro_batch(t, split, base, first);
+    n += mt_gpt_loss_tokens(mc, t->tokens);
+  }
+  return n;
+}
+
 /* Forward (and backward when train) over this rank's share of one global
- * batch that starts at sample `base`; returns the global token-loss sum.
- * Every rank scales its token losses by 1 / (global batch x seq_length):
- * with context parallelism a rank holds s/cp tokens of each sample, but the
- * divisor stays the global token count (not Megatron's former local one)
- * and the sum over dp x cp counts each token once. */
-static double run_global_batch(mt_trainer *t, int split, int64_t base, int train) {
+ * batch that starts at sample `base`; returns the global token-loss sum and
+ * in *n_tokens the number of tokens in it (global_loss_tokens). Every rank
+ * scales its token losses by 1 / that count (with eod_mask_loss: the
+ * unmasked tokens of the whole global batch, Megatron's
+ * calculate_per_token_loss normalization): with context parallelism a rank
+ * holds s/cp tokens of each sample, but the divisor stays the global token
+ * count (not Megatron's former local one) and the sum over dp x cp counts
+ * each token once. */
+static double run_global_batch(mt_trainer *t, int split, int64_t base, int train,
+                               int64_t *n_tokens) {
   const mt_config *c = t->cfg;
   const int64_t gbs = c->training.global_batch_size, mbs = c->training.micro_batch_size;
   const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
-  const float loss_scale = (float)(1.0 / ((double)gbs * c->model.seq_length));
+  *n_tokens = global_loss_tokens(t, split, base);
+  const float loss_scale = (float)(1.0 / (double)(*n_tokens > 0 ? *n_tokens : 1));
   double loss_sum = 0.0;
   if (train) t->busy_s += mt_straggler_failpoint(t->rank);
   const double t0 = mt_now();
@@ -130,9 +152,13 @@ double mt_trainer_evaluate(mt_trainer *t, int64_t iteration) {
   const int64_t n_before = iteration / c->training.eval_interval - 1;
   const int64_t base = (n_before > 0 ? n_before : 0) * c->training.eval_iters * gbs;
   double sum = 0.0;
-  for (int64_t i = 0; i < c->training.eval_iters; i++)
-    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, 0);
-  return sum / ((double)c->training.eval_iters * gbs * c->model.seq_length);
+  int64_t tokens = 0; /* Megatron's evaluate: total loss over total loss tokens */
+  for (int64_t i = 0; i < c->training.eval_iters; i++) {
+    int64_t n = 0;
+    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, 0, &n);
+    tokens += n;
+  }
+  return tokens > 0 ? sum / (double)tokens : 0.0;
 }
 
 mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
@@ -145,11 +171,12 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   if (t->zero) mt_zero_opt_zero_grad(t->zero);
   else mt_gpt_zero_grad(t->model);
   mt_gpt_moe_stats_reset(t->model);
-  double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1);
+  int64_t loss_tokens = 0;
+  double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1, &loss_tokens);
   /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
   if (!t->zero || t->zero->o.stage == 1) mt_gpt_finalize_grads(t->model);
   mt_trainer_reduce_gradients(t);
-  r.lm_loss = loss_sum / ((double)c->training.global_batch_size * c->model.seq_length);
+  r.lm_loss = loss_tokens > 0 ? loss_sum / (double)loss_tokens : 0.0;
   /* squares of sharded tensors from every model-parallel rank, replicated
    * tensors once (tp rank 0) */
   double sumsq;
@@ -162,14 +189,27 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
                                   t->ps->mp, t->ps->etp_ep, t->ps->pp);
   }
   r.grad_norm = sqrt(sumsq);
-  r.lr = mt_lr_at(&t->sched, iteration);
+  /* Megatron's OptimizerParamScheduler counts samples and is stepped after
+   * optimizer.step(): update k uses the values at the samples consumed
+   * before it ((k - 1) · gbs; lr_warmup_init for the first warmup update),
+   * and the logged values are those after the step (k · gbs) */
+  (void)iteration;
+  const double before = (double)t->consumed_samples;
+  const double after = before + (double)c->training.global_batch_size;
+  r.lr_applied = mt_lr_sched_lr(&t->sched, before);
+  r.wd_applied = mt_lr_sched_wd(&t->sched, before);
+  const float lr = (float)r.lr_applied, wd = (float)r.wd_applied;
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
     r.skipped = 1;
   } else if (t->zero) {
-    mt_zero_opt_step(t->zero, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
+    t->zero->o.weight_decay = wd;
+    mt_zero_opt_step(t->zero, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   } else {
-    mt_adamw_step(&t->opt, r.lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
+    t->opt.weight_decay = wd;
+    mt_adamw_step(&t->opt, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
+  r.lr = mt_lr_sched_lr(&t->sched, after);
+  r.wd = mt_lr_sched_wd(&t->sched, after);
   t->consumed_samples += c->training.global_batch_size;
   mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
   moe_step_stats(t, &r);
@@ -361,6 +401,9 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.train_iters = tc->train_iters;
     rec.consumed_samples = t->consumed_samples;
     rec.lr = r.lr;
+    rec.weight_decay = r.wd;
+    rec.lr_applied = r.lr_applied;
+    rec.wd_applied = r.wd_applied;
     rec.global_batch_size = tc->global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;

@@ -20,6 +20,7 @@
 #include "config/config.h"
 #include "checkpoint/state.h"
 #include "optimizer/lr_schedule.h"
+#include "trainer/lr_config.h"
 #include "trainer/metrics.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/distrib_optimizer.h"
@@ -41,7 +42,9 @@ typedef struct {
   mt_group *world;
   int is_logger;            /* prints logs: first rank of the last pipeline stage */
   mt_backend *be;
-  mt_gpt_dataset *data;
+  mt_gpt_dataset *data;     /* data_path's dataset (NULL with per-split paths) */
+  mt_gpt_dataset *split_data[MT_NUM_SPLITS]; /* the dataset of each split (= data, or the
+                                                per-split path's; NULL: none) */
   int has_valid;
   mt_gpt *model;
   mt_adamw opt;             /* zero_stage 0 */
@@ -79,7 +82,8 @@ typedef struct {
 
 typedef struct {
   double lm_loss, grad_norm;
-  float lr;
+  double lr, wd;             /* Megatron's logged values: the scheduler's after this update */
+  double lr_applied, wd_applied; /* the values this update used */
   int skipped;
   int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
   /* MoE (n_moe_layers 0 = dense): see mt_log_record */
@@ -101,6 +105,14 @@ void mt_trainer_teardown(mt_trainer *t);
 /* The model's config for this rank: cfg's model section, whole, plus the
  * padded vocabulary, micro-batch size, seed and this rank's coordinates and
  * groups in ps (what mt_trainer_setup builds; also `megatrain generate`). */
+/* Megatron's tokenizer.eod for the data: the id that ends a document in
+ * the packed samples (reset_position_ids, reset_attention_mask,
+ * eod_mask_loss): the configured tokenizer's (data/tokenizer.h; 50256,
+ * GPT-2's <|endoftext|>, for GPT2BPETokenizer without vocab_file, and when
+ * none of the three keys is on). -1 and a message in err when the tokenizer
+ * does not load or has no EOD. */
+enum { MT_GPT2_EOD = 50256 };
+int mt_trainer_eod_token(const mt_config *c, char *err, size_t errlen);
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps);
 
 /* One training iteration (1-based `iteration`): forward/backward over the

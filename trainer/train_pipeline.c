@@ -14,7 +14,7 @@ void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, 
   for (int j = 0; j < b; j++) {
     int64_t id = base_sample + first + j;
     t->sample_ids[j] = id;
-    mt_gpt_dataset_get(t->data, split, id, t->tokens + (int64_t)j * (s + 1));
+    mt_gpt_dataset_get(t->split_data[split], split, id, t->tokens + (int64_t)j * (s + 1));
   }
 }
 

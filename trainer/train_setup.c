@@ -9,7 +9,31 @@
 #include "core/util.h"
 #include "checkpoint/async_writer.h"
 #include "checkpoint/lock.h"
+#include "data/tokenizer.h"
 #include "trainer/train_internal.h"
+
+int mt_trainer_eod_token(const mt_config *c, char *err, size_t errlen) {
+  const mt_data_config *d = &c->data;
+  if (!d->reset_attention_mask && !d->reset_position_ids && !d->eod_mask_loss) return MT_GPT2_EOD;
+  /* GPT-2 without its files named: the GPT-2 vocabulary's <|endoftext|> */
+  if (mt_tokenizer_type_parse(d->tokenizer_type) == MT_TOK_GPT2BPE && !d->vocab_file[0])
+    return MT_GPT2_EOD;
+  mt_tokenizer_spec sp = {.type = d->tokenizer_type,
+                          .model = d->tokenizer_model[0] ? d->tokenizer_model : NULL,
+                          .vocab_file = d->vocab_file[0] ? d->vocab_file : NULL,
+                          .merge_file = d->merge_file[0] ? d->merge_file : NULL};
+  mt_tokenizer *tk = mt_tokenizer_load(&sp, err, errlen);
+  if (!tk) return -1;
+  const int eod = mt_tokenizer_eod(tk);
+  mt_tokenizer_free(tk);
+  if (eod < 0)
+    snprintf(err, errlen,
+             "data.tokenizer_type %s has no end-of-document token, which "
+             "data.reset_attention_mask / reset_position_ids / eod_mask_loss split documents at "
+             "(expected a tokenizer with an EOS or <|endoftext|> token)",
+             d->tokenizer_type);
+  return eod;
+}
 
 mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_state *ps) {
   mt_gpt_config g = {0};
@@ -17,6 +41,10 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
   g.padded_vocab_size = mt_config_padded_vocab(c);
   g.micro_batch_size = c->training.micro_batch_size;
   g.seed = c->training.seed;
+  g.reset_attention_mask = c->data.reset_attention_mask;
+  g.reset_position_ids = c->data.reset_position_ids;
+  g.eod_mask_loss = c->data.eod_mask_loss;
+  g.eod_token = MT_GPT2_EOD; /* mt_trainer_setup: the tokenizer's (mt_trainer_eod_token) */
   /* this rank's place in the layout */
   g.tp_size = c->parallel.tensor_model_parallel_size;
   g.tp_rank = ps->tp_rank;
@@ -40,43 +68,73 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
   return g;
 }
 
-static int open_data(mt_trainer *t, char *err, size_t errlen) {
+/* One dataset over blend `bl` (docs/data.md): with split NULL the config's
+ * split applies; else the split string given ("1,0,0": every document in
+ * the training split, Megatron's per-split blend). Samples are built for the
+ * splits whose want[] flag is set. */
+static mt_gpt_dataset *open_blend(mt_trainer *t, const mt_data_blend *bl, const char *split,
+                                  const int want[MT_NUM_SPLITS], char *err, size_t errlen) {
   const mt_config *c = t->cfg;
   const char *paths[MT_MAX_DATA_PATHS];
-  for (int i = 0; i < c->data.n_paths; i++) paths[i] = c->data.data_path[i];
+  for (int i = 0; i < bl->n_paths; i++) paths[i] = bl->data_path[i];
   mt_gpt_dataset_options o = {0};
-  o.n_paths = c->data.n_paths;
+  o.n_paths = bl->n_paths;
   o.paths = paths;
-  o.weights = c->data.data_weight;
-  o.weighted = c->data.weighted;
+  o.weights = bl->data_weight;
+  o.weighted = bl->weighted;
   /* the float key back to the decimal the user wrote (0.005, not 0.00499999989) */
   char sbuf[32];
   snprintf(sbuf, sizeof sbuf, "%.7g", (double)c->data.mid_level_dataset_surplus);
   o.mid_level_dataset_surplus = strtod(sbuf, NULL);
-  o.split = c->data.split;
+  o.split = split ? split : c->data.split;
   o.seq_length = c->model.seq_length;
   o.seed = c->training.seed;
+  o.cache_dir = c->data.data_cache_path[0] ? c->data.data_cache_path : NULL;
   /* Megatron's get_train_valid_test_num_samples: every evaluation (one per
    * eval_interval, plus one at the end) reads eval_iters new global batches;
    * the test split is not used */
   const int64_t gbs = c->training.global_batch_size;
-  o.num_samples[MT_SPLIT_TRAIN] = c->training.train_iters * gbs;
-  o.num_samples[MT_SPLIT_VALID] =
-      c->training.eval_interval > 0
-          ? (c->training.train_iters / c->training.eval_interval + 1) * c->training.eval_iters * gbs
-          : 0;
+  if (want[MT_SPLIT_TRAIN]) o.num_samples[MT_SPLIT_TRAIN] = c->training.train_iters * gbs;
+  if (want[MT_SPLIT_VALID])
+    o.num_samples[MT_SPLIT_VALID] =
+        c->training.eval_interval > 0
+            ? (c->training.train_iters / c->training.eval_interval + 1) * c->training.eval_iters *
+                  gbs
+            : 0;
   o.num_samples[MT_SPLIT_TEST] = 0;
-  t->data = mt_gpt_dataset_open(&o, err, errlen);
-  if (!t->data) return -1;
-  t->has_valid = o.num_samples[MT_SPLIT_VALID] > 0 &&
-                 mt_gpt_dataset_num_samples(t->data, MT_SPLIT_VALID) > 0;
-  int64_t max_tok = mt_gpt_dataset_max_token(t->data);
-  if (max_tok >= c->model.vocab_size) {
-    snprintf(err, errlen,
-             "data contains token id %lld but model.vocab_size is %d (token ids must be < "
-             "vocab_size)",
-             (long long)max_tok, c->model.vocab_size);
-    return -1;
+  return mt_gpt_dataset_open(&o, err, errlen);
+}
+
+static int open_data(mt_trainer *t, char *err, size_t errlen) {
+  const mt_config *c = t->cfg;
+  const mt_data_config *d = &c->data;
+  if (d->split_blend[0].n_paths == 0) { /* one blend, split by data.split */
+    t->data = open_blend(t, &d->blend, NULL, (const int[3]){1, 1, 0}, err, errlen);
+    if (!t->data) return -1;
+    for (int k = 0; k < MT_NUM_SPLITS; k++) t->split_data[k] = t->data;
+  } else { /* Megatron's per-split blends: all documents of each in its split */
+    static const char *const whole[MT_NUM_SPLITS] = {"1,0,0", "0,1,0", "0,0,1"};
+    for (int k = 0; k < MT_NUM_SPLITS; k++) {
+      if (!d->split_blend[k].n_paths) continue;
+      const int want[3] = {k == MT_SPLIT_TRAIN, k == MT_SPLIT_VALID, 0};
+      t->split_data[k] = open_blend(t, &d->split_blend[k], whole[k], want, err, errlen);
+      if (!t->split_data[k]) return -1;
+    }
+  }
+  const int64_t want_valid =
+      c->training.eval_interval > 0 ? c->training.eval_iters : 0; /* batches per evaluation */
+  t->has_valid = want_valid > 0 && t->split_data[MT_SPLIT_VALID] &&
+                 mt_gpt_dataset_num_samples(t->split_data[MT_SPLIT_VALID], MT_SPLIT_VALID) > 0;
+  for (int k = 0; k < MT_NUM_SPLITS; k++) {
+    if (!t->split_data[k] || (k > 0 && t->split_data[k] == t->split_data[k - 1])) continue;
+    int64_t max_tok = mt_gpt_dataset_max_token(t->split_data[k]);
+    if (max_tok >= c->model.vocab_size) {
+      snprintf(err, errlen,
+               "data contains token id %lld but model.vocab_size is %d (token ids must be < "
+               "vocab_size)",
+               (long long)max_tok, c->model.vocab_size);
+      return -1;
+    }
   }
   return 0;
 }
@@ -128,6 +186,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   if (open_data(t, err, errlen) != 0) return -1;
 
   mt_gpt_config gc = mt_trainer_model_config(cfg, t->ps);
+  if ((gc.eod_token = mt_trainer_eod_token(cfg, err, errlen)) < 0) return -1;
   t->model = mt_gpt_create(t->be, &gc);
   if (cfg->parallel.zero_stage > 0) {
     t->zero = mt_trainer_zero_create(t);
@@ -137,11 +196,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
                   cfg->training.adam_beta2, cfg->training.adam_eps, cfg->training.weight_decay);
     mt_trainer_ddp_init(t);
   }
-  t->sched.max_lr = cfg->training.lr;
-  t->sched.min_lr = cfg->training.min_lr;
-  t->sched.warmup_iters = cfg->training.lr_warmup_iters;
-  t->sched.decay_iters = cfg->training.lr_decay_iters;
-  t->sched.style = mt_lr_style_parse(cfg->training.lr_decay_style);
+  t->sched = mt_trainer_lr_schedule(&cfg->training);
   const int s = cfg->model.seq_length, b = cfg->training.micro_batch_size;
   t->tokens = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   t->sample_ids = mt_xmalloc((size_t)b * sizeof(int64_t));
@@ -173,6 +228,8 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_trainer_zero_destroy(t->zero);
   mt_gpt_destroy(t->model);
   if (t->data) mt_gpt_dataset_close(t->data);
+  for (int k = 0; k < MT_NUM_SPLITS; k++)
+    if (t->split_data[k] && t->split_data[k] != t->data) mt_gpt_dataset_close(t->split_data[k]);
   mt_trainer_pipeline_free(t);
   /* groups first (communicators, channel streams, staging blocks may use the
    * backend's stream and pool), then the backend */

@@ -149,6 +149,8 @@ expect rotary_base_without_rope "$g" "model.rotary_base" "position_embedding_typ
   --set model.position_embedding_type=none --set model.rotary_base=500000
 expect rotary_interleaved_without_rope "$g" "model.rotary_interleaved" "no effect" -- \
   --set model.rotary_interleaved=true
+expect reset_position_ids_with_rope "$g" "data.reset_position_ids" "no effect" "\"rope\"" \
+  "learned_absolute" -- $ROPE --set data.reset_position_ids=true
 expect qk_norm_one_channel "$g" "model.qk_layernorm" "kv_channels >= 2" -- \
   --set model.qk_layernorm=true --set model.kv_channels=1
 expect swiglu_ffn_zero "$g" "model.ffn_hidden_size" "swiglu" -- --set model.swiglu=true --set model.hidden_size=16
@@ -289,6 +291,18 @@ dead data.vocab_file=some/vocab.json data.tokenizer_type --set data.tokenizer_ty
 dead data.merge_file=some/merges.txt data.tokenizer_type --set data.tokenizer_type=SentencePieceTokenizer \
   --set data.tokenizer_model=some/tokenizer.model
 dead data.tokenizer_model=some/tokenizer.json data.tokenizer_type
+# issue 30: document masking, per-split paths, the optimizer schedule's keys
+dead data.reset_position_ids=false model.position_embedding_type $ROPE
+dead data.split=90,10,0 data.train_data_path --set data.data_path=null --set 'data.train_data_path=["t"]'
+dead data.valid_data_path=v data.train_data_path
+dead data.test_data_path=t data.train_data_path
+dead training.lr_wsd_decay_style=linear training.lr_decay_style
+dead training.lr_wsd_decay_iters=2 training.lr_decay_style
+dead training.lr_wsd_decay_samples=8 training.lr_decay_style
+dead training.start_weight_decay=0.01 training.weight_decay_incr_style
+dead training.end_weight_decay=0.1 training.weight_decay_incr_style
+dead training.lr_warmup_samples=4 training.train_samples
+dead training.lr_decay_samples=50 training.train_samples
 # chains: the first missing setting up the chain is named
 dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
   --set model.moe_router_score_function=sigmoid

@@ -38,6 +38,16 @@ run gqa_2_groups     2 64 4 16 3 500 0   0 10 num_query_groups=2
 run mqa_1_group      2 64 4 16 3 500 0   0 10 num_query_groups=1
 run kv_channels_24   2 64 4 16 3 500 0   0 10 kv_channels=24
 run no_bias          2 64 4 16 3 500 0   0 10 add_bias_linear=0
+# documents inside packed samples (issue 30; about one token in five is the
+# EOD): the reference builds Megatron's explicit [s, s] mask, loss mask and
+# position ids (_get_ltor_masks_and_position_ids); each flag alone and all
+# together, learned positions and the Llama-style block (RoPE keeps p)
+DOCS="reset_attention_mask=1 reset_position_ids=1 eod_mask_loss=1"
+run docs_attention   2 64 4 16 3 500 0   0 10 reset_attention_mask=1
+run docs_positions   2 64 4 16 3 500 0   0 10 reset_position_ids=1
+run docs_loss_mask   2 64 4 16 3 500 0   0 10 eod_mask_loss=1
+run docs_all         2 64 4 16 3 500 0   0 10 $DOCS
+run docs_llama       2 64 4 16 3 500 128 1 10 $LLAMA reset_attention_mask=1 eod_mask_loss=1
 run qk_layernorm     2 64 4 16 3 500 0   0 10 qk_layernorm=1
 run qk_rmsnorm       2 64 4 16 3 500 0   0 10 qk_layernorm=1 normalization=RMSNorm
 run llama_qk_kv_tied 3 48 6 12 2 301 80  0 10 $LLAMA num_query_groups=3 qk_layernorm=1 kv_channels=12 rotary_percent=0.5

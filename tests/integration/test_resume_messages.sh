@@ -5,7 +5,8 @@
 #  - a changed schedule key refuses, exit 1, naming each key with both
 #    values, and writes nothing: lr and min_lr; weight_decay alone (Megatron's
 #    start and end weight decay); lr_warmup_iters, lr_decay_iters,
-#    lr_decay_style and weight_decay together;
+#    lr_decay_style and weight_decay together; lr_warmup_init saved as null
+#    (= 0) against a value, weight_decay_incr_style;
 #  - training.override_opt_param_scheduler: this config's schedule is used;
 #  - training.use_checkpoint_opt_param_scheduler: the checkpoint's schedule
 #    and weight decay are used: the resumed run equals the uninterrupted one
@@ -63,6 +64,13 @@ refused_with "warmup, decay iters and style, weight decay" \
   "training.weight_decay: checkpoint 0.1, this run 0" -- \
   --set training.lr_warmup_iters=2 --set training.lr_decay_iters=30 \
   --set training.lr_decay_style=linear --set training.weight_decay=0
+refused_with "issue 30's schedule keys (a null warmup init, the weight-decay increment)" \
+  "training.lr_warmup_init: checkpoint null, this run 1e-05" \
+  "training.weight_decay_incr_style: checkpoint \"constant\", this run \"linear\"" \
+  "training.weight_decay: checkpoint 0.1, this run 0.01" -- \
+  --set training.lr_warmup_init=1e-5 --set training.weight_decay_incr_style=linear \
+  --set training.start_weight_decay=0.05 --set training.end_weight_decay=0.2 \
+  --set training.weight_decay=0.01
 
 # 2. override: this config's lr
 "$MT" "${S[@]}" --set checkpoint.load="$TMP/ck" --set training.lr=2e-3 \

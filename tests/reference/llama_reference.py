@@ -78,6 +78,11 @@ class Config:
         self.rotary_percent = float(d.get("rotary_percent", 1.0))
         self.rotary_interleaved = bool(d.get("rotary_interleaved", False))
         self.norm = d.get("normalization", "LayerNorm")
+        # documents inside packed samples (Megatron's GPTDatasetConfig flags)
+        self.reset_attention_mask = bool(d.get("reset_attention_mask", False))
+        self.reset_position_ids = bool(d.get("reset_position_ids", False))
+        self.eod_mask_loss = bool(d.get("eod_mask_loss", False))
+        self.eod = int(d.get("eod_token", -1))
         assert self.norm in ("LayerNorm", "RMSNorm"), self.norm
         self.eps = float(d.get("norm_epsilon", d.get("layernorm_epsilon", 1e-5)))
         self.swiglu = bool(d.get("swiglu", False))
@@ -234,8 +239,34 @@ def apply_rope(c, t, cos, sin):
     return torch.cat((rot, t[..., r:]), dim=-1)
 
 
-def attention(c, x, P, pre, sdpa=False):
-    """Self-attention block output (before the residual) for x [b, s, h]."""
+def ltor_masks_and_position_ids(c, data):
+    """Megatron's _get_ltor_masks_and_position_ids for one sample's input
+    tokens data [s]: the explicit [s, s] attention mask (True = may attend),
+    the loss mask [s] and the position ids [s], built as Megatron builds them
+    (a lower triangle; for each EOD at i: rows after i lose columns <= i;
+    positions after i restart; no loss where the input token is the EOD)."""
+    s = data.numel()
+    allowed = torch.tril(torch.ones(s, s, dtype=torch.float64))
+    loss_mask = torch.ones(s, dtype=torch.float64)
+    if c.eod_mask_loss:
+        loss_mask[data == c.eod] = 0.0
+    position_ids = torch.arange(s, dtype=torch.long)
+    if c.reset_position_ids or c.reset_attention_mask:
+        eod_index = position_ids[data == c.eod].clone()
+        prev_index = 0
+        for j in range(eod_index.numel()):
+            i = int(eod_index[j])
+            if c.reset_attention_mask:
+                allowed[i + 1:, :i + 1] = 0
+            if c.reset_position_ids:
+                position_ids[i + 1:] -= i + 1 - prev_index
+                prev_index = i + 1
+    return allowed >= 0.5, loss_mask, position_ids
+
+
+def attention(c, x, P, pre, sdpa=False, allowed=None):
+    """Self-attention block output (before the residual) for x [b, s, h];
+    allowed [b, s, s] (True = query may see key) replaces the causal mask."""
     b, s, _ = x.shape
     nq = c.nh // c.ng
     qkv = linear(x, P, pre + "linear_qkv").view(b, s, c.ng, nq + 2, c.hn)
@@ -251,7 +282,10 @@ def attention(c, x, P, pre, sdpa=False):
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [b, heads, s, hn]
     k = k.repeat_interleave(nq, dim=1)  # HF repeat_kv: query head n uses group n // nq
     v = v.repeat_interleave(nq, dim=1)
-    if sdpa and hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+    if allowed is not None:  # explicit document mask (reset_attention_mask)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(c.hn)
+        ctx = torch.softmax(scores.masked_fill(~allowed[:, None], float("-inf")), dim=-1) @ v
+    elif sdpa and hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
         ctx = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     else:
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(c.hn)
@@ -296,13 +330,22 @@ def forward(c, P, batch, sdpa=False):
     the objective adds the MoE auxiliary losses (equal without MoE)."""
     x_ids, y_ids = batch[:, :-1], batch[:, 1:]
     s = x_ids.shape[1]
+    docs = c.reset_attention_mask or c.reset_position_ids or c.eod_mask_loss
+    if docs:
+        m = [ltor_masks_and_position_ids(c, row) for row in x_ids]
+        allowed = torch.stack([a for a, _, _ in m]) if c.reset_attention_mask else None
+        loss_mask = torch.stack([lm for _, lm, _ in m])
+        pos_ids = torch.stack([p for _, _, p in m])
+    else:
+        allowed, loss_mask, pos_ids = None, None, torch.arange(s)[None]
     x = P["embedding.word_embeddings.weight"][x_ids]
     if c.pos == "learned_absolute":
-        x = x + P["embedding.position_embeddings.weight"][:s]
+        x = x + P["embedding.position_embeddings.weight"][pos_ids]
     aux = 0.0
     for l in range(c.L):
         pre = "decoder.layers.%d." % l
-        x = x + attention(c, normalize(c, x, P, pre + "input_layernorm"), P, pre + "self_attention.", sdpa)
+        x = x + attention(c, normalize(c, x, P, pre + "input_layernorm"), P, pre + "self_attention.", sdpa,
+                          allowed)
         ln2 = normalize(c, x, P, pre + "pre_mlp_layernorm")
         if c.is_moe(l):
             y, a = moe(c, ln2, P, pre)
@@ -313,7 +356,12 @@ def forward(c, P, batch, sdpa=False):
     x = normalize(c, x, P, "decoder.final_layernorm")
     w_out = P["output_layer.weight"] if c.untie else P["embedding.word_embeddings.weight"]
     logits = (x @ w_out.T)[..., :c.V]  # padded vocabulary never enters the softmax
-    ce = F.cross_entropy(logits.reshape(-1, c.V), y_ids.reshape(-1))
+    if loss_mask is None:
+        ce = F.cross_entropy(logits.reshape(-1, c.V), y_ids.reshape(-1))
+    else:  # Megatron's loss_func: sum(losses * loss_mask) / loss_mask.sum()
+        losses = F.cross_entropy(logits.reshape(-1, c.V), y_ids.reshape(-1), reduction="none")
+        lm = loss_mask.reshape(-1).to(losses.dtype)
+        ce = (losses * lm).sum() / lm.sum()
     return ce, ce + aux
 
 

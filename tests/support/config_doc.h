@@ -1,6 +1,7 @@
 /* tests/support/config_doc.h — docs/config.md generated from the key table
  * (config/config_table.c) and the rule table (config/config_check.c,
- * config_rules_model.c, config_rules_data.c): `make docs` runs build/tests/tools/gen_config_doc,
+ * config_rules_model.c, config_rules_data.c, config_rules_train.c): `make
+ * docs` runs build/tests/tools/gen_config_doc,
  * which calls mt_config_doc_render on docs/config.md.in. */
 #ifndef MT_CONFIG_CONFIG_DOC_H
 #define MT_CONFIG_CONFIG_DOC_H

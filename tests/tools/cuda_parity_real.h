@@ -120,11 +120,11 @@ static void r_xent(P *p, int64_t rows, int64_t vl, int64_t valid) {
   p->g->ops->xent_stats(p->g, se.g, tl.g, lg.g, mx.g, tgt.g, rows, vl, valid, 0);
   cmp(p, "xent_stats sumexp", &se, 1e-5, 0);
   cmp(p, "xent_stats tgt_logit", &tl, 0.0, 0);
-  p->c->ops->xent_loss(p->c, loss.c, mx.c, se.c, tl.c, rows);
-  p->g->ops->xent_loss(p->g, loss.g, mx.g, se.g, tl.g, rows);
+  p->c->ops->xent_loss(p->c, loss.c, mx.c, se.c, tl.c, rows, NULL);
+  p->g->ops->xent_loss(p->g, loss.g, mx.g, se.g, tl.g, rows, NULL);
   cmp(p, "xent_loss", &loss, 1e-5, 0);
-  p->c->ops->xent_bwd(p->c, lg.c, mx.c, se.c, tgt.c, rows, vl, valid, 0, 1.0f / (float)rows);
-  p->g->ops->xent_bwd(p->g, lg.g, mx.g, se.g, tgt.g, rows, vl, valid, 0, 1.0f / (float)rows);
+  p->c->ops->xent_bwd(p->c, lg.c, mx.c, se.c, tgt.c, rows, vl, valid, 0, 1.0f / (float)rows, NULL);
+  p->g->ops->xent_bwd(p->g, lg.g, mx.g, se.g, tgt.g, rows, vl, valid, 0, 1.0f / (float)rows, NULL);
   cmp(p, "xent_bwd (in place, padding 0)", &lg, p->l1, 0);
   fr(p, &lg), fr(p, &mx), fr(p, &se), fr(p, &tl), fr(p, &loss), fri(p, &tgt);
 }

@@ -6,7 +6,9 @@
  * dqkv from dctx with D = sum_k P dP (equal to dctx . ctx); dropout keep =
  * mt_rng_uniform(key, ((sample * n_heads_total + head_offset + n) * s + q)
  * * s + k) >= p (core/rng.h).
- * Cases: plain calls (kv NULL) over shapes that hit every kernel branch, and
+ * Cases: plain calls (kv NULL) over shapes that hit every kernel branch,
+ * document masking (mt_attn_desc.doc_start: keys before the query's document
+ * start hidden) plain and over the ring, and
  * a context-parallel ring emulated on one device: cp ranks holding chunks r
  * and 2cp-1-r of 2cp (two-range positions), own block first (kv NULL), then
  * every other rank's K/V block through the kv form and attn_merge (fully
@@ -34,9 +36,33 @@ struct Params {
   int nht, hoff;
 };
 
+/* Document starts [b, s] (Megatron's reset_attention_mask): position p > 0
+ * of row bi begins a document when a hash of (bi, p) falls below frac (the
+ * op-case runner's rule, tests/unit/op_runners_flash.h). Empty: frac 0. */
+static std::vector<int32_t> doc_starts(int b, int s, float frac) {
+  std::vector<int32_t> ds;
+  if (frac <= 0) return ds;
+  ds.resize((size_t)b * s);
+  for (int bi = 0; bi < b; bi++) {
+    int32_t start = 0;
+    for (int p = 0; p < s; p++) {
+      uint32_t h = (uint32_t)(bi * 7919 + p) * 2654435761u;
+      h ^= h >> 15;
+      h *= 2246822519u;
+      h ^= h >> 13;
+      if (p > 0 && (double)h / 4294967296.0 < (double)frac) start = p;
+      ds[(size_t)bi * s + p] = start;
+    }
+  }
+  return ds;
+}
+
+/* ds: document starts (doc_starts) or empty: query i of row bi then sees
+ * keys ds[bi * s + i] .. i. */
 static void reference(const Geo &g, const Params &pr, const std::vector<float> &qkv,
                       const std::vector<float> &dctx, std::vector<double> &ctx,
-                      std::vector<double> &lse, std::vector<double> &dqkv) {
+                      std::vector<double> &lse, std::vector<double> &dqkv,
+                      const std::vector<int32_t> &ds) {
   const int S = g.s, hn = g.hn;
   ctx.assign((size_t)S * row_len_ctx(g), 0.0);
   lse.assign((size_t)g.b * g.np * S, -INFINITY);
@@ -46,19 +72,20 @@ static void reference(const Geo &g, const Params &pr, const std::vector<float> &
     for (int n = 0; n < g.np; n++) {
       const int grp = n / g.npg, j = n % g.npg;
       for (int i = 0; i < S; i++) {
+        const int k0 = ds.empty() ? 0 : ds[(size_t)bi * S + i];
         const size_t qo = qkv_at(g, i, bi, grp, j, 0), co = ((size_t)i * g.b + bi) * g.np * hn + (size_t)n * hn;
         double mx = -INFINITY;
-        for (int k = 0; k <= i; k++) {
+        for (int k = k0; k <= i; k++) {
           double acc = 0;
           for (int d = 0; d < hn; d++) acc += (double)qkv[qo + d] * qkv[qkv_at(g, k, bi, grp, g.npg, d)];
           P[k] = pr.scale * acc;
           mx = fmax(mx, P[k]);
         }
         double sum = 0;
-        for (int k = 0; k <= i; k++) sum += exp(P[k] - mx);
+        for (int k = k0; k <= i; k++) sum += exp(P[k] - mx);
         const double l = mx + log(sum);
         lse[((size_t)bi * g.np + n) * S + i] = l;
-        for (int k = 0; k <= i; k++) {
+        for (int k = k0; k <= i; k++) {
           P[k] = exp(P[k] - l);
           keep[k] = 1.0;
           if (pr.p > 0) {
@@ -71,13 +98,13 @@ static void reference(const Geo &g, const Params &pr, const std::vector<float> &
         /* backward of this row */
         double D = 0;
         std::vector<double> dP(i + 1);
-        for (int k = 0; k <= i; k++) {
+        for (int k = k0; k <= i; k++) {
           double acc = 0;
           for (int d = 0; d < hn; d++) acc += (double)dctx[co + d] * qkv[qkv_at(g, k, bi, grp, g.npg + 1, d)];
           dP[k] = acc * keep[k];
           D += P[k] * dP[k];
         }
-        for (int k = 0; k <= i; k++) {
+        for (int k = k0; k <= i; k++) {
           const double ds = P[k] * (dP[k] - D);
           for (int d = 0; d < hn; d++) {
             dqkv[qo + d] += pr.scale * ds * qkv[qkv_at(g, k, bi, grp, g.npg, d)];
@@ -162,6 +189,7 @@ struct Case {
   int s, b, np, ng, hn;
   float p;
   int cp; /* 0: one plain call; >= 1: ring emulation over 2cp chunks */
+  float docs; /* > 0: document masking, the fraction of document starts */
 };
 
 static unsigned long long g_seed = 12345;
@@ -213,13 +241,15 @@ static void run_case(mt_backend *be, const Case &cs) {
   for (float &x : qkv) x = round_t(1.5f * urand(), T);
   for (float &x : dctx) x = round_t(urand(), T);
   std::vector<double> rctx, rlse, rdq;
-  reference(g, pr, qkv, dctx, rctx, rlse, rdq);
+  const std::vector<int32_t> ds = doc_starts(g.b, S, cs.docs);
+  reference(g, pr, qkv, dctx, rctx, rlse, rdq, ds);
 
   mt_attn_desc d;
   memset(&d, 0, sizeof d);
   d.s = S, d.b = g.b, d.np = g.np, d.hn = g.hn, d.ng = g.ng;
   d.head_offset = pr.hoff, d.n_heads_total = pr.nht;
   d.scale = pr.scale, d.dropout_p = pr.p, d.key = pr.key, d.sample_ids = pr.ids;
+  d.doc_start = ds.empty() ? NULL : ds.data(); /* [b, S] over the full sequence */
   std::vector<float> ctx((size_t)S * rc), lse((size_t)g.b * g.np * S), dq(qkv.size());
   std::vector<float> nan_q(qkv.size(), NAN), junk_c((size_t)S * rc, 7.0f);
   if (cs.cp == 0) {
@@ -297,8 +327,8 @@ static void run_case(mt_backend *be, const Case &cs) {
   }
   const bool bf = T == MT_BF16;
   char nm[96];
-  printf(" %s (s %d b %d np %d ng %d hn %d p %.1f%s)\n", cs.name, S, g.b, g.np, g.ng, g.hn, cs.p,
-         cs.cp ? ", ring" : "");
+  printf(" %s (s %d b %d np %d ng %d hn %d p %.1f%s%s)\n", cs.name, S, g.b, g.np, g.ng, g.hn,
+         cs.p, cs.cp ? ", ring" : "", ds.empty() ? "" : ", documents");
   snprintf(nm, sizeof nm, "ctx");
   check(nm, ctx, rctx, bf ? 1.0 / 128 : 1e-5, false);
   check("lse", lse, rlse, bf ? 1e-3 : 2e-5, true);
@@ -351,18 +381,23 @@ static void philox4_check(void) {
 
 int main(int argc, char **argv) {
   static const Case cases[] = {
-      {"plain", 13, 2, 3, 0, 6, 0.0f, 0},
-      {"plain, dropout", 13, 2, 3, 0, 6, 0.3f, 0},
-      {"GQA ng=2, dropout", 37, 1, 4, 2, 8, 0.2f, 0},
-      {"MQA", 37, 1, 4, 1, 8, 0.0f, 0},
-      {"s = 1", 1, 3, 2, 2, 5, 0.0f, 0},
-      {"tiles, hn 64, dropout", 130, 1, 2, 1, 64, 0.1f, 0},
-      {"hn 80 (padded to 128)", 70, 1, 2, 2, 80, 0.0f, 0},
-      {"hn 16", 100, 2, 2, 2, 16, 0.0f, 0},
-      {"hn 160 (FFMA kernels)", 20, 1, 1, 1, 160, 0.2f, 0},
-      {"cp 2, GQA, dropout", 48, 2, 4, 2, 16, 0.2f, 2},
-      {"cp 3, dropout", 72, 1, 2, 1, 32, 0.1f, 3},
-      {"cp 2, chunks across tiles", 264, 1, 1, 1, 64, 0.0f, 2},
+      {"plain", 13, 2, 3, 0, 6, 0.0f, 0, 0},
+      {"plain, dropout", 13, 2, 3, 0, 6, 0.3f, 0, 0},
+      {"GQA ng=2, dropout", 37, 1, 4, 2, 8, 0.2f, 0, 0},
+      {"MQA", 37, 1, 4, 1, 8, 0.0f, 0, 0},
+      {"s = 1", 1, 3, 2, 2, 5, 0.0f, 0, 0},
+      {"tiles, hn 64, dropout", 130, 1, 2, 1, 64, 0.1f, 0, 0},
+      {"hn 80 (padded to 128)", 70, 1, 2, 2, 80, 0.0f, 0, 0},
+      {"hn 16", 100, 2, 2, 2, 16, 0.0f, 0, 0},
+      {"hn 160 (FFMA kernels)", 20, 1, 1, 1, 160, 0.2f, 0, 0},
+      {"cp 2, GQA, dropout", 48, 2, 4, 2, 16, 0.2f, 2, 0},
+      {"cp 3, dropout", 72, 1, 2, 1, 32, 0.1f, 3, 0},
+      {"cp 2, chunks across tiles", 264, 1, 1, 1, 64, 0.0f, 2, 0},
+      {"documents, dropout", 13, 2, 3, 0, 6, 0.3f, 0, 0.25f},
+      {"documents, tiles, hn 64, dropout", 130, 1, 2, 1, 64, 0.1f, 0, 0.03f},
+      {"documents, GQA, hn 16", 100, 2, 4, 2, 16, 0.2f, 0, 0.05f},
+      {"documents, cp 2, GQA, dropout", 48, 2, 4, 2, 16, 0.2f, 2, 0.1f},
+      {"documents, cp 3, dropout", 72, 1, 2, 1, 32, 0.1f, 3, 0.05f},
   };
   const char *filter = argc > 1 ? argv[1] : "";
   cuda_impl im;

@@ -28,6 +28,7 @@
 #include "tests/tools/tiny_gpt.h"
 #include "tests/tools/tool_util.h"
 #include "optimizer/lr_schedule.h"
+#include "tests/support/lr_at.h"
 #include "optimizer/optimizer.h"
 
 static void write_raw(const char *dir, const char *name, const void *p, size_t bytes) {
@@ -55,9 +56,21 @@ int main(int argc, char **argv) {
   c.model.untie_embeddings_and_output_weights = a[7];
   c.model.max_position_embeddings = c.model.seq_length + 3;
   double bias_amp = 0; /* expert_bias_pattern=AMP: a fixed expert bias (below) */
+  /* documents (the data section's flags, model/gpt_docs.c): any of
+   * reset_attention_mask=1 reset_position_ids=1 eod_mask_loss=1 makes about
+   * one token in five the end-of-document token eod_token=N (default 7) */
+  c.eod_token = 7;
   for (int i = 2; i < argc; i++)
     if (!strncmp(argv[i], "expert_bias_pattern=", 20))
       bias_amp = atof(argv[i] + 20);
+    else if (!strncmp(argv[i], "reset_attention_mask=", 21))
+      c.reset_attention_mask = atoi(argv[i] + 21);
+    else if (!strncmp(argv[i], "reset_position_ids=", 19))
+      c.reset_position_ids = atoi(argv[i] + 19);
+    else if (!strncmp(argv[i], "eod_mask_loss=", 14))
+      c.eod_mask_loss = atoi(argv[i] + 14);
+    else if (!strncmp(argv[i], "eod_token=", 10))
+      c.eod_token = atoi(argv[i] + 10);
     else if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
       fprintf(stderr, "gpt_dump: %s\n", err);
       return 2;
@@ -114,6 +127,13 @@ int main(int argc, char **argv) {
   cJSON_AddBoolToObject(jc, "qk_layernorm", r->qk_layernorm);
   cJSON_AddNumberToObject(jc, "init_method_std", r->init_method_std);
   cJSON_AddNumberToObject(jc, "num_experts", r->num_experts);
+  const int docs = c.reset_attention_mask || c.reset_position_ids || c.eod_mask_loss;
+  if (docs) {
+    cJSON_AddBoolToObject(jc, "reset_attention_mask", c.reset_attention_mask);
+    cJSON_AddBoolToObject(jc, "reset_position_ids", c.reset_position_ids);
+    cJSON_AddBoolToObject(jc, "eod_mask_loss", c.eod_mask_loss);
+    cJSON_AddNumberToObject(jc, "eod_token", c.eod_token);
+  }
   if (r->num_experts > 0) {
     cJSON_AddNumberToObject(jc, "moe_router_topk", r->moe_router_topk);
     cJSON_AddNumberToObject(jc, "moe_ffn_hidden_size", r->moe_ffn_hidden_size);
@@ -165,15 +185,19 @@ int main(int argc, char **argv) {
   for (int64_t i = 0; i < (int64_t)(steps + 1) * b * (s + 1); i++) {
     x ^= x << 13; x ^= x >> 7; x ^= x << 17;
     tokens[i] = (int32_t)(x % (uint64_t)c.model.vocab_size);
+    if (docs && (x >> 40) % 5 == 0) tokens[i] = c.eod_token;
   }
   write_raw(dir, "tokens", tokens, (size_t)(steps + 1) * b * (s + 1) * sizeof(int32_t));
   int64_t ids[64];
   for (int j = 0; j < b; j++) ids[j] = j;
 
-  /* one forward/backward on batch 0: loss = mean token loss */
-  float scale = 1.0f / (float)(b * s);
+  /* one forward/backward on batch 0: loss = mean token loss (over the
+   * unmasked tokens with eod_mask_loss) */
+  const mt_gpt_config *mc = mt_gpt_get_config(m);
+  int64_t nt = mt_gpt_loss_tokens(mc, tokens);
+  float scale = 1.0f / (float)nt;
   mt_gpt_zero_grad(m);
-  double loss = mt_gpt_forward_backward(m, tokens, ids, 1, scale) / (b * s);
+  double loss = mt_gpt_forward_backward(m, tokens, ids, 1, scale) / (double)nt;
   cJSON_AddNumberToObject(meta, "loss", loss);
   be->ops->memcpy_d2h(be, host, mt_gpt_grad_buffer(m), (size_t)pl->numel * sizeof(float));
   for (int i = 0; i < pl->n; i++) {
@@ -197,8 +221,10 @@ int main(int argc, char **argv) {
   cJSON_AddNumberToObject(jo, "weight_decay", 0.1);
   for (int k = 0; k <= steps; k++) {
     mt_gpt_zero_grad(m);
-    double l = mt_gpt_forward_backward(m, tokens + (int64_t)k * b * (s + 1), ids, k < steps, scale) /
-               (b * s);
+    const int32_t *tk = tokens + (int64_t)k * b * (s + 1);
+    nt = mt_gpt_loss_tokens(mc, tk);
+    scale = 1.0f / (float)nt;
+    double l = mt_gpt_forward_backward(m, tk, ids, k < steps, scale) / (double)nt;
     cJSON_AddItemToArray(curve, cJSON_CreateNumber(l));
     if (k == steps) break;
     float lr = mt_lr_at(&sch, k + 1);

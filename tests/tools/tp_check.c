@@ -86,7 +86,7 @@ static void check_vocab_parallel_xent(mt_backend *be, mt_group *tp) {
   float loss[64], rmax[64], stats[128];
   mt_tp_ctx c = {.be = be, .tp = tp, .tp_size = n, .tp_rank = r, .s = rows, .b = 1};
   double sum = mt_vocab_parallel_cross_entropy_fwd(&c, loss, rmax, stats, logits, tg, vl, valid,
-                                                   v_start);
+                                                   v_start, NULL);
   double want_sum = 0;
   for (int64_t i = 0; i < rows; i++) {
     const float *row = full + i * n * vl;
@@ -101,7 +101,8 @@ static void check_vocab_parallel_xent(mt_backend *be, mt_group *tp) {
   CHECK(fabs(sum - want_sum) <= 1e-5 * fabs(want_sum), "xent sum %g vs %g", sum, want_sum);
   /* backward: local slice of softmax - onehot, zero on padding */
   const float scale = 0.5f;
-  mt_vocab_parallel_cross_entropy_bwd(&c, logits, rmax, stats, tg, vl, valid, v_start, scale);
+  mt_vocab_parallel_cross_entropy_bwd(&c, logits, rmax, stats, tg, vl, valid, v_start, scale,
+                                      NULL);
   for (int64_t i = 0; i < rows; i++) {
     const float *row = full + i * n * vl;
     double mx = -INFINITY, se = 0;

@@ -296,7 +296,10 @@ static void ot_run_pos_embedding_bwd(ot_run *r) {
  * padding columns 1e3 (must be ignored); targets v_start - 3 + 5i (some on
  * other ranks, some in the padding). Outputs "max", "sumexp", "tgt_logit",
  * "loss" and "dlogits" (xent_bwd with scale fp[0], in place; reference:
- * finite differences; padding columns must be exactly 0). */
+ * finite differences; padding columns must be exactly 0). ip[0] = 1: a
+ * loss mask (Megatron's eod_mask_loss) of 0 on rows i % 3 == 1, 1 elsewhere,
+ * given to xent_loss and xent_bwd: those rows' loss and gradient must be
+ * exactly 0. */
 typedef struct {
   int64_t vl, valid, t;
   double scale;
@@ -323,8 +326,16 @@ static void ot_run_xent(ot_run *r) {
   ot_t *tl = ot_rnd(r, n, MT_F32, 0, 1), *loss = ot_rnd(r, n, MT_F32, 0, 1);
   op->xent_max(r->be, mx->d, lg->d, n, vl, valid);
   op->xent_stats(r->be, se->d, tl->d, lg->d, mx->d, td, n, vl, valid, vs);
-  op->xent_loss(r->be, loss->d, mx->d, se->d, tl->d, n);
-  op->xent_bwd(r->be, lg->d, mx->d, se->d, td, n, vl, valid, vs, r->c->fp[0]);
+  float *wm = NULL; /* loss mask (device) */
+  ot_t *mk = NULL;
+  if (r->c->ip[0]) {
+    mk = ot_rnd(r, n, MT_F32, 0, 1);
+    for (int64_t i = 0; i < n; i++) mk->h[i] = i % 3 == 1 ? 0.0f : 1.0f;
+    ot_put(r, mk);
+    wm = mk->d;
+  }
+  op->xent_loss(r->be, loss->d, mx->d, se->d, tl->d, n, wm);
+  op->xent_bwd(r->be, lg->d, mx->d, se->d, td, n, vl, valid, vs, r->c->fp[0], wm);
   double *wmx = ot_dbl(n), *wse = ot_dbl(n), *wtl = ot_dbl(n), *wl = ot_dbl(n), *wd = ot_dbl(n * vl);
   double *row = ot_dbl(vl);
   for (int64_t i = 0; i < n; i++) {
@@ -334,10 +345,11 @@ static void ot_run_xent(ot_run *r) {
     int64_t t = tg[i] - vs;
     wmx[i] = m, wse[i] = s;
     wtl[i] = (t >= 0 && t < valid) ? lg->h[i * vl + t] : 0.0;
-    wl[i] = log(s) + m - wtl[i];
-    if (!r->want_ref) continue;
+    const double w = mk ? mk->h[i] : 1.0;
+    wl[i] = w * (log(s) + m - wtl[i]);
+    if (!r->want_ref || w == 0.0) continue; /* a masked row: want 0 */
     for (int64_t j = 0; j < vl; j++) row[j] = lg->h[i * vl + j];
-    ot_xe_ctx c = {vl, valid, t, r->c->fp[0]};
+    ot_xe_ctx c = {vl, valid, t, r->c->fp[0] * w};
     double *fd = ot_fd(ot_xe_loss, &c, row, valid);
     memcpy(wd + i * vl, fd, (size_t)valid * sizeof(double)); /* padding stays 0 */
     free(fd);
@@ -354,6 +366,11 @@ static void ot_run_xent(ot_run *r) {
       if (got[i * vl + j] != 0.0)
         ot_failf(r, "padding gradient row %lld col %lld is %.9g, want 0", (long long)i,
                  (long long)j, got[i * vl + j]);
+  for (int64_t i = 0; mk && i < n; i++)
+    for (int64_t j = 0; j < vl && mk->h[i] == 0.0f; j++)
+      if (got[i * vl + j] != 0.0 || r->outs[r->no - 2].got[i] != 0.0)
+        ot_failf(r, "masked row %lld: loss %.9g, gradient col %lld %.9g (want exactly 0)",
+                 (long long)i, r->outs[r->no - 2].got[i], (long long)j, got[i * vl + j]);
   free(tg);
 }
 

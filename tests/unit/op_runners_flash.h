@@ -6,7 +6,10 @@
  * Every case is a slice of one GLOBAL problem: a qkv tensor G
  * [s_full, b, ng, np/ng + 2, hn] over the whole sequence. ne = {s, b, np,
  * hn} with s the rows of the call; ip = {ng (0 = np), cp, rank, kr};
- * fp[0] = attention dropout p.
+ * fp[0] = attention dropout p; fp[1] > 0: document masking (Megatron's
+ * reset_attention_mask): global position p > 0 of row bi starts a new
+ * document when a hash of (bi, p) falls below fp[1] (of_doc_starts), and
+ * mt_attn_desc.doc_start holds each position's document start.
  *   cp = 0: the plain causal case (block fields zero, s_full = s, kv NULL).
  *   cp >= 1: context-parallel chunks (Megatron's load balancing): the
  *     sequence s_full = cp * s is cut into 2 cp chunks of c = s / 2 rows and
@@ -15,8 +18,9 @@
  *     == rank uses the kv == NULL form (own keys inside qkv), any other the
  *     kv [sk, b, ng, 2, hn] form (kr = rank + cp: own keys through kv).
  * The double reference attends query rows at global positions qpos to key
- * rows kpos of G (visible iff kpos <= qpos; dropout counters with s_full)
- * and returns ctx and lse (-inf for a row with no visible key). */
+ * rows kpos of G (visible iff kpos <= qpos, and kpos >= the document start
+ * of qpos with document masking; dropout counters with s_full) and returns
+ * ctx and lse (-inf for a row with no visible key). */
 #ifndef MT_TESTS_OP_RUNNERS_FLASH_H
 #define MT_TESTS_OP_RUNNERS_FLASH_H
 
@@ -25,8 +29,34 @@
 typedef struct {
   int s, b, np, ng, npg, hn; /* s: rows of the call                        */
   int cp, rank, c, s_full;   /* cp 0: plain                                 */
+  int32_t *ds;               /* document starts [b, s_full] (host) or NULL   */
   mt_attn_desc d;            /* of the kv == NULL (own-block) call          */
 } of_prob;
+
+/* Document starts of the global problem: position p > 0 of row bi begins a
+ * document when hash(bi, p) / 2^32 < frac; ds[bi * s_full + p] = the start
+ * of p's document. Malloc'ed. */
+static int32_t *of_doc_starts(int b, int s_full, float frac) {
+  int32_t *ds = malloc(sizeof(int32_t) * (size_t)b * (size_t)s_full);
+  for (int bi = 0; bi < b; bi++) {
+    int32_t start = 0;
+    for (int p = 0; p < s_full; p++) {
+      uint32_t h = (uint32_t)(bi * 7919 + p) * 2654435761u;
+      h ^= h >> 15;
+      h *= 2246822519u;
+      h ^= h >> 13;
+      if (p > 0 && (double)h / 4294967296.0 < (double)frac) start = p;
+      ds[(int64_t)bi * s_full + p] = start;
+    }
+  }
+  return ds;
+}
+
+/* 1 when key position kp is visible to query position qp of row bi. */
+static int of_visible(const of_prob *P, int bi, int qp, int kp) {
+  if (kp > qp) return 0;
+  return !P->ds || kp >= P->ds[(int64_t)bi * P->s_full + qp];
+}
 
 /* Global sample ids of the micro-batch rows (b <= 8). */
 static const int64_t of_sample_ids[8] = {3, 17, 8, 1, 40, 5, 23, 11};
@@ -93,7 +123,7 @@ static void of_ref(const of_prob *P, const double *G, int sq, const int *qpos, i
         const double *Q = G + qpos[i] * row + of_slot(P, bi, g, n % npg);
         double mx = -INFINITY, sum = 0;
         for (int j = 0; j < sk; j++) {
-          if (kpos[j] > qpos[i]) continue;
+          if (!of_visible(P, bi, qpos[i], kpos[j])) continue;
           const double *K = G + kpos[j] * row + of_slot(P, bi, g, npg);
           double dot = 0;
           for (int e = 0; e < hn; e++) dot += Q[e] * K[e];
@@ -101,13 +131,13 @@ static void of_ref(const of_prob *P, const double *G, int sq, const int *qpos, i
           mx = fmax(mx, sc[j]);
         }
         for (int j = 0; j < sk; j++)
-          if (kpos[j] <= qpos[i]) sum += (sc[j] = exp(sc[j] - mx));
+          if (of_visible(P, bi, qpos[i], kpos[j])) sum += (sc[j] = exp(sc[j] - mx));
         double *out = ctx + (((int64_t)i * b + bi) * np + n) * hn;
         for (int e = 0; e < hn; e++) out[e] = 0;
         lse[((int64_t)bi * np + n) * sq + i] = sum > 0 ? mx + log(sum) : -INFINITY;
         if (sum == 0) continue;
         for (int j = 0; j < sk; j++) {
-          if (kpos[j] > qpos[i]) continue;
+          if (!of_visible(P, bi, qpos[i], kpos[j])) continue;
           double p = sc[j] / sum;
           if (d->dropout_p > 0) {
             uint64_t S = (uint64_t)P->s_full;
@@ -138,10 +168,14 @@ static of_set of_setup(ot_run *r) {
   for (int64_t i = 0; i < S.G->n; i++) S.Gd[i] = S.G->h[i];
   S.qpos = malloc(sizeof(int) * (size_t)S.P.s);
   for (int i = 0; i < S.P.s; i++) S.qpos[i] = of_pos(&S.P, S.P.rank, i);
+  if (r->c->fp[1] > 0.0f) {
+    S.P.ds = of_doc_starts(S.P.b, S.P.s_full, r->c->fp[1]);
+    S.P.d.doc_start = ot_ints(r, S.P.ds, (int64_t)S.P.b * S.P.s_full);
+  }
   return S;
 }
 
-static void of_free(of_set *S) { free(S->Gd), free(S->qpos); }
+static void of_free(of_set *S) { free(S->Gd), free(S->qpos), free(S->P.ds); }
 
 /* Local qkv of the call's rank (rows qpos of G), on the device. */
 static ot_t *of_local_qkv(ot_run *r, const of_set *S) {

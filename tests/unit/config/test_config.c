@@ -261,7 +261,7 @@ static const err_case CASES[] = {
     {"{\"modle\": {}}", {0}, 1, {"modle", "unknown section", "did you mean 'model'?"}},
     {"{\"model\": {\"lr\": 1}}", {0}, 1, {"model.lr", "did you mean 'training.lr'?"}},
     {NULL, {"model.hiden_size=3"}, 1, {"model.hiden_size (from --set)", "did you mean 'hidden_size'?"}},
-    {NULL, {"training.lr_warmup=3"}, 1, {"training.lr_warmup", "did you mean 'lr_warmup_iters'?"}},
+    {NULL, {"training.lr_warmup=3"}, 1, {"training.lr_warmup", "did you mean 'lr_warmup_init'?"}},
     {NULL, {"trainig.lr=3"}, 1, {"trainig", "did you mean 'training'?"}},
     {NULL, {"no_equals_sign"}, 1, {"--set", "section.key=value"}},
     {NULL, {"model=3"}, 1, {"--set", "section"}},
@@ -307,6 +307,24 @@ static const err_case CASES[] = {
     {NULL, {"data.data_path=[0.5, \"a\", 0.5]"}, 1, {"data.data_path", "pairs"}},
     {NULL, {"data.data_path=[-1, \"a\"]"}, 1, {"data.data_path", "weight"}},
     {NULL, {"data.data_path=[\"a\", 3]"}, 1, {"data.data_path", "element 1"}},
+    /* per-split paths (issue 30): exclusive with data_path and split; valid/test need train
+     * (the key table's needs column) */
+    {NULL, {"data.train_data_path=[\"t\"]"}, 1, {"data.train_data_path", "data.data_path"}},
+    {NULL, {"data.data_path=null", "data.valid_data_path=[\"v\"]"}, 1,
+     {"data.valid_data_path", "no effect with train_data_path null", "expected data.train_data_path"}},
+    {NULL, {"data.data_path=null", "data.train_data_path=[\"t\"]", "data.split=90,10,0"}, 1,
+     {"data.split", "no effect"}},
+    {NULL, {"data.data_path=null"}, 1, {"data.data_path", "missing"}},
+    /* the optimizer schedule (issue 30): Megatron's rules */
+    {NULL, {"training.train_samples=100"}, 1, {"training.train_samples", "train_iters"}},
+    {NULL, {"training.lr_wsd_decay_iters=3"}, 1, {"training.lr_wsd_decay_iters", "\"WSD\""}},
+    {NULL, {"training.lr_decay_style=WSD"}, 1, {"training.lr_wsd_decay_iters", "missing"}},
+    {NULL, {"training.lr_warmup_fraction=0.1", "training.lr_warmup_iters=2"}, 1,
+     {"training.lr_warmup_fraction", "lr_warmup_iters"}},
+    {NULL, {"training.lr_decay_samples=50"}, 1, {"training.lr_decay_samples", "no effect"}},
+    {NULL, {"training.start_weight_decay=0.1"}, 1, {"training.start_weight_decay", "\"constant\""}},
+    {NULL, {"training.weight_decay_incr_style=linear"}, 1, {"training.end_weight_decay", "missing"}},
+    {NULL, {"training.lr_warmup_init=1e-5"}, 1, {"training.lr_warmup_init", "without a warmup"}},
     /* context parallelism: 2·cp | seq_length (2·cp·tp with SP), world, p2p only */
     {NULL, {"parallel.context_parallel_size=3"}, 3, {"model.seq_length", "2 x context_parallel_size = 6"}},
     {NULL, {"parallel.context_parallel_size=2"}, 3,

@@ -218,6 +218,24 @@ static void test_canonical_and_saved(void **state) {
   assert_string_equal(again.json, cfg.json);
   mt_config_free(&again);
   mt_config_free(&cfg);
+  /* issue 30's keys: per-split paths (no split, no data_path written),
+   * sample-based WSD, a weight-decay increment, no warmup (lr_warmup_init
+   * written as null): the canonical JSON loads again as a user's config */
+  const char *i30[] = {"data.data_path=null", "data.train_data_path=[\"t\"]",
+                       "data.valid_data_path=[\"v\"]", "training.train_iters=null",
+                       "training.train_samples=40", "training.lr_decay_style=WSD",
+                       "training.lr_wsd_decay_samples=8", "training.weight_decay_incr_style=linear",
+                       "training.end_weight_decay=0.1"};
+  assert_int_equal(load(&c, &cfg, i30, (int)(sizeof i30 / sizeof i30[0]), 1, err, sizeof err), 0);
+  assert_null(strstr(cfg.json, "\"split\""));
+  assert_non_null(strstr(cfg.json, "\"lr_wsd_decay_style\":\"exponential\""));
+  assert_non_null(strstr(cfg.json, "\"lr_warmup_init\":null"));
+  assert_non_null(strstr(cfg.json, "\"lr_wsd_decay_samples\":8"));
+  if (mt_config_load_string(&again, cfg.json, "canonical", NULL, 0, 1, err, sizeof err))
+    fail_msg("%s", err);
+  assert_string_equal(again.json, cfg.json);
+  mt_config_free(&again);
+  mt_config_free(&cfg);
   /* a checkpoint's config written by an older build (every key, the MoE keys
    * of a dense model included): refused as a user's config, loaded as a
    * saved one with the same model */

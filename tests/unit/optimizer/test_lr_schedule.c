@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "optimizer/lr_schedule.h"
+#include "tests/support/lr_at.h"
 
 /* The documented schedule in double. */
 static double formula(const mt_lr_schedule *s, int64_t it) {
@@ -34,6 +35,13 @@ static void test_parse(void **state) {
   assert_int_equal(mt_lr_style_parse("constant"), MT_LR_CONSTANT);
   assert_int_equal(mt_lr_style_parse("linear"), MT_LR_LINEAR);
   assert_int_equal(mt_lr_style_parse("cosine"), MT_LR_COSINE);
+  assert_int_equal(mt_lr_style_parse("inverse-square-root"), MT_LR_INVERSE_SQRT);
+  assert_int_equal(mt_lr_style_parse("WSD"), MT_LR_WSD);
+  assert_int_equal(mt_wsd_style_parse("exponential"), MT_WSD_EXPONENTIAL);
+  assert_int_equal(mt_wsd_style_parse("minus_sqrt"), MT_WSD_MINUS_SQRT);
+  assert_int_equal(mt_wsd_style_parse("sqrt"), -1);
+  assert_int_equal(mt_wd_style_parse("cosine"), MT_WD_COSINE);
+  assert_int_equal(mt_wd_style_parse("exponential"), -1);
   assert_int_equal(mt_lr_style_parse("Cosine"), -1);
   assert_int_equal(mt_lr_style_parse(""), -1);
 }
