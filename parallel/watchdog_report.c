@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "watchdog_impl.h"
@@ -245,6 +246,32 @@ void mt_wd_note_unscheduled(mt_watchdog *w, int64_t from_ns, int64_t gap_ns) {
   fflush(stderr);
 }
 
+/* Every member of the group has started the operation and none looks
+ * stopped yet. A member stopped right after it started (SIGSTOP, a frozen
+ * host) is told apart from a slow network only once its watchdog thread has
+ * missed its period long enough (stale_s): a rank whose own deadline came
+ * first may report before that. Wait once, at most that limit, until each
+ * member's tick is either refreshed or old enough to count, so that the
+ * report names the stopped rank instead of "every member is running". */
+static void await_stale(mt_watchdog *w, const wd_local *l, int me, int slot) {
+  int64_t wait_ns = 0;
+  for (int i = 0; i < l->n; i++) {
+    const int wr = l->world_ranks[i];
+    wd_op op;
+    if (wr == me || !read_op(w, wr, slot, &op)) continue;
+    const wd_head h = read_head(w, wr);
+    if (!h.known || h.tick_ns <= 0) continue;
+    const int64_t age =
+        h.from_file ? mt_wd_real_ns() - h.tick_real_ns : mt_wd_now_ns() - h.tick_ns;
+    const int64_t lim = 3 * (int64_t)h.period_ms * 1000000 + 1000000000;
+    if (age <= lim && lim - age > wait_ns) wait_ns = lim - age;
+  }
+  if (wait_ns <= 0) return;
+  wait_ns += 100000000; /* past the limit, not at it */
+  struct timespec ts = {(time_t)(wait_ns / 1000000000), (long)(wait_ns % 1000000000)};
+  nanosleep(&ts, NULL);
+}
+
 void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unscheduled_ns) {
   const wd_slot *s = &w->own->slot[slot];
   const wd_local *l = &w->local[slot];
@@ -314,6 +341,15 @@ void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unschedul
                             (long long)my_ops);
       int stale = 0;
       char why[160];
+      int any = 0;
+      for (int i = 0; i < l->n && !any; i++) {
+        const int wr = l->world_ranks[i];
+        wd_op op;
+        if (wr == me || !read_op(w, wr, slot, &op)) continue;
+        const wd_head h = read_head(w, wr);
+        any = not_running(&h, op.pending ? &op : NULL, why, sizeof why);
+      }
+      if (!any) await_stale(w, l, me, slot);
       for (int i = 0; i < l->n && p < cap; i++) {
         const int wr = l->world_ranks[i];
         wd_op op;
