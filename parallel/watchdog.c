@@ -232,6 +232,14 @@ static void *watch(void *arg) {
 void mt_wd_set_timeout(mt_watchdog *w, double minutes) {
   atomic_store(&w->timeout_ns, minutes > 0 ? (int64_t)(minutes * 6e10) : 0);
   if (minutes > 0 && !w->thread_running) {
+    /* a first tick and period now: a rank stopped before its watchdog
+     * thread first runs (one period) reads as stopped, not as never seen */
+    const int64_t to = atomic_load(&w->timeout_ns);
+    int64_t period = to / 5 < 1000000000 ? to / 5 : 1000000000;
+    if (period < 20000000) period = 20000000;
+    atomic_store_explicit(&w->own->period_ms, (int32_t)(period / 1000000), memory_order_relaxed);
+    atomic_store_explicit(&w->own->tick_real_ns, mt_wd_real_ns(), memory_order_relaxed);
+    atomic_store_explicit(&w->own->tick_ns, mt_wd_now_ns(), memory_order_release);
     /* the thread inherits a mask blocking every signal, so the trainer's
      * handlers (SIGTERM, SIGUSR1, ...) always run on the main thread */
     sigset_t all, old;

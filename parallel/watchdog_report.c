@@ -90,6 +90,15 @@ static double stale_s(const wd_head *h) {
   return age > lim ? (double)age / 1e9 : 0;
 }
 
+/* How long until rank wr's tick, if it is not refreshed, is old enough for
+ * stale_s to count it (0: already is, or unknown). */
+static int64_t until_stale_ns(const wd_head *h) {
+  if (!h->known || h->tick_ns <= 0) return 0;
+  const int64_t age = h->from_file ? mt_wd_real_ns() - h->tick_real_ns : mt_wd_now_ns() - h->tick_ns;
+  const int64_t lim = 3 * (int64_t)h->period_ms * 1000000 + 1000000000;
+  return age <= lim ? lim - age : 0;
+}
+
 /* Whether rank wr (head h, its operation op when pending, else NULL) is
  * not running, or was not while in op: its watchdog thread has not run for
  * over three periods and a second, or its last gap (the thread due but not
@@ -155,7 +164,7 @@ static void describe_peer(mt_watchdog *w, int wr, char *buf, size_t n, int *wait
  * waits for: its peer (point-to-point) or the members of that group (same
  * group identity) that have started fewer operations on it. Appends them
  * to out[] (without duplicates of seen[]); returns how many. */
-static int waits_for(mt_watchdog *w, int r, char *seen, int *out) {
+static int waits_for(mt_watchdog *w, int r, char *seen, int *out, int64_t *until_ns) {
   const wd_head h = read_head(w, r);
   int k = 0;
   if (h.known && h.reported) {
@@ -188,17 +197,25 @@ static int waits_for(mt_watchdog *w, int r, char *seen, int *out) {
     }
   }
   if (k > 0) return k;
-  /* every member started it: r waits for the members that are not running */
+  /* every member started it: r waits for the members that are not running
+   * (or were not after they started it: one woken by the abort's SIGCONT
+   * may have completed it since) */
   char why[160];
+  int64_t until = 0;
   for (int q = 0; q < w->d->size; q++) {
     wd_op o;
     if (seen[q] || q == r || !read_op(w, q, h.last_slot, &o) || o.gid != op.gid) continue;
     const wd_head hq = read_head(w, q);
-    if (not_running(&hq, o.pending ? &o : NULL, why, sizeof why)) {
+    if (not_running(&hq, &o, why, sizeof why)) {
       seen[q] = 1;
       out[k++] = q;
+    } else if (until_stale_ns(&hq) > until) {
+      until = until_stale_ns(&hq);
     }
   }
+  /* none looks stopped yet: one stopped right after it started cannot be
+   * told from a slow network until its tick is old enough */
+  if (k == 0 && until > *until_ns) *until_ns = until;
   return k;
 }
 
@@ -206,13 +223,16 @@ static int waits_for(mt_watchdog *w, int r, char *seen, int *out) {
  * ranks that wait for nobody: in no operation, in one every other member
  * has started while running, or unknown; a rank whose own report is out
  * leads to the ranks it named. Sets ends[0..*n_ends); returns whether any
- * wait led on from the start. */
-static int chain_ends(mt_watchdog *w, int *queue, int n, char *seen, int *ends, int *n_ends) {
+ * wait led on from the start. *until_ns: at least how long until a member
+ * of an operation that an end waits in, which every member started and
+ * none looks stopped in, could count as stopped (left as is when none). */
+static int chain_ends(mt_watchdog *w, int *queue, int n, char *seen, int *ends, int *n_ends,
+                      int64_t *until_ns) {
   int head = 0, moved = 0;
   *n_ends = 0;
   while (head < n) {
     const int r = queue[head++];
-    const int k = waits_for(w, r, seen, queue + n);
+    const int k = waits_for(w, r, seen, queue + n, until_ns);
     if (k == 0) ends[(*n_ends)++] = r;
     else moved = 1;
     if (k > 0) n += k;
@@ -347,7 +367,7 @@ void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unschedul
         wd_op op;
         if (wr == me || !read_op(w, wr, slot, &op)) continue;
         const wd_head h = read_head(w, wr);
-        any = not_running(&h, op.pending ? &op : NULL, why, sizeof why);
+        any = not_running(&h, &op, why, sizeof why);
       }
       if (!any) await_stale(w, l, me, slot);
       for (int i = 0; i < l->n && p < cap; i++) {
@@ -355,7 +375,7 @@ void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unschedul
         wd_op op;
         if (wr == me || !read_op(w, wr, slot, &op)) continue;
         const wd_head h = read_head(w, wr);
-        if (!not_running(&h, op.pending ? &op : NULL, why, sizeof why)) continue;
+        if (!not_running(&h, &op, why, sizeof why)) continue;
         p += (size_t)snprintf(msg + p, cap - p,
                               "%s%d (%s: stopped, e.g. by SIGSTOP, or not run by its host)",
                               stale++ ? ", " : "; ranks of it that are not running: ", wr, why);
@@ -374,7 +394,23 @@ void mt_wd_expire(mt_watchdog *w, int slot, int64_t waited_ns, int64_t unschedul
   const int n0 = nq;
   int *start = mt_xmalloc(sizeof(int) * (size_t)(n0 ? n0 : 1));
   memcpy(start, queue, sizeof(int) * (size_t)n0);
-  if (nq > 0 && chain_ends(w, queue, nq, seen, ends, &n_ends)) {
+  int64_t until = 0;
+  char *seen0 = mt_xmalloc((size_t)N);
+  memcpy(seen0, seen, (size_t)N);
+  int moved = nq > 0 && chain_ends(w, queue, nq, seen, ends, &n_ends, &until);
+  if (until > 0) {
+    /* the waits end at an operation every member started and none looks
+     * stopped in: wait (once, at most three periods and a second) until a
+     * stopped member's tick counts, then follow the waits again */
+    until += 100000000;
+    struct timespec ts = {(time_t)(until / 1000000000), (long)(until % 1000000000)};
+    nanosleep(&ts, NULL);
+    memcpy(seen, seen0, (size_t)N);
+    int64_t again = 0;
+    moved = chain_ends(w, queue, nq, seen, ends, &n_ends, &again);
+  }
+  free(seen0);
+  if (moved) {
     for (int i = 0; i < n_ends && p < cap; i++) {
       int waiting;
       describe_peer(w, ends[i], who, sizeof who, &waiting);
