@@ -19,6 +19,10 @@
 # bitwise with byte-identical final checkpoints; loading it with ep=4 (edp 1)
 # resumes it under that layout (layout-free checkpoint). ZeRO-2 with a pipeline
 # stays refused.
+# CI: 10 steps (save at 5, resume 6-10), dp=4 + ep=2 ZeRO-3, tp=2 + SP + ep=4
+# ZeRO-1, etp=2 + dp=4 ZeRO-3 and the DeepSeek-style model's dp=4 + ep=2
+# ZeRO-3 (with its resume and the ep=4 resume) and dp=2 + ep=2 ZeRO-2;
+# MEGATRAIN_TEST_FULL=1: 20 steps (save at 10) and every layout above.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
@@ -28,19 +32,21 @@ COMMON=(--set training.check_replicas_interval=10 --set training.eval_interval=0
 CMP_ARGS=(--keys "lm_loss,grad_norm,load_balancing_loss,z_loss,dropped_tokens,tokens_per_expert_max,tokens_per_expert_mean?,tokens_per_expert,expert_bias?")
 # hidden 45 (odd segment lengths: padded buckets in both parts) where tp = 1
 ODD=(--set model.hidden_size=45 --set model.num_attention_heads=5)
+MOE_ITERS=$(full_or 20 10); HALF=$((MOE_ITERS / 2))
+FULL=${MEGATRAIN_TEST_FULL:-0}
 expect_log() { # name pattern
   grep -q "$2" "$TMP/$1.log" || { echo "$1: '$2' missing from the log"; cat "$TMP/$1.log"; exit 1; }
 }
 run base 1 "${ODD[@]}"
 run base64 1
-for st in 2 3; do
+for st in $([ "$FULL" = 1 ] && echo 2 3); do
   run dp2_ep2_z$st 2 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=$st
   expect_log dp2_ep2_z$st "ZeRO stage $st over edp=1"
   cmp_moe dp2_ep2_z$st base
 done
-run dp4_ep2_z2 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=2
+[ "$FULL" = 1 ] && run dp4_ep2_z2 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=2
 run dp4_ep2_z3 4 "${ODD[@]}" --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=3
-for st in 2 3; do
+for st in $(full_or "2 3" 3); do
   expect_log dp4_ep2_z$st "ZeRO stage $st over dp=4: .*(padding [1-9]"
   expect_log dp4_ep2_z$st "ZeRO stage $st over edp=2: .*(padding [1-9]"
   expect_log dp4_ep2_z$st "bitwise identical on all 4 data-parallel ranks"
@@ -50,10 +56,12 @@ run tp2sp_ep4_z1 4 --set parallel.tensor_model_parallel_size=2 --set parallel.se
     --set parallel.expert_model_parallel_size=4 --set parallel.zero_stage=1
 expect_log tp2sp_ep4_z1 "ZeRO stage 1 over edp=1"
 cmp_moe tp2sp_ep4_z1 base64
+if [ "$FULL" = 1 ]; then
 run tp2sp_ep2_z1 4 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
     --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=1
 expect_log tp2sp_ep2_z1 "ZeRO stage 1 over edp=2"
 cmp_moe tp2sp_ep2_z1 base64
+fi
 # expert tensor parallelism: etp=2 + dp=4 (edp 2: each expert's fc1/fc2
 # shards sharded again over edp) with ZeRO-3, SwiGLU experts without biases
 NOBIAS=(--set model.add_bias_linear=false --set model.swiglu=true)
@@ -68,37 +76,39 @@ cmp_moe etp2_dp4_z3 base_etp
 DS=tests/configs/gpt-moe-deepseek-test.json
 CFG=$DS run ds_base 1
 CFG=$DS run ds_dp4_ep2_z3 4 --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=3 \
-    --set checkpoint.save="$TMP/ck" --set checkpoint.save_interval=10
+    --set checkpoint.save="$TMP/ck" --set checkpoint.save_interval=$HALF
 expect_log ds_dp4_ep2_z3 "ZeRO stage 3 over edp=2"
 cmp_moe ds_dp4_ep2_z3 ds_base
 # the issue's dp=2+ep=2 ZeRO-2 and tp=2+SP+ep=4 ZeRO-1 (ep != tp) layouts on
 # the DeepSeek-style model too (expert bias, shared expert compared)
 CFG=$DS run ds_dp2_ep2_z2 2 --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=2
 cmp_moe ds_dp2_ep2_z2 ds_base
+if [ "$FULL" = 1 ]; then
 CFG=$DS run ds_tp2sp_ep4_z1 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=4 \
     --set parallel.expert_tensor_parallel_size=1 --set parallel.zero_stage=1
 expect_log ds_tp2sp_ep4_z1 "ZeRO stage 1 over edp=1"
 cmp_moe ds_tp2sp_ep4_z1 ds_base
-# resume from its iteration-10 files: iterations 11-20 bitwise, final shard
-# files byte-identical
-mkdir -p "$TMP/ck10"
-cp -r "$TMP/ck/iter_0000010" "$TMP/ck10/"
-echo 10 >"$TMP/ck10/latest_checkpointed_iteration.txt"
+fi
+# resume from its iteration-HALF files: the rest bitwise, final shard files
+# byte-identical
+mkdir -p "$TMP/ckh"
+cp -r "$TMP/ck/$(printf iter_%07d $HALF)" "$TMP/ckh/"
+echo $HALF >"$TMP/ckh/latest_checkpointed_iteration.txt"
 CFG=$DS run ds_dp4_ep2_z3_resumed 4 --set parallel.expert_model_parallel_size=2 \
-    --set parallel.zero_stage=3 --set checkpoint.load="$TMP/ck10" --set checkpoint.save="$TMP/ck10" \
-    --set checkpoint.save_interval=10
-expect_log ds_dp4_ep2_z3_resumed "resumed from iteration 10"
-cmp_moe ds_dp4_ep2_z3_resumed ds_dp4_ep2_z3 --first 11 --tol 0
-same_ckpt "$TMP/ck/iter_0000020" "$TMP/ck10/iter_0000020"
-echo "resume at 10: iterations 11-20 bitwise identical, final checkpoints (parameters," \
-     "optimizer state, expert bias) byte-identical"
+    --set parallel.zero_stage=3 --set checkpoint.load="$TMP/ckh" --set checkpoint.save="$TMP/ckh" \
+    --set checkpoint.save_interval=$HALF
+expect_log ds_dp4_ep2_z3_resumed "resumed from iteration $HALF"
+cmp_moe ds_dp4_ep2_z3_resumed ds_dp4_ep2_z3 --first $((HALF + 1)) --tol 0
+same_ckpt "$TMP/ck/$(printf iter_%07d $MOE_ITERS)" "$TMP/ckh/$(printf iter_%07d $MOE_ITERS)"
+echo "resume at $HALF: iterations $((HALF + 1))-$MOE_ITERS bitwise identical, final checkpoints" \
+     "(parameters, optimizer state, expert bias) byte-identical"
 # another expert layout (ep=4: edp 1) resumes from it (layout-free checkpoint)
-ckpt_at "$TMP/ck" 10 "$TMP/ckx"
+ckpt_at "$TMP/ck" $HALF "$TMP/ckx"
 CFG=$DS run ds_ep4_z3_from_ep2 4 --set parallel.expert_model_parallel_size=4 \
     --set parallel.zero_stage=3 --set checkpoint.load="$TMP/ckx"
-expect_log ds_ep4_z3_from_ep2 "resumed from iteration 10"
-cmp_moe ds_ep4_z3_from_ep2 ds_base --first 11
+expect_log ds_ep4_z3_from_ep2 "resumed from iteration $HALF"
+cmp_moe ds_ep4_z3_from_ep2 ds_base --first $((HALF + 1))
 # still refused: ZeRO-2/3 with pipelines (as for dense models)
 if mpirun -np 2 --oversubscribe --bind-to none "$MT" --config $CFG \
      --set parallel.pipeline_model_parallel_size=2 --set parallel.zero_stage=2 >"$TMP/e.log" 2>&1; then

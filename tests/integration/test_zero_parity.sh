@@ -7,6 +7,8 @@
 # max_position_embeddings 35 make the parameter count odd (2315115: divides by
 # neither 2 nor 4) and tensor sizes odd; ddp_bucket_size 50001 gives many
 # buckets (rounded to 50000), the last of each layer padded.
+# CI: dp=4 with stages 1, 2, 3 and dp=2 with stage 3 (plain dp is
+# test_dp_parity's); MEGATRAIN_TEST_FULL=1: dp in {2, 4} x stages 0-3.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 SETS="--set model.hidden_size=45 --set model.num_attention_heads=5 --set model.max_position_embeddings=35
@@ -22,7 +24,7 @@ assert 0 < above < len(n), "clipping should be active in some steps only: %r" % 
 print("clipping active in %d of %d steps" % (above, len(n)))
 PY
 for dp in 2 4; do
-  for st in 0 1 2 3; do
+  for st in $(full_or "0 1 2 3" "$([ $dp = 4 ] && echo 1 2 3 || echo 3)"); do
     mpirun -np $dp --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle \
       -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS "$MT" --config $CFG $SETS \
       --set parallel.zero_stage=$st --set logging.metrics_file="$TMP/d${dp}s$st.jsonl" \
