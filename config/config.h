@@ -41,6 +41,9 @@ typedef struct {
   int global_batch_size;
   int64_t train_iters;            /* given, or train_samples / global_batch_size */
   int64_t train_samples;          /* 0 = iteration-based training */
+  /* Megatron's --rampup-batch-size: start global batch, increment, ramp-up
+   * samples (config/batch_rampup.h); start 0 = off (null) */
+  int64_t rampup_batch_size[3];
   uint64_t seed;
   float lr;                       /* required */
   float min_lr;
