@@ -56,6 +56,7 @@ typedef struct {
   char lr_wsd_decay_style[16];    /* exponential | linear | cosine | minus_sqrt */
   int64_t lr_wsd_decay_iters, lr_wsd_decay_samples; /* 0 = unset */
   float weight_decay;
+  int apply_wd_to_qk_layernorm;   /* q/k norm parameters take weight decay (Megatron's flag) */
   float start_weight_decay, end_weight_decay; /* resolved: = weight_decay when constant */
   char weight_decay_incr_style[16]; /* constant | linear | cosine */
   float adam_beta1, adam_beta2;

@@ -334,6 +334,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--weight-decay`",
      "AdamW decoupled weight decay (not on biases and norm weights, as Megatron); with "
      "`weight_decay_incr_style` `constant` only", NULL},
+    {S_TRAIN, "apply_wd_to_qk_layernorm", MT_CT_BOOL, FLD(training.apply_wd_to_qk_layernorm), 0,
+     0, 0, NULL, NUM(0), "`--apply-wd-to-qk-layernorm`",
+     "weight decay also on the q/k norm parameters (`q_layernorm`, `k_layernorm`: weight and, "
+     "with LayerNorm, bias); false: none, as every norm and bias (Megatron's regularization "
+     "group, hence this section)",
+     "model.qk_layernorm"},
     {S_TRAIN, "start_weight_decay", MT_CT_FLOAT, FLD(training.start_weight_decay), NUL | GE(0),
      NULL, NUM(0), "`--start-weight-decay`",
      "weight decay at the first update; null = 0 (Megatron requires it)",

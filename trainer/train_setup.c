@@ -44,6 +44,7 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
   g.reset_attention_mask = c->data.reset_attention_mask;
   g.reset_position_ids = c->data.reset_position_ids;
   g.eod_mask_loss = c->data.eod_mask_loss;
+  g.apply_wd_to_qk_layernorm = c->training.apply_wd_to_qk_layernorm;
   g.eod_token = MT_GPT2_EOD; /* mt_trainer_setup: the tokenizer's (mt_trainer_eod_token) */
   /* this rank's place in the layout */
   g.tp_size = c->parallel.tensor_model_parallel_size;
