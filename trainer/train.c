@@ -200,7 +200,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
    * first warmup update), and the logged values are those after the step
    * (k · gbs); the step grows by the iteration's batch (the ramp-up's) */
   (void)iteration;
-  const double before = (double)t->consumed_samples;
+  const double before = (double)t->sched_steps;
   const double after = before + (double)gbs;
   r.lr_applied = mt_lr_sched_lr(&t->sched, before);
   r.wd_applied = mt_lr_sched_wd(&t->sched, before);
@@ -217,6 +217,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   r.lr = mt_lr_sched_lr(&t->sched, after);
   r.wd = mt_lr_sched_wd(&t->sched, after);
   t->consumed_samples += gbs;
+  t->sched_steps += gbs; /* opt_param_scheduler.step(increment=gbs), skipped updates too */
   mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
   moe_step_stats(t, &r);
   for (int k = 0; k <= MT_GK_N; k++) {

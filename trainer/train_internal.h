@@ -58,6 +58,8 @@ typedef struct {
   int64_t *sample_ids;      /* host [mbs] */
   int64_t iteration;        /* last completed iteration */
   int64_t consumed_samples;
+  int64_t sched_steps;      /* the LR scheduler's step count in samples (Megatron's
+                               num_steps; = consumed_samples unless a checkpoint said otherwise) */
   int64_t skipped_iters, nan_iters;
   double flops_per_iter;
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
