@@ -239,8 +239,8 @@ int mt_resume_check_sched_state(const mt_ckpt_sched *ck, const char *saved_confi
       {"total number of iterations", "lr_decay_steps", ck->lr_decay_steps, st.decay, 1},
       {"start weight decay", "start_wd", ck->start_wd, sched->start_wd, 0},
       {"end weight decay", "end_wd", ck->end_wd, sched->end_wd, 0},
-      {"total number of weight decay iterations", "wd_incr_steps", ck->wd_incr_steps,
-       st.wd_incr, 1},
+      /* wd_incr_steps (train_iters × gbs or train_samples) is not compared: a
+       * longer run is accepted (docs/checkpoint.md); use_checkpoint takes it */
       {"init_lr", "init_lr", ck->init_lr, sched->init_lr, 0},
       {"wsd_decay_steps", "wsd_decay_steps", ck->wsd_decay_steps, st.wsd_decay, 1},
   };

@@ -45,10 +45,11 @@ void mt_resume_sched_fill(mt_ckpt_sched *out, const mt_lr_schedule *sched, int64
 /* Megatron's OptimizerParamScheduler.load_state_dict against a checkpoint's
  * state ck (present; mt_resume_check_schedule has compared the config keys
  * first): max_lr, min_lr, lr_warmup_steps, lr_decay_steps, lr_decay_style,
- * start_wd, end_wd, wd_incr_steps, wd_incr_style, and megatrain's init_lr,
+ * start_wd, end_wd, wd_incr_style (not wd_incr_steps: megatrain accepts a
+ * longer train_iters, docs/checkpoint.md), and megatrain's init_lr,
  * wsd_decay_steps, lr_wsd_decay_style, against *sched (this run's, lengths
  * in samples). With iteration-based training and another global_batch_size
- * than saved_config_json's the four lengths are not compared (they scale
+ * than saved_config_json's the lengths are not compared (they scale
  * with the batch; docs/checkpoint.md). override_opt_param_scheduler: this
  * run's values stay; use_checkpoint_opt_param_scheduler: ck's values and
  * lengths are written to *sched (fixed_steps); neither: a difference is an
