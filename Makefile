@@ -94,7 +94,7 @@ ifeq ($(CUDA),emu)
   CU_COMPILE = $(CXX) $(NVFLAGS) -c -o $@ $<
 else ifeq ($(CUDA),1)
   CFLAGS   += -DMT_HAVE_CUDA=1 -DMT_HAVE_NCCL=1 -I$(CUDA_HOME)/include
-  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcublas -lcudart -lstdc++ -ldl
+  LDLIBS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lstdc++ -ldl
   LIB_SRCS += $(filter-out cuda/%_nocuda.c,$(wildcard cuda/*.c))
   CU_SRCS  := $(wildcard cuda/*.cu)
   # SASS for every arch in CUDA_ARCH, plus PTX of the newest (JIT-compiled

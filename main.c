@@ -85,12 +85,37 @@ static int parse_train_args(int argc, char **argv, train_args *a) {
   return 0;
 }
 
+/* Whether no launcher started this process (mpirun, srun, a PMI/PMIx
+ * server): then it is one process, whose config is checked before MPI
+ * starts (which takes about half a second), so that a bad config fails at
+ * once. Under a launcher the check runs after MPI_Init, on every rank, with
+ * the real world size, and rank 0 reports. */
+static int started_alone(void) {
+  static const char *const launcher_env[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK",
+                                             "PMI_SIZE", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof launcher_env / sizeof launcher_env[0]; i++)
+    if (getenv(launcher_env[i])) return 0;
+  return 1;
+}
+
 static int cmd_train(int argc, char **argv) {
   train_args a = {0};
   int rc = parse_train_args(argc, argv, &a);
   if (rc) {
     free(a.sets);
     return rc;
+  }
+  if (started_alone()) {
+    mt_config pre;
+    char err[4096];
+    rc = mt_config_load(&pre, a.config, a.sets, a.n_sets, 1, err, sizeof err);
+    if (!rc && (rc = mt_config_check_trainable(&pre, err, sizeof err))) mt_config_free(&pre);
+    if (rc) {
+      fprintf(stderr, "megatrain: error: %s\n", err);
+      free(a.sets);
+      return rc;
+    }
+    mt_config_free(&pre);
   }
   mt_dist *dist = mt_dist_init(&argc, &argv);
   int rank = mt_dist_rank(dist);

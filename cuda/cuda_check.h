@@ -6,7 +6,8 @@
  *
  *   MT_CUDA_CHECK(call)    cudaError_t call; message "NAME (description)"
  *   MT_CUDA_LAUNCHED()     after a kernel launch: cudaGetLastError()
- *   MT_CUBLAS_CHECK(call)  cublasStatus_t call (include <cublas_v2.h> first)
+ *   MT_CUBLAS_CHECK(api, call)  cublasStatus_t call; api: the mt_cublas_api that made it
+ *                          (include <cublas_v2.h> first)
  * Host code only (C or C++). */
 #ifndef MT_CUDA_CHECK_H
 #define MT_CUDA_CHECK_H
@@ -32,11 +33,11 @@ extern "C" {
 /* After a kernel launch: report configuration errors at the call site. */
 #define MT_CUDA_LAUNCHED() MT_CUDA_CHECK(cudaGetLastError())
 
-#define MT_CUBLAS_CHECK(call)                                                            \
+#define MT_CUBLAS_CHECK(api, call)                                                       \
   do {                                                                                   \
     cublasStatus_t mt_bs_ = (call);                                                      \
     if (mt_bs_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      mt_fatal("%s failed: %s", #call, cublasGetStatusString(mt_bs_));                   \
+      mt_fatal("%s failed: %s", #call, (api)->GetStatusString(mt_bs_));                  \
   } while (0)
 
 #endif

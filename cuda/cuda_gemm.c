@@ -14,35 +14,47 @@
  */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include <cublas_v2.h>
 
+#include "cuda/cublas_api.h"
 #include "cuda_internal.h"
 
 int cuda_blas_create(cuda_impl *im, char *err, size_t errlen) {
+  char why[512];
+  im->blas = mt_xcalloc(1, sizeof *im->blas);
+  if (mt_cublas_api_open(im->blas, why, sizeof why) != 0) {
+    snprintf(err, errlen, "no usable CUDA device: %s", why);
+    return -1;
+  }
+  const mt_cublas_api *b = im->blas;
   cublasHandle_t h;
-  cublasStatus_t s = cublasCreate(&h);
+  cublasStatus_t s = b->Create(&h);
   if (s != CUBLAS_STATUS_SUCCESS) {
     snprintf(err, errlen, "no usable CUDA device: cublasCreate failed with %s",
-             cublasGetStatusString(s));
+             b->GetStatusString(s));
     return -1;
   }
   im->cublas = h;
-  s = cublasSetStream(h, im->stream);
+  s = b->SetStream(h, im->stream);
   /* no reduced-precision (bf16) split-K reductions: accumulation stays fp32 */
   if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasSetMathMode(
+    s = b->SetMathMode(
         h, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
   if (s != CUBLAS_STATUS_SUCCESS) {
-    snprintf(err, errlen, "cuBLAS setup failed: %s", cublasGetStatusString(s));
+    snprintf(err, errlen, "cuBLAS setup failed: %s", b->GetStatusString(s));
     return -1;
   }
   return 0;
 }
 
 void cuda_blas_destroy(cuda_impl *im) {
-  if (im->cublas) cublasDestroy((cublasHandle_t)im->cublas);
+  if (im->cublas) im->blas->Destroy((cublasHandle_t)im->cublas);
   im->cublas = NULL;
+  if (im->blas) mt_cublas_api_close(im->blas);
+  free(im->blas);
+  im->blas = NULL;
 }
 
 static cudaDataType_t blas_type(mt_dtype t) {
@@ -101,7 +113,7 @@ void cuda_gemm(mt_backend *be, const mt_gemm_desc *d) {
       all_f32 && im->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float alpha = d->alpha;
   /* column-major: C^T[n, m] = op(B)^T[n, k] op(A)^T[k, m] */
-  MT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+  MT_CUBLAS_CHECK(im->blas, im->blas->GemmStridedBatchedEx(
       (cublasHandle_t)im->cublas, d->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
       d->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, d->n, d->m, d->k, &alpha, d->b,
       blas_type(d->b_type), ld_int(d->ldb), (long long)d->stride_b, d->a, blas_type(d->a_type),

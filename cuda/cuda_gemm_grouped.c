@@ -18,6 +18,7 @@
 
 #include <cublas_v2.h>
 
+#include "cuda/cublas_api.h"
 #include "cuda_internal.h"
 
 static cudaDataType_t gg_type(mt_dtype t) {
@@ -85,7 +86,7 @@ void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d) {
     void **ds = dev + (size_t)s * 3 * (size_t)G;
     MT_CUDA_CHECK(cudaMemcpyAsync(ds, ptr, sizeof(void *) * (size_t)G * 3,
                                   cudaMemcpyHostToDevice, im->stream));
-    MT_CUBLAS_CHECK(cublasGemmGroupedBatchedEx(
+    MT_CUBLAS_CHECK(im->blas, im->blas->GemmGroupedBatchedEx(
         (cublasHandle_t)im->cublas, ta, tb, mm, nn, kk, al, (const void *const *)ds,
         gg_type(d->b_type), la, (const void *const *)(ds + G), gg_type(d->a_type), lb, bt,
         ds + 2 * G, gg_type(d->c_type), lc, np, gs, ct));

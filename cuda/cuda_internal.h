@@ -77,6 +77,7 @@ typedef struct {
   int device;               /* CUDA ordinal in use                         */
   cudaStream_t stream;      /* the backend's stream (blocking)             */
   void *cublas;             /* cublasHandle_t                              */
+  struct mt_cublas_api *blas; /* cuBLAS, loaded at run time (cublas_api.h) */
   int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
   int flash_simt;           /* env MEGATRAIN_CUDA_FLASH_SIMT=1: bf16 fused
                                attention on the FFMA kernels (diagnosis)   */

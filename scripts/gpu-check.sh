@@ -260,10 +260,23 @@ PY
       note "libraries not found: $(grep 'not found' <<< "$mtl" | awk '{print $1}' | sort -u | tr '\n' ' ')(searched MT_CUDA_LIBDIRS=${MT_CUDA_LIBDIRS:-})"
       exit 1
     fi
-    for l in cudart cublas.so; do
-      p=$(awk -v l="lib$l" 'index($1, l) == 1 {print $3; exit}' <<< "$mtl")
-      echo "lib$l: $p -> $(readlink -f "$p")"
-    done
+    p=$(awk 'index($1, "libcudart") == 1 {print $3; exit}' <<< "$mtl")
+    echo "libcudart: $p -> $(readlink -f "$p")"
+    # cuBLAS is loaded at run time by the cuda backend (cuda/cublas_api.c:
+    # dlopen("libcublas.so.13"), the same search as NCCL's below); without
+    # it every cuda run fails at its start, so it ends the check here
+    cl=$("$PY" -c 'import ctypes, sys
+try:
+    ctypes.CDLL("libcublas.so.13")
+except OSError as e:
+    print("FAIL", e); sys.exit(0)
+p = [x.split()[-1] for x in open("/proc/self/maps") if "libcublas.so" in x]
+print("OK", p[0] if p else "libcublas.so.13")' 2>&1 | tail -1)
+    case $cl in
+      OK\ *) echo "libcublas.so.13 (loaded at run time by the cuda backend): ${cl#OK } -> $(readlink -f "${cl#OK }")";;
+      *) note "dlopen(\"libcublas.so.13\") from $PY with this LD_LIBRARY_PATH failed (${cl#FAIL }); the cuda backend loads cuBLAS the same way, so every cuda run would fail (searched MT_CUDA_LIBDIRS=${MT_CUDA_LIBDIRS:-})"
+         exit 1;;
+    esac
     # NCCL is loaded at run time by the nccl engine (parallel/nccl_api.c:
     # dlopen("libnccl.so.2"): LD_LIBRARY_PATH, the run path, the ldconfig
     # cache, the default folders); python3's dlopen by the same name with

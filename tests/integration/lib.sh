@@ -10,14 +10,25 @@ export OMPI_MCA_mpi_yield_when_idle=1 OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [ -x "$MT" ] || { echo "SKIP: ./megatrain not built"; exit 77; }
 [ -f "$SHARED/tinyshakespeare.txt" ] || { echo "SKIP: $SHARED/tinyshakespeare.txt not found"; exit 77; }
+# prepare_ts PREFIX [preprocess args...]: tokenize tinyshakespeare into
+# PREFIX.{bin,idx} once; tests may run side by side (tests/run_tests.sh -j),
+# so the first one writes under a lock and the others wait for it
+prepare_ts() {
+  local prefix=$1; shift
+  [ -f "$prefix.idx" ] && return 0
+  mkdir -p "$(dirname "$prefix")"
+  (
+    flock 9
+    if [ ! -f "$prefix.idx" ]; then
+      "$MT" preprocess --input "$SHARED/tinyshakespeare.txt" --output-prefix "$prefix.tmp$$" \
+        --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
+        --append-eod --workers 2 "$@" >/dev/null
+      mv "$prefix.tmp$$.bin" "$prefix.bin"; mv "$prefix.tmp$$.idx" "$prefix.idx"
+    fi
+  ) 9>"$prefix.lock"
+}
 TS=build/testdata/tinyshakespeare_text_document
-if [ ! -f "$TS.idx" ]; then
-  mkdir -p build/testdata
-  "$MT" preprocess --input "$SHARED/tinyshakespeare.txt" --output-prefix "$TS.tmp" \
-    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
-    --append-eod --workers 2 >/dev/null
-  mv "$TS.tmp.bin" "$TS.bin"; mv "$TS.tmp.idx" "$TS.idx"
-fi
+prepare_ts "$TS"
 CFG=tests/configs/gpt-test.json
 # full_or FULL CI -> FULL under MEGATRAIN_TEST_FULL=1, CI otherwise (the CI
 # mode runs a smaller matrix or fewer steps; docs/testing.md lists what)

@@ -10,12 +10,7 @@
 # tests/unit/test_config.c.
 source "$(dirname "$0")/lib.sh"
 TL=build/testdata/tinyshakespeare_lines_document
-if [ ! -f "$TL.idx" ]; then
-  "$MT" preprocess --input "$SHARED/tinyshakespeare.txt" --output-prefix "$TL.tmp" \
-    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
-    --doc-sep line --append-eod --workers 2 >/dev/null
-  mv "$TL.tmp.bin" "$TL.bin"; mv "$TL.tmp.idx" "$TL.idx"
-fi
+prepare_ts "$TL" --doc-sep line
 # gpt-test.json without its split (the per-split paths exclude it)
 /usr/bin/python3 -c '
 import json, sys

@@ -16,12 +16,7 @@ source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
 TL=build/testdata/tinyshakespeare_lines_document
-if [ ! -f "$TL.idx" ]; then
-  "$MT" preprocess --input "$SHARED/tinyshakespeare.txt" --output-prefix "$TL.tmp" \
-    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
-    --doc-sep line --append-eod --workers 2 >/dev/null
-  mv "$TL.tmp.bin" "$TL.bin"; mv "$TL.tmp.idx" "$TL.idx"
-fi
+prepare_ts "$TL" --doc-sep line
 DOCS=(--set data.reset_attention_mask=true --set data.reset_position_ids=true
       --set data.eod_mask_loss=true)
 LLAMA=(--set model.position_embedding_type=rope --set model.normalization=RMSNorm

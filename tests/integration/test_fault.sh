@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Failure handling of a multi-rank training job:
 #  - a rank killed (SIGKILL) mid-run makes every other rank exit and mpirun
 #    return non-zero within 60 s;

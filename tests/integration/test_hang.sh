@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Hang diagnosis under mpirun (docs/communication.md "Hang diagnosis"): 4 ranks
 # tp=2 dp=2, parallel.distributed_timeout_minutes 0.05 (3 s). Every case: the
 # job ends non-zero within 3 s + 30 s of the failpoint, no rank process is

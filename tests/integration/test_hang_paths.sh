@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Hang diagnosis, the other paths (docs/communication.md "Hang diagnosis";
 # the frozen-rank matrix is test_hang.sh):
 #  1. pipeline p2p: 2 ranks pp=2, rank 1 frozen: rank 0's report names the

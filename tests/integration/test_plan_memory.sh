@@ -23,9 +23,16 @@ TP="parallel.tensor_model_parallel_size"; SP="parallel.sequence_parallel"
 PP="parallel.pipeline_model_parallel_size"; VP="parallel.virtual_pipeline_model_parallel_size"
 ZS="parallel.zero_stage"; RC="model.recompute_granularity"
 : >"$TMP/table.txt"
+# CI runs one case per thing the planner predicts (tp + SP, pp 1F1B and
+# interleaved, uneven stages, ZeRO-1/2/3, selective and full recomputation,
+# MoE with ep, etp, shared experts, capacity padding, a list layer freq,
+# the Llama-style block with qk_layernorm); MEGATRAIN_TEST_FULL=1 every case
+# (docs/testing.md)
+CI_CASES='^(tp2_sp|pp4|pp2_v2|dp2_zero1|tp2_sp_pp2|pp2_selective|tp2_sp_full|pp3_uneven|moe_tp2_sp_ep2|llama_qkln_dp2_zero3_full2|moe_etp2_dp4_zero2|moe_dp4_ep2_zero3_shared|moe_pad_gg_ep2|moe_list_pp2_ep2_zero1)$'
+ONLY=${PLAN_MEMORY_ONLY:-$(full_or "" "$CI_CASES")}
 run() { # name np sets...  (PLAN_MEMORY_ONLY=REGEX runs only the matching cases)
   local name=$1 np=$2; shift 2
-  if [ -n "${PLAN_MEMORY_ONLY:-}" ] && ! [[ $name =~ $PLAN_MEMORY_ONLY ]]; then return 0; fi
+  if [ -n "$ONLY" ] && ! [[ $name =~ $ONLY ]]; then return 0; fi
   local sets=(--set training.train_iters=2 --set training.eval_interval=0 --set training.lr_warmup_iters=1 --set model.num_layers=4 "$@")
   "$MT" plan --config $CFG --world-size "$np" --hardware a100-80gb --json "${sets[@]}" \
     >"$TMP/$name.plan.json" 2>"$TMP/$name.plan.err" ||

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Preemption (training.exit_signal_handler, exit_duration_in_mins) and the
 # straggler report (logging.log_straggler):
 #  - SIGTERM to ONE rank (rank 3) of a 4-rank tp=2 dp=2 job mid-run: every

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # A blocked log write never stops the save (README "Running on a cluster",
 # core/log_stream.h): a rank whose stdout is a pipe nobody reads sleeps in
 # write() once the pipe is full; the exit signal's handler makes its output

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # tests/integration/test_slurm_comm.sh — the group API under Slurm: brings up
 # a one-node user-space Slurm (scripts/local-slurm.sh), runs
 # build/tests/tools/comm_check with `srun -n 4 --mpi=pmix` (two layouts),

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Hang diagnosis under srun --mpi=pmix with the local Slurm
 # (scripts/local-slurm.sh; docs/communication.md "Hang diagnosis"): 4 ranks
 # tp=2 dp=2, parallel.distributed_timeout_minutes 0.05. As test_hang.sh:

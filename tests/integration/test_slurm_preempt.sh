@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Preemption under Slurm (one-node user-space Slurm, scripts/local-slurm.sh):
 #  - `srun -n 2 --mpi=pmix` (dp=2), `scancel --signal=USR1` mid-run: every
 #    rank saves at the next iteration boundary and the step exits 0;

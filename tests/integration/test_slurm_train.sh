@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# runner: alone (timed: run with no other test beside it, tests/run_tests.sh)
 # Training under Slurm: a one-node user-space Slurm (scripts/local-slurm.sh),
 # `srun -n 4 --mpi=pmix ./megatrain` with dp=4 reproduces the mpirun -np 4
 # run (and the single process) within 1e-5 relative over 20 steps.
