@@ -54,6 +54,7 @@
 #include "core/backend.h"
 #include "core/dtype.h"
 #include "parallel/comm.h"
+#include "checkpoint/state.h"
 
 #define MT_DCKPT_NAME_MAX 192
 #define MT_DCKPT_FORMAT "megatrain-dist-v2" /* metadata.json "format" */
@@ -80,6 +81,7 @@ typedef struct {
   uint64_t seed;            /* training.seed */
   int64_t vocab_size;       /* real vocabulary rows kept */
   int has_optimizer;        /* 0: model only (convert --from hf), loads only with finetune */
+  mt_ckpt_sched sched;      /* "opt_param_scheduler" (present 0: none) */
 } mt_dckpt_meta;
 
 /* Save `views` (n of them, this rank's) as iteration meta->iteration under

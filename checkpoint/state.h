@@ -18,6 +18,22 @@ typedef struct {
   uint64_t seed;
 } mt_ckpt_state;
 
+/* Megatron's OptimizerParamScheduler.state_dict (metadata.json
+ * "opt_param_scheduler"; lengths and num_steps in samples, as Megatron's
+ * scheduler counts), megatrain's other schedule inputs (init_lr, the WSD
+ * decay) and the batch-size ramp-up. `present` 0: a checkpoint without it
+ * (written before issue 30 item 4, or imported). */
+typedef struct {
+  int present;
+  double max_lr, min_lr, init_lr;
+  double lr_warmup_steps, lr_decay_steps, wsd_decay_steps, wd_incr_steps;
+  int64_t num_steps;
+  char lr_decay_style[24], lr_wsd_decay_style[16], wd_incr_style[16];
+  double start_wd, end_wd;
+  int64_t rampup_batch_size[3];     /* training.rampup_batch_size; start 0 = none */
+  int64_t global_batch_size;        /* the batch of the next iteration (the ramp-up's) */
+} mt_ckpt_sched;
+
 /* A non-parameter state tensor saved with the model (Megatron's persistent
  * buffers, e.g. decoder.layers.L.mlp.router.expert_bias): host memory, fp32
  * or int64, `numel` elements; restored in place by load. */

@@ -228,6 +228,25 @@ static int set_layer_freq(mt_cfg_ctx *c, int k, const cJSON *v, mt_model_config 
   return 0;
 }
 
+/* training.rampup_batch_size: [start >= 1, increment >= 1, samples >= 0]
+ * (the rules in config_rules_train.c check them against the batch). */
+static int set_i64x3(mt_cfg_ctx *c, int k, const cJSON *v, int64_t *out) {
+  char buf[80];
+  static const char *const what[3] = {"start batch size", "batch size increment",
+                                      "ramp-up samples"};
+  if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 3)
+    return mt_cfg_fail(c, k, "expected a list of three integers [%s, %s, %s] or null, got %s",
+                       what[0], what[1], what[2], describe(v, buf, sizeof buf));
+  for (int i = 0; i < 3; i++) {
+    const cJSON *e = cJSON_GetArrayItem(v, i);
+    if (!integral(e, i < 2 ? 1 : 0, MT_JSON_INT_MAX))
+      return mt_cfg_fail(c, k, "element %d (%s) is %s (expected an integer %s)", i, what[i],
+                         describe(e, buf, sizeof buf), i < 2 ? ">= 1" : ">= 0");
+    out[i] = (int64_t)e->valuedouble;
+  }
+  return 0;
+}
+
 static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
   const mt_cfg_key *kd = &mt_cfg_keys[k];
   void *p = mt_cfg_field(cfg, k);
@@ -304,6 +323,8 @@ static int set_value(mt_cfg_ctx *c, int k, const cJSON *v, mt_config *cfg) {
       return set_paths(c, k, v, (mt_data_blend *)p);
     case MT_CT_LAYER_FREQ:
       return set_layer_freq(c, k, v, &cfg->model);
+    case MT_CT_I64x3:
+      return set_i64x3(c, k, v, (int64_t *)p);
   }
   return 0;
 }

@@ -41,6 +41,9 @@ typedef struct {
   int global_batch_size;
   int64_t train_iters;            /* given, or train_samples / global_batch_size */
   int64_t train_samples;          /* 0 = iteration-based training */
+  /* Megatron's --rampup-batch-size: start global batch, increment, ramp-up
+   * samples (config/batch_rampup.h); start 0 = off (null) */
+  int64_t rampup_batch_size[3];
   uint64_t seed;
   float lr;                       /* required */
   float min_lr;
@@ -53,6 +56,7 @@ typedef struct {
   char lr_wsd_decay_style[16];    /* exponential | linear | cosine | minus_sqrt */
   int64_t lr_wsd_decay_iters, lr_wsd_decay_samples; /* 0 = unset */
   float weight_decay;
+  int apply_wd_to_qk_layernorm;   /* q/k norm parameters take weight decay (Megatron's flag) */
   float start_weight_decay, end_weight_decay; /* resolved: = weight_decay when constant */
   char weight_decay_incr_style[16]; /* constant | linear | cosine */
   float adam_beta1, adam_beta2;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/batch_rampup.h"
 #include "config/config_internal.h"
 #include "core/util.h"
 
@@ -62,8 +63,10 @@ void mt_cfg_derive(mt_config *cfg, int world) {
   }
   /* Megatron's update_train_iters (no batch ramp-up) and
    * get_optimizer_param_scheduler's defaults */
-  if (t->train_samples > 0 && t->train_iters == 0 && t->global_batch_size > 0)
-    t->train_iters = t->train_samples / t->global_batch_size;
+  if (t->train_samples > 0 && t->train_iters == 0 && t->global_batch_size > 0) {
+    const mt_batch_rampup r = mt_batch_rampup_make(t->rampup_batch_size, t->global_batch_size);
+    t->train_iters = mt_batch_rampup_train_iters(&r, t->train_samples);
+  }
   if (t->lr_decay_iters == 0) t->lr_decay_iters = t->train_iters;
   if (t->lr_decay_samples == 0) t->lr_decay_samples = t->train_samples;
 }
@@ -73,7 +76,8 @@ static double numeric(const mt_config *cfg, int k) {
   switch (mt_cfg_keys[k].type) {
     case MT_CT_INT:
     case MT_CT_LAYER_FREQ: return *(const int *)p;
-    case MT_CT_I64: return (double)*(const int64_t *)p;
+    case MT_CT_I64:
+    case MT_CT_I64x3: return (double)*(const int64_t *)p; /* the first: 0 = off */
     case MT_CT_U64: return (double)*(const uint64_t *)p;
     case MT_CT_FLOAT: return *(const float *)p;
     default: return 0;

@@ -29,7 +29,8 @@ typedef enum {
   MT_CT_BOOL,  /* int 0/1, JSON true/false */
   MT_CT_STR,   /* char[size], JSON string */
   MT_CT_PATHS, /* data.data_path: string, list, or weighted list */
-  MT_CT_LAYER_FREQ /* model.moe_layer_freq: int, or a list of 0/1 per layer */
+  MT_CT_LAYER_FREQ, /* model.moe_layer_freq: int, or a list of 0/1 per layer */
+  MT_CT_I64x3      /* int64_t[3], a list of three integers; null: all 0 (first 0 = off) */
 } mt_cfg_type;
 
 enum {

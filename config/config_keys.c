@@ -61,6 +61,15 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
                 : cJSON_CreateString((const char *)p);
         break;
       case MT_CT_PATHS: v = paths_to_json((const mt_data_blend *)p); break;
+      case MT_CT_I64x3:
+        if (((const int64_t *)p)[0] == 0) {
+          v = cJSON_CreateNull();
+        } else {
+          v = checked(cJSON_CreateArray());
+          for (int i = 0; i < 3; i++)
+            cJSON_AddItemToArray(v, checked(mt_json_int(((const int64_t *)p)[i])));
+        }
+        break;
       case MT_CT_LAYER_FREQ:
         if (cfg->model.moe_layer_pattern_len > 0) {
           v = checked(cJSON_CreateArray());

@@ -41,7 +41,8 @@ static double number(const mt_config *cfg, int k) {
     case MT_CT_INT:
     case MT_CT_BOOL:
     case MT_CT_LAYER_FREQ: return *(const int *)p;
-    case MT_CT_I64: return (double)*(const int64_t *)p;
+    case MT_CT_I64:
+    case MT_CT_I64x3: return (double)*(const int64_t *)p; /* the first: 0 = off */
     case MT_CT_U64: return (double)*(const uint64_t *)p;
     case MT_CT_FLOAT: return *(const float *)p;
     default: return 0;
@@ -98,6 +99,9 @@ static void value_text(const mt_config *cfg, int k, char *buf, size_t n) {
     else snprintf(buf, n, "\"%.40s\"%s", b->data_path[0], b->n_paths > 1 ? ", ..." : "");
   } else if (kd->type == MT_CT_LAYER_FREQ && cfg->model.moe_layer_pattern_len > 0) {
     snprintf(buf, n, "the list");
+  } else if (kd->type == MT_CT_I64x3 && *(const int64_t *)mt_cfg_cfield(cfg, k) != 0) {
+    const int64_t *v = (const int64_t *)mt_cfg_cfield(cfg, k);
+    snprintf(buf, n, "[%lld,%lld,%lld]", (long long)v[0], (long long)v[1], (long long)v[2]);
   } else if (kd->type == MT_CT_BOOL) {
     snprintf(buf, n, "%s", number(cfg, k) != 0 ? "true" : "false");
   } else {

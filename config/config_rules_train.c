@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "config/batch_rampup.h"
 #include "config/config_internal.h"
 
 static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
@@ -20,7 +21,9 @@ static int given(const mt_cfg_ctx *c, const char *k) { return c->present[key(k)]
 static int r_samples_iters(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   const mt_training_config *t = &cfg->training;
-  if (t->train_samples <= 0 || t->train_iters == t->train_samples / t->global_batch_size) return 0;
+  const mt_batch_rampup r = mt_batch_rampup_make(t->rampup_batch_size, t->global_batch_size);
+  if (t->train_samples <= 0 || t->train_iters == mt_batch_rampup_train_iters(&r, t->train_samples))
+    return 0;
   return mt_cfg_fail(c, key("training.train_samples"),
                      "%lld together with training.train_iters %lld (expected one of the two: "
                      "iteration- or sample-based training, as Megatron asserts)",
@@ -177,6 +180,59 @@ static int r_warmup_init_needs(mt_cfg_ctx *c, mt_config *cfg, int world) {
                      "lr_warmup_samples or lr_warmup_fraction)");
 }
 
+/* Megatron's RampupBatchsizeNumMicroBatchesCalculator asserts (start >= 1,
+ * increment >= 1 and samples >= 0 are the key's own check), and what its
+ * update asserts at every iteration: each ramped batch a multiple of
+ * micro_batch_size x dp (here start and increment, checked once); Megatron
+ * divides by the number of increments and by the samples per increment, so
+ * start = global_batch_size and 0 ramp-up samples fail there with a
+ * ZeroDivisionError: here they are refused. */
+static int r_rampup(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  const mt_training_config *t = &cfg->training;
+  const int64_t *r = t->rampup_batch_size, g = t->global_batch_size;
+  if (r[0] <= 0) return 0;
+  const int k = key("training.rampup_batch_size");
+  if (r[0] >= g)
+    return mt_cfg_fail(c, k,
+                       "start batch size %lld is not smaller than global_batch_size %lld "
+                       "(expected start < global_batch_size: the ramp-up grows the batch to it)",
+                       (long long)r[0], (long long)g);
+  if ((g - r[0]) % r[1])
+    return mt_cfg_fail(c, k,
+                       "global batch size interval %lld (global_batch_size %lld - start %lld) is "
+                       "not divisible by the batch size increment %lld (expected a multiple, as "
+                       "Megatron asserts)",
+                       (long long)(g - r[0]), (long long)g, (long long)r[0], (long long)r[1]);
+  if (r[2] < 1)
+    return mt_cfg_fail(c, k, "0 ramp-up samples (expected >= 1: the samples per increment are "
+                             "ramp-up samples / number of increments)");
+  const int64_t mp = (int64_t)cfg->parallel.tensor_model_parallel_size *
+                     cfg->parallel.pipeline_model_parallel_size *
+                     cfg->parallel.context_parallel_size;
+  const int dp = mp > 0 && world % mp == 0 ? (int)(world / mp) : 1;
+  const int64_t per = (int64_t)t->micro_batch_size * (dp > 0 ? dp : 1);
+  for (int i = 0; i < 2; i++)
+    if (r[i] % per)
+      return mt_cfg_fail(c, k,
+                         "%s %lld is not divisible by micro_batch_size (%d) x data-parallel size "
+                         "(%d) = %lld (expected a multiple: every ramped global batch is, as "
+                         "Megatron asserts)",
+                         i ? "batch size increment" : "start batch size", (long long)r[i],
+                         t->micro_batch_size, dp, (long long)per);
+  const int pp = cfg->parallel.pipeline_model_parallel_size;
+  if (cfg->parallel.virtual_pipeline_model_parallel_size > 1)
+    for (int i = 0; i < 2; i++)
+      if ((r[i] / per) % pp)
+        return mt_cfg_fail(c, k,
+                           "%s %lld gives %lld micro-batches, which the interleaved schedule "
+                           "(virtual_pipeline_model_parallel_size %d) needs to be a multiple of "
+                           "pipeline_model_parallel_size %d",
+                           i ? "batch size increment" : "start batch size", (long long)r[i],
+                           (long long)(r[i] / per),
+                           cfg->parallel.virtual_pipeline_model_parallel_size, pp);
+  return 0;
+}
+
 #define LIN "training.weight_decay_incr_style=linear; "
 static const mt_cfg_rule k_sched[] = {
     {"training.train_samples", r_samples_iters,
@@ -225,6 +281,12 @@ static const mt_cfg_rule k_sched[] = {
      "`training.lr_warmup_init` needs a warmup (`lr_warmup_iters`, `lr_warmup_samples` or "
      "`lr_warmup_fraction`)",
      "1: training.lr_warmup_init=0", 0, 0},
+    {"training.rampup_batch_size", r_rampup,
+     "`training.rampup_batch_size` [start, increment, samples]: start < `global_batch_size`, "
+     "the increment divides `global_batch_size` − start, samples ≥ 1, start and increment "
+     "are multiples of `micro_batch_size` × dp (with vpp > 1: of pp micro-batches too)",
+     "1: training.train_iters=null; training.train_samples=64; "
+     "training.global_batch_size=8; training.rampup_batch_size=[8,2,16]", 0, 0},
 };
 
 const mt_cfg_rule *mt_cfg_rules_train(int *n) {

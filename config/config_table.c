@@ -274,13 +274,22 @@ const mt_cfg_key mt_cfg_keys[] = {
      "samples per optimizer step; a multiple of `micro_batch_size` × dp (the quotient is the "
      "number of accumulated micro-batches)", NULL},
     {S_TRAIN, "train_iters", MT_CT_I64, FLD(training.train_iters), DER | GE(1), NULL,
-     RULE("`train_samples` / `global_batch_size` when `train_samples` is set"), "`--train-iters`",
+     RULE("`train_samples` / `global_batch_size` when `train_samples` is set (with "
+          "`rampup_batch_size`: Megatron's count of the ramped iterations)"), "`--train-iters`",
      "optimizer steps; one of `train_iters` and `train_samples` is required", NULL},
     {S_TRAIN, "train_samples", MT_CT_I64, FLD(training.train_samples), NUL | GE(1), NULL, NUM(0),
      "`--train-samples`",
      "sample-based training: train on this many samples (`train_iters` = ⌊`train_samples` / "
      "`global_batch_size`⌋), with the schedule lengths in samples (`lr_decay_samples`, "
      "`lr_warmup_samples`, `lr_wsd_decay_samples`); null = iteration-based", NULL},
+    {S_TRAIN, "rampup_batch_size", MT_CT_I64x3, FLD(training.rampup_batch_size), NUL, 0, 0, NULL,
+     NUM(0), "`--rampup-batch-size`",
+     "[start, increment, ramp-up samples]: the global batch of an iteration is `start` + "
+     "`increment` × ⌊consumed samples / (samples / ((`global_batch_size` − `start`) / "
+     "`increment`))⌋ until the consumed samples pass the ramp-up samples, then "
+     "`global_batch_size` (Megatron's RampupBatchsizeNumMicroBatchesCalculator; `train_iters` "
+     "is Megatron's count of the ramped iterations; docs/optimizer.md); null = constant batch",
+     "training.train_samples"},
     {S_TRAIN, "seed", MT_CT_U64, FLD(training.seed), 0, 0, 0, NULL, NUM(1234), "`--seed`",
      "seed of initialization, dropout and data shuffling", NULL},
     {S_TRAIN, "lr", MT_CT_FLOAT, FLD(training.lr), REQ | GT(0), NULL, NUM(0), "`--lr`",
@@ -325,6 +334,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--weight-decay`",
      "AdamW decoupled weight decay (not on biases and norm weights, as Megatron); with "
      "`weight_decay_incr_style` `constant` only", NULL},
+    {S_TRAIN, "apply_wd_to_qk_layernorm", MT_CT_BOOL, FLD(training.apply_wd_to_qk_layernorm), 0,
+     0, 0, NULL, NUM(0), "`--apply-wd-to-qk-layernorm`",
+     "weight decay also on the q/k norm parameters (`q_layernorm`, `k_layernorm`: weight and, "
+     "with LayerNorm, bias); false: none, as every norm and bias (Megatron's regularization "
+     "group, hence this section)",
+     "model.qk_layernorm"},
     {S_TRAIN, "start_weight_decay", MT_CT_FLOAT, FLD(training.start_weight_decay), NUL | GE(0),
      NULL, NUM(0), "`--start-weight-decay`",
      "weight decay at the first update; null = 0 (Megatron requires it)",
@@ -523,6 +538,7 @@ void mt_cfg_apply_default(mt_config *cfg, int k) {
     case MT_CT_STR:
       if (kd->def_str) snprintf((char *)p, kd->size, "%s", kd->def_str);
       break;
+    case MT_CT_I64x3: break; /* null: all 0 */
     case MT_CT_PATHS: /* no default: an empty blend */
       ((mt_data_blend *)p)->n_paths = 0;
       ((mt_data_blend *)p)->weighted = 0;

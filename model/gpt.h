@@ -63,6 +63,10 @@ typedef struct {
    * learned positions restarting at each document, no loss on the
    * prediction made at an end-of-document token (id eod_token) */
   int reset_attention_mask, reset_position_ids, eod_mask_loss;
+  /* training.apply_wd_to_qk_layernorm: the q/k norm parameters (weight and,
+   * with LayerNorm, bias) take weight decay (Megatron's
+   * --apply-wd-to-qk-layernorm); 0: none, as every norm and bias */
+  int apply_wd_to_qk_layernorm;
   int eod_token;
   uint64_t seed;             /* training.seed: keys init and dropout */
   int skip_init;             /* 1: weights drawn from N(0, std) are zero-filled instead (the

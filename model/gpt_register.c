@@ -31,21 +31,26 @@ mt_param *mt_gpt_add_param(mt_gpt *m, void **w, void **g, const char *name, int6
 }
 
 /* A [1, n] bias or norm vector, replicated over TP (hidden-size norms are
- * partial under SP, q/k norms under any tp > 1: sp_partial). */
+ * partial under SP, q/k norms under any tp > 1: sp_partial); no weight
+ * decay unless `decay` (the q/k norms under apply_wd_to_qk_layernorm). */
+static void add_vec_wd(mt_gpt *m, void **w, void **g, const char *name, int64_t n,
+                       mt_init_kind init, int sp_partial, int decay) {
+  mt_gpt_add_param(m, w, g, name, 1, n, 1, n, 0, 0, init, !decay, 1)->sp_partial = sp_partial;
+}
 static void add_vec(mt_gpt *m, void **w, void **g, const char *name, int64_t n, mt_init_kind init,
                     int sp_partial) {
-  mt_gpt_add_param(m, w, g, name, 1, n, 1, n, 0, 0, init, 1, 1)->sp_partial = sp_partial;
+  add_vec_wd(m, w, g, name, n, init, sp_partial, 0);
 }
 
 /* Norm `prefix` of width n: weight (ones) and, with LayerNorm, bias (zeros). */
 static void add_norm(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_t n,
-                     int sp_partial) {
+                     int sp_partial, int decay) {
   char name[MT_PARAM_NAME_MAX];
   snprintf(name, sizeof name, "%s.weight", prefix);
-  add_vec(m, &w->weight, &g->weight, name, n, MT_INIT_ONES, sp_partial);
+  add_vec_wd(m, &w->weight, &g->weight, name, n, MT_INIT_ONES, sp_partial, decay);
   if (m->rmsnorm) return;
   snprintf(name, sizeof name, "%s.bias", prefix);
-  add_vec(m, &w->bias, &g->bias, name, n, MT_INIT_ZEROS, sp_partial);
+  add_vec_wd(m, &w->bias, &g->bias, name, n, MT_INIT_ZEROS, sp_partial, decay);
 }
 
 /* Column-parallel linear `prefix`: weight [out, in] of which this rank holds
@@ -145,23 +150,23 @@ static void register_layer(mt_gpt *m, int li, int l) {
   const int sp = c->sequence_parallel && c->tp_size > 1;
   char p[MT_PARAM_NAME_MAX];
   snprintf(p, sizeof p, "decoder.layers.%d.input_layernorm", l);
-  add_norm(m, &w->input_layernorm, &g->input_layernorm, p, h, sp);
+  add_norm(m, &w->input_layernorm, &g->input_layernorm, p, h, sp, 0);
   snprintf(p, sizeof p, "decoder.layers.%d.self_attention.linear_qkv", l);
   add_column(m, &w->self_attention.linear_qkv, &g->self_attention.linear_qkv, p,
              qkvl * c->tp_size, h, qkvl, tr * qkvl, MT_INIT_NORMAL, 0);
   if (c->model.qk_layernorm) { /* [hn] shared by the heads: partial under any tp > 1 */
     snprintf(p, sizeof p, "decoder.layers.%d.self_attention.q_layernorm", l);
     add_norm(m, &w->self_attention.q_layernorm, &g->self_attention.q_layernorm, p, m->hn,
-             c->tp_size > 1);
+             c->tp_size > 1, c->apply_wd_to_qk_layernorm);
     snprintf(p, sizeof p, "decoder.layers.%d.self_attention.k_layernorm", l);
     add_norm(m, &w->self_attention.k_layernorm, &g->self_attention.k_layernorm, p, m->hn,
-             c->tp_size > 1);
+             c->tp_size > 1, c->apply_wd_to_qk_layernorm);
   }
   snprintf(p, sizeof p, "decoder.layers.%d.self_attention.linear_proj", l);
   add_row(m, &w->self_attention.linear_proj, &g->self_attention.linear_proj, p, h,
           hl * c->tp_size, hl, tr * hl, MT_INIT_SCALED);
   snprintf(p, sizeof p, "decoder.layers.%d.pre_mlp_layernorm", l);
-  add_norm(m, &w->pre_mlp_layernorm, &g->pre_mlp_layernorm, p, h, sp);
+  add_norm(m, &w->pre_mlp_layernorm, &g->pre_mlp_layernorm, p, h, sp, 0);
   if (mt_gpt_is_moe_layer(c, l)) {
     register_moe(m, li, l);
     return;
@@ -208,7 +213,7 @@ void mt_gpt_register_params(mt_gpt *m) {
   }
   if (!has_post) return;
   m->params.head[0] = m->params.list.n;
-  add_norm(m, &w->final_layernorm, &g->final_layernorm, "decoder.final_layernorm", h, sp);
+  add_norm(m, &w->final_layernorm, &g->final_layernorm, "decoder.final_layernorm", h, sp, 0);
   if (c->model.untie_embeddings_and_output_weights) {
     mt_gpt_add_param(m, &w->output_layer.weight, &g->output_layer.weight, "output_layer.weight",
                      V, h, vl, h, m->v_start, 0, MT_INIT_NORMAL, 0, 0);

@@ -32,6 +32,8 @@ int mt_wd_style_parse(const char *s) {
 
 mt_lr_steps mt_lr_schedule_steps(const mt_lr_schedule *s) {
   mt_lr_steps st;
+  if (s->fixed_steps)
+    return (mt_lr_steps){s->steps.warmup, s->steps.decay, s->steps.wsd_decay, s->steps.wd_incr};
   const double g = (double)(s->gbs > 0 ? s->gbs : 1);
   if (s->samples) {
     st.decay = (double)s->decay_samples;

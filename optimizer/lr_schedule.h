@@ -41,6 +41,9 @@ typedef struct {
   int wsd_style;                   /* MT_WSD_* */
   double start_wd, end_wd;         /* start_weight_decay, end_weight_decay */
   int wd_style;                    /* MT_WD_* */
+  int fixed_steps;                 /* 1: `steps` below are the lengths (a checkpoint's
+                                      scheduler state), not derived from the keys above */
+  struct { double warmup, decay, wsd_decay, wd_incr; } steps;
 } mt_lr_schedule;
 
 /* Megatron's scheduler lengths in samples (get_optimizer_param_scheduler):
@@ -48,6 +51,7 @@ typedef struct {
 typedef struct {
   double warmup, decay, wsd_decay, wd_incr;
 } mt_lr_steps;
+/* (fixed_steps: s->steps) */
 mt_lr_steps mt_lr_schedule_steps(const mt_lr_schedule *s);
 
 /* Parse a style name; -1 when unknown. lr_decay_style: "constant" | "linear"

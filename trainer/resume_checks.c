@@ -176,6 +176,133 @@ int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg
   return -1;
 }
 
+void mt_resume_sched_fill(mt_ckpt_sched *out, const mt_lr_schedule *sched, int64_t num_steps,
+                          const mt_training_config *cfg, int64_t next_gbs) {
+  memset(out, 0, sizeof *out);
+  const mt_lr_steps st = mt_lr_schedule_steps(sched);
+  out->present = 1;
+  out->max_lr = sched->max_lr;
+  out->min_lr = sched->min_lr;
+  out->init_lr = sched->init_lr;
+  out->lr_warmup_steps = st.warmup;
+  out->lr_decay_steps = st.decay;
+  out->wsd_decay_steps = st.wsd_decay;
+  out->wd_incr_steps = st.wd_incr;
+  out->num_steps = num_steps;
+  snprintf(out->lr_decay_style, sizeof out->lr_decay_style, "%s", cfg->lr_decay_style);
+  snprintf(out->lr_wsd_decay_style, sizeof out->lr_wsd_decay_style, "%s",
+           cfg->lr_wsd_decay_style);
+  snprintf(out->wd_incr_style, sizeof out->wd_incr_style, "%s", cfg->weight_decay_incr_style);
+  out->start_wd = sched->start_wd;
+  out->end_wd = sched->end_wd;
+  memcpy(out->rampup_batch_size, cfg->rampup_batch_size, sizeof out->rampup_batch_size);
+  out->global_batch_size = next_gbs;
+}
+
+/* Appends "NAME (KEY): checkpoint A, this run B" to buf. */
+static void add_state_diff(char *buf, size_t n, const char *name, const char *key, double a,
+                           double b) {
+  size_t l = strlen(buf);
+  if (l < n)
+    snprintf(buf + l, n - l, "%s%s (%s): checkpoint %.17g, this run %.17g", l ? "; " : "", name,
+             key, a, b);
+}
+
+int mt_resume_check_sched_state(const mt_ckpt_sched *ck, const char *saved_config_json,
+                                const mt_config *cfg, const char *load_dir, int verbose,
+                                mt_lr_schedule *sched, char *err, size_t errlen) {
+  const mt_training_config *c = &cfg->training;
+  if (verbose && memcmp(ck->rampup_batch_size, c->rampup_batch_size, sizeof c->rampup_batch_size))
+    printf("> note: rampup_batch_size changed from [%lld, %lld, %lld] to [%lld, %lld, %lld] "
+           "(0 = none); the batch follows this run's ramp-up from the consumed samples\n",
+           (long long)ck->rampup_batch_size[0], (long long)ck->rampup_batch_size[1],
+           (long long)ck->rampup_batch_size[2], (long long)c->rampup_batch_size[0],
+           (long long)c->rampup_batch_size[1], (long long)c->rampup_batch_size[2]);
+  /* iteration-based lengths scale with the batch: megatrain accepts a new one */
+  int lengths = 1;
+  if (saved_config_json && c->train_samples == 0) {
+    char e[8];
+    cJSON *root = mt_json_parse(saved_config_json, strlen(saved_config_json), MT_JSON_INT53, "",
+                                e, sizeof e);
+    double v;
+    const cJSON *t = saved_training(root);
+    if (t && saved_num(t, "global_batch_size", &v) && (int64_t)v != c->global_batch_size)
+      lengths = 0;
+    cJSON_Delete(root);
+  }
+  const mt_lr_steps st = mt_lr_schedule_steps(sched);
+  char diff[1536] = "";
+  const struct { const char *name, *key; double ck, mine; int length; } nums[] = {
+      {"learning rate", "max_lr", ck->max_lr, sched->max_lr, 0},
+      {"minimum learning rate", "min_lr", ck->min_lr, sched->min_lr, 0},
+      {"warmup iterations", "lr_warmup_steps", ck->lr_warmup_steps, st.warmup, 1},
+      {"total number of iterations", "lr_decay_steps", ck->lr_decay_steps, st.decay, 1},
+      {"start weight decay", "start_wd", ck->start_wd, sched->start_wd, 0},
+      {"end weight decay", "end_wd", ck->end_wd, sched->end_wd, 0},
+      /* wd_incr_steps (train_iters × gbs or train_samples) is not compared: a
+       * longer run is accepted (docs/checkpoint.md); use_checkpoint takes it */
+      {"init_lr", "init_lr", ck->init_lr, sched->init_lr, 0},
+      {"wsd_decay_steps", "wsd_decay_steps", ck->wsd_decay_steps, st.wsd_decay, 1},
+  };
+  for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++)
+    if (nums[i].ck != nums[i].mine && (lengths || !nums[i].length))
+      add_state_diff(diff, sizeof diff, nums[i].name, nums[i].key, nums[i].ck, nums[i].mine);
+  const struct { const char *name, *key, *ck, *mine; } strs[] = {
+      {"learning rate decay style", "lr_decay_style", ck->lr_decay_style, c->lr_decay_style},
+      {"weight decay incr style", "wd_incr_style", ck->wd_incr_style,
+       c->weight_decay_incr_style},
+      {"wsd_decay_style", "lr_wsd_decay_style", ck->lr_wsd_decay_style, c->lr_wsd_decay_style},
+  };
+  for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+    size_t l = strlen(diff);
+    if (strcmp(strs[i].ck, strs[i].mine) && l < sizeof diff)
+      snprintf(diff + l, sizeof diff - l, "%s%s (%s): checkpoint \"%s\", this run \"%s\"",
+               l ? "; " : "", strs[i].name, strs[i].key, strs[i].ck, strs[i].mine);
+  }
+  if (!diff[0]) return 0;
+  if (c->override_opt_param_scheduler) {
+    if (verbose)
+      printf("> training.override_opt_param_scheduler: this run's scheduler values replace the "
+             "checkpoint's opt_param_scheduler state (%s)\n", diff);
+    return 0;
+  }
+  if (c->use_checkpoint_opt_param_scheduler) {
+    const int s = mt_lr_style_parse(ck->lr_decay_style), w = mt_wsd_style_parse(ck->lr_wsd_decay_style);
+    const int d = mt_wd_style_parse(ck->wd_incr_style);
+    if (s < 0 || w < 0 || d < 0) {
+      snprintf(err, errlen, "checkpoint '%s': opt_param_scheduler holds an unknown style (\"%s\", "
+               "\"%s\", \"%s\")", load_dir, ck->lr_decay_style, ck->lr_wsd_decay_style,
+               ck->wd_incr_style);
+      return -1;
+    }
+    sched->max_lr = ck->max_lr;
+    sched->min_lr = ck->min_lr;
+    sched->init_lr = ck->init_lr;
+    sched->style = s;
+    sched->wsd_style = w;
+    sched->wd_style = d;
+    sched->start_wd = ck->start_wd;
+    sched->end_wd = ck->end_wd;
+    sched->fixed_steps = 1;
+    sched->steps.warmup = ck->lr_warmup_steps;
+    sched->steps.decay = ck->lr_decay_steps;
+    sched->steps.wsd_decay = ck->wsd_decay_steps;
+    sched->steps.wd_incr = ck->wd_incr_steps;
+    if (verbose)
+      printf("> training.use_checkpoint_opt_param_scheduler: the checkpoint's opt_param_scheduler "
+             "state is used (%s)\n", diff);
+    return 0;
+  }
+  snprintf(err, errlen,
+           "checkpoint '%s': OptimizerParamScheduler: the checkpoint's scheduler state and this "
+           "run's values do not match: %s (lengths in samples; expected equal values to resume, "
+           "as Megatron asserts; set training.override_opt_param_scheduler: true to use this "
+           "run's values, or training.use_checkpoint_opt_param_scheduler: true to keep the "
+           "checkpoint's)",
+           load_dir, diff);
+  return -1;
+}
+
 void mt_resume_note_batch(const char *saved_config_json, const mt_config *cfg,
                           int64_t consumed_samples, int verbose) {
   if (!saved_config_json || !verbose) return;

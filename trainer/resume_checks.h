@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "config/config.h"
+#include "checkpoint/state.h"
 #include "optimizer/lr_schedule.h"
 
 /* Compare every key Megatron's OptimizerParamScheduler checks on load
@@ -34,6 +35,31 @@
 int mt_resume_check_schedule(const char *saved_config_json, const mt_config *cfg,
                              const char *load_dir, int verbose, mt_lr_schedule *sched,
                              float *weight_decay, char *err, size_t errlen);
+
+/* The scheduler state a checkpoint stores (checkpoint/state.h): sched's
+ * values and step lengths in samples (mt_lr_schedule_steps), num_steps,
+ * cfg's ramp-up and next_gbs, the batch of the next iteration. Host only. */
+void mt_resume_sched_fill(mt_ckpt_sched *out, const mt_lr_schedule *sched, int64_t num_steps,
+                          const mt_training_config *cfg, int64_t next_gbs);
+
+/* Megatron's OptimizerParamScheduler.load_state_dict against a checkpoint's
+ * state ck (present; mt_resume_check_schedule has compared the config keys
+ * first): max_lr, min_lr, lr_warmup_steps, lr_decay_steps, lr_decay_style,
+ * start_wd, end_wd, wd_incr_style (not wd_incr_steps: megatrain accepts a
+ * longer train_iters, docs/checkpoint.md), and megatrain's init_lr,
+ * wsd_decay_steps, lr_wsd_decay_style, against *sched (this run's, lengths
+ * in samples). With iteration-based training and another global_batch_size
+ * than saved_config_json's the lengths are not compared (they scale
+ * with the batch; docs/checkpoint.md). override_opt_param_scheduler: this
+ * run's values stay; use_checkpoint_opt_param_scheduler: ck's values and
+ * lengths are written to *sched (fixed_steps); neither: a difference is an
+ * error naming each value by Megatron's name with both values (-1; the
+ * caller exits 1). `verbose` prints what a flag replaced and a note when
+ * the ramp-up differs from ck's (allowed, as Megatron: the batch is a
+ * function of the consumed samples). Host only. */
+int mt_resume_check_sched_state(const mt_ckpt_sched *ck, const char *saved_config_json,
+                                const mt_config *cfg, const char *load_dir, int verbose,
+                                mt_lr_schedule *sched, char *err, size_t errlen);
 
 /* Compare the model keys that fix how the stored tensors are interpreted
  * (num_layers, hidden_size, ffn_hidden_size, num_attention_heads,

@@ -43,9 +43,9 @@ static void rank_error(const mt_trainer *t, const char *msg) {
  * batch x seq_length, or with eod_mask_loss those whose input token is not
  * the end-of-document token (every rank reads the whole global batch's
  * samples from the dataset: no communication, the same count everywhere). */
-static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base) {
+static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base, int64_t gbs) {
   const mt_config *c = t->cfg;
-  const int64_t gbs = c->training.global_batch_size, mbs = c->training.micro_batch_size;
+  const int64_t mbs = c->training.micro_batch_size;
   if (!c->data.eod_mask_loss) return gbs * c->model.seq_length;
   const mt_gpt_config *mc = mt_gpt_get_config(t->model);
   int64_t n = 0;
@@ -57,7 +57,8 @@ static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base) {
 }
 
 /* Forward (and backward when train) over this rank's share of one global
- * batch that starts at sample `base`; returns the global token-loss sum and
+ * batch of gbs samples (training.global_batch_size, or the ramp-up's batch
+ * of the iteration) that starts at sample `base`; returns the global token-loss sum and
  * in *n_tokens the number of tokens in it (global_loss_tokens). Every rank
  * scales its token losses by 1 / that count (with eod_mask_loss: the
  * unmasked tokens of the whole global batch, Megatron's
@@ -65,19 +66,19 @@ static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base) {
  * holds s/cp tokens of each sample, but the divisor stays the global token
  * count (not Megatron's former local one) and the sum over dp x cp counts
  * each token once. */
-static double run_global_batch(mt_trainer *t, int split, int64_t base, int train,
+static double run_global_batch(mt_trainer *t, int split, int64_t base, int64_t gbs, int train,
                                int64_t *n_tokens) {
   const mt_config *c = t->cfg;
-  const int64_t gbs = c->training.global_batch_size, mbs = c->training.micro_batch_size;
+  const int64_t mbs = c->training.micro_batch_size;
   const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
-  *n_tokens = global_loss_tokens(t, split, base);
+  *n_tokens = global_loss_tokens(t, split, base, gbs);
   const float loss_scale = (float)(1.0 / (double)(*n_tokens > 0 ? *n_tokens : 1));
   double loss_sum = 0.0;
   if (train) t->busy_s += mt_straggler_failpoint(t->rank);
   const double t0 = mt_now();
   if (t->topo.pp > 1) {
     /* the last stage computes the loss; the others contribute 0 */
-    loss_sum = mt_trainer_run_pipeline(t, split, base, train, loss_scale);
+    loss_sum = mt_trainer_run_pipeline(t, split, base, gbs, train, loss_scale);
     if (train) t->busy_s += t->pp_stats.wall_s - t->pp_stats.wait_s;
     mt_allreduce(t->ps->pp, &loss_sum, 1, MT_F64, MT_OP_SUM);
   } else {
@@ -155,7 +156,7 @@ double mt_trainer_evaluate(mt_trainer *t, int64_t iteration) {
   int64_t tokens = 0; /* Megatron's evaluate: total loss over total loss tokens */
   for (int64_t i = 0; i < c->training.eval_iters; i++) {
     int64_t n = 0;
-    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, 0, &n);
+    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, gbs, 0, &n);
     tokens += n;
   }
   return tokens > 0 ? sum / (double)tokens : 0.0;
@@ -172,7 +173,11 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   else mt_gpt_zero_grad(t->model);
   mt_gpt_moe_stats_reset(t->model);
   int64_t loss_tokens = 0;
-  double loss_sum = run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, 1, &loss_tokens);
+  /* Megatron's update_num_microbatches(consumed_train_samples) */
+  const int64_t gbs = mt_batch_rampup_gbs(&t->rampup, t->consumed_samples);
+  r.global_batch_size = gbs;
+  double loss_sum =
+      run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, gbs, 1, &loss_tokens);
   /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
   if (!t->zero || t->zero->o.stage == 1) mt_gpt_finalize_grads(t->model);
   mt_trainer_reduce_gradients(t);
@@ -191,11 +196,12 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   r.grad_norm = sqrt(sumsq);
   /* Megatron's OptimizerParamScheduler counts samples and is stepped after
    * optimizer.step(): update k uses the values at the samples consumed
-   * before it ((k - 1) · gbs; lr_warmup_init for the first warmup update),
-   * and the logged values are those after the step (k · gbs) */
+   * before it ((k - 1) · gbs with a constant batch; lr_warmup_init for the
+   * first warmup update), and the logged values are those after the step
+   * (k · gbs); the step grows by the iteration's batch (the ramp-up's) */
   (void)iteration;
-  const double before = (double)t->consumed_samples;
-  const double after = before + (double)c->training.global_batch_size;
+  const double before = (double)t->sched_steps;
+  const double after = before + (double)gbs;
   r.lr_applied = mt_lr_sched_lr(&t->sched, before);
   r.wd_applied = mt_lr_sched_wd(&t->sched, before);
   const float lr = (float)r.lr_applied, wd = (float)r.wd_applied;
@@ -210,7 +216,8 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   }
   r.lr = mt_lr_sched_lr(&t->sched, after);
   r.wd = mt_lr_sched_wd(&t->sched, after);
-  t->consumed_samples += c->training.global_batch_size;
+  t->consumed_samples += gbs;
+  t->sched_steps += gbs; /* opt_param_scheduler.step(increment=gbs), skipped updates too */
   mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
   moe_step_stats(t, &r);
   for (int k = 0; k <= MT_GK_N; k++) {
@@ -307,6 +314,12 @@ static void print_summary(const mt_trainer *t) {
       c->training.micro_batch_size, c->training.global_batch_size,
       (long long)(c->training.global_batch_size / t->dp / c->training.micro_batch_size),
       (long long)c->training.global_batch_size * c->model.seq_length);
+  if (t->rampup.start > 0)
+    say(t, "> batch-size ramp-up: global batch %lld + %lld every %.17g samples until %lld "
+           "samples are consumed, then %d (%lld iterations)\n",
+        (long long)t->rampup.start, (long long)t->rampup.increment, t->rampup.per_increment,
+        (long long)t->rampup.samples, c->training.global_batch_size,
+        (long long)c->training.train_iters);
   say(t, "> memory per rank (allocator, MiB):");
   for (int k = 0; k < MT_MEM_NCAT; k++)
     say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
@@ -370,7 +383,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   if (start > 0) say(t, "> resumed from iteration %lld (consumed samples %lld)\n",
                      (long long)start, (long long)t->consumed_samples);
   double t_log = mt_now(), t_start = mt_now(), acc_loss = 0.0, acc_norm = 0.0;
-  int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0;
+  int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0, iv_samples = 0;
   int status = 0;
   for (int64_t it = start + 1; it <= tc->train_iters; it++) {
     mt_trainer_iteration_begin(dist, it);
@@ -404,7 +417,8 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.weight_decay = r.wd;
     rec.lr_applied = r.lr_applied;
     rec.wd_applied = r.wd_applied;
-    rec.global_batch_size = tc->global_batch_size;
+    rec.global_batch_size = r.global_batch_size; /* Megatron's log: the ramp-up's batch */
+    iv_samples += r.global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;
     rec.n_moe_layers = r.n_moe_layers;
@@ -418,8 +432,10 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.skipped_iters = t->skipped_iters;
     rec.nan_iters = t->nan_iters;
     rec.elapsed_ms = 1e3 * (now - t_log);
-    rec.tokens_per_s = (double)tc->global_batch_size * cfg->model.seq_length / (now - t_log);
-    rec.tflops_per_device = t->flops_per_iter / (now - t_log) / t->world_size / 1e12;
+    /* FLOPs are linear in the batch: flops_per_iter is of global_batch_size */
+    const double flops = t->flops_per_iter * (double)r.global_batch_size / tc->global_batch_size;
+    rec.tokens_per_s = (double)r.global_batch_size * cfg->model.seq_length / (now - t_log);
+    rec.tflops_per_device = flops / (now - t_log) / t->world_size / 1e12;
     rec.mfu = -1;
     for (int k = 0; k <= MT_GK_N && rec.n_comm < 16; k++) {
       if (!r.comm_bytes[k]) continue;
@@ -446,10 +462,10 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       line.lm_loss = n_acc ? acc_loss / n_acc : r.lm_loss;
       line.grad_norm = n_acc ? acc_norm / n_acc : r.grad_norm;
       line.elapsed_ms = 1e3 * (now - t->t_interval) / (double)n_iv;
-      line.tokens_per_s =
-          (double)tc->global_batch_size * cfg->model.seq_length * n_iv / (now - t->t_interval);
-      line.tflops_per_device =
-          t->flops_per_iter * n_iv / (now - t->t_interval) / t->world_size / 1e12;
+      line.tokens_per_s = (double)iv_samples * cfg->model.seq_length / (now - t->t_interval);
+      line.tflops_per_device = t->flops_per_iter * ((double)iv_samples / tc->global_batch_size) /
+                               (now - t->t_interval) / t->world_size / 1e12;
+      iv_samples = 0;
       line.eta_s = per_it * (double)(tc->train_iters - it);
       if (cfg->logging.log_straggler && t->world_size > 1) {
         /* collective over the world: every rank reaches this line */
@@ -483,9 +499,12 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     }
     int exiting = tc->exit_interval > 0 && it % tc->exit_interval == 0 && it < tc->train_iters;
     int saved = 0;
+    /* Megatron saves when the ramp-up changes the batch of the next iteration */
+    const int ramp_save =
+        mt_batch_rampup_gbs(&t->rampup, t->consumed_samples) != r.global_batch_size;
     if (cfg->checkpoint.save[0] &&
         ((cfg->checkpoint.save_interval > 0 && it % cfg->checkpoint.save_interval == 0) ||
-         it == tc->train_iters || exiting)) {
+         it == tc->train_iters || exiting || ramp_save)) {
       mt_exit_failpoint_in_save(&watch, t->rank, it);
       if (mt_trainer_save(t, err, sizeof err) != 0) {
         rank_error(t, err);

@@ -194,6 +194,8 @@ int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
                         .seed = t->cfg->training.seed,
                         .vocab_size = mt_gpt_get_config(t->model)->model.vocab_size,
                         .has_optimizer = 1};
+  mt_resume_sched_fill(&meta.sched, &t->sched, t->sched_steps, &t->cfg->training,
+                       mt_batch_rampup_gbs(&t->rampup, t->consumed_samples));
   err[0] = '\0';
   /* a run that no longer owns the directory writes nothing into it */
   if (still_owner(t, err, errlen) != 0) return -1;
@@ -390,6 +392,7 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
   if (t->world) mt_allreduce(t->world, &any_legacy, 1, MT_I32, MT_OP_MAX);
   mt_ckpt_state st = {0};
   int64_t step = 0;
+  mt_ckpt_sched sched_state = {0}; /* opt_param_scheduler (present 0: none) */
   if (any_legacy) {
     if (!legacy) snprintf(err, errlen, "ranks disagree on the checkpoint format of '%s'",
                           cfg->checkpoint.load);
@@ -414,6 +417,7 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     st.nan_iters = m->nan_iters;
     st.seed = m->seed;
     step = m->step;
+    sched_state = m->sched;
   }
   char *saved_cfg = NULL;
   rc = 0;
@@ -428,6 +432,9 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
                                   &wd, err, errlen);
     if (t->zero) t->zero->o.weight_decay = wd; /* the checkpoint's, with use_checkpoint_... */
     else t->opt.weight_decay = wd;
+    if (rc == 0 && sched_state.present)
+      rc = mt_resume_check_sched_state(&sched_state, saved_cfg, cfg, cfg->checkpoint.load,
+                                       t->rank == 0, &t->sched, err, errlen);
     if (rc == 0)
       mt_resume_note_batch(saved_cfg, cfg, st.consumed_samples, t->rank == 0);
   }
@@ -452,6 +459,10 @@ static int load_checkpoint(mt_trainer *t, int *agreed, char *err, size_t errlen)
     else t->opt.step = step;
     t->iteration = st.iteration;
     t->consumed_samples = st.consumed_samples;
+    /* Megatron's scheduler step count; a checkpoint without the state
+     * (before issue 30 item 4, or the previous format): the consumed
+     * samples, which it equals (megatrain steps the schedule every update) */
+    t->sched_steps = sched_state.present ? sched_state.num_steps : st.consumed_samples;
     t->skipped_iters = st.skipped_iters;
     t->nan_iters = st.nan_iters;
   }

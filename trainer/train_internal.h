@@ -17,6 +17,7 @@
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
+#include "config/batch_rampup.h"
 #include "config/config.h"
 #include "checkpoint/state.h"
 #include "optimizer/lr_schedule.h"
@@ -51,11 +52,14 @@ typedef struct {
   mt_ddp_buffer ddp;        /* zero_stage 0: gradient all-reduce buckets (parallel/ddp.h) */
   mt_zero_opt *zero;        /* zero_stage >= 1 (optimizer/distrib_optimizer.h), else NULL */
   mt_lr_schedule sched;
+  mt_batch_rampup rampup;   /* training.rampup_batch_size (config/batch_rampup.h) */
   mt_metrics_file metrics;
   int32_t *tokens;          /* host [mbs, s + 1] */
   int64_t *sample_ids;      /* host [mbs] */
   int64_t iteration;        /* last completed iteration */
   int64_t consumed_samples;
+  int64_t sched_steps;      /* the LR scheduler's step count in samples (Megatron's
+                               num_steps; = consumed_samples unless a checkpoint said otherwise) */
   int64_t skipped_iters, nan_iters;
   double flops_per_iter;
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
@@ -68,7 +72,8 @@ typedef struct {
   mt_pp_stats pp_stats;     /* of the last training iteration */
   double pp_loss;           /* loss sum accumulated by the last stage's callbacks */
   int pp_split, pp_train;
-  int64_t pp_base;
+  int64_t pp_base, pp_gbs;  /* the global batch the schedule runs over */
+  int sched_train_m;        /* micro-batches sched_train was built for (ramp-up) */
   float pp_loss_scale;
   /* MoE: per-expert counts of the last step's whole global batch, [routed
    * n_moe · E | kept n_moe · E] (trainer/train_moe_bias.c); NULL until then */
@@ -81,6 +86,7 @@ typedef struct {
 } mt_trainer;
 
 typedef struct {
+  int64_t global_batch_size; /* of this iteration (the ramp-up's) */
   double lm_loss, grad_norm;
   double lr, wd;             /* Megatron's logged values: the scheduler's after this update */
   double lr_applied, wd_applied; /* the values this update used */
@@ -141,10 +147,11 @@ void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, 
 /* Build the 1F1B / interleaved schedules of this stage (train and eval). */
 int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen);
 void mt_trainer_pipeline_free(mt_trainer *t);
-/* Run this stage's schedule over this rank's share of one global batch
- * (parallel/pipeline.h); returns the sum of token losses on the last stage,
- * 0 elsewhere. */
-double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train,
+/* Run this stage's schedule over this rank's share of one global batch of
+ * gbs samples (parallel/pipeline.h; the training schedule is rebuilt when a
+ * ramp-up changes its micro-batch count); returns the sum of token losses
+ * on the last stage, 0 elsewhere. */
+double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int64_t gbs, int train,
                                float loss_scale);
 
 /* Mean validation loss over eval_iters global batches of the valid split at

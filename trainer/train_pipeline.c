@@ -20,8 +20,9 @@ void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, 
 
 static void cb_begin(void *ctx, int chunk, int mb) {
   mt_trainer *t = ctx;
-  const int64_t gbs = t->cfg->training.global_batch_size, mbs = t->cfg->training.micro_batch_size;
-  mt_trainer_load_micro_batch(t, t->pp_split, t->pp_base, t->dp_rank * (gbs / t->dp) + mb * mbs);
+  const int64_t mbs = t->cfg->training.micro_batch_size;
+  mt_trainer_load_micro_batch(t, t->pp_split, t->pp_base,
+                              t->dp_rank * (t->pp_gbs / t->dp) + mb * mbs);
   mt_gpt_chunk_begin(t->model, chunk, mb, t->tokens, t->sample_ids, t->pp_train);
 }
 
@@ -49,20 +50,26 @@ static void cb_end(void *ctx, int chunk, int mb) {
   mt_gpt_chunk_end(((mt_trainer *)ctx)->model, chunk, mb);
 }
 
-/* This stage's schedule: interleaved 1F1B with v > 1 model chunks, else 1F1B. */
-static int build_schedule(mt_trainer *t, mt_pp_schedule *s, int forward_only, char *err,
+/* This stage's schedule over m micro-batches: interleaved 1F1B with v > 1
+ * model chunks, else 1F1B. */
+static int build_schedule(mt_trainer *t, mt_pp_schedule *s, int m, int forward_only, char *err,
                           size_t errlen) {
   const mt_config *c = t->cfg;
   const int p = t->topo.pp, v = c->parallel.virtual_pipeline_model_parallel_size;
-  const int m = c->training.global_batch_size / (c->training.micro_batch_size * t->dp);
   if (v > 1)
     return mt_pp_schedule_interleaved(s, p, v, m, t->ps->pp_rank, forward_only, err, errlen);
   return mt_pp_schedule_1f1b(s, p, m, t->ps->pp_rank, forward_only, err, errlen);
 }
 
+static int n_micro(const mt_trainer *t, int64_t gbs) {
+  return (int)(gbs / ((int64_t)t->cfg->training.micro_batch_size * t->dp));
+}
+
 int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen) {
-  if (build_schedule(t, &t->sched_train, 0, err, errlen) != 0) return -1;
-  return build_schedule(t, &t->sched_eval, 1, err, errlen);
+  const int m = n_micro(t, t->cfg->training.global_batch_size);
+  t->sched_train_m = m;
+  if (build_schedule(t, &t->sched_train, m, 0, err, errlen) != 0) return -1;
+  return build_schedule(t, &t->sched_eval, m, 1, err, errlen);
 }
 
 void mt_trainer_pipeline_free(mt_trainer *t) {
@@ -70,9 +77,18 @@ void mt_trainer_pipeline_free(mt_trainer *t) {
   mt_pp_schedule_free(&t->sched_eval);
 }
 
-double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int train,
+double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int64_t gbs, int train,
                                float loss_scale) {
   const mt_config *c = t->cfg;
+  if (train && n_micro(t, gbs) != t->sched_train_m) {
+    /* a ramp-up step: the config check made every ramped count valid */
+    char err[256];
+    mt_pp_schedule_free(&t->sched_train);
+    t->sched_train_m = n_micro(t, gbs);
+    if (build_schedule(t, &t->sched_train, t->sched_train_m, 0, err, sizeof err) != 0)
+      mt_fatal("pipeline schedule of %d micro-batches: %s", t->sched_train_m, err);
+  }
+  t->pp_gbs = gbs;
   mt_pp_model md = {.ctx = t,
                     .be = t->be,
                     .count = mt_gpt_stage_tensor_elems(t->model),

@@ -44,6 +44,7 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
   g.reset_attention_mask = c->data.reset_attention_mask;
   g.reset_position_ids = c->data.reset_position_ids;
   g.eod_mask_loss = c->data.eod_mask_loss;
+  g.apply_wd_to_qk_layernorm = c->training.apply_wd_to_qk_layernorm;
   g.eod_token = MT_GPT2_EOD; /* mt_trainer_setup: the tokenizer's (mt_trainer_eod_token) */
   /* this rank's place in the layout */
   g.tp_size = c->parallel.tensor_model_parallel_size;
@@ -94,7 +95,12 @@ static mt_gpt_dataset *open_blend(mt_trainer *t, const mt_data_blend *bl, const 
    * eval_interval, plus one at the end) reads eval_iters new global batches;
    * the test split is not used */
   const int64_t gbs = c->training.global_batch_size;
-  if (want[MT_SPLIT_TRAIN]) o.num_samples[MT_SPLIT_TRAIN] = c->training.train_iters * gbs;
+  /* (with a ramp-up Megatron's train_samples: train_iters × gbs is more
+   * than the ramped iterations read) */
+  if (want[MT_SPLIT_TRAIN])
+    o.num_samples[MT_SPLIT_TRAIN] = c->training.rampup_batch_size[0] > 0
+                                        ? c->training.train_samples
+                                        : c->training.train_iters * gbs;
   if (want[MT_SPLIT_VALID])
     o.num_samples[MT_SPLIT_VALID] =
         c->training.eval_interval > 0
@@ -197,6 +203,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
     mt_trainer_ddp_init(t);
   }
   t->sched = mt_trainer_lr_schedule(&cfg->training);
+  t->rampup = mt_batch_rampup_make(cfg->training.rampup_batch_size,
+                                   cfg->training.global_batch_size);
   const int s = cfg->model.seq_length, b = cfg->training.micro_batch_size;
   t->tokens = mt_xmalloc((size_t)b * (s + 1) * sizeof(int32_t));
   t->sample_ids = mt_xmalloc((size_t)b * sizeof(int64_t));

@@ -303,6 +303,8 @@ dead training.start_weight_decay=0.01 training.weight_decay_incr_style
 dead training.end_weight_decay=0.1 training.weight_decay_incr_style
 dead training.lr_warmup_samples=4 training.train_samples
 dead training.lr_decay_samples=50 training.train_samples
+dead 'training.rampup_batch_size=[2,2,24]' training.train_samples
+dead training.apply_wd_to_qk_layernorm=false model.qk_layernorm
 # chains: the first missing setting up the chain is named
 dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
   --set model.moe_router_score_function=sigmoid

@@ -50,6 +50,10 @@ run docs_all         2 64 4 16 3 500 0   0 10 $DOCS
 run docs_llama       2 64 4 16 3 500 128 1 10 $LLAMA reset_attention_mask=1 eod_mask_loss=1
 run qk_layernorm     2 64 4 16 3 500 0   0 10 qk_layernorm=1
 run qk_rmsnorm       2 64 4 16 3 500 0   0 10 qk_layernorm=1 normalization=RMSNorm
+# training.apply_wd_to_qk_layernorm (issue 30): the q/k norms take weight decay;
+# the reference's own parameter groups (Megatron's rule) must match megatrain's
+run qk_wd            2 64 4 16 3 500 0   0 10 qk_layernorm=1 apply_wd_to_qk_layernorm=1
+run qk_wd_rmsnorm    2 64 4 16 3 500 0   0 10 qk_layernorm=1 normalization=RMSNorm apply_wd_to_qk_layernorm=1
 run llama_qk_kv_tied 3 48 6 12 2 301 80  0 10 $LLAMA num_query_groups=3 qk_layernorm=1 kv_channels=12 rotary_percent=0.5
 run llama_moe_swiglu 2 64 4 16 3 500 128 1 10 $LLAMA num_experts=4 moe_router_topk=2 \
   moe_ffn_hidden_size=48 moe_layer_freq=2 moe_aux_loss_coeff=0.01 moe_z_loss_coeff=0.001

@@ -90,6 +90,8 @@ class Config:
         self.hn = int(d.get("kv_channels") or self.h // self.nh)
         self.bias = bool(d.get("add_bias_linear", True))
         self.qk_ln = bool(d.get("qk_layernorm", False))
+        # Megatron's --apply-wd-to-qk-layernorm (an optimizer option)
+        self.wd_qk_ln = bool(d.get("apply_wd_to_qk_layernorm", False))
         self.std = float(d.get("init_method_std", 0.02))
         self.E = int(d.get("num_experts", 0) or 0)
         self.topk = int(d.get("moe_router_topk", 2))
@@ -192,9 +194,14 @@ def init_params(c, seed=1234, dtype=torch.float32):
     return out
 
 
-def no_weight_decay(name, shape):
-    """Megatron's default: no decay on biases and norm weights (1-D tensors)."""
-    return len(shape) == 1
+def no_weight_decay(c, name, shape):
+    """Megatron's parameter groups (megatron/core/optimizer get_standard_config_overrides):
+    no decay on 1-D tensors (norm weights, biases) and on *.bias; with
+    apply_wd_to_qk_layernorm the q_layernorm / k_layernorm tensors are decayed."""
+    skip = len(shape) == 1 or name.endswith(".bias")
+    if c.wd_qk_ln and ("q_layernorm." in name or "k_layernorm." in name):
+        return False
+    return skip
 
 
 # ---- building blocks ----
@@ -386,8 +393,13 @@ class Reference:
             shape = (cols,) if rows == 1 else (rows, cols)
             a = load_tensor(dump_dir, "init." + p["name"], shape)
             self.params[p["name"]] = torch.tensor(a, dtype=dtype, requires_grad=True)
-            self.no_wd[p["name"]] = p["no_weight_decay"]
             self.shapes[p["name"]] = shape
+            # the groups are the reference's own rule; megatrain's flags must agree
+            self.no_wd[p["name"]] = no_weight_decay(self.cfg, p["name"], shape)
+            assert self.no_wd[p["name"]] == bool(p["no_weight_decay"]), \
+                "weight decay of %s: megatrain %s, Megatron's rule %s" % (
+                    p["name"], "none" if p["no_weight_decay"] else "on",
+                    "none" if self.no_wd[p["name"]] else "on")
 
     def tokens(self):
         c = self.cfg

@@ -68,6 +68,7 @@ static void fmt_type(const mt_cfg_key *kd, char *buf, size_t n) {
     case MT_CT_STR: base = "string"; break;
     case MT_CT_PATHS: base = "string or list"; break;
     case MT_CT_LAYER_FREQ: base = "int or list"; break;
+    case MT_CT_I64x3: base = "list of 3 ints"; break;
   }
   snprintf(buf, n, "%s%s%s", base, (kd->flags & MT_CK_NULLABLE) ? ", nullable" : "",
            (kd->flags & MT_CK_DERIVED) ? ", derived" : "");

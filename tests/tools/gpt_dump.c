@@ -71,6 +71,8 @@ int main(int argc, char **argv) {
       c.eod_mask_loss = atoi(argv[i] + 14);
     else if (!strncmp(argv[i], "eod_token=", 10))
       c.eod_token = atoi(argv[i] + 10);
+    else if (!strncmp(argv[i], "apply_wd_to_qk_layernorm=", 25)) /* training key */
+      c.apply_wd_to_qk_layernorm = atoi(argv[i] + 25);
     else if (mt_gpt_is_option(argv[i]) && mt_gpt_apply_option(&c, argv[i], err, sizeof err)) {
       fprintf(stderr, "gpt_dump: %s\n", err);
       return 2;
@@ -125,6 +127,7 @@ int main(int argc, char **argv) {
   cJSON_AddNumberToObject(jc, "kv_channels", r->kv_channels);
   cJSON_AddBoolToObject(jc, "add_bias_linear", r->add_bias_linear);
   cJSON_AddBoolToObject(jc, "qk_layernorm", r->qk_layernorm);
+  if (c.apply_wd_to_qk_layernorm) cJSON_AddBoolToObject(jc, "apply_wd_to_qk_layernorm", 1);
   cJSON_AddNumberToObject(jc, "init_method_std", r->init_method_std);
   cJSON_AddNumberToObject(jc, "num_experts", r->num_experts);
   const int docs = c.reset_attention_mask || c.reset_position_ids || c.eod_mask_loss;

@@ -124,6 +124,7 @@ static void some_value(int k, char *buf, size_t n) {
       else snprintf(buf, n, "some/path"); /* a free string (a file path), no default */
       break;
     case MT_CT_FLOAT: snprintf(buf, n, "%g", kd->def != 0 ? kd->def : 1.0); break;
+    case MT_CT_I64x3: snprintf(buf, n, "[2,2,8]"); break;
     default: /* integers: the default, or 1 for a derived or null default */
       snprintf(buf, n, "%.0f", (kd->flags & MT_CK_DERIVED) || kd->def == 0 ? 1.0 : kd->def);
   }
