@@ -244,9 +244,7 @@ static void no_nccl(mt_group *g) {
   mt_fatal("group '%s': the NCCL engine is not available (built without NCCL/CUDA)", g->name);
 }
 
-const mt_comm_engine_ops mt_comm_nccl_engine = {
-    no_nccl, no_nccl, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-};
+const mt_comm_engine_ops mt_comm_nccl_engine = {.init = no_nccl, .fini = no_nccl};
 
 int mt_comm_is_host_ptr(const void *p) {
   (void)p;
