@@ -17,21 +17,12 @@
 #include "config/batch_rampup.h"
 #include "config/config.h"
 #include "core/fileio.h"
+#include "tests/support/json_cases.h"
 
 int main(int argc, char **argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: rampup_table CASES.json\n");
-    return 2;
-  }
-  size_t len = 0;
-  int e = 0;
-  char *text = mt_read_file(argv[1], (size_t)1 << 20, &len, &e);
-  cJSON *cases = text ? cJSON_Parse(text) : NULL;
-  free(text);
-  if (!cJSON_IsArray(cases)) {
-    fprintf(stderr, "rampup_table: %s: not a JSON list of cases\n", argv[1]);
-    return 1;
-  }
+  int cases_rc;
+  cJSON *cases = mt_test_read_cases(argc, argv, "rampup_table", &cases_rc);
+  if (!cases) return cases_rc;
   const cJSON *cs;
   cJSON_ArrayForEach(cs, cases) {
     const char *name = cJSON_GetObjectItemCaseSensitive(cs, "name")->valuestring;
@@ -40,21 +31,9 @@ int main(int argc, char **argv) {
     cJSON_DeleteItemFromObjectCaseSensitive(tr, "name");
     cJSON_DeleteItemFromObjectCaseSensitive(tr, "data_parallel_size");
     cJSON_AddNumberToObject(tr, "lr", 1e-3);
-    cJSON *root = cJSON_CreateObject();
-    cJSON *model = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddNumberToObject(model, "num_layers", 1);
-    cJSON_AddNumberToObject(model, "hidden_size", 8);
-    cJSON_AddNumberToObject(model, "num_attention_heads", 1);
-    cJSON_AddNumberToObject(model, "seq_length", 4);
-    cJSON_AddItemToObject(root, "training", tr);
-    cJSON *data = cJSON_AddObjectToObject(root, "data");
-    cJSON_AddStringToObject(data, "data_path", "unused");
-    char *js = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
     mt_config cfg;
     char err[1024];
-    int rc = mt_config_load_string(&cfg, js, name, NULL, 0, dp, err, sizeof err);
-    cJSON_free(js);
+    int rc = mt_test_load_training(&cfg, tr, name, dp, err, sizeof err);
     if (rc != 0) {
       fprintf(stderr, "rampup_table: %s\n", err);
       return rc;
