@@ -181,13 +181,19 @@ static int64_t unscheduled_in(const mt_watchdog *w, int64_t from, int64_t to) {
   return sum;
 }
 
+/* The watchdog thread's period for a timeout of to ns: a fifth of it, in
+ * [20 ms, 1 s]. */
+static int64_t wd_period_ns(int64_t to) {
+  const int64_t p = to / 5 < 1000000000 ? to / 5 : 1000000000;
+  return p < 20000000 ? 20000000 : p;
+}
+
 static void *watch(void *arg) {
   mt_watchdog *w = arg;
   const memory_order rx = memory_order_relaxed;
   while (!atomic_load(&w->stop)) {
     int64_t to = atomic_load(&w->timeout_ns);
-    int64_t period = to / 5 < 1000000000 ? to / 5 : 1000000000;
-    if (period < 20000000) period = 20000000;
+    const int64_t period = wd_period_ns(to);
     atomic_store_explicit(&w->own->period_ms, (int32_t)(period / 1000000), rx);
     struct timespec ts = {(time_t)(period / 1000000000), (long)(period % 1000000000)};
     const int64_t before = mt_wd_now_ns();
@@ -235,8 +241,7 @@ void mt_wd_set_timeout(mt_watchdog *w, double minutes) {
     /* a first tick and period now: a rank stopped before its watchdog
      * thread first runs (one period) reads as stopped, not as never seen */
     const int64_t to = atomic_load(&w->timeout_ns);
-    int64_t period = to / 5 < 1000000000 ? to / 5 : 1000000000;
-    if (period < 20000000) period = 20000000;
+    const int64_t period = wd_period_ns(to);
     atomic_store_explicit(&w->own->period_ms, (int32_t)(period / 1000000), memory_order_relaxed);
     atomic_store_explicit(&w->own->tick_real_ns, mt_wd_real_ns(), memory_order_relaxed);
     atomic_store_explicit(&w->own->tick_ns, mt_wd_now_ns(), memory_order_release);
