@@ -248,10 +248,22 @@ int mt_test(mt_request *r);
  * Engines. MPI groups: one communication thread per group, created at the
  * group's first started collective, when MPI provides MPI_THREAD_MULTIPLE
  * (mt_dist_init asks for it); the watchdog sees each collective from the
- * moment the thread begins it. Otherwise — MPI without
- * MPI_THREAD_MULTIPLE, env MEGATRAIN_COMM_THREAD=0, NCCL and STAGED groups
- * (for now), host buffers of those groups, and groups of one rank — the
- * blocking call runs at start and the handle returned is complete. */
+ * moment the thread begins it. NCCL groups: one communication stream per
+ * group, ordered against the compute stream by events — start: the
+ * communication stream waits for an event recorded on the compute stream,
+ * then the NCCL call; mt_wait: the compute stream waits for an event
+ * recorded after it (no host wait; the buffers are the compute stream's
+ * again in stream order); a blocking call of the group first makes the
+ * compute stream wait for the group's last started one. STAGED groups: the
+ * device operands copied to host at start (after the compute stream's
+ * queued work), the MPI engine's call on the group's communication thread,
+ * the results copied back on the compute stream at mt_wait (queued, no
+ * host wait). docs/communication.md, "The NCCL engine" and "The staging
+ * engine". Host buffers of NCCL and STAGED groups go to the communication
+ * thread like an MPI group's. Otherwise — MPI without MPI_THREAD_MULTIPLE,
+ * env MEGATRAIN_COMM_THREAD=0 (MPI and STAGED groups), and groups of one
+ * rank — the blocking call runs at start and the handle returned is
+ * complete. */
 mt_request *mt_iallreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op);
 mt_request *mt_iallgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                           mt_dtype t);
@@ -262,8 +274,9 @@ mt_request *mt_ialltoall(mt_group *g, const void *send, void *recv, int64_t coun
 mt_request *mt_ialltoallv(mt_group *g, const void *send, const int64_t *send_counts,
                           const int64_t *send_displs, void *recv, const int64_t *recv_counts,
                           const int64_t *recv_displs, mt_dtype t);
-/* 1 when started collectives of g really run in the background (MPI
- * engine with its communication thread), 0 when they complete at start. */
+/* 1 when started collectives of g really run in the background (MPI and
+ * STAGED groups with their communication thread, NCCL groups of >= 2
+ * ranks on their communication stream), 0 when they complete at start. */
 int mt_group_async(const mt_group *g);
 
 /* ---- Simulated link (docs/communication.md, "Simulated link") ----

@@ -77,11 +77,7 @@ void mt_dist_reset_comm_time(mt_dist *d) {
   }
 }
 
-/* Run one started collective with the engine's blocking entry. */
-static void run_op(mt_group *g, mt_coll_op *op) {
-  const mt_comm_engine_ops *e = g->ops;
-  int64_t t0 = mt_comm_now_ns();
-  mt_wd_op_begin(g, op->kind, op->wd_bytes, -1);
+void mt_comm_op_issue(mt_group *g, const mt_comm_engine_ops *e, mt_coll_op *op) {
   switch (op->kind) {
     case MT_COLL_ALLREDUCE: e->allreduce(g, op->buf, op->count, op->t, op->op); break;
     case MT_COLL_ALLGATHER: e->allgather(g, op->send, op->buf, op->count, op->t); break;
@@ -96,6 +92,13 @@ static void run_op(mt_group *g, mt_coll_op *op) {
     }
     default: mt_fatal("group '%s': collective kind %d cannot be started", g->name, (int)op->kind);
   }
+}
+
+/* Run one started collective with the engine's blocking entry. */
+static void run_op(mt_group *g, mt_coll_op *op) {
+  int64_t t0 = mt_comm_now_ns();
+  mt_wd_op_begin(g, op->kind, op->wd_bytes, -1);
+  mt_comm_op_issue(g, op->eng ? op->eng : g->ops, op);
   if (g->sim) mt_sleep_until_ns(mt_comm_now_ns() + mt_sim_delay_ns(g, op->bus_bytes));
   mt_wd_op_end(g);
   mt_comm_account_add(g, 0, mt_comm_now_ns() - t0, 1);
@@ -122,8 +125,13 @@ static void *comm_thread(void *arg) {
   return NULL;
 }
 
+/* MPI and STAGED: the communication thread (STAGED runs the MPI engine's
+ * calls on host copies there); NCCL: the communication stream, thread or
+ * not. */
 int mt_group_async(const mt_group *g) {
-  return g->engine == MT_ENGINE_MPI && g->size > 1 && g->d->thread_multiple;
+  if (g->size <= 1) return 0;
+  if (g->engine == MT_ENGINE_NCCL) return g->ops->start != NULL;
+  return g->d->thread_multiple;
 }
 
 static mt_comm_queue *queue_of(mt_group *g) {
@@ -140,10 +148,12 @@ static mt_comm_queue *queue_of(mt_group *g) {
 
 void mt_comm_drain(mt_group *g) {
   mt_comm_queue *q = g->q;
-  if (!q) return;
-  pthread_mutex_lock(&q->mu);
-  while (q->finished != q->started) pthread_cond_wait(&q->done, &q->mu);
-  pthread_mutex_unlock(&q->mu);
+  if (q) {
+    pthread_mutex_lock(&q->mu);
+    while (q->finished != q->started) pthread_cond_wait(&q->done, &q->mu);
+    pthread_mutex_unlock(&q->mu);
+  }
+  if (g->ops->drain) g->ops->drain(g);
 }
 
 void mt_comm_queue_destroy(mt_group *g) {
@@ -161,11 +171,35 @@ void mt_comm_queue_destroy(mt_group *g) {
   g->q = NULL;
 }
 
+/* The buffer that decides the engine of a call (comm.c's engine_for). */
+static const void *engine_buf(const mt_coll_op *op) {
+  return op->kind == MT_COLL_ALLREDUCE || op->kind == MT_COLL_ALLGATHER ? op->buf : op->send;
+}
+
 mt_request *mt_comm_enqueue(mt_group *g, mt_coll_op *op) {
   mt_request *r = mt_xcalloc(1, sizeof *r);
   r->g = g;
   r->op = op;
   r->post_ns = mt_comm_now_ns();
+  if (g->engine != MT_ENGINE_MPI && mt_comm_buf_on_host(g, engine_buf(op))) {
+    /* host buffers of a device engine: the MPI engine's calls, on the
+     * communication thread when there is one, else now */
+    op->eng = &mt_comm_mpi_engine;
+    if (!g->d->thread_multiple) {
+      mt_comm_drain(g);
+      run_op(g, op);
+      atomic_store(&op->done, 1);
+      return r;
+    }
+  } else if (g->ops->start) {
+    g->ops->start(g, r);
+    return r;
+  }
+  mt_comm_queue_push(g, op);
+  return r;
+}
+
+void mt_comm_queue_push(mt_group *g, mt_coll_op *op) {
   mt_comm_queue *q = queue_of(g);
   pthread_mutex_lock(&q->mu);
   if (q->tail) q->tail->next = op;
@@ -174,7 +208,6 @@ mt_request *mt_comm_enqueue(mt_group *g, mt_coll_op *op) {
   q->started++;
   pthread_cond_signal(&q->work);
   pthread_mutex_unlock(&q->mu);
-  return r;
 }
 
 mt_request *mt_comm_completed(mt_group *g) {
@@ -204,7 +237,7 @@ static void free_op(mt_coll_op *op) {
   free(op);
 }
 
-void mt_comm_op_wait(mt_request *r) {
+void mt_comm_op_wait_done(mt_request *r) {
   mt_coll_op *op = r->op;
   if (!atomic_load_explicit(&op->done, memory_order_acquire)) {
     mt_comm_queue *q = r->g->q;
@@ -215,12 +248,19 @@ void mt_comm_op_wait(mt_request *r) {
     pthread_mutex_unlock(&q->mu);
     mt_comm_account_add(r->g, mt_comm_now_ns() - t0, 0, 0);
   }
+}
+
+void mt_comm_op_wait(mt_request *r) {
+  mt_coll_op *op = r->op;
+  mt_comm_op_wait_done(r);
+  if (r->engine_state) r->g->ops->finish(r, 1); /* the device side (NCCL, STAGED) */
   free_op(op);
   free(r);
 }
 
 int mt_comm_op_test(mt_request *r) {
   if (!atomic_load_explicit(&r->op->done, memory_order_acquire)) return 0;
+  if (r->engine_state && !r->g->ops->finish(r, 0)) return 0;
   free_op(r->op);
   free(r);
   return 1;

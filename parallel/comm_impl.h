@@ -94,6 +94,21 @@ typedef struct {
    * r). NULL post: the engine has no tagged p2p (fatal with a message). */
   void (*post)(mt_group *g, mt_request *r);
   int (*complete)(mt_request *r, int block);
+  /* Started collectives (comm.h mt_iallreduce ..) on device buffers of a
+   * group of >= 2 ranks; all three NULL: the group's communication thread
+   * runs the blocking entry (the MPI engine). start(g, r): issue r->op's
+   * collective (comm_start.c checked and counted it) and keep what finish
+   * needs in r->engine_state; the engine either sets r->op->done (the host
+   * has nothing left to wait for: NCCL) or queues r->op on the
+   * communication thread itself (mt_comm_queue_push: STAGED). finish(r,
+   * block), called once r->op->done: complete the device side (block = 1:
+   * always, returns 1; block = 0: 1 when complete) and release
+   * r->engine_state. drain(g), after the communication thread's queue is
+   * empty: rule 2 of comm.h for the device side — order g's next blocking
+   * call after every collective started on g. */
+  void (*start)(mt_group *g, mt_request *r);
+  int (*finish)(mt_request *r, int block);
+  void (*drain)(mt_group *g);
 } mt_comm_engine_ops;
 
 /* One posted tagged message (comm.h's opaque mt_request). */
@@ -176,6 +191,8 @@ typedef struct mt_coll_op {
   mt_dtype t;
   mt_redop op;
   int64_t *v;         /* alltoallv: sc, sd, rc, rd (4 * size), owned */
+  const mt_comm_engine_ops *eng; /* the entries that run it: NULL = g->ops
+                      * (STAGED: the MPI engine's, on the host copies) */
   int64_t wd_bytes;   /* the watchdog's bytes */
   int64_t bus_bytes;  /* the simulated link's */
   _Atomic int done;
@@ -186,8 +203,18 @@ mt_coll_op *mt_comm_new_op(mt_coll_kind k, const void *send, void *buf, int64_t 
 /* Queue op on g's communication thread (started at g's first) and return
  * its handle. Counters are the caller's (at start, on the compute thread). */
 mt_request *mt_comm_enqueue(mt_group *g, mt_coll_op *op);
+/* Queue op on g's communication thread (started at g's first), for an
+ * engine's start entry that prepared it (STAGED). */
+void mt_comm_queue_push(mt_group *g, mt_coll_op *op);
+/* Issue op through engine e's blocking entry on the calling thread: no
+ * watchdog mark, timing or simulated link (run_op and the NCCL engine's
+ * start, which enqueues it on its communication stream). */
+void mt_comm_op_issue(mt_group *g, const mt_comm_engine_ops *e, mt_coll_op *op);
 /* The handle of a collective that already ran (the blocking fallback). */
 mt_request *mt_comm_completed(mt_group *g);
+/* Block until the host part of a started collective is done (r->op->done;
+ * the caller's blocked time counts as exposed); r stays valid. */
+void mt_comm_op_wait_done(mt_request *r);
 /* mt_wait / mt_test of a started collective (r->op != NULL). */
 void mt_comm_op_wait(mt_request *r);
 int mt_comm_op_test(mt_request *r);

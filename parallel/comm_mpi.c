@@ -158,4 +158,5 @@ const mt_comm_engine_ops mt_comm_mpi_engine = {
     mpi_init,      mpi_fini,      mpi_allreduce,       mpi_allgather, mpi_reduce_scatter,
     mpi_alltoall,  mpi_alltoallv, mpi_broadcast,       mpi_barrier,
     mpi_allgatherv, mpi_reduce_scatterv, NULL, mt_comm_mpi_post, mt_comm_mpi_complete,
+    NULL,          NULL,          NULL, /* started collectives: the communication thread */
 };

@@ -25,7 +25,11 @@
 
 static mt_nccl_state *ST(const mt_group *g) { return (mt_nccl_state *)g->engine_state; }
 static const mt_nccl_api *N(const mt_group *g) { return ST(g)->api; }
-static cudaStream_t S(const mt_group *g) { return mt_nccl_stream(g); }
+/* The stream a call is issued on: the compute stream, or the group's
+ * communication stream while a started collective is issued. */
+static cudaStream_t S(const mt_group *g) {
+  return ST(g)->issue ? ST(g)->issue : mt_nccl_stream(g);
+}
 
 /* The group's communicator, created at the first call that needs it.
  * Called by every member in the same call (collective), before any
@@ -99,6 +103,7 @@ static void nccl_fini(mt_group *g) {
   mt_nccl_state *s = ST(g);
   if (!s) return;
   mt_nccl_p2p_destroy(g);
+  mt_nccl_async_destroy(g);
   if (s->comm) s->api->CommDestroy(s->comm);
   free(s);
   g->engine_state = NULL;
@@ -227,6 +232,7 @@ const mt_comm_engine_ops mt_comm_nccl_engine = {
     nccl_init,     nccl_fini,      nccl_allreduce, nccl_allgather,       nccl_reduce_scatter,
     nccl_alltoall, nccl_alltoallv, nccl_broadcast, nccl_barrier,
     nccl_allgatherv, nccl_reduce_scatterv, nccl_abort, mt_nccl_post, mt_nccl_complete,
+    mt_nccl_start, mt_nccl_finish, mt_nccl_drain,
 };
 
 int mt_comm_is_host_ptr(const void *p) {

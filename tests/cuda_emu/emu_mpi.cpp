@@ -14,6 +14,7 @@
  * not match a blocking collective with a non-blocking one. */
 #include <mpi.h>
 #include <sched.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "emu.h"
@@ -39,9 +40,16 @@ static bool mpi_done(void *p) {
   return w->rc != MPI_SUCCESS || done;
 }
 
+/* The emulation runs on the process's main thread. Another thread (a
+ * group's communication thread, parallel/comm_async.c, running MPI calls on
+ * host buffers) never runs device work: its calls wait in MPI alone, in the
+ * same (non-blocking) form as the main thread's. */
+static bool main_thread() { return syscall(SYS_gettid) == getpid(); }
+
 /* host_wait: device work progresses meanwhile; a wait that sees no
  * progress for MT_EMU_HANG_S seconds is reported with the queued work. */
 static int wait_progress(MPI_Request *r, MPI_Status *st, const char *what) {
+  if (!main_thread()) return PMPI_Wait(r, st);
   MpiWait w{r, st, MPI_SUCCESS};
   host_wait(mpi_done, &w, what);
   return w.rc;
@@ -113,7 +121,7 @@ int MPI_Send(const void *b, int n, MPI_Datatype t, int dst, int tag, MPI_Comm c)
 }
 
 int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_Status *st) {
-  if (!device_busy()) return PMPI_Recv(b, n, t, src, tag, c, st);
+  if (!main_thread() || !device_busy()) return PMPI_Recv(b, n, t, src, tag, c, st);
   MPI_Request r;
   int rc = PMPI_Irecv(b, n, t, src, tag, c, &r);
   return rc == MPI_SUCCESS ? wait_progress(&r, st, "MPI_Recv") : rc;
@@ -121,7 +129,7 @@ int MPI_Recv(void *b, int n, MPI_Datatype t, int src, int tag, MPI_Comm c, MPI_S
 
 int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype stt, int dst, int stag, void *rb, int rn,
                  MPI_Datatype rtt, int src, int rtag, MPI_Comm c, MPI_Status *st) {
-  if (!device_busy()) return PMPI_Sendrecv(sb, sn, stt, dst, stag, rb, rn, rtt, src, rtag, c, st);
+  if (!main_thread() || !device_busy()) return PMPI_Sendrecv(sb, sn, stt, dst, stag, rb, rn, rtt, src, rtag, c, st);
   MPI_Request r[2];
   int rc = PMPI_Irecv(rb, rn, rtt, src, rtag, c, &r[1]);
   if (rc == MPI_SUCCESS) rc = PMPI_Isend(sb, sn, stt, dst, stag, c, &r[0]);
@@ -131,12 +139,12 @@ int MPI_Sendrecv(const void *sb, int sn, MPI_Datatype stt, int dst, int stag, vo
 }
 
 int MPI_Wait(MPI_Request *r, MPI_Status *st) {
-  if (!device_busy()) return PMPI_Wait(r, st);
+  if (!main_thread() || !device_busy()) return PMPI_Wait(r, st);
   return wait_progress(r, st, "MPI_Wait");
 }
 
 int MPI_Waitall(int n, MPI_Request r[], MPI_Status st[]) {
-  if (!device_busy()) return PMPI_Waitall(n, r, st);
+  if (!main_thread() || !device_busy()) return PMPI_Waitall(n, r, st);
   for (int i = 0; i < n; i++) {
     int rc = wait_progress(&r[i], st == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &st[i],
                            "MPI_Waitall");
@@ -146,7 +154,7 @@ int MPI_Waitall(int n, MPI_Request r[], MPI_Status st[]) {
 }
 
 int MPI_Test(MPI_Request *r, int *flag, MPI_Status *st) {
-  progress();
+  if (main_thread()) progress();
   return PMPI_Test(r, flag, st);
 }
 

@@ -23,6 +23,12 @@
 #   missing_event    the NCCL p2p channel's completion does not make the
 #                    compute stream wait for its done event (pp=2)
 #                    -> "stream race"
+#   missing_start_event  the NCCL engine's started collective does not make
+#                    its communication stream wait for the compute stream
+#                    (comm_nccl_async.c; comm_async_dev_check, 2 ranks)
+#                    -> "stream race"
+#   missing_wait_event   mt_wait on a started NCCL collective does not make
+#                    the compute stream wait for its done event -> "stream race"
 #   host_ptr_kernel  the hidden dropout's kernel gets the host array of
 #                    sample ids -> "argument 2 ... host memory"
 #   divergent_barrier (an eighth: not one of issue 28's kinds) the block
@@ -32,7 +38,7 @@
 # that removes it fails this test: update the pattern). CI runs two kinds
 # (host_read: an access checked in the .cu files' instrumentation;
 # divergent_barrier: the per-thread fibers' barrier check), about 1.5
-# minutes; MEGATRAIN_TEST_FULL=1 runs all eight (about 6 minutes on 2
+# minutes; MEGATRAIN_TEST_FULL=1 runs all ten (about 7 minutes on 2
 # cores); MEGATRAIN_TEST_CUDA_EMU_BUGS="a b" runs the named ones.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/cuda_emu_lib.sh"
@@ -154,6 +160,20 @@ if want missing_event; then
     expect missing_event 'stream race' "${MPI2[@]}" "${TRAIN[@]}" \
       --set parallel.distributed_backend=nccl --set parallel.pipeline_model_parallel_size=2 ||
     fails=$((fails + 1))
+fi
+if want missing_start_event; then
+  plant missing_start_event parallel/comm_nccl_async.c \
+    '  MT_CUDA_CHECK(cudaStreamWaitEvent(a->stream, a->ready, 0));' '' &&
+    build build-emu/tests/tools/comm_async_dev_check &&
+    expect missing_start_event 'stream race' "${MPI2[@]}" \
+      build-emu/tests/tools/comm_async_dev_check --engine nccl || fails=$((fails + 1))
+fi
+if want missing_wait_event; then
+  plant missing_wait_event parallel/comm_nccl_async.c \
+    '    MT_CUDA_CHECK(cudaStreamWaitEvent(mt_nccl_stream(r->g), done, 0));' '' &&
+    build build-emu/tests/tools/comm_async_dev_check &&
+    expect missing_wait_event 'stream race' "${MPI2[@]}" \
+      build-emu/tests/tools/comm_async_dev_check --engine nccl || fails=$((fails + 1))
 fi
 if want host_ptr_kernel; then
   plant host_ptr_kernel cuda/cuda_elementwise.cu \
