@@ -191,20 +191,14 @@ void mt_comm_queue_destroy(mt_group *g) {
   g->q = NULL;
 }
 
-/* The buffer that decides the engine of a call (comm.c's engine_for). */
-static const void *engine_buf(const mt_coll_op *op) {
-  return op->kind == MT_COLL_ALLREDUCE || op->kind == MT_COLL_ALLGATHER ? op->buf : op->send;
-}
-
 mt_request *mt_comm_enqueue(mt_group *g, mt_coll_op *op) {
   mt_request *r = mt_xcalloc(1, sizeof *r);
   r->g = g;
   r->op = op;
   r->post_ns = mt_comm_now_ns();
-  if (g->engine != MT_ENGINE_MPI && mt_comm_buf_on_host(g, engine_buf(op))) {
-    /* host buffers of a device engine: the MPI engine's calls, on the
-     * communication thread when there is one, else now */
-    op->eng = &mt_comm_mpi_engine;
+  if (op->eng == &mt_comm_mpi_engine && g->engine != MT_ENGINE_MPI) {
+    /* host buffers of a device engine (comm_start.c): the MPI engine's
+     * calls, on the communication thread when there is one, else now */
     if (!g->d->thread_multiple) {
       mt_comm_drain(g);
       run_op(g, op);

@@ -191,8 +191,10 @@ typedef struct mt_coll_op {
   mt_dtype t;
   mt_redop op;
   int64_t *v;         /* alltoallv: sc, sd, rc, rd (4 * size), owned */
-  const mt_comm_engine_ops *eng; /* the entries that run it: NULL = g->ops
-                      * (STAGED: the MPI engine's, on the host copies) */
+  const mt_comm_engine_ops *eng; /* the entries that run it: NULL = g->ops;
+                      * the MPI engine's for host buffers of an NCCL or
+                      * STAGED group (comm_start.c) and for STAGED's host
+                      * copies (its start entry) */
   int64_t wd_bytes;   /* the watchdog's bytes */
   int64_t bus_bytes;  /* the simulated link's */
   _Atomic int done;

@@ -7,6 +7,13 @@
 
 #include "comm_impl.h"
 
+/* Queue o; `buf` decides its engine as comm.c's engine_for does: a host
+ * buffer of a device-engine group takes the MPI engine's calls. */
+static mt_request *enqueue(mt_group *g, mt_coll_op *o, const void *buf) {
+  if (g->engine != MT_ENGINE_MPI && mt_comm_buf_on_host(g, buf)) o->eng = &mt_comm_mpi_engine;
+  return mt_comm_enqueue(g, o);
+}
+
 mt_request *mt_iallreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
   if (!mt_group_async(g)) {
     mt_allreduce(g, buf, count, t, op);
@@ -16,7 +23,7 @@ mt_request *mt_iallreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_
   int64_t bytes = count * (int64_t)mt_dtype_size(t);
   mt_coll_op *o = mt_comm_new_op(MT_COLL_ALLREDUCE, NULL, buf, count, t, op, bytes);
   o->bus_bytes = mt_comm_record(g, MT_COLL_ALLREDUCE, count, t);
-  return mt_comm_enqueue(g, o);
+  return enqueue(g, o, buf);
 }
 
 mt_request *mt_iallgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
@@ -30,7 +37,7 @@ mt_request *mt_iallgather(mt_group *g, const void *send, void *recv, int64_t cou
   mt_coll_op *o = mt_comm_new_op(MT_COLL_ALLGATHER, send, recv, count_per_rank, t, MT_OP_SUM,
                          total * (int64_t)mt_dtype_size(t));
   o->bus_bytes = mt_comm_record(g, MT_COLL_ALLGATHER, total, t);
-  return mt_comm_enqueue(g, o);
+  return enqueue(g, o, recv);
 }
 
 mt_request *mt_ireduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
@@ -44,7 +51,7 @@ mt_request *mt_ireduce_scatter(mt_group *g, const void *send, void *recv, int64_
   mt_coll_op *o = mt_comm_new_op(MT_COLL_REDUCE_SCATTER, send, recv, count_per_rank, t, op,
                          total * (int64_t)mt_dtype_size(t));
   o->bus_bytes = mt_comm_record(g, MT_COLL_REDUCE_SCATTER, total, t);
-  return mt_comm_enqueue(g, o);
+  return enqueue(g, o, send);
 }
 
 mt_request *mt_ialltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
@@ -60,7 +67,7 @@ mt_request *mt_ialltoall(mt_group *g, const void *send, void *recv, int64_t coun
   mt_coll_op *o = mt_comm_new_op(MT_COLL_ALLTOALL, send, recv, count_per_rank, t, MT_OP_SUM,
                          (int64_t)bytes);
   o->bus_bytes = mt_comm_record(g, MT_COLL_ALLTOALL, total, t);
-  return mt_comm_enqueue(g, o);
+  return enqueue(g, o, send);
 }
 
 mt_request *mt_ialltoallv(mt_group *g, const void *send, const int64_t *send_counts,
@@ -81,5 +88,5 @@ mt_request *mt_ialltoallv(mt_group *g, const void *send, const int64_t *send_cou
   memcpy(o->v + 2 * n, recv_counts, n * sizeof(int64_t));
   memcpy(o->v + 3 * n, recv_displs, n * sizeof(int64_t));
   o->bus_bytes = mt_comm_record(g, MT_COLL_ALLTOALLV, total, t);
-  return mt_comm_enqueue(g, o);
+  return enqueue(g, o, send);
 }
