@@ -121,6 +121,12 @@ typedef struct {
   int64_t log_interval;
   char metrics_file[MT_PATH_MAX]; /* "" = none */
   int log_straggler;              /* slowest / fastest rank per log interval */
+  int timing_log_level;           /* Megatron's timers: 0, 1 or 2 */
+  char timing_log_option[16];     /* max | minmax | all */
+  char tensorboard_dir[MT_PATH_MAX]; /* "" = no TensorBoard event file */
+  int64_t tensorboard_log_interval;
+  int log_timers_to_tensorboard;
+  int log_memory_to_tensorboard;
 } mt_logging_config;
 
 typedef struct {

@@ -13,6 +13,20 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/util.h"
+
+const mt_timer_def mt_trainer_timer_defs[MT_TM_N] = {
+    [MT_TM_FORWARD_BACKWARD] = {"forward-backward", 1},
+    [MT_TM_ALL_GRADS_SYNC] = {"all-grads-sync", 1},
+    [MT_TM_PARAMS_ALL_GATHER] = {"params-all-gather", 1},
+    [MT_TM_OPT_CLIP] = {"optimizer-clip-main-grad", 1},
+    [MT_TM_OPT_INNER] = {"optimizer-inner-step", 1},
+    [MT_TM_OPTIMIZER] = {"optimizer", 1},
+    [MT_TM_BATCH_GENERATOR] = {"batch-generator", 2},
+    [MT_TM_FORWARD_COMPUTE] = {"forward-compute", 2},
+    [MT_TM_BACKWARD_COMPUTE] = {"backward-compute", 2},
+};
+
 void mt_log_line(FILE *f, const mt_log_record *r) {
   char ts[32];
   time_t now = time(NULL);
@@ -176,4 +190,51 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
 void mt_metrics_close(mt_metrics_file *mf) {
   if (mf->f) fclose(mf->f);
   mf->f = NULL;
+}
+
+/* a scalar at the iteration and the same "vs samples" at the sample count */
+static void tb_pair(mt_tb_writer *tb, const char *tag, double v, const mt_log_record *r) {
+  char vs[96];
+  snprintf(vs, sizeof vs, "%s vs samples", tag);
+  mt_tb_scalar(tb, tag, v, r->iteration);
+  mt_tb_scalar(tb, vs, v, r->consumed_samples);
+}
+
+void mt_tb_iteration(mt_tb_writer *tb, const mt_log_record *r, double mem_bytes,
+                     double mem_peak) {
+  if (!tb || !tb->f) return;
+  tb_pair(tb, "learning-rate", r->lr, r);
+  tb_pair(tb, "batch-size", (double)r->global_batch_size, r);
+  tb_pair(tb, "lm loss", r->lm_loss, r);
+  tb_pair(tb, "grad-norm", r->grad_norm, r);
+  if (mem_bytes >= 0) {
+    mt_tb_scalar(tb, "mem-allocated-bytes", mem_bytes, r->iteration);
+    mt_tb_scalar(tb, "mem-max-allocated-bytes", mem_peak, r->iteration);
+  }
+  mt_tb_flush(tb);
+}
+
+void mt_log_timers(mt_timers *ts, mt_group *world, int print, const char *option,
+                   mt_tb_writer *tb, int tb_timers, const mt_log_record *line, double n_iv) {
+  const int tb_on = tb && tb->f && tb_timers;
+  if (tb_on) {
+    mt_tb_scalar(tb, "iteration-time", line->elapsed_ms / 1e3, line->iteration);
+    mt_tb_scalar(tb, "throughput", line->tflops_per_device, line->iteration);
+  }
+  if (ts->log_level > 0) {
+    const int world_n = mt_group_size(world);
+    double *all = mt_xcalloc((size_t)world_n * MT_TM_N, sizeof(double));
+    mt_allgather(world, ts->elapsed, all, MT_TM_N, MT_F64);
+    if (print) mt_timers_print(stdout, ts, all, world_n, option, n_iv);
+    for (int id = 0; tb_on && id < MT_TM_N; id++) {
+      if (!mt_timer_on(ts, id)) continue;
+      char tag[96];
+      snprintf(tag, sizeof tag, "%s-time", ts->def[id].name);
+      double v = mt_timers_max(ts, all, world_n, id, n_iv);
+      if (v > 0) mt_tb_scalar(tb, tag, v, line->iteration);
+    }
+    free(all);
+  }
+  mt_timers_reset(ts);
+  mt_tb_flush(tb);
 }

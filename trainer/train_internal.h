@@ -54,6 +54,8 @@ typedef struct {
   mt_lr_schedule sched;
   mt_batch_rampup rampup;   /* training.rampup_batch_size (config/batch_rampup.h) */
   mt_metrics_file metrics;
+  mt_timers timers;         /* logging.timing_log_level (ids MT_TM_*, trainer/metrics.h) */
+  mt_tb_writer tb;          /* logging.tensorboard_dir: open on the last world rank */
   int32_t *tokens;          /* host [mbs, s + 1] */
   int64_t *sample_ids;      /* host [mbs] */
   int64_t iteration;        /* last completed iteration */
@@ -143,6 +145,9 @@ void mt_trainer_reduce_gradients(mt_trainer *t);
 /* Fill t->tokens / t->sample_ids with micro-batch rows [first, first + mbs)
  * of the global batch starting at sample base_sample of `split`. */
 void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first);
+/* mt_gpt_forward_backward of the micro-batch in t->tokens / t->sample_ids
+ * (no pipeline), timing its forward and backward (timing_log_level 2). */
+double mt_trainer_forward_backward(mt_trainer *t, int train, float loss_scale);
 
 /* Build the 1F1B / interleaved schedules of this stage (train and eval). */
 int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen);

@@ -305,6 +305,11 @@ dead training.lr_warmup_samples=4 training.train_samples
 dead training.lr_decay_samples=50 training.train_samples
 dead 'training.rampup_batch_size=[2,2,24]' training.train_samples
 dead training.apply_wd_to_qk_layernorm=false model.qk_layernorm
+# issue 29: Megatron's timers and TensorBoard keys
+dead logging.timing_log_option=max logging.timing_log_level
+dead logging.tensorboard_log_interval=10 logging.tensorboard_dir
+dead logging.log_timers_to_tensorboard=true logging.tensorboard_dir
+dead logging.log_memory_to_tensorboard=true logging.tensorboard_dir
 # chains: the first missing setting up the chain is named
 dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
   --set model.moe_router_score_function=sigmoid
