@@ -86,6 +86,7 @@ void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int
 typedef struct {
   int64_t off, n;
   int unit, expert;
+  int pos; /* 0 the embedding (when on the stage), then the layers, then the head */
 } pparam;
 
 typedef struct {
@@ -94,6 +95,7 @@ typedef struct {
   pparam *p;        /* [np] in registration order */
   int np, cap, n_units, has_emb, has_head;
   int unit, expert; /* of the parameters being added */
+  int pos;
 } flat_layout;
 
 static void padd(flat_layout *f, int64_t n) {
@@ -101,7 +103,7 @@ static void padd(flat_layout *f, int64_t n) {
     f->cap = f->cap ? 2 * f->cap : 256;
     f->p = mt_xrealloc(f->p, (size_t)f->cap * sizeof *f->p);
   }
-  f->p[f->np++] = (pparam){f->flat, n, f->unit, f->expert};
+  f->p[f->np++] = (pparam){f->flat, n, f->unit, f->expert, f->pos};
   f->flat = mt_round_up(f->flat + n, 16);
   f->numel += n;
 }
@@ -138,6 +140,7 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
     for (int lc = 0; lc < ch[k].n; lc++, s++) {
       int moe = is_moe_layer(d, ch[k].first + lc);
       f->unit = one_unit ? 0 : s;
+      f->pos = s;
       padd(f, h); /* input norm */
       if (ln) padd(f, h);
       padd(f, qkvl * h);
@@ -173,6 +176,7 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
     }
   if (post) {
     f->unit = one_unit ? 0 : s;
+    f->pos = s;
     padd(f, h); /* final norm */
     if (ln) padd(f, h);
     if (d->untied || !pre) padd(f, vl * h); /* output layer, or the tied copy */
@@ -483,4 +487,84 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   info->n_layers = n_layers;
   free(f.p);
   free(ch);
+}
+
+/* ---- gradient buckets for the overlap model (planner/plan_overlap.c) ---- */
+
+int mt_plan_stage_buckets(const mt_config *cfg, const mt_plan_dims *d, int r,
+                          mt_plan_bucket **out, int *n_pos) {
+  pchunk *ch = mt_xcalloc((size_t)cfg->parallel.virtual_pipeline_model_parallel_size + 1,
+                          sizeof *ch);
+  const int nc = stage_chunks(cfg, r, ch);
+  flat_layout f;
+  build_flat(d, ch, nc, &f);
+  free(ch);
+  *n_pos = f.np ? f.p[f.np - 1].pos + 1 : 0;
+  int n = 0, cap = 0;
+  mt_plan_bucket *b = NULL;
+  for (int k = 0; k < 2; k++) { /* dense, experts */
+    const double N = k ? d->edp : d->d * d->c;
+    if (N <= 1) continue;
+    int64_t *bounds = mt_xcalloc((size_t)2 * f.np + 2, sizeof(int64_t));
+    int *useg = mt_xcalloc((size_t)f.n_units + 2, sizeof(int));
+    int n_seg = 0;
+    if (d->zero > 0) {
+      n_seg = part_segments(&f, k, bounds, useg);
+    } else {
+      /* parallel/ddp.h's ranges (trainer/train_ddp.c): maximal runs of dense
+       * or expert parameters over the whole flat buffer, cut into
+       * ddp_bucket_size buckets from each run's start (mt_ddp_buffer_build
+       * needs live groups, so its 4-line cut is repeated here) */
+      for (int i = 0; i < f.np; i++) {
+        if (f.p[i].expert != k) continue;
+        if (n_seg && i > 0 && f.p[i - 1].expert == k) {
+          bounds[2 * n_seg - 1] = i + 1 < f.np ? f.p[i + 1].off : f.flat;
+          continue;
+        }
+        bounds[2 * n_seg] = f.p[i].off;
+        bounds[2 * n_seg + 1] = i + 1 < f.np ? f.p[i + 1].off : f.flat;
+        n_seg++;
+      }
+    }
+    mt_zero_layout L;
+    memset(&L, 0, sizeof L);
+    if (n_seg && d->zero > 0)
+      mt_zero_layout_build(&L, bounds, n_seg, f.flat, d->bucket > 0 ? (int64_t)d->bucket : 0,
+                           (int)N, 0);
+    for (int s = 0, j = 0; s < n_seg; s++) {
+      const int64_t bs = d->bucket > 0 ? (int64_t)d->bucket : f.flat;
+      const int64_t a = bounds[2 * s], e = bounds[2 * s + 1];
+      for (int64_t off = a; off < e; j++) {
+        int64_t lo = off, len;
+        if (d->zero > 0) {
+          lo = L.bkt[j].flat_start;
+          len = L.bkt[j].shard_len * (int64_t)N; /* padded */
+          off = lo + L.bkt[j].len;
+        } else {
+          len = e - off < bs ? e - off : bs;
+          off += len;
+        }
+        const int64_t hi = lo + (d->zero > 0 ? L.bkt[j].len : len);
+        if (n == cap) {
+          cap = cap ? 2 * cap : 16;
+          b = mt_xrealloc(b, (size_t)cap * sizeof *b);
+        }
+        mt_plan_bucket *q = &b[n++];
+        q->elems = (double)len;
+        q->expert = k;
+        q->lo_pos = q->hi_pos = -1;
+        for (int i = 0; i < f.np; i++) {
+          if (f.p[i].off + f.p[i].n <= lo || f.p[i].off >= hi) continue;
+          if (q->lo_pos < 0) q->lo_pos = f.p[i].pos;
+          q->hi_pos = f.p[i].pos;
+        }
+      }
+    }
+    if (d->zero > 0 && n_seg) mt_zero_layout_free(&L);
+    free(bounds);
+    free(useg);
+  }
+  free(f.p);
+  *out = b;
+  return n;
 }
