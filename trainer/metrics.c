@@ -39,6 +39,7 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
           ts, (long long)r->iteration, (long long)r->train_iters, (long long)r->consumed_samples,
           r->elapsed_ms, r->tokens_per_s, r->tflops_per_device);
   if (r->mfu >= 0) fprintf(f, " MFU: %.1f%% |", 100.0 * r->mfu);
+  fprintf(f, " exposed communication (ms): %.1f of %.1f |", r->exposed_comm_ms, r->comm_ms);
   if (r->n_stages > 0)
     fprintf(f, " pipeline bubble: %.3f (theory (p-1)/(v m) = %.3f) |", r->bubble_slowest,
             r->bubble_theory);
@@ -170,6 +171,16 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
     cJSON *cb = cJSON_AddObjectToObject(o, "comm_bytes");
     for (int i = 0; i < r->n_comm; i++)
       cJSON_AddNumberToObject(cb, r->comm_group[i], (double)r->comm_bytes[i]);
+  }
+  cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
+  cJSON_AddNumberToObject(o, "exposed_comm_ms", r->exposed_comm_ms);
+  if (r->n_comm_time > 0) {
+    cJSON *a = cJSON_AddObjectToObject(o, "comm_ms_by_group");
+    cJSON *b = cJSON_AddObjectToObject(o, "exposed_comm_ms_by_group");
+    for (int i = 0; i < r->n_comm_time; i++) {
+      cJSON_AddNumberToObject(a, r->comm_time_group[i], r->comm_time_ms[i]);
+      cJSON_AddNumberToObject(b, r->comm_time_group[i], r->exposed_time_ms[i]);
+    }
   }
   if (r->n_stages > 0) {
     cJSON *b = cJSON_AddArrayToObject(o, "pp_bubble");

@@ -60,10 +60,17 @@ typedef struct {
   int moe_list_layers, moe_E;
   const int64_t *tokens_per_expert;
   const float *expert_bias;
-  /* bytes this rank sent into collectives during the step, per group */
+  /* bytes this rank sent into collectives during the step, per group; its
+   * communication time (ms; the log line: means of the interval): all of it
+   * and the exposed part (the compute thread waiting), in total and per
+   * group (JSONL comm_ms / exposed_comm_ms, and by group) */
   int n_comm;
   const char *comm_group[16];
   int64_t comm_bytes[16];
+  double comm_ms, exposed_comm_ms;
+  int n_comm_time;
+  const char *comm_time_group[16];
+  double comm_time_ms[16], exposed_time_ms[16];
   /* pipeline bubble per stage: idle / busy time (paper: (p-1)/(v m)) */
   int n_stages;
   double bubble[64];

@@ -171,6 +171,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (g) mt_group_reset_counters(g);
   }
+  mt_dist_reset_comm_time(t->dist);
   if (t->zero) mt_zero_opt_zero_grad(t->zero);
   else mt_gpt_zero_grad(t->model);
   mt_gpt_moe_stats_reset(t->model);
@@ -236,6 +237,9 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     const mt_coll_counter *cc = mt_group_counters(g);
     for (int op = 0; op < MT_COLL_N; op++) r.comm_bytes[k] += cc[op].bytes;
   }
+  for (int k = 0; k < MT_GK_N; k++) /* before the bubble's all-gather */
+    r.comm_time[k] = mt_dist_comm_time(t->dist, mt_group_kind_name((mt_group_kind)k));
+  r.comm_time[MT_GK_N] = mt_dist_comm_time(t->dist, NULL);
   if (t->topo.pp > 1 && t->topo.pp <= 64) {
     /* measured bubble of every stage (gathered; not counted in comm_bytes) */
     const mt_pp_stats *st = &t->pp_stats;
@@ -452,6 +456,16 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       rec.comm_group[rec.n_comm] = k < MT_GK_N ? mt_group_kind_name((mt_group_kind)k) : "world";
       rec.comm_bytes[rec.n_comm++] = r.comm_bytes[k];
     }
+    rec.comm_ms = 1e3 * r.comm_time[MT_GK_N].comm_s;
+    rec.exposed_comm_ms = 1e3 * r.comm_time[MT_GK_N].exposed_s;
+    t->iv_comm_s += r.comm_time[MT_GK_N].comm_s;
+    t->iv_exposed_s += r.comm_time[MT_GK_N].exposed_s;
+    for (int k = 0; k < MT_GK_N && rec.n_comm_time < 16; k++) {
+      if (r.comm_time[k].ops == 0 || mt_parallel_state_is_alias(t->ps, (mt_group_kind)k)) continue;
+      rec.comm_time_group[rec.n_comm_time] = mt_group_kind_name((mt_group_kind)k);
+      rec.comm_time_ms[rec.n_comm_time] = 1e3 * r.comm_time[k].comm_s;
+      rec.exposed_time_ms[rec.n_comm_time++] = 1e3 * r.comm_time[k].exposed_s;
+    }
     rec.n_stages = r.n_stages;
     for (int k = 0; k < r.n_stages; k++) rec.bubble[k] = r.bubble[k];
     rec.bubble_theory = t->bubble_theory;
@@ -481,6 +495,9 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
                                (now - t->t_interval) / t->world_size / 1e12;
       iv_samples = 0;
       line.eta_s = per_it * (double)(tc->train_iters - it);
+      line.comm_ms = 1e3 * t->iv_comm_s / (double)n_iv;
+      line.exposed_comm_ms = 1e3 * t->iv_exposed_s / (double)n_iv;
+      t->iv_comm_s = t->iv_exposed_s = 0.0;
       if (cfg->logging.log_straggler && t->world_size > 1) {
         /* collective over the world: every rank reaches this line */
         mt_straggler sg = mt_straggler_reduce(t->world, 1e3 * t->busy_s / (double)n_iv);

@@ -67,6 +67,7 @@ typedef struct {
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
+  double iv_exposed_s, iv_comm_s; /* communication since the last log line (exposed, all) */
   double busy_s;            /* this rank's forward/backward seconds since the last log
                              * line, pipeline waits excluded (logging.log_straggler) */
   /* pipeline parallelism */
@@ -94,6 +95,10 @@ typedef struct {
   double lr_applied, wd_applied; /* the values this update used */
   int skipped;
   int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
+  /* this rank's communication time of the step (parallel/comm.h
+   * mt_dist_comm_time): per group kind, then all kinds; exposed = the
+   * compute thread blocked in it */
+  mt_comm_time comm_time[MT_GK_N + 1];
   /* MoE (n_moe_layers 0 = dense): see mt_log_record */
   int n_moe_layers;
   double load_balancing_loss, z_loss, dropped_fraction;

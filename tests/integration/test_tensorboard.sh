@@ -9,12 +9,15 @@
 # batch-size per iteration and "vs samples" at the consumed samples; at the
 # log lines iteration-time, throughput and the timers' "<name>-time"). The
 # stdout shows Megatron's "(min, max) time across ranks (ms):" report with
-# its section names; timing_log_level 0 prints none.
+# its section names; timing_log_level 0 prints none. Under a simulated link
+# of 1 GB/s (MEGATRAIN_SIM_LINK) the log line's and the JSONL's exposed
+# communication is at least the link's time for the step's dp bytes.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 /usr/bin/python3 -c 'import google.protobuf' 2>/dev/null ||
   { echo "SKIP: python3-protobuf not installed (scripts/install-deps.sh test)"; exit 77; }
-MPI="mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
+export MEGATRAIN_SIM_LINK=1,10
+MPI="mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS -x MEGATRAIN_SIM_LINK"
 $MPI "$MT" --config $CFG --set training.train_iters=6 --set logging.log_interval=3 \
   --set training.eval_interval=6 --set parallel.zero_stage=1 \
   --set logging.timing_log_level=1 --set logging.tensorboard_dir="$TMP/tb" \
@@ -26,6 +29,8 @@ for s in forward-backward all-grads-sync params-all-gather optimizer-inner-step 
   grep -Eq "^    $s \.+: \([0-9.]+, [0-9.]+\)$" "$TMP/run.log" || { echo "FAIL: no $s line"; exit 1; }
 done
 ! grep -q "forward-compute" "$TMP/run.log" || { echo "FAIL: a level-2 timer at level 1"; exit 1; }
+grep -Eq "\| exposed communication \(ms\): [0-9.]+ of [0-9.]+ \|" "$TMP/run.log" ||
+  { echo "FAIL: no exposed communication in the log line"; exit 1; }
 ls "$TMP"/tb/events.out.tfevents.* >/dev/null
 [ "$(ls "$TMP"/tb | wc -l)" = 1 ] || { echo "FAIL: more than one event file"; ls "$TMP/tb"; exit 1; }
 /usr/bin/python3 - "$TMP"/tb/events.out.tfevents.* "$TMP/m.jsonl" <<'PY'
@@ -107,6 +112,11 @@ for tag in ("iteration-time", "throughput", "forward-backward-time", "all-grads-
             "params-all-gather-time", "optimizer-time"):
     assert sorted(sc[tag]) == [3, 6] and all(x > 0 for x in sc[tag].values()), (tag, sc.get(tag))
 assert "forward-compute-time" not in sc
+for r in recs:  # 1 GB/s: the dp bytes take >= bytes / 1e6 ms, blocking
+    link_ms = r["comm_bytes"]["dp"] / 1e6
+    assert r["exposed_comm_ms"] >= 0.99 * link_ms and r["comm_ms"] >= 0.99 * link_ms, (r, link_ms)
+    assert r["exposed_comm_ms_by_group"]["dp"] <= r["exposed_comm_ms"] + 1e-9
+
 assert all(x > 0 for x in sc["mem-allocated-bytes"].values()) and len(sc["mem-allocated-bytes"]) == 6
 assert all(sc["mem-max-allocated-bytes"][i] >= sc["mem-allocated-bytes"][i] for i in range(1, 7))
 print("event file: %d records, CRCs good, %d tags agree with the JSONL" % (len(events), len(sc)))
