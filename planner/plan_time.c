@@ -317,7 +317,12 @@ double mt_plan_hw_flops(const mt_config *cfg) {
 static int same_node(const mt_hardware *hw, double span) { return span <= hw->gpus_per_node; }
 
 int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
-                    const mt_plan_options *opt, mt_plan *out, char *err, size_t errlen) {
+                    const mt_plan_options *opt_in, mt_plan *out, char *err, size_t errlen) {
+  /* the config's overlap keys, or the command line's flags */
+  mt_plan_options ov = opt_in ? *opt_in : (mt_plan_options){0};
+  ov.overlap_grad_reduce |= cfg->parallel.overlap_grad_reduce;
+  ov.overlap_param_gather |= cfg->parallel.overlap_param_gather;
+  const mt_plan_options *opt = &ov;
   mt_plan_dims d;
   mt_plan_dims_from(cfg, world, &d);
   memset(out, 0, sizeof *out);
