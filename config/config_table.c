@@ -208,6 +208,11 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--num-virtual-stages-per-pipeline-rank` (`--virtual-pipeline-model-parallel-size`)",
      "model chunks per stage (interleaved 1F1B)",
      "parallel.pipeline_model_parallel_size>1"},
+    {S_PAR, "overlap_p2p_comm", MT_CT_BOOL, FLD(parallel.overlap_p2p_comm), 0, 0, 0, NULL,
+     NUM(1), "`--no-overlap-p2p-communication` turns it off (Megatron: interleaved only)",
+     "post each pipeline receive one compute step ahead of its use (1F1B and interleaved; "
+     "bitwise the same results)",
+     "parallel.pipeline_model_parallel_size>1"},
     {S_PAR, "num_layers_in_first_pipeline_stage", MT_CT_INT,
      FLD(parallel.num_layers_in_first_pipeline_stage), NUL | GE(0), NULL, NUM(0),
      "`--decoder-first-pipeline-num-layers`",

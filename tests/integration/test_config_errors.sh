@@ -280,6 +280,7 @@ dead model.moe_grouped_gemm=true model.num_experts
 dead parallel.virtual_pipeline_model_parallel_size=2 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_first_pipeline_stage=1 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_last_pipeline_stage=1 parallel.pipeline_model_parallel_size
+dead parallel.overlap_p2p_comm=true parallel.pipeline_model_parallel_size
 dead parallel.expert_model_parallel_size=1 model.num_experts
 dead parallel.expert_tensor_parallel_size=1 model.num_experts
 dead parallel.cp_comm_type=p2p parallel.context_parallel_size
