@@ -192,6 +192,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--moe-shared-expert-intermediate-size`",
      "width of the always-on shared expert MLP beside the routed experts; null = none",
      "model.num_experts>0"},
+    {S_MODEL, "moe_shared_expert_overlap", MT_CT_BOOL, FLD(model.moe_shared_expert_overlap), 0, 0,
+     0, NULL, NUM(0), "`--moe-shared-expert-overlap`",
+     "compute the shared expert while the routed tokens' all-to-alls travel (forward: fc1 during "
+     "the dispatch, fc2 during the combine; backward: during the combine's backward); needs "
+     "`expert_model_parallel_size` > 1; bitwise the same results",
+     "model.moe_shared_expert_intermediate_size"},
     {S_MODEL, "moe_grouped_gemm", MT_CT_BOOL, FLD(model.moe_grouped_gemm), 0, 0, 0, NULL, NUM(0),
      "`--moe-grouped-gemm`", "run the local experts' fc1 and fc2 each as one grouped GEMM",
      "model.num_experts>0"},

@@ -276,6 +276,7 @@ dead model.moe_router_num_groups=4 model.num_experts
 dead model.moe_router_group_topk=2 model.moe_router_num_groups $MOE
 dead model.moe_router_dtype=fp64 model.num_experts
 dead model.moe_shared_expert_intermediate_size=128 model.num_experts
+dead model.moe_shared_expert_overlap=true model.moe_shared_expert_intermediate_size $MOE
 dead model.moe_grouped_gemm=true model.num_experts
 dead parallel.virtual_pipeline_model_parallel_size=2 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_first_pipeline_stage=1 parallel.pipeline_model_parallel_size

@@ -3,6 +3,8 @@
 # (docs/communication.md, "Overlap: pipeline, CP ring, MoE shared expert"):
 #   - pp=2 1F1B and pp=2 v=2 interleaved with parallel.overlap_p2p_comm on
 #     and off;
+#   - ep=2 with a shared expert, model.moe_shared_expert_overlap on and off
+#     (MEGATRAIN_TEST_FULL=1 adds tp=2 + SP + ep=2 on 4 ranks);
 #   - cp=2 (the K/V ring always posts the next block's transfer before the
 #     current block's attention; Megatron has no key for it) with the
 #     simulated link and without;
@@ -14,18 +16,19 @@
 # through MEGATRAIN_SIM_LINK (a slow, high-latency link, so that overlap
 # moves the transfers in time; without a simulated link on the engine the
 # variable is ignored and the check still holds). A few iterations of the
-# 2-layer test model (4 layers for v=2), evaluation and a checkpoint at the
-# last one.
+# 2-layer test model (4 layers for v=2; the 4-layer MoE test model with
+# dropout on), evaluation and a checkpoint at the last one.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
 LINK="0.05,200" # GB/s, latency in µs
-ITERS=4
+ITERS=3
+RCFG=$CFG
 run() { # name np args...
   local name=$1 np=$2; shift 2
   local link=()
   [ -n "${MEGATRAIN_SIM_LINK:-}" ] && link=(-x MEGATRAIN_SIM_LINK)
-  $MPI "${link[@]}" -np "$np" "$MT" --config $CFG --set training.train_iters=$ITERS \
+  $MPI "${link[@]}" -np "$np" "$MT" --config "$RCFG" --set training.train_iters=$ITERS --set training.lr_warmup_iters=1 \
     --set logging.log_interval=1 --set training.eval_interval=2 --set training.eval_iters=1 \
     --set checkpoint.save="$TMP/ck" --set checkpoint.save_interval=$ITERS \
     --set logging.metrics_file="$TMP/m.jsonl" "$@" >"$TMP/$name.log" 2>&1 ||
@@ -96,3 +99,16 @@ same pp2v2_on pp2v2_off
 run cp2_link 2 --set parallel.context_parallel_size=2
 (unset MEGATRAIN_SIM_LINK; run cp2_nolink 2 --set parallel.context_parallel_size=2)
 same cp2_link cp2_nolink
+# MoE, ep=2 with a shared expert: the shared expert during the token all-to-alls
+RCFG=tests/configs/gpt-moe-test.json
+MOE=(--set model.moe_shared_expert_intermediate_size=96 --set parallel.expert_model_parallel_size=2
+     --set model.hidden_dropout=0.1 --set model.attention_dropout=0.1)
+run ep2_on 2 "${MOE[@]}" --set model.moe_shared_expert_overlap=true
+run ep2_off 2 "${MOE[@]}" --set model.moe_shared_expert_overlap=false
+same ep2_on ep2_off
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then # the shared expert's TP collectives inside the overlap
+  TPSP=(--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true)
+  run tp2ep2_on 4 "${MOE[@]}" "${TPSP[@]}" --set model.moe_shared_expert_overlap=true
+  run tp2ep2_off 4 "${MOE[@]}" "${TPSP[@]}" --set model.moe_shared_expert_overlap=false
+  same tp2ep2_on tp2ep2_off
+fi
