@@ -28,6 +28,19 @@ mt_comm_engine mt_comm_engine_choose(const mt_backend *be, const char *distribut
                                                                       : MT_ENGINE_STAGED;
 }
 
+/* The index of kind `name` in d->acct (added at its first group; kinds
+ * past the table share the last entry, named "other"). */
+static int account_of(mt_dist *d, const char *name) {
+  for (int i = 0; i < d->n_acct; i++)
+    if (!strcmp(d->acct[i].name, name)) return i;
+  if (d->n_acct == MT_COMM_KINDS) {
+    snprintf(d->acct[MT_COMM_KINDS - 1].name, sizeof d->acct[0].name, "other");
+    return MT_COMM_KINDS - 1;
+  }
+  snprintf(d->acct[d->n_acct].name, sizeof d->acct[0].name, "%s", name);
+  return d->n_acct++;
+}
+
 mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
                           mt_comm_engine engine) {
   int member = ranks != NULL && n > 0;
@@ -76,12 +89,15 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
   memcpy(g->world_ranks, ranks, sizeof(int) * (size_t)n);
   g->comm = comm;
   g->wd_slot = d->wd ? mt_wd_register(d->wd, g) : -1;
+  g->acct = account_of(d, g->name);
+  g->sim = mt_sim_link_of(d, g->name, &g->sim_bpns, &g->sim_lat_ns);
   g->ops->init(g);
   return g;
 }
 
 void mt_group_destroy(mt_group *g) {
   if (!g) return;
+  mt_comm_queue_destroy(g); /* completes what was started */
   if (g->d->wd) mt_wd_unregister(g->d->wd, g->wd_slot);
   g->ops->fini(g);
   MPI_Comm_free(&g->comm);
@@ -106,8 +122,8 @@ const mt_coll_counter *mt_group_counters(const mt_group *g) { return g->ctr; }
 void mt_group_reset_counters(mt_group *g) { memset(g->ctr, 0, sizeof g->ctr); }
 
 /* Record one call moving `elems` elements (nccl-tests' definitions). */
-static void record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t) {
-  if (g->size <= 1) return;
+int64_t mt_comm_record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t) {
+  if (g->size <= 1) return 0;
   int64_t n = g->size, bytes = elems * (int64_t)mt_dtype_size(t), bus;
   switch (k) {
     case MT_COLL_ALLREDUCE: bus = bytes * 2 * (n - 1) / n; break;
@@ -122,6 +138,7 @@ static void record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t) {
   c->elements += elems;
   c->bytes += bytes;
   c->bus_bytes += bus;
+  return bus;
 }
 
 int mt_comm_buf_on_host(const mt_group *g, const void *p) {
@@ -138,54 +155,80 @@ static const mt_comm_engine_ops *engine_for(const mt_group *g, const void *buf) 
   return mt_comm_buf_on_host(g, buf) ? &mt_comm_mpi_engine : g->ops;
 }
 
-static void check_count(const mt_group *g, int64_t count, const char *what) {
+void mt_comm_check_count(const mt_group *g, int64_t count, const char *what) {
   if (count < 0) mt_fatal("group '%s': %s with negative count %lld", g->name, what, (long long)count);
 }
 
-static void check_disjoint(const mt_group *g, const void *a, size_t na, const void *b, size_t nb,
-                           const char *what) {
+void mt_comm_check_disjoint(const mt_group *g, const void *a, size_t na, const void *b, size_t nb,
+                            const char *what) {
   const char *a0 = a, *b0 = b;
   if (na && nb && a0 < b0 + nb && b0 < a0 + na)
     mt_fatal("group '%s': %s send and recv buffers overlap", g->name, what);
 }
 
+/* Around every blocking call of a group of >= 2 ranks: wait for the
+ * group's started collectives (comm.h rule 2), then, after the engine's
+ * call, sleep the simulated link's time, close the watchdog mark and add
+ * the call to the exposed and executing time of g's kind. */
+typedef struct {
+  int64_t entry_ns, exec_ns;
+} blk_clock;
+
+static blk_clock blk_begin(mt_group *g) {
+  blk_clock c = {0, 0};
+  if (g->size <= 1) return c;
+  c.entry_ns = mt_comm_now_ns();
+  mt_comm_drain(g);
+  c.exec_ns = g->q ? mt_comm_now_ns() : c.entry_ns;
+  return c;
+}
+
+static void blk_end(mt_group *g, blk_clock c, int64_t bus_bytes) {
+  if (g->size <= 1) return;
+  if (g->sim) mt_sleep_until_ns(mt_comm_now_ns() + mt_sim_delay_ns(g, bus_bytes));
+  mt_wd_op_end(g);
+  int64_t now = mt_comm_now_ns();
+  mt_comm_account_add(g, now - c.entry_ns, now - c.exec_ns, 1);
+}
+
 void mt_allreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op) {
-  check_count(g, count, "all-reduce");
+  mt_comm_check_count(g, count, "all-reduce");
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_ALLREDUCE, count * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, buf)->allreduce(g, buf, count, t, op);
-  mt_wd_op_end(g);
-  record(g, MT_COLL_ALLREDUCE, count, t);
+  blk_end(g, bc, mt_comm_record(g, MT_COLL_ALLREDUCE, count, t));
 }
 
 void mt_allgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
-  check_count(g, count_per_rank, "all-gather");
+  mt_comm_check_count(g, count_per_rank, "all-gather");
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_ALLGATHER, count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, recv)->allgather(g, send, recv, count_per_rank, t);
-  mt_wd_op_end(g);
-  record(g, MT_COLL_ALLGATHER, count_per_rank * g->size, t);
+  blk_end(g, bc, mt_comm_record(g, MT_COLL_ALLGATHER, count_per_rank * g->size, t));
 }
 
 void mt_reduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                        mt_dtype t, mt_redop op) {
-  check_count(g, count_per_rank, "reduce-scatter");
+  mt_comm_check_count(g, count_per_rank, "reduce-scatter");
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_REDUCE_SCATTER,
                  count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->reduce_scatter(g, send, recv, count_per_rank, t, op);
-  mt_wd_op_end(g);
-  record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t);
+  blk_end(g, bc, mt_comm_record(g, MT_COLL_REDUCE_SCATTER, count_per_rank * g->size, t));
 }
 
 /* Record one variable-count call: `total` elements in the whole buffer,
  * `own` of them this rank's (bus_bytes = the bytes that cross into or out of
  * this rank: (total - own) · S). */
-static void record_v(mt_group *g, mt_coll_kind k, int64_t total, int64_t own, mt_dtype t) {
-  if (g->size <= 1) return;
+static int64_t record_v(mt_group *g, mt_coll_kind k, int64_t total, int64_t own, mt_dtype t) {
+  if (g->size <= 1) return 0;
   int64_t es = (int64_t)mt_dtype_size(t);
   mt_coll_counter *c = &g->ctr[k];
   c->calls++;
   c->elements += total;
   c->bytes += total * es;
   c->bus_bytes += (total - own) * es;
+  return (total - own) * es;
 }
 
 /* Total of counts[n] after checking them; *end = the last element + 1 of the
@@ -194,7 +237,7 @@ static int64_t check_counts(const mt_group *g, const int64_t *counts, const int6
                             int64_t *end, const char *what) {
   int64_t total = 0, e = 0;
   for (int i = 0; i < g->size; i++) {
-    check_count(g, counts[i], what);
+    mt_comm_check_count(g, counts[i], what);
     int64_t d = displs ? displs[i] : total;
     if (d < 0) mt_fatal("group '%s': %s with a negative displacement", g->name, what);
     if (counts[i] && d + counts[i] > e) e = d + counts[i];
@@ -212,16 +255,16 @@ void mt_allgatherv(mt_group *g, const void *send, int64_t send_count, void *recv
     mt_fatal("group '%s': all-gatherv sends %lld elements but recv_counts[%d] is %lld", g->name,
              (long long)send_count, g->rank, (long long)recv_counts[g->rank]);
   size_t es = mt_dtype_size(t);
-  check_disjoint(g, send, (size_t)send_count * es, recv, (size_t)end * es, "all-gatherv");
+  mt_comm_check_disjoint(g, send, (size_t)send_count * es, recv, (size_t)end * es, "all-gatherv");
   if (g->size == 1 && engine_for(g, recv) == &mt_comm_mpi_engine) { /* device: the engine's copy */
     if (send_count)
       memcpy((char *)recv + (size_t)recv_displs[0] * es, send, (size_t)send_count * es);
     return;
   }
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_ALLGATHER, total * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, recv)->allgatherv(g, send, send_count, recv, recv_counts, recv_displs, t);
-  mt_wd_op_end(g);
-  record_v(g, MT_COLL_ALLGATHER, total, send_count, t);
+  blk_end(g, bc, record_v(g, MT_COLL_ALLGATHER, total, send_count, t));
 }
 
 void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, void *recv,
@@ -229,35 +272,36 @@ void mt_reduce_scatterv(mt_group *g, const void *send, const int64_t *counts, vo
   int64_t end;
   int64_t total = check_counts(g, counts, NULL, &end, "reduce-scatterv");
   size_t es = mt_dtype_size(t);
-  check_disjoint(g, send, (size_t)total * es, recv, (size_t)counts[g->rank] * es,
+  mt_comm_check_disjoint(g, send, (size_t)total * es, recv, (size_t)counts[g->rank] * es,
                  "reduce-scatterv");
   if (g->size == 1 && engine_for(g, send) == &mt_comm_mpi_engine) { /* device: the engine's copy */
     if (counts[0]) memcpy(recv, send, (size_t)counts[0] * es);
     return;
   }
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_REDUCE_SCATTER, total * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->reduce_scatterv(g, send, counts, recv, t, op);
-  mt_wd_op_end(g);
-  record_v(g, MT_COLL_REDUCE_SCATTER, total, counts[g->rank], t);
+  blk_end(g, bc, record_v(g, MT_COLL_REDUCE_SCATTER, total, counts[g->rank], t));
 }
 
 void mt_alltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank, mt_dtype t) {
-  check_count(g, count_per_rank, "all-to-all");
+  mt_comm_check_count(g, count_per_rank, "all-to-all");
   size_t bytes = (size_t)(count_per_rank * g->size) * mt_dtype_size(t);
-  check_disjoint(g, send, bytes, recv, bytes, "all-to-all");
+  mt_comm_check_disjoint(g, send, bytes, recv, bytes, "all-to-all");
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_ALLTOALL, count_per_rank * g->size * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->alltoall(g, send, recv, count_per_rank, t);
-  mt_wd_op_end(g);
-  record(g, MT_COLL_ALLTOALL, count_per_rank * g->size, t);
+  blk_end(g, bc, mt_comm_record(g, MT_COLL_ALLTOALL, count_per_rank * g->size, t));
 }
 
-void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
-                  const int64_t *send_displs, void *recv, const int64_t *recv_counts,
-                  const int64_t *recv_displs, mt_dtype t) {
+int64_t mt_comm_check_alltoallv(const mt_group *g, const void *send, const int64_t *send_counts,
+                                const int64_t *send_displs, const void *recv,
+                                const int64_t *recv_counts, const int64_t *recv_displs,
+                                mt_dtype t) {
   int64_t total = 0, s_end = 0, r_end = 0;
   for (int i = 0; i < g->size; i++) {
-    check_count(g, send_counts[i], "all-to-allv send");
-    check_count(g, recv_counts[i], "all-to-allv recv");
+    mt_comm_check_count(g, send_counts[i], "all-to-allv send");
+    mt_comm_check_count(g, recv_counts[i], "all-to-allv recv");
     if (send_displs[i] < 0 || recv_displs[i] < 0)
       mt_fatal("group '%s': all-to-allv with a negative displacement", g->name);
     total += send_counts[i];
@@ -267,29 +311,38 @@ void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
       r_end = recv_displs[i] + recv_counts[i];
   }
   size_t es = mt_dtype_size(t);
-  check_disjoint(g, send, (size_t)s_end * es, recv, (size_t)r_end * es, "all-to-allv");
+  mt_comm_check_disjoint(g, send, (size_t)s_end * es, recv, (size_t)r_end * es, "all-to-allv");
+  return total;
+}
+
+void mt_alltoallv(mt_group *g, const void *send, const int64_t *send_counts,
+                  const int64_t *send_displs, void *recv, const int64_t *recv_counts,
+                  const int64_t *recv_displs, mt_dtype t) {
+  int64_t total = mt_comm_check_alltoallv(g, send, send_counts, send_displs, recv, recv_counts,
+                                          recv_displs, t);
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_ALLTOALLV, total * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, send)->alltoallv(g, send, send_counts, send_displs, recv, recv_counts,
                                  recv_displs, t);
-  mt_wd_op_end(g);
-  record(g, MT_COLL_ALLTOALLV, total, t);
+  blk_end(g, bc, mt_comm_record(g, MT_COLL_ALLTOALLV, total, t));
 }
 
 void mt_broadcast(mt_group *g, void *buf, int64_t count, mt_dtype t, int root) {
-  check_count(g, count, "broadcast");
+  mt_comm_check_count(g, count, "broadcast");
   if (root < 0 || root >= g->size)
     mt_fatal("group '%s': broadcast root %d out of range [0, %d)", g->name, root, g->size);
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_BROADCAST, count * (int64_t)mt_dtype_size(t), -1);
   engine_for(g, buf)->broadcast(g, buf, count, t, root);
-  mt_wd_op_end(g);
-  record(g, MT_COLL_BROADCAST, count, t);
+  blk_end(g, bc, mt_comm_record(g, MT_COLL_BROADCAST, count, t));
 }
 
 void mt_barrier(mt_group *g) {
+  blk_clock bc = blk_begin(g);
   mt_wd_op_begin(g, MT_COLL_BARRIER, 0, -1);
   g->ops->barrier(g);
-  mt_wd_op_end(g);
   if (g->size > 1) g->ctr[MT_COLL_BARRIER].calls++;
+  blk_end(g, bc, 0);
 }
 
 void mt_dist_set_timeout(mt_dist *d, double minutes) {

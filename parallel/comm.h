@@ -220,6 +220,88 @@ void mt_wait(mt_request *r);
 /* 1 (and the request is freed) when complete, else 0. */
 int mt_test(mt_request *r);
 
+/* ---- Non-blocking collectives (docs/communication.md, "Overlap") ----
+ *
+ * mt_iallreduce .. mt_ialltoallv start the collective of the same name and
+ * return a handle: the mt_request of the tagged p2p above, completed and
+ * freed by mt_wait (or by the mt_test that returns 1); every handle must be
+ * completed, by its starting thread. Arguments, checks, byte counters
+ * (counted at start) and results are those of the blocking call, bit for
+ * bit: on the MPI engine the group's communication thread runs the very
+ * same blocking MPI calls (MPI_Allreduce, not MPI_Iallreduce, whose
+ * algorithm differs). Buffers stay untouched (send) and unread (recv) by
+ * the caller until the handle completes; count arrays are copied at start.
+ *
+ * Ordering rules (every group, every engine):
+ *  1. The started collectives of a group execute one at a time, in start
+ *     order (a FIFO per group). So, as for blocking collectives in MPI,
+ *     every member must start a group's collectives in the same order.
+ *  2. A blocking collective (or barrier) on a group first waits for the
+ *     group's started collectives, then runs on the caller: it executes
+ *     after them, in program order.
+ *  3. Different groups are independent: their started collectives may run
+ *     at the same time, in any interleaving.
+ *  4. Handles may be completed in any order; when one completes, every
+ *     collective started earlier on its group has completed too (rule 1).
+ *  5. Tagged p2p (mt_isend/mt_irecv) is not ordered against collectives.
+ *
+ * Engines. MPI groups: one communication thread per group, created at the
+ * group's first started collective, when MPI provides MPI_THREAD_MULTIPLE
+ * (mt_dist_init asks for it); the watchdog sees each collective from the
+ * moment the thread begins it. Otherwise — MPI without
+ * MPI_THREAD_MULTIPLE, env MEGATRAIN_COMM_THREAD=0, NCCL and STAGED groups
+ * (for now), host buffers of those groups, and groups of one rank — the
+ * blocking call runs at start and the handle returned is complete. */
+mt_request *mt_iallreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_redop op);
+mt_request *mt_iallgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
+                          mt_dtype t);
+mt_request *mt_ireduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
+                               mt_dtype t, mt_redop op);
+mt_request *mt_ialltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
+                         mt_dtype t);
+mt_request *mt_ialltoallv(mt_group *g, const void *send, const int64_t *send_counts,
+                          const int64_t *send_displs, void *recv, const int64_t *recv_counts,
+                          const int64_t *recv_displs, mt_dtype t);
+/* 1 when started collectives of g really run in the background (MPI
+ * engine with its communication thread), 0 when they complete at start. */
+int mt_group_async(const mt_group *g);
+
+/* ---- Simulated link (docs/communication.md, "Simulated link") ----
+ * Env MEGATRAIN_SIM_LINK, read by mt_dist_init:
+ *   "<GB/s>,<latency us>"                    every group kind;
+ *   "<kind>=<GB/s>,<latency us>;..."         per group kind (the group's
+ *                                            name: dp, tp, pp, cp, ep, edp,
+ *                                            ...); a bare entry among them
+ *                                            is the default for the others.
+ * e.g. "dp=2,50;tp=100,5". Each collective of a group of >= 2 ranks then
+ * takes latency + bus_bytes / bandwidth more wall time (bus_bytes as the
+ * counters; barriers: the latency), slept (no CPU) on the path that carries
+ * it: the communication thread for a started collective, the caller for a
+ * blocking one. A tagged receive completes no earlier than latency +
+ * bytes / bandwidth after it was posted (mt_wait sleeps, mt_test says 0
+ * until then). Kinds not named, and no variable: no delay. A malformed
+ * value is fatal at start-up, quoting it. */
+
+/* ---- Exposed communication ----
+ * Per group kind, the wall time the calling (compute) thread spent blocked
+ * in communication — blocking collectives (from entry to return, including
+ * the wait for the group's started collectives and the simulated link) and
+ * mt_wait on any handle, collective or p2p — and the wall time
+ * communication took wherever it ran (collectives from begin to end of
+ * execution, on the communication thread or the caller; p2p receives from
+ * post to completion). Groups of one rank count nothing. */
+typedef struct {
+  double exposed_s; /* the compute thread blocked */
+  double comm_s;    /* communication executing, wherever */
+  int64_t ops;      /* collectives and p2p receives counted in comm_s */
+} mt_comm_time;
+/* kind: a group name ("dp"), or NULL for the sum over all kinds (a kind no
+ * group has: zeros). Since the last mt_dist_reset_comm_time (or start).
+ * Local; reads relaxed atomics, callable from the compute thread at any
+ * time. */
+mt_comm_time mt_dist_comm_time(const mt_dist *d, const char *kind);
+void mt_dist_reset_comm_time(mt_dist *d);
+
 /* Counters of one group. bus_bytes is rounded down per call (integer
  * arithmetic: bytes * 2(n-1) / n). A barrier counts calls only. */
 const mt_coll_counter *mt_group_counters(const mt_group *g); /* [MT_COLL_N] */

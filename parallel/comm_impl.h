@@ -4,6 +4,7 @@
 #define MT_PARALLEL_COMM_IMPL_H
 
 #include <mpi.h>
+#include <stdatomic.h>
 
 #include "../core/util.h"
 #include "comm.h"
@@ -21,6 +22,21 @@
     }                                                                          \
   } while (0)
 
+#define MT_COMM_KINDS 32 /* group kinds (names) with their own time accounts */
+
+/* One MEGATRAIN_SIM_LINK entry (comm_simlink.c). */
+typedef struct {
+  char kind[32];        /* "" = the default entry */
+  double bytes_per_ns;  /* GB/s = bytes per ns */
+  double latency_ns;
+} mt_sim_link;
+
+/* Time accounts of one group kind (comm.h mt_comm_time), in ns. */
+typedef struct {
+  char name[32];
+  _Atomic int64_t exposed_ns, comm_ns, ops;
+} mt_comm_account;
+
 struct mt_dist {
   int rank, size, local_rank, local_size;
   int own_mpi;          /* we called MPI_Init_thread, so we finalize */
@@ -31,7 +47,20 @@ struct mt_dist {
   mt_backend *be;       /* mt_dist_set_backend; NULL = host memory only */
   struct mt_nccl_api *nccl; /* NCCL's functions (nccl_api.h), loaded by the first
                              * NCCL group; NULL before (and for MPI/staged runs) */
+  int thread_multiple;  /* MPI provides MPI_THREAD_MULTIPLE and
+                         * MEGATRAIN_COMM_THREAD is not 0: communication threads */
+  mt_sim_link sim[MT_COMM_KINDS];
+  int n_sim;
+  mt_comm_account acct[MT_COMM_KINDS];
+  int n_acct;           /* written only by group creation (collective) */
 };
+
+/* Parse MEGATRAIN_SIM_LINK (comm.h) into d->sim; fatal on a malformed
+ * value. No variable: n_sim = 0. */
+void mt_sim_link_parse(mt_dist *d, const char *value);
+/* The link of a group named `kind`: 1 and *bpns, *lat_ns set when one
+ * applies, else 0. */
+int mt_sim_link_of(const mt_dist *d, const char *kind, double *bytes_per_ns, double *lat_ns);
 
 /* Unload a table of nccl_api.h and free it (NULL: no-op; every build). */
 void mt_nccl_api_close(struct mt_nccl_api *a);
@@ -79,6 +108,9 @@ struct mt_request {
   MPI_Request req;               /* MPI-based engines */
   void *host;                    /* engine-owned host copy (staging), or NULL */
   void *engine_state;            /* engine-private (NCCL: events), or NULL */
+  struct mt_coll_op *op;         /* a started collective (comm_async.c), or NULL */
+  int64_t post_ns;               /* CLOCK_MONOTONIC at post */
+  int64_t ready_ns;              /* simulated link: a receive completes no earlier */
 };
 
 extern const mt_comm_engine_ops mt_comm_mpi_engine;
@@ -115,7 +147,61 @@ struct mt_group {
   void *scratch;        /* host scratch, grow-only (fresh pages are slow) */
   size_t scratch_bytes;
   int wd_slot;          /* watchdog slot, -1 = not watched */
+  int acct;             /* index of the group's kind in d->acct */
+  int sim;              /* 1: simulated link of sim_bpns, sim_lat_ns */
+  double sim_bpns, sim_lat_ns;
+  struct mt_comm_queue *q; /* communication thread (comm_async.c), NULL before */
 };
+
+/* ---- timing, simulated link and started collectives (comm_async.c) ---- */
+int64_t mt_comm_now_ns(void); /* CLOCK_MONOTONIC */
+/* The simulated link's extra time for `bus_bytes` on g (0 without one). */
+int64_t mt_sim_delay_ns(const mt_group *g, int64_t bus_bytes);
+/* Sleep (nanosleep, no CPU) until CLOCK_MONOTONIC reaches t_ns. */
+void mt_sleep_until_ns(int64_t t_ns);
+/* Add to g's kind account: exposed (caller blocked) and comm (executing). */
+void mt_comm_account_add(mt_group *g, int64_t exposed_ns, int64_t comm_ns, int64_t ops);
+/* Wait until every collective started on g has completed (rule 2 of
+ * comm.h); no-op without a communication thread. */
+void mt_comm_drain(mt_group *g);
+/* Stop and join g's communication thread (group destroy). */
+void mt_comm_queue_destroy(mt_group *g);
+/* One started collective (comm_start.c fills it, comm_async.c runs it). */
+typedef struct mt_coll_op {
+  struct mt_coll_op *next;
+  mt_coll_kind kind;
+  void *buf;          /* allreduce: in place; others: recv */
+  const void *send;
+  int64_t count;      /* allreduce: count; allgather/reduce-scatter/alltoall: per rank */
+  mt_dtype t;
+  mt_redop op;
+  int64_t *v;         /* alltoallv: sc, sd, rc, rd (4 * size), owned */
+  int64_t wd_bytes;   /* the watchdog's bytes */
+  int64_t bus_bytes;  /* the simulated link's */
+  _Atomic int done;
+} mt_coll_op;
+/* A started collective of kind k (fields as mt_coll_op's), not queued yet. */
+mt_coll_op *mt_comm_new_op(mt_coll_kind k, const void *send, void *buf, int64_t count,
+                           mt_dtype t, mt_redop rop, int64_t wd_bytes);
+/* Queue op on g's communication thread (started at g's first) and return
+ * its handle. Counters are the caller's (at start, on the compute thread). */
+mt_request *mt_comm_enqueue(mt_group *g, mt_coll_op *op);
+/* The handle of a collective that already ran (the blocking fallback). */
+mt_request *mt_comm_completed(mt_group *g);
+/* mt_wait / mt_test of a started collective (r->op != NULL). */
+void mt_comm_op_wait(mt_request *r);
+int mt_comm_op_test(mt_request *r);
+
+/* Argument checks and counters shared by comm.c and comm_async.c (fatal on
+ * bad arguments; record returns the call's bus bytes, 0 on a group of 1). */
+void mt_comm_check_count(const mt_group *g, int64_t count, const char *what);
+void mt_comm_check_disjoint(const mt_group *g, const void *a, size_t na, const void *b, size_t nb,
+                            const char *what);
+int64_t mt_comm_record(mt_group *g, mt_coll_kind k, int64_t elems, mt_dtype t);
+/* Checks of an all-to-allv; returns the total send count. */
+int64_t mt_comm_check_alltoallv(const mt_group *g, const void *send, const int64_t *sc,
+                                const int64_t *sd, const void *recv, const int64_t *rc,
+                                const int64_t *rd, mt_dtype t);
 
 /* Watchdog marks around one blocking operation of g (groups of one rank
  * never wait and are not marked). */

@@ -32,6 +32,9 @@ static mt_request *post(mt_group *g, int peer, int tag, void *buf, int64_t count
   r->count = count;
   r->dtype = t;
   r->bytes = count * (int64_t)mt_dtype_size(t);
+  r->post_ns = mt_comm_now_ns();
+  /* simulated link: the message arrives latency + bytes / bandwidth later */
+  if (!is_send && g->sim) r->ready_ns = r->post_ns + mt_sim_delay_ns(g, r->bytes);
   eng->post(g, r);
   if (is_send) {
     mt_coll_counter *c = &g->ctr[MT_COLL_SENDRECV];
@@ -53,15 +56,32 @@ mt_request *mt_irecv(mt_group *g, int peer, int tag, void *buf, int64_t count, m
 
 void mt_wait(mt_request *r) {
   if (!r) return;
-  mt_wd_op_begin(r->g, r->is_send ? MT_WD_WAIT_SEND : MT_WD_WAIT_RECV, r->bytes, r->peer);
+  if (r->op) { /* a started collective (comm_async.c) */
+    mt_comm_op_wait(r);
+    return;
+  }
+  mt_group *g = r->g;
+  int64_t t0 = mt_comm_now_ns();
+  mt_wd_op_begin(g, r->is_send ? MT_WD_WAIT_SEND : MT_WD_WAIT_RECV, r->bytes, r->peer);
   r->eng->complete(r, 1);
-  mt_wd_op_end(r->g);
+  if (r->ready_ns) mt_sleep_until_ns(r->ready_ns);
+  mt_wd_op_end(g);
+  if (g->size > 1) {
+    int64_t now = mt_comm_now_ns();
+    mt_comm_account_add(g, now - t0, r->is_send ? 0 : now - r->post_ns, !r->is_send);
+  }
   free(r);
 }
 
 int mt_test(mt_request *r) {
+  if (r->op) return mt_comm_op_test(r);
+  if (r->ready_ns && mt_comm_now_ns() < r->ready_ns) return 0; /* not yet "arrived" */
   int done = r->eng->complete(r, 0);
-  if (done) free(r);
+  if (done) {
+    if (!r->is_send && r->g->size > 1)
+      mt_comm_account_add(r->g, 0, mt_comm_now_ns() - r->post_ns, 1);
+    free(r);
+  }
   return done;
 }
 

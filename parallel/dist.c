@@ -29,14 +29,23 @@ static void bf16_max_fn(void *in, void *inout, int *len, MPI_Datatype *dt) {
 
 mt_dist *mt_dist_init(int *argc, char ***argv) {
   mt_dist *d = mt_xcalloc(1, sizeof(mt_dist));
-  int inited = 0;
+  int inited = 0, provided = 0;
   MPI_Initialized(&inited);
   if (!inited) {
-    int provided = 0;
-    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+    /* MPI_THREAD_MULTIPLE: the groups' communication threads (comm_async.c)
+     * call MPI beside the compute thread; with less, started collectives
+     * run at start (comm.h) */
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
       mt_fatal("MPI_Init_thread failed");
     d->own_mpi = 1;
+  } else {
+    MPI_Query_thread(&provided);
   }
+  const char *ct = getenv("MEGATRAIN_COMM_THREAD");
+  if (ct && strcmp(ct, "0") && strcmp(ct, "1"))
+    mt_fatal("MEGATRAIN_COMM_THREAD='%s': expected 0 (started collectives run at start) or 1", ct);
+  d->thread_multiple = provided >= MPI_THREAD_MULTIPLE && !(ct && !strcmp(ct, "0"));
+  mt_sim_link_parse(d, getenv("MEGATRAIN_SIM_LINK"));
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &d->rank));
   MT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &d->size));
