@@ -154,15 +154,6 @@ static void plan_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, const 
   MT_ASSERT(a->S <= d->s_max && a->R <= d->r_max);
 }
 
-/* Start the all-to-allv; the handle is waited for by the caller (mt_wait;
- * NULL: already complete). */
-static mt_request *start_alltoallv(mt_group *g, const void *send, const int64_t *sc,
-                                   const int64_t *sd, void *recv, const int64_t *rc,
-                                   const int64_t *rd, mt_dtype t) {
-  mt_alltoallv(g, send, sc, sd, recv, rc, rd, t);
-  return NULL;
-}
-
 static void scale_rows(int64_t *dst, const int64_t *src, int n, int64_t h) {
   for (int i = 0; i < n; i++) dst[i] = src[i] * h;
 }
@@ -180,8 +171,13 @@ static void a2a_rows(mt_moe_dispatcher *d, const void *send, const int64_t *sc, 
     scale_rows(tmp + P, sd, P, d->c.h);
     scale_rows(tmp + 2 * P, rc, P, d->c.h);
     scale_rows(tmp + 3 * P, rd, P, d->c.h);
-    q = start_alltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P,
-                        d->be->dtype); /* the counts are copied at start */
+    /* with work to hide behind, started (the counts are copied at start;
+     * the bits of mt_alltoallv); else the blocking call, as always */
+    if (ov && ov->fn)
+      q = mt_ialltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P,
+                        d->be->dtype);
+    else
+      mt_alltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P, d->be->dtype);
     if (tmp != buf) free(tmp);
   }
   if (ov && ov->fn) ov->fn(ov->ctx);

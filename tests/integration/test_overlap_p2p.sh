@@ -21,7 +21,7 @@
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
-LINK="0.05,200" # GB/s, latency in µs
+LINK="pp=0.05,200;cp=0.05,200;ep=0.05,200" # GB/s, latency in µs: the overlapped kinds only
 ITERS=3
 RCFG=$CFG
 run() { # name np args...
