@@ -33,6 +33,8 @@ typedef struct {
   int zero_stage;                   /* 0..3, DeepSpeed's name */
   int64_t ddp_bucket_size;          /* elements */
   int zero_prefetch_layers;
+  int overlap_grad_reduce;          /* bucket reductions launched during the backward */
+  int overlap_param_gather;         /* ZeRO-1/2 parameter all-gathers behind the next forward */
   float distributed_timeout_minutes; /* collective / p2p deadline */
   char distributed_backend[8];      /* "nccl" | "mpi" (derived: nccl on cuda) */
 } mt_parallel_config;

@@ -358,6 +358,17 @@ static int r_zero_pp(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
+/* Megatron's assert: overlap_param_gather needs overlap_grad_reduce */
+static int r_overlap_param_gather(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_parallel_config *p = &cfg->parallel;
+  if (p->overlap_param_gather && !p->overlap_grad_reduce)
+    return mt_cfg_fail(c, key("parallel.overlap_param_gather"),
+                       "overlap_param_gather needs overlap_grad_reduce true (as Megatron's "
+                       "--overlap-param-gather needs --overlap-grad-reduce)");
+  return 0;
+}
+
 static int r_seq_positions(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   const mt_model_config *m = &cfg->model;
@@ -493,6 +504,9 @@ static const mt_cfg_rule k_layout[] = {
      "`parallel.zero_stage` ≥ 2 needs pp = 1 (a limit of this build's trainer, checked here so "
      "that `megatrain plan`, `--sweep` and `megatrain topology` refuse what training refuses)",
      "4: parallel.pipeline_model_parallel_size=2; parallel.zero_stage=2", 0, 0},
+    {"parallel.overlap_param_gather", r_overlap_param_gather,
+     "`parallel.overlap_param_gather` needs `parallel.overlap_grad_reduce` (Megatron's assert)",
+     "2: parallel.zero_stage=1; parallel.overlap_param_gather=true", 0, 0},
     {"model.seq_length", r_seq_positions, "`model.seq_length` ≤ `max_position_embeddings`",
      "1: model.max_position_embeddings=16", 0, 0},
     {"parallel.sequence_parallel", r_sp_tp1,

@@ -260,6 +260,18 @@ const mt_cfg_key mt_cfg_keys[] = {
      NUM(40000000), "`--ddp-bucket-size` / DeepSpeed `reduce_bucket_size`",
      "gradient all-reduce / reduce-scatter bucket, in elements (ZeRO: rounded down to a "
      "multiple of dp, buckets never cross a layer; docs/zero.md)", NULL},
+    {S_PAR, "overlap_grad_reduce", MT_CT_BOOL, FLD(parallel.overlap_grad_reduce), 0, 0, 0, NULL,
+     NUM(0), "`--overlap-grad-reduce`",
+     "launch each gradient bucket's all-reduce (ZeRO 0) or reduce-scatter (ZeRO 1-3; expert "
+     "buckets over the expert-data-parallel group) as soon as its last gradient is final in the "
+     "backward pass, and wait for them before the optimizer step; bitwise the same results "
+     "(docs/communication.md, \"Overlap\")", NULL},
+    {S_PAR, "overlap_param_gather", MT_CT_BOOL, FLD(parallel.overlap_param_gather), 0, 0, 0, NULL,
+     NUM(0), "`--overlap-param-gather`",
+     "ZeRO-1/2: start each bucket's all-gather of the updated parameters after the optimizer "
+     "step and wait for it just before the bucket's first use in the next forward pass; ZeRO-3: "
+     "its layer prefetch on the same handles. Needs `overlap_grad_reduce` (as Megatron)",
+     "parallel.zero_stage>0"},
     {S_PAR, "distributed_timeout_minutes", MT_CT_FLOAT, FLD(parallel.distributed_timeout_minutes),
      GT(0), NULL, NUM(10), "`--distributed-timeout-minutes` (fractions allowed here)",
      "deadline of every collective and point-to-point operation; on expiry the job prints which "

@@ -349,6 +349,7 @@ float *mt_gpt_grad_ptr(mt_gpt *m, int idx) { return *m->params.ref[idx].g; }
 void mt_gpt_set_param_ptr(mt_gpt *m, int idx, void *p) { *m->params.ref[idx].w = p; }
 void mt_gpt_set_grad_ptr(mt_gpt *m, int idx, float *g) { *m->params.ref[idx].g = g; }
 void mt_gpt_set_hooks(mt_gpt *m, const mt_gpt_hooks *h) { m->hooks = *h; }
+mt_gpt_hooks mt_gpt_get_hooks(const mt_gpt *m) { return m->hooks; }
 
 void mt_gpt_layer_param_range(const mt_gpt *m, int layer, int *first, int *last) {
   const int *r = NULL;
@@ -393,21 +394,48 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m) {
   return n;
 }
 
-void mt_gpt_finalize_grads(mt_gpt *m) {
+/* The TP sum of the SP/TP-partial gradients of parameters [first, last]. */
+static void finalize_partial(mt_gpt *m, int first, int last) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->tp_size > 1) {
-    for (int i = 0; i < m->params.list.n; i++)
-      if (m->params.list.p[i].sp_partial)
-        mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.list.p[i].numel, MT_F32,
-                     MT_OP_SUM);
-  }
+  if (c->tp_size <= 1) return;
+  for (int i = first; i <= last; i++)
+    if (m->params.list.p[i].sp_partial)
+      mt_allreduce(c->tp_group, mt_gpt_grad_ptr(m, i), m->params.list.p[i].numel, MT_F32,
+                   MT_OP_SUM);
+}
+
+/* The gradient of the tied word embedding on this stage, NULL when the
+ * embedding group has nothing to sum. */
+static float *tied_grad(const mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  if (c->pp_size <= 1 || c->model.untie_embeddings_and_output_weights || !c->embd_group)
+    return NULL;
+  const int pre = m->params.embedding[1] >= 0, post = m->params.head[1] >= 0;
+  return pre ? m->g.word_embeddings.weight : post ? m->g.output_layer.weight : NULL;
+}
+
+void mt_gpt_finalize_layer_grads(mt_gpt *m, int layer) {
+  int first, last;
+  mt_gpt_layer_param_range(m, layer, &first, &last);
+  finalize_partial(m, first, last);
+}
+
+void mt_gpt_finalize_tied_grads(mt_gpt *m) {
+  float *g = tied_grad(m);
+  if (g) mt_allreduce(m->cfg.embd_group, g, m->vl * m->cfg.model.hidden_size, MT_F32, MT_OP_SUM);
+}
+
+int mt_gpt_tied_grad_param(const mt_gpt *m) {
+  const float *g = tied_grad(m);
+  for (int i = 0; g && i < m->params.list.n; i++)
+    if (mt_gpt_grad_ptr((mt_gpt *)m, i) == g) return i;
+  return -1;
+}
+
+void mt_gpt_finalize_grads(mt_gpt *m) {
+  finalize_partial(m, 0, m->params.list.n - 1);
   /* tied word embedding split over the first and last stage */
-  if (c->pp_size > 1 && !c->model.untie_embeddings_and_output_weights && c->embd_group) {
-    const int pre = m->params.embedding[1] >= 0, post = m->params.head[1] >= 0;
-    if (pre || post)
-      mt_allreduce(c->embd_group, pre ? m->g.word_embeddings.weight : m->g.output_layer.weight,
-                   m->vl * c->model.hidden_size, MT_F32, MT_OP_SUM);
-  }
+  mt_gpt_finalize_tied_grads(m);
 }
 
 void mt_gpt_zero_grad(mt_gpt *m) {

@@ -171,6 +171,20 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads);
  * of the tied word embedding. Communicates over cfg->tp_group and
  * cfg->embd_group. */
 void mt_gpt_finalize_grads(mt_gpt *m);
+/* mt_gpt_finalize_grads in parts, for runtimes that reduce gradients during
+ * the backward pass (overlap_grad_reduce): the TP sum of the partial
+ * gradients of hook part `layer`'s parameters (call once, after its last
+ * backward of the step; over cfg->tp_group), and the embedding-group sum of
+ * the tied word embedding (after the whole backward; over
+ * cfg->embd_group). Together, in any order of the parts, they do exactly
+ * what mt_gpt_finalize_grads does. mt_gpt_tied_grad_param: the parameter
+ * index the tied sum changes on this rank, -1 when none. */
+void mt_gpt_finalize_layer_grads(mt_gpt *m, int layer);
+void mt_gpt_finalize_tied_grads(mt_gpt *m);
+int mt_gpt_tied_grad_param(const mt_gpt *m);
+/* The hooks installed (mt_gpt_set_hooks; zeros when none), so that a runtime
+ * can chain its own around them. */
+mt_gpt_hooks mt_gpt_get_hooks(const mt_gpt *m);
 
 /* Number of parameters of the unsharded model (tied output counted once). */
 int64_t mt_gpt_num_parameters(const mt_gpt *m);

@@ -169,8 +169,10 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, const mt_ze
 void mt_zero_opt_free(mt_zero_opt *z) {
   mt_backend *be = z->be;
   if (!be) return;
+  mt_zero_ov_free(z);
   if (z->o.stage >= 2) {
     mt_zero_hooks_release_all(z);
+    mt_zero_ov_free(z);
     mt_gpt_hooks none = {0};
     mt_gpt_set_hooks(z->model, &none);
   }
@@ -202,7 +204,10 @@ void mt_zero_opt_zero_grad(mt_zero_opt *z) {
 }
 
 void mt_zero_opt_reduce_gradients(mt_zero_opt *z) {
-  if (z->o.stage != 1) return;
+  if (z->o.stage != 1) {
+    mt_zero_ov_finish_grads(z); /* overlap_grad_reduce: the started reduce-scatters */
+    return;
+  }
   for (int k = 0; k < z->n_part; k++)
     mt_zero_reduce_scatter_flat(z->part[k].group, z->be, &z->part[k].L,
                                 mt_gpt_grad_buffer(z->model), z->part[k].scratch);
@@ -268,7 +273,7 @@ void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale) {
                      grad_loc(z, P, c), P->master ? ploc : NULL, c->n);
     }
   }
-  if (z->o.stage <= 2) mt_zero_opt_sync_params(z);
+  if (z->o.stage <= 2 && !z->defer_param_sync) mt_zero_opt_sync_params(z);
 }
 
 void mt_zero_opt_sync_params(mt_zero_opt *z) {
@@ -377,13 +382,16 @@ static void gather(mt_zero_opt *z, int u) {
     for (int s = SEG_FIRST(P, u); s < SEG_END(P, u); s++) {
       MT_ASSERT(P->pwork[s] == NULL);
       P->pwork[s] = be->ops->alloc(be, (size_t)P->L.seg[s].padded_len * es, MT_MEM_PARAM);
-      mt_zero_allgather_segment(P->group, be, &P->L, s, P->param_shard, P->pwork[s], be->dtype);
+      if (z->overlap_param) mt_zero_ov_gather_start(z, k, s, u); /* waited before use */
+      else mt_zero_allgather_segment(P->group, be, &P->L, s, P->param_shard, P->pwork[s],
+                                     be->dtype);
       point_params(z, u, P, s, P->pwork[s], 0);
     }
   }
 }
 
 static void release(mt_zero_opt *z, int u) {
+  if (z->overlap_param) mt_zero_ov_gather_wait(z, u); /* gathered, never used */
   for (int k = 0; k < z->n_part; k++) {
     mt_zero_part *P = &z->part[k];
     for (int s = SEG_FIRST(P, u); s < SEG_END(P, u); s++) {
@@ -399,6 +407,7 @@ static void alloc_grads(mt_zero_opt *z, int u) {
   for (int k = 0; k < z->n_part; k++) {
     mt_zero_part *P = &z->part[k];
     for (int s = SEG_FIRST(P, u); s < SEG_END(P, u); s++) {
+      if (z->overlap_grad) mt_zero_ov_finish_segment(z, k, s); /* the last micro-batch's */
       size_t bytes = (size_t)P->L.seg[s].padded_len * sizeof(float);
       P->gwork[s] = z->be->ops->alloc(z->be, bytes, MT_MEM_GRAD);
       z->be->ops->memset0(z->be, P->gwork[s], bytes);
@@ -429,8 +438,11 @@ static void reduce_grads(mt_zero_opt *z, int u) {
   for (int k = 0; k < z->n_part; k++) {
     mt_zero_part *P = &z->part[k];
     for (int s = SEG_FIRST(P, u); s < SEG_END(P, u); s++) {
-      mt_zero_reduce_scatter_segment(P->group, z->be, &P->L, s, P->gwork[s], P->grad_shard);
-      z->be->ops->free(z->be, P->gwork[s]);
+      if (z->overlap_grad) mt_zero_ov_reduce_start(z, k, s, P->gwork[s]); /* frees it when done */
+      else {
+        mt_zero_reduce_scatter_segment(P->group, z->be, &P->L, s, P->gwork[s], P->grad_shard);
+        z->be->ops->free(z->be, P->gwork[s]);
+      }
       P->gwork[s] = NULL;
       point_params(z, u, P, s, NULL, 1);
     }
@@ -467,6 +479,7 @@ static void step(mt_zero_opt *z, int i, int after) {
 static void h_before_forward(void *ctx, int layer) {
   mt_zero_opt *z = ctx;
   step(z, unit_of_layer(z, layer), 0);
+  if (z->overlap_param) mt_zero_ov_gather_wait(z, unit_of_layer(z, layer));
 }
 static void h_after_forward(void *ctx, int layer) {
   mt_zero_opt *z = ctx;
@@ -475,6 +488,7 @@ static void h_after_forward(void *ctx, int layer) {
 static void h_before_backward(void *ctx, int layer) {
   mt_zero_opt *z = ctx;
   step(z, 2 * n_units(z) - 1 - unit_of_layer(z, layer), 0);
+  if (z->overlap_param) mt_zero_ov_gather_wait(z, unit_of_layer(z, layer));
 }
 static void h_after_backward(void *ctx, int layer) {
   mt_zero_opt *z = ctx;

@@ -85,6 +85,13 @@ typedef struct {
   float **gwork;           /* stages 2/3: [L.n_seg] gradient working buffers or NULL */
 } mt_zero_part;
 
+/* One started segment collective (zero_overlap.c): its buckets' handles. */
+typedef struct {
+  int part, seg, unit;
+  mt_request **req;          /* [n_buckets of the segment] */
+  float *work;               /* reduce-scatter: the gradient working buffer, freed when done */
+} mt_zero_pending;
+
 typedef struct {
   mt_backend *be;
   mt_gpt *model;
@@ -97,6 +104,16 @@ typedef struct {
   mt_zero_part part[2];    /* dense, experts */
   int n_part;              /* 1 without expert parameters on this rank, else 2 */
   int64_t step;            /* updates applied so far */
+  int defer_param_sync;    /* stages 1/2: mt_zero_opt_step leaves the parameter all-gather
+                            * to the caller (overlap_param_gather) */
+  /* stages 2/3 overlap (optimizer/zero_overlap.c): started gradient
+   * reduce-scatters of segments, completed in start order; stage 3
+   * parameter gathers of units, waited before their use */
+  int overlap_grad, overlap_param;
+  mt_zero_pending *pend;     /* reduce-scatters in start order */
+  int n_pend, cap_pend;
+  mt_zero_pending *gath;     /* parameter gathers in flight */
+  int n_gath, cap_gath;
   /* stage 2/3 residency (optimizer/distrib_optimizer.c) over the units: the working
    * buffers of every part's segments of unit u live iff res.param[u] /
    * res.grad[u] */
@@ -154,6 +171,23 @@ void mt_zero_opt_print_summary(const mt_zero_opt *z, FILE *f);
  * loaded shards into the full parameter buffer, each part over its group;
  * no-op for stage 3. */
 void mt_zero_opt_sync_params(mt_zero_opt *z);
+
+/* Stages 2/3 overlap (optimizer/zero_overlap.c; docs/communication.md,
+ * "Overlap"). reduce_start: start the reduce-scatter of segment s of part k
+ * from its working buffer `work` (owned from now on: freed when done);
+ * finish_grads: complete every started one in start order (wait, add into
+ * the gradient shard, free); called by mt_zero_opt_reduce_gradients.
+ * gather_start: start the all-gather of segment s of part k (unit u) into
+ * P->pwork[s]; gather_wait: wait for the gathers of unit u (u < 0: all).
+ * free: complete everything (teardown). */
+void mt_zero_ov_reduce_start(mt_zero_opt *z, int k, int s, float *work);
+void mt_zero_ov_finish_grads(mt_zero_opt *z);
+/* finish_segment: the same for part k's segment s only (before its next
+ * working buffer is allocated, so that memory is reused). */
+void mt_zero_ov_finish_segment(mt_zero_opt *z, int k, int s);
+void mt_zero_ov_gather_start(mt_zero_opt *z, int k, int s, int u);
+void mt_zero_ov_gather_wait(mt_zero_opt *z, int u);
+void mt_zero_ov_free(mt_zero_opt *z);
 
 /* Install the stage 2/3 hooks on the model (optimizer/distrib_optimizer.c). */
 void mt_zero_hooks_install(mt_zero_opt *z);

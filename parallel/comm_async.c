@@ -77,11 +77,31 @@ void mt_dist_reset_comm_time(mt_dist *d) {
   }
 }
 
+/* Wait, sleeping, until every member of g has reached this collective: an
+ * MPI_Ibarrier tested with growing sleeps (20 us .. 1 ms). A blocking MPI
+ * collective waits for late peers by polling, which on a machine with fewer
+ * cores than threads takes the core from the compute threads; after the
+ * gate the collective finds its peers there. The barrier carries no data:
+ * the collective's bits are those of the blocking path. */
+static void arrival_gate(mt_group *g) {
+  MPI_Request req;
+  MT_MPI_CHECK(MPI_Ibarrier(g->comm, &req));
+  int done = 0;
+  int64_t nap = 20000;
+  for (;;) {
+    MT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) break;
+    mt_sleep_until_ns(mt_comm_now_ns() + nap);
+    if (nap < 1000000) nap *= 2;
+  }
+}
+
 /* Run one started collective with the engine's blocking entry. */
 static void run_op(mt_group *g, mt_coll_op *op) {
   const mt_comm_engine_ops *e = g->ops;
   int64_t t0 = mt_comm_now_ns();
   mt_wd_op_begin(g, op->kind, op->wd_bytes, -1);
+  arrival_gate(g);
   switch (op->kind) {
     case MT_COLL_ALLREDUCE: e->allreduce(g, op->buf, op->count, op->t, op->op); break;
     case MT_COLL_ALLGATHER: e->allgather(g, op->send, op->buf, op->count, op->t); break;

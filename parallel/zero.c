@@ -77,15 +77,46 @@ void mt_zero_owned_range(const mt_zero_layout *L, int b, int rank, int64_t *lo, 
   *hi = k->flat_start + e;
 }
 
-void mt_zero_reduce_scatter_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
-                                    float *work, float *grad_shard) {
+void mt_zero_reduce_scatter_segment_start(mt_group *g, const mt_zero_layout *L, int s,
+                                          float *work, mt_request **req) {
   const mt_zero_segment *sg = &L->seg[s];
   for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
     const mt_zero_bucket *k = &L->bkt[b];
     float *send = work + k->seg_offset;
     float *mine = send + (int64_t)L->dp_rank * k->shard_len;
-    mt_reduce_scatter(g, send, mine, k->shard_len, MT_F32, MT_OP_SUM);
+    req[b - sg->first_bucket] = mt_ireduce_scatter(g, send, mine, k->shard_len, MT_F32, MT_OP_SUM);
+  }
+}
+
+void mt_zero_reduce_scatter_segment_done(mt_backend *be, const mt_zero_layout *L, int s,
+                                         const float *work, float *grad_shard) {
+  const mt_zero_segment *sg = &L->seg[s];
+  for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
+    const mt_zero_bucket *k = &L->bkt[b];
+    const float *mine = work + k->seg_offset + (int64_t)L->dp_rank * k->shard_len;
     be->ops->axpy_f32(be, grad_shard + k->shard_offset, 1.0f, mine, k->shard_len);
+  }
+}
+
+void mt_zero_reduce_scatter_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
+                                    float *work, float *grad_shard) {
+  const mt_zero_segment *sg = &L->seg[s];
+  mt_request **req = mt_xcalloc((size_t)sg->n_buckets + 1, sizeof *req);
+  mt_zero_reduce_scatter_segment_start(g, L, s, work, req);
+  for (int i = 0; i < sg->n_buckets; i++) mt_wait(req[i]);
+  free(req);
+  mt_zero_reduce_scatter_segment_done(be, L, s, work, grad_shard);
+}
+
+void mt_zero_allgather_segment_start(mt_group *g, const mt_zero_layout *L, int s,
+                                     const void *shard, void *work, mt_dtype t, mt_request **req) {
+  const mt_zero_segment *sg = &L->seg[s];
+  size_t es = mt_dtype_size(t);
+  for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
+    const mt_zero_bucket *k = &L->bkt[b];
+    req[b - sg->first_bucket] =
+        mt_iallgather(g, (const char *)shard + (size_t)k->shard_offset * es,
+                      (char *)work + (size_t)k->seg_offset * es, k->shard_len, t);
   }
 }
 
@@ -93,55 +124,76 @@ void mt_zero_allgather_segment(mt_group *g, mt_backend *be, const mt_zero_layout
                                const void *shard, void *work, mt_dtype t) {
   (void)be;
   const mt_zero_segment *sg = &L->seg[s];
-  size_t es = mt_dtype_size(t);
-  for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
-    const mt_zero_bucket *k = &L->bkt[b];
-    mt_allgather(g, (const char *)shard + (size_t)k->shard_offset * es,
-                 (char *)work + (size_t)k->seg_offset * es, k->shard_len, t);
-  }
+  mt_request **req = mt_xcalloc((size_t)sg->n_buckets + 1, sizeof *req);
+  mt_zero_allgather_segment_start(g, L, s, shard, work, t, req);
+  for (int i = 0; i < sg->n_buckets; i++) mt_wait(req[i]);
+  free(req);
+}
+
+mt_request *mt_zero_reduce_scatter_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
+                                              int b, float *flat, float *scratch) {
+  const mt_zero_bucket *k = &L->bkt[b];
+  int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
+  if (plen == k->len)
+    return mt_ireduce_scatter(g, flat + k->flat_start, flat + k->flat_start + mine, k->shard_len,
+                              MT_F32, MT_OP_SUM);
+  MT_ASSERT(scratch != NULL);
+  be->ops->memcpy_d2d(be, scratch, flat + k->flat_start, (size_t)k->len * sizeof(float));
+  be->ops->memset0(be, scratch + k->len, (size_t)(plen - k->len) * sizeof(float));
+  return mt_ireduce_scatter(g, scratch, scratch + mine, k->shard_len, MT_F32, MT_OP_SUM);
+}
+
+void mt_zero_reduce_scatter_flat_done(mt_backend *be, const mt_zero_layout *L, int b, float *flat,
+                                      const float *scratch) {
+  const mt_zero_bucket *k = &L->bkt[b];
+  int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
+  if (plen == k->len) return;
+  int64_t lo, hi;
+  mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
+  if (hi > lo)
+    be->ops->memcpy_d2d(be, flat + lo, scratch + mine, (size_t)(hi - lo) * sizeof(float));
 }
 
 void mt_zero_reduce_scatter_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L,
                                  float *flat, float *scratch) {
   for (int b = 0; b < L->n_bkt; b++) {
-    const mt_zero_bucket *k = &L->bkt[b];
-    int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
-    if (plen == k->len) {
-      mt_reduce_scatter(g, flat + k->flat_start, flat + k->flat_start + mine, k->shard_len,
-                        MT_F32, MT_OP_SUM);
-      continue;
-    }
-    MT_ASSERT(scratch != NULL);
-    be->ops->memcpy_d2d(be, scratch, flat + k->flat_start, (size_t)k->len * sizeof(float));
-    be->ops->memset0(be, scratch + k->len, (size_t)(plen - k->len) * sizeof(float));
-    mt_reduce_scatter(g, scratch, scratch + mine, k->shard_len, MT_F32, MT_OP_SUM);
-    int64_t lo, hi;
-    mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
-    if (hi > lo)
-      be->ops->memcpy_d2d(be, flat + lo, scratch + mine, (size_t)(hi - lo) * sizeof(float));
+    mt_wait(mt_zero_reduce_scatter_flat_start(g, be, L, b, flat, scratch));
+    mt_zero_reduce_scatter_flat_done(be, L, b, flat, scratch);
   }
+}
+
+mt_request *mt_zero_allgather_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
+                                        int b, void *flat, void *scratch, mt_dtype t) {
+  size_t es = mt_dtype_size(t);
+  char *f = flat, *sc = scratch;
+  const mt_zero_bucket *k = &L->bkt[b];
+  int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
+  if (plen == k->len) {
+    char *recv = f + (size_t)k->flat_start * es;
+    return mt_iallgather(g, recv + (size_t)mine * es, recv, k->shard_len, t);
+  }
+  MT_ASSERT(scratch != NULL);
+  int64_t lo, hi;
+  mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
+  be->ops->memset0(be, sc + (size_t)mine * es, (size_t)k->shard_len * es);
+  if (hi > lo) be->ops->memcpy_d2d(be, sc + (size_t)mine * es, f + (size_t)lo * es,
+                                   (size_t)(hi - lo) * es);
+  return mt_iallgather(g, sc + (size_t)mine * es, sc, k->shard_len, t);
+}
+
+void mt_zero_allgather_flat_done(mt_backend *be, const mt_zero_layout *L, int b, void *flat,
+                                 const void *scratch, mt_dtype t) {
+  size_t es = mt_dtype_size(t);
+  const mt_zero_bucket *k = &L->bkt[b];
+  if (k->shard_len * L->dp == k->len) return;
+  be->ops->memcpy_d2d(be, (char *)flat + (size_t)k->flat_start * es, scratch, (size_t)k->len * es);
 }
 
 void mt_zero_allgather_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L, void *flat,
                             void *scratch, mt_dtype t) {
-  size_t es = mt_dtype_size(t);
-  char *f = flat, *sc = scratch;
   for (int b = 0; b < L->n_bkt; b++) {
-    const mt_zero_bucket *k = &L->bkt[b];
-    int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
-    if (plen == k->len) {
-      char *recv = f + (size_t)k->flat_start * es;
-      mt_allgather(g, recv + (size_t)mine * es, recv, k->shard_len, t);
-      continue;
-    }
-    MT_ASSERT(scratch != NULL);
-    int64_t lo, hi;
-    mt_zero_owned_range(L, b, L->dp_rank, &lo, &hi);
-    be->ops->memset0(be, sc + (size_t)mine * es, (size_t)k->shard_len * es);
-    if (hi > lo) be->ops->memcpy_d2d(be, sc + (size_t)mine * es, f + (size_t)lo * es,
-                                     (size_t)(hi - lo) * es);
-    mt_allgather(g, sc + (size_t)mine * es, sc, k->shard_len, t);
-    be->ops->memcpy_d2d(be, f + (size_t)k->flat_start * es, sc, (size_t)k->len * es);
+    mt_wait(mt_zero_allgather_flat_start(g, be, L, b, flat, scratch, t));
+    mt_zero_allgather_flat_done(be, L, b, flat, scratch, t);
   }
 }
 

@@ -96,6 +96,19 @@ void mt_zero_reduce_scatter_segment(mt_group *g, mt_backend *be, const mt_zero_l
 void mt_zero_allgather_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
                                const void *shard, void *work, mt_dtype t);
 
+/* The two above started (overlap_grad_reduce / overlap_param_gather):
+ * req[i] (segment s's n_buckets entries) receives bucket i's handle; after
+ * mt_wait on every one, reduce-scatter _done adds the reduced shards into
+ * grad_shard (the all-gather has nothing left to do). The blocking
+ * functions are start + wait + done: the same bits. work (and shard) must
+ * stay untouched until the handles complete. */
+void mt_zero_reduce_scatter_segment_start(mt_group *g, const mt_zero_layout *L, int s,
+                                          float *work, mt_request **req);
+void mt_zero_reduce_scatter_segment_done(mt_backend *be, const mt_zero_layout *L, int s,
+                                         const float *work, float *grad_shard);
+void mt_zero_allgather_segment_start(mt_group *g, const mt_zero_layout *L, int s,
+                                     const void *shard, void *work, mt_dtype t, mt_request **req);
+
 /* ---- the full flat buffer (ZeRO-1/2 keep full parameters) ---- */
 
 /* Reduce-scatter every bucket of the full fp32 gradient buffer `flat`
@@ -112,6 +125,22 @@ void mt_zero_reduce_scatter_flat(mt_group *g, mt_backend *be, const mt_zero_layo
  * [max_bucket_padded * sizeof(t)] bytes (may be NULL when padding == 0). */
 void mt_zero_allgather_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L, void *flat,
                             void *scratch, mt_dtype t);
+
+/* The two above one bucket at a time (overlap_grad_reduce /
+ * overlap_param_gather): _start begins bucket b's collective (padded
+ * buckets are staged in `scratch`, [padded length] elements of that
+ * bucket's own, which must stay untouched until _done) and returns its
+ * handle; after mt_wait on it, _done copies a padded bucket's result back
+ * into flat. The blocking functions are start + wait + done per bucket, in
+ * bucket order: the same bits whenever a bucket runs. */
+mt_request *mt_zero_reduce_scatter_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
+                                              int b, float *flat, float *scratch);
+void mt_zero_reduce_scatter_flat_done(mt_backend *be, const mt_zero_layout *L, int b, float *flat,
+                                      const float *scratch);
+mt_request *mt_zero_allgather_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
+                                        int b, void *flat, void *scratch, mt_dtype t);
+void mt_zero_allgather_flat_done(mt_backend *be, const mt_zero_layout *L, int b, void *flat,
+                                 const void *scratch, mt_dtype t);
 
 /* Copy this rank's owned elements of the flat buffer `flat` (dtype t) into
  * its shard buffer `shard` (padding positions set to zero). */

@@ -67,6 +67,7 @@ static int agree_u64(mt_group *g, uint64_t h) {
 }
 
 int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen) {
+  mt_trainer_params_wait(t); /* overlap_param_gather: the step's parameters */
   if (mt_group_size(t->dp_group) > 1 && !agree_u64(t->dp_group, param_hash(t, 0))) {
     snprintf(err, errlen, "parameters differ across the data-parallel%s group (hashes differ)",
              t->topo.cp > 1 ? " x context-parallel" : "");

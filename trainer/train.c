@@ -176,10 +176,11 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   /* Megatron's update_num_microbatches(consumed_train_samples) */
   const int64_t gbs = mt_batch_rampup_gbs(&t->rampup, t->consumed_samples);
   r.global_batch_size = gbs;
+  mt_trainer_overlap_begin_step(t, gbs);
   double loss_sum =
       run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, gbs, 1, &loss_tokens);
   /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
-  if (!t->zero || t->zero->o.stage == 1) mt_gpt_finalize_grads(t->model);
+  if (!t->zero || t->zero->o.stage == 1) mt_trainer_finalize_grads(t);
   mt_trainer_reduce_gradients(t);
   r.lm_loss = loss_tokens > 0 ? loss_sum / (double)loss_tokens : 0.0;
   /* squares of sharded tensors from every model-parallel rank, replicated
@@ -210,6 +211,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   } else if (t->zero) {
     t->zero->o.weight_decay = wd;
     mt_zero_opt_step(t->zero, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
+    mt_trainer_params_start(t); /* overlap_param_gather: behind the next forward */
   } else {
     t->opt.weight_decay = wd;
     mt_adamw_step(&t->opt, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
@@ -382,6 +384,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   int64_t start = t->iteration;
   if (start > 0) say(t, "> resumed from iteration %lld (consumed samples %lld)\n",
                      (long long)start, (long long)t->consumed_samples);
+  mt_dist_reset_comm_time(dist); /* the training loop's communication from here */
   double t_log = mt_now(), t_start = mt_now(), acc_loss = 0.0, acc_norm = 0.0;
   int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0, iv_samples = 0;
   int status = 0;
@@ -549,9 +552,12 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
           t->topo.cp > 1 ? " x context-parallel" : "", t->topo.tp, t->topo.pp);
     }
   }
-  if (status == 0 && t->is_logger)
-    printf("> training done: %lld iterations in %.1f s\n", (long long)iters_done,
-           mt_now() - t_start);
+  if (status == 0 && t->is_logger) {
+    const mt_comm_time ct = mt_dist_comm_time(dist, NULL);
+    printf("> training done: %lld iterations in %.1f s; communication %.2f s, of it exposed "
+           "(the compute thread waiting) %.2f s\n", (long long)iters_done, mt_now() - t_start,
+           ct.comm_s, ct.exposed_s);
+  }
   mt_trainer_teardown(t);
   mt_exit_watch_stop(&watch);
   return status;

@@ -185,6 +185,7 @@ static int owner_guard(void *ctx, char *err, size_t errlen) {
 }
 
 int mt_trainer_save(mt_trainer *t, char *err, size_t errlen) {
+  mt_trainer_params_wait(t); /* overlap_param_gather: the step's parameters */
   const double t0 = mt_now();
   mt_dckpt_meta meta = {.iteration = t->iteration,
                         .consumed_samples = t->consumed_samples,

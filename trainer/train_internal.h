@@ -14,6 +14,7 @@
 #include "model/gpt_flops.h"
 #include "parallel/comm.h"
 #include "parallel/ddp.h"
+#include "parallel/grad_sync.h"
 #include "parallel/parallel_state.h"
 #include "parallel/pipeline.h"
 #include "parallel/topology.h"
@@ -25,6 +26,27 @@
 #include "trainer/metrics.h"
 #include "optimizer/optimizer.h"
 #include "optimizer/distrib_optimizer.h"
+
+/* overlap_grad_reduce / overlap_param_gather (trainer/train_ddp.c;
+ * docs/communication.md, "Overlap"): the reduction buckets of ZeRO 0 (t->ddp)
+ * or ZeRO 1 (each part's layout), in one list, with the model's hook parts
+ * as units (0 embedding, 1 + l layer l, L + 1 head). */
+typedef struct {
+  int64_t lo, hi;           /* flat range */
+  int part, b;              /* ZeRO 1: part and bucket; ZeRO 0: part -1, b = t->ddp index */
+  void *scratch;            /* ZeRO 1 padded bucket: its own staging buffer, else NULL */
+  int first_unit;           /* the first hook part that reads its parameters */
+  mt_request *gather;       /* overlap_param_gather: all-gather in flight, or NULL */
+} mt_overlap_bucket;
+
+typedef struct {
+  int grad, param;          /* the two keys */
+  int n_units;
+  mt_overlap_bucket *bkt;
+  int n_bkt;
+  mt_grad_sync sync;
+  mt_gpt_hooks chained;     /* hooks installed before ours (ZeRO-2), called first */
+} mt_trainer_overlap;
 
 typedef struct {
   const mt_config *cfg;
@@ -51,6 +73,7 @@ typedef struct {
   mt_adamw opt;             /* zero_stage 0 */
   mt_ddp_buffer ddp;        /* zero_stage 0: gradient all-reduce buckets (parallel/ddp.h) */
   mt_zero_opt *zero;        /* zero_stage >= 1 (optimizer/distrib_optimizer.h), else NULL */
+  mt_trainer_overlap ov;    /* overlap_grad_reduce / overlap_param_gather (train_ddp.c) */
   mt_lr_schedule sched;
   mt_batch_rampup rampup;   /* training.rampup_batch_size (config/batch_rampup.h) */
   mt_metrics_file metrics;
@@ -139,6 +162,19 @@ void mt_trainer_ddp_init(mt_trainer *t);
  * count (global batch x seq_length, on every CP rank), so the sum is the
  * global mean gradient. */
 void mt_trainer_reduce_gradients(mt_trainer *t);
+/* Overlap (trainer/train_ddp.c): init after the model and optimizer exist
+ * (no-op unless a key is on; ZeRO 2/3 gradients overlap in their own hooks);
+ * begin_step before the step's first micro-batch; finalize_grads in place
+ * of mt_gpt_finalize_grads; params_start after the optimizer step starts
+ * the parameter all-gathers (overlap_param_gather); params_wait completes the parameter
+ * all-gathers still in flight (before anything but a forward pass reads
+ * the parameters: checkpoints, replica checks, teardown); free. */
+void mt_trainer_overlap_init(mt_trainer *t);
+void mt_trainer_overlap_begin_step(mt_trainer *t, int64_t global_batch);
+void mt_trainer_finalize_grads(mt_trainer *t);
+void mt_trainer_params_start(mt_trainer *t);
+void mt_trainer_params_wait(mt_trainer *t);
+void mt_trainer_overlap_free(mt_trainer *t);
 
 /* Fill t->tokens / t->sample_ids with micro-batch rows [first, first + mbs)
  * of the global batch starting at sample base_sample of `split`. */

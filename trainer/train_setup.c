@@ -202,6 +202,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
                   cfg->training.adam_beta2, cfg->training.adam_eps, cfg->training.weight_decay);
     mt_trainer_ddp_init(t);
   }
+  mt_trainer_overlap_init(t);
   t->sched = mt_trainer_lr_schedule(&cfg->training);
   t->rampup = mt_batch_rampup_make(cfg->training.rampup_batch_size,
                                    cfg->training.global_batch_size);
@@ -232,6 +233,7 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_ckpt_lock_release(t->ckpt_lock);
   mt_metrics_close(&t->metrics);
   mt_adamw_free(&t->opt);
+  mt_trainer_overlap_free(t); /* completes what is in flight */
   mt_ddp_buffer_free(&t->ddp);
   mt_trainer_zero_destroy(t->zero);
   mt_gpt_destroy(t->model);

@@ -41,6 +41,7 @@ void mt_trainer_zero_destroy(mt_zero_opt *z) {
 }
 
 void mt_trainer_zero_full_params_host(mt_trainer *t, void *host) {
+  mt_trainer_params_wait(t);
   mt_backend *be = t->be;
   size_t bytes = (size_t)mt_gpt_params(t->model)->numel * mt_dtype_size(be->dtype);
   void *dev = be->ops->alloc(be, bytes, MT_MEM_COMM);

@@ -286,6 +286,7 @@ dead parallel.expert_model_parallel_size=1 model.num_experts
 dead parallel.expert_tensor_parallel_size=1 model.num_experts
 dead parallel.cp_comm_type=p2p parallel.context_parallel_size
 dead parallel.zero_prefetch_layers=2 parallel.zero_stage --set parallel.zero_stage=1
+dead parallel.overlap_param_gather=true parallel.zero_stage --set parallel.overlap_grad_reduce=true
 dead training.exit_signal=SIGUSR2 training.exit_signal_handler --set training.exit_signal_handler=false
 # tokenizer files read by one tokenizer type only (Megatron's build_tokenizer)
 dead data.vocab_file=some/vocab.json data.tokenizer_type --set data.tokenizer_type=HuggingFaceTokenizer \
