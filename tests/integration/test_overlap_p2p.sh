@@ -2,7 +2,8 @@
 # Overlapped point-to-point communication changes timing, never results
 # (docs/communication.md, "Overlap: pipeline, CP ring, MoE shared expert"):
 #   - pp=2 1F1B and pp=2 v=2 interleaved with parallel.overlap_p2p_comm on
-#     and off;
+#     and off (MEGATRAIN_TEST_FULL=1 adds pp=2 x dp=2 ZeRO-1 with
+#     overlap_grad_reduce);
 #   - ep=2 with a shared expert, model.moe_shared_expert_overlap on and off
 #     (MEGATRAIN_TEST_FULL=1 adds tp=2 + SP + ep=2 on 4 ranks);
 #   - cp=2 (the K/V ring always posts the next block's transfer before the
@@ -96,6 +97,12 @@ same pp2_on pp2_off
 run pp2v2_on 2 --set model.num_layers=4 --set $PP=2 --set $VP=2 --set parallel.overlap_p2p_comm=true
 run pp2v2_off 2 --set model.num_layers=4 --set $PP=2 --set $VP=2 --set parallel.overlap_p2p_comm=false
 same pp2v2_on pp2v2_off
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then # beside the overlapped gradient reduction
+  DP=(--set $PP=2 --set parallel.overlap_grad_reduce=true --set parallel.zero_stage=1)
+  run pp2dp2_on 4 "${DP[@]}" --set parallel.overlap_p2p_comm=true
+  run pp2dp2_off 4 "${DP[@]}" --set parallel.overlap_p2p_comm=false
+  same pp2dp2_on pp2dp2_off
+fi
 run cp2_link 2 --set parallel.context_parallel_size=2
 (unset MEGATRAIN_SIM_LINK; run cp2_nolink 2 --set parallel.context_parallel_size=2)
 same cp2_link cp2_nolink
