@@ -22,6 +22,7 @@ typedef struct {
   int tensor_model_parallel_size;
   int pipeline_model_parallel_size;
   int virtual_pipeline_model_parallel_size; /* 1 = no interleaving */
+  int overlap_p2p_comm;                     /* pipeline receives posted one action ahead */
   int num_layers_in_first_pipeline_stage;   /* 0 = equal split */
   int num_layers_in_last_pipeline_stage;    /* 0 = equal split */
   int sequence_parallel;

@@ -192,6 +192,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--moe-shared-expert-intermediate-size`",
      "width of the always-on shared expert MLP beside the routed experts; null = none",
      "model.num_experts>0"},
+    {S_MODEL, "moe_shared_expert_overlap", MT_CT_BOOL, FLD(model.moe_shared_expert_overlap), 0, 0,
+     0, NULL, NUM(0), "`--moe-shared-expert-overlap`",
+     "compute the shared expert while the routed tokens' all-to-alls travel (forward: fc1 during "
+     "the dispatch, fc2 during the combine; backward: during the combine's backward); needs "
+     "`expert_model_parallel_size` > 1; bitwise the same results",
+     "model.moe_shared_expert_intermediate_size"},
     {S_MODEL, "moe_grouped_gemm", MT_CT_BOOL, FLD(model.moe_grouped_gemm), 0, 0, 0, NULL, NUM(0),
      "`--moe-grouped-gemm`", "run the local experts' fc1 and fc2 each as one grouped GEMM",
      "model.num_experts>0"},
@@ -207,6 +213,11 @@ const mt_cfg_key mt_cfg_keys[] = {
      FLD(parallel.virtual_pipeline_model_parallel_size), DER | GE(1), NULL, RULE("1"),
      "`--num-virtual-stages-per-pipeline-rank` (`--virtual-pipeline-model-parallel-size`)",
      "model chunks per stage (interleaved 1F1B)",
+     "parallel.pipeline_model_parallel_size>1"},
+    {S_PAR, "overlap_p2p_comm", MT_CT_BOOL, FLD(parallel.overlap_p2p_comm), 0, 0, 0, NULL,
+     NUM(1), "`--no-overlap-p2p-communication` turns it off (Megatron: interleaved only)",
+     "post each pipeline receive one compute step ahead of its use (1F1B and interleaved; "
+     "bitwise the same results)",
      "parallel.pipeline_model_parallel_size>1"},
     {S_PAR, "num_layers_in_first_pipeline_stage", MT_CT_INT,
      FLD(parallel.num_layers_in_first_pipeline_stage), NUL | GE(0), NULL, NUM(0),

@@ -17,8 +17,9 @@
  *    selective/full recomputation buffers (model/gpt.c alloc_buffers);
  *  - workspaces: the model's and the MoE layer's scratch buffers (the CPU
  *    backend's own op scratch is not predicted);
- *  - communication: the ZeRO padding scratch and one pipeline gradient send
- *    buffer (more only when sends are slow to complete).
+ *  - communication: the ZeRO padding scratch, one pipeline gradient send
+ *    buffer (more only when sends are slow to complete) and, with
+ *    overlap_p2p_comm, the executor's look-ahead receive buffers.
  * Pure arithmetic: builds no model and calls no backend.
  */
 #include <math.h>
@@ -390,6 +391,25 @@ static double cp_ring_bytes(const mt_plan_dims *d) {
          (sb * l.ngl * 2 + sb * (l.npl + 2 * l.ngl)) * 4;
 }
 
+/* mt_pp_run's look-ahead receive buffers on stage r (overlap_p2p_comm):
+ * the most of its training and forward-only schedules; 2 (the most it
+ * allocates) when no valid schedule exists. */
+static int ahead_buffers(const mt_plan_dims *d, int r, int nc) {
+  const int p = (int)d->p, m = (int)d->m;
+  int most = 0;
+  for (int fo = 0; fo < 2; fo++) {
+    mt_pp_schedule s;
+    char err[256];
+    const int built = nc > 1 ? mt_pp_schedule_interleaved(&s, p, nc, m, r, fo, err, sizeof err)
+                             : mt_pp_schedule_1f1b(&s, p, m, r, fo, err, sizeof err);
+    if (built != 0) return 2;
+    const int n = mt_pp_ahead_buffers(p, nc, r, &s);
+    most = n > most ? n : most;
+    mt_pp_schedule_free(&s);
+  }
+  return most;
+}
+
 void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
                           mt_plan_stage_info *info) {
   const int v = (int)d->v;
@@ -466,8 +486,12 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
       rows_l * d->h * e + (d->recompute == 2 ? 0 : layer_set_bytes(d, d->recompute == 0));
   free(infl);
 
-  /* pipeline: one pooled gradient send buffer [s/t_sp, b, h] */
+  /* pipeline: one pooled gradient send buffer [s/t_sp, b, h]; with
+   * overlap_p2p_comm the receives posted ahead (the training or the
+   * evaluation schedule, whichever needs more) */
   if (d->p > 1 && sends_grad) out[MT_PM_COMM] += rows_l * d->h * e;
+  if (d->p > 1 && cfg->parallel.overlap_p2p_comm)
+    out[MT_PM_COMM] += ahead_buffers(d, r, nc) * rows_l * d->h * e;
 
   /* workspaces (model/gpt.c alloc_buffers, model/moe_layer.c mt_moe_create):
    * tmp_h, dresid, dtmp_h [rows_l, h]; dqkv [rows, qkvl] (+ dqkv2 with

@@ -128,7 +128,8 @@ double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int64_t g
   t->pp_loss_scale = loss_scale;
   mt_pp_stats st;
   mt_pp_run(t->ps->pp, t->topo.pp, c->parallel.virtual_pipeline_model_parallel_size,
-            t->ps->pp_rank, train ? &t->sched_train : &t->sched_eval, &md, &st);
+            t->ps->pp_rank, train ? &t->sched_train : &t->sched_eval, &md,
+            c->parallel.overlap_p2p_comm, &st);
   if (train) t->pp_stats = st;
   return t->pp_loss;
 }
