@@ -322,6 +322,8 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   mt_plan_options ov = opt_in ? *opt_in : (mt_plan_options){0};
   ov.overlap_grad_reduce |= cfg->parallel.overlap_grad_reduce;
   ov.overlap_param_gather |= cfg->parallel.overlap_param_gather;
+  ov.overlap_p2p_comm |= cfg->parallel.overlap_p2p_comm;
+  ov.moe_shared_expert_overlap |= cfg->model.moe_shared_expert_overlap;
   const mt_plan_options *opt = &ov;
   mt_plan_dims d;
   mt_plan_dims_from(cfg, world, &d);
