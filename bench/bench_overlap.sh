@@ -8,7 +8,8 @@
 # communication of the logging rank (JSONL exposed_comm_ms / comm_ms), and
 # `megatrain plan`'s prediction of the same config (time.iteration_s,
 # exposed_communication_s, communication_s) with configs/hardware/cpu-sim.json,
-# its link fields set to the case's simulated link.
+# its link fields set to the case's simulated link and its peak to the GEMM
+# rate measured at the start (GEMM_GFLOPS=<x> to give it).
 #
 # The model: the test model (tests/configs/gpt-test.json: hidden 64, GPT-2
 # vocabulary) with 4 layers. Links (MEGATRAIN_SIM_LINK, GB/s and latency in
@@ -40,15 +41,25 @@ BASE=(--config "$CFG" --set model.num_layers=4 --set training.train_iters="$ITER
 MOE=(--set model.num_experts=4 --set model.moe_router_topk=2 --set model.moe_ffn_hidden_size=128
      --set model.moe_shared_expert_intermediate_size=128 --set parallel.expert_model_parallel_size=2)
 echo "bench_overlap: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) before; $ITERS iterations per run"
+# the GEMM rate now (the machine is shared: it moves with the load):
+# bench/bench_ops' average over a GPT-2 micro-batch's GEMMs, one thread; the
+# hardware file's peak is that / its gemm_max (0.7, the ratio measured when
+# the file was written), unless GEMM_GFLOPS is given
+make -s build/bench/bench_ops
+GEMM_GFLOPS=${GEMM_GFLOPS:-$(build/bench/bench_ops 1 3 gemm 2>/dev/null | sed -n 's/.*=> GEMM per micro-batch step: .* ms, \([0-9.]*\) GFLOP\/s average/\1/p')}
+echo "GEMM rate: ${GEMM_GFLOPS:-?} GFLOP/s (bench/bench_ops 1 3 gemm)"
 
 # hw LINK -> a hardware file with the link's bandwidth and latency
 hw() {
-  /usr/bin/python3 - "$1" "$TMP/hw.json" <<'PY'
+  /usr/bin/python3 - "$1" "$TMP/hw.json" "${GEMM_GFLOPS:-}" <<'PY'
 import json, sys
 gbs, us = (float(x) for x in sys.argv[1].split(","))
 h = json.load(open("configs/hardware/cpu-sim.json"))
 h["intra_node_gbs"] = h["inter_node_gbs"] = gbs
 h["intra_latency_us"] = h["inter_latency_us"] = us
+g = sys.argv[3] if len(sys.argv) > 3 else ""
+if g:
+    h["peak_tflops_fp32"] = h["peak_tflops_bf16"] = float(g) / h["efficiency"]["gemm_max"] / 1e3
 json.dump(h, open(sys.argv[2], "w"))
 PY
 }
