@@ -175,7 +175,7 @@ int mt_pp_ahead_buffers(int p, int v, int r, const mt_pp_schedule *s) {
 }
 
 /* overlap_p2p_comm: the receive of action i + 1, posted before action i
- * computes, lands in ahead.buf[(i + 1) % 2] (the model's buffer for it may
+ * computes, lands in buf[(i + 1) % 2] (the model's buffer for it may
  * not exist yet: its slot is taken at begin, and the gradient buffer is in
  * use by a backward) and is copied into the model's buffer when action
  * i + 1 starts. */
