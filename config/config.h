@@ -22,6 +22,7 @@ typedef struct {
   int tensor_model_parallel_size;
   int pipeline_model_parallel_size;
   int virtual_pipeline_model_parallel_size; /* 1 = no interleaving */
+  int overlap_p2p_comm;                     /* pipeline receives posted one action ahead */
   int num_layers_in_first_pipeline_stage;   /* 0 = equal split */
   int num_layers_in_last_pipeline_stage;    /* 0 = equal split */
   int sequence_parallel;
@@ -123,6 +124,12 @@ typedef struct {
   int64_t log_interval;
   char metrics_file[MT_PATH_MAX]; /* "" = none */
   int log_straggler;              /* slowest / fastest rank per log interval */
+  int timing_log_level;           /* Megatron's timers: 0, 1 or 2 */
+  char timing_log_option[16];     /* max | minmax | all */
+  char tensorboard_dir[MT_PATH_MAX]; /* "" = no TensorBoard event file */
+  int64_t tensorboard_log_interval;
+  int log_timers_to_tensorboard;
+  int log_memory_to_tensorboard;
 } mt_logging_config;
 
 typedef struct {

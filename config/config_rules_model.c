@@ -207,6 +207,21 @@ static int r_moe_shared_tp(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
+/* moe_shared_expert_overlap hides the shared expert behind the token
+ * all-to-alls of the EP group: without one it would change nothing. */
+static int r_moe_shared_overlap(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const int ep = cfg->parallel.expert_model_parallel_size;
+  if (cfg->model.moe_shared_expert_overlap && cfg->model.num_experts > 0 &&
+      cfg->model.moe_shared_expert_intermediate_size > 0 && ep <= 1)
+    return mt_cfg_fail(c, key("model.moe_shared_expert_overlap"),
+                       "true has no effect with parallel.expert_model_parallel_size %d: there is "
+                       "no token all-to-all to overlap (expected expert_model_parallel_size > 1, "
+                       "or the key left out)",
+                       ep);
+  return 0;
+}
+
 /* ---- the training schedule ---- */
 
 static int r_finetune(mt_cfg_ctx *c, mt_config *cfg, int world) {
@@ -307,6 +322,11 @@ static const mt_cfg_rule k_model[] = {
      "2: " E8 "model.moe_shared_expert_intermediate_size=33; "
      "parallel.tensor_model_parallel_size=2; parallel.sequence_parallel=true; "
      "parallel.expert_tensor_parallel_size=1",
+     0, 0},
+    {"model.moe_shared_expert_overlap", r_moe_shared_overlap,
+     "MoE: `model.moe_shared_expert_overlap` only with `expert_model_parallel_size` > 1 (the "
+     "all-to-alls it overlaps)",
+     "2: " E8 "model.moe_shared_expert_intermediate_size=96; model.moe_shared_expert_overlap=true",
      0, 0},
     {"training.finetune", r_finetune,
      "`training.finetune` without `checkpoint.load` trains from scratch, with a note (as "

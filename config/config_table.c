@@ -192,6 +192,12 @@ const mt_cfg_key mt_cfg_keys[] = {
      "`--moe-shared-expert-intermediate-size`",
      "width of the always-on shared expert MLP beside the routed experts; null = none",
      "model.num_experts>0"},
+    {S_MODEL, "moe_shared_expert_overlap", MT_CT_BOOL, FLD(model.moe_shared_expert_overlap), 0, 0,
+     0, NULL, NUM(0), "`--moe-shared-expert-overlap`",
+     "compute the shared expert while the routed tokens' all-to-alls travel (forward: fc1 during "
+     "the dispatch, fc2 during the combine; backward: during the combine's backward); needs "
+     "`expert_model_parallel_size` > 1; bitwise the same results",
+     "model.moe_shared_expert_intermediate_size"},
     {S_MODEL, "moe_grouped_gemm", MT_CT_BOOL, FLD(model.moe_grouped_gemm), 0, 0, 0, NULL, NUM(0),
      "`--moe-grouped-gemm`", "run the local experts' fc1 and fc2 each as one grouped GEMM",
      "model.num_experts>0"},
@@ -207,6 +213,11 @@ const mt_cfg_key mt_cfg_keys[] = {
      FLD(parallel.virtual_pipeline_model_parallel_size), DER | GE(1), NULL, RULE("1"),
      "`--num-virtual-stages-per-pipeline-rank` (`--virtual-pipeline-model-parallel-size`)",
      "model chunks per stage (interleaved 1F1B)",
+     "parallel.pipeline_model_parallel_size>1"},
+    {S_PAR, "overlap_p2p_comm", MT_CT_BOOL, FLD(parallel.overlap_p2p_comm), 0, 0, 0, NULL,
+     NUM(1), "`--no-overlap-p2p-communication` turns it off (Megatron: interleaved only)",
+     "post each pipeline receive one compute step ahead of its use (1F1B and interleaved; "
+     "bitwise the same results)",
      "parallel.pipeline_model_parallel_size>1"},
     {S_PAR, "num_layers_in_first_pipeline_stage", MT_CT_INT,
      FLD(parallel.num_layers_in_first_pipeline_stage), NUL | GE(0), NULL, NUM(0),
@@ -505,6 +516,29 @@ const mt_cfg_key mt_cfg_keys[] = {
      "every `log_interval`, the slowest and fastest rank's compute time per iteration "
      "(forward and backward, without waits for other pipeline stages) with their ranks, in the "
      "log line and the JSONL", NULL},
+    {S_LOG, "timing_log_level", MT_CT_INT, FLD(logging.timing_log_level), MT_CK_GE | MT_CK_LE, 0,
+     2, NULL, NUM(0), "`--timing-log-level`",
+     "Megatron's timers after each log line: 0 none; 1 once-per-iteration sections "
+     "(forward-backward, all-grads-sync, params-all-gather, optimizer and its parts); 2 also "
+     "per-micro-batch ones (forward-compute, backward-compute); docs/observability.md", NULL},
+    {S_LOG, "timing_log_option", MT_CT_STR, FLD(logging.timing_log_option), 0, 0, 0,
+     "max|minmax|all", STR("minmax"), "`--timing-log-option`",
+     "timers across ranks: the max, the min and max, or every rank's",
+     "logging.timing_log_level>0"},
+    {S_LOG, "tensorboard_dir", MT_CT_STR, FLD(logging.tensorboard_dir), NUL, 0, 0, NULL,
+     STR(NULL), "`--tensorboard-dir`",
+     "write a TensorBoard event file here (the last rank, Megatron's tags); null = none", NULL},
+    {S_LOG, "tensorboard_log_interval", MT_CT_I64, FLD(logging.tensorboard_log_interval), GE(1),
+     NULL, NUM(1), "`--tensorboard-log-interval`",
+     "write the per-iteration scalars every N iterations", "logging.tensorboard_dir"},
+    {S_LOG, "log_timers_to_tensorboard", MT_CT_BOOL, FLD(logging.log_timers_to_tensorboard), 0, 0,
+     0, NULL, NUM(0), "`--log-timers-to-tensorboard`",
+     "also write iteration-time, throughput and the timers (`<name>-time`, max over ranks, "
+     "seconds) at every log line", "logging.tensorboard_dir"},
+    {S_LOG, "log_memory_to_tensorboard", MT_CT_BOOL, FLD(logging.log_memory_to_tensorboard), 0,
+     0, 0, NULL, NUM(0), "`--log-memory-to-tensorboard`",
+     "also write the allocator's mem-allocated-bytes and mem-max-allocated-bytes of the last rank",
+     "logging.tensorboard_dir"},
 
 };
 const int mt_cfg_nkeys = (int)(sizeof(mt_cfg_keys) / sizeof(mt_cfg_keys[0]));

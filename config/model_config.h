@@ -79,6 +79,7 @@ typedef struct {
   int moe_router_group_topk;            /* 0 (null) */
   char moe_router_dtype[8];             /* "" (null) | "fp32" | "fp64" */
   int moe_shared_expert_intermediate_size; /* 0 (null) = no shared expert */
+  int moe_shared_expert_overlap;        /* shared expert during the token all-to-alls */
   int moe_grouped_gemm;
 } mt_model_config;
 

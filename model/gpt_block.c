@@ -208,6 +208,29 @@ static mt_moe_grads moe_grads(mt_gpt *m, int li) {
   return g;
 }
 
+/* moe_shared_expert_overlap: the shared expert's parts as work for the
+ * token all-to-alls (model/moe_token_dispatcher.h, mt_moe_overlap). */
+typedef struct {
+  mt_gpt *m;
+  const mt_mlp_tensors *w, *g;
+  mt_layer_acts *a;
+} shared_part;
+
+static void shared_fc1(void *p) {
+  shared_part *s = p;
+  mt_moe_shared_forward_fc1(s->m, s->w, s->a);
+}
+
+static void shared_fc2(void *p) {
+  shared_part *s = p;
+  mt_moe_shared_forward_fc2(s->m, s->w, s->a);
+}
+
+static void shared_bwd(void *p) {
+  shared_part *s = p;
+  mt_moe_shared_backward_own(s->m, s->w, s->g, s->a, s->m->ws.dtmp_h);
+}
+
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
@@ -254,8 +277,15 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
     const int rec = m->pass.train && !m->pass.recomputing && c->cp_rank == 0;
     const int record = rec ? mt_gpt_moe_layer_index(c, l) : -1;
-    mt_moe_forward(m->moe.ctx, a->moe, &mw, m->ws.tmp_h, a->ln2, record);
-    mt_moe_shared_forward(m, &w->moe.shared_experts, a, m->ws.tmp_h); /* += shared experts */
+    if (c->model.moe_shared_expert_overlap) { /* the shared expert while the tokens travel */
+      shared_part sp = {m, &w->moe.shared_experts, NULL, a};
+      const mt_moe_overlap ov[2] = {{shared_fc1, &sp}, {shared_fc2, &sp}};
+      mt_moe_forward(m->moe.ctx, a->moe, &mw, m->ws.tmp_h, a->ln2, record, ov);
+      mt_moe_shared_forward_add(m, &w->moe.shared_experts, m->ws.tmp_h);
+    } else {
+      mt_moe_forward(m->moe.ctx, a->moe, &mw, m->ws.tmp_h, a->ln2, record, NULL);
+      mt_moe_shared_forward(m, &w->moe.shared_experts, a, m->ws.tmp_h); /* += shared experts */
+    }
     dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
     mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
     return;
@@ -295,11 +325,20 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     mt_moe_weights mw = moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
-    mt_moe_backward(m->moe.ctx, a->moe, &mw, &mg, m->ws.tmp_h, m->ws.dtmp_h, a->ln2,
-                    m->pass.loss_scale * (float)m->pass.loss_tokens);
-    /* dtmp_h <- dx (shared + routed) */
-    mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->ws.dtmp_h,
-                           m->ws.tmp_h);
+    const float aux = m->pass.loss_scale * (float)m->pass.loss_tokens;
+    if (c->model.moe_shared_expert_overlap) {
+      /* the shared expert's backward (dtmp_h <- its dx) while the output
+       * gradients travel to the experts (the routed path has read dtmp_h) */
+      shared_part sp = {m, &w->moe.shared_experts, &g->moe.shared_experts, a};
+      const mt_moe_overlap ov = {shared_bwd, &sp};
+      mt_moe_backward(m->moe.ctx, a->moe, &mw, &mg, m->ws.tmp_h, m->ws.dtmp_h, a->ln2, aux, &ov);
+      mt_moe_shared_backward_add(m, &w->moe.shared_experts, m->ws.dtmp_h, m->ws.tmp_h);
+    } else {
+      mt_moe_backward(m->moe.ctx, a->moe, &mw, &mg, m->ws.tmp_h, m->ws.dtmp_h, a->ln2, aux, NULL);
+      /* dtmp_h <- dx (shared + routed) */
+      mt_moe_shared_backward(m, &w->moe.shared_experts, &g->moe.shared_experts, a, m->ws.dtmp_h,
+                             m->ws.tmp_h);
+    }
   } else {
     const mt_mlp_tensors *wm = &w->mlp, *gm = &g->mlp;
     if (m->glu == 2) {

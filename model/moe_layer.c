@@ -155,7 +155,7 @@ static void record_stats(mt_moe *m, const mt_moe_routing *r, int record) {
 }
 
 void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *out, const void *x,
-                    int record) {
+                    int record, const mt_moe_overlap ov[2]) {
   mt_backend *be = m->be;
   const mt_moe_config *c = &m->c;
   const int E = c->E;
@@ -178,24 +178,25 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
   mt_moe_route(&c->route, m->h_logits, w->expert_bias, w->global_tokens_per_expert, c->n_full,
                &a->r);
   /* permute and dispatch, local experts, return and combine */
-  mt_moe_token_dispatch(m->disp, &a->d, &a->r, x);
+  mt_moe_token_dispatch(m->disp, &a->d, &a->r, x, ov ? &ov[0] : NULL);
   mt_moe_expert_weights ew = expert_weights(w);
   mt_moe_etp_experts_forward(m->etp, &a->t, m->experts, &a->e, &ew,
                              mt_moe_dispatch_expert_out(m->disp, &a->d), a->d.x_recv,
                              a->d.cnt_recv, a->d.R);
-  mt_moe_token_combine(m->disp, &a->d, out);
+  mt_moe_token_combine(m->disp, &a->d, out, ov ? &ov[1] : NULL);
   if (record >= 0 && record < m->st.n_layers) record_stats(m, &a->r, record);
 }
 
 void mt_moe_backward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, const mt_moe_grads *g,
-                     void *dx, const void *dy, const void *x, float aux_scale) {
+                     void *dx, const void *dy, const void *x, float aux_scale,
+                     const mt_moe_overlap *ov) {
   mt_backend *be = m->be;
   const mt_moe_config *c = &m->c;
   const int E = c->E, k = c->k;
   const int64_t h = c->h;
   /* combine: gradients of the returned expert rows and of the gate weights */
   const float *dgate;
-  const void *dyr = mt_moe_token_combine_bwd(m->disp, &a->d, dy, &dgate);
+  const void *dyr = mt_moe_token_combine_bwd(m->disp, &a->d, dy, &dgate, ov);
   mt_moe_expert_weights ew = expert_weights(w);
   mt_moe_expert_grads eg = {g->fc1_w, g->fc1_b, g->fc2_w, g->fc2_b};
   mt_moe_etp_experts_backward(m->etp, &a->t, m->experts, &a->e, &ew, &eg,

@@ -49,6 +49,7 @@
 
 #include "core/backend.h"
 #include "model/moe_router.h"
+#include "model/moe_token_dispatcher.h"
 #include "parallel/comm.h"
 
 typedef struct {
@@ -116,16 +117,22 @@ void mt_moe_acts_free(mt_moe *m, mt_moe_acts *a);
 
 /* Forward: out [n_loc, h] (T, overwrite) = MoE(x [n_loc, h]). Collective over
  * TP (logits) and EP (dispatch). record >= 0: add this pass's routing
- * statistics under MoE layer `record` (training forward, not recomputation). */
+ * statistics under MoE layer `record` (training forward, not recomputation).
+ * ov: NULL, or work to run while the token all-to-alls travel
+ * (moe_shared_expert_overlap): ov[0] during the dispatch, ov[1] during the
+ * combine (model/moe_token_dispatcher.h, mt_moe_overlap). */
 void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *out, const void *x,
-                    int record);
+                    int record, const mt_moe_overlap ov[2]);
 
 /* Backward: dx [n_loc, h] (T, overwrite) from dy [n_loc, h]; parameter
  * gradients accumulate. aux_scale multiplies the coefficients of the
  * load-balancing and z losses (the micro-batch's share of the objective:
- * loss_scale · s · b). Collective over EP. */
+ * loss_scale · s · b). Collective over EP. ov: NULL, or work to run while
+ * the output gradients travel to the experts (the combine's backward
+ * all-to-all); dy is no longer read once it runs. */
 void mt_moe_backward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, const mt_moe_grads *g,
-                     void *dx, const void *dy, const void *x, float aux_scale);
+                     void *dx, const void *dy, const void *x, float aux_scale,
+                     const mt_moe_overlap *ov);
 
 
 #endif

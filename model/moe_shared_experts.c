@@ -22,7 +22,7 @@ void mt_moe_shared_free_acts(mt_gpt *m, mt_layer_acts *a) {
   a->sh_fc1 = a->sh_act = NULL;
 }
 
-void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a, void *out) {
+void mt_moe_shared_forward_fc1(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a) {
   if (!w->linear_fc1.weight) return;
   mt_backend *be = m->be;
   const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
@@ -32,19 +32,31 @@ void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a,
     be->ops->swiglu_fwd(be, a->sh_act, a->sh_fc1, m->rows, Sl);
   else
     be->ops->gelu_fwd(be, a->sh_act, a->sh_fc1, m->rows * Sl);
-  mt_row_parallel_linear_fwd(&m->tp, m->ws.sh_out, a->sh_act, w->linear_fc2.weight,
-                             w->linear_fc2.bias, h, Sl);
-  be->ops->add(be, out, out, m->ws.sh_out, m->rows_l * h);
 }
 
-void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
-                            mt_layer_acts *a, void *dy, const void *dx_routed) {
+void mt_moe_shared_forward_fc2(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a) {
+  if (!w->linear_fc1.weight) return;
+  const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
+  mt_row_parallel_linear_fwd(&m->tp, m->ws.sh_out, a->sh_act, w->linear_fc2.weight,
+                             w->linear_fc2.bias, h, Sl);
+}
+
+void mt_moe_shared_forward_add(mt_gpt *m, const mt_mlp_tensors *w, void *out) {
+  if (!w->linear_fc1.weight) return;
+  m->be->ops->add(m->be, out, out, m->ws.sh_out, m->rows_l * m->cfg.model.hidden_size);
+}
+
+void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a, void *out) {
+  mt_moe_shared_forward_fc1(m, w, a);
+  mt_moe_shared_forward_fc2(m, w, a);
+  mt_moe_shared_forward_add(m, w, out);
+}
+
+void mt_moe_shared_backward_own(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
+                                mt_layer_acts *a, void *dy) {
   mt_backend *be = m->be;
   const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
-  if (!w->linear_fc1.weight) {
-    be->ops->memcpy_d2d(be, dy, dx_routed, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
-    return;
-  }
+  if (!w->linear_fc1.weight) return;
   /* dffn / dact are the dense MLP's workspaces, sized for max(ffn, S) / tp */
   if (m->glu == 2) {
     mt_row_parallel_linear_bwd(&m->tp, m->ws.dact, g->linear_fc2.weight, g->linear_fc2.bias, dy,
@@ -58,5 +70,20 @@ void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_ten
   /* dy is consumed: the column-parallel backward overwrites it with dx */
   mt_column_parallel_linear_bwd(&m->tp, dy, g->linear_fc1.weight, g->linear_fc1.bias, m->ws.dffn,
                                 a->ln2, w->linear_fc1.weight, m->glu * Sl, h);
-  be->ops->add(be, dy, dy, dx_routed, m->rows_l * h);
+}
+
+void mt_moe_shared_backward_add(mt_gpt *m, const mt_mlp_tensors *w, void *dy,
+                                const void *dx_routed) {
+  mt_backend *be = m->be;
+  const int64_t h = m->cfg.model.hidden_size;
+  if (!w->linear_fc1.weight)
+    be->ops->memcpy_d2d(be, dy, dx_routed, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
+  else
+    be->ops->add(be, dy, dy, dx_routed, m->rows_l * h);
+}
+
+void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
+                            mt_layer_acts *a, void *dy, const void *dx_routed) {
+  mt_moe_shared_backward_own(m, w, g, a, dy);
+  mt_moe_shared_backward_add(m, w, dy, dx_routed);
 }

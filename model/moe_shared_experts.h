@@ -54,4 +54,22 @@ void mt_moe_shared_forward(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a,
 void mt_moe_shared_backward(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
                             mt_layer_acts *a, void *dy, const void *dx_routed);
 
+/* The same two calls in parts, for moe_shared_expert_overlap (the parts run
+ * while the routed tokens' all-to-alls travel; model/gpt_block.c):
+ *   forward  = fc1 (column-parallel fc1 and the activation), fc2 (the
+ *              row-parallel fc2 into the model's sh_out workspace), add
+ *              (out += sh_out);
+ *   backward = own (dy <- the shared expert's dx; parameter gradients),
+ *              add (dy += dx_routed; dy = dx_routed without a shared
+ *              expert).
+ * Each part is a no-op (add: a copy) without shared-expert weights; the
+ * parts in this order are bitwise the whole call. Collective over TP. */
+void mt_moe_shared_forward_fc1(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a);
+void mt_moe_shared_forward_fc2(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a);
+void mt_moe_shared_forward_add(mt_gpt *m, const mt_mlp_tensors *w, void *out);
+void mt_moe_shared_backward_own(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp_tensors *g,
+                                mt_layer_acts *a, void *dy);
+void mt_moe_shared_backward_add(mt_gpt *m, const mt_mlp_tensors *w, void *dy,
+                                const void *dx_routed);
+
 #endif

@@ -158,18 +158,30 @@ static void scale_rows(int64_t *dst, const int64_t *src, int n, int64_t h) {
   for (int i = 0; i < n; i++) dst[i] = src[i] * h;
 }
 
-/* all-to-allv of rows [*, h] (T): rows per peer sc/sd -> rc/rd. */
+/* all-to-allv of rows [*, h] (T): rows per peer sc/sd -> rc/rd, with ov run
+ * while it travels (no EP group: ov only). */
 static void a2a_rows(mt_moe_dispatcher *d, const void *send, const int64_t *sc, const int64_t *sd,
-                     void *recv, const int64_t *rc, const int64_t *rd) {
-  const int P = d->c.ep_size;
-  int64_t buf[4 * 64];
-  int64_t *tmp = P <= 64 ? buf : mt_xmalloc(sizeof(int64_t) * 4 * (size_t)P);
-  scale_rows(tmp, sc, P, d->c.h);
-  scale_rows(tmp + P, sd, P, d->c.h);
-  scale_rows(tmp + 2 * P, rc, P, d->c.h);
-  scale_rows(tmp + 3 * P, rd, P, d->c.h);
-  mt_alltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P, d->be->dtype);
-  if (tmp != buf) free(tmp);
+                     void *recv, const int64_t *rc, const int64_t *rd, const mt_moe_overlap *ov) {
+  mt_request *q = NULL;
+  if (d->c.ep) {
+    const int P = d->c.ep_size;
+    int64_t buf[4 * 64];
+    int64_t *tmp = P <= 64 ? buf : mt_xmalloc(sizeof(int64_t) * 4 * (size_t)P);
+    scale_rows(tmp, sc, P, d->c.h);
+    scale_rows(tmp + P, sd, P, d->c.h);
+    scale_rows(tmp + 2 * P, rc, P, d->c.h);
+    scale_rows(tmp + 3 * P, rd, P, d->c.h);
+    /* with work to hide behind, started (the counts are copied at start;
+     * the bits of mt_alltoallv); else the blocking call, as always */
+    if (ov && ov->fn)
+      q = mt_ialltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P,
+                        d->be->dtype);
+    else
+      mt_alltoallv(d->c.ep, send, tmp, tmp + P, recv, tmp + 2 * P, tmp + 3 * P, d->be->dtype);
+    if (tmp != buf) free(tmp);
+  }
+  if (ov && ov->fn) ov->fn(ov->ctx);
+  mt_wait(q);
 }
 
 /* Zero the padding rows [e·C + cnt_real[e], (e + 1)·C) of a padded [E·C, h]
@@ -198,7 +210,7 @@ static void gather_padded(mt_moe_dispatcher *d, const mt_moe_dispatch_state *a, 
 }
 
 void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
-                           const mt_moe_routing *r, const void *x) {
+                           const mt_moe_routing *r, const void *x, const mt_moe_overlap *ov) {
   mt_backend *be = d->be;
   const mt_moe_dispatcher_config *c = &d->c;
   const int k = c->k;
@@ -212,22 +224,24 @@ void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
     gather_padded(d, a, xs, x);
   else if (a->S)
     be->ops->moe_gather_rows(be, xs, x, a->send_idx, a->S, c->h);
-  if (c->ep) a2a_rows(d, d->x_send, a->sc, a->sd, a->x_recv, a->rc, a->rd);
+  a2a_rows(d, d->x_send, a->sc, a->sd, a->x_recv, a->rc, a->rd, ov);
 }
 
 void *mt_moe_dispatch_expert_out(mt_moe_dispatcher *d, mt_moe_dispatch_state *a) {
   return d->c.ep ? d->y_recv : a->y_back;
 }
 
-void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, void *out) {
+void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, void *out,
+                          const mt_moe_overlap *ov) {
   const mt_moe_dispatcher_config *c = &d->c;
-  if (c->ep) a2a_rows(d, d->y_recv, a->rc, a->rd, a->y_back, a->sc, a->sd);
+  a2a_rows(d, d->y_recv, a->rc, a->rd, a->y_back, a->sc, a->sd, ov);
   /* unpermute and combine with the gate weights */
   d->be->ops->moe_combine_fwd(d->be, out, a->y_back, a->slot, a->gate, c->n_loc, c->k, c->h);
 }
 
 const void *mt_moe_token_combine_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *a,
-                                     const void *dy, const float **dgate) {
+                                     const void *dy, const float **dgate,
+                                     const mt_moe_overlap *ov) {
   const mt_moe_dispatcher_config *c = &d->c;
   /* combine: gradients of the returned expert rows and of the gate weights
    * (padding rows get zero gradients: they reach the experts' backward) */
@@ -235,9 +249,8 @@ const void *mt_moe_token_combine_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state
   d->be->ops->moe_combine_bwd(d->be, d->d_yback, d->dgate_dev, dy, a->y_back, a->slot, a->gate,
                               c->n_loc, c->k, c->h);
   *dgate = d->dgate_dev;
-  if (!c->ep) return d->d_yback;
-  a2a_rows(d, d->d_yback, a->sc, a->sd, d->d_yrecv, a->rc, a->rd);
-  return d->d_yrecv;
+  a2a_rows(d, d->d_yback, a->sc, a->sd, d->d_yrecv, a->rc, a->rd, ov);
+  return c->ep ? d->d_yrecv : d->d_yback;
 }
 
 void *mt_moe_dispatch_expert_dgrad(mt_moe_dispatcher *d, mt_moe_dispatch_state *a) {
@@ -247,7 +260,7 @@ void *mt_moe_dispatch_expert_dgrad(mt_moe_dispatcher *d, mt_moe_dispatch_state *
 
 void mt_moe_token_dispatch_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, void *dx) {
   const mt_moe_dispatcher_config *c = &d->c;
-  if (c->ep) a2a_rows(d, d->dx_recv, a->rc, a->rd, d->dx_send, a->sc, a->sd);
+  a2a_rows(d, d->dx_recv, a->rc, a->rd, d->dx_send, a->sc, a->sd, NULL);
   /* un-permute: each token sums the gradients of its kept slots */
   d->be->ops->moe_combine_fwd(d->be, dx, d->dx_send, a->slot, NULL, c->n_loc, c->k, c->h);
 }

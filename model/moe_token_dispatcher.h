@@ -70,6 +70,17 @@ typedef struct {
   void *y_back;               /* [n_loc·k, h] T: expert output rows in send order */
 } mt_moe_dispatch_state;
 
+/* Work to run while a token all-to-all travels (Megatron's
+ * moe_shared_expert_overlap: the shared expert's computation): fn(ctx) is
+ * called after the exchange has started and before it is waited for;
+ * without an EP group (no exchange) at the same point of the computation.
+ * A NULL overlap (or fn) runs nothing. The work must not touch the
+ * exchange's buffers (the state's rows, the dispatcher's scratch). */
+typedef struct {
+  void (*fn)(void *ctx);
+  void *ctx;
+} mt_moe_overlap;
+
 typedef struct mt_moe_dispatcher mt_moe_dispatcher;
 
 /* Dispatcher of one model: exchange scratch (MT_MEM_WORKSPACE) sized for the
@@ -85,23 +96,28 @@ void mt_moe_dispatch_state_free(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
 
 /* Forward dispatch of x [n_loc, h] (T) routed by r (slots of tokens
  * [t0, t0 + n_loc) of the micro-batch): permutation, counts all-to-all,
- * upload of slots and gates, row gather, token all-to-allv. Fills every
- * field of s; s->x_recv [R, h] holds the expert input. Collective over EP. */
+ * upload of slots and gates, row gather, token all-to-allv (ov runs while
+ * it travels). Fills every field of s; s->x_recv [R, h] holds the expert
+ * input. Collective over EP. */
 void mt_moe_token_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *s,
-                           const mt_moe_routing *r, const void *x);
+                           const mt_moe_routing *r, const void *x, const mt_moe_overlap *ov);
 /* Device buffer [R, h] (T) the experts write their outputs to. */
 void *mt_moe_dispatch_expert_out(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
-/* Forward combine: expert outputs back over EP (all-to-allv), then
- * out [n_loc, h] (T, overwrite) = Σ_j gate[i, j] · y[slot (i, j)] over kept
- * slots (0 for a token whose slots were all dropped). Collective over EP. */
-void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *s, void *out);
+/* Forward combine: expert outputs back over EP (all-to-allv; ov runs while
+ * it travels), then out [n_loc, h] (T, overwrite) = Σ_j gate[i, j] ·
+ * y[slot (i, j)] over kept slots (0 for a token whose slots were all
+ * dropped). Collective over EP. */
+void mt_moe_token_combine(mt_moe_dispatcher *d, mt_moe_dispatch_state *s, void *out,
+                          const mt_moe_overlap *ov);
 
 /* Backward of the combine from dy [n_loc, h] (T): returns the gradient of
  * the expert outputs [R, h] (T, in the dispatcher's scratch) and sets
  * *dgate to the gate gradients [n_loc·k] (fp32, device, 0 for dropped
- * slots). Collective over EP. */
+ * slots). dy is read before the all-to-all starts (ov runs while it
+ * travels, and may overwrite dy). Collective over EP. */
 const void *mt_moe_token_combine_bwd(mt_moe_dispatcher *d, mt_moe_dispatch_state *s,
-                                     const void *dy, const float **dgate);
+                                     const void *dy, const float **dgate,
+                                     const mt_moe_overlap *ov);
 /* Device buffer [R, h] (T) the experts write their input gradient to. */
 void *mt_moe_dispatch_expert_dgrad(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);
 /* Backward of the dispatch: input gradients back over EP (all-to-allv), then

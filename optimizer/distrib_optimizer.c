@@ -273,7 +273,11 @@ void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale) {
                      grad_loc(z, P, c), P->master ? ploc : NULL, c->n);
     }
   }
-  if (z->o.stage <= 2 && !z->defer_param_sync) mt_zero_opt_sync_params(z);
+  if (z->o.stage <= 2 && !z->defer_param_sync) {
+    mt_timer_start(z->timers, z->gather_timer);
+    mt_zero_opt_sync_params(z);
+    mt_timer_stop(z->timers, z->gather_timer);
+  }
 }
 
 void mt_zero_opt_sync_params(mt_zero_opt *z) {

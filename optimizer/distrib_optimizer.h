@@ -25,6 +25,7 @@
 #ifndef MT_OPTIMIZER_DISTRIB_OPTIMIZER_H
 #define MT_OPTIMIZER_DISTRIB_OPTIMIZER_H
 
+#include "core/timers.h"
 #include <stdint.h>
 #include <stdio.h>
 
@@ -119,6 +120,11 @@ typedef struct {
    * res.grad[u] */
   mt_zero_residency res;
   double *norm_acc;        /* two doubles (MT_MEM_COMM): dense, expert norm sums */
+  /* optional (NULL: none): the caller's timers; gather_timer times the
+   * stage-1/2 parameter all-gather of mt_zero_opt_step (Megatron's
+   * params-all-gather) */
+  mt_timers *timers;
+  int gather_timer;
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded

@@ -150,8 +150,82 @@ static int pool_get(send_pool *sp, const mt_pp_model *md) {
   return sp->n++;
 }
 
+/* The receive action `a` needs: from the previous stage (forward input) or
+ * the next one (output gradient) into buf; NULL when it needs none. */
+static mt_request *post_recv(mt_group *pp, int p, int v, int r, const mt_pp_action *a,
+                             const mt_pp_model *md, void *buf) {
+  int pc;
+  const int peer = a->fwd ? mt_pp_prev_stage(p, v, r, a->chunk, &pc)
+                          : mt_pp_next_stage(p, v, r, a->chunk, &pc);
+  if (peer < 0) return NULL;
+  return mt_irecv(pp, peer, mt_pp_tag(v, a->chunk, a->mb, !a->fwd), buf, md->count, md->dtype);
+}
+
+static int needs_recv(int p, int v, int r, const mt_pp_action *a) {
+  int pc;
+  return (a->fwd ? mt_pp_prev_stage(p, v, r, a->chunk, &pc)
+                 : mt_pp_next_stage(p, v, r, a->chunk, &pc)) >= 0;
+}
+
+int mt_pp_ahead_buffers(int p, int v, int r, const mt_pp_schedule *s) {
+  int used[2] = {0, 0};
+  for (int i = 1; i < s->n_actions; i++)
+    if (needs_recv(p, v, r, &s->actions[i])) used[i % 2] = 1;
+  return used[0] + used[1];
+}
+
+/* overlap_p2p_comm: the receive of action i + 1, posted before action i
+ * computes, lands in buf[(i + 1) % 2] (the model's buffer for it may
+ * not exist yet: its slot is taken at begin, and the gradient buffer is in
+ * use by a backward) and is copied into the model's buffer when action
+ * i + 1 starts. */
+typedef struct {
+  void *buf[2];
+  mt_request *req[2]; /* the receive of action `action[k]`, or NULL */
+  int action[2];
+} lookahead;
+
+static void *ahead_buf(lookahead *la, int k, const mt_pp_model *md) {
+  if (!la->buf[k])
+    la->buf[k] = md->be->ops->alloc(md->be, (size_t)md->count * mt_dtype_size(md->dtype),
+                                    MT_MEM_COMM);
+  return la->buf[k];
+}
+
+/* The input (forward) or output gradient (backward) of action i in dst,
+ * waited for as bubble time: from its receive posted one action ahead when
+ * there is one, else posted now. With `overlap`, the receive of action i + 1
+ * is posted (after action i's, keeping each channel's posting order) before
+ * this returns, so it travels while action i computes. */
+static void receive(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, int i,
+                    const mt_pp_model *md, int overlap, lookahead *la, void *dst, double *wait) {
+  const mt_pp_action *a = &s->actions[i];
+  const int k = i % 2;
+  mt_request *cur = NULL;
+  void *from = dst;
+  if (la->req[k] && la->action[k] == i) {
+    cur = la->req[k];
+    from = la->buf[k];
+    la->req[k] = NULL;
+  } else {
+    cur = post_recv(pp, p, v, r, a, md, dst);
+  }
+  if (overlap && i + 1 < s->n_actions && needs_recv(p, v, r, &s->actions[i + 1])) {
+    const int k1 = (i + 1) % 2;
+    MT_ASSERT(!la->req[k1]);
+    la->req[k1] = post_recv(pp, p, v, r, &s->actions[i + 1], md, ahead_buf(la, k1, md));
+    la->action[k1] = i + 1;
+  }
+  if (!cur) return;
+  const double tw = mt_now();
+  mt_wait(cur);
+  *wait += mt_now() - tw;
+  if (from != dst)
+    md->be->ops->memcpy_d2d(md->be, dst, from, (size_t)md->count * mt_dtype_size(md->dtype));
+}
+
 void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const mt_pp_model *md,
-               mt_pp_stats *stats) {
+               int overlap_p2p_comm, mt_pp_stats *stats) {
   const double t0 = mt_now();
   double wait = 0.0;
   int in_flight = 0, max_in_flight = 0;
@@ -161,6 +235,7 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
     if ((s->actions[i].mb + 1) * v > cap) cap = (s->actions[i].mb + 1) * v;
   mt_request **fwd_send = mt_xcalloc((size_t)(cap ? cap : 1), sizeof(mt_request *));
   send_pool pool = {0};
+  lookahead la = {{NULL, NULL}, {NULL, NULL}, {-1, -1}};
   for (int i = 0; i < s->n_actions; i++) {
     const mt_pp_action *a = &s->actions[i];
     int pc;
@@ -177,12 +252,8 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
       md->begin(md->ctx, a->chunk, a->mb);
       if (++in_flight > max_in_flight) max_in_flight = in_flight;
       int prev = mt_pp_prev_stage(p, v, r, a->chunk, &pc);
-      if (prev >= 0) {
-        double tw = mt_now();
-        mt_wait(mt_irecv(pp, prev, mt_pp_tag(v, a->chunk, a->mb, 0),
-                         md->input_buffer(md->ctx, a->chunk, a->mb), md->count, md->dtype));
-        wait += mt_now() - tw;
-      }
+      receive(pp, p, v, r, s, i, md, overlap_p2p_comm, &la,
+              prev >= 0 ? md->input_buffer(md->ctx, a->chunk, a->mb) : NULL, &wait);
       md->forward(md->ctx, a->chunk, a->mb);
       int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
       if (next >= 0)
@@ -196,13 +267,7 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
         }
       }
     } else {
-      int next = mt_pp_next_stage(p, v, r, a->chunk, &pc);
-      if (next >= 0) {
-        double tw = mt_now();
-        mt_wait(mt_irecv(pp, next, mt_pp_tag(v, a->chunk, a->mb, 1), md->grad_buffer(md->ctx),
-                         md->count, md->dtype));
-        wait += mt_now() - tw;
-      }
+      receive(pp, p, v, r, s, i, md, overlap_p2p_comm, &la, md->grad_buffer(md->ctx), &wait);
       md->backward(md->ctx, a->chunk, a->mb);
       int prev = mt_pp_prev_stage(p, v, r, a->chunk, &pc);
       if (prev >= 0) {
@@ -219,6 +284,7 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
       in_flight--;
     }
   }
+  MT_ASSERT(!la.req[0] && !la.req[1]);
   pool_reap(&pool, 1);
   for (int k = 0; k < cap; k++)
     if (fwd_send[k]) {
@@ -226,6 +292,8 @@ void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const
       if (!md->backward) md->end(md->ctx, k % v, k / v);
     }
   for (int i = 0; i < pool.n; i++) md->be->ops->free(md->be, pool.buf[i]);
+  for (int k = 0; k < 2; k++)
+    if (la.buf[k]) md->be->ops->free(md->be, la.buf[k]);
   free(pool.buf);
   free(pool.req);
   free(fwd_send);

@@ -89,12 +89,25 @@ typedef struct {
 
 /* Run schedule s on stage r over the pipeline group pp (group rank = stage):
  * receives each forward input from the previous stage and each output
- * gradient from the next one (blocking, counted as wait time), sends outputs
- * and input gradients without blocking (gradients from a pool of copies), and
- * waits for every send before returning. Deadlock-free for the schedules of
- * mt_pp_schedule_1f1b and mt_pp_schedule_interleaved (v the number of chunks
- * the schedule was built for: 1 for 1F1B). */
+ * gradient from the next one (the wait for it counted as wait time), sends
+ * outputs and input gradients without blocking (gradients from a pool of
+ * copies), and waits for every send before returning. overlap_p2p_comm
+ * (Megatron's --overlap-p2p-communication): the receive of the next action
+ * is posted before the current one computes, into one of two buffers the
+ * executor owns (MT_MEM_COMM, 2 x count elements), waited for just before
+ * that action and copied into the model's buffer, so the transfer overlaps
+ * the current action's compute; 0: posted when its action starts. Both
+ * modes post the same messages in the same order per (peer, direction) and
+ * wait at the same points, so results, counters and the watchdog's records
+ * are the same (docs/communication.md, "Overlap: pipeline"). Deadlock-free
+ * for the schedules of mt_pp_schedule_1f1b and mt_pp_schedule_interleaved
+ * (v the number of chunks the schedule was built for: 1 for 1F1B). */
+/* Buffers of one stage tensor that mt_pp_run allocates for the receives it
+ * posts ahead with overlap_p2p_comm on stage r running s: 0, 1 or 2 (action
+ * i + 1's receive goes to buffer (i + 1) mod 2; a buffer is allocated at its
+ * first use). The planner's communication memory. */
+int mt_pp_ahead_buffers(int p, int v, int r, const mt_pp_schedule *s);
 void mt_pp_run(mt_group *pp, int p, int v, int r, const mt_pp_schedule *s, const mt_pp_model *md,
-               mt_pp_stats *stats);
+               int overlap_p2p_comm, mt_pp_stats *stats);
 
 #endif

@@ -53,6 +53,9 @@ int mt_hardware_load(mt_hardware *hw, const char *path, char *err, size_t errlen
 /* Planner options that are not (yet) config keys. */
 typedef struct {
   int overlap_grad_reduce;      /* DP/ZeRO gradient reduction overlaps backward */
+  int overlap_param_gather;     /* ZeRO: parameter all-gathers overlap the forward */
+  int overlap_p2p_comm;         /* pipeline send/recv overlap the next chunk's compute */
+  int moe_shared_expert_overlap;/* EP all-to-alls overlap the shared expert */
 } mt_plan_options;
 
 /* Memory categories, mirroring the allocator's (core/backend.h mt_mem_cat). */
@@ -113,6 +116,9 @@ typedef struct {
   double tokens_per_s;
   double bubble_fraction;     /* (p-1)/(v m) */
   mt_plan_cp_ring cp_ring;    /* per layer and micro-batch */
+  /* communication per iteration of the *_COMM components, all of it (comp[]
+   * holds the exposed part; planner/plan_overlap.c) */
+  double comm_total[MT_PT_N];
 } mt_plan_time;
 
 /* MoE communication of one MoE layer for one micro-batch on one rank,
@@ -145,6 +151,12 @@ typedef struct {
   mt_plan_moe_comm moe;    /* MoE only */
 } mt_plan;
 
+/* Seconds per iteration of t: computation (GEMMs, attention, elementwise,
+ * recomputation, optimizer), communication of the TP, CP, EP, PP and DP
+ * kinds in total (hidden or not), and its exposed part. */
+double mt_plan_compute_s(const mt_plan_time *t);
+double mt_plan_comm_total(const mt_plan_time *t);
+double mt_plan_comm_exposed(const mt_plan_time *t);
 /* Predict memory and time of `cfg` (loaded for `world` ranks, so the layout
  * is valid) on `hw`. Returns 0, or 2 with a message in err when the layout
  * cannot be built (parallel/topology's checks). */

@@ -2,7 +2,8 @@
  * planner/plan_print.c).
  *
  *   megatrain plan --config FILE --world-size N --hardware H [--set k=v]...
- *                  [--overlap-grad-reduce] [--json] [--sweep [--top K]]
+ *                  [--overlap-grad-reduce] [--overlap-param-gather] [--overlap-p2p-comm]
+ *                  [--moe-shared-expert-overlap] [--json] [--sweep [--top K]]
  * H is a path or a name under configs/hardware/ (a100-80gb, h100-sxm, h200-sxm).
  */
 #include <stdio.h>
@@ -15,7 +16,9 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: megatrain plan --config FILE --world-size N --hardware H [--set k=v]...\n"
-          "                      [--overlap-grad-reduce] [--json] [--sweep [--top K]]\n"
+          "                      [--overlap-grad-reduce] [--overlap-param-gather]\n"
+          "                      [--overlap-p2p-comm] [--moe-shared-expert-overlap]\n"
+          "                      [--json] [--sweep [--top K]]\n"
           "  predict per-rank memory and iteration time of the config on N GPUs of type H\n"
           "  (a JSON file, or a name under configs/hardware/: a100-80gb, h100-sxm, h200-sxm).\n"
           "  --sweep ranks every valid layout (tp, pp, v, ep, zero, recompute, micro-batch)\n"
@@ -71,6 +74,9 @@ int mt_plan_main(int argc, char **argv) {
     else if (!strcmp(a, "--json")) json = 1;
     else if (!strcmp(a, "--sweep")) sweep = 1;
     else if (!strcmp(a, "--overlap-grad-reduce")) opt.overlap_grad_reduce = 1;
+    else if (!strcmp(a, "--overlap-param-gather")) opt.overlap_param_gather = 1;
+    else if (!strcmp(a, "--overlap-p2p-comm")) opt.overlap_p2p_comm = 1;
+    else if (!strcmp(a, "--moe-shared-expert-overlap")) opt.moe_shared_expert_overlap = 1;
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       free(sets);

@@ -87,6 +87,44 @@ typedef struct {
 /* Bytes by category of one rank of pipeline stage r (0..p-1) during
  * training, following the implementation's allocations exactly (see
  * plan_stage.c for what is and is not covered). */
+/* One gradient bucket of a stage's rank in the trainer's layout (ZeRO:
+ * parallel/zero.h mt_zero_layout_build on the trainer's segments; DDP:
+ * parallel/ddp.h's cut), in the layout's order: elements reduced (ZeRO:
+ * padded to the group), 1 for an expert bucket (over edp, else dp x cp), and
+ * the positions of its first and last parameter (0 the embedding when on the
+ * stage, then the stage's layers in order, then the head). */
+typedef struct {
+  double elems;
+  int expert, lo_pos, hi_pos;
+} mt_plan_bucket;
+/* The buckets of stage r into *out (malloc'd, the caller frees) and the
+ * number of positions into *n_pos; returns the count. */
+int mt_plan_stage_buckets(const mt_config *cfg, const mt_plan_dims *d, int r,
+                          mt_plan_bucket **out, int *n_pos);
+/* planner/plan_overlap.c: the exposed seconds of n buckets (cost[k]
+ * seconds each) reduced behind a backward of n_pos positions (bwd_pos[p]
+ * seconds; the backward runs p = n_pos-1 .. 0) / gathered ahead of a
+ * forward (fwd_pos[p]; p = 0 .. n_pos-1), with or without overlap; *total
+ * gets the sum of the costs. */
+/* Ring alpha-beta seconds of one collective of `bytes` (the full tensor)
+ * over n ranks inside a node (intra) or across nodes (planner/plan_time.c). */
+enum { MT_PLAN_AR, MT_PLAN_AG, MT_PLAN_RS, MT_PLAN_A2A, MT_PLAN_P2P };
+double mt_plan_coll(const mt_hardware *hw, int kind, double n, double bytes, int intra);
+/* The data-parallel communication of pipeline stage `stage` per iteration:
+ * gradient buckets reduced (all-reduce, ZeRO reduce-scatter) and, with
+ * ZeRO-1/2, the updated parameters gathered; ZeRO-3 gathers per
+ * micro-batch for forward and backward. fwd_pos / bwd_pos: one
+ * micro-batch's pass time of each of the stage's n_pos positions; intra[0]:
+ * the dp x cp group inside a node, intra[1] the edp group. Sets the exposed
+ * and the total seconds (opt: overlap_grad_reduce, overlap_param_gather). */
+void mt_plan_dp_overlap(const mt_config *cfg, const mt_plan_dims *d, const mt_hardware *hw,
+                        const mt_plan_options *opt, int stage, const double *fwd_pos,
+                        const double *bwd_pos, int n_pos, const int intra[2], double *exposed,
+                        double *total);
+double mt_plan_overlap_reduce(const mt_plan_bucket *b, const double *cost, int n,
+                              const double *bwd_pos, int n_pos, int overlap, double *total);
+double mt_plan_overlap_gather(const mt_plan_bucket *b, const double *cost, int n,
+                              const double *fwd_pos, int n_pos, int overlap, double *total);
 void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
                           mt_plan_stage_info *info);
 

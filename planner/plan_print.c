@@ -96,10 +96,12 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
   for (int i = 0; i < MT_PT_N; i++)
     fprintf(f, "%s\"%s\":%.6g", i ? "," : "", mt_plan_time_name(i), t->comp[i]);
   fprintf(f,
-          "},\"model_flops\":%.6g,\"hardware_flops\":%.6g,\"tflops_per_gpu\":%.6g,"
+          "},\"compute_s\":%.6g,\"communication_s\":%.6g,\"exposed_communication_s\":%.6g,"
+          "\"model_flops\":%.6g,\"hardware_flops\":%.6g,\"tflops_per_gpu\":%.6g,"
           "\"hw_tflops_per_gpu\":%.6g,\"mfu\":%.6g,\"hfu\":%.6g,\"tokens_per_s\":%.6g,"
           "\"bubble_fraction\":%.6g,\"cp_ring_per_layer\":{\"fwd_bytes\":%.0f,\"bwd_bytes\":%.0f,"
           "\"transfer_s\":%.6g,\"block_s\":%.6g,\"exposed_fwd_s\":%.6g,\"exposed_bwd_s\":%.6g}}}\n",
+          mt_plan_compute_s(t), mt_plan_comm_total(t), mt_plan_comm_exposed(t),
           t->model_flops, t->hw_flops, t->tflops_per_gpu, t->hw_tflops_per_gpu, t->mfu, t->hfu,
           t->tokens_per_s, t->bubble_fraction, t->cp_ring.fwd_bytes, t->cp_ring.bwd_bytes,
           t->cp_ring.transfer_s, t->cp_ring.block_s, t->cp_ring.exposed_fwd_s,
@@ -154,6 +156,20 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
     if (t->comp[i] > 0)
       fprintf(f, "  %-16s %10.4g %6.1f%%\n", mt_plan_time_name(i), t->comp[i],
               100 * t->comp[i] / t->t_iter);
+  {
+    /* compute, communication (all of it) and its exposed part per step */
+    static const int kinds[] = {MT_PT_TP_COMM, MT_PT_CP_COMM, MT_PT_EP_COMM, MT_PT_PP_COMM,
+                                MT_PT_DP_COMM};
+    const double comp = mt_plan_compute_s(t), tot = mt_plan_comm_total(t),
+                 exp_s = mt_plan_comm_exposed(t);
+    fprintf(f, "  per step: compute %.4g s | communication %.4g s total, %.4g s exposed", comp,
+            tot, exp_s);
+    fprintf(f, " (%.0f%% hidden)\n", tot > 0 ? 100 * (1 - exp_s / tot) : 100.0);
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+      if (t->comm_total[kinds[k]] > 0)
+        fprintf(f, "    %-8s total %10.4g s  exposed %10.4g s\n", mt_plan_time_name(kinds[k]),
+                t->comm_total[kinds[k]], t->comp[kinds[k]]);
+  }
   if (p->cp > 1) {
     const mt_plan_cp_ring *r = &t->cp_ring;
     fprintf(f, "  context-parallel ring per layer and micro-batch: sends %.3g MiB forward, %.3g "

@@ -17,8 +17,9 @@
  *    selective/full recomputation buffers (model/gpt.c alloc_buffers);
  *  - workspaces: the model's and the MoE layer's scratch buffers (the CPU
  *    backend's own op scratch is not predicted);
- *  - communication: the ZeRO padding scratch and one pipeline gradient send
- *    buffer (more only when sends are slow to complete).
+ *  - communication: the ZeRO padding scratch, one pipeline gradient send
+ *    buffer (more only when sends are slow to complete) and, with
+ *    overlap_p2p_comm, the executor's look-ahead receive buffers.
  * Pure arithmetic: builds no model and calls no backend.
  */
 #include <math.h>
@@ -86,6 +87,7 @@ void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int
 typedef struct {
   int64_t off, n;
   int unit, expert;
+  int pos; /* 0 the embedding (when on the stage), then the layers, then the head */
 } pparam;
 
 typedef struct {
@@ -94,6 +96,7 @@ typedef struct {
   pparam *p;        /* [np] in registration order */
   int np, cap, n_units, has_emb, has_head;
   int unit, expert; /* of the parameters being added */
+  int pos;
 } flat_layout;
 
 static void padd(flat_layout *f, int64_t n) {
@@ -101,7 +104,7 @@ static void padd(flat_layout *f, int64_t n) {
     f->cap = f->cap ? 2 * f->cap : 256;
     f->p = mt_xrealloc(f->p, (size_t)f->cap * sizeof *f->p);
   }
-  f->p[f->np++] = (pparam){f->flat, n, f->unit, f->expert};
+  f->p[f->np++] = (pparam){f->flat, n, f->unit, f->expert, f->pos};
   f->flat = mt_round_up(f->flat + n, 16);
   f->numel += n;
 }
@@ -138,6 +141,7 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
     for (int lc = 0; lc < ch[k].n; lc++, s++) {
       int moe = is_moe_layer(d, ch[k].first + lc);
       f->unit = one_unit ? 0 : s;
+      f->pos = s;
       padd(f, h); /* input norm */
       if (ln) padd(f, h);
       padd(f, qkvl * h);
@@ -173,6 +177,7 @@ static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_lay
     }
   if (post) {
     f->unit = one_unit ? 0 : s;
+    f->pos = s;
     padd(f, h); /* final norm */
     if (ln) padd(f, h);
     if (d->untied || !pre) padd(f, vl * h); /* output layer, or the tied copy */
@@ -386,6 +391,25 @@ static double cp_ring_bytes(const mt_plan_dims *d) {
          (sb * l.ngl * 2 + sb * (l.npl + 2 * l.ngl)) * 4;
 }
 
+/* mt_pp_run's look-ahead receive buffers on stage r (overlap_p2p_comm):
+ * the most of its training and forward-only schedules; 2 (the most it
+ * allocates) when no valid schedule exists. */
+static int ahead_buffers(const mt_plan_dims *d, int r, int nc) {
+  const int p = (int)d->p, m = (int)d->m;
+  int most = 0;
+  for (int fo = 0; fo < 2; fo++) {
+    mt_pp_schedule s;
+    char err[256];
+    const int built = nc > 1 ? mt_pp_schedule_interleaved(&s, p, nc, m, r, fo, err, sizeof err)
+                             : mt_pp_schedule_1f1b(&s, p, m, r, fo, err, sizeof err);
+    if (built != 0) return 2;
+    const int n = mt_pp_ahead_buffers(p, nc, r, &s);
+    most = n > most ? n : most;
+    mt_pp_schedule_free(&s);
+  }
+  return most;
+}
+
 void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
                           mt_plan_stage_info *info) {
   const int v = (int)d->v;
@@ -462,8 +486,12 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
       rows_l * d->h * e + (d->recompute == 2 ? 0 : layer_set_bytes(d, d->recompute == 0));
   free(infl);
 
-  /* pipeline: one pooled gradient send buffer [s/t_sp, b, h] */
+  /* pipeline: one pooled gradient send buffer [s/t_sp, b, h]; with
+   * overlap_p2p_comm the receives posted ahead (the training or the
+   * evaluation schedule, whichever needs more) */
   if (d->p > 1 && sends_grad) out[MT_PM_COMM] += rows_l * d->h * e;
+  if (d->p > 1 && cfg->parallel.overlap_p2p_comm)
+    out[MT_PM_COMM] += ahead_buffers(d, r, nc) * rows_l * d->h * e;
 
   /* workspaces (model/gpt.c alloc_buffers, model/moe_layer.c mt_moe_create):
    * tmp_h, dresid, dtmp_h [rows_l, h]; dqkv [rows, qkvl] (+ dqkv2 with
@@ -483,4 +511,84 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   info->n_layers = n_layers;
   free(f.p);
   free(ch);
+}
+
+/* ---- gradient buckets for the overlap model (planner/plan_overlap.c) ---- */
+
+int mt_plan_stage_buckets(const mt_config *cfg, const mt_plan_dims *d, int r,
+                          mt_plan_bucket **out, int *n_pos) {
+  pchunk *ch = mt_xcalloc((size_t)cfg->parallel.virtual_pipeline_model_parallel_size + 1,
+                          sizeof *ch);
+  const int nc = stage_chunks(cfg, r, ch);
+  flat_layout f;
+  build_flat(d, ch, nc, &f);
+  free(ch);
+  *n_pos = f.np ? f.p[f.np - 1].pos + 1 : 0;
+  int n = 0, cap = 0;
+  mt_plan_bucket *b = NULL;
+  for (int k = 0; k < 2; k++) { /* dense, experts */
+    const double N = k ? d->edp : d->d * d->c;
+    if (N <= 1) continue;
+    int64_t *bounds = mt_xcalloc((size_t)2 * f.np + 2, sizeof(int64_t));
+    int *useg = mt_xcalloc((size_t)f.n_units + 2, sizeof(int));
+    int n_seg = 0;
+    if (d->zero > 0) {
+      n_seg = part_segments(&f, k, bounds, useg);
+    } else {
+      /* parallel/ddp.h's ranges (trainer/train_ddp.c): maximal runs of dense
+       * or expert parameters over the whole flat buffer, cut into
+       * ddp_bucket_size buckets from each run's start (mt_ddp_buffer_build
+       * needs live groups, so its 4-line cut is repeated here) */
+      for (int i = 0; i < f.np; i++) {
+        if (f.p[i].expert != k) continue;
+        if (n_seg && i > 0 && f.p[i - 1].expert == k) {
+          bounds[2 * n_seg - 1] = i + 1 < f.np ? f.p[i + 1].off : f.flat;
+          continue;
+        }
+        bounds[2 * n_seg] = f.p[i].off;
+        bounds[2 * n_seg + 1] = i + 1 < f.np ? f.p[i + 1].off : f.flat;
+        n_seg++;
+      }
+    }
+    mt_zero_layout L;
+    memset(&L, 0, sizeof L);
+    if (n_seg && d->zero > 0)
+      mt_zero_layout_build(&L, bounds, n_seg, f.flat, d->bucket > 0 ? (int64_t)d->bucket : 0,
+                           (int)N, 0);
+    for (int s = 0, j = 0; s < n_seg; s++) {
+      const int64_t bs = d->bucket > 0 ? (int64_t)d->bucket : f.flat;
+      const int64_t a = bounds[2 * s], e = bounds[2 * s + 1];
+      for (int64_t off = a; off < e; j++) {
+        int64_t lo = off, len;
+        if (d->zero > 0) {
+          lo = L.bkt[j].flat_start;
+          len = L.bkt[j].shard_len * (int64_t)N; /* padded */
+          off = lo + L.bkt[j].len;
+        } else {
+          len = e - off < bs ? e - off : bs;
+          off += len;
+        }
+        const int64_t hi = lo + (d->zero > 0 ? L.bkt[j].len : len);
+        if (n == cap) {
+          cap = cap ? 2 * cap : 16;
+          b = mt_xrealloc(b, (size_t)cap * sizeof *b);
+        }
+        mt_plan_bucket *q = &b[n++];
+        q->elems = (double)len;
+        q->expert = k;
+        q->lo_pos = q->hi_pos = -1;
+        for (int i = 0; i < f.np; i++) {
+          if (f.p[i].off + f.p[i].n <= lo || f.p[i].off >= hi) continue;
+          if (q->lo_pos < 0) q->lo_pos = f.p[i].pos;
+          q->hi_pos = f.p[i].pos;
+        }
+      }
+    }
+    if (d->zero > 0 && n_seg) mt_zero_layout_free(&L);
+    free(bounds);
+    free(useg);
+  }
+  free(f.p);
+  *out = b;
+  return n;
 }

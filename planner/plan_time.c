@@ -44,8 +44,10 @@
  *  - Optimizer: bytes of the Adam update, norm and grad zeroing over HBM.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "core/util.h"
 #include "planner/plan_internal.h"
 #include "model/gpt_flops.h"
 
@@ -58,6 +60,7 @@ typedef struct {
   const mt_hardware *hw;
   double peak;  /* FLOP/s */
   double hbm;   /* bytes/s achievable */
+  int shared_overlap; /* moe_shared_expert_overlap */
 } ctx_t;
 
 static double gemm(const ctx_t *c, double M, double N, double K, double batch) {
@@ -68,21 +71,12 @@ static double gemm(const ctx_t *c, double M, double N, double K, double batch) {
 
 static double mem(const ctx_t *c, double bytes) { return bytes / c->hbm; }
 
-enum { C_AR, C_AG, C_RS, C_A2A, C_P2P };
+enum { C_AR = MT_PLAN_AR, C_AG = MT_PLAN_AG, C_RS = MT_PLAN_RS, C_A2A = MT_PLAN_A2A,
+       C_P2P = MT_PLAN_P2P };
 
-/* Ring alpha-beta time of one collective of `bytes` (the full tensor) over
- * n ranks inside a node (intra) or across nodes. */
+
 static double coll(const mt_hardware *hw, int kind, double n, double bytes, int intra) {
-  if (n <= 1 && kind != C_P2P) return 0;
-  double bw = (intra ? hw->intra_node_gbs : hw->inter_node_gbs) * 1e9 * hw->link_eff;
-  double a = (intra ? hw->intra_latency_us : hw->inter_latency_us) * 1e-6;
-  switch (kind) {
-    case C_AR: return 2 * (n - 1) / n * bytes / bw + 2 * (n - 1) * a;
-    case C_AG:
-    case C_RS:
-    case C_A2A: return (n - 1) / n * bytes / bw + (n - 1) * a;
-    default: return bytes / bw + a;
-  }
+  return mt_plan_coll(hw, kind, n, bytes, intra);
 }
 
 /* All-to-all of `bytes` (everything one rank sends, its own share
@@ -105,12 +99,14 @@ static double a2a(const mt_hardware *hw, double n, double bytes, double n_in) {
 typedef struct {
   double gemm, attn, elem, tp, cp, ep, rc; /* fwd + bwd + recompute, exposed comm */
   double fwd, bwd;                         /* totals of the two passes */
+  double tpt, cpt, ept;                    /* communication, all of it (hidden or not) */
 } piece;
 
 static void add(piece *a, const piece *b, double k) {
   a->gemm += k * b->gemm; a->attn += k * b->attn; a->elem += k * b->elem;
   a->tp += k * b->tp; a->cp += k * b->cp; a->ep += k * b->ep; a->rc += k * b->rc;
   a->fwd += k * b->fwd; a->bwd += k * b->bwd;
+  a->tpt += k * b->tpt; a->cpt += k * b->cpt; a->ept += k * b->ept;
 }
 
 /* The context-parallel ring of one layer and micro-batch (cp > 1; zeros
@@ -192,7 +188,7 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
   /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] */
   double q = d->a * d->hn, qkv = (d->a + 2 * d->ng) * d->hn;
   double g_attn_lin = gemm(c, M, qkv / t, h, 1) + gemm(c, M, h, q / t, 1);
-  double g_mlp, mlp_elem, ep_f = 0, tp_blocks = 2, tp_extra = 0;
+  double g_mlp, mlp_elem, ep_f = 0, tp_blocks = 2, tp_extra = 0, shared_f = 0;
   /* fc1 has g = 2 halves with SwiGLU; the activation reads g + (bias) and
    * writes one [M, f/t] tensor */
   if (!moe) {
@@ -212,6 +208,8 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
     ep_f = (mc.a2a_s + mc.etp_s) / 2; /* forward half; backward the same */
     tp_blocks = 1;
     if (d->S > 0) {
+      shared_f = gemm(c, M, d->g * d->S / t, h, 1) + gemm(c, M, h, d->S / t, 1) +
+                 mem(c, (d->g + 1) * M * d->S / t * e);
       g_mlp += gemm(c, M, d->g * d->S / t, h, 1) + gemm(c, M, h, d->S / t, 1);
       mlp_elem += (d->g + 1) * M * d->S / t * e;
       tp_blocks = 2;
@@ -246,6 +244,13 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
   p.tp = tp_f + fmax(0, tp_b - gf); /* backward collectives hide behind wgrad GEMMs */
   p.cp = cp_f + cp_b;
   p.ep = 2 * ep_f;
+  p.tpt = tp_f + tp_b;
+  p.cpt = ring.transfer_s;
+  p.ept = 2 * ep_f;
+  /* moe_shared_expert_overlap: the all-to-alls of a pass run while the
+   * shared expert computes (backward: twice the forward's work) */
+  if (c->shared_overlap && shared_f > 0)
+    p.ep = fmax(0, ep_f - shared_f) + fmax(0, ep_f - 2 * shared_f);
   if (d->recompute == 1) p.rc = attn_g + attn_m;
   else if (d->recompute == 2) p.rc = gf + attn_g + attn_m + elem_f + tp_f + cp_f + ep_f;
   p.fwd = gf + attn_g + attn_m + elem_f + tp_f + cp_f + ep_f;
@@ -283,6 +288,7 @@ static piece ends(const ctx_t *c, const mt_plan_dims *d, int first, int last, in
   }
   p.fwd = fwd;
   p.bwd = bwd;
+  p.tpt = p.tp;
   return p;
 }
 
@@ -310,29 +316,15 @@ double mt_plan_hw_flops(const mt_config *cfg) {
 
 static int same_node(const mt_hardware *hw, double span) { return span <= hw->gpus_per_node; }
 
-/* Exposed time of reducing the gradients of n parameters over a group of N
- * ranks (intra: inside a node) per iteration of m micro-batches: stage 0
- * all-reduce, 1 reduce-scatter + parameter all-gather, 2 a reduce-scatter
- * per micro-batch, 3 also a parameter all-gather per micro-batch; hidden
- * behind the last backward with overlap_grad_reduce (stages 0/1) or the
- * bucketed stage-2/3 hooks, except one bucket's share. */
-static double grad_sync(const mt_hardware *hw, const mt_plan_dims *d, const mt_plan_options *opt,
-                        double n, double N, int intra, const piece *worst, double m) {
-  if (N <= 1 || n <= 0) return 0;
-  const double g4 = n * 4, pe = n * d->e, part = fmin(1, d->bucket / n);
-  const int ov = opt && opt->overlap_grad_reduce;
-  if (d->zero == 0) {
-    double ar = coll(hw, C_AR, N, g4, intra);
-    return ov ? fmax(ar * part, ar - worst->bwd) : ar;
-  }
-  double rs = coll(hw, C_RS, N, g4, intra), ag = coll(hw, C_AG, N, pe, intra);
-  if (d->zero == 1) return (ov ? fmax(rs * part, rs - worst->bwd) : rs) + ag;
-  if (d->zero == 2) return m * fmax(rs * part, rs - worst->bwd) + ag;
-  return m * (fmax(0, ag - worst->fwd) + fmax(rs * part, ag + rs - worst->bwd));
-}
-
 int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
-                    const mt_plan_options *opt, mt_plan *out, char *err, size_t errlen) {
+                    const mt_plan_options *opt_in, mt_plan *out, char *err, size_t errlen) {
+  /* the config's overlap keys, or the command line's flags */
+  mt_plan_options ov = opt_in ? *opt_in : (mt_plan_options){0};
+  ov.overlap_grad_reduce |= cfg->parallel.overlap_grad_reduce;
+  ov.overlap_param_gather |= cfg->parallel.overlap_param_gather;
+  ov.overlap_p2p_comm |= cfg->parallel.overlap_p2p_comm;
+  ov.moe_shared_expert_overlap |= cfg->model.moe_shared_expert_overlap;
+  const mt_plan_options *opt = &ov;
   mt_plan_dims d;
   mt_plan_dims_from(cfg, world, &d);
   memset(out, 0, sizeof *out);
@@ -369,7 +361,7 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   mt_plan_memory_compute(cfg, world, hw, &out->mem);
 
   ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
-             hw->hbm_gbs * 1e9 * hw->hbm_eff};
+             hw->hbm_gbs * 1e9 * hw->hbm_eff, opt && opt->moe_shared_expert_overlap};
   piece dense = layer(&c, &d, 0, &pl), moe;
   memset(&moe, 0, sizeof moe);
   if (d.E > 0) moe = layer(&c, &d, 1, &pl);
@@ -383,7 +375,7 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   /* every stage with its own layers (uneven stages, a moe_layer_freq list) */
   double t_max = 0, t_sum = 0;
   piece worst = dense;
-  int np = (int)d.p, worst_moe = 0;
+  int np = (int)d.p, worst_moe = 0, worst_k = 0, worst_nl = 0;
   for (int k = 0; k < np; k++) {
     int nl, nm;
     mt_plan_stage_layer_counts(cfg, &d, k, &nl, &nm);
@@ -398,6 +390,8 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
       t_max = tk;
       worst = st;
       worst_moe = nm;
+      worst_k = k;
+      worst_nl = nl;
     }
   }
   double t_mean = t_sum / d.p;
@@ -416,6 +410,16 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   }
   T->comp[MT_PT_EP_COMM] = m * worst.ep;
   T->comp[MT_PT_PP_COMM] = m * p2p;
+  T->comm_total[MT_PT_TP_COMM] = m * worst.tpt;
+  T->comm_total[MT_PT_CP_COMM] = m * worst.cpt;
+  T->comm_total[MT_PT_EP_COMM] = m * worst.ept;
+  T->comm_total[MT_PT_PP_COMM] = m * p2p;
+  if (d.p > 1 && opt && opt->overlap_p2p_comm) {
+    /* posted early, each of the 2 v transfers per micro-batch runs behind
+     * the next chunk's compute; the first receive and the last send wait */
+    const double x = p2p / (2 * d.v), chunk = worst.fwd / d.v;
+    T->comp[MT_PT_PP_COMM] = 2 * x + fmax(0, m * 2 * d.v - 2) * fmax(0, x - chunk);
+  }
   T->comp[MT_PT_BUBBLE] = (d.p - 1) / d.v * t_mean;
   T->bubble_fraction = (d.p - 1) / (d.v * m);
 
@@ -426,11 +430,40 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   const double n_d = mt_plan_stage_params(&d, out->mem.worst_stage) -
                      mt_plan_stage_expert_params(&d, mt_plan_stage_moe_layers(&d));
   double ndc = d.d * d.c;
-  double dp_t = grad_sync(hw, &d, opt, n_d, ndc, out->dp_intra, &worst, m) +
-                grad_sync(hw, &d, opt, n_e, d.edp, edp_intra, &worst, m);
-  if (d.p > 1 && !d.untied) /* tied embedding gradient: first + last stage */
-    dp_t += coll(hw, C_AR, 2, d.Vp * d.h / d.t * 4, out->pp_intra);
+  /* the worst stage's positions (embedding, layers, head) for the bucket
+   * model: one micro-batch's forward and backward time of each */
+  double dp_t = 0, dp_total = 0;
+  {
+    const int first = worst_k == 0, last = worst_k == np - 1, n_pos = first + worst_nl + last;
+    double *fp = mt_xcalloc((size_t)n_pos + 1, sizeof(double));
+    double *bp = mt_xcalloc((size_t)n_pos + 1, sizeof(double));
+    piece lay;
+    memset(&lay, 0, sizeof lay);
+    add(&lay, &dense, worst_nl - worst_moe);
+    add(&lay, &moe, worst_moe);
+    for (int q = 0; q < n_pos; q++) {
+      piece pq = lay;
+      double k = 1.0 / (worst_nl > 0 ? worst_nl : 1);
+      if ((first && q == 0) || (last && q == n_pos - 1)) {
+        pq = ends(&c, &d, first && q == 0, last && q == n_pos - 1, out->tp_intra);
+        k = 1;
+      }
+      fp[q] = k * pq.fwd;
+      bp[q] = k * pq.bwd;
+    }
+    const int intra[2] = {out->dp_intra, edp_intra};
+    mt_plan_dp_overlap(cfg, &d, hw, opt ? opt : &(mt_plan_options){0}, worst_k, fp, bp, n_pos,
+                       intra, &dp_t, &dp_total);
+    free(fp);
+    free(bp);
+  }
+  if (d.p > 1 && !d.untied) { /* tied embedding gradient: first + last stage */
+    const double emb = coll(hw, C_AR, 2, d.Vp * d.h / d.t * 4, out->pp_intra);
+    dp_t += emb;
+    dp_total += emb;
+  }
   T->comp[MT_PT_DP_COMM] = dp_t;
+  T->comm_total[MT_PT_DP_COMM] = dp_total;
   const double n = n_d + n_e, n_sh = n_d / ndc + n_e / d.edp;
   double n_opt = d.zero >= 1 ? n_sh : n, n_grad = d.zero >= 2 ? n_sh : n;
   double opt_bytes = n_opt * (4 + 16 + 8 + (d.e < 4 ? 2 : 0) + 4) + n_grad * 4;

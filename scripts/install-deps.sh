@@ -11,6 +11,7 @@
 #            prepare-data.sh), ca-certificates (that fetch is https)
 #   test:    what `make test` adds: libcmocka-dev (unit tests), bc,
 #            python3-torch python3-numpy (reference checks, /usr/bin/python3),
+#            python3-protobuf (reads the TensorBoard event file back),
 #            slurm-wlm munge (local one-node Slurm for the srun tests),
 #            clang (libFuzzer targets of the fuzz step), npm (the reference
 #            tokenizers the tokenizer tests install into build/npm)
@@ -22,7 +23,7 @@ set -euo pipefail
 build=(gcc g++ make libc6-dev libcjson-dev libopenblas-dev libopenmpi-dev openmpi-bin libpcre2-dev
        libutf8proc-dev libsentencepiece-dev zlib1g-dev libdeflate-dev pkg-config python3-matplotlib
        ca-certificates)
-test=(libcmocka-dev bc python3-torch python3-numpy slurm-wlm munge clang)
+test=(libcmocka-dev bc python3-torch python3-numpy python3-protobuf slurm-wlm munge clang)
 [ $# -gt 0 ] || set -- build
 pkgs=()
 for g in "$@"; do

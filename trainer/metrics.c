@@ -13,6 +13,20 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/util.h"
+
+const mt_timer_def mt_trainer_timer_defs[MT_TM_N] = {
+    [MT_TM_FORWARD_BACKWARD] = {"forward-backward", 1},
+    [MT_TM_ALL_GRADS_SYNC] = {"all-grads-sync", 1},
+    [MT_TM_PARAMS_ALL_GATHER] = {"params-all-gather", 1},
+    [MT_TM_OPT_CLIP] = {"optimizer-clip-main-grad", 1},
+    [MT_TM_OPT_INNER] = {"optimizer-inner-step", 1},
+    [MT_TM_OPTIMIZER] = {"optimizer", 1},
+    [MT_TM_BATCH_GENERATOR] = {"batch-generator", 2},
+    [MT_TM_FORWARD_COMPUTE] = {"forward-compute", 2},
+    [MT_TM_BACKWARD_COMPUTE] = {"backward-compute", 2},
+};
+
 void mt_log_line(FILE *f, const mt_log_record *r) {
   char ts[32];
   time_t now = time(NULL);
@@ -25,6 +39,7 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
           ts, (long long)r->iteration, (long long)r->train_iters, (long long)r->consumed_samples,
           r->elapsed_ms, r->tokens_per_s, r->tflops_per_device);
   if (r->mfu >= 0) fprintf(f, " MFU: %.1f%% |", 100.0 * r->mfu);
+  fprintf(f, " exposed communication (ms): %.1f of %.1f |", r->exposed_comm_ms, r->comm_ms);
   if (r->n_stages > 0)
     fprintf(f, " pipeline bubble: %.3f (theory (p-1)/(v m) = %.3f) |", r->bubble_slowest,
             r->bubble_theory);
@@ -157,6 +172,16 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
     for (int i = 0; i < r->n_comm; i++)
       cJSON_AddNumberToObject(cb, r->comm_group[i], (double)r->comm_bytes[i]);
   }
+  cJSON_AddNumberToObject(o, "comm_ms", r->comm_ms);
+  cJSON_AddNumberToObject(o, "exposed_comm_ms", r->exposed_comm_ms);
+  if (r->n_comm_time > 0) {
+    cJSON *a = cJSON_AddObjectToObject(o, "comm_ms_by_group");
+    cJSON *b = cJSON_AddObjectToObject(o, "exposed_comm_ms_by_group");
+    for (int i = 0; i < r->n_comm_time; i++) {
+      cJSON_AddNumberToObject(a, r->comm_time_group[i], r->comm_time_ms[i]);
+      cJSON_AddNumberToObject(b, r->comm_time_group[i], r->exposed_time_ms[i]);
+    }
+  }
   if (r->n_stages > 0) {
     cJSON *b = cJSON_AddArrayToObject(o, "pp_bubble");
     for (int i = 0; i < r->n_stages; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber(r->bubble[i]));
@@ -176,4 +201,51 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
 void mt_metrics_close(mt_metrics_file *mf) {
   if (mf->f) fclose(mf->f);
   mf->f = NULL;
+}
+
+/* a scalar at the iteration and the same "vs samples" at the sample count */
+static void tb_pair(mt_tb_writer *tb, const char *tag, double v, const mt_log_record *r) {
+  char vs[96];
+  snprintf(vs, sizeof vs, "%s vs samples", tag);
+  mt_tb_scalar(tb, tag, v, r->iteration);
+  mt_tb_scalar(tb, vs, v, r->consumed_samples);
+}
+
+void mt_tb_iteration(mt_tb_writer *tb, const mt_log_record *r, double mem_bytes,
+                     double mem_peak) {
+  if (!tb || !tb->f) return;
+  tb_pair(tb, "learning-rate", r->lr, r);
+  tb_pair(tb, "batch-size", (double)r->global_batch_size, r);
+  tb_pair(tb, "lm loss", r->lm_loss, r);
+  tb_pair(tb, "grad-norm", r->grad_norm, r);
+  if (mem_bytes >= 0) {
+    mt_tb_scalar(tb, "mem-allocated-bytes", mem_bytes, r->iteration);
+    mt_tb_scalar(tb, "mem-max-allocated-bytes", mem_peak, r->iteration);
+  }
+  mt_tb_flush(tb);
+}
+
+void mt_log_timers(mt_timers *ts, mt_group *world, int print, const char *option,
+                   mt_tb_writer *tb, int tb_timers, const mt_log_record *line, double n_iv) {
+  const int tb_on = tb && tb->f && tb_timers;
+  if (tb_on) {
+    mt_tb_scalar(tb, "iteration-time", line->elapsed_ms / 1e3, line->iteration);
+    mt_tb_scalar(tb, "throughput", line->tflops_per_device, line->iteration);
+  }
+  if (ts->log_level > 0) {
+    const int world_n = mt_group_size(world);
+    double *all = mt_xcalloc((size_t)world_n * MT_TM_N, sizeof(double));
+    mt_allgather(world, ts->elapsed, all, MT_TM_N, MT_F64);
+    if (print) mt_timers_print(stdout, ts, all, world_n, option, n_iv);
+    for (int id = 0; tb_on && id < MT_TM_N; id++) {
+      if (!mt_timer_on(ts, id)) continue;
+      char tag[96];
+      snprintf(tag, sizeof tag, "%s-time", ts->def[id].name);
+      double v = mt_timers_max(ts, all, world_n, id, n_iv);
+      if (v > 0) mt_tb_scalar(tb, tag, v, line->iteration);
+    }
+    free(all);
+  }
+  mt_timers_reset(ts);
+  mt_tb_flush(tb);
 }

@@ -7,6 +7,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/tb_writer.h"
+#include "core/timers.h"
+#include "parallel/comm.h"
+
+/* Megatron's timers that the trainer records, in the order training.py's
+ * training_log lists them (docs/observability.md). Level 1: once per
+ * iteration; level 2: per micro-batch. */
+enum {
+  MT_TM_FORWARD_BACKWARD,  /* the forward and backward passes of the global batch */
+  MT_TM_ALL_GRADS_SYNC,    /* gradient reduction after the last backward (finalize_model_grads) */
+  MT_TM_PARAMS_ALL_GATHER, /* ZeRO-1/2: the updated parameters' all-gather */
+  MT_TM_OPT_CLIP,          /* optimizer-clip-main-grad: the global gradient norm */
+  MT_TM_OPT_INNER,         /* optimizer-inner-step: the Adam update */
+  MT_TM_OPTIMIZER,         /* the whole optimizer step (norm, update, gather) */
+  MT_TM_BATCH_GENERATOR,   /* reading a micro-batch's samples */
+  MT_TM_FORWARD_COMPUTE,   /* one micro-batch's (model chunk's) forward */
+  MT_TM_BACKWARD_COMPUTE,  /* one micro-batch's (model chunk's) backward */
+  MT_TM_N
+};
+extern const mt_timer_def mt_trainer_timer_defs[MT_TM_N];
+
 typedef struct {
   int64_t iteration, train_iters;
   int64_t consumed_samples;
@@ -39,10 +60,17 @@ typedef struct {
   int moe_list_layers, moe_E;
   const int64_t *tokens_per_expert;
   const float *expert_bias;
-  /* bytes this rank sent into collectives during the step, per group */
+  /* bytes this rank sent into collectives during the step, per group; its
+   * communication time (ms; the log line: means of the interval): all of it
+   * and the exposed part (the compute thread waiting), in total and per
+   * group (JSONL comm_ms / exposed_comm_ms, and by group) */
   int n_comm;
   const char *comm_group[16];
   int64_t comm_bytes[16];
+  double comm_ms, exposed_comm_ms;
+  int n_comm_time;
+  const char *comm_time_group[16];
+  double comm_time_ms[16], exposed_time_ms[16];
   /* pipeline bubble per stage: idle / busy time (paper: (p-1)/(v m)) */
   int n_stages;
   double bubble[64];
@@ -74,5 +102,21 @@ int mt_metrics_open(mt_metrics_file *mf, const char *path, int64_t resume_iterat
  * round-trip (%.17g). */
 void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_loss);
 void mt_metrics_close(mt_metrics_file *mf);
+
+/* TensorBoard scalars of one training iteration r (Megatron's training_log
+ * tags): learning-rate, batch-size, lm loss, grad-norm, each also "<tag> vs
+ * samples" at step consumed_samples; with mem_bytes >= 0 mem-allocated-bytes
+ * and mem-max-allocated-bytes (mem_peak). No-op when tb is closed. */
+void mt_tb_iteration(mt_tb_writer *tb, const mt_log_record *r, double mem_bytes,
+                     double mem_peak);
+/* At a log line, on every rank (collective over world when timers are on):
+ * gathers every rank's timers, `print` (the logger) prints Megatron's report
+ * after its line (option: logging.timing_log_option), tb (open on the last
+ * rank; tb_timers: logging.log_timers_to_tensorboard) gets iteration-time
+ * (s), throughput (TFLOP/s/device) and "<name>-time" (max over ranks, s per
+ * iteration) of `line`; then the timers restart from 0. n_iv: iterations
+ * of the interval. */
+void mt_log_timers(mt_timers *ts, mt_group *world, int print, const char *option,
+                   mt_tb_writer *tb, int tb_timers, const mt_log_record *line, double n_iv);
 
 #endif

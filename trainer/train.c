@@ -75,6 +75,7 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int64_t g
   const float loss_scale = (float)(1.0 / (double)(*n_tokens > 0 ? *n_tokens : 1));
   double loss_sum = 0.0;
   if (train) t->busy_s += mt_straggler_failpoint(t->rank);
+  if (train) mt_timer_start(&t->timers, MT_TM_FORWARD_BACKWARD);
   const double t0 = mt_now();
   if (t->topo.pp > 1) {
     /* the last stage computes the loss; the others contribute 0 */
@@ -85,11 +86,12 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int64_t g
     for (int64_t mb = 0; mb < n_micro; mb++) {
       mt_group_set_micro_batch(t->dp_group, (int)mb);
       mt_trainer_load_micro_batch(t, split, base, t->dp_rank * per_rank + mb * mbs);
-      loss_sum += mt_gpt_forward_backward(t->model, t->tokens, t->sample_ids, train, loss_scale);
+      loss_sum += mt_trainer_forward_backward(t, train, loss_scale);
       if (t->zero) mt_zero_opt_flush(t->zero);
     }
     if (train) t->busy_s += mt_now() - t0;
   }
+  if (train) mt_timer_stop(&t->timers, MT_TM_FORWARD_BACKWARD);
   mt_allreduce(t->dp_group, &loss_sum, 1, MT_F64, MT_OP_SUM);
   return loss_sum;
 }
@@ -169,6 +171,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (g) mt_group_reset_counters(g);
   }
+  mt_dist_reset_comm_time(t->dist);
   if (t->zero) mt_zero_opt_zero_grad(t->zero);
   else mt_gpt_zero_grad(t->model);
   mt_gpt_moe_stats_reset(t->model);
@@ -180,12 +183,16 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   double loss_sum =
       run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, gbs, 1, &loss_tokens);
   /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
+  mt_timer_start(&t->timers, MT_TM_ALL_GRADS_SYNC);
   if (!t->zero || t->zero->o.stage == 1) mt_trainer_finalize_grads(t);
   mt_trainer_reduce_gradients(t);
+  mt_timer_stop(&t->timers, MT_TM_ALL_GRADS_SYNC);
   r.lm_loss = loss_tokens > 0 ? loss_sum / (double)loss_tokens : 0.0;
   /* squares of sharded tensors from every model-parallel rank, replicated
    * tensors once (tp rank 0) */
   double sumsq;
+  mt_timer_start(&t->timers, MT_TM_OPTIMIZER);
+  mt_timer_start(&t->timers, MT_TM_OPT_CLIP);
   if (t->zero) {
     sumsq = mt_zero_opt_grad_sumsq(t->zero); /* over dp and mp */
   } else {
@@ -195,6 +202,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
                                   t->ps->mp, t->ps->etp_ep, t->ps->pp);
   }
   r.grad_norm = sqrt(sumsq);
+  mt_timer_stop(&t->timers, MT_TM_OPT_CLIP);
   /* Megatron's OptimizerParamScheduler counts samples and is stepped after
    * optimizer.step(): update k uses the values at the samples consumed
    * before it ((k - 1) · gbs with a constant batch; lr_warmup_init for the
@@ -206,6 +214,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   r.lr_applied = mt_lr_sched_lr(&t->sched, before);
   r.wd_applied = mt_lr_sched_wd(&t->sched, before);
   const float lr = (float)r.lr_applied, wd = (float)r.wd_applied;
+  mt_timer_start(&t->timers, MT_TM_OPT_INNER);
   if (!isfinite(r.lm_loss) || !isfinite(r.grad_norm)) {
     r.skipped = 1;
   } else if (t->zero) {
@@ -216,6 +225,8 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     t->opt.weight_decay = wd;
     mt_adamw_step(&t->opt, lr, mt_clip_coefficient(r.grad_norm, c->training.clip_grad));
   }
+  mt_timer_stop(&t->timers, MT_TM_OPT_INNER);
+  mt_timer_stop(&t->timers, MT_TM_OPTIMIZER);
   r.lr = mt_lr_sched_lr(&t->sched, after);
   r.wd = mt_lr_sched_wd(&t->sched, after);
   t->consumed_samples += gbs;
@@ -228,6 +239,9 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
     const mt_coll_counter *cc = mt_group_counters(g);
     for (int op = 0; op < MT_COLL_N; op++) r.comm_bytes[k] += cc[op].bytes;
   }
+  for (int k = 0; k < MT_GK_N; k++) /* before the bubble's all-gather */
+    r.comm_time[k] = mt_dist_comm_time(t->dist, mt_group_kind_name((mt_group_kind)k));
+  r.comm_time[MT_GK_N] = mt_dist_comm_time(t->dist, NULL);
   if (t->topo.pp > 1 && t->topo.pp <= 64) {
     /* measured bubble of every stage (gathered; not counted in comm_bytes) */
     const mt_pp_stats *st = &t->pp_stats;
@@ -445,10 +459,24 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       rec.comm_group[rec.n_comm] = k < MT_GK_N ? mt_group_kind_name((mt_group_kind)k) : "world";
       rec.comm_bytes[rec.n_comm++] = r.comm_bytes[k];
     }
+    rec.comm_ms = 1e3 * r.comm_time[MT_GK_N].comm_s;
+    rec.exposed_comm_ms = 1e3 * r.comm_time[MT_GK_N].exposed_s;
+    t->iv_comm_s += r.comm_time[MT_GK_N].comm_s;
+    t->iv_exposed_s += r.comm_time[MT_GK_N].exposed_s;
+    for (int k = 0; k < MT_GK_N && rec.n_comm_time < 16; k++) {
+      if (r.comm_time[k].ops == 0 || mt_parallel_state_is_alias(t->ps, (mt_group_kind)k)) continue;
+      rec.comm_time_group[rec.n_comm_time] = mt_group_kind_name((mt_group_kind)k);
+      rec.comm_time_ms[rec.n_comm_time] = 1e3 * r.comm_time[k].comm_s;
+      rec.exposed_time_ms[rec.n_comm_time++] = 1e3 * r.comm_time[k].exposed_s;
+    }
     rec.n_stages = r.n_stages;
     for (int k = 0; k < r.n_stages; k++) rec.bubble[k] = r.bubble[k];
     rec.bubble_theory = t->bubble_theory;
     rec.bubble_slowest = r.bubble_slowest;
+    if (it % cfg->logging.tensorboard_log_interval == 0)
+      mt_tb_iteration(&t->tb, &rec,
+                      cfg->logging.log_memory_to_tensorboard ? (double)t->be->mem.live_total : -1,
+                      (double)t->be->mem.peak_total);
     if (tc->check_replicas_interval > 0 && it % tc->check_replicas_interval == 0 &&
         mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
@@ -470,6 +498,9 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
                                (now - t->t_interval) / t->world_size / 1e12;
       iv_samples = 0;
       line.eta_s = per_it * (double)(tc->train_iters - it);
+      line.comm_ms = 1e3 * t->iv_comm_s / (double)n_iv;
+      line.exposed_comm_ms = 1e3 * t->iv_exposed_s / (double)n_iv;
+      t->iv_comm_s = t->iv_exposed_s = 0.0;
       if (cfg->logging.log_straggler && t->world_size > 1) {
         /* collective over the world: every rank reaches this line */
         mt_straggler sg = mt_straggler_reduce(t->world, 1e3 * t->busy_s / (double)n_iv);
@@ -481,6 +512,8 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       }
       t->busy_s = 0.0;
       if (t->is_logger) mt_log_line(stdout, &line);
+      mt_log_timers(&t->timers, t->world, t->is_logger, cfg->logging.timing_log_option, &t->tb,
+                    cfg->logging.log_timers_to_tensorboard, &line, (double)n_iv);
       acc_loss = acc_norm = 0.0;
       n_acc = 0;
       t->t_interval = mt_now();
@@ -491,6 +524,8 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       val = mt_trainer_evaluate(t, it);
       say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
           (long long)it, val, exp(val < 700 ? val : 700));
+      mt_tb_scalar(&t->tb, "lm loss validation", val, it);
+      mt_tb_scalar(&t->tb, "lm loss validation vs samples", val, t->consumed_samples);
       t->t_interval += mt_now() - now; /* keep evaluation out of the throughput figures */
     }
     if (t->is_logger) mt_metrics_write(&t->metrics, &rec, val);

@@ -77,6 +77,8 @@ typedef struct {
   mt_lr_schedule sched;
   mt_batch_rampup rampup;   /* training.rampup_batch_size (config/batch_rampup.h) */
   mt_metrics_file metrics;
+  mt_timers timers;         /* logging.timing_log_level (ids MT_TM_*, trainer/metrics.h) */
+  mt_tb_writer tb;          /* logging.tensorboard_dir: open on the last world rank */
   int32_t *tokens;          /* host [mbs, s + 1] */
   int64_t *sample_ids;      /* host [mbs] */
   int64_t iteration;        /* last completed iteration */
@@ -88,6 +90,7 @@ typedef struct {
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
+  double iv_exposed_s, iv_comm_s; /* communication since the last log line (exposed, all) */
   double busy_s;            /* this rank's forward/backward seconds since the last log
                              * line, pipeline waits excluded (logging.log_straggler) */
   /* pipeline parallelism */
@@ -115,6 +118,10 @@ typedef struct {
   double lr_applied, wd_applied; /* the values this update used */
   int skipped;
   int64_t comm_bytes[MT_GK_N + 1]; /* per group kind, then world */
+  /* this rank's communication time of the step (parallel/comm.h
+   * mt_dist_comm_time): per group kind, then all kinds; exposed = the
+   * compute thread blocked in it */
+  mt_comm_time comm_time[MT_GK_N + 1];
   /* MoE (n_moe_layers 0 = dense): see mt_log_record */
   int n_moe_layers;
   double load_balancing_loss, z_loss, dropped_fraction;
@@ -179,6 +186,9 @@ void mt_trainer_overlap_free(mt_trainer *t);
 /* Fill t->tokens / t->sample_ids with micro-batch rows [first, first + mbs)
  * of the global batch starting at sample base_sample of `split`. */
 void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first);
+/* mt_gpt_forward_backward of the micro-batch in t->tokens / t->sample_ids
+ * (no pipeline), timing its forward and backward (timing_log_level 2). */
+double mt_trainer_forward_backward(mt_trainer *t, int train, float loss_scale);
 
 /* Build the 1F1B / interleaved schedules of this stage (train and eval). */
 int mt_trainer_pipeline_setup(mt_trainer *t, char *err, size_t errlen);

@@ -11,11 +11,28 @@
  * global batch `gb` in `split`) into t->tokens / t->sample_ids. */
 void mt_trainer_load_micro_batch(mt_trainer *t, int split, int64_t base_sample, int64_t first) {
   const int s = t->cfg->model.seq_length, b = t->cfg->training.micro_batch_size;
+  mt_timer_start(&t->timers, MT_TM_BATCH_GENERATOR);
   for (int j = 0; j < b; j++) {
     int64_t id = base_sample + first + j;
     t->sample_ids[j] = id;
     mt_gpt_dataset_get(t->split_data[split], split, id, t->tokens + (int64_t)j * (s + 1));
   }
+  mt_timer_stop(&t->timers, MT_TM_BATCH_GENERATOR);
+}
+
+double mt_trainer_forward_backward(mt_trainer *t, int train, float loss_scale) {
+  /* mt_gpt_forward_backward's calls, with the level-2 timers between them */
+  mt_gpt_chunk_begin(t->model, 0, 0, t->tokens, t->sample_ids, train);
+  mt_timer_start(&t->timers, MT_TM_FORWARD_COMPUTE);
+  double loss_sum = mt_gpt_chunk_forward(t->model, 0, 0);
+  mt_timer_stop(&t->timers, MT_TM_FORWARD_COMPUTE);
+  if (train) {
+    mt_timer_start(&t->timers, MT_TM_BACKWARD_COMPUTE);
+    mt_gpt_chunk_backward(t->model, 0, 0, loss_scale);
+    mt_timer_stop(&t->timers, MT_TM_BACKWARD_COMPUTE);
+  }
+  mt_gpt_chunk_end(t->model, 0, 0);
+  return loss_sum;
 }
 
 static void cb_begin(void *ctx, int chunk, int mb) {
@@ -32,7 +49,9 @@ static void *cb_input(void *ctx, int chunk, int mb) {
 
 static void cb_forward(void *ctx, int chunk, int mb) {
   mt_trainer *t = ctx;
+  mt_timer_start(&t->timers, MT_TM_FORWARD_COMPUTE);
   t->pp_loss += mt_gpt_chunk_forward(t->model, chunk, mb);
+  mt_timer_stop(&t->timers, MT_TM_FORWARD_COMPUTE);
 }
 
 static void *cb_output(void *ctx, int chunk, int mb) {
@@ -43,7 +62,9 @@ static void *cb_grad(void *ctx) { return mt_gpt_grad_buffer_stage(((mt_trainer *
 
 static void cb_backward(void *ctx, int chunk, int mb) {
   mt_trainer *t = ctx;
+  mt_timer_start(&t->timers, MT_TM_BACKWARD_COMPUTE);
   mt_gpt_chunk_backward(t->model, chunk, mb, t->pp_loss_scale);
+  mt_timer_stop(&t->timers, MT_TM_BACKWARD_COMPUTE);
 }
 
 static void cb_end(void *ctx, int chunk, int mb) {
@@ -107,7 +128,8 @@ double mt_trainer_run_pipeline(mt_trainer *t, int split, int64_t base, int64_t g
   t->pp_loss_scale = loss_scale;
   mt_pp_stats st;
   mt_pp_run(t->ps->pp, t->topo.pp, c->parallel.virtual_pipeline_model_parallel_size,
-            t->ps->pp_rank, train ? &t->sched_train : &t->sched_eval, &md, &st);
+            t->ps->pp_rank, train ? &t->sched_train : &t->sched_eval, &md,
+            c->parallel.overlap_p2p_comm, &st);
   if (train) t->pp_stats = st;
   return t->pp_loss;
 }

@@ -153,6 +153,7 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->rank = mt_dist_rank(dist);
   t->world_size = mt_dist_size(dist);
   t->world = mt_dist_world(dist);
+  mt_timers_init(&t->timers, mt_trainer_timer_defs, MT_TM_N, cfg->logging.timing_log_level);
   mt_topology_sizes sz = {
       .tensor_model_parallel_size = cfg->parallel.tensor_model_parallel_size,
       .pipeline_model_parallel_size = cfg->parallel.pipeline_model_parallel_size,
@@ -196,6 +197,8 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   t->model = mt_gpt_create(t->be, &gc);
   if (cfg->parallel.zero_stage > 0) {
     t->zero = mt_trainer_zero_create(t);
+    t->zero->timers = &t->timers;
+    t->zero->gather_timer = MT_TM_PARAMS_ALL_GATHER;
   } else {
     mt_adamw_init(&t->opt, t->be, mt_gpt_params(t->model), mt_gpt_param_buffer(t->model),
                   mt_gpt_grad_buffer(t->model), cfg->training.adam_beta1,
@@ -224,6 +227,10 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   if (t->is_logger &&
       mt_metrics_open(&t->metrics, cfg->logging.metrics_file, t->iteration, err, errlen) != 0)
     return -1;
+  /* Megatron's SummaryWriter lives on the last rank */
+  if (cfg->logging.tensorboard_dir[0] && t->rank == t->world_size - 1 &&
+      mt_tb_open(&t->tb, cfg->logging.tensorboard_dir, err, errlen) != 0)
+    return -1;
   t->t_interval = mt_now();
   return 0;
 }
@@ -232,6 +239,7 @@ void mt_trainer_teardown(mt_trainer *t) {
   mt_ckpt_async_destroy(t->ckpt_async); /* joins a writer still running */
   mt_ckpt_lock_release(t->ckpt_lock);
   mt_metrics_close(&t->metrics);
+  mt_tb_close(&t->tb);
   mt_adamw_free(&t->opt);
   mt_trainer_overlap_free(t); /* completes what is in flight */
   mt_ddp_buffer_free(&t->ddp);

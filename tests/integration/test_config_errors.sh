@@ -276,10 +276,12 @@ dead model.moe_router_num_groups=4 model.num_experts
 dead model.moe_router_group_topk=2 model.moe_router_num_groups $MOE
 dead model.moe_router_dtype=fp64 model.num_experts
 dead model.moe_shared_expert_intermediate_size=128 model.num_experts
+dead model.moe_shared_expert_overlap=true model.moe_shared_expert_intermediate_size $MOE
 dead model.moe_grouped_gemm=true model.num_experts
 dead parallel.virtual_pipeline_model_parallel_size=2 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_first_pipeline_stage=1 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_last_pipeline_stage=1 parallel.pipeline_model_parallel_size
+dead parallel.overlap_p2p_comm=true parallel.pipeline_model_parallel_size
 dead parallel.expert_model_parallel_size=1 model.num_experts
 dead parallel.expert_tensor_parallel_size=1 model.num_experts
 dead parallel.cp_comm_type=p2p parallel.context_parallel_size
@@ -306,6 +308,11 @@ dead training.lr_warmup_samples=4 training.train_samples
 dead training.lr_decay_samples=50 training.train_samples
 dead 'training.rampup_batch_size=[2,2,24]' training.train_samples
 dead training.apply_wd_to_qk_layernorm=false model.qk_layernorm
+# issue 29: Megatron's timers and TensorBoard keys
+dead logging.timing_log_option=max logging.timing_log_level
+dead logging.tensorboard_log_interval=10 logging.tensorboard_dir
+dead logging.log_timers_to_tensorboard=true logging.tensorboard_dir
+dead logging.log_memory_to_tensorboard=true logging.tensorboard_dir
 # chains: the first missing setting up the chain is named
 dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
   --set model.moe_router_score_function=sigmoid

@@ -8,7 +8,7 @@
 # within 1e-5; the word-embedding copies of the first and last stage are
 # bitwise equal after every step (training.check_replicas_interval=1).
 # Also: the schedules' activation memory counted by the allocator
-# (build/tests/tools/pp_check) and config errors for invalid layouts.
+# (build/tests/tools/pp_check, overlap_p2p_comm on and off) and config errors for invalid layouts.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
@@ -51,6 +51,9 @@ check pp4_untied base_untied
 echo "== activation memory per stage (allocator)"
 $MPI -np 4 build/tests/tools/pp_check 8 1
 $MPI -np 4 build/tests/tools/pp_check 8 2
+echo "== the same with overlap_p2p_comm off"
+$MPI -np 4 build/tests/tools/pp_check 8 1 0
+$MPI -np 4 build/tests/tools/pp_check 8 2 0
 echo "== invalid layouts are config errors"
 set +e
 "$MT" --config $CFG --set $PP=3 >"$TMP/e1.log" 2>&1; e1=$?

@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
       for (int le = 0; le < El; le++) R += cnt[p * E + rank * El + le];
     if (padded) S = R = (int64_t)E * C;
     mt_group_reset_counters(ep);
-    mt_moe_token_dispatch(dp, &st, &rt, x);
+    mt_moe_token_dispatch(dp, &st, &rt, x, NULL);
     const mt_coll_counter *cc = mt_group_counters(ep);
     const int64_t want_cnt_bytes = padded ? 0 : (int64_t)E * 8;
     const int64_t want_f = (S + R) * h * 4;
@@ -129,7 +129,7 @@ int main(int argc, char **argv) {
     CHECK(row == R, "rank %d: %lld rows checked of %lld", rank, (long long)row, (long long)R);
     /* identity experts, combine */
     be->ops->memcpy_d2d(be, mt_moe_dispatch_expert_out(dp, &st), st.x_recv, sizeof(float) * (size_t)R * h);
-    mt_moe_token_combine(dp, &st, y);
+    mt_moe_token_combine(dp, &st, y, NULL);
     int64_t f_a2a = cc[MT_COLL_ALLTOALL].bytes, f_a2av = cc[MT_COLL_ALLTOALLV].bytes;
     CHECK(cc[MT_COLL_ALLTOALL].calls == (padded ? 0 : 1) && f_a2a == want_cnt_bytes,
           "rank %d: counts all-to-all %lld calls %lld bytes (expected %d, %lld)", rank,
@@ -150,7 +150,7 @@ int main(int argc, char **argv) {
     }
     /* backward: identity experts again */
     const float *dgate;
-    const void *dyr = mt_moe_token_combine_bwd(dp, &st, dy, &dgate);
+    const void *dyr = mt_moe_token_combine_bwd(dp, &st, dy, &dgate, NULL);
     be->ops->memcpy_d2d(be, mt_moe_dispatch_expert_dgrad(dp, &st), dyr, sizeof(float) * (size_t)R * h);
     mt_moe_token_dispatch_bwd(dp, &st, dx);
     CHECK(cc[MT_COLL_ALLTOALLV].calls == 4 && cc[MT_COLL_ALLTOALLV].bytes == 2 * want_f &&

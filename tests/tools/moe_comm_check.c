@@ -84,7 +84,7 @@ int main(int argc, char **argv) {
     mt_moe_weights w = {router, wp, wp + El, wp + 2 * El, wp + 3 * El, NULL, NULL};
     mt_moe_grads g = {grouter, gp, gp + El, gp + 2 * El, gp + 3 * El};
     mt_group_reset_counters(ep);
-    mt_moe_forward(m, acts, &w, y, x, 0);
+    mt_moe_forward(m, acts, &w, y, x, 0, NULL);
     const mt_coll_counter *cc = mt_group_counters(ep);
     const mt_moe_routing *r = mt_moe_acts_routing(acts);
     int64_t S = 0;
@@ -106,7 +106,7 @@ int main(int argc, char **argv) {
       if (k <= El) CHECK(R == (rank == 0 ? (int64_t)P * n * k : 0), "rank %d: skewed R %lld", rank,
                          (long long)R);
     }
-    mt_moe_backward(m, acts, &w, &g, dx, y, x, 1.0f);
+    mt_moe_backward(m, acts, &w, &g, dx, y, x, 1.0f, NULL);
     CHECK(cc[MT_COLL_ALLTOALLV].calls == 4 && cc[MT_COLL_ALLTOALL].calls == 1,
           "rank %d: backward added %lld all-to-allv, %lld all-to-all", rank,
           (long long)(cc[MT_COLL_ALLTOALLV].calls - 2), (long long)(cc[MT_COLL_ALLTOALL].calls - 1));
@@ -203,7 +203,7 @@ static int etp_main(mt_dist *d, const int *a, int etp) {
     mt_moe_grads g = {grouter, gp, gp + El, gp + 2 * El, gp + 3 * El};
     if (ep) mt_group_reset_counters(ep);
     mt_group_reset_counters(tg);
-    mt_moe_forward(m, acts, &w, y, x, 0);
+    mt_moe_forward(m, acts, &w, y, x, 0, NULL);
     /* rows this rank received from the EP all-to-all: Σ over tokens of the
      * group that picked one of its experts (routing is global) */
     int64_t R = 0;
@@ -237,7 +237,7 @@ static int etp_main(mt_dist *d, const int *a, int etp) {
           (long long)cc[MT_COLL_REDUCE_SCATTER].bus_bytes, (long long)want, (long long)bus);
     mt_group_reset_counters(tg);
     if (ep) mt_group_reset_counters(ep);
-    mt_moe_backward(m, acts, &w, &g, dx, y, x, 1.0f);
+    mt_moe_backward(m, acts, &w, &g, dx, y, x, 1.0f, NULL);
     cc = mt_group_counters(tg);
     for (int kk = MT_COLL_ALLGATHER; kk <= MT_COLL_REDUCE_SCATTER; kk++)
       CHECK(cc[kk].calls == 1 && cc[kk].bytes == want && cc[kk].bus_bytes == bus,

@@ -99,8 +99,8 @@ int main(int argc, char **argv) {
   void *dxo = be->ops->alloc(be, sizeof(float) * (size_t)N * h, MT_MEM_ACT);
   mt_moe_weights w = {dwr, wp, wp + E, wp + 2 * E, wp + 3 * E, NULL, NULL};
   mt_moe_grads g = {gwr, gp, gp + E, gp + 2 * E, gp + 3 * E};
-  mt_moe_forward(m, a, &w, out, dx_, 0);
-  mt_moe_backward(m, a, &w, &g, dxo, ddy, dx_, aux_scale);
+  mt_moe_forward(m, a, &w, out, dx_, 0, NULL);
+  mt_moe_backward(m, a, &w, &g, dxo, ddy, dx_, aux_scale, NULL);
   dump_dev(be, dir, "out", out, (int64_t)N * h);
   dump_dev(be, dir, "dx", dxo, (int64_t)N * h);
   dump_dev(be, dir, "grad_router", gwr, (int64_t)E * h);

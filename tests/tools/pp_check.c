@@ -4,7 +4,9 @@
  * exactly min(p − r, m) micro-batch slots under 1F1B; under the interleaved
  * schedule the micro-batches in flight peak at min(W + 1, m·v) with
  * W = 2(p − r − 1) + (v − 1)p (docs/memory.md).
- * usage: pp_check m v */
+ * The same with overlap_p2p_comm on and off (the receives posted ahead land
+ * in the executor's MT_MEM_COMM buffers, not in activation slots).
+ * usage: pp_check m v [overlap_p2p_comm: 1 (default) | 0] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +40,7 @@ int main(int argc, char **argv) {
   mt_dist *d = mt_dist_init(&argc, &argv);
   const int p = mt_dist_size(d), r = mt_dist_rank(d);
   const int m = argc > 1 ? atoi(argv[1]) : 8, v = argc > 2 ? atoi(argv[2]) : 1;
+  const int overlap = argc > 3 ? atoi(argv[3]) : 1;
   char err[256];
   mt_backend_options o = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
   mt_backends_process_init(&o);
@@ -63,7 +66,7 @@ int main(int argc, char **argv) {
   end(&x, 0, 0);
   size_t slot = be->mem.live[MT_MEM_ACT] - base;
   mt_pp_stats st;
-  mt_pp_run(mt_dist_world(d), p, v, r, &s, &md, &st);
+  mt_pp_run(mt_dist_world(d), p, v, r, &s, &md, overlap, &st);
   size_t act = be->mem.peak[MT_MEM_ACT] - base;
   if (v == 1) {
     int bound = p - r < m ? p - r : m;

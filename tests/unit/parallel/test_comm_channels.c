@@ -92,7 +92,11 @@ static void check_pipeline(int p, int v, int m) {
                       : mt_pp_schedule_1f1b(&s, p, m, r, 0, err, sizeof err);
     if (built != 0) fail_msg("p=%d v=%d m=%d r=%d: %s", p, v, m, r, err);
     /* mt_pp_run's posting order: per action, the receive before compute,
-     * the send after it */
+     * the send after it. With overlap_p2p_comm the receive of action i + 1
+     * is posted during action i, before its compute and before action i's
+     * send: on each channel the receives still come in action order (the
+     * receives and the sends of one rank use different channels), so the
+     * sequences checked here are those of both modes. */
     for (int i = 0; i < s.n_actions; i++) {
       const mt_pp_action *a = &s.actions[i];
       int pc, prev, next;

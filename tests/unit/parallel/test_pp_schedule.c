@@ -6,7 +6,9 @@
  *   - warm-up / steady / cool-down counts follow Megatron's formulas;
  *   - the whole pipeline runs to completion when simulated with blocking
  *     receives and non-blocking sends (what mt_pp_run does): every receive
- *     finds its matching send, in order, so no deadlock is possible;
+ *     finds its matching send, in order, so no deadlock is possible
+ *     (overlap_p2p_comm only posts receives earlier, without blocking, and
+ *     waits at the same points);
  *   - peak micro-batches in flight: min(p - r, m) for 1F1B;
  *   - invalid combinations (interleaved with m % p != 0) are refused. */
 #include <setjmp.h>
