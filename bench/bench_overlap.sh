@@ -11,14 +11,17 @@
 # its link fields set to the case's simulated link and its peak to the GEMM
 # rate measured at the start (GEMM_GFLOPS=<x> to give it).
 #
-# The model: the test model (tests/configs/gpt-test.json: hidden 64, GPT-2
-# vocabulary) with 4 layers. Links (MEGATRAIN_SIM_LINK, GB/s and latency in
-# µs, every group kind): 0.25,50 for the dp, ep and cp cases (the 13 MB of
-# gradients ~ 53 ms per collective, about the backward pass). The dp cases
-# run untied with 500k-element buckets: with the tied embedding (97% of the
-# gradients, final only after the embedding's backward, the last one) and
-# Megatron's 40M-element buckets (one bucket here) nothing could hide; untied,
-# the output layer's buckets are ready first. The pp cases run
+# The models. dp cases: a layer-dominated model, 16 layers of hidden 256
+# (4 heads, seq 128, micro-batch 8, one micro-batch per rank), vocabulary
+# 1024 — the test corpus's GPT-2 ids taken mod 1024 (written to $TMP), since
+# with the GPT-2 vocabulary the embedding and output layer hold most of a
+# small model's gradients, final last and read first, and nothing could
+# hide; one bucket per layer (ZeRO buckets never cross a layer). Link
+# 0.085,50 (GB/s, µs): the step's reduce-scatter and all-gather (2 x 13 MB
+# bus bytes per rank) take about as long as the backward pass. The other
+# cases: the test model (tests/configs/gpt-test.json: hidden 64, GPT-2
+# vocabulary) with 4 layers; link 0.25,50 for the ep and cp cases (the
+# 13 MB of gradients ~ 53 ms per collective). The pp cases run
 # untied (no embedding all-reduce; dp 1) with 0.004,100 (the 16 KB stage
 # transfers ~ 4 ms each, 8 per stage and step ~ the backward).
 # Overlap keys: parallel.overlap_grad_reduce + parallel.overlap_param_gather
@@ -101,14 +104,22 @@ row() { # case ov "measured" "planned"
   printf "%-12s %-4s | %9s %9s %9s %6s | %9s %9s %9s\n" "$1" "$2" "${m[0]}" "${m[1]}" "${m[2]}" "$pct" \
     "${p[0]}" "${p[1]}" "${p[2]}"
 }
-DPL=0.25,50; PPL=0.004,100
+DPL=0.25,50; PPL=0.004,100; DPZ=0.085,50
+/usr/bin/python3 - "$TS" "$TMP/ts1k_text_document" <<'PY'
+import shutil, sys
+import numpy as np
+np.fromfile(sys.argv[1] + ".bin", dtype=np.uint16).__mod__(1024).astype(np.uint16).tofile(sys.argv[2] + ".bin")
+shutil.copy(sys.argv[1] + ".idx", sys.argv[2] + ".idx")
+PY
+DPM=(--set model.num_layers=16 --set model.hidden_size=256 --set model.seq_length=128
+     --set model.vocab_size=1024 --set training.micro_batch_size=8 --set training.global_batch_size=16
+     --set "data.data_path=[\"$TMP/ts1k_text_document\"]")
 for z in 1 3; do
-  Z=(--set parallel.zero_stage=$z --set model.untie_embeddings_and_output_weights=true
-     --set parallel.ddp_bucket_size=500000)
+  Z=("${DPM[@]}" --set parallel.zero_stage=$z)
   OFF=(--set parallel.overlap_grad_reduce=false --set parallel.overlap_param_gather=false)
   ON=(--set parallel.overlap_grad_reduce=true --set parallel.overlap_param_gather=true)
-  row "dp2_zero$z" off "$(measure dp$z-off $DPL "${Z[@]}" "${OFF[@]}")" "$(plan $DPL "${Z[@]}" "${OFF[@]}")"
-  row "dp2_zero$z" on "$(measure dp$z-on $DPL "${Z[@]}" "${ON[@]}")" "$(plan $DPL "${Z[@]}" "${ON[@]}" \
+  row "dp2_zero$z" off "$(measure dp$z-off $DPZ "${Z[@]}" "${OFF[@]}")" "$(plan $DPZ "${Z[@]}" "${OFF[@]}")"
+  row "dp2_zero$z" on "$(measure dp$z-on $DPZ "${Z[@]}" "${ON[@]}")" "$(plan $DPZ "${Z[@]}" "${ON[@]}" \
     --overlap-grad-reduce --overlap-param-gather)"
 done
 if [ -z "${DP_ONLY:-}" ]; then
