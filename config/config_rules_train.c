@@ -1,7 +1,8 @@
 /* config/config_rules_train.c — the consistency rules of the optimizer
  * schedule keys (Megatron's arguments.py rules for iteration- and
  * sample-based lengths, warmup, WSD and the weight-decay increment), as rows
- * of the rule table that config_check.c runs after the data rules and
+ * of the rule table that config_check.c runs after the data rules (and
+ * the one rule of the data-parallel overlap keys), and
  * docs/config.md lists (tests/support/config_doc.c). Keys that only need
  * another setting (the WSD keys without WSD, start/end weight decay with the
  * constant style, the *_samples lengths without train_samples) are the
@@ -234,6 +235,32 @@ static int r_rampup(mt_cfg_ctx *c, mt_config *cfg, int world) {
 }
 
 #define LIN "training.weight_decay_incr_style=linear; "
+/* overlap_grad_reduce / overlap_param_gather true when no gradient is
+ * reduced over more than one rank: dp x cp = 1 and, with experts, an
+ * expert-data-parallel size of 1 (Megatron accepts it and does nothing;
+ * docs/config.md says so). Derived sizes (etp) are set by now. */
+static int r_overlap_dp(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  const mt_parallel_config *p = &cfg->parallel;
+  const int tp = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
+  const int cp = p->context_parallel_size;
+  if (!(p->overlap_grad_reduce || p->overlap_param_gather) || tp < 1 || pp < 1 || cp < 1 ||
+      world % (tp * cp * pp))
+    return 0;
+  const int dp_cp = world / (tp * pp);
+  int edp = 1;
+  const int eg = pp * p->expert_model_parallel_size *
+                 (p->expert_tensor_parallel_size > 0 ? p->expert_tensor_parallel_size : tp);
+  if (cfg->model.num_experts > 0 && eg > 0 && world % eg == 0) edp = world / eg;
+  if (dp_cp > 1 || edp > 1) return 0;
+  const char *k = p->overlap_grad_reduce ? "parallel.overlap_grad_reduce"
+                                         : "parallel.overlap_param_gather";
+  return mt_cfg_fail(c, key(k),
+                     "true has no effect on %d rank(s) with tp %d x cp %d x pp %d: no gradient "
+                     "is reduced over data-parallel ranks (expected a world larger than "
+                     "tp x cp x pp, or the key left out)",
+                     world, tp, cp, pp);
+}
+
 static const mt_cfg_rule k_sched[] = {
     {"training.train_samples", r_samples_iters,
      "`training.train_samples` and `train_iters` are not both given (a resolved config's "
@@ -287,6 +314,11 @@ static const mt_cfg_rule k_sched[] = {
      "are multiples of `micro_batch_size` × dp (with vpp > 1: of pp micro-batches too)",
      "1: training.train_iters=null; training.train_samples=64; "
      "training.global_batch_size=8; training.rampup_batch_size=[8,2,16]", 0, 0},
+    {"parallel.overlap_grad_reduce parallel.overlap_param_gather", r_overlap_dp,
+     "`parallel.overlap_grad_reduce` or `overlap_param_gather` true needs a gradient reduced "
+     "over more than one rank: dp × cp > 1, or an expert-data-parallel size > 1 (Megatron "
+     "accepts either key there and does nothing)",
+     "1: parallel.overlap_grad_reduce=true", 0, 0},
 };
 
 const mt_cfg_rule *mt_cfg_rules_train(int *n) {

@@ -55,6 +55,7 @@ mt_group *mt_group_create(mt_dist *d, const int *ranks, int n, const char *name,
     }
     if (!found) mt_fatal("group '%s': calling rank %d is not in its rank list", name, d->rank);
   }
+  mt_sim_link_mark(d, name ? name : "?");
   MPI_Comm comm;
   if (d->world) mt_wd_op_begin(d->world, MT_WD_CREATE, 0, -1);
   MT_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, color, key, &comm));

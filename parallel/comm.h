@@ -294,6 +294,11 @@ int mt_group_async(const mt_group *g);
  * bytes / bandwidth after it was posted (mt_wait sleeps, mt_test says 0
  * until then). Kinds not named, and no variable: no delay. A malformed
  * value is fatal at start-up, quoting it. */
+/* After a run's groups are created: an entry whose kind names none of the
+ * groups created so far (a typo such as "dq=2,50") is fatal, quoting the
+ * value and listing the groups' names. Local (every rank sees the same
+ * names). */
+void mt_dist_check_sim_link(const mt_dist *d);
 
 /* ---- Exposed communication ----
  * Per group kind, the wall time the calling (compute) thread spent blocked

@@ -115,9 +115,12 @@ void mt_comm_op_issue(mt_group *g, const mt_comm_engine_ops *e, mt_coll_op *op) 
 
 /* Run one started collective with the engine's blocking entry. */
 static void run_op(mt_group *g, mt_coll_op *op) {
-  int64_t t0 = mt_comm_now_ns();
   mt_wd_op_begin(g, op->kind, op->wd_bytes, -1);
   arrival_gate(g);
+  /* executing from here: the wait for the peers to arrive is not the
+   * link's time (a blocking call's wait for its peers is in its exposed
+   * time, as the compute thread is blocked) */
+  int64_t t0 = mt_comm_now_ns();
   mt_comm_op_issue(g, op->eng ? op->eng : g->ops, op);
   if (g->sim) mt_sleep_until_ns(mt_comm_now_ns() + mt_sim_delay_ns(g, op->bus_bytes));
   mt_wd_op_end(g);

@@ -27,6 +27,7 @@
 /* One MEGATRAIN_SIM_LINK entry (comm_simlink.c). */
 typedef struct {
   char kind[32];        /* "" = the default entry */
+  int used;             /* a group of this name was created (mt_sim_link_mark) */
   double bytes_per_ns;  /* GB/s = bytes per ns */
   double latency_ns;
 } mt_sim_link;
@@ -51,6 +52,8 @@ struct mt_dist {
                          * MEGATRAIN_COMM_THREAD is not 0: communication threads */
   mt_sim_link sim[MT_COMM_KINDS];
   int n_sim;
+  char seen[MT_COMM_KINDS][32]; /* group names created so far (mt_sim_link_mark) */
+  int n_seen;
   mt_comm_account acct[MT_COMM_KINDS];
   int n_acct;           /* written only by group creation (collective) */
 };
@@ -58,6 +61,9 @@ struct mt_dist {
 /* Parse MEGATRAIN_SIM_LINK (comm.h) into d->sim; fatal on a malformed
  * value. No variable: n_sim = 0. */
 void mt_sim_link_parse(mt_dist *d, const char *value);
+/* Record that a group named `kind` was created (member or not): its
+ * MEGATRAIN_SIM_LINK entry, if any, is used. Collective order, local. */
+void mt_sim_link_mark(mt_dist *d, const char *kind);
 /* The link of a group named `kind`: 1 and *bpns, *lat_ns set when one
  * applies, else 0. */
 int mt_sim_link_of(const mt_dist *d, const char *kind, double *bytes_per_ns, double *lat_ns);

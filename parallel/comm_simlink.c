@@ -1,6 +1,7 @@
 /* parallel/comm_simlink.c — MEGATRAIN_SIM_LINK: the simulated link's
  * bandwidth and latency per group kind (comm.h, "Simulated link";
  * docs/communication.md). The sleeps are comm.c's and comm_async.c's. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,6 +56,27 @@ void mt_sim_link_parse(mt_dist *d, const char *value) {
                  l->kind[0] ? l->kind : "the default (an entry without kind)");
     d->n_sim++;
     s = *end ? end + 1 : end;
+  }
+}
+
+void mt_sim_link_mark(mt_dist *d, const char *kind) {
+  for (int i = 0; i < d->n_sim; i++)
+    if (!strcmp(d->sim[i].kind, kind)) d->sim[i].used = 1;
+  for (int i = 0; i < d->n_seen; i++)
+    if (!strcmp(d->seen[i], kind)) return;
+  if (d->n_seen < MT_COMM_KINDS) snprintf(d->seen[d->n_seen++], sizeof d->seen[0], "%s", kind);
+}
+
+void mt_dist_check_sim_link(const mt_dist *d) {
+  for (int i = 0; i < d->n_sim; i++) {
+    if (!d->sim[i].kind[0] || d->sim[i].used) continue;
+    char names[MT_COMM_KINDS * 34] = "";
+    size_t at = 0;
+    for (int k = 0; k < d->n_seen && at < sizeof names; k++)
+      at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", k ? ", " : "", d->seen[k]);
+    mt_fatal("MEGATRAIN_SIM_LINK='%s': no group of this run is named '%s' (its groups: %s)",
+             getenv("MEGATRAIN_SIM_LINK") ? getenv("MEGATRAIN_SIM_LINK") : "", d->sim[i].kind,
+             names);
   }
 }
 

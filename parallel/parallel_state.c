@@ -54,6 +54,7 @@ mt_parallel_state *mt_parallel_state_create(mt_dist *d, const mt_topology *t,
   for (int i = 0; i < ps->world; i++) all[i] = i;
   ps->world_group = mt_group_create(d, all, ps->world, "world", engine);
   free(all);
+  mt_dist_check_sim_link(d); /* every named link is some group's */
   return ps;
 }
 

@@ -164,7 +164,12 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
                  exp_s = mt_plan_comm_exposed(t);
     fprintf(f, "  per step: compute %.4g s | communication %.4g s total, %.4g s exposed", comp,
             tot, exp_s);
-    fprintf(f, " (%.0f%% hidden)\n", tot > 0 ? 100 * (1 - exp_s / tot) : 100.0);
+    if (tot > 0) {
+      const double hid = 100 * (1 - exp_s / tot);
+      fprintf(f, " (%.0f%% hidden)\n", hid > 0.5 ? hid : 0.0); /* no "-0%" */
+    } else {
+      fprintf(f, " (no communication)\n");
+    }
     for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
       if (t->comm_total[kinds[k]] > 0)
         fprintf(f, "    %-8s total %10.4g s  exposed %10.4g s\n", mt_plan_time_name(kinds[k]),

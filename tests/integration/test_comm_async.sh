@@ -30,7 +30,7 @@ run() { # NAME NP ENV... -- ARGS...
 run "2 ranks, communication thread" 2 MEGATRAIN_COMM_THREAD=1 --
 run "4 ranks, communication thread" 4 MEGATRAIN_COMM_THREAD=1 --
 run "2 ranks, started collectives run at start" 2 MEGATRAIN_COMM_THREAD=0 --
-run "2 ranks, simulated link dp 20 ms" 2 "MEGATRAIN_SIM_LINK=dp=1,20000;10,5" -- --sim-lat-ms 20
+run "2 ranks, simulated link dp 200 ms" 2 "MEGATRAIN_SIM_LINK=dp=1,200000;10,5" -- --sim-lat-ms 200
 run "2 ranks, simulated link, no thread" 2 MEGATRAIN_COMM_THREAD=0 "MEGATRAIN_SIM_LINK=dp=1,20000" -- --sim-lat-ms 20
 
 for bad in "fast" "2" "dp=2" "dp=0,5" "dp=2,5;dp=3,5" "=2,5"; do
@@ -41,4 +41,15 @@ for bad in "fast" "2" "dp=2" "dp=0,5" "dp=2,5;dp=3,5" "=2,5"; do
     echo "FAIL MEGATRAIN_SIM_LINK='$bad' (exit $r)"; echo "$out" | tail -5; rc=1
   fi
 done
+# a kind that names no group of the run (a typo) ends the start-up too
+source tests/integration/lib.sh
+prepare_ts "$TS"
+r=0
+out=$(MEGATRAIN_SIM_LINK="dq=2,50" timeout 60 "$MT" --config "$CFG" --set training.train_iters=1 \
+  --set training.lr_warmup_iters=1 2>&1) || r=$?
+if [ $r -ne 0 ] && grep -qF "MEGATRAIN_SIM_LINK='dq=2,50': no group of this run is named 'dq' (its groups: " <<<"$out"; then
+  echo "ok   MEGATRAIN_SIM_LINK='dq=2,50' (no such group) refused: $(grep -m1 -o "its groups: .*" <<<"$out")"
+else
+  echo "FAIL MEGATRAIN_SIM_LINK='dq=2,50' (exit $r)"; echo "$out" | tail -5; rc=1
+fi
 exit $rc
