@@ -22,7 +22,8 @@
 #include "model/gpt.h"
 #include "trainer/train_internal.h"
 
-/* One process, a MoE model (so that the MoE keys take effect), small. */
+/* A MoE model (so that the MoE keys take effect), small, checked for a
+ * world of 2 ranks (dp 2, or ep 2 where a key needs it). */
 static const char *k_base =
     "{\"model\": {\"num_layers\": 2, \"hidden_size\": 32, \"num_attention_heads\": 4, "
     "\"seq_length\": 16, \"vocab_size\": 256, \"make_vocab_size_divisible_by\": 8, "
@@ -49,6 +50,10 @@ static const struct {
     {"moe_token_drop_policy", {"model.moe_expert_capacity_factor=1.0"}},
     {"moe_router_group_topk", {"model.moe_router_num_groups=2", "model.moe_router_group_topk=2"}},
     {"moe_router_num_groups", {"model.moe_router_num_groups=2", "model.moe_router_group_topk=2"}},
+    /* a shared expert and an all-to-all to hide behind (ep 2: the loads
+     * below check a world of 2) */
+    {"moe_shared_expert_overlap",
+     {"model.moe_shared_expert_intermediate_size=16", "parallel.expert_model_parallel_size=2"}},
 };
 
 /* Keys whose automatic non-default value (below) the loader would refuse. */
@@ -63,7 +68,7 @@ static const struct {
 };
 
 static int load(mt_config *cfg, const char *const *ov, int n, char *err, size_t errlen) {
-  return mt_config_load_string(cfg, k_base, "test", ov, n, 1, err, errlen);
+  return mt_config_load_string(cfg, k_base, "test", ov, n, 2, err, errlen);
 }
 
 /* "model.KEY=VALUE" with a value of key k other than the one in cfg. */
