@@ -26,18 +26,28 @@ mt_request *mt_iallreduce(mt_group *g, void *buf, int64_t count, mt_dtype t, mt_
   return enqueue(g, o, buf);
 }
 
+/* Start an all-gather or reduce-scatter of count_per_rank elements per
+ * rank (their shared checks, counters and queueing; `what` names it in
+ * messages, `engine_buf` decides the engine). */
+static mt_request *start_per_rank(mt_group *g, mt_coll_kind kind, const void *send, void *recv,
+                                  int64_t count_per_rank, mt_dtype t, mt_redop op,
+                                  const char *what, const void *engine_buf) {
+  mt_comm_check_count(g, count_per_rank, what);
+  int64_t total = count_per_rank * g->size;
+  mt_coll_op *o = mt_comm_new_op(kind, send, recv, count_per_rank, t, op,
+                                 total * (int64_t)mt_dtype_size(t));
+  o->bus_bytes = mt_comm_record(g, kind, total, t);
+  return enqueue(g, o, engine_buf);
+}
+
 mt_request *mt_iallgather(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
                           mt_dtype t) {
   if (!mt_group_async(g)) {
     mt_allgather(g, send, recv, count_per_rank, t);
     return mt_comm_completed(g);
   }
-  mt_comm_check_count(g, count_per_rank, "all-gather");
-  int64_t total = count_per_rank * g->size;
-  mt_coll_op *o = mt_comm_new_op(MT_COLL_ALLGATHER, send, recv, count_per_rank, t, MT_OP_SUM,
-                         total * (int64_t)mt_dtype_size(t));
-  o->bus_bytes = mt_comm_record(g, MT_COLL_ALLGATHER, total, t);
-  return enqueue(g, o, recv);
+  return start_per_rank(g, MT_COLL_ALLGATHER, send, recv, count_per_rank, t, MT_OP_SUM,
+                        "all-gather", recv);
 }
 
 mt_request *mt_ireduce_scatter(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
@@ -46,12 +56,8 @@ mt_request *mt_ireduce_scatter(mt_group *g, const void *send, void *recv, int64_
     mt_reduce_scatter(g, send, recv, count_per_rank, t, op);
     return mt_comm_completed(g);
   }
-  mt_comm_check_count(g, count_per_rank, "reduce-scatter");
-  int64_t total = count_per_rank * g->size;
-  mt_coll_op *o = mt_comm_new_op(MT_COLL_REDUCE_SCATTER, send, recv, count_per_rank, t, op,
-                         total * (int64_t)mt_dtype_size(t));
-  o->bus_bytes = mt_comm_record(g, MT_COLL_REDUCE_SCATTER, total, t);
-  return enqueue(g, o, send);
+  return start_per_rank(g, MT_COLL_REDUCE_SCATTER, send, recv, count_per_rank, t, op,
+                        "reduce-scatter", send);
 }
 
 mt_request *mt_ialltoall(mt_group *g, const void *send, void *recv, int64_t count_per_rank,
