@@ -19,6 +19,7 @@
 # engine's communication stream is test_cuda_emu_bugs.sh's
 # missing_start_event and missing_wait_event (MEGATRAIN_TEST_FULL=1).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/overlap_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CHECK=build/tests/tools/comm_async_dev_check
 [ -x $CHECK ] || { echo "missing $CHECK (run make tests)"; exit 1; }
@@ -57,23 +58,11 @@ done
 # same A B: the metric records (losses, grad norm, byte counters per group
 # kind) and the checkpoint's tensor files of runs A and B are identical
 same() {
-  /usr/bin/python3 - "$TMP/$1.jsonl" "$TMP/$2.jsonl" <<'PY' || return 1
-import json, sys
-def load(p):
-    keep = ("iteration", "lm_loss", "grad_norm", "val_loss", "comm_bytes")
-    return [{k: o[k] for k in keep if k in o} for o in map(json.loads, open(p))]
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a and all(r.get("comm_bytes") for r in a if "lm_loss" in r), "no records or no byte counters"
-if a != b:
-    for x, y in zip(a, b):
-        if x != y: print("differs:", x, "\n    vs:", y)
-    sys.exit("metric records differ between overlap off and on")
-PY
-  local ha hb
-  ha=$(cd "$TMP/$1.ckpt" && find . -type f -name '*.bin' ! -name index.bin | sort | xargs sha256sum)
-  hb=$(cd "$TMP/$2.ckpt" && find . -type f -name '*.bin' ! -name index.bin | sort | xargs sha256sum)
-  [ -n "$ha" ] && [ "$ha" = "$hb" ] || { echo "   $1 vs $2: checkpoint files differ (or none)"; return 1; }
-  echo "ok   $1 vs $2: metric records, byte counters and $(echo "$ha" | wc -l) checkpoint tensor file(s) identical"
+  same_records "$TMP/$1.jsonl" "$TMP/$2.jsonl" || return 1
+  local n
+  n=$(same_tensor_files "$TMP/$1.ckpt" "$TMP/$2.ckpt") \
+    || { echo "   $1 vs $2: checkpoint files differ (or none)"; return 1; }
+  echo "ok   $1 vs $2: metric records, byte counters and $n checkpoint tensor file(s) identical"
 }
 # dp=2 on device: cuda, overlap off and on: ZeRO-1 with overlap_param_gather
 # (started reduce-scatters and all-gathers) on the NCCL engine in CI (two

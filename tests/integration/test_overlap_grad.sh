@@ -13,6 +13,7 @@
 # start while the backward goes on. The ZeRO-1 case prints (does not
 # assert) its step time and exposed communication off and on.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/overlap_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 LINK="dp=1,500;edp=1,500"
 COMMON="--set training.train_iters=3 --set training.eval_interval=3 --set training.eval_iters=1
@@ -31,27 +32,13 @@ run() {
 
 # same NAME: the off and on runs agree bit for bit
 same() {
-  /usr/bin/python3 - "$TMP/$1_off.jsonl" "$TMP/$1_on.jsonl" <<'PY' || exit 1
-import json, sys
-def load(p):
-    keep = ("iteration", "lm_loss", "grad_norm", "val_loss", "comm_bytes")
-    return [{k: o[k] for k in keep if k in o} for o in map(json.loads, open(p))]
-a, b = load(sys.argv[1]), load(sys.argv[2])
-assert a and any("val_loss" in r for r in a), "no records or no evaluation in %s" % sys.argv[1]
-assert all(r.get("comm_bytes") for r in a if "lm_loss" in r), "no byte counters"
-if a != b:
-    for x, y in zip(a, b):
-        if x != y: print("differs:", x, "\n    vs:", y)
-    sys.exit("metric records differ between overlap off and on")
-PY
+  same_records "$TMP/$1_off.jsonl" "$TMP/$1_on.jsonl" eval || exit 1
   # tensor files bit for bit; metadata.json equal but for the config's own
-  # overlap keys, save path and metrics file (index.bin carries the metadata's checksum,
-  # the lock file this run's identity: both left out)
-  local ha hb
-  ha=$(cd "$TMP/$1_off.ckpt" && find . -type f -name '*.bin' ! -name index.bin | sort | xargs sha256sum)
-  hb=$(cd "$TMP/$1_on.ckpt" && find . -type f -name '*.bin' ! -name index.bin | sort | xargs sha256sum)
-  [ -n "$ha" ] || { echo "FAIL: $1: no checkpoint files"; exit 1; }
-  [ "$ha" = "$hb" ] || { echo "FAIL: $1: checkpoint files differ"; diff <(echo "$ha") <(echo "$hb"); exit 1; }
+  # overlap keys, save path and metrics file (the lock file carries this
+  # run's identity: left out)
+  local n
+  n=$(same_tensor_files "$TMP/$1_off.ckpt" "$TMP/$1_on.ckpt") \
+    || { echo "FAIL: $1: checkpoint files differ (or none)"; exit 1; }
   /usr/bin/python3 - "$TMP/$1_off.ckpt" "$TMP/$1_on.ckpt" <<'PY' || exit 1
 import glob, json, os, sys
 def strip(o):
@@ -66,7 +53,7 @@ a, b = meta(sys.argv[1]), meta(sys.argv[2])
 assert a, "no metadata.json"
 if a != b: sys.exit("metadata.json differs beyond the overlap keys")
 PY
-  echo "ok   $1: metrics, byte counters, $(echo "$ha" | wc -l) checkpoint tensor file(s) and metadata identical"
+  echo "ok   $1: metrics, byte counters, $n checkpoint tensor file(s) and metadata identical"
 }
 
 ON="--set parallel.overlap_grad_reduce=true"
