@@ -345,7 +345,7 @@ static int load_tokenizer(gen_run *r, const gen_args *a, char *err, size_t errle
     r->tok = mt_tokenizer_load(&spec, err, errlen);
     if (!r->tok && (!a->vocab || !a->merges)) {
       char tail[2048];
-      snprintf(tail, sizeof tail, "%s", err);
+      snprintf(tail, sizeof tail, "%.2000s", err);
       snprintf(err, errlen,
                "%.1500s (the tokenizer paths %s%s%s come from data.vocab_file/data.merge_file in "
                "the config of %s/metadata.json; pass --vocab-file FILE and --merge-file FILE)",
@@ -361,7 +361,7 @@ static int load_tokenizer(gen_run *r, const gen_args *a, char *err, size_t errle
         mt_hf_tokenizer_find(mt_dckpt_dir(r->ck), ftype, sizeof ftype, fmodel, sizeof fmodel) &&
         !strcmp(ftype, type)) {
       char first[1024];
-      snprintf(first, sizeof first, "%s", err);
+      snprintf(first, sizeof first, "%.1000s", err);
       spec.model = fmodel;
       r->tok = mt_tokenizer_load(&spec, err, errlen);
       if (r->tok && r->rank == 0)
