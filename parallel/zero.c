@@ -77,15 +77,37 @@ void mt_zero_owned_range(const mt_zero_layout *L, int b, int rank, int64_t *lo, 
   *hi = k->flat_start + e;
 }
 
-void mt_zero_reduce_scatter_segment_start(mt_group *g, const mt_zero_layout *L, int s,
-                                          float *work, mt_request **req) {
+/* The fp32 sum reduce-scatter / the all-gather of one bucket: started
+ * (a handle) or, with now = 1, the blocking call (NULL) — the same MPI call
+ * and bits; the blocking wrappers below take the caller's path rather than
+ * the communication thread's hand-off and arrival gate. */
+static mt_request *rs(mt_group *g, int now, const void *send, void *recv, int64_t n) {
+  if (!now) return mt_ireduce_scatter(g, send, recv, n, MT_F32, MT_OP_SUM);
+  mt_reduce_scatter(g, send, recv, n, MT_F32, MT_OP_SUM);
+  return NULL;
+}
+
+static mt_request *ag(mt_group *g, int now, const void *send, void *recv, int64_t n, mt_dtype t) {
+  if (!now) return mt_iallgather(g, send, recv, n, t);
+  mt_allgather(g, send, recv, n, t);
+  return NULL;
+}
+
+static void rs_segment(mt_group *g, const mt_zero_layout *L, int s, float *work, mt_request **req,
+                       int now) {
   const mt_zero_segment *sg = &L->seg[s];
   for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
     const mt_zero_bucket *k = &L->bkt[b];
     float *send = work + k->seg_offset;
     float *mine = send + (int64_t)L->dp_rank * k->shard_len;
-    req[b - sg->first_bucket] = mt_ireduce_scatter(g, send, mine, k->shard_len, MT_F32, MT_OP_SUM);
+    mt_request *q = rs(g, now, send, mine, k->shard_len);
+    if (req) req[b - sg->first_bucket] = q;
   }
+}
+
+void mt_zero_reduce_scatter_segment_start(mt_group *g, const mt_zero_layout *L, int s,
+                                          float *work, mt_request **req) {
+  rs_segment(g, L, s, work, req, 0);
 }
 
 void mt_zero_reduce_scatter_segment_done(mt_backend *be, const mt_zero_layout *L, int s,
@@ -100,47 +122,48 @@ void mt_zero_reduce_scatter_segment_done(mt_backend *be, const mt_zero_layout *L
 
 void mt_zero_reduce_scatter_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
                                     float *work, float *grad_shard) {
-  const mt_zero_segment *sg = &L->seg[s];
-  mt_request **req = mt_xcalloc((size_t)sg->n_buckets + 1, sizeof *req);
-  mt_zero_reduce_scatter_segment_start(g, L, s, work, req);
-  for (int i = 0; i < sg->n_buckets; i++) mt_wait(req[i]);
-  free(req);
+  rs_segment(g, L, s, work, NULL, 1);
   mt_zero_reduce_scatter_segment_done(be, L, s, work, grad_shard);
 }
 
-void mt_zero_allgather_segment_start(mt_group *g, const mt_zero_layout *L, int s,
-                                     const void *shard, void *work, mt_dtype t, mt_request **req) {
+static void ag_segment(mt_group *g, const mt_zero_layout *L, int s, const void *shard, void *work,
+                       mt_dtype t, mt_request **req, int now) {
   const mt_zero_segment *sg = &L->seg[s];
   size_t es = mt_dtype_size(t);
   for (int b = sg->first_bucket; b < sg->first_bucket + sg->n_buckets; b++) {
     const mt_zero_bucket *k = &L->bkt[b];
-    req[b - sg->first_bucket] =
-        mt_iallgather(g, (const char *)shard + (size_t)k->shard_offset * es,
-                      (char *)work + (size_t)k->seg_offset * es, k->shard_len, t);
+    mt_request *q = ag(g, now, (const char *)shard + (size_t)k->shard_offset * es,
+                       (char *)work + (size_t)k->seg_offset * es, k->shard_len, t);
+    if (req) req[b - sg->first_bucket] = q;
   }
+}
+
+void mt_zero_allgather_segment_start(mt_group *g, const mt_zero_layout *L, int s,
+                                     const void *shard, void *work, mt_dtype t, mt_request **req) {
+  ag_segment(g, L, s, shard, work, t, req, 0);
 }
 
 void mt_zero_allgather_segment(mt_group *g, mt_backend *be, const mt_zero_layout *L, int s,
                                const void *shard, void *work, mt_dtype t) {
   (void)be;
-  const mt_zero_segment *sg = &L->seg[s];
-  mt_request **req = mt_xcalloc((size_t)sg->n_buckets + 1, sizeof *req);
-  mt_zero_allgather_segment_start(g, L, s, shard, work, t, req);
-  for (int i = 0; i < sg->n_buckets; i++) mt_wait(req[i]);
-  free(req);
+  ag_segment(g, L, s, shard, work, t, NULL, 1);
+}
+
+static mt_request *rs_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L, int b,
+                           float *flat, float *scratch, int now) {
+  const mt_zero_bucket *k = &L->bkt[b];
+  int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
+  if (plen == k->len)
+    return rs(g, now, flat + k->flat_start, flat + k->flat_start + mine, k->shard_len);
+  MT_ASSERT(scratch != NULL);
+  be->ops->memcpy_d2d(be, scratch, flat + k->flat_start, (size_t)k->len * sizeof(float));
+  be->ops->memset0(be, scratch + k->len, (size_t)(plen - k->len) * sizeof(float));
+  return rs(g, now, scratch, scratch + mine, k->shard_len);
 }
 
 mt_request *mt_zero_reduce_scatter_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
                                               int b, float *flat, float *scratch) {
-  const mt_zero_bucket *k = &L->bkt[b];
-  int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
-  if (plen == k->len)
-    return mt_ireduce_scatter(g, flat + k->flat_start, flat + k->flat_start + mine, k->shard_len,
-                              MT_F32, MT_OP_SUM);
-  MT_ASSERT(scratch != NULL);
-  be->ops->memcpy_d2d(be, scratch, flat + k->flat_start, (size_t)k->len * sizeof(float));
-  be->ops->memset0(be, scratch + k->len, (size_t)(plen - k->len) * sizeof(float));
-  return mt_ireduce_scatter(g, scratch, scratch + mine, k->shard_len, MT_F32, MT_OP_SUM);
+  return rs_flat(g, be, L, b, flat, scratch, 0);
 }
 
 void mt_zero_reduce_scatter_flat_done(mt_backend *be, const mt_zero_layout *L, int b, float *flat,
@@ -157,20 +180,20 @@ void mt_zero_reduce_scatter_flat_done(mt_backend *be, const mt_zero_layout *L, i
 void mt_zero_reduce_scatter_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L,
                                  float *flat, float *scratch) {
   for (int b = 0; b < L->n_bkt; b++) {
-    mt_wait(mt_zero_reduce_scatter_flat_start(g, be, L, b, flat, scratch));
+    rs_flat(g, be, L, b, flat, scratch, 1);
     mt_zero_reduce_scatter_flat_done(be, L, b, flat, scratch);
   }
 }
 
-mt_request *mt_zero_allgather_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
-                                        int b, void *flat, void *scratch, mt_dtype t) {
+static mt_request *ag_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L, int b,
+                           void *flat, void *scratch, mt_dtype t, int now) {
   size_t es = mt_dtype_size(t);
   char *f = flat, *sc = scratch;
   const mt_zero_bucket *k = &L->bkt[b];
   int64_t plen = k->shard_len * L->dp, mine = (int64_t)L->dp_rank * k->shard_len;
   if (plen == k->len) {
     char *recv = f + (size_t)k->flat_start * es;
-    return mt_iallgather(g, recv + (size_t)mine * es, recv, k->shard_len, t);
+    return ag(g, now, recv + (size_t)mine * es, recv, k->shard_len, t);
   }
   MT_ASSERT(scratch != NULL);
   int64_t lo, hi;
@@ -178,7 +201,12 @@ mt_request *mt_zero_allgather_flat_start(mt_group *g, mt_backend *be, const mt_z
   be->ops->memset0(be, sc + (size_t)mine * es, (size_t)k->shard_len * es);
   if (hi > lo) be->ops->memcpy_d2d(be, sc + (size_t)mine * es, f + (size_t)lo * es,
                                    (size_t)(hi - lo) * es);
-  return mt_iallgather(g, sc + (size_t)mine * es, sc, k->shard_len, t);
+  return ag(g, now, sc + (size_t)mine * es, sc, k->shard_len, t);
+}
+
+mt_request *mt_zero_allgather_flat_start(mt_group *g, mt_backend *be, const mt_zero_layout *L,
+                                        int b, void *flat, void *scratch, mt_dtype t) {
+  return ag_flat(g, be, L, b, flat, scratch, t, 0);
 }
 
 void mt_zero_allgather_flat_done(mt_backend *be, const mt_zero_layout *L, int b, void *flat,
@@ -192,7 +220,7 @@ void mt_zero_allgather_flat_done(mt_backend *be, const mt_zero_layout *L, int b,
 void mt_zero_allgather_flat(mt_group *g, mt_backend *be, const mt_zero_layout *L, void *flat,
                             void *scratch, mt_dtype t) {
   for (int b = 0; b < L->n_bkt; b++) {
-    mt_wait(mt_zero_allgather_flat_start(g, be, L, b, flat, scratch, t));
+    ag_flat(g, be, L, b, flat, scratch, t, 1);
     mt_zero_allgather_flat_done(be, L, b, flat, scratch, t);
   }
 }
