@@ -64,7 +64,7 @@ typedef struct {
                            turn (config_needs.c) */
 } mt_cfg_key;
 
-enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 160 };
+enum { MT_CFG_NSECTIONS = 7, MT_CFG_MAX_KEYS = 256 };
 
 extern const char *const mt_cfg_sections[MT_CFG_NSECTIONS];
 extern const mt_cfg_key mt_cfg_keys[];
@@ -138,6 +138,16 @@ typedef struct {
  * how many. */
 const mt_cfg_rule *mt_cfg_rule_at(int i);
 int mt_cfg_nrules(void);
+/* dp = world / (tp × pp × cp) when that divides the world and all are ≥ 1, else 0. */
+static inline int mt_cfg_data_parallel(const mt_config *cfg, int world) {
+  const mt_parallel_config *p = &cfg->parallel;
+  if (p->tensor_model_parallel_size < 1 || p->pipeline_model_parallel_size < 1 ||
+      p->context_parallel_size < 1)
+    return 0;
+  const long long mp = (long long)p->tensor_model_parallel_size *
+                       p->pipeline_model_parallel_size * p->context_parallel_size;
+  return world % mp == 0 ? (int)(world / mp) : 0;
+}
 const mt_cfg_rule *mt_cfg_rules_layout(int *n);
 const mt_cfg_rule *mt_cfg_rules_model(int *n);
 const mt_cfg_rule *mt_cfg_rules_data(int *n);

@@ -20,16 +20,6 @@
 #include "trainer/train_signals.h"
 #include "trainer/train_watchdog.h"
 
-static void say(const mt_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void say(const mt_trainer *t, const char *fmt, ...) {
-  if (!t->is_logger) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vprintf(fmt, ap);
-  va_end(ap);
-  fflush(stdout);
-}
-
 /* Print this rank's error; an empty message means another rank prints the
  * one every rank agreed on (checkpoint loading). */
 static void rank_error(const mt_trainer *t, const char *msg) {
@@ -96,56 +86,6 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int64_t g
   return loss_sum;
 }
 
-/* MoE routing statistics of the step: per-layer dropped and routed slots,
- * balance and z losses summed over the data x context-parallel ranks
- * (different tokens) and the pipeline stages (different layers); TP ranks
- * hold identical copies. The tokens per expert come already reduced from
- * mt_trainer_moe_bias_step (t->moe_tokens_per_expert, routed part), which
- * runs first. Collective over dp x cp and pp. */
-static void moe_step_stats(mt_trainer *t, mt_step_result *r) {
-  const mt_moe_stats *st = mt_gpt_moe_stats(t->model);
-  if (!st) return;
-  const int L = st->n_layers, E = st->E;
-  const int64_t *routed = t->moe_tokens_per_expert; /* [L·E], NULL without MoE layers */
-  const size_t n = 5 * (size_t)L;
-  double *v = mt_xcalloc(n, sizeof(double));
-  for (int l = 0; l < L; l++) {
-    double *w = v + 5 * (size_t)l;
-    w[0] = (double)st->dropped[l];
-    w[1] = (double)st->slots[l];
-    w[2] = st->lb[l];
-    w[3] = st->z[l];
-    w[4] = (double)st->n_mb[l];
-  }
-  mt_allreduce(t->dp_group, v, (int64_t)n, MT_F64, MT_OP_SUM);
-  mt_allreduce(t->ps->pp, v, (int64_t)n, MT_F64, MT_OP_SUM);
-  double dropped = 0, slots = 0;
-  r->n_moe_layers = L < 64 ? L : 64;
-  for (int l = 0; l < L; l++) {
-    const double *w = v + 5 * (size_t)l;
-    double mx = 0;
-    for (int e = 0; e < E && routed; e++)
-      mx = (double)routed[(size_t)l * E + e] > mx ? (double)routed[(size_t)l * E + e] : mx;
-    if (l < 64) {
-      r->tokens_per_expert_max[l] = mx;
-      r->tokens_per_expert_mean[l] = w[1] / E;
-    }
-    dropped += w[0];
-    slots += w[1];
-    if (w[4] > 0) {
-      r->load_balancing_loss += w[2] / w[4];
-      r->z_loss += w[3] / w[4];
-    }
-  }
-  /* mean over the MoE layers, as Megatron's MoE metrics tracker reports them */
-  if (L > 0) {
-    r->load_balancing_loss /= L;
-    r->z_loss /= L;
-  }
-  r->dropped_tokens = (int64_t)dropped;
-  r->dropped_fraction = slots > 0 ? dropped / slots : 0.0;
-  free(v);
-}
 
 double mt_trainer_evaluate(mt_trainer *t, int64_t iteration) {
   const mt_config *c = t->cfg;
@@ -232,7 +172,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   t->consumed_samples += gbs;
   t->sched_steps += gbs; /* opt_param_scheduler.step(increment=gbs), skipped updates too */
   mt_trainer_moe_bias_step(t); /* every step, also a skipped one (Megatron) */
-  moe_step_stats(t, &r);
+  mt_trainer_moe_step_stats(t, &r);
   for (int k = 0; k <= MT_GK_N; k++) {
     mt_group *g = k < MT_GK_N ? t->ps->by_kind[k] : t->ps->world_group;
     if (!g || (k < MT_GK_N && mt_parallel_state_is_alias(t->ps, (mt_group_kind)k))) continue;
@@ -258,117 +198,6 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   return r;
 }
 
-/* One line describing the MoE layers (docs/moe.md). */
-static void print_moe_summary(const mt_trainer *t) {
-  const mt_model_config *m = &t->cfg->model;
-  int n_moe = 0;
-  for (int l = 0; l < m->num_layers; l++) n_moe += mt_config_is_moe_layer(t->cfg, l);
-  say(t, "> MoE: %d experts (top-%d, ffn %d) in %d of %d layers, %s scores", m->num_experts,
-      m->moe_router_topk, m->moe_ffn_hidden_size, n_moe, m->num_layers,
-      m->moe_router_score_function);
-  if (m->moe_router_enable_expert_bias)
-    say(t, " + expert bias (rate %g)", (double)m->moe_router_bias_update_rate);
-  if (m->moe_router_num_groups)
-    say(t, ", %d groups pick %d", m->moe_router_num_groups, m->moe_router_group_topk);
-  say(t, ", %s (coeff %g), z-loss coeff %g, ", m->moe_router_load_balancing_type,
-      (double)m->moe_aux_loss_coeff, (double)m->moe_z_loss_coeff);
-  if (m->moe_expert_capacity_factor > 0)
-    say(t, "capacity factor %g%s", (double)m->moe_expert_capacity_factor,
-        m->moe_pad_expert_input_to_capacity ? " (padded)" : "");
-  else
-    say(t, "dropless");
-  if (m->moe_shared_expert_intermediate_size)
-    say(t, ", shared expert %d", m->moe_shared_expert_intermediate_size);
-  say(t, "%s\n", m->moe_grouped_gemm ? ", grouped GEMM" : "");
-}
-
-static void print_summary(const mt_trainer *t) {
-  const mt_config *c = t->cfg;
-  const mt_mem_stats *ms = &t->be->mem;
-  say(t, "> megatrain: device %s (%s), world size %d: tp=%d pp=%d dp=%d", c->device,
-      mt_dtype_name(t->be->dtype), t->world_size, c->parallel.tensor_model_parallel_size,
-      c->parallel.pipeline_model_parallel_size, t->dp);
-  if (t->topo.cp > 1)
-    say(t, " cp=%d (cp_comm_type %s; gradients over dp x cp = %d ranks)", t->topo.cp,
-        c->parallel.cp_comm_type, mt_group_size(t->dp_group));
-  if (c->model.num_experts > 0)
-    say(t, " | experts: ep=%d etp=%d edp=%d", t->topo.ep, t->topo.etp, t->topo.edp);
-  /* the engine of the layout's groups (parallel.distributed_backend) */
-  say(t, " | communication: %s", mt_comm_engine_describe(t->ps->engine));
-  say(t, "\n");
-  if (c->model.num_experts > 0) print_moe_summary(t);
-  say(t, "> model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %lld)\n",
-      c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
-      c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
-      (long long)mt_config_padded_vocab(c));
-  const mt_model_config *m = &c->model;
-  int rope = !strcmp(m->position_embedding_type, "rope");
-  if (rope || strcmp(m->position_embedding_type, "learned_absolute") ||
-      strcmp(m->normalization, "LayerNorm") || m->swiglu || m->group_query_attention ||
-      !m->add_bias_linear || m->qk_layernorm ||
-      m->kv_channels * m->num_attention_heads != m->hidden_size) {
-    char pos[128];
-    /* rotated channels as Megatron's RotaryEmbedding: int(hn * rotary_percent) */
-    int rot = mt_rotary_dim(m->kv_channels, m->rotary_percent);
-    if (rope)
-      snprintf(pos, sizeof pos, "rope (base %g, %d of %d channels rotated%s)",
-               (double)m->rotary_base, rot, m->kv_channels,
-               m->rotary_interleaved ? ", interleaved" : ", rotate-half");
-    else
-      snprintf(pos, sizeof pos, "%s", m->position_embedding_type);
-    say(t, "> block: positions %s, %s (eps %g)%s, %s MLP, %d query heads in %d K/V groups of %d "
-           "channels, %s linear biases%s\n",
-        pos, m->normalization, (double)m->norm_epsilon, m->qk_layernorm ? " + qk norm" : "",
-        m->swiglu ? "SwiGLU" : "GELU", m->num_attention_heads, m->num_query_groups,
-        m->kv_channels, m->add_bias_linear ? "with" : "no",
-        m->untie_embeddings_and_output_weights ? ", untied output layer" : "");
-  }
-  say(t, "> number of parameters: %lld (%.2fM); per rank: %lld\n",
-      (long long)t->n_params_total, t->n_params_total / 1e6,
-      (long long)mt_gpt_params(t->model)->numel);
-  say(t, "> batch: micro %d, global %d (%lld micro-batches per rank), %lld tokens/iteration\n",
-      c->training.micro_batch_size, c->training.global_batch_size,
-      (long long)(c->training.global_batch_size / t->dp / c->training.micro_batch_size),
-      (long long)c->training.global_batch_size * c->model.seq_length);
-  if (t->rampup.start > 0)
-    say(t, "> batch-size ramp-up: global batch %lld + %lld every %.17g samples until %lld "
-           "samples are consumed, then %d (%lld iterations)\n",
-        (long long)t->rampup.start, (long long)t->rampup.increment, t->rampup.per_increment,
-        (long long)t->rampup.samples, c->training.global_batch_size,
-        (long long)c->training.train_iters);
-  say(t, "> memory per rank (allocator, MiB):");
-  for (int k = 0; k < MT_MEM_NCAT; k++)
-    say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
-  say(t, " | total %.1f\n", ms->live_total / 1048576.0);
-  if (t->zero && t->is_logger) mt_zero_opt_print_summary(t->zero, stdout);
-  say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
-}
-
-/* Allocator peaks of the training loop by category: the logger prints them
- * on stdout; with MEGATRAIN_MEM_REPORT set every rank also writes one line
- * "megatrain-mem-peak {json}" to stderr (tests/integration/test_plan_memory.sh
- * compares them with `megatrain plan`). */
-static void report_peaks(const mt_trainer *t) {
-  const mt_mem_stats *ms = &t->be->mem;
-  say(t, "> peak memory per rank during training (allocator, MiB):");
-  for (int k = 0; k < MT_MEM_NCAT; k++)
-    say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->peak[k] / 1048576.0);
-  say(t, " | total %.1f\n", ms->peak_total / 1048576.0);
-  if (!getenv("MEGATRAIN_MEM_REPORT")) return;
-  char line[1024];
-  int n = snprintf(line, sizeof line,
-                   "megatrain-mem-peak {\"rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,\"dp_rank\":%d,"
-                   "\"cp_rank\":%d,\"peak\":{",
-                   t->rank, t->ps->tp_rank, t->ps->pp_rank, t->dp_rank, t->ps->cp_rank);
-  for (int k = 0; k < MT_MEM_NCAT && n < (int)sizeof line; k++)
-    n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%zu", k ? "," : "",
-                  mt_mem_cat_name((mt_mem_cat)k), ms->peak[k]);
-  if (n < (int)sizeof line)
-    snprintf(line + n, sizeof line - (size_t)n, "},\"peak_total\":%zu,\"op_scratch\":%zu}",
-             ms->peak_total, ms->op_scratch);
-  fprintf(stderr, "%s\n", line);
-  fflush(stderr);
-}
 
 int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_trainer T, *t = &T;
@@ -388,7 +217,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     mt_exit_watch_stop(&watch);
     return 1;
   }
-  print_summary(t);
+  mt_trainer_print_summary(t);
   if (cfg->checkpoint.save[0] && cfg->checkpoint.async_save)
     mt_trainer_async_init(t);
   /* peaks from here on are the training loop's (not set-up transients such
@@ -396,7 +225,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   mt_mem_reset_peak(&t->be->mem);
   const mt_training_config *tc = &cfg->training;
   int64_t start = t->iteration;
-  if (start > 0) say(t, "> resumed from iteration %lld (consumed samples %lld)\n",
+  if (start > 0) mt_trainer_say(t, "> resumed from iteration %lld (consumed samples %lld)\n",
                      (long long)start, (long long)t->consumed_samples);
   mt_dist_reset_comm_time(dist); /* the training loop's communication from here */
   double t_log = mt_now(), t_start = mt_now(), acc_loss = 0.0, acc_norm = 0.0;
@@ -522,7 +351,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     double val = -1.0;
     if (tc->eval_interval > 0 && it % tc->eval_interval == 0 && t->has_valid) {
       val = mt_trainer_evaluate(t, it);
-      say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
+      mt_trainer_say(t, " validation loss at iteration %lld | lm loss value: %.6E | lm loss PPL: %.6E |\n",
           (long long)it, val, exp(val < 700 ? val : 700));
       mt_tb_scalar(&t->tb, "lm loss validation", val, it);
       mt_tb_scalar(&t->tb, "lm loss validation vs samples", val, t->consumed_samples);
@@ -552,7 +381,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       saved = 1;
     }
     if (exiting) {
-      say(t, "> exiting after iteration %lld (training.exit_interval = %lld)\n", (long long)it,
+      mt_trainer_say(t, "> exiting after iteration %lld (training.exit_interval = %lld)\n", (long long)it,
           (long long)tc->exit_interval);
       break;
     }
@@ -574,14 +403,14 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rank_error(t, err);
     status = 1;
   }
-  if (status == 0) report_peaks(t);
+  if (status == 0) mt_trainer_report_peaks(t);
   const int n_dp_cp = mt_group_size(t->dp_group);
   if (status == 0 && (n_dp_cp > 1 || t->topo.tp > 1 || t->topo.pp > 1)) {
     if (mt_trainer_check_replicas(t, err, sizeof err) != 0) {
       rank_error(t, err);
       status = 1;
     } else {
-      say(t, "> parameters are bitwise identical on all %d data-parallel%s ranks; replicated "
+      mt_trainer_say(t, "> parameters are bitwise identical on all %d data-parallel%s ranks; replicated "
              "parameters identical on all %d tensor-parallel ranks; word-embedding copies "
              "identical on the first and last of %d pipeline stages\n", n_dp_cp,
           t->topo.cp > 1 ? " x context-parallel" : "", t->topo.tp, t->topo.pp);

@@ -6,6 +6,8 @@
 #ifndef MT_TRAINER_TRAIN_INTERNAL_H
 #define MT_TRAINER_TRAIN_INTERNAL_H
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "core/backend.h"
@@ -223,6 +225,12 @@ int mt_trainer_check_replicas(mt_trainer *t, char *err, size_t errlen);
  * (mt_gpt_moe_update_expert_bias; a no-op without moe_router_enable_expert_bias).
  * Collective over t->dp_group and the pipeline group. */
 void mt_trainer_moe_bias_step(mt_trainer *t);
+/* The step's MoE statistics into r (dropped tokens, balance and z losses,
+ * tokens per expert), summed over dp x cp and pp. Collective over
+ * t->dp_group and the pipeline group. */
+void mt_trainer_moe_step_stats(mt_trainer *t, mt_step_result *r);
+/* The start-up line describing the MoE layers (logger only; docs/moe.md). */
+void mt_trainer_print_moe_summary(const mt_trainer *t);
 /* Point rec's per-layer lists (tokens_per_expert, expert_bias) at that state. */
 void mt_trainer_moe_log_fields(mt_trainer *t, mt_log_record *rec);
 /* Check that every rank holds bitwise the same expert biases (all MoE layers;
@@ -276,5 +284,23 @@ int mt_trainer_save_poll(mt_trainer *t, int wait, char *err, size_t errlen);
 /* checkpoint.async_save: create t->ckpt_async and its host snapshot (the
  * size of this rank's share of a checkpoint, touched now). No communication. */
 void mt_trainer_async_init(mt_trainer *t);
+
+/* printf to stdout on the logging rank only (flushed). */
+static inline void mt_trainer_say(const mt_trainer *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static inline void mt_trainer_say(const mt_trainer *t, const char *fmt, ...) {
+  if (!t->is_logger) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  fflush(stdout);
+}
+/* The start-up summary (layout, model, parameters, batch, memory, FLOPs) and
+ * the allocator peaks of the training loop (trainer/train_setup.c; with
+ * MEGATRAIN_MEM_REPORT every rank also writes its peaks to stderr). Logger
+ * prints; no communication. */
+void mt_trainer_print_summary(const mt_trainer *t);
+void mt_trainer_report_peaks(const mt_trainer *t);
 
 #endif

@@ -1,6 +1,7 @@
 /* trainer/train_setup.c — building the trainer from a config: layout
- * checks, backend, groups, data, model, optimizer, schedules, and tearing it
- * down again (see train_internal.h). */
+ * checks, backend, groups, data, model, optimizer, schedules, the start-up
+ * summary and the memory peaks it prints, and tearing it down again (see
+ * train_internal.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,3 +262,90 @@ void mt_trainer_teardown(mt_trainer *t) {
   memset(t, 0, sizeof *t);
 }
 
+void mt_trainer_print_summary(const mt_trainer *t) {
+  const mt_config *c = t->cfg;
+  const mt_mem_stats *ms = &t->be->mem;
+  mt_trainer_say(t, "> megatrain: device %s (%s), world size %d: tp=%d pp=%d dp=%d", c->device,
+      mt_dtype_name(t->be->dtype), t->world_size, c->parallel.tensor_model_parallel_size,
+      c->parallel.pipeline_model_parallel_size, t->dp);
+  if (t->topo.cp > 1)
+    mt_trainer_say(t, " cp=%d (cp_comm_type %s; gradients over dp x cp = %d ranks)", t->topo.cp,
+        c->parallel.cp_comm_type, mt_group_size(t->dp_group));
+  if (c->model.num_experts > 0)
+    mt_trainer_say(t, " | experts: ep=%d etp=%d edp=%d", t->topo.ep, t->topo.etp, t->topo.edp);
+  /* the engine of the layout's groups (parallel.distributed_backend) */
+  mt_trainer_say(t, " | communication: %s", mt_comm_engine_describe(t->ps->engine));
+  mt_trainer_say(t, "\n");
+  if (c->model.num_experts > 0) mt_trainer_print_moe_summary(t);
+  mt_trainer_say(t, "> model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %d (padded %lld)\n",
+      c->model.num_layers, c->model.hidden_size, c->model.num_attention_heads,
+      c->model.ffn_hidden_size, c->model.seq_length, c->model.vocab_size,
+      (long long)mt_config_padded_vocab(c));
+  const mt_model_config *m = &c->model;
+  int rope = !strcmp(m->position_embedding_type, "rope");
+  if (rope || strcmp(m->position_embedding_type, "learned_absolute") ||
+      strcmp(m->normalization, "LayerNorm") || m->swiglu || m->group_query_attention ||
+      !m->add_bias_linear || m->qk_layernorm ||
+      m->kv_channels * m->num_attention_heads != m->hidden_size) {
+    char pos[128];
+    /* rotated channels as Megatron's RotaryEmbedding: int(hn * rotary_percent) */
+    int rot = mt_rotary_dim(m->kv_channels, m->rotary_percent);
+    if (rope)
+      snprintf(pos, sizeof pos, "rope (base %g, %d of %d channels rotated%s)",
+               (double)m->rotary_base, rot, m->kv_channels,
+               m->rotary_interleaved ? ", interleaved" : ", rotate-half");
+    else
+      snprintf(pos, sizeof pos, "%s", m->position_embedding_type);
+    mt_trainer_say(t, "> block: positions %s, %s (eps %g)%s, %s MLP, %d query heads in %d K/V groups of %d "
+           "channels, %s linear biases%s\n",
+        pos, m->normalization, (double)m->norm_epsilon, m->qk_layernorm ? " + qk norm" : "",
+        m->swiglu ? "SwiGLU" : "GELU", m->num_attention_heads, m->num_query_groups,
+        m->kv_channels, m->add_bias_linear ? "with" : "no",
+        m->untie_embeddings_and_output_weights ? ", untied output layer" : "");
+  }
+  mt_trainer_say(t, "> number of parameters: %lld (%.2fM); per rank: %lld\n",
+      (long long)t->n_params_total, t->n_params_total / 1e6,
+      (long long)mt_gpt_params(t->model)->numel);
+  mt_trainer_say(t, "> batch: micro %d, global %d (%lld micro-batches per rank), %lld tokens/iteration\n",
+      c->training.micro_batch_size, c->training.global_batch_size,
+      (long long)(c->training.global_batch_size / t->dp / c->training.micro_batch_size),
+      (long long)c->training.global_batch_size * c->model.seq_length);
+  if (t->rampup.start > 0)
+    mt_trainer_say(t, "> batch-size ramp-up: global batch %lld + %lld every %.17g samples until %lld "
+           "samples are consumed, then %d (%lld iterations)\n",
+        (long long)t->rampup.start, (long long)t->rampup.increment, t->rampup.per_increment,
+        (long long)t->rampup.samples, c->training.global_batch_size,
+        (long long)c->training.train_iters);
+  mt_trainer_say(t, "> memory per rank (allocator, MiB):");
+  for (int k = 0; k < MT_MEM_NCAT; k++)
+    mt_trainer_say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
+  mt_trainer_say(t, " | total %.1f\n", ms->live_total / 1048576.0);
+  if (t->zero && t->is_logger) mt_zero_opt_print_summary(t->zero, stdout);
+  mt_trainer_say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
+}
+
+/* Allocator peaks of the training loop by category: the logger prints them
+ * on stdout; with MEGATRAIN_MEM_REPORT set every rank also writes one line
+ * "megatrain-mem-peak {json}" to stderr (tests/integration/test_plan_memory.sh
+ * compares them with `megatrain plan`). */
+void mt_trainer_report_peaks(const mt_trainer *t) {
+  const mt_mem_stats *ms = &t->be->mem;
+  mt_trainer_say(t, "> peak memory per rank during training (allocator, MiB):");
+  for (int k = 0; k < MT_MEM_NCAT; k++)
+    mt_trainer_say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->peak[k] / 1048576.0);
+  mt_trainer_say(t, " | total %.1f\n", ms->peak_total / 1048576.0);
+  if (!getenv("MEGATRAIN_MEM_REPORT")) return;
+  char line[1024];
+  int n = snprintf(line, sizeof line,
+                   "megatrain-mem-peak {\"rank\":%d,\"tp_rank\":%d,\"pp_rank\":%d,\"dp_rank\":%d,"
+                   "\"cp_rank\":%d,\"peak\":{",
+                   t->rank, t->ps->tp_rank, t->ps->pp_rank, t->dp_rank, t->ps->cp_rank);
+  for (int k = 0; k < MT_MEM_NCAT && n < (int)sizeof line; k++)
+    n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%zu", k ? "," : "",
+                  mt_mem_cat_name((mt_mem_cat)k), ms->peak[k]);
+  if (n < (int)sizeof line)
+    snprintf(line + n, sizeof line - (size_t)n, "},\"peak_total\":%zu,\"op_scratch\":%zu}",
+             ms->peak_total, ms->op_scratch);
+  fprintf(stderr, "%s\n", line);
+  fflush(stderr);
+}

@@ -109,7 +109,8 @@ dictionary("dckpt", ["MTDCKIDX", "MTDCKSHD", "\x01\x00\x00\x00", "\x00\x00\x10\x
 
 # ---- config: world selector byte + JSON [\0 override]* ----
 keys = set()
-tbl = open(os.path.join(root, "config/config_table.c")).read()
+tbl = "".join(open(f).read() for f in [os.path.join(root, "config/config_table.c")] +
+              sorted(glob.glob(os.path.join(root, "config", "keys_*.inc"))))
 for m in re.finditer(r'\{S_[A-Z]+, "([a-z0-9_]+)"', tbl):
     keys.add(m.group(1))
 for sec in ["model", "parallel", "training", "data", "checkpoint", "logging"]:
