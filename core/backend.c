@@ -46,6 +46,8 @@ void mt_fp8_block_dims(const mt_fp8_desc *d, int64_t *bh, int64_t *bw) {
   case MT_FP8_BLOCK_1X128: *bh = 1, *bw = 128; return;
   case MT_FP8_BLOCK_128X128: *bh = 128, *bw = 128; return;
   case MT_FP8_MX32: *bh = 1, *bw = 32; return;
+  case MT_FP8_BLOCK_128X1: *bh = 128, *bw = 1; return;
+  case MT_FP8_MX32_COL: *bh = 32, *bw = 1; return;
   default: *bh = d->rows > 0 ? d->rows : 1, *bw = d->cols > 0 ? d->cols : 1; return;
   }
 }

@@ -116,7 +116,9 @@ int mt_gemm_grouped_stages(const mt_gemm_grouped_desc *d, int *stage);
  *   MT_FP8_BLOCK_1X128   1 row x 128 columns (Float8BlockScaling's
  *                        activations and gradients; DeepSeek-V3 §3.3);
  *   MT_FP8_BLOCK_128X128 128 x 128 (Float8BlockScaling's weights);
- *   MT_FP8_MX32          1 row x 32 columns with e8m0 scales (MXFP8).
+ *   MT_FP8_MX32          1 row x 32 columns with e8m0 scales (MXFP8);
+ *   MT_FP8_BLOCK_128X1, MT_FP8_MX32_COL: the same along columns (the
+ *                        columnwise copies of TE's backward GEMMs).
  * Edge blocks are partial. Scales are stored [ceil(rows/bh), ceil(cols/bw)]
  * row-major, fp32 (mxfp8: the e8m0 value 2^(e-127), exact in fp32), so
  * n_scales = mt_fp8_n_scales(d). pow2 and eps are the current-scaling rule's
@@ -125,7 +127,11 @@ typedef enum {
   MT_FP8_TENSOR = 0,
   MT_FP8_BLOCK_1X128,
   MT_FP8_BLOCK_128X128,
-  MT_FP8_MX32
+  MT_FP8_MX32,
+  MT_FP8_BLOCK_128X1,       /* 128 rows x 1 column: the 1x128 tiles of a
+                               transposed operand (wgrad's contraction over
+                               tokens) */
+  MT_FP8_MX32_COL           /* 32 rows x 1 column, e8m0 (MXFP8 columnwise) */
 } mt_fp8_blocking;
 
 typedef struct {
@@ -134,6 +140,7 @@ typedef struct {
   int64_t rows, cols;
   int pow2;                 /* current scaling: scales rounded down to 2^k */
   float eps;                /* current scaling: amax floor (0 = none) */
+  int out_f32;              /* fp8_dequantize writes fp32 instead of T */
 } mt_fp8_desc;
 
 /* Rows and columns of one scale block of d (the whole tensor for
@@ -290,8 +297,8 @@ typedef struct {
    * amax is not read. */
   void (*fp8_quantize)(mt_backend *be, const mt_fp8_desc *d, uint8_t *q, float *scale_inv,
                        const void *x, const float *amax, const float *scale);
-  /* y[rows, cols] (T, overwrite) = decode(q) · scale_inv_b (fp32 product,
-   * rounded once to T). */
+  /* y[rows, cols] (T, or fp32 with d->out_f32; overwrite) = decode(q) ·
+   * scale_inv_b (fp32 product, rounded once to T). */
   void (*fp8_dequantize)(mt_backend *be, const mt_fp8_desc *d, void *y, const uint8_t *q,
                          const float *scale_inv);
 

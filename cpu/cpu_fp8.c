@@ -47,7 +47,7 @@ void cpu_fp8_amax(mt_backend *be, const mt_fp8_desc *d, float *amax, const void 
 
 /* The scale of block b by the blocking's rule, from its amax. */
 static inline float block_scale(const mt_fp8_desc *d, float amax, float fmax, float *scale_inv) {
-  if (d->blocking == MT_FP8_MX32) {
+  if (d->blocking == MT_FP8_MX32 || d->blocking == MT_FP8_MX32_COL) {
     const uint8_t e = mt_fp8_e8m0_from_f32(amax * (1.0f / fmax));
     *scale_inv = mt_fp8_e8m0_to_f32(e);
     return mt_fp8_e8m0_rcp(e);
@@ -96,7 +96,8 @@ void cpu_fp8_dequantize(mt_backend *be, const mt_fp8_desc *d, void *y, const uin
     const float *srow = scale_inv + (r / g.bh) * g.nbc;
     for (int64_t c = 0; c < cols; c++) {
       const float v = lut[q[r * cols + c]] * srow[c / g.bw];
-      if (bf) ((uint16_t *)y)[r * cols + c] = mt_f32_to_bf16(v);
+      if (d->out_f32) ((float *)y)[r * cols + c] = v;
+      else if (bf) ((uint16_t *)y)[r * cols + c] = mt_f32_to_bf16(v);
       else ((float *)y)[r * cols + c] = v;
     }
   }

@@ -40,7 +40,7 @@ template <typename T> __global__ void k_fp8_amax(fp8_geom g, float *amax, const 
 
 __device__ __forceinline__ float blk_scale(int blocking, int pow2, float eps, float amax,
                                            float fmax, float *sinv) {
-  if (blocking == MT_FP8_MX32) {
+  if (blocking == MT_FP8_MX32 || blocking == MT_FP8_MX32_COL) {
     const uint8_t e = mt_fp8_e8m0_from_f32(amax * (1.0f / fmax));
     *sinv = mt_fp8_e8m0_to_f32(e);
     return mt_fp8_e8m0_rcp(e);
@@ -109,7 +109,11 @@ extern "C" void cuda_fp8_dequantize(mt_backend *be, const mt_fp8_desc *d, void *
   if (d->rows * d->cols <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
   const fp8_geom g = geom_of(d);
-  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_fp8_dequantize<T>, grid_for(d->rows * d->cols, TPB), TPB,
-                                    0, st)(g, d->fmt, (T *)y, q, scale_inv)));
+  if (d->out_f32)
+    MT_LAUNCH(k_fp8_dequantize<float>, grid_for(d->rows * d->cols, TPB), TPB, 0, st)(
+        g, d->fmt, (float *)y, q, scale_inv);
+  else
+    MT_DISPATCH(be->dtype, (MT_LAUNCH(k_fp8_dequantize<T>, grid_for(d->rows * d->cols, TPB), TPB,
+                                      0, st)(g, d->fmt, (T *)y, q, scale_inv)));
   MT_CUDA_LAUNCHED();
 }

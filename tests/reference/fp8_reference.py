@@ -133,7 +133,8 @@ def e8m0(v):
 
 
 def block_dims(blocking, rows, cols):
-    return {0: (max(rows, 1), max(cols, 1)), 1: (1, 128), 2: (128, 128), 3: (1, 32)}[blocking]
+    return {0: (max(rows, 1), max(cols, 1)), 1: (1, 128), 2: (128, 128), 3: (1, 32),
+            4: (128, 1), 5: (32, 1)}[blocking]
 
 
 def quantize(x, f, blocking, pow2, eps):
@@ -150,7 +151,7 @@ def quantize(x, f, blocking, pow2, eps):
             blk = blk[~np.isnan(blk)]
             a = F32(blk.max()) if blk.size else F32(0.0)
             amax[br, bc] = a
-            if blocking == 3:
+            if blocking in (3, 5):
                 e = e8m0(float(F32(a * F32(F32(1.0) / FMAX[f]))))
                 sinv[br, bc] = F32(math.nan) if e == 0xFF else F32(math.ldexp(1.0, e - 127))
                 # TE's exp2f_rcp: 1 for e = 0; otherwise the fp32 whose exponent
@@ -257,10 +258,11 @@ def main():
     n_cases = 0
     n_bad = 0
     for blocking, shapes in ((0, [(7, 13), (1, 1)]), (1, [(3, 300), (2, 128)]),
-                             (2, [(130, 132), (5, 7)]), (3, [(4, 100), (1, 32)])):
+                             (2, [(130, 132), (5, 7)]), (3, [(4, 100), (1, 32)]),
+                             (4, [(300, 3)]), (5, [(100, 4)])):
         for f in FMT:
             for pow2, eps in ((0, 0.0), (1, 0.0), (0, 1e-3)):
-                if blocking == 3 and (pow2 or eps):
+                if blocking in (3, 5) and (pow2 or eps):
                     continue
                 for kind in ("normal", "zeros", "tiny", "huge", "special"):
                     for rows, cols in shapes:
