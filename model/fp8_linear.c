@@ -20,6 +20,7 @@ enum { R_X = 0, R_W = 1, R_G = 2 };
 struct mt_fp8_linear {
   mt_backend *be;
   mt_fp8_options o;
+  mt_group *red[2];         /* amax reduction groups: tp, cp (NULL = none) */
   fp8_state *st;
   int nst, capst;
   void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
@@ -42,10 +43,11 @@ int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *reci
   return 0;
 }
 
-mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o) {
+mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_group *tp,
+                                    mt_group *cp) {
   mt_fp8_linear *f = calloc(1, sizeof *f);
   if (!f) mt_fatal("fp8 linear: out of host memory");
-  f->be = be, f->o = *o;
+  f->be = be, f->o = *o, f->red[0] = tp, f->red[1] = cp;
   return f;
 }
 
@@ -104,6 +106,9 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
   mt_fp8_desc d = {.fmt = fmt, .blocking = b, .rows = rows, .cols = cols,
                    .pow2 = f->o.recipe == MT_FP8_RECIPE_BLOCKWISE, .eps = 0.0f, .out_f32 = 1};
   be->ops->fp8_amax(be, &d, s->amax, src);
+  if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards */
+    for (int g = 0; g < 2; g++)
+      if (f->red[g]) mt_allreduce(f->red[g], s->amax, 1, MT_F32, MT_OP_MAX);
   float amax = 0.0f;
   if (given) {
     be->ops->memcpy_h2d(be, s->scale, given, sizeof(float));

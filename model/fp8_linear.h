@@ -19,7 +19,12 @@
  * the scale in use comes from the history before this use; this use's amax
  * then enters the history (most recent first) and the next scale is
  * computed (TE's DelayedScaling, one update per use = per micro-batch).
- * No communication (amax reductions over groups are not done yet).
+ * Communication: with one scale per tensor (tensorwise, delayed) every
+ * amax is all-reduced (max) over the tensor-parallel and the
+ * context-parallel group given at creation (blocking, host buffers: the cpu
+ * backend), so a tp / sp / cp layout quantizes every tensor as one process
+ * would; block scales are local (identical to one process where shard
+ * widths are multiples of the block).
  * Errors: mt_fatal on an allocation failure. */
 #ifndef MT_MODEL_FP8_LINEAR_H
 #define MT_MODEL_FP8_LINEAR_H
@@ -27,6 +32,7 @@
 #include <stdint.h>
 
 #include "core/backend.h"
+#include "parallel/comm.h"
 
 typedef enum {
   MT_FP8_RECIPE_TENSORWISE = 0,
@@ -50,7 +56,9 @@ typedef struct mt_fp8_linear mt_fp8_linear;
 int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *recipe,
                          const char *algo, int wgrad, int margin, int history_len);
 
-mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o);
+/* tp, cp: the amax reduction groups (NULL: size 1). */
+mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_group *tp,
+                                    mt_group *cp);
 void mt_fp8_linear_destroy(mt_fp8_linear *f);
 
 /* y[M, out] (T, overwrite) = Q(x) Q(w)^T (+ bias[out], T, may be NULL). */
