@@ -17,9 +17,10 @@ its bits with exact arithmetic.
   scales:  numpy float32 arithmetic (IEEE, correctly rounded) for TE's
            current, delayed and mxfp8 (e8m0, rounded up) rules.
 
-Usage: fp8_reference.py TOOL [DEVICE]  runs tests/tools/fp8_quant (TOOL) on
-every case and compares bit for bit, printing one count line per group;
-exit 0 when everything matches."""
+Usage: fp8_reference.py TOOL [DEVICE [LINEAR_TOOL]]  runs tests/tools/fp8_quant
+(TOOL) on every case and compares bit for bit, printing one count line per
+group; with LINEAR_TOOL (tests/tools/fp8_linear) also checks the FP8 linear
+layer's three GEMMs (linear_check); exit 0 when everything matches."""
 import bisect
 import math
 import subprocess
@@ -204,6 +205,74 @@ def special_values():
     return np.array(out, dtype=np.float32)
 
 
+def dequant(q, sinv, f, blocking, rows, cols):
+    bh, bw = block_dims(blocking, rows, cols)
+    nbc = -(-cols // bw)
+    lut = np.array([decode(c, f) for c in range(256)], dtype=np.float64)
+    v = lut[q.reshape(rows, cols)]
+    s = sinv.reshape(-1, nbc).astype(np.float64)
+    r = np.arange(rows)[:, None] // bh
+    c = np.arange(cols)[None, :] // bw
+    return v * s[r, c]
+
+
+def linear_check(tool):
+    """model/fp8_linear.c's forward, dgrad and wgrad against the quantized
+    operands built here: y = Qx Qw^T, dx = Qdy Qw, dw = Qdy^T Qx with the
+    recipe's blocks along each GEMM's contraction (x, dy: 1x128 / 1x32 rows
+    for fprop and dgrad, 128x1 / 32x1 columns for wgrad; W 128x128, or mxfp8
+    rows for fprop and columns for dgrad); the first use of delayed scaling
+    takes TE's initial scale 1. fp32 accumulation there, float64 here:
+    every element within 1e-5 of its sum_k |a_ik b_kj|."""
+    rng = np.random.RandomState(99)
+    M, OUT, IN = 24, 136, 140
+    bad = 0
+    n = 0
+    worst = 0.0
+    for recipe in ("tensorwise", "delayed", "blockwise", "mxfp8"):
+        row, col = {"tensorwise": (0, 0), "delayed": (0, 0), "blockwise": (1, 4),
+                    "mxfp8": (3, 5)}[recipe]
+        wrow, wcol = (2, 2) if recipe == "blockwise" else (row, col)
+        pow2 = 1 if recipe == "blockwise" else 0
+        for fmt in ("e4m3", "hybrid"):
+            gf = 1 if fmt == "hybrid" else 0
+            # magnitudes varying by row and by column (2^-6 .. 2^6), so that row
+            # and column blocks take different scales
+            def spread(r, c, s):
+                return (rng.randn(r, c) * s * 2.0 ** rng.randint(-6, 7, (r, 1))
+                        * 2.0 ** rng.randint(-6, 7, (1, c))).astype(np.float32)
+            x, w, dy = spread(M, IN, 3.0), spread(OUT, IN, 0.05), spread(M, OUT, 1e-3)
+            out = run_tool([tool, recipe, fmt, str(M), str(OUT), str(IN)], [],
+                           x.tobytes() + w.tobytes() + dy.tobytes())
+            got = np.frombuffer(out, np.float32)
+            gy, gdx, gdw = got[:M * OUT], got[M * OUT:M * OUT + M * IN], got[M * OUT + M * IN:]
+
+            def qd(a, f, blocking):
+                rows, cols = a.shape
+                if recipe == "delayed":  # scale 1: the codes of the values themselves
+                    q = np.array([encode(float(v), f) for v in a.ravel()], np.uint8)
+                    return dequant(q, np.ones(1, np.float32), f, 0, rows, cols)
+                _, sinv, q = quantize(a, f, blocking, pow2, 0.0)
+                return dequant(q, sinv, f, blocking, rows, cols)
+
+            prods = (("y", gy, qd(x, 0, row), qd(w, 0, wrow).T),
+                     ("dx", gdx, qd(dy, gf, row), qd(w, 0, wcol)),
+                     ("dw", gdw, qd(dy, gf, col).T, qd(x, 0, col)))
+            for name, g, a, b in prods:
+                # error per element relative to sum_k |a_ik b_kj| (the fp32
+                # accumulation's error scale)
+                want, scale = (a @ b).ravel(), (np.abs(a) @ np.abs(b)).ravel()
+                err = float(np.max(np.abs(g - want) / np.maximum(scale, 1e-300)))
+                n += 1
+                worst = max(worst, err)
+                if not err <= 1e-5:
+                    bad += 1
+                    print(f"  MISMATCH linear {recipe} {fmt} {name}: error {err:.3e} of sum |a b|")
+    print(f"linear layer (fprop, dgrad, wgrad x 4 recipes x 2 formats): {n} outputs, {bad} with an "
+          f"element beyond 1e-5 of its sum |a b| (worst {worst:.2e})")
+    return bad
+
+
 def main():
     tool = [sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"]
     fails = 0
@@ -313,6 +382,8 @@ def main():
                         print(f"  MISMATCH delayed fmt {f} hist {h} algo {algo} margin {margin}: "
                               f"got {got.tolist()} want {want.tolist()}")
     fails += n_dbad
+    if len(sys.argv) > 3:
+        fails += linear_check(sys.argv[3])
     print(f"delayed (history max/most_recent, margin, amax 0/inf/nan/tiny): {n_d} cases, "
           f"{n_dbad} not bit-exact")
     print("fp8 reference: " + ("all bit-exact" if fails == 0 else f"{fails} groups FAILED"))
