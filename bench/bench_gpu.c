@@ -71,10 +71,10 @@ int main(int argc, char **argv) {
   const mt_flops_shape fs = mt_gpt_flops_shape(&c, b);
   const double flops = mt_flops_per_iteration(&fs);
   printf("bench_gpu: layers %d hidden %d heads %d seq %d micro-batch %d %s, %lld parameters, "
-         "%.1f GFLOP per micro-batch, %d micro-batch(es) per AdamW step\n",
+         "%.1f GFLOP per micro-batch (FLOPs formula %s), %d micro-batch(es) per AdamW step\n",
          c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, s, b,
-         mt_dtype_name(be->dtype),
-         (long long)mt_gpt_num_parameters(m), flops / 1e9, accum);
+         mt_dtype_name(be->dtype), (long long)mt_gpt_num_parameters(m), flops / 1e9,
+         mt_flops_formula_name(fs.formula), accum);
   double loss = 0, t0 = 0;
   for (int it = -1; it < steps; it++) { /* it = -1: warm-up (cuBLAS heuristics, allocations) */
     if (it == 0) {
