@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # FP8 layout parity (docs/fp8.md): the 2-layer test model in bf16 with FP8
-# linear layers (hybrid), 6 steps, dropout on; each layout stays within 2e-2
+# linear layers (hybrid), 4 steps, dropout on; each layout stays within 2e-2
 # relative of the 1-process FP8 run on lm loss and grad norm at every step:
-# tp=2 + sequence parallel (delayed: amaxes all-reduced over tp), cp=2
-# (delayed: over cp), pp=2 (tensorwise) and dp=2 ZeRO-1 (blockwise).
-# MEGATRAIN_TEST_FULL=1 runs every recipe on every layout. About 40 s.
+# tp=2 + sequence parallel (delayed: amaxes all-reduced over tp) and cp=2
+# (delayed: over cp) in CI; MEGATRAIN_TEST_FULL=1 runs every recipe on
+# tp=2+SP, cp=2, pp=2 and dp=2 ZeRO-1. About 25 s.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
-BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=6
+BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=4
       --set logging.log_interval=1 --set training.eval_interval=0 --set training.fp8_format=hybrid)
 run() { # name np recipe args...
   local name=$1 np=$2 r=$3; shift 3
@@ -25,7 +25,7 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   CASES=""
   for l in tp2sp cp2 pp2 dp2z1; do for r in tensorwise delayed blockwise mxfp8; do CASES+="$l:$r "; done; done
 else
-  CASES="tp2sp:delayed cp2:delayed pp2:tensorwise dp2z1:blockwise"
+  CASES="tp2sp:delayed cp2:delayed"
 fi
 declare -A done_one=()
 for c in $CASES; do
