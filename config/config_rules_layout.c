@@ -118,7 +118,7 @@ static int r_cp_chunks_sp(mt_cfg_ctx *c, mt_config *cfg, int world) {
 static int r_heads_hidden(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   const mt_model_config *m = &cfg->model;
-  if (!c->kv_given && m->hidden_size % m->num_attention_heads)
+  if (!c->kv_given && !m->multi_latent_attention && m->hidden_size % m->num_attention_heads)
     return mt_cfg_fail(c, key("model.num_attention_heads"),
                        "hidden_size (%d) is not divisible by num_attention_heads (%d) (expected a "
                        "divisor of hidden_size, or model.kv_channels set explicitly)",

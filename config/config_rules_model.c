@@ -19,7 +19,7 @@ static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
 static int r_rotary_dim(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   const mt_model_config *m = &cfg->model;
-  if (strcmp(m->position_embedding_type, "rope") != 0) return 0;
+  if (strcmp(m->position_embedding_type, "rope") != 0 || m->multi_latent_attention) return 0;
   const int d = mt_rotary_dim(m->kv_channels, m->rotary_percent);
   const char *k = m->rotary_percent < 1.0f ? "model.rotary_percent" : "model.kv_channels";
   if (d < 2 || d % 2)
@@ -56,7 +56,7 @@ static int r_groups_tp(mt_cfg_ctx *c, mt_config *cfg, int world) {
 
 static int r_qk_norm(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
-  if (cfg->model.qk_layernorm && cfg->model.kv_channels < 2)
+  if (cfg->model.qk_layernorm && !cfg->model.multi_latent_attention && cfg->model.kv_channels < 2)
     return mt_cfg_fail(c, key("model.qk_layernorm"),
                        "needs kv_channels >= 2 (got %d: normalising a single channel makes "
                        "every query and key a constant)",
@@ -263,6 +263,129 @@ static int r_warmup(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
+
+/* ---- multi-latent attention and RoPE scaling (docs/attention.md, docs/model.md) ---- */
+
+/* MLA rotates its decoupled qk_pos_emb_head_dim channels: Megatron builds
+ * its RotaryEmbedding / YarnRotaryEmbedding inside the attention. */
+static int r_mla_pos(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (m->multi_latent_attention && strcmp(m->position_embedding_type, "rope"))
+    return mt_cfg_fail(c, key("model.multi_latent_attention"),
+                       "needs position_embedding_type \"rope\" (got \"%s\": MLA rotates its "
+                       "qk_pos_emb_head_dim channels with RoPE or YaRN, rope_type)",
+                       m->position_embedding_type);
+  return 0;
+}
+
+/* Megatron: "Group query attention is mutually exclusive with multi latent
+ * attention". */
+static int r_mla_gqa(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (cfg->model.multi_latent_attention && cfg->model.group_query_attention)
+    return mt_cfg_fail(c, key("model.group_query_attention"),
+                       "true cannot go with multi_latent_attention true (expected one of the "
+                       "two: MLA's keys and values come from one latent for every head, as "
+                       "Megatron asserts)");
+  return 0;
+}
+
+/* MLA's head widths are qk_head_dim + qk_pos_emb_head_dim and v_head_dim. */
+static int r_mla_kv_channels(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (cfg->model.multi_latent_attention && c->kv_given)
+    return mt_cfg_fail(c, key("model.kv_channels"),
+                       "%d has no effect with multi_latent_attention true (expected the key "
+                       "left out: MLA's heads are qk_head_dim + qk_pos_emb_head_dim wide for "
+                       "queries and keys, v_head_dim for values)",
+                       cfg->model.kv_channels);
+  return 0;
+}
+
+static int r_mla_rotary(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (!m->multi_latent_attention) return 0;
+  if (m->rotary_percent < 1.0f)
+    return mt_cfg_fail(c, key("model.rotary_percent"),
+                       "%g cannot go with multi_latent_attention true (expected 1: MLA rotates "
+                       "all qk_pos_emb_head_dim channels; a part of them is not implemented)",
+                       (double)m->rotary_percent);
+  if (m->rotary_interleaved)
+    return mt_cfg_fail(c, key("model.rotary_interleaved"),
+                       "true cannot go with multi_latent_attention true (expected false: MLA "
+                       "rotates halves, and Megatron's YaRN refuses interleaved pairs)");
+  if (m->use_rope_scaling)
+    return mt_cfg_fail(c, key("model.use_rope_scaling"),
+                       "true has no effect with multi_latent_attention true (expected false: "
+                       "MLA scales its RoPE with rope_type \"yarn\", Megatron's MLA ignores "
+                       "the Llama-3.1 scaling)");
+  return 0;
+}
+
+static int r_mla_pe_even(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (m->multi_latent_attention && m->qk_pos_emb_head_dim % 2)
+    return mt_cfg_fail(c, key("model.qk_pos_emb_head_dim"),
+                       "%d is odd (expected an even number: RoPE turns channel pairs)",
+                       m->qk_pos_emb_head_dim);
+  return 0;
+}
+
+/* Megatron (argument_utils.py): "Common attention only support
+ * rope_type=rope". */
+static int r_yarn_mla(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (mt_model_yarn(m) && !m->multi_latent_attention)
+    return mt_cfg_fail(c, key("model.rope_type"),
+                       "\"yarn\" needs multi_latent_attention true (expected \"rope\" for "
+                       "standard attention, as Megatron asserts)");
+  return 0;
+}
+
+/* YaRN's correction range [dim(beta_fast), dim(beta_slow)] is increasing
+ * only when beta_fast > beta_slow. */
+static int r_yarn_betas(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_model_config *m = &cfg->model;
+  if (mt_model_yarn(m) && !(m->beta_fast > m->beta_slow))
+    return mt_cfg_fail(c, key("model.beta_fast"),
+                       "%g is not larger than beta_slow %g (expected beta_fast > beta_slow: "
+                       "faster-turning channels keep their frequency, slower ones are "
+                       "interpolated)",
+                       (double)m->beta_fast, (double)m->beta_slow);
+  return 0;
+}
+
+/* The YaRN-only keys under MLA with rope_type "rope" (their `needs` is MLA:
+ * rope_type's null default means YaRN there). */
+static int r_yarn_keys(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  static const char *const yk[] = {"model.original_max_position_embeddings", "model.beta_fast",
+                                   "model.beta_slow", "model.mscale"};
+  if (!cfg->model.multi_latent_attention || mt_model_yarn(&cfg->model)) return 0;
+  for (int i = 0; i < 4; i++)
+    if (c->present[key(yk[i])] == 1)
+      return mt_cfg_fail(c, key(yk[i]),
+                         "has no effect with rope_type \"rope\" (expected model.rope_type "
+                         "\"yarn\" or null for it to apply, or the key left out)");
+  return 0;
+}
+
+/* The multi-latent attention layer itself (model/) is the next stage of
+ * issue 31: until it exists the switch is refused rather than ignored. */
+static int r_mla_built(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (cfg->model.multi_latent_attention)
+    return mt_cfg_fail(c, key("model.multi_latent_attention"),
+                       "true is not implemented in this build (expected false: the keys and "
+                       "their rules exist, the MLA layer does not yet)");
+  return 0;
+}
+
 #define E8 "model.num_experts=8; "
 static const mt_cfg_rule k_model[] = {
     {"model.rotary_percent model.kv_channels", r_rotary_dim,
@@ -278,6 +401,37 @@ static const mt_cfg_rule k_model[] = {
      "2: parallel.tensor_model_parallel_size=2; model.group_query_attention=true", 0, 0},
     {"model.qk_layernorm", r_qk_norm, "`model.qk_layernorm` needs `kv_channels` ≥ 2",
      "1: model.qk_layernorm=true; model.kv_channels=1", 0, 0},
+#define MLA "model.position_embedding_type=rope; model.multi_latent_attention=true; "
+    {"model.multi_latent_attention", r_mla_pos,
+     "MLA needs `position_embedding_type` `rope` (its decoupled channels are rotated)",
+     "1: model.multi_latent_attention=true", 0, 0},
+    {"model.group_query_attention", r_mla_gqa,
+     "MLA and `model.group_query_attention` exclude each other (Megatron's assert)",
+     "1: " MLA "model.group_query_attention=true", 0, 0},
+    {"model.kv_channels", r_mla_kv_channels,
+     "with MLA `model.kv_channels` is left out (the head widths are `qk_head_dim` + "
+     "`qk_pos_emb_head_dim` and `v_head_dim`)",
+     "1: " MLA "model.kv_channels=8", 0, 0},
+    {"model.rotary_percent model.rotary_interleaved model.use_rope_scaling", r_mla_rotary,
+     "with MLA: `rotary_percent` 1, `rotary_interleaved` false, `use_rope_scaling` false (the "
+     "message names the key)",
+     "1: " MLA "model.rotary_percent=0.5", 0, 0},
+    {"model.qk_pos_emb_head_dim", r_mla_pe_even, "MLA: `model.qk_pos_emb_head_dim` is even",
+     "1: " MLA "model.qk_pos_emb_head_dim=7", 0, 0},
+    {"model.rope_type", r_yarn_mla,
+     "`model.rope_type` `yarn` needs `multi_latent_attention` (Megatron's assert)",
+     "1: model.position_embedding_type=rope; model.rope_type=yarn", 0, 0},
+    {"model.beta_fast", r_yarn_betas, "YaRN: `model.beta_fast` > `beta_slow`",
+     "1: " MLA "model.beta_fast=1", 0, 0},
+    {"model.beta_fast model.beta_slow model.original_max_position_embeddings model.mscale",
+     r_yarn_keys,
+     "with MLA and `rope_type` `rope` the YaRN-only keys (`beta_fast`, `beta_slow`, "
+     "`original_max_position_embeddings`, `mscale`) are left out",
+     "1: " MLA "model.rope_type=rope; model.mscale=0.7", 0, 0},
+    {"model.multi_latent_attention", r_mla_built,
+     "`model.multi_latent_attention` is refused until the MLA layer is built (keys and rules "
+     "only in this build)",
+     "1: " MLA "model.kv_lora_rank=16", 0, 0},
     {"model.moe_router_topk", r_moe_topk, "MoE: `model.moe_router_topk` ≤ `num_experts`",
      "1: " E8 "model.moe_router_topk=9", 0, 0},
     {"parallel.expert_model_parallel_size", r_moe_ep,

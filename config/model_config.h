@@ -41,6 +41,14 @@ typedef struct {
   float rotary_base;
   float rotary_percent;             /* (0, 1]: fraction of each head's channels rotated */
   int rotary_interleaved;
+  /* RoPE frequency scaling (docs/model.md): YaRN (rope_type "yarn", MLA only) and Llama-3.1 */
+  char rope_type[8];                /* "rope" | "yarn" | "" (null: mt_model_yarn) */
+  float rotary_scaling_factor;
+  int original_max_position_embeddings;
+  float beta_fast, beta_slow;
+  float mscale, mscale_all_dim;
+  int use_rope_scaling;
+  float rope_scaling_factor;
   char normalization[16];           /* "LayerNorm" | "RMSNorm" */
   int swiglu;
   int group_query_attention;
@@ -49,6 +57,11 @@ typedef struct {
   int kv_channels;                  /* derived: hidden_size / num_attention_heads */
   int add_bias_linear;
   int qk_layernorm;
+  /* multi-latent attention (docs/attention.md) */
+  int multi_latent_attention;
+  int q_lora_rank;                  /* 0 (null): direct linear_q_proj */
+  int kv_lora_rank;
+  int qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
   char recompute_granularity[16]; /* "" (none) | "selective" | "full" */
   int recompute_num_layers;
   /* mixture of experts (docs/moe.md); num_experts = 0 means dense */
@@ -82,6 +95,13 @@ typedef struct {
   int moe_shared_expert_overlap;        /* shared expert during the token all-to-alls */
   int moe_grouped_gemm;
 } mt_model_config;
+
+/* model.rope_type resolved as Megatron resolves an unset --rope-type (the
+ * config class's default): YaRN with multi-latent attention, plain RoPE
+ * without. */
+static inline int mt_model_yarn(const mt_model_config *m) {
+  return m->rope_type[0] ? m->rope_type[0] == 'y' : m->multi_latent_attention;
+}
 
 /* 1 when layer l (0-based, global) is an MoE layer: num_experts > 0 and the
  * moe_layer_freq integer (every k-th layer from 0) or list selects it. The one

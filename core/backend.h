@@ -202,7 +202,9 @@ typedef struct {
  *   theta_i = pos * base^(-2i / rot_dim)
  *   (x_a, x_b) -> (x_a cos theta_i - x_b sin theta_i, x_b cos theta_i + x_a sin theta_i)
  * with a = i, b = i + rot_dim/2 (rotate-half: Megatron's default and Hugging
- * Face's) or a = 2i, b = 2i + 1 (interleaved). cos/sin are computed in double
+ * Face's) or a = 2i, b = 2i + 1 (interleaved); with a frequency scaling
+ * (`scaling` below) base^(-2i / rot_dim) becomes core/rope_freq.h's inv_i and
+ * cos/sin are multiplied by attn_factor. cos/sin are computed in double
  * precision on the host side of cpu/; a backend may use fp32 angles (its
  * tolerance is in the op-case table). */
 typedef struct {
@@ -211,6 +213,16 @@ typedef struct {
   int interleaved;
   float base;
   int s_offset;               /* global position of row si = 0 */
+  /* frequency scaling (core/rope_freq.h; all 0 = plain RoPE): scaling is
+   * MT_ROPE_PLAIN | MT_ROPE_LLAMA3 (factor) | MT_ROPE_YARN (factor,
+   * original_max, beta_fast, beta_slow; cos and sin times attn_factor,
+   * 0 read as 1). YaRN takes rotate-half pairs only (interleaved 0), as
+   * Megatron's YarnRotaryEmbedding. */
+  int scaling;
+  float factor;
+  int original_max;
+  float beta_fast, beta_slow;
+  float attn_factor;
 } mt_rope_desc;
 
 /* Per-head normalisation of queries and keys (Megatron-core's qk_layernorm;

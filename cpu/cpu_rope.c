@@ -4,8 +4,10 @@
  * (mt_rope_desc, core/backend.h).
  *
  * The cos/sin table [s, rot_dim/2] is computed once per call from
- * double-precision angles theta_i = pos * base^(-2i / rot_dim) (pos = the
- * global position s_offset + si) and rounded to float; each rotation is then
+ * double-precision angles theta_i = pos * inv_i (pos = the global position
+ * s_offset + si; inv_i = base^(-2i / rot_dim) or its Llama-3.1 / YaRN
+ * scaling, core/rope_freq.h), times YaRN's attention factor, and rounded to
+ * float; each rotation is then
  * two fp32 multiplies and an add per channel. The backward applies the
  * inverse rotation (angle -theta), the exact transpose of the forward.
  * Every element is written by one thread: results do not depend on the
@@ -15,19 +17,25 @@
 #include <math.h>
 #include <omp.h>
 
+#include "core/rope_freq.h"
 #include "core/util.h"
 #include "cpu_bf16.h"
 
-/* tab = {cos [s, half], sin [s, half]} of the rows of d (half = rot_dim/2). */
+/* tab = {cos [s, half], sin [s, half]} of the rows of d (half = rot_dim/2),
+ * frequencies and factor of core/rope_freq.h. */
 static void rope_table(const mt_rope_desc *d, float *tab) {
   const int half = d->rot_dim / 2;
   float *cs = tab, *sn = tab + (int64_t)d->s * half;
+  const mt_rope_freq fp = mt_rope_freq_make(d->scaling, (double)d->base, d->rot_dim,
+                                            (double)d->factor, d->original_max,
+                                            (double)d->beta_fast, (double)d->beta_slow);
+  const double m = d->attn_factor != 0.0f ? (double)d->attn_factor : 1.0;
   for (int i = 0; i < half; i++) {
-    double inv_freq = pow((double)d->base, -2.0 * (double)i / (double)d->rot_dim);
+    double inv_freq = mt_rope_inv_freq(&fp, i);
     for (int si = 0; si < d->s; si++) {
       double th = (double)(d->s_offset + si) * inv_freq;
-      cs[(int64_t)si * half + i] = (float)cos(th);
-      sn[(int64_t)si * half + i] = (float)sin(th);
+      cs[(int64_t)si * half + i] = (float)(cos(th) * m);
+      sn[(int64_t)si * half + i] = (float)(sin(th) * m);
     }
   }
 }

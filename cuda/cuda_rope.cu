@@ -4,7 +4,9 @@
  * qkv layout, op-table entries included (spec: core/backend.h mt_rope_desc;
  * reference semantics: cpu/cpu_rope.c). The angles are computed in double
  * precision on the device (pos * base^(-2i/rot_dim), then sin/cos rounded
- * to float), like cpu/'s host table. One thread per rotated pair. */
+ * to float; Llama-3.1 / YaRN frequencies and YaRN's cos/sin factor from
+ * core/rope_freq.h), like cpu/'s host table. One thread per rotated pair. */
+#include "core/rope_freq.h"
 #include "cuda_dev.cuh"
 
 #define TPB 256
@@ -14,7 +16,8 @@
 struct rope_args {
   int64_t b, ng, npg, hn, half, s_offset;
   int interleaved;
-  double base, rot_dim;
+  mt_rope_freq freq; /* core/rope_freq.h */
+  double mscale;     /* YaRN's factor on cos and sin (1 otherwise) */
   float sign;
 };
 
@@ -26,10 +29,10 @@ template <typename T> __global__ void k_rope(rope_args a, T *x, int64_t n) {
     const int64_t i = t % a.half, hs = t / a.half; /* hs = (u, slot), slot <= npg */
     const int64_t slot = hs % (a.npg + 1), u = hs / (a.npg + 1);
     const int64_t si = u / (a.b * a.ng);
-    const double th = (double)(a.s_offset + si) * pow(a.base, -2.0 * (double)i / a.rot_dim);
+    const double th = (double)(a.s_offset + si) * mt_rope_inv_freq(&a.freq, (int)i);
     double sd, cd;
     sincos(th, &sd, &cd);
-    const float c = (float)cd, s = a.sign * (float)sd;
+    const float c = (float)(cd * a.mscale), s = a.sign * (float)(sd * a.mscale);
     T *h = x + (u * (a.npg + 2) + slot) * a.hn;
     const int64_t ia = a.interleaved ? 2 * i : i, ib = a.interleaved ? 2 * i + 1 : i + a.half;
     const float va = to_f(h[ia]), vb = to_f(h[ib]);
@@ -49,8 +52,9 @@ static void rope_launch(mt_backend *be, const mt_rope_desc *d, void *x, float si
   a.half = d->rot_dim / 2;
   a.s_offset = d->s_offset;
   a.interleaved = d->interleaved;
-  a.base = (double)d->base;
-  a.rot_dim = (double)d->rot_dim;
+  a.freq = mt_rope_freq_make(d->scaling, (double)d->base, d->rot_dim, (double)d->factor,
+                             d->original_max, (double)d->beta_fast, (double)d->beta_slow);
+  a.mscale = d->attn_factor != 0.0f ? (double)d->attn_factor : 1.0;
   a.sign = sign;
   const int64_t n = (int64_t)d->s * d->b * ng * (a.npg + 1) * a.half;
   if (n <= 0) return;

@@ -286,6 +286,8 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (m->pos == MT_POS_ROPE) {
     if (c->model.rotary_percent <= 0.0f) c->model.rotary_percent = 1.0f;
     if (c->model.rotary_base <= 0.0f) c->model.rotary_base = 10000.0f;
+    if (c->model.use_rope_scaling && c->model.rope_scaling_factor <= 0.0f)
+      c->model.rope_scaling_factor = 8.0f; /* Megatron's --rope-scaling-factor default */
   }
   MT_ASSERT(c->padded_vocab_size >= c->model.vocab_size);
   local_sizes(m);

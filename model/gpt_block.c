@@ -4,6 +4,7 @@
  * pre_mlp_layernorm -> mlp -> dropout + residual). */
 #include <math.h>
 
+#include "core/rope_freq.h"
 #include "core/util.h"
 #include "model/gpt_internal.h"
 #include "model/moe_shared_experts.h"
@@ -113,6 +114,12 @@ static void core_attention_bwd(mt_gpt *m, int l, mt_layer_acts *a) {
     be->ops->flash_attn_bwd(be, &d, m->ws.dqkv, NULL, m->ws.dctx, a->ctx, a->lse, a->qkv, NULL);
 }
 
+void mt_gpt_rope_scaling(const mt_model_config *mc, mt_rope_desc *d) {
+  if (!mc->use_rope_scaling) return;
+  d->scaling = MT_ROPE_LLAMA3;
+  d->factor = mc->rope_scaling_factor;
+}
+
 /* RoPE on this rank's q/k heads. The qkv tensor covers this CP rank's
  * whole sequence (under sequence parallelism linear_qkv's input is
  * all-gathered first): one call per run of global positions (two chunks
@@ -128,6 +135,7 @@ static mt_rope_desc rope_desc(const mt_gpt *m) {
   d.rot_dim = mt_rotary_dim(m->hn, c->model.rotary_percent);
   d.interleaved = c->model.rotary_interleaved;
   d.base = c->model.rotary_base;
+  mt_gpt_rope_scaling(&c->model, &d);
   d.s_offset = 0;
   return d;
 }

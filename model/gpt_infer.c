@@ -217,6 +217,7 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
     rd.rot_dim = mt_rotary_dim(m->hn, c->model.rotary_percent);
     rd.interleaved = c->model.rotary_interleaved;
     rd.base = c->model.rotary_base;
+    mt_gpt_rope_scaling(&c->model, &rd);
     rd.s_offset = (int)pos0;
     be->ops->rope_fwd(be, &rd, g->qkv);
   }

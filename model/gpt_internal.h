@@ -253,6 +253,12 @@ void mt_gpt_dropout_add_fwd(mt_gpt *m, const mt_dropout_desc *d, void *out, cons
                             const void *residual);
 void mt_gpt_dropout_bwd(mt_gpt *m, const mt_dropout_desc *d, void *dx, const void *dout);
 
+/* The frequency scaling of the model's RoPE into d (core/rope_freq.h):
+ * Llama-3.1's with model.use_rope_scaling (factor rope_scaling_factor),
+ * else plain. YaRN (rope_type "yarn")
+ * belongs to multi-latent attention's decoupled channels. */
+void mt_gpt_rope_scaling(const mt_model_config *mc, mt_rope_desc *d);
+
 /* One transformer layer: local layer lc of chunk c for slot s,
  * s->resid[lc] -> s->resid[lc + 1]. */
 void mt_gpt_layer_forward(mt_gpt *m, int c, mt_slot *s, int lc);

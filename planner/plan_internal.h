@@ -128,4 +128,48 @@ double mt_plan_overlap_gather(const mt_plan_bucket *b, const double *cost, int n
 void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
                           mt_plan_stage_info *info);
 
+/* ---- the stage's model chunks and flat parameter layout (plan_flat.c) ---- */
+
+/* One model chunk of a stage: its first global layer, layer count, and
+ * whether it holds the embedding (pre) or the head (post). */
+typedef struct {
+  int first, n, pre, post;
+} mt_plan_chunk;
+
+/* One registered parameter: its aligned offset and elements in the flat
+ * buffers, its ZeRO unit (0 embedding, 1.. the local layers, last the head;
+ * one unit for the whole stage with pipelines: optimizer/distrib_optimizer.c
+ * n_units) and its ZeRO part (1: an expert parameter, mt_param.is_expert). */
+typedef struct {
+  int64_t off, n;
+  int unit, expert;
+  int pos; /* 0 the embedding (when on the stage), then the layers, then the head */
+} mt_plan_param;
+
+/* The flat parameter/gradient buffers of one rank, parameter by parameter. */
+typedef struct {
+  int64_t flat;     /* elements of the flat buffers (aligned offsets) */
+  int64_t numel;    /* parameter elements (no alignment) */
+  mt_plan_param *p; /* [np] in registration order */
+  int np, cap, n_units, has_emb, has_head;
+  int unit, expert; /* of the parameters being added */
+  int pos;
+} mt_plan_flat;
+
+/* Model chunks of stage r (model/gpt.c assign_chunks) into ch[] (room for
+ * virtual_pipeline_model_parallel_size entries). Returns their count. */
+int mt_plan_stage_chunks(const mt_config *cfg, int r, mt_plan_chunk *ch);
+/* The flat buffers of chunks ch[0..nc) of one rank (model/gpt_register.c's
+ * registration), into f (f->p owned by the caller: free it). */
+void mt_plan_build_flat(const mt_plan_dims *d, const mt_plan_chunk *ch, int nc, mt_plan_flat *f);
+/* The ZeRO segments of part k (0 dense, 1 experts) of f: bounds [2 np],
+ * unit_seg [n_units + 1]; returns the count (optimizer/distrib_optimizer.c
+ * part_segments). */
+int mt_plan_part_segments(const mt_plan_flat *f, int k, int64_t *bounds, int *unit_seg);
+
+/* 1 when global layer l is an MoE layer. */
+static inline int mt_plan_is_moe_layer(const mt_plan_dims *d, int l) {
+  return l >= 0 && l < MT_MAX_LAYERS && d->moe_layer[l];
+}
+
 #endif

@@ -32,182 +32,17 @@
 #include "optimizer/zero_residency.h"
 #include "planner/plan_internal.h"
 
-typedef struct {
-  int first, n, pre, post;
-} pchunk;
-
-/* Model chunks of stage r (model/gpt.c assign_chunks). Returns their count. */
-static int stage_chunks(const mt_config *cfg, int r, pchunk *ch) {
-  const mt_parallel_config *pc = &cfg->parallel;
-  const int p = pc->pipeline_model_parallel_size > 0 ? pc->pipeline_model_parallel_size : 1;
-  const int v = pc->virtual_pipeline_model_parallel_size > 0
-                    ? pc->virtual_pipeline_model_parallel_size : 1;
-  const int L = cfg->model.num_layers;
-  const int nf = pc->num_layers_in_first_pipeline_stage, nl = pc->num_layers_in_last_pipeline_stage;
-  if (p > 1 && v == 1 && (nf > 0 || nl > 0)) {
-    const int n_free = p - (nf > 0) - (nl > 0);
-    const int share = n_free ? (L - (nf > 0 ? nf : 0) - (nl > 0 ? nl : 0)) / n_free : 0;
-    int first = 0;
-    for (int k = 0; k < r; k++) first += (k == 0 && nf > 0) ? nf : share;
-    ch[0] = (pchunk){first, (r == 0 && nf > 0) ? nf : (r == p - 1 && nl > 0) ? nl : share, r == 0,
-                     r == p - 1};
-    return 1;
-  }
-  const int per = L / (p * v);
-  for (int k = 0; k < v; k++) {
-    int g = k * p + r;
-    ch[k] = (pchunk){g * per, per, g == 0, g == p * v - 1};
-  }
-  return v;
-}
-
-static int is_moe_layer(const mt_plan_dims *d, int l) {
-  return l >= 0 && l < MT_MAX_LAYERS && d->moe_layer[l];
-}
-
 void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int r, int *n_layers,
                                 int *n_moe) {
-  pchunk *ch = mt_xcalloc((size_t)d->v, sizeof(pchunk));
-  const int nc = stage_chunks(cfg, r, ch);
+  mt_plan_chunk *ch = mt_xcalloc((size_t)d->v, sizeof(mt_plan_chunk));
+  const int nc = mt_plan_stage_chunks(cfg, r, ch);
   *n_layers = *n_moe = 0;
   for (int k = 0; k < nc; k++)
     for (int lc = 0; lc < ch[k].n; lc++) {
       (*n_layers)++;
-      *n_moe += d->E > 0 && is_moe_layer(d, ch[k].first + lc);
+      *n_moe += d->E > 0 && mt_plan_is_moe_layer(d, ch[k].first + lc);
     }
   free(ch);
-}
-
-/* ---- the flat parameter buffer and the ZeRO segments ---- */
-
-/* One registered parameter: its aligned offset and elements in the flat
- * buffers, its ZeRO unit (0 embedding, 1.. the local layers, last the head;
- * one unit for the whole stage with pipelines: optimizer/distrib_optimizer.c
- * n_units) and its ZeRO part (1: an expert parameter, mt_param.is_expert). */
-typedef struct {
-  int64_t off, n;
-  int unit, expert;
-  int pos; /* 0 the embedding (when on the stage), then the layers, then the head */
-} pparam;
-
-typedef struct {
-  int64_t flat;     /* elements of the flat buffers (aligned offsets) */
-  int64_t numel;    /* parameter elements (no alignment) */
-  pparam *p;        /* [np] in registration order */
-  int np, cap, n_units, has_emb, has_head;
-  int unit, expert; /* of the parameters being added */
-  int pos;
-} flat_layout;
-
-static void padd(flat_layout *f, int64_t n) {
-  if (f->np == f->cap) {
-    f->cap = f->cap ? 2 * f->cap : 256;
-    f->p = mt_xrealloc(f->p, (size_t)f->cap * sizeof *f->p);
-  }
-  f->p[f->np++] = (pparam){f->flat, n, f->unit, f->expert, f->pos};
-  f->flat = mt_round_up(f->flat + n, 16);
-  f->numel += n;
-}
-
-/* model/gpt.c register_params for the chunks ch[0..nc) of one rank: the
- * embedding (word, + positions when learned), per layer input norm (weight
- * [+ bias]), linear_qkv [(a + 2 ng) hn / t, h] (+ bias), q/k norms [hn] each
- * (weight [+ bias]), linear_proj [h, a hn / t] (+ bias), pre-MLP norm, then
- * linear_fc1 [g f / t, h] (+ bias), linear_fc2 [h, f / t] (+ bias) or the
- * router, the local experts' fc1 [g F / etp, h] (+ bias) / fc2 [h, F / etp]
- * (+ bias) and the shared expert's fc1 [g S / t, h] (+ bias) / fc2
- * [h, S / t] (+ bias); the final norm and the output layer. Each tensor
- * starts at a 16-element aligned offset, so the order inside a layer does
- * not change the sizes; the order of dense and expert tensors gives the
- * ZeRO segments of each part. */
-static void build_flat(const mt_plan_dims *d, const pchunk *ch, int nc, flat_layout *f) {
-  const int64_t t = (int64_t)d->t, h = (int64_t)d->h, fl = (int64_t)(d->f / d->t);
-  const int64_t hn = (int64_t)d->hn, npl = (int64_t)d->a / t, ngl = (int64_t)d->ng / t;
-  const int64_t hl = npl * hn, qkvl = (npl + 2 * ngl) * hn, g = (int64_t)d->g;
-  const int64_t vl = (int64_t)(d->Vp / d->t), maxpos = (int64_t)d->maxpos;
-  const int64_t E = (int64_t)d->E, El = (int64_t)(d->E / d->ep), F = (int64_t)(d->fm / d->etp);
-  const int64_t Sl = (int64_t)(d->S / d->t);
-  const int ln = !d->rms, bias = d->bias, one_unit = d->p > 1;
-  memset(f, 0, sizeof *f);
-  const int pre = ch[0].pre, post = ch[nc - 1].post;
-  int s = 0;
-  if (pre) {
-    padd(f, vl * h);
-    if (d->pos_table) padd(f, maxpos * h);
-    f->has_emb = 1;
-    s = 1;
-  }
-  for (int k = 0; k < nc; k++)
-    for (int lc = 0; lc < ch[k].n; lc++, s++) {
-      int moe = is_moe_layer(d, ch[k].first + lc);
-      f->unit = one_unit ? 0 : s;
-      f->pos = s;
-      padd(f, h); /* input norm */
-      if (ln) padd(f, h);
-      padd(f, qkvl * h);
-      if (bias) padd(f, qkvl);
-      if (d->qkln)
-        for (int j = 0; j < 2 * (1 + ln); j++) padd(f, hn); /* q_layernorm, k_layernorm */
-      padd(f, h * hl);
-      if (bias) padd(f, h);
-      padd(f, h); /* pre-MLP norm */
-      if (ln) padd(f, h);
-      if (!moe) {
-        padd(f, g * fl * h);
-        if (bias) padd(f, g * fl);
-        padd(f, h * fl);
-        if (bias) padd(f, h);
-      } else {
-        padd(f, E * h); /* router */
-        f->expert = 1;
-        for (int64_t e = 0; e < El; e++) {
-          padd(f, g * F * h);
-          if (bias) padd(f, g * F);
-          padd(f, h * F);
-          if (bias) padd(f, h);
-        }
-        f->expert = 0;
-        if (Sl > 0) { /* shared expert, after the routed experts */
-          padd(f, g * Sl * h);
-          if (bias) padd(f, g * Sl);
-          padd(f, h * Sl);
-          if (bias) padd(f, h);
-        }
-      }
-    }
-  if (post) {
-    f->unit = one_unit ? 0 : s;
-    f->pos = s;
-    padd(f, h); /* final norm */
-    if (ln) padd(f, h);
-    if (d->untied || !pre) padd(f, vl * h); /* output layer, or the tied copy */
-    f->has_head = 1;
-    s++;
-  }
-  f->n_units = one_unit ? 1 : s;
-}
-
-/* The ZeRO segments of part k (0 dense, 1 experts) as the trainer cuts them
- * (optimizer/distrib_optimizer.c part_segments): the maximal runs of the part's
- * parameters inside each unit, from the first parameter's offset to the
- * last one's end. Fills bounds [2 np] and unit_seg [n_units + 1] (the
- * segments of unit u are unit_seg[u] .. unit_seg[u+1]-1); returns the count. */
-static int part_segments(const flat_layout *f, int k, int64_t *bounds, int *unit_seg) {
-  int n = 0, u = -1;
-  for (int i = 0; i < f->np; i++) {
-    const pparam *q = &f->p[i];
-    while (u < q->unit) unit_seg[++u] = n;
-    if (q->expert != k) continue;
-    if (i > 0 && f->p[i - 1].unit == q->unit && n > unit_seg[u] && f->p[i - 1].expert == k) {
-      bounds[2 * n - 1] = q->off + q->n;
-      continue;
-    }
-    bounds[2 * n] = q->off;
-    bounds[2 * n + 1] = q->off + q->n;
-    n++;
-  }
-  while (u < f->n_units) unit_seg[++u] = n;
-  return n;
 }
 
 /* ---- ZeRO-2/3 residency (optimizer/zero_residency.h, as optimizer/distrib_optimizer.c
@@ -253,7 +88,7 @@ static void z_after(zsim *z, int i) { z_step(z, i, 1); }
  * Every action on a unit is carried out on all its segments of both parts
  * (optimizer/distrib_optimizer.c), so a unit's working buffers are unit_len[u]
  * elements. */
-static void zero_residency(const mt_plan_dims *d, const double *unit_len, const flat_layout *f,
+static void zero_residency(const mt_plan_dims *d, const double *unit_len, const mt_plan_flat *f,
                            int n_rc, double *param_peak, double *grad_peak) {
   zsim z;
   memset(&z, 0, sizeof z);
@@ -334,7 +169,7 @@ static double layer_set_bytes(const mt_plan_dims *d, int with_lse) {
 }
 
 /* One micro-batch slot of chunk c (model/gpt_slots.c slot_new). */
-static double slot_bytes(const mt_plan_dims *d, const pchunk *c) {
+static double slot_bytes(const mt_plan_dims *d, const mt_plan_chunk *c) {
   double e = d->e, rows = d->b * d->s_loc, rows_l = d->sp ? rows / d->t : rows;
   double b = (c->n + 1) * rows_l * d->h * e;
   if (d->recompute != 2) b += c->n * layer_set_bytes(d, d->recompute == 0);
@@ -413,10 +248,10 @@ static int ahead_buffers(const mt_plan_dims *d, int r, int nc) {
 void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, double out[MT_PM_N],
                           mt_plan_stage_info *info) {
   const int v = (int)d->v;
-  pchunk *ch = mt_xcalloc((size_t)v, sizeof(pchunk));
-  const int nc = stage_chunks(cfg, r, ch);
-  flat_layout f;
-  build_flat(d, ch, nc, &f);
+  mt_plan_chunk *ch = mt_xcalloc((size_t)v, sizeof(mt_plan_chunk));
+  const int nc = mt_plan_stage_chunks(cfg, r, ch);
+  mt_plan_flat f;
+  mt_plan_build_flat(d, ch, nc, &f);
   memset(out, 0, sizeof(double) * MT_PM_N);
   memset(info, 0, sizeof *info);
   const double e = d->e, flat = (double)f.flat;
@@ -443,7 +278,7 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
     double *ulen = mt_xcalloc((size_t)f.n_units, sizeof(double));
     double sn = 0, comm = 0;
     for (int k = 0; k < 2; k++) {
-      const int n_seg = part_segments(&f, k, bounds, useg);
+      const int n_seg = mt_plan_part_segments(&f, k, bounds, useg);
       if (n_seg == 0) continue; /* no expert parameters on this rank */
       mt_zero_layout L;
       mt_zero_layout_build(&L, bounds, n_seg, f.flat, d->bucket > 0 ? (int64_t)d->bucket : 0,
@@ -517,11 +352,11 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
 
 int mt_plan_stage_buckets(const mt_config *cfg, const mt_plan_dims *d, int r,
                           mt_plan_bucket **out, int *n_pos) {
-  pchunk *ch = mt_xcalloc((size_t)cfg->parallel.virtual_pipeline_model_parallel_size + 1,
+  mt_plan_chunk *ch = mt_xcalloc((size_t)cfg->parallel.virtual_pipeline_model_parallel_size + 1,
                           sizeof *ch);
-  const int nc = stage_chunks(cfg, r, ch);
-  flat_layout f;
-  build_flat(d, ch, nc, &f);
+  const int nc = mt_plan_stage_chunks(cfg, r, ch);
+  mt_plan_flat f;
+  mt_plan_build_flat(d, ch, nc, &f);
   free(ch);
   *n_pos = f.np ? f.p[f.np - 1].pos + 1 : 0;
   int n = 0, cap = 0;
@@ -533,7 +368,7 @@ int mt_plan_stage_buckets(const mt_config *cfg, const mt_plan_dims *d, int r,
     int *useg = mt_xcalloc((size_t)f.n_units + 2, sizeof(int));
     int n_seg = 0;
     if (d->zero > 0) {
-      n_seg = part_segments(&f, k, bounds, useg);
+      n_seg = mt_plan_part_segments(&f, k, bounds, useg);
     } else {
       /* parallel/ddp.h's ranges (trainer/train_ddp.c): maximal runs of dense
        * or expert parameters over the whole flat buffer, cut into

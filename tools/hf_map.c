@@ -60,6 +60,10 @@ int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errle
     if (c->rotary_percent != 1.0f)
       REFUSE("model.rotary_percent is %g: Llama naming rotates every channel (1.0)",
              mt_float_decimal(c->rotary_percent));
+    if (c->use_rope_scaling)
+      REFUSE("model.use_rope_scaling is true: this export writes \"rope_scaling\": null (the "
+             "Llama-3.1 frequencies would be lost; writing its \"llama3\" entry is not "
+             "implemented)");
     if (c->qk_layernorm) {
       m->family = MT_HF_QWEN3;
       if (c->add_bias_linear)

@@ -256,6 +256,15 @@ dead() {
 dead model.rotary_base=10000 model.position_embedding_type
 dead model.rotary_percent=1 model.position_embedding_type --set model.position_embedding_type=none
 dead model.rotary_interleaved=true model.position_embedding_type
+# issue 31: the MLA keys without multi_latent_attention, the RoPE scaling keys
+for kv in q_lora_rank=64 kv_lora_rank=512 qk_head_dim=128 qk_pos_emb_head_dim=64 v_head_dim=128 \
+    rotary_scaling_factor=40 original_max_position_embeddings=4096 beta_fast=32 beta_slow=1 \
+    mscale=1 mscale_all_dim=1; do
+  dead "model.$kv" model.multi_latent_attention
+done
+dead model.rope_type=rope model.position_embedding_type
+dead model.use_rope_scaling=true model.position_embedding_type
+dead model.rope_scaling_factor=8 model.use_rope_scaling --set model.position_embedding_type=rope
 dead model.num_query_groups=4 model.group_query_attention
 dead model.recompute_num_layers=1 model.recompute_granularity --set model.recompute_granularity=selective
 dead model.moe_router_topk=2 model.num_experts

@@ -46,6 +46,8 @@ c["model"].update(add_bias_linear=True, untie_embeddings_and_output_weights=Fals
 json.dump(c, open(tmp + "/llama_bias_tied.json", "w"))
 c["model"]["rotary_interleaved"] = True
 json.dump(c, open(tmp + "/interleaved.json", "w"))
+c["model"].update(rotary_interleaved=False, use_rope_scaling=True)
+json.dump(c, open(tmp + "/rope_scaling.json", "w"))
 g = json.load(open(tmp + "/gpt2.json"))
 g["model"]["untie_embeddings_and_output_weights"] = True
 json.dump(g, open(tmp + "/gpt2_untied.json", "w"))
@@ -157,6 +159,9 @@ sed 's/"n_head":[[:space:]]*4/"n_head": 8/' $HF/config.json > $TMP/in_cfg/config
 bad cfg '"n_head" is 8 but the config gives 4' --from hf --input $TMP/in_cfg --output $TMP/out_cfg --config $TMP/gpt2.json
 $TOOL init $TMP/interleaved.json $TMP/ck_il
 bad interleaved "model.rotary_interleaved is true" --to hf --load $TMP/ck_il --output $TMP/out_interleaved
+# Llama-3.1 frequency scaling (issue 31) has no "rope_scaling" entry in the export yet: refused
+$TOOL init $TMP/rope_scaling.json $TMP/ck_rs
+bad rope_scaling "model.use_rope_scaling is true" --to hf --load $TMP/ck_rs --output $TMP/out_rope_scaling
 mkdir -p $TMP/full; touch $TMP/full/x
 set +e; "$MT" convert --to hf --load $TMP/ck_gpt2 --output $TMP/full >"$TMP/bad.log" 2>&1; rc=$?; set -e
 [ $rc = 2 ] && grep -q "not an empty directory" "$TMP/bad.log" || { echo "non-empty output: exit $rc"; cat "$TMP/bad.log"; exit 1; }

@@ -31,6 +31,11 @@ run rope             2 64 4 16 3 500 0   0 10 position_embedding_type=rope
 run rope_interleaved 2 64 4 16 3 500 0   0 10 position_embedding_type=rope rotary_interleaved=1
 run rope_percent_0.5 2 64 4 16 3 500 0   0 10 position_embedding_type=rope rotary_percent=0.5
 run rope_base_100    2 64 4 16 3 500 0   0 10 position_embedding_type=rope rotary_base=100
+# Llama-3.1 frequency scaling (issue 31; core/rope_freq.h): at base 1e4 and
+# hn 16 pair 7 is divided by the factor and pair 6 mixed; 64 positions so
+# that their angles move the loss (dropping the scaling in the reference
+# moves it by far more than the tolerance)
+run rope_scaling_llama31 2 64 4 64 2 500 0 0 10 position_embedding_type=rope use_rope_scaling=1 rope_scaling_factor=8
 run position_none    2 64 4 16 3 500 0   0 10 position_embedding_type=none
 run rmsnorm          2 64 4 16 3 500 0   0 10 normalization=RMSNorm
 run swiglu           2 64 4 16 3 500 96  0 10 swiglu=1

@@ -77,6 +77,8 @@ class Config:
         self.rotary_base = float(d.get("rotary_base", 10000.0))
         self.rotary_percent = float(d.get("rotary_percent", 1.0))
         self.rotary_interleaved = bool(d.get("rotary_interleaved", False))
+        self.use_rope_scaling = bool(d.get("use_rope_scaling", False))
+        self.rope_scaling_factor = float(d.get("rope_scaling_factor", 8.0))
         self.norm = d.get("normalization", "LayerNorm")
         # documents inside packed samples (Megatron's GPTDatasetConfig flags)
         self.reset_attention_mask = bool(d.get("reset_attention_mask", False))
@@ -219,9 +221,30 @@ def linear(x, P, name):
     return y if b is None else y + b
 
 
+def llama31_scaled(inv_freq, factor, low=1.0, high=4.0, old_context=8192.0):
+    """Llama-3.1's RoPE frequency scaling (Meta's apply_scaling in the
+    Llama 3.1 release; Megatron's --use-rope-scaling), per channel pair:
+    a wavelength 2 pi / f shorter than old_context / high keeps f, one longer
+    than old_context / low becomes f / factor, in between the two are mixed
+    with weight t = (old_context / wavelength - low) / (high - low) on f."""
+    out = []
+    for f in inv_freq.tolist():
+        wavelength = 2.0 * math.pi / f
+        if wavelength < old_context / high:
+            out.append(f)
+        elif wavelength > old_context / low:
+            out.append(f / factor)
+        else:
+            t = (old_context / wavelength - low) / (high - low)
+            out.append((1.0 - t) * f / factor + t * f)
+    return torch.tensor(out, dtype=torch.float64)
+
+
 def rope_tables(c, s, dtype):
     """cos, sin [s, rot_dim] for positions 0..s-1 (computed in float64)."""
     inv_freq = 1.0 / (c.rotary_base ** (torch.arange(0, c.rot_dim, 2, dtype=torch.float64) / c.rot_dim))
+    if c.use_rope_scaling:
+        inv_freq = llama31_scaled(inv_freq, c.rope_scaling_factor)
     angles = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)  # [s, rot_dim/2]
     if c.rotary_interleaved:
         emb = angles.repeat_interleave(2, dim=-1)  # theta_0 theta_0 theta_1 theta_1 ...

@@ -120,6 +120,10 @@ int main(int argc, char **argv) {
   cJSON_AddNumberToObject(jc, "rotary_base", r->rotary_base);
   cJSON_AddNumberToObject(jc, "rotary_percent", r->rotary_percent);
   cJSON_AddBoolToObject(jc, "rotary_interleaved", r->rotary_interleaved);
+  if (r->use_rope_scaling) { /* Llama-3.1 frequency scaling (core/rope_freq.h) */
+    cJSON_AddBoolToObject(jc, "use_rope_scaling", 1);
+    cJSON_AddNumberToObject(jc, "rope_scaling_factor", r->rope_scaling_factor);
+  }
   cJSON_AddStringToObject(jc, "normalization", r->normalization);
   cJSON_AddNumberToObject(jc, "norm_epsilon", r->norm_epsilon);
   cJSON_AddBoolToObject(jc, "swiglu", r->swiglu);

@@ -160,6 +160,21 @@ static const op_case ot_cases[] = {
     {"rope_fwd", "qkv", {5, 3, 3, 10}, {0, 6, 0, 37}, {500}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
     {"rope_fwd", "qkv", {5, 3, 3, 10}, {3, 4, 1, 1000}, {10000}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
     {"rope_fwd", "qkv", {9, 2, 6, 14}, {2, 14, 0, 5}, {1e6f}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    /* frequency scaling (issue 31; ip[4] scaling 1 Llama-3.1 / 2 YaRN,
+     * ip[5] original context; fp {base, factor, beta_fast, beta_slow,
+     * attn factor}): YaRN with DeepSeek-V2-Lite's factor 40, a range that
+     * ramps inside the 16 pairs (L 64) and a cos/sin factor; Llama-3.1 at
+     * base 1e6 (pairs in all three bands); long positions (s_offset 3000) */
+    {"rope_fwd", "qkv", {6, 2, 4, 32}, {1, 32, 0, 3000, 2, 64}, {10000, 40, 32, 1, 1.37f}, F32,
+     TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"rope_fwd", "qkv", {6, 2, 3, 16}, {0, 16, 0, 5, 2, 4096}, {10000, 4, 32, 1, 0}, F32,
+     TF(1e-5, 1e-6), TM(1e-5), 0},
+    {"rope_fwd", "qkv", {6, 2, 4, 32}, {2, 32, 0, 3000, 1, 0}, {1e6f, 8}, F32, TF(1e-5, 1e-6),
+     TM(1e-5), 0},
+    {"rope_bwd", "dqkv", {5, 2, 4, 16}, {1, 16, 0, 7, 2, 64}, {10000, 40, 32, 1, 1.37f}, F32,
+     TG(1e-3), TM(1e-5), 0},
+    {"rope_bwd", "dqkv_a", {5, 2, 4, 16}, {2, 16, 0, 900, 1, 0}, {1e6f, 8}, F32, TF(1e-5, 1e-6),
+     TM(1e-5), 0},
     {"rope_bwd", "dqkv", {5, 2, 4, 8}, {2, 8, 0, 3}, {10000}, F32, TG(1e-3), TM(1e-5), 0},
     {"rope_bwd", "dqkv", {5, 2, 4, 8}, {1, 6, 1, 0}, {10000}, F32, TG(1e-3), TM(1e-5), 0},
     {"rope_bwd", "dqkv_a", {5, 3, 3, 10}, {0, 6, 0, 37}, {500}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},

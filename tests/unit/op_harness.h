@@ -54,8 +54,8 @@ enum {
 typedef struct op_case {
   const char *op, *out;
   int64_t ne[4];
-  int ip[4];
-  float fp[2];
+  int ip[6];
+  float fp[5];
   mt_dtype dtype;     /* storage dtype T of the backend under test */
   ot_tol tol;         /* cpu vs double reference (fp32 rows) */
   ot_tol tolg;        /* cuda vs cpu */

@@ -144,13 +144,45 @@ static void ot_run_swiglu_bwd(ot_run *r) {
 }
 
 /* rope: ne = {s, b, np, hn}; ip = {ng (0 = np), rot_dim, interleaved,
- * s_offset}; fp[0] = base. */
+ * s_offset, scaling (MT_ROPE_*), original_max}; fp = {base, factor,
+ * beta_fast, beta_slow, attn_factor}. */
 static mt_rope_desc ot_rope_desc(const op_case *c) {
   mt_rope_desc d = {.s = (int)c->ne[0], .b = (int)c->ne[1], .np = (int)c->ne[2],
                     .ng = c->ip[0] > 0 ? c->ip[0] : (int)c->ne[2], .hn = (int)c->ne[3],
                     .rot_dim = c->ip[1], .interleaved = c->ip[2], .base = c->fp[0],
-                    .s_offset = c->ip[3]};
+                    .s_offset = c->ip[3], .scaling = c->ip[4], .factor = c->fp[1],
+                    .original_max = c->ip[5], .beta_fast = c->fp[2], .beta_slow = c->fp[3],
+                    .attn_factor = c->fp[4]};
   return d;
+}
+
+/* Inverse frequency of pair i, written from the published formulas (not
+ * from core/rope_freq.h): plain RoFormer; Llama 3.1 (Meta's apply_scaling:
+ * low/high frequency factors 1 and 4, old context 8192); YaRN as
+ * DeepSeek-V3's precompute_freqs_cis (find_correction_range with floor/ceil
+ * and clamping, linear_ramp_factor, freqs / factor · (1 − smooth) + freqs ·
+ * smooth with smooth = 1 − ramp) — applied at every length, as Megatron. */
+static double ot_ref_inv_freq(const mt_rope_desc *d, int i) {
+  const double dim = d->rot_dim, base = d->base, f = pow(base, -2.0 * i / dim);
+  if (d->scaling == 1) { /* Llama 3.1 */
+    const double wl = 2.0 * M_PI / f;
+    if (wl < 8192.0 / 4.0) return f;
+    if (wl > 8192.0) return f / d->factor;
+    const double sm = (8192.0 / wl - 1.0) / 3.0;
+    return (1.0 - sm) * f / d->factor + sm * f;
+  }
+  if (d->scaling == 2) { /* YaRN */
+    double lo = floor(dim * log(d->original_max / (d->beta_fast * 2.0 * M_PI)) / (2.0 * log(base)));
+    double hi = ceil(dim * log(d->original_max / (d->beta_slow * 2.0 * M_PI)) / (2.0 * log(base)));
+    lo = lo > 0.0 ? lo : 0.0;
+    hi = hi < dim - 1.0 ? hi : dim - 1.0;
+    if (lo == hi) hi += 0.001;
+    double ramp = (i - lo) / (hi - lo);
+    ramp = ramp < 0.0 ? 0.0 : ramp > 1.0 ? 1.0 : ramp;
+    const double smooth = 1.0 - ramp;
+    return f / d->factor * (1.0 - smooth) + f * smooth;
+  }
+  return f;
 }
 
 static int64_t ot_rope_n(const mt_rope_desc *d) {
@@ -169,9 +201,10 @@ static void ot_ref_rope(const mt_rope_desc *d, const double *x, double *y, doubl
         for (int slot = 0; slot <= npg; slot++) {
           int64_t o = ((((int64_t)si * d->b + bi) * d->ng + g) * (npg + 2) + slot) * hn;
           for (int i = 0; i < half; i++) {
-            double th = (d->s_offset + si) * pow((double)d->base, -2.0 * i / d->rot_dim);
+            double th = (d->s_offset + si) * ot_ref_inv_freq(d, i);
             int a = d->interleaved ? 2 * i : i, b = d->interleaved ? 2 * i + 1 : i + half;
-            double c = cos(th), sn = sign * sin(th);
+            const double m = d->attn_factor != 0.0f ? d->attn_factor : 1.0;
+            double c = m * cos(th), sn = sign * m * sin(th);
             y[o + a] = x[o + a] * c - x[o + b] * sn;
             y[o + b] = x[o + b] * c + x[o + a] * sn;
           }
@@ -225,12 +258,20 @@ static void ot_run_rope_bwd(ot_run *r) {
   r->be->ops->rope_bwd(r->be, &d, x->d);
   float *back = ot_get(r, x);
   double tol = r->T == MT_F32 ? 1e-5 : 0.05;
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs(back[i] - x->h[i]) <= tol)) {
+  /* the transpose of m·R(θ) is m·R(−θ): the round trip scales by m² (YaRN's
+   * cos/sin factor m; 1 otherwise), a rotation's component otherwise */
+  const double m2 = d.attn_factor != 0.0f ? (double)d.attn_factor * d.attn_factor : 1.0;
+  const int rot_q = d.np / d.ng + 1, per = (d.np / d.ng + 2) * d.hn;
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t e = i % per;
+    const int rotated = e / d.hn < rot_q && e % d.hn < d.rot_dim;
+    const double want = rotated ? m2 * x->h[i] : x->h[i];
+    if (!(fabs(back[i] - want) <= tol * (rotated ? m2 : 1.0))) {
       ot_failf(r, "rope_bwd(rope_fwd(x)) differs from x at %lld: %.9g vs %.9g", (long long)i,
-               (double)back[i], (double)x->h[i]);
+               (double)back[i], want);
       break;
     }
+  }
   free(back), free(gd), free(xd), free(y);
 }
 

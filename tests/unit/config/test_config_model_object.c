@@ -54,7 +54,68 @@ static const struct {
      * below check a world of 2) */
     {"moe_shared_expert_overlap",
      {"model.moe_shared_expert_intermediate_size=16", "parallel.expert_model_parallel_size=2"}},
+    {"rope_type", {"model.position_embedding_type=\"rope\""}},
+    {"use_rope_scaling", {"model.position_embedding_type=\"rope\""}},
+    {"rope_scaling_factor", {"model.position_embedding_type=\"rope\"", "model.use_rope_scaling=true"}},
 };
+
+/* Keys (and choices) the loader refuses in this build because the layer
+ * that would use them is not built yet (multi-latent attention, issue 31):
+ * given with their context, the load must fail with a message containing
+ * `refusal`. When the layer lands, these rows move to k_context. */
+#define MLA_CTX {"model.position_embedding_type=\"rope\"", "model.multi_latent_attention=true"}
+#define MLA_NO "model.multi_latent_attention (from --set): true is not implemented in this build"
+static const struct {
+  const char *key, *choice, *context[2], *refusal;
+} k_pending[] = {
+    {"multi_latent_attention", NULL, {"model.position_embedding_type=\"rope\""}, MLA_NO},
+    {"q_lora_rank", NULL, MLA_CTX, MLA_NO},
+    {"kv_lora_rank", NULL, MLA_CTX, MLA_NO},
+    {"qk_head_dim", NULL, MLA_CTX, MLA_NO},
+    {"qk_pos_emb_head_dim", NULL, MLA_CTX, MLA_NO},
+    {"v_head_dim", NULL, MLA_CTX, MLA_NO},
+    {"rotary_scaling_factor", NULL, MLA_CTX, MLA_NO},
+    {"original_max_position_embeddings", NULL, MLA_CTX, MLA_NO},
+    {"beta_fast", NULL, MLA_CTX, MLA_NO},
+    {"beta_slow", NULL, MLA_CTX, MLA_NO},
+    {"mscale", NULL, MLA_CTX, MLA_NO},
+    {"mscale_all_dim", NULL, MLA_CTX, MLA_NO},
+    /* standard attention: Megatron's assert */
+    {"rope_type", "yarn", {"model.position_embedding_type=\"rope\""},
+     "\"yarn\" needs multi_latent_attention true"},
+};
+
+/* Index of the k_pending row of key `name` (choice NULL: any value), or -1. */
+static int pending(const char *name, const char *choice, int len) {
+  for (int i = 0; i < (int)(sizeof k_pending / sizeof *k_pending); i++)
+    if (!strcmp(k_pending[i].key, name) &&
+        (!k_pending[i].choice ||
+         (choice && (int)strlen(k_pending[i].choice) == len && !strncmp(k_pending[i].choice, choice, len))))
+      return i;
+  return -1;
+}
+
+/* Load with the pending row's context and `set`: it must be refused with
+ * the row's message. */
+static void expect_pending(int i, const char *set) {
+  const char *ov[4] = {NULL};
+  int n = 0;
+  for (int j = 0; j < 2 && k_pending[i].context[j]; j++) ov[n++] = k_pending[i].context[j];
+  ov[n++] = set;
+  mt_config c;
+  char err[1024] = "";
+  if (mt_config_load_string(&c, "{\"model\": {\"num_layers\": 2, \"hidden_size\": 32, "
+                                "\"num_attention_heads\": 4, \"seq_length\": 16, "
+                                "\"vocab_size\": 256, \"make_vocab_size_divisible_by\": 8}, "
+                                "\"training\": {\"train_iters\": 10, \"lr\": 0.1, "
+                                "\"micro_batch_size\": 2}, \"data\": {\"data_path\": \"p\"}}",
+                            "test", ov, n, 1, err, sizeof err) == 0) {
+    mt_config_free(&c);
+    fail_msg("--set %s: accepted, expected the refusal '%s'", set, k_pending[i].refusal);
+  }
+  if (!strstr(err, k_pending[i].refusal))
+    fail_msg("--set %s: '%s' lacks '%s'", set, err, k_pending[i].refusal);
+}
 
 /* Keys whose automatic non-default value (below) the loader would refuse. */
 static const struct {
@@ -142,7 +203,7 @@ static void test_model_keys_reach_model_config(void **state) {
   assert_non_null(be);
   mt_parallel_state ps;
   memset(&ps, 0, sizeof ps); /* one process: every rank 0, no groups */
-  int checked = 0;
+  int checked = 0, refused = 0;
   for (int k = 0; k < mt_cfg_nkeys; k++) {
     const mt_cfg_key *kd = &mt_cfg_keys[k];
     if (strcmp(mt_cfg_sections[kd->sec], "model")) continue;
@@ -155,6 +216,14 @@ static void test_model_keys_reach_model_config(void **state) {
     if (load(&c0, ov, n, err, sizeof err)) fail_msg("model.%s: base config: %s", kd->name, err);
     char set[256];
     other_value(&c0, k, set, sizeof set);
+    const int pk = pending(kd->name, strchr(set, '=') + 1 + (kd->type == MT_CT_STR),
+                           (int)strlen(strchr(set, '=') + 1) - 2 * (kd->type == MT_CT_STR));
+    if (pk >= 0) {
+      expect_pending(pk, set);
+      mt_config_free(&c0);
+      refused++;
+      continue;
+    }
     ov[n] = set;
     if (load(&c1, ov, n + 1, err, sizeof err)) fail_msg("--set %s: %s", set, err);
     const size_t off = kd->off - offsetof(mt_config, model);
@@ -175,7 +244,8 @@ static void test_model_keys_reach_model_config(void **state) {
     mt_config_free(&c1);
     checked++;
   }
-  print_message("%d model keys reach mt_gpt_config.model and the model\n", checked);
+  print_message("%d model keys reach mt_gpt_config.model and the model, %d refused until their "
+                "layer is built\n", checked, refused);
   mt_backend_destroy(be);
 }
 
@@ -206,6 +276,12 @@ static void test_model_accepts_every_choice(void **state) {
       const int len = bar ? (int)(bar - q) : (int)strlen(q);
       char set[128];
       snprintf(set, sizeof set, "model.%s=\"%.*s\"", kd->name, len, q);
+      const int pk = pending(kd->name, q, len);
+      if (pk >= 0 && k_pending[pk].choice) {
+        expect_pending(pk, set);
+        q = bar ? bar + 1 : q + len;
+        continue;
+      }
       ov[n] = set;
       mt_config c;
       if (load(&c, ov, n + 1, err, sizeof err)) fail_msg("--set %s: %s", set, err);
