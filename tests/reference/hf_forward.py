@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Independent PyTorch forward of a Hugging Face model directory (GPT-2 or
-Llama), written from the Hugging Face layout alone: its own safetensors
+"""Independent PyTorch forward of a Hugging Face model directory (GPT-2,
+Llama, Qwen3, Qwen3-MoE or Mixtral), written from the Hugging Face layout alone: its own safetensors
 reader (struct + json + numpy), the config.json keys, and the published
 model definitions (GPT-2: Radford et al. 2019 / HF GPT2LMHeadModel with
 Conv1D weights [in, out] and fused c_attn [q | k | v]; Llama: Touvron et al.
@@ -115,9 +115,43 @@ def rotate_half(t):
     return torch.cat((-t2, t1), dim=-1)
 
 
+def qwen3_moe_sparse(cfg, i):
+    """Qwen3MoeDecoderLayer: layer i has the sparse MoE block unless it is in
+    mlp_only_layers, when num_experts > 0 and (i + 1) % decoder_sparse_step == 0."""
+    return (i not in cfg.get("mlp_only_layers", []) and cfg["num_experts"] > 0
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def moe_block(t, w, p, names, norm_topk, cfg):
+    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock (eval: no router jitter):
+    softmax over all experts of gate(t), the top num_experts_per_tok
+    probabilities (renormalised to sum 1 when norm_topk: Mixtral always,
+    Qwen3-MoE with norm_topk_prob), each chosen expert's SwiGLU MLP
+    down(silu(gate(t)) * up(t)) weighted by its probability, summed. Written
+    as a loop over tokens and their chosen experts."""
+    b, s, h = t.shape
+    x = t.reshape(-1, h)
+    probs = (x @ T(w[p + "gate.weight"]).T).softmax(-1)
+    k = cfg["num_experts_per_tok"]
+    top, idx = probs.topk(k, dim=-1)
+    if norm_topk:
+        top = top / top.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    g_, u_, d_ = names
+    for e in idx.unique().tolist():
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        q = p + "experts.%d." % e
+        y = x[tok]
+        y = torch.nn.functional.silu(y @ T(w[q + g_ + ".weight"]).T) * (y @ T(w[q + u_ + ".weight"]).T)
+        out.index_add_(0, tok, (y @ T(w[q + d_ + ".weight"]).T) * top[tok, slot][:, None])
+    return out.reshape(b, s, h)
+
+
 def llama_forward(w, cfg, ids):
     """logits [b, s, V] of LlamaForCausalLM (no rope_scaling); Qwen3ForCausalLM
-    when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention)."""
+    when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention);
+    Qwen3MoeForCausalLM and MixtralForCausalLM (Jiang et al. 2024) with their
+    sparse MoE blocks (moe_block)."""
     assert cfg.get("rope_scaling") is None and cfg.get("hidden_act", "silu") == "silu"
     nh, h = cfg["num_attention_heads"], cfg["hidden_size"]
     nkv = cfg.get("num_key_value_heads") or nh
@@ -155,8 +189,14 @@ def llama_forward(w, cfg, ids):
         y = (att @ v).transpose(1, 2).reshape(b, s, nh * hd)
         x = x + lin(y, p + "self_attn.o_proj")
         t = rms(x, p + "post_attention_layernorm.weight")
-        g = lin(t, p + "mlp.gate_proj")
-        x = x + lin(torch.nn.functional.silu(g) * lin(t, p + "mlp.up_proj"), p + "mlp.down_proj")
+        if cfg["model_type"] == "mixtral":
+            x = x + moe_block(t, w, p + "block_sparse_moe.", ("w1", "w3", "w2"), True, cfg)
+        elif cfg["model_type"] == "qwen3_moe" and qwen3_moe_sparse(cfg, i):
+            x = x + moe_block(t, w, p + "mlp.", ("gate_proj", "up_proj", "down_proj"),
+                              cfg.get("norm_topk_prob", False), cfg)
+        else:
+            g = lin(t, p + "mlp.gate_proj")
+            x = x + lin(torch.nn.functional.silu(g) * lin(t, p + "mlp.up_proj"), p + "mlp.down_proj")
     x = rms(x, "model.norm.weight")
     head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
     return x @ T(head).T
@@ -168,7 +208,8 @@ def loss(hf_dir, tokens_file, seq):
     tok = np.fromfile(tokens_file, dtype="<i4").reshape(-1, seq + 1)
     ids = torch.tensor(tok[:, :seq].astype(np.int64))
     tgt = torch.tensor(tok[:, 1:].astype(np.int64))
-    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward}[cfg["model_type"]]
+    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward,
+           "qwen3_moe": llama_forward, "mixtral": llama_forward}[cfg["model_type"]]
     with torch.no_grad():
         logits = fwd(w, cfg, ids)
     return cross_entropy(logits, tgt) / tgt.numel()
