@@ -19,9 +19,11 @@
  * Dropout is off (inference). Only the backend op table and the group API
  * are used. Supports everything of the dense block (LayerNorm / RMSNorm,
  * learned / RoPE / no positions, rotary_percent, GELU / SwiGLU, GQA, linear
- * biases or none, qk_layernorm, tied or untied output layer); not MoE layers,
- * pipeline or context parallelism, or sequence parallelism (refused by
- * mt_gpt_infer_create).
+ * biases or none, qk_layernorm, tied or untied output layer) and MoE layers
+ * (model/moe_layer.h's forward on the call's tokens with the model's routing
+ * options and expert bias, dropless; shared experts) in one process (tp,
+ * ep, etp 1); not pipeline or context parallelism, or sequence parallelism
+ * (refused by mt_gpt_infer_create).
  */
 #ifndef MT_MODEL_GPT_INFER_H
 #define MT_MODEL_GPT_INFER_H
@@ -38,7 +40,7 @@ typedef struct mt_gpt_infer mt_gpt_infer;
  * max_position_embeddings). use_cache: 1 = KV cache, 0 = recompute the
  * prefix every call. Allocates the cache (MT_MEM_ACT) and the buffers for
  * max_len rows (MT_MEM_WORKSPACE) on m's backend. Returns NULL with a
- * message naming the unsupported option (MoE layer, pp_size / cp_size > 1,
+ * message naming the unsupported option (MoE with tp / ep / etp > 1, pp_size / cp_size > 1,
  * sequence_parallel, max_len) in err. No communication. */
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
                                   size_t errlen);

@@ -204,7 +204,12 @@ static void explain_tp(const char *json, const char *where, const char **sets, i
   sets[1] = s1;
   if (rc) return; /* the config itself is bad: err says why */
   int h = c1.model.num_attention_heads, g = c1.model.num_query_groups;
-  if (h % ws || g % ws)
+  if (c1.model.num_experts > 0)
+    snprintf(err, errlen,
+             "generate runs a model with experts (model.num_experts %d in %s) in one process, "
+             "not with tensor parallelism over %d ranks (expected one process without mpirun)",
+             c1.model.num_experts, where, ws);
+  else if (h % ws || g % ws)
     snprintf(err, errlen,
              "generate runs with tensor parallelism over all %d ranks, and %d does not divide the "
              "model's %d %s (%s in %s; expected a number of ranks that divides it, e.g. one "
@@ -276,12 +281,34 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
   if (rc && r->world_size > 1) explain_tp(json, where, sets, n_sets, r->world_size, err, errlen);
   if (rc) return rc;
   r->cfg_loaded = 1;
-  if (r->cfg.model.num_experts > 0) {
-    snprintf(err, errlen,
-             "%s: the model has experts (model.num_experts %d): generate supports dense models "
-             "only",
-             where, r->cfg.model.num_experts);
-    return 1;
+  return 0;
+}
+
+/* The MoE routers' expert biases (host fp32 [E] per MoE layer, buffers
+ * "decoder.layers.L.mlp.router.expert_bias") when the model has them: they
+ * select the experts, so generation needs them as training left them. */
+static int load_expert_bias(gen_run *r, char *err, size_t errlen) {
+  const mt_gpt_config *gc = mt_gpt_get_config(r->model);
+  for (int i = 0; i < mt_gpt_num_moe_layers(gc); i++) {
+    float *bias = mt_gpt_moe_expert_bias(r->model, i);
+    if (!bias) return 0;
+    char nm[96];
+    snprintf(nm, sizeof nm, "decoder.layers.%d.mlp.router.expert_bias",
+             mt_gpt_moe_layer_is_local(r->model, i));
+    int64_t rows, cols;
+    mt_dtype dt;
+    int k = mt_dckpt_find(r->ck, nm);
+    if (k >= 0) mt_dckpt_tensor_shape(r->ck, k, &rows, &cols, &dt);
+    if (k < 0 || rows * cols != gc->model.num_experts) {
+      snprintf(err, errlen, "%s has %s '%s' (expected %d fp32 values: the model routes with an "
+               "expert bias)", mt_dckpt_dir(r->ck), k < 0 ? "no tensor" : "a wrong-sized", nm,
+               gc->model.num_experts);
+      return 1;
+    }
+    float *t = mt_dckpt_read_tensor(r->ck, nm, MT_F32, err, errlen);
+    if (!t) return 1;
+    memcpy(bias, t, sizeof(float) * (size_t)gc->model.num_experts);
+    free(t);
   }
   return 0;
 }
@@ -316,6 +343,7 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   int rc = mt_dckpt_load(r->ck, r->be, v, n, err, errlen);
   free(v);
   if (rc != 0) return 1;
+  if (load_expert_bias(r, err, errlen)) return 1;
   r->inf = mt_gpt_infer_create(r->model, max_len, !a->no_cache, err, errlen);
   return r->inf ? 0 : 1;
 }

@@ -13,6 +13,10 @@ Usage:
   hf_forward.py loss HF_DIR TOKENS_FILE SEQ
       mean next-token cross-entropy (nats) over TOKENS_FILE: int32 samples of
       SEQ + 1 tokens (inputs [:SEQ], targets [1:]); prints "%.12e".
+  hf_forward.py greedy HF_DIR "ID ID ..." N
+      greedy decode of N tokens after the prompt ids (whole-sequence
+      recompute, argmax over the vocabulary, lowest id on ties; stops after
+      the GPT-2 end-of-text 50256); prints "ids: " and prompt + continuation.
   hf_forward.py same HF_DIR_A HF_DIR_B
       the two directories hold the same tensor names, shapes and float32
       values bit for bit (bf16 / f16 widened); exit 1 naming the first
@@ -215,6 +219,20 @@ def loss(hf_dir, tokens_file, seq):
     return cross_entropy(logits, tgt) / tgt.numel()
 
 
+def greedy(hf_dir, ids, n):
+    cfg = json.load(open(os.path.join(hf_dir, "config.json")))
+    w = read_dir(hf_dir)
+    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward,
+           "qwen3_moe": llama_forward, "mixtral": llama_forward}[cfg["model_type"]]
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = int(torch.argmax(fwd(w, cfg, torch.tensor([ids]))[0, -1]))
+            ids.append(nxt)
+            if nxt == 50256:
+                break
+    return ids
+
+
 def selftest():
     import tempfile
     d = tempfile.mkdtemp()
@@ -244,6 +262,9 @@ def selftest():
 def main():
     if sys.argv[1] == "loss":
         print("%.12e" % loss(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    elif sys.argv[1] == "greedy":
+        print("ids: " + " ".join(str(t) for t in greedy(sys.argv[2], [int(t) for t in sys.argv[3].split()],
+                                                        int(sys.argv[4]))))
     elif sys.argv[1] == "same":
         a, b = read_dir(sys.argv[2]), read_dir(sys.argv[3])
         if sorted(a) != sorted(b):
