@@ -16,6 +16,8 @@
 
 struct mt_gpt_infer {
   mt_gpt *m;
+  mt_group *pp;              /* pipeline group (NULL: one stage) */
+  int pp_size, pp_rank;
   mt_backend *be;
   int max_len, use_cache, len;
   size_t es;                 /* bytes of one T element */
@@ -44,8 +46,8 @@ static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
   return g->be->ops->alloc(g->be, (size_t)n * es, cat);
 }
 
-mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
-                                  size_t errlen) {
+mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
+                                  char *err, size_t errlen) {
   const mt_gpt_config *c = &m->cfg;
   if (c->model.num_experts > 0 && (c->tp_size != 1 || c->ep_size != 1 || c->etp_size > 1)) {
     snprintf(err, errlen,
@@ -54,11 +56,13 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
              c->model.num_experts, c->tp_size, c->ep_size, c->etp_size);
     return NULL;
   }
-  if (c->pp_size != 1 || c->cp_size != 1 || m->n_chunks != 1) {
+  if (c->cp_size != 1 || m->n_chunks != 1 || (c->pp_size > 1 && !pp) ||
+      (pp && mt_group_size(pp) != c->pp_size)) {
     snprintf(err, errlen,
-             "generation runs with pipeline_model_parallel_size 1 and context_parallel_size 1 "
-             "(got %d and %d)",
-             c->pp_size, c->cp_size);
+             "generation runs with context_parallel_size 1 and one model chunk per pipeline "
+             "stage, given the pipeline group when pipeline_model_parallel_size > 1 (got cp %d, "
+             "%d chunks, pp %d)",
+             c->cp_size, m->n_chunks, c->pp_size);
     return NULL;
   }
   if (c->sequence_parallel && c->tp_size > 1) {
@@ -75,6 +79,9 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
   mt_gpt_infer *g = mt_xcalloc(1, sizeof *g);
   g->m = m;
   g->be = m->be;
+  g->pp = c->pp_size > 1 ? pp : NULL;
+  g->pp_size = c->pp_size;
+  g->pp_rank = c->pp_rank;
   g->max_len = max_len;
   g->use_cache = use_cache;
   g->es = mt_dtype_size(m->be->dtype);
@@ -291,23 +298,25 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   be->ops->add(be, g->x, g->tmp, g->x, rows * h);
 }
 
-/* Final norm and output layer on the last row, vocab-parallel logits
- * all-gathered over TP, real columns copied to logits (host). */
+/* Final norm and output layer on the last row (last pipeline stage),
+ * vocab-parallel logits all-gathered over TP, sent to the other stages
+ * (a broadcast over the pipeline group), real columns copied to logits
+ * (host). */
 static void head(mt_gpt_infer *g, int64_t rows, float *logits) {
   mt_gpt *m = g->m;
   mt_backend *be = g->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->model.hidden_size;
-  const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
-  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, m->w.final_layernorm.weight,
-                  m->w.final_layernorm.bias, 1);
-  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_output_weight(m, &m->w), NULL, 1, m->vl, h);
-  be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
-  const float *full = g->logits_f;
-  if (c->tp_size > 1) {
-    mt_allgather(c->tp_group, g->logits_f, g->gathered, m->vl, MT_F32);
-    full = g->gathered;
+  float *full = c->tp_size > 1 ? g->gathered : g->logits_f;
+  if (g->pp_rank == g->pp_size - 1) {
+    const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
+    mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, m->w.final_layernorm.weight,
+                    m->w.final_layernorm.bias, 1);
+    mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_output_weight(m, &m->w), NULL, 1, m->vl, h);
+    be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
+    if (c->tp_size > 1) mt_allgather(c->tp_group, g->logits_f, g->gathered, m->vl, MT_F32);
   }
+  if (g->pp) mt_broadcast(g->pp, full, m->vl * c->tp_size, MT_F32, g->pp_size - 1);
   const int64_t V = c->model.vocab_size; /* padded columns are cut */
   be->ops->memcpy_d2h(be, g->host_logits, full, (size_t)V * sizeof(float));
   memcpy(logits, g->host_logits, (size_t)V * sizeof(float));
@@ -325,12 +334,25 @@ void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *l
   be->ops->memcpy_h2d(be, g->tok_dev, g->tok_host + pos0, (size_t)rows * sizeof(int32_t));
   const int64_t h = c->model.hidden_size;
   mt_tp_ctx tp = tp_ctx(g, rows);
-  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, m->w.word_embeddings.weight,
-                                  m->v_start, m->v_start + m->vl, h);
-  if (m->pos == MT_POS_LEARNED)
-    be->ops->pos_embedding_fwd(be, g->x, m->w.position_embeddings.weight, rows, 1, h, pos0);
-  if (c->model.num_experts > 0) moe_begin(g, rows);
-  for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
-  if (g->moe) moe_end(g);
+  if (g->pp_rank == 0) {
+    mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, m->w.word_embeddings.weight,
+                                    m->v_start, m->v_start + m->vl, h);
+    if (m->pos == MT_POS_LEARNED)
+      be->ops->pos_embedding_fwd(be, g->x, m->w.position_embeddings.weight, rows, 1, h, pos0);
+  }
+  /* the stages in order: stage s runs its layers on x and sends x [rows, h]
+   * to stage s + 1 (a broadcast over the pipeline group from s: the ranks
+   * of other stages receive into scratch) */
+  for (int s = 0; s < g->pp_size; s++) {
+    if (s == g->pp_rank) {
+      if (c->model.num_experts > 0) moe_begin(g, rows);
+      for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
+      if (g->moe) moe_end(g);
+    }
+    if (s + 1 < g->pp_size) {
+      void *buf = g->pp_rank == s || g->pp_rank == s + 1 ? g->x : g->tmp;
+      mt_broadcast(g->pp, buf, rows * h, be->dtype, s);
+    }
+  }
   head(g, rows, logits);
 }

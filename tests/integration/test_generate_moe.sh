@@ -10,6 +10,8 @@
 #    checkpoint's expert biases), logits within 1e-5 of the largest |logit|;
 #  - KV-cache decoding equals --no-kv-cache (tokens identical, logits within
 #    1e-5 of the largest |logit|);
+#  - pp=2 (--pipeline-model-parallel-size 2, one stage per rank) gives the
+#    tokens of one process, logits within 1e-5 of the largest;
 #  - Mixtral: exported to Hugging Face, the independent HF reader
 #    (tests/reference/hf_forward.py greedy) decodes the same tokens;
 #  - tensor parallelism is refused for MoE generation with one message (exit 2).
@@ -81,6 +83,15 @@ train deepseek --set model.num_experts=8 --set model.moe_ffn_hidden_size=32 \
   --set model.moe_shared_expert_intermediate_size=64 --set model.moe_router_load_balancing_type=seq_aux_loss \
   --set model.moe_aux_loss_coeff=1e-3
 check_model deepseek
+# pipeline parallelism: 2 stages (the dense layer on stage 0, the MoE layer on
+# stage 1) give the tokens of one process, logits within 1e-5 of the largest
+d=$TMP/deepseek
+mpirun -np 2 --oversubscribe --bind-to none "$MT" generate --load "$d" --prompt "$PROMPT" \
+  --max-new-tokens $N --temperature 0 --print-ids --pipeline-model-parallel-size 2 \
+  --dump-logits "$d.pp2.f32" >"$d.pp2.log" 2>"$d.pp2.err" || { echo "pp=2 failed"; cat "$d.pp2.err"; exit 1; }
+grep '^generate:' "$d.pp2.err"
+[ "$(ids_of "$d.pp2.log")" = "$(ids_of "$d.g1.log")" ] || { echo "deepseek: pp=2 tokens differ"; exit 1; }
+maxdiff "$d.kv.f32" "$d.pp2.f32" "deepseek: pp=2 = one process, tokens identical"
 train mixtral --set model.num_experts=4 --set model.moe_ffn_hidden_size=48 --set model.moe_router_topk=2
 check_model mixtral
 

@@ -83,8 +83,8 @@ static void check_model(mt_gpt_config c, const char *what) {
   const double ref = mt_gpt_forward_backward(m, tok, &sid, 0, 1.0f);
 
   char err[256];
-  mt_gpt_infer *nc = mt_gpt_infer_create(m, SEQ, 0, err, sizeof err);
-  mt_gpt_infer *kv = mt_gpt_infer_create(m, SEQ, 1, err, sizeof err);
+  mt_gpt_infer *nc = mt_gpt_infer_create(m, NULL, SEQ, 0, err, sizeof err);
+  mt_gpt_infer *kv = mt_gpt_infer_create(m, NULL, SEQ, 1, err, sizeof err);
   assert_non_null(nc);
   assert_non_null(kv);
   float *ln = mt_xmalloc((size_t)V * sizeof(float)), *lk = mt_xmalloc((size_t)V * sizeof(float));
@@ -137,7 +137,7 @@ static void test_refusals(void **st) {
   char err[256];
   mt_gpt_config c = gpt2_config();
   mt_gpt *m = mt_gpt_create(be, &c);
-  assert_null(mt_gpt_infer_create(m, SEQ + 1, 1, err, sizeof err));
+  assert_null(mt_gpt_infer_create(m, NULL, SEQ + 1, 1, err, sizeof err));
   assert_non_null(strstr(err, "max_position_embeddings"));
   mt_gpt_destroy(m);
   mt_backend_destroy(be);
