@@ -14,6 +14,25 @@
 
 /* the expert keys of Qwen3MoeConfig / MixtralConfig */
 static void moe_config_json(const mt_hf_model *m, cJSON *o) {
+  if (m->family == MT_HF_DEEPSEEK_V3) {
+    /* standard attention for now: no multi-latent attention, no MTP layers */
+    cJSON_AddNullToObject(o, "q_lora_rank");
+    cJSON_AddNullToObject(o, "kv_lora_rank");
+    cJSON_AddNumberToObject(o, "num_nextn_predict_layers", 0);
+    cJSON_AddNumberToObject(o, "n_routed_experts", (double)m->E);
+    cJSON_AddNumberToObject(o, "n_shared_experts", (double)(m->shared_ffn / m->moe_ffn));
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", (double)m->moe_ffn);
+    cJSON_AddNumberToObject(o, "first_k_dense_replace", (double)m->first_dense);
+    cJSON_AddNumberToObject(o, "moe_layer_freq", (double)m->moe_freq);
+    cJSON_AddStringToObject(o, "scoring_func", "sigmoid");
+    cJSON_AddStringToObject(o, "topk_method", "noaux_tc");
+    cJSON_AddNumberToObject(o, "n_group", (double)m->n_group);
+    cJSON_AddNumberToObject(o, "topk_group", (double)m->topk_group);
+    cJSON_AddNumberToObject(o, "routed_scaling_factor", m->scaling);
+    cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk);
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", (double)m->topk);
+    return;
+  }
   if (m->family == MT_HF_MIXTRAL) {
     cJSON_AddNumberToObject(o, "num_local_experts", (double)m->E);
     cJSON_AddNumberToObject(o, "router_jitter_noise", 0);
@@ -52,9 +71,14 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
     cJSON_AddNumberToObject(o, "attn_pdrop", m->attention_dropout);
     cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
   } else {
-    static const char *const arch_name[] = {"", "LlamaForCausalLM", "Qwen3ForCausalLM",
-                                            "Qwen3MoeForCausalLM", "MixtralForCausalLM"};
-    static const char *const type_name[] = {"", "llama", "qwen3", "qwen3_moe", "mixtral"};
+    static const char *const arch_name[] = {"",
+                                            "LlamaForCausalLM",
+                                            "Qwen3ForCausalLM",
+                                            "Qwen3MoeForCausalLM",
+                                            "MixtralForCausalLM",
+                                            "DeepseekV3ForCausalLM"};
+    static const char *const type_name[] = {"",        "llama",   "qwen3",
+                                            "qwen3_moe", "mixtral", "deepseek_v3"};
     const int qwen = m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE;
     const int mix = m->family == MT_HF_MIXTRAL;
     cJSON_AddItemToArray(arch, cJSON_CreateString(arch_name[m->family]));
@@ -187,8 +211,35 @@ static void want_null(ctx *c, const char *key, const char *want) {
  * (Qwen3-MoE) which layers are sparse: layer l has experts when it is not in
  * mlp_only_layers and (l + 1) % decoder_sparse_step == 0 (Qwen3MoeDecoderLayer),
  * which must be megatrain's moe_layer_freq pattern. */
+static void deepseek_config_check(ctx *c, const mt_hf_model *m) {
+  static const char *const sig[] = {"sigmoid", NULL}, *const noaux[] = {"noaux_tc", NULL};
+  want_null(c, "q_lora_rank", "multi-latent attention is not yet converted (expected null: "
+            "standard attention)");
+  want_null(c, "kv_lora_rank", "multi-latent attention is not yet converted (expected null: "
+            "standard attention)");
+  want_int(c, "num_nextn_predict_layers", 0, 0);
+  if (c->bad && strstr(c->err, "num_nextn_predict_layers"))
+    snprintf(c->err + strlen(c->err), c->errlen - strlen(c->err),
+             " (multi-token prediction layers are not yet converted)");
+  want_int(c, "n_routed_experts", m->E, -1);
+  want_int(c, "n_shared_experts", m->shared_ffn / m->moe_ffn, -1);
+  want_int(c, "moe_intermediate_size", m->moe_ffn, -1);
+  want_int(c, "first_k_dense_replace", m->first_dense, 0);
+  want_int(c, "moe_layer_freq", m->moe_freq, 1);
+  want_str(c, "scoring_func", sig, "megatrain's sigmoid router");
+  want_str(c, "topk_method", noaux, "megatrain's expert bias (e_score_correction_bias)");
+  want_int(c, "n_group", m->n_group, 1);
+  want_int(c, "topk_group", m->topk_group, 1);
+  want_num(c, "routed_scaling_factor", m->scaling, 1.0);
+  want_bool(c, "norm_topk_prob", m->norm_topk, 1);
+}
+
 static void moe_config_check(ctx *c, const mt_hf_model *m) {
   want_int(c, "num_experts_per_tok", m->topk, -1);
+  if (m->family == MT_HF_DEEPSEEK_V3) {
+    deepseek_config_check(c, m);
+    return;
+  }
   if (m->family == MT_HF_MIXTRAL) {
     want_int(c, "num_local_experts", m->E, -1);
     want_null(c, "sliding_window", "megatrain's attention has no sliding window (expected null)");
@@ -255,12 +306,14 @@ int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path,
     want_bool(&c, "scale_attn_by_inverse_layer_idx", 0, 0);
     want_bool(&c, "tie_word_embeddings", !m->untie, 1);
   } else {
-    static const char *const type[][2] = {{NULL, NULL}, {"llama", NULL}, {"qwen3", NULL},
-                                          {"qwen3_moe", NULL}, {"mixtral", NULL}};
+    static const char *const type[][2] = {{NULL, NULL},        {"llama", NULL},
+                                          {"qwen3", NULL},       {"qwen3_moe", NULL},
+                                          {"mixtral", NULL},     {"deepseek_v3", NULL}};
     static const char *const what[] = {"", "Llama naming (rope, RMSNorm, SwiGLU)",
                                        "Qwen3 naming (Llama's with qk_layernorm)",
                                        "Qwen3-MoE naming (experts, qk_layernorm)",
-                                       "Mixtral naming (experts in every layer, no qk_layernorm)"};
+                                       "Mixtral naming (experts in every layer, no qk_layernorm)",
+                                       "DeepSeek-V3 naming (sigmoid-routed experts)"};
     static const char *const act[] = {"silu", NULL};
     const int qwen = m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE;
     const int mix = m->family == MT_HF_MIXTRAL;

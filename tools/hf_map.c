@@ -9,7 +9,8 @@
 #include "core/util.h"
 
 const char *mt_hf_family_name(mt_hf_family f) {
-  static const char *const name[] = {"GPT-2", "Llama", "Qwen3", "Qwen3-MoE", "Mixtral"};
+  static const char *const name[] = {"GPT-2", "Llama",   "Qwen3",
+                                     "Qwen3-MoE", "Mixtral", "DeepSeek-V3"};
   return name[f];
 }
 
@@ -21,17 +22,70 @@ const char *mt_hf_family_name(mt_hf_family f) {
 
 /* The MoE side of a rope model (num_experts > 0): Qwen3-MoE with
  * qk_layernorm, Mixtral without. */
+/* DeepSeek-V3's MoE side (sigmoid scores): the expert bias, groups whose
+ * score is the sum of their top two (HF's DeepseekV3TopkRouter: megatrain's
+ * ⌊k / group_topk⌋ must be 2), shared experts of whole expert widths, the
+ * layer pattern first_k_dense_replace + moe_layer_freq. */
+static int deepseek_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
+  const mt_model_config *c = &cfg->model;
+  const int L = c->num_layers;
+  if (c->qk_layernorm)
+    REFUSE("model.qk_layernorm is true with sigmoid routing: the DeepSeek-V3 naming has no "
+           "query/key norm");
+  if (!c->moe_router_enable_expert_bias)
+    REFUSE("model.moe_router_enable_expert_bias is false: the DeepSeek-V3 naming (sigmoid "
+           "routing) carries e_score_correction_bias (expected true)");
+  if (c->moe_shared_expert_intermediate_size % c->moe_ffn_hidden_size)
+    REFUSE("model.moe_shared_expert_intermediate_size is %d: the DeepSeek-V3 naming has "
+           "n_shared_experts experts of moe_ffn_hidden_size %d (expected a multiple)",
+           c->moe_shared_expert_intermediate_size, c->moe_ffn_hidden_size);
+  if (c->moe_router_num_groups > 0 && c->moe_router_topk / c->moe_router_group_topk != 2)
+    REFUSE("model.moe_router_topk %d / moe_router_group_topk %d is not 2: the DeepSeek-V3 "
+           "naming scores a group by the sum of its two best experts", c->moe_router_topk,
+           c->moe_router_group_topk);
+  int first = 0;
+  while (first < L && !mt_config_is_moe_layer(cfg, first)) first++;
+  int freq = 1;
+  for (; freq <= L; freq++) {
+    int same = 1;
+    for (int l = 0; l < L && same; l++)
+      same = mt_config_is_moe_layer(cfg, l) == (l >= first && l % freq == 0);
+    if (same) break;
+  }
+  if (first == L || freq > L)
+    REFUSE("model.moe_layer_freq: the DeepSeek-V3 naming's MoE layers are those l >= "
+           "first_k_dense_replace with l %% moe_layer_freq == 0, which the config's pattern is "
+           "not");
+  m->shared_ffn = c->moe_shared_expert_intermediate_size;
+  m->n_group = c->moe_router_num_groups > 0 ? c->moe_router_num_groups : 1;
+  m->topk_group = c->moe_router_num_groups > 0 ? c->moe_router_group_topk : 1;
+  m->first_dense = first;
+  m->moe_freq = freq;
+  m->scaling = c->moe_router_topk_scaling_factor > 0
+                   ? mt_float_decimal(c->moe_router_topk_scaling_factor) : 1.0;
+  return 0;
+}
+
 static int moe_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
   const mt_model_config *c = &cfg->model;
-  m->family = c->qk_layernorm ? MT_HF_QWEN3_MOE : MT_HF_MIXTRAL;
+  const int sig = !strcmp(c->moe_router_score_function, "sigmoid");
+  m->family = sig ? MT_HF_DEEPSEEK_V3 : c->qk_layernorm ? MT_HF_QWEN3_MOE : MT_HF_MIXTRAL;
   const char *nm = mt_hf_family_name(m->family);
   if (c->add_bias_linear)
     REFUSE("model.add_bias_linear is true with num_experts: the %s naming has no linear biases",
            nm);
-  if (strcmp(c->moe_router_score_function, "softmax"))
-    REFUSE("model.moe_router_score_function is \"%s\": the %s naming routes with softmax "
-           "(sigmoid routing is DeepSeek-V3's, whose naming is not converted yet)",
-           c->moe_router_score_function, nm);
+  if (c->moe_expert_capacity_factor > 0)
+    REFUSE("model.moe_expert_capacity_factor is %g: the %s naming is dropless (expected null)",
+           mt_float_decimal(c->moe_expert_capacity_factor), nm);
+  if (c->num_layers > MT_MAX_LAYERS)
+    REFUSE("model.num_layers is %d: at most %d with experts", c->num_layers, MT_MAX_LAYERS);
+  for (int l = 0; l < c->num_layers; l++) m->moe[l] = (unsigned char)mt_config_is_moe_layer(cfg, l);
+  m->E = c->num_experts;
+  m->topk = c->moe_router_topk;
+  m->moe_ffn = c->moe_ffn_hidden_size;
+  m->norm_topk = sig ? c->moe_router_topk > 1 : !c->moe_router_pre_softmax;
+  m->aux_coef = mt_float_decimal(c->moe_aux_loss_coeff);
+  if (sig) return deepseek_model_of(cfg, m, err, errlen);
   if (c->moe_router_enable_expert_bias)
     REFUSE("model.moe_router_enable_expert_bias is true: the %s naming has no expert bias", nm);
   if (c->moe_router_num_groups > 0)
@@ -43,13 +97,7 @@ static int moe_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t 
   if (c->moe_router_topk_scaling_factor > 0)
     REFUSE("model.moe_router_topk_scaling_factor is %g: the %s naming does not scale the gates "
            "(expected null)", mt_float_decimal(c->moe_router_topk_scaling_factor), nm);
-  if (c->moe_expert_capacity_factor > 0)
-    REFUSE("model.moe_expert_capacity_factor is %g: the %s naming is dropless (expected null)",
-           mt_float_decimal(c->moe_expert_capacity_factor), nm);
-  if (c->num_layers > MT_MAX_LAYERS)
-    REFUSE("model.num_layers is %d: at most %d with experts", c->num_layers, MT_MAX_LAYERS);
   for (int l = 0; l < c->num_layers; l++) {
-    m->moe[l] = (unsigned char)mt_config_is_moe_layer(cfg, l);
     if (!m->moe[l] && m->family == MT_HF_MIXTRAL)
       REFUSE("model.moe_layer_freq makes layer %d dense: the Mixtral naming (no qk_layernorm) has "
              "experts in every layer (Qwen3-MoE naming, with qk_layernorm, has dense layers)", l);
@@ -57,11 +105,6 @@ static int moe_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t 
   if (c->moe_router_pre_softmax && m->family == MT_HF_MIXTRAL)
     REFUSE("model.moe_router_pre_softmax is true: the Mixtral naming renormalises the gates over "
            "the chosen experts (expected false)");
-  m->E = c->num_experts;
-  m->topk = c->moe_router_topk;
-  m->moe_ffn = c->moe_ffn_hidden_size;
-  m->norm_topk = !c->moe_router_pre_softmax;
-  m->aux_coef = mt_float_decimal(c->moe_aux_loss_coeff);
   return 0;
 }
 
@@ -210,6 +253,11 @@ static void add_experts(list *li, const mt_hf_model *m, int l) {
   snprintf(hf, sizeof hf, "model.layers.%d.%s.gate.weight", l, blk);
   snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.router.weight", l);
   add(li, m, hf, mt, m->E, h, MT_HF_ALL, 0);
+  if (m->family == MT_HF_DEEPSEEK_V3) {
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate.e_score_correction_bias", l);
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.router.expert_bias", l);
+    add(li, m, hf, mt, 1, m->E, MT_HF_ALL, 0);
+  }
   for (int e = 0; e < m->E; e++) {
     snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.experts.%d.linear_fc1.weight", l, e);
     snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, gate);
@@ -219,6 +267,17 @@ static void add_experts(list *li, const mt_hf_model *m, int l) {
     snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.experts.%d.linear_fc2.weight", l, e);
     snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, down);
     add(li, m, hf, mt, h, F, MT_HF_ALL, 0);
+  }
+  if (m->shared_ffn > 0) { /* DeepSeek-V3: n_shared_experts experts as one MLP */
+    const int64_t S = m->shared_ffn;
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.shared_experts.linear_fc1.weight", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.gate_proj.weight", l);
+    add(li, m, hf, mt, 2 * S, h, MT_HF_HALF0, 0);
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.up_proj.weight", l);
+    add(li, m, hf, mt, 2 * S, h, MT_HF_HALF1, 0);
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.shared_experts.linear_fc2.weight", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.down_proj.weight", l);
+    add(li, m, hf, mt, h, S, MT_HF_ALL, 0);
   }
 }
 

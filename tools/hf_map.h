@@ -26,6 +26,11 @@
  * e's SwiGLU linear_fc1 [2F, h] gives the gate projection (rows [0, F):
  * Qwen3-MoE gate_proj, Mixtral w1) and the up projection (rows [F, 2F):
  * up_proj, w3), linear_fc2 [h, F] the down projection (down_proj, w2).
+ * DeepSeek-V3 adds mlp.gate.e_score_correction_bias [E] = the router's
+ * expert_bias buffer [1, E] and mlp.shared_experts.{gate,up,down}_proj = the
+ * shared expert's linear_fc1 halves and linear_fc2; its multi-latent
+ * attention and MTP tensors are further rows of the same table once
+ * megatrain has them (refused for now).
  */
 #ifndef MT_TOOLS_HF_MAP_H
 #define MT_TOOLS_HF_MAP_H
@@ -40,7 +45,10 @@ typedef enum {
   MT_HF_LLAMA = 1,
   MT_HF_QWEN3 = 2,
   MT_HF_QWEN3_MOE = 3, /* Qwen3MoeForCausalLM: Qwen3's attention, softmax top-k experts */
-  MT_HF_MIXTRAL = 4    /* MixtralForCausalLM: Llama's attention, every layer softmax top-k */
+  MT_HF_MIXTRAL = 4,   /* MixtralForCausalLM: Llama's attention, every layer softmax top-k */
+  MT_HF_DEEPSEEK_V3 = 5 /* DeepseekV3ForCausalLM's MoE side (sigmoid, expert bias, groups,
+                           shared experts, first dense layers); attention still Llama's
+                           (multi-latent attention and MTP are not converted yet) */
 } mt_hf_family;
 
 /* The model as both sides see it. */
@@ -58,6 +66,10 @@ typedef struct {
                                 softmax over the chosen logits); 0: moe_router_pre_softmax */
   double aux_coef;           /* moe_aux_loss_coeff, for config.json only */
   unsigned char moe[MT_MAX_LAYERS]; /* layer l is an MoE layer */
+  /* DeepSeek-V3 (sigmoid routing) */
+  int64_t shared_ffn;        /* moe_shared_expert_intermediate_size (n_shared_experts · F) */
+  int64_t n_group, topk_group, first_dense, moe_freq; /* groups (1, 1 without); the pattern */
+  double scaling;            /* moe_router_topk_scaling_factor (1 when null) */
 } mt_hf_model;
 
 typedef enum { MT_HF_ALL, MT_HF_Q, MT_HF_K, MT_HF_V, MT_HF_QKV, MT_HF_HALF0, MT_HF_HALF1 } mt_hf_sel;
@@ -109,7 +121,7 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype);
 int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
                        size_t errlen);
 
-/* Family name ("GPT-2", "Llama", "Qwen3", "Qwen3-MoE", "Mixtral") for messages. */
+/* Family name ("GPT-2", "Llama", "Qwen3", "Qwen3-MoE", "Mixtral", "DeepSeek-V3") for messages. */
 const char *mt_hf_family_name(mt_hf_family f);
 
 #endif

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Hugging Face export and import of mixture-of-experts models (issue 31 item
-# 4): Qwen3MoeForCausalLM (qk_layernorm, a dense first layer, gates
+# 4): DeepseekV3ForCausalLM's MoE side (sigmoid scores with the expert bias =
+# e_score_correction_bias, 4 groups / 2 kept, top-4, scaling 2.5, 2 shared
+# experts, a dense first layer; standard attention: MLA and MTP configs are
+# refused), Qwen3MoeForCausalLM (qk_layernorm, a dense first layer, gates
 # renormalised over the chosen experts = norm_topk_prob true; and every layer
 # MoE with moe_router_pre_softmax = norm_topk_prob false) and
 # MixtralForCausalLM (every layer MoE, top-2 renormalised):
@@ -11,8 +14,10 @@
 #  - megatrain -> HF -> megatrain and HF -> megatrain -> HF are bitwise;
 #  - bad input is refused with one message naming the field and exit 1:
 #    a config.json whose sparse-layer pattern, gate normalisation, expert
-#    count or sliding window differs, a missing expert tensor; a model no
-#    MoE naming expresses (sigmoid routing) is refused by the export.
+#    count or sliding window differs, a missing expert tensor, DeepSeek-V3's
+#    MLA (kv_lora_rank) or MTP layers, groups or dense layers that differ; a
+#    model no MoE naming expresses (sigmoid without the expert bias) is
+#    refused by the export.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY has no torch"; exit 77; }
@@ -34,6 +39,14 @@ q["model"].update(moe_layer_freq=1, moe_router_pre_softmax=True, num_experts=8, 
 json.dump(q, open(tmp + "/qwen3moe_pre.json", "w"))
 c["model"].update(qk_layernorm=False, moe_layer_freq=1)
 json.dump(c, open(tmp + "/mixtral.json", "w"))
+d = json.loads(json.dumps(c))
+d["model"].update(moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True,
+                  moe_router_bias_update_rate=0.01, num_experts=8, moe_router_topk=4,
+                  moe_router_num_groups=4, moe_router_group_topk=2,
+                  moe_router_topk_scaling_factor=2.5, moe_shared_expert_intermediate_size=96,
+                  moe_layer_freq=[0, 1], moe_router_load_balancing_type="seq_aux_loss",
+                  moe_aux_loss_coeff=1e-3)
+json.dump(d, open(tmp + "/deepseek.json", "w"))
 c["model"].update(moe_router_score_function="sigmoid")
 json.dump(c, open(tmp + "/sigmoid.json", "w"))
 seq, b = c["model"]["seq_length"], c["training"]["micro_batch_size"]
@@ -49,14 +62,14 @@ print("%s: megatrain %.10f, PyTorch from HF %.10f, rel diff %.2e" % (sys.argv[1]
 sys.exit(r > t)' "$@"
 }
 
-for fam in qwen3moe qwen3moe_pre mixtral; do
+for fam in qwen3moe qwen3moe_pre mixtral deepseek; do
   ck=$TMP/ck_$fam
   "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=6 \
     --set training.eval_interval=0 >"$TMP/train_$fam.log" 2>&1 \
     || { echo "$fam: training failed"; tail -5 "$TMP/train_$fam.log"; exit 1; }
   "$MT" convert --to hf --load "$ck" --output $TMP/hf_$fam 2>/dev/null
-  grep -q '"model_type":[[:space:]]*"'"$( [ $fam = mixtral ] && echo mixtral || echo qwen3_moe)"'"' \
-    $TMP/hf_$fam/config.json
+  case $fam in mixtral) mt=mixtral ;; deepseek) mt=deepseek_v3 ;; *) mt=qwen3_moe ;; esac
+  grep -q '"model_type":[[:space:]]*"'$mt'"' $TMP/hf_$fam/config.json
   a=$($TOOL loss "$ck" $TMP/tok.bin)
   b=$($PY tests/reference/hf_forward.py loss $TMP/hf_$fam $TMP/tok.bin $SEQ)
   relcheck "$fam (trained 6 iterations) fp32 export, loss on $(($(stat -c %s $TMP/tok.bin) / 4)) tokens" "$a" "$b" 1e-5
@@ -99,5 +112,9 @@ $PY tests/reference/st_edit.py missing $TMP/hf_mixtral/model.safetensors $TMP/in
   model.layers.1.block_sparse_moe.experts.3.w3.weight
 bad missing "tensor 'model.layers.1.block_sparse_moe.experts.3.w3.weight' is missing" \
   --from hf --input $TMP/in_missing --output $TMP/out_missing --config $TMP/mixtral.json
+badcfg mla deepseek 'c["kv_lora_rank"] = 512' '"kv_lora_rank" is 512; multi-latent attention is not yet converted'
+badcfg mtp deepseek 'c["num_nextn_predict_layers"] = 1' 'multi-token prediction layers are not yet converted'
+badcfg groups deepseek 'c["n_group"] = 2' '"n_group" is 2 but the config gives 4'
+badcfg dense deepseek 'c["first_k_dense_replace"] = 0' '"first_k_dense_replace" is 0 but the config gives 1'
 $TOOL init $TMP/sigmoid.json $TMP/ck_sigmoid
-bad sigmoid 'model.moe_router_score_function is "sigmoid"' --to hf --load $TMP/ck_sigmoid --output $TMP/out_sigmoid
+bad sigmoid 'model.moe_router_enable_expert_bias is false' --to hf --load $TMP/ck_sigmoid --output $TMP/out_sigmoid

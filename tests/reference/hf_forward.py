@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Independent PyTorch forward of a Hugging Face model directory (GPT-2,
-Llama, Qwen3, Qwen3-MoE or Mixtral), written from the Hugging Face layout alone: its own safetensors
+Llama, Qwen3, Qwen3-MoE, Mixtral or DeepSeek-V3's MoE side with standard
+attention), written from the Hugging Face layout alone: its own safetensors
 reader (struct + json + numpy), the config.json keys, and the published
 model definitions (GPT-2: Radford et al. 2019 / HF GPT2LMHeadModel with
 Conv1D weights [in, out] and fused c_attn [q | k | v]; Llama: Touvron et al.
@@ -151,6 +152,42 @@ def moe_block(t, w, p, names, norm_topk, cfg):
     return out.reshape(b, s, h)
 
 
+def deepseek_moe(t, w, p, cfg):
+    """DeepseekV3MoE (DeepSeek-V3 report §2.1.2, HF DeepseekV3TopkRouter with
+    topk_method noaux_tc): scores = sigmoid(gate(t)); choice = scores +
+    e_score_correction_bias; the experts in n_group equal groups, a group
+    scored by the sum of its two best choices, the topk_group best groups
+    kept (the others' choices set to 0.0 as HF does); the top
+    num_experts_per_tok choices; weights = their unbiased scores, divided by
+    their sum + 1e-20 when norm_topk_prob, times routed_scaling_factor; plus
+    the shared experts (one SwiGLU MLP) on every token."""
+    b, s, h = t.shape
+    x = t.reshape(-1, h)
+    scores = (x @ T(w[p + "gate.weight"]).T).sigmoid()
+    choice = scores + T(w[p + "gate.e_score_correction_bias"])
+    E, G, k = choice.shape[-1], cfg.get("n_group", 1), cfg["num_experts_per_tok"]
+    grp = choice.view(-1, G, E // G).topk(2, dim=-1)[0].sum(-1)
+    keep = torch.zeros_like(grp).scatter_(1, grp.topk(cfg.get("topk_group", 1), dim=-1)[1], 1.0)
+    mask = keep.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
+    idx = choice.masked_fill(mask == 0, 0.0).topk(k, dim=-1)[1]
+    top = scores.gather(1, idx)
+    if cfg.get("norm_topk_prob", True):
+        top = top / (top.sum(-1, keepdim=True) + 1e-20)
+    top = top * cfg.get("routed_scaling_factor", 1.0)
+    out = torch.zeros_like(x)
+    for e in idx.unique().tolist():
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        q = p + "experts.%d." % e
+        y = x[tok]
+        y = torch.nn.functional.silu(y @ T(w[q + "gate_proj.weight"]).T) * (y @ T(w[q + "up_proj.weight"]).T)
+        out.index_add_(0, tok, (y @ T(w[q + "down_proj.weight"]).T) * top[tok, slot][:, None])
+    if p + "shared_experts.gate_proj.weight" in w:
+        q = p + "shared_experts."
+        out = out + (torch.nn.functional.silu(x @ T(w[q + "gate_proj.weight"]).T)
+                     * (x @ T(w[q + "up_proj.weight"]).T)) @ T(w[q + "down_proj.weight"]).T
+    return out.reshape(b, s, h)
+
+
 def llama_forward(w, cfg, ids):
     """logits [b, s, V] of LlamaForCausalLM (no rope_scaling); Qwen3ForCausalLM
     when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention);
@@ -195,6 +232,9 @@ def llama_forward(w, cfg, ids):
         t = rms(x, p + "post_attention_layernorm.weight")
         if cfg["model_type"] == "mixtral":
             x = x + moe_block(t, w, p + "block_sparse_moe.", ("w1", "w3", "w2"), True, cfg)
+        elif cfg["model_type"] == "deepseek_v3" and i >= cfg.get("first_k_dense_replace", 0) \
+                and i % cfg.get("moe_layer_freq", 1) == 0:
+            x = x + deepseek_moe(t, w, p + "mlp.", cfg)
         elif cfg["model_type"] == "qwen3_moe" and qwen3_moe_sparse(cfg, i):
             x = x + moe_block(t, w, p + "mlp.", ("gate_proj", "up_proj", "down_proj"),
                               cfg.get("norm_topk_prob", False), cfg)
@@ -213,7 +253,8 @@ def loss(hf_dir, tokens_file, seq):
     ids = torch.tensor(tok[:, :seq].astype(np.int64))
     tgt = torch.tensor(tok[:, 1:].astype(np.int64))
     fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward,
-           "qwen3_moe": llama_forward, "mixtral": llama_forward}[cfg["model_type"]]
+           "qwen3_moe": llama_forward, "mixtral": llama_forward,
+           "deepseek_v3": llama_forward}[cfg["model_type"]]
     with torch.no_grad():
         logits = fwd(w, cfg, ids)
     return cross_entropy(logits, tgt) / tgt.numel()
@@ -223,7 +264,8 @@ def greedy(hf_dir, ids, n):
     cfg = json.load(open(os.path.join(hf_dir, "config.json")))
     w = read_dir(hf_dir)
     fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward,
-           "qwen3_moe": llama_forward, "mixtral": llama_forward}[cfg["model_type"]]
+           "qwen3_moe": llama_forward, "mixtral": llama_forward,
+           "deepseek_v3": llama_forward}[cfg["model_type"]]
     with torch.no_grad():
         for _ in range(n):
             nxt = int(torch.argmax(fwd(w, cfg, torch.tensor([ids]))[0, -1]))

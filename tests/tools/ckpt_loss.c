@@ -11,7 +11,8 @@
  *       int32 little-endian samples of seq_length + 1 tokens, taken
  *       micro_batch_size at a time, no dropout.
  *   ckpt_loss same CKPT_A CKPT_B
- *       every model tensor (not optimizer state) of B is in A with the same
+ *       every model tensor (not optimizer state, not the MoE routers' token
+ *       counts) of B is in A with the same
  *       shape and the same fp32 bits, and A has no other model tensor; exit 1
  *       naming the first difference (the HF round trip is bitwise).
  *   ckpt_loss init CONFIG OUT_DIR
@@ -154,7 +155,13 @@ static int cmd_init(const char *config_path, const char *out) {
   return 0;
 }
 
-static int is_model(const char *name) { return strncmp(name, "optimizer.", 10) != 0; }
+/* a model tensor: not optimizer state, not the routers' token counts of the
+ * last batch (training state the Hugging Face export does not carry) */
+static int is_model(const char *name) {
+  static const char counts[] = ".mlp.router.tokens_per_expert";
+  const size_t n = strlen(name), k = sizeof counts - 1;
+  return strncmp(name, "optimizer.", 10) != 0 && !(n > k && !strcmp(name + n - k, counts));
+}
 
 static int cmd_same(const char *da, const char *db) {
   char err[1024];

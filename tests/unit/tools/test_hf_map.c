@@ -217,9 +217,47 @@ static void test_moe(void **state) {
   assert_int_equal(mt_hf_config_check(&m2, js, "c.json", err, sizeof err), -1);
   assert_non_null(strstr(err, "norm_topk_prob"));
   free(js);
+  /* sigmoid routing: DeepSeek-V3 naming (no q/k norm, the expert bias) */
   snprintf(c->moe_router_score_function, sizeof c->moe_router_score_function, "sigmoid");
   assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
-  assert_non_null(strstr(err, "model.moe_router_score_function"));
+  assert_non_null(strstr(err, "model.qk_layernorm"));
+  c->qk_layernorm = 0;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_router_enable_expert_bias"));
+  c->moe_router_enable_expert_bias = 1;
+  c->moe_shared_expert_intermediate_size = 48;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_shared_expert_intermediate_size"));
+  c->moe_shared_expert_intermediate_size = 64;
+  c->moe_router_num_groups = 2;
+  c->moe_router_group_topk = 2; /* 2 / 2 = 1 expert per group score: HF sums two */
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "moe_router_group_topk"));
+  c->moe_router_group_topk = 1;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_DEEPSEEK_V3);
+  assert_int_equal(m.first_dense, 1);
+  assert_int_equal(m.moe_freq, 1);
+  n = mt_hf_entries(&m, &e);
+  int bias = 0, shared = 0;
+  for (int i = 0; i < n; i++) {
+    bias += strstr(e[i].hf, ".mlp.gate.e_score_correction_bias") != NULL;
+    shared += strstr(e[i].hf, ".mlp.shared_experts.") != NULL;
+  }
+  assert_int_equal(bias, 3);
+  assert_int_equal(shared, 3 * 3);
+  free(e);
+  js = mt_hf_config_json(&m, "float32");
+  assert_int_equal(mt_hf_config_check(&m, js, "c.json", err, sizeof err), 0);
+  free(js);
+  c->moe_layer_pattern[2] = 0; /* dense, MoE, dense, MoE: first 1, but no moe_layer_freq */
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_layer_freq"));
+  c->moe_layer_pattern[2] = 1;
+  c->moe_router_enable_expert_bias = 0;
+  c->moe_router_num_groups = c->moe_router_group_topk = 0;
+  c->moe_shared_expert_intermediate_size = 0;
+  c->qk_layernorm = 1;
   snprintf(c->moe_router_score_function, sizeof c->moe_router_score_function, "softmax");
   c->moe_expert_capacity_factor = 1.0f;
   assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
