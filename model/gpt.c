@@ -183,10 +183,9 @@ static void resolve_options(mt_gpt *m) {
   if (mc->max_position_embeddings < 1) mc->max_position_embeddings = mc->seq_length;
 }
 
-static void create_moe(mt_gpt *m) {
+void mt_gpt_moe_ctx_config(const mt_gpt *m, mt_moe_config *out) {
   const mt_gpt_config *c = &m->cfg;
-  mt_backend *be = m->be;
-  if (c->model.num_experts > 0) {
+  {
     mt_moe_config mc = {0};
     mc.E = c->model.num_experts;
     mc.k = c->model.moe_router_topk;
@@ -224,7 +223,16 @@ static void create_moe(mt_gpt *m) {
     mc.etp = c->etp_size > 1 ? c->etp_group : NULL;
     mc.n_moe_layers = mt_gpt_num_moe_layers(c);
     mc.grouped_gemm = c->model.moe_grouped_gemm;
-    m->moe.ctx = mt_moe_create(be, &mc);
+    *out = mc;
+  }
+}
+
+static void create_moe(mt_gpt *m) {
+  const mt_gpt_config *c = &m->cfg;
+  if (c->model.num_experts > 0) {
+    mt_moe_config mc;
+    mt_gpt_moe_ctx_config(m, &mc);
+    m->moe.ctx = mt_moe_create(m->be, &mc);
     const int El = c->model.num_experts / c->ep_size;
     m->moe.wp = mt_xcalloc((size_t)4 * El, sizeof(void *));
     m->moe.gp = mt_xcalloc((size_t)4 * El, sizeof(float *));

@@ -185,9 +185,7 @@ void mt_gpt_norm_bwd(mt_gpt *m, void *din, float *dw, float *db, const void *dou
     be->ops->layernorm_bwd(be, din, dw, db, dout, in, w, mean, rstd, rows, c->model.hidden_size);
 }
 
-/* Pointer tables of MoE layer li's router and local experts (NULL biases
- * without add_bias_linear), in the struct-of-arrays form of model/moe_layer.h. */
-static mt_moe_weights moe_weights(mt_gpt *m, int li) {
+mt_moe_weights mt_gpt_moe_weights(mt_gpt *m, int li) {
   const int El = m->cfg.model.num_experts / m->cfg.ep_size;
   const mt_moe_tensors *t = &m->w.layers[li].moe;
   const void **p = m->moe.wp;
@@ -284,7 +282,7 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_gpt_norm_fwd(m, a->ln2, a->ln2_mean, a->ln2_rstd, a->x1, w->pre_mlp_layernorm.weight,
                   w->pre_mlp_layernorm.bias, m->rows_l);
   if (w->moe.experts) { /* MoE block on this rank's token shard */
-    mt_moe_weights mw = moe_weights(m, li);
+    mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
     mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
@@ -337,7 +335,7 @@ void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
     /* MoE: its share of the auxiliary losses is loss_scale · (the
      * micro-batch's loss tokens: s · b without eod_mask_loss, s the whole
      * sequence under CP) = one micro-batch of the global batch */
-    mt_moe_weights mw = moe_weights(m, li);
+    mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mt_moe_grads mg = moe_grads(m, li);
     const float aux = m->pass.loss_scale * (float)m->pass.loss_tokens;

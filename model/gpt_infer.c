@@ -16,6 +16,8 @@
 
 struct mt_gpt_infer {
   mt_gpt *m;
+  mt_group *pp;              /* pipeline group (NULL: one stage) */
+  int pp_size, pp_rank;
   mt_backend *be;
   int max_len, use_cache, len;
   size_t es;                 /* bytes of one T element */
@@ -35,26 +37,32 @@ struct mt_gpt_infer {
   void **cache;              /* [layers] x [max_len, 1, ng, 2, hn] (use_cache) */
   int32_t *kv_rows;          /* [max_len·ng·2] device: qkv row (of hn) of each cache row (of hn) */
   int64_t sample_id0;        /* the attention descriptor's (unused: no dropout) sample id */
+  void *moe_out;             /* [max_len, h]: the routed experts' output (MoE models) */
+  mt_moe *moe;               /* MoE context of the current call's rows (NULL between calls) */
+  mt_moe_acts *moe_acts;
 };
 
 static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
   return g->be->ops->alloc(g->be, (size_t)n * es, cat);
 }
 
-mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
-                                  size_t errlen) {
+mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
+                                  char *err, size_t errlen) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->model.num_experts > 0) {
+  if (c->model.num_experts > 0 && (c->tp_size != 1 || c->ep_size != 1 || c->etp_size > 1)) {
     snprintf(err, errlen,
-             "generation supports dense models only (model.num_experts is %d; expected 0)",
-             c->model.num_experts);
+             "generation of a model with experts (model.num_experts %d) runs with tensor, expert "
+             "and expert tensor parallelism 1 (got %d, %d and %d)",
+             c->model.num_experts, c->tp_size, c->ep_size, c->etp_size);
     return NULL;
   }
-  if (c->pp_size != 1 || c->cp_size != 1 || m->n_chunks != 1) {
+  if (c->cp_size != 1 || m->n_chunks != 1 || (c->pp_size > 1 && !pp) ||
+      (pp && mt_group_size(pp) != c->pp_size)) {
     snprintf(err, errlen,
-             "generation runs with pipeline_model_parallel_size 1 and context_parallel_size 1 "
-             "(got %d and %d)",
-             c->pp_size, c->cp_size);
+             "generation runs with context_parallel_size 1 and one model chunk per pipeline "
+             "stage, given the pipeline group when pipeline_model_parallel_size > 1 (got cp %d, "
+             "%d chunks, pp %d)",
+             c->cp_size, m->n_chunks, c->pp_size);
     return NULL;
   }
   if (c->sequence_parallel && c->tp_size > 1) {
@@ -71,6 +79,9 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
   mt_gpt_infer *g = mt_xcalloc(1, sizeof *g);
   g->m = m;
   g->be = m->be;
+  g->pp = c->pp_size > 1 ? pp : NULL;
+  g->pp_size = c->pp_size;
+  g->pp_rank = c->pp_rank;
   g->max_len = max_len;
   g->use_cache = use_cache;
   g->es = mt_dtype_size(m->be->dtype);
@@ -84,8 +95,10 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *e
   g->tmp = dalloc(g, R * h, (size_t)es, W);
   g->qkv = dalloc(g, R * m->qkvl, (size_t)es, W);
   g->ctx = dalloc(g, R * m->hl, (size_t)es, W);
-  g->fc1 = dalloc(g, R * m->glu * m->fl, (size_t)es, W);
-  g->act = dalloc(g, R * m->fl, (size_t)es, W);
+  const int64_t fmax = m->fl > m->shl ? m->fl : m->shl; /* dense and shared-expert MLPs */
+  g->fc1 = dalloc(g, R * m->glu * fmax, (size_t)es, W);
+  g->act = dalloc(g, R * fmax, (size_t)es, W);
+  if (c->model.num_experts > 0) g->moe_out = dalloc(g, R * h, (size_t)es, W);
   g->mean = dalloc(g, R, sizeof(float), W);
   g->rstd = dalloc(g, R, sizeof(float), W);
   if (c->model.qk_layernorm) {
@@ -122,7 +135,7 @@ void mt_gpt_infer_destroy(mt_gpt_infer *g) {
   void *bufs[] = {g->tok_dev, g->x,       g->ln,     g->tmp,      g->qkv,      g->qkv_lin,
                   g->ctx,     g->fc1,     g->act,    g->mean,     g->rstd,     g->qk_mean,
                   g->qk_rstd, g->lse,     g->lnf,    g->logits,   g->logits_f, g->gathered,
-                  g->kv_rows};
+                  g->kv_rows, g->moe_out};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) be->ops->free(be, bufs[i]);
   if (g->cache)
     for (int l = 0; l < g->m->n_local_layers; l++) be->ops->free(be, g->cache[l]);
@@ -184,6 +197,48 @@ static void attention(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   g->be->ops->flash_attn_fwd(g->be, &d, g->ctx, g->lse, g->qkv, g->cache[li]);
 }
 
+/* out [rows, h] = the MLP w (fc1 column-parallel, GELU or SwiGLU, fc2
+ * row-parallel) of g->ln, inner width fl on this rank. */
+static void mlp(mt_gpt_infer *g, mt_tp_ctx *tp, const mt_mlp_tensors *w, int64_t fl,
+                void *out, int64_t rows) {
+  const mt_gpt *m = g->m;
+  mt_backend *be = g->be;
+  const int64_t h = m->cfg.model.hidden_size;
+  mt_column_parallel_linear_fwd(tp, g->fc1, g->ln, w->linear_fc1.weight, w->linear_fc1.bias,
+                                m->glu * fl, h);
+  if (m->glu == 2)
+    be->ops->swiglu_fwd(be, g->act, g->fc1, rows, fl);
+  else
+    be->ops->gelu_fwd(be, g->act, g->fc1, rows * fl);
+  mt_row_parallel_linear_fwd(tp, out, g->act, w->linear_fc2.weight, w->linear_fc2.bias, h, fl);
+}
+
+/* The MoE context for a call over `rows` tokens of the sequence: the
+ * model's routing options, one process, every token routed on its own
+ * (dropless: no capacity, so a token's experts do not depend on the others
+ * of the call, and the KV cache equals the recompute path). */
+static void moe_begin(mt_gpt_infer *g, int64_t rows) {
+  mt_moe_config mc;
+  mt_gpt_moe_ctx_config(g->m, &mc);
+  mc.n_loc = mc.n_full = rows;
+  mc.t0 = 0;
+  mc.tp = mc.cp = mc.ep = mc.etp = NULL;
+  mc.ep_size = 1;
+  mc.ep_rank = 0;
+  mc.route.capacity_factor = 0;
+  mc.route.pad_to_capacity = 0;
+  mc.route.seq_b = 1;
+  g->moe = mt_moe_create(g->be, &mc);
+  g->moe_acts = mt_moe_acts_create(g->moe);
+}
+
+static void moe_end(mt_gpt_infer *g) {
+  mt_moe_acts_free(g->moe, g->moe_acts);
+  mt_moe_destroy(g->moe);
+  g->moe = NULL;
+  g->moe_acts = NULL;
+}
+
 /* One transformer layer (local index li) on g->x [rows, h], in place. */
 static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   mt_gpt *m = g->m;
@@ -227,34 +282,42 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   be->ops->add(be, g->x, g->tmp, g->x, rows * h); /* residual (dropout off) */
   mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, w->pre_mlp_layernorm.weight,
                   w->pre_mlp_layernorm.bias, rows);
-  mt_column_parallel_linear_fwd(&tp, g->fc1, g->ln, w->mlp.linear_fc1.weight,
-                                w->mlp.linear_fc1.bias, m->glu * m->fl, h);
-  if (m->glu == 2)
-    be->ops->swiglu_fwd(be, g->act, g->fc1, rows, m->fl);
-  else
-    be->ops->gelu_fwd(be, g->act, g->fc1, rows * m->fl);
-  mt_row_parallel_linear_fwd(&tp, g->tmp, g->act, w->mlp.linear_fc2.weight, w->mlp.linear_fc2.bias,
-                             h, m->fl);
+  if (!w->moe.experts) {
+    mlp(g, &tp, &w->mlp, m->fl, g->tmp, rows);
+  } else { /* routed experts (+ the shared expert) */
+    const int l = m->chunks[0].first_layer + li; /* global layer */
+    mt_moe_weights mw = mt_gpt_moe_weights(m, li);
+    mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
+    mt_moe_forward(g->moe, g->moe_acts, &mw, g->moe_out, g->ln, -1, NULL);
+    if (w->moe.shared_experts.linear_fc1.weight) {
+      mlp(g, &tp, &w->moe.shared_experts, m->shl, g->tmp, rows);
+      be->ops->add(be, g->moe_out, g->moe_out, g->tmp, rows * h);
+    }
+    be->ops->add(be, g->x, g->moe_out, g->x, rows * h);
+    return;
+  }
   be->ops->add(be, g->x, g->tmp, g->x, rows * h);
 }
 
-/* Final norm and output layer on the last row, vocab-parallel logits
- * all-gathered over TP, real columns copied to logits (host). */
+/* Final norm and output layer on the last row (last pipeline stage),
+ * vocab-parallel logits all-gathered over TP, sent to the other stages
+ * (a broadcast over the pipeline group), real columns copied to logits
+ * (host). */
 static void head(mt_gpt_infer *g, int64_t rows, float *logits) {
   mt_gpt *m = g->m;
   mt_backend *be = g->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->model.hidden_size;
-  const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
-  mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, m->w.final_layernorm.weight,
-                  m->w.final_layernorm.bias, 1);
-  mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_output_weight(m, &m->w), NULL, 1, m->vl, h);
-  be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
-  const float *full = g->logits_f;
-  if (c->tp_size > 1) {
-    mt_allgather(c->tp_group, g->logits_f, g->gathered, m->vl, MT_F32);
-    full = g->gathered;
+  float *full = c->tp_size > 1 ? g->gathered : g->logits_f;
+  if (g->pp_rank == g->pp_size - 1) {
+    const char *last = (const char *)g->x + (size_t)((rows - 1) * h) * g->es;
+    mt_gpt_norm_fwd(m, g->lnf, g->mean, g->rstd, last, m->w.final_layernorm.weight,
+                    m->w.final_layernorm.bias, 1);
+    mt_linear_fwd(be, g->logits, g->lnf, mt_gpt_output_weight(m, &m->w), NULL, 1, m->vl, h);
+    be->ops->cast(be, g->logits_f, MT_F32, g->logits, be->dtype, m->vl);
+    if (c->tp_size > 1) mt_allgather(c->tp_group, g->logits_f, g->gathered, m->vl, MT_F32);
   }
+  if (g->pp) mt_broadcast(g->pp, full, m->vl * c->tp_size, MT_F32, g->pp_size - 1);
   const int64_t V = c->model.vocab_size; /* padded columns are cut */
   be->ops->memcpy_d2h(be, g->host_logits, full, (size_t)V * sizeof(float));
   memcpy(logits, g->host_logits, (size_t)V * sizeof(float));
@@ -272,10 +335,25 @@ void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *l
   be->ops->memcpy_h2d(be, g->tok_dev, g->tok_host + pos0, (size_t)rows * sizeof(int32_t));
   const int64_t h = c->model.hidden_size;
   mt_tp_ctx tp = tp_ctx(g, rows);
-  mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, m->w.word_embeddings.weight,
-                                  m->v_start, m->v_start + m->vl, h);
-  if (m->pos == MT_POS_LEARNED)
-    be->ops->pos_embedding_fwd(be, g->x, m->w.position_embeddings.weight, rows, 1, h, pos0);
-  for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
+  if (g->pp_rank == 0) {
+    mt_vocab_parallel_embedding_fwd(&tp, g->x, g->tok_dev, m->w.word_embeddings.weight,
+                                    m->v_start, m->v_start + m->vl, h);
+    if (m->pos == MT_POS_LEARNED)
+      be->ops->pos_embedding_fwd(be, g->x, m->w.position_embeddings.weight, rows, 1, h, pos0);
+  }
+  /* the stages in order: stage s runs its layers on x and sends x [rows, h]
+   * to stage s + 1 (a broadcast over the pipeline group from s: the ranks
+   * of other stages receive into scratch) */
+  for (int s = 0; s < g->pp_size; s++) {
+    if (s == g->pp_rank) {
+      if (c->model.num_experts > 0) moe_begin(g, rows);
+      for (int li = 0; li < m->n_local_layers; li++) layer(g, li, rows, pos0);
+      if (g->moe) moe_end(g);
+    }
+    if (s + 1 < g->pp_size) {
+      void *buf = g->pp_rank == s || g->pp_rank == s + 1 ? g->x : g->tmp;
+      mt_broadcast(g->pp, buf, rows * h, be->dtype, s);
+    }
+  }
   head(g, rows, logits);
 }

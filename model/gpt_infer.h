@@ -19,9 +19,16 @@
  * Dropout is off (inference). Only the backend op table and the group API
  * are used. Supports everything of the dense block (LayerNorm / RMSNorm,
  * learned / RoPE / no positions, rotary_percent, GELU / SwiGLU, GQA, linear
- * biases or none, qk_layernorm, tied or untied output layer); not MoE layers,
- * pipeline or context parallelism, or sequence parallelism (refused by
- * mt_gpt_infer_create).
+ * biases or none, qk_layernorm, tied or untied output layer) and MoE layers
+ * (model/moe_layer.h's forward on the call's tokens with the model's routing
+ * options and expert bias, dropless; shared experts) in one process (tp,
+ * ep, etp 1). Pipeline parallelism (one chunk per stage): the first stage
+ * embeds, each stage runs its own layers (and keeps their KV cache) and
+ * sends the hidden states [rows, h] to the next (a broadcast over the
+ * pipeline group rooted at the sender), the last stage computes the logits
+ * and broadcasts them over the pipeline group, so every rank of every stage
+ * holds the same row. Not context parallelism, virtual pipeline chunks, or
+ * sequence parallelism (refused by mt_gpt_infer_create).
  */
 #ifndef MT_MODEL_GPT_INFER_H
 #define MT_MODEL_GPT_INFER_H
@@ -33,15 +40,17 @@
 
 typedef struct mt_gpt_infer mt_gpt_infer;
 
-/* Inference state for model m (not owned; it must outlive the state) holding
+/* Inference state for model m (not owned; it must outlive the state) and the
+ * pipeline group pp (NULL with pipeline_model_parallel_size 1) holding
  * up to max_len positions (1 <= max_len; with learned positions at most
  * max_position_embeddings). use_cache: 1 = KV cache, 0 = recompute the
  * prefix every call. Allocates the cache (MT_MEM_ACT) and the buffers for
  * max_len rows (MT_MEM_WORKSPACE) on m's backend. Returns NULL with a
- * message naming the unsupported option (MoE layer, pp_size / cp_size > 1,
+ * message naming the unsupported option (MoE with tp / ep / etp > 1, cp_size > 1, several
+ * chunks per stage,
  * sequence_parallel, max_len) in err. No communication. */
-mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, int max_len, int use_cache, char *err,
-                                  size_t errlen);
+mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
+                                  char *err, size_t errlen);
 void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
 
 
@@ -49,7 +58,8 @@ void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
  * rank) at positions len .. len + n - 1 (len + n <= max_len, checked:
  * aborts otherwise) and write into logits (host fp32 [vocab_size], the real
  * vocabulary: padding columns cut) the next-token logits after the last
- * one — identical on every TP rank. Collective over the model's tp_group. */
+ * one — identical on every rank. Collective over the model's tp_group and
+ * the pipeline group. */
 void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *logits);
 
 #endif

@@ -186,6 +186,14 @@ struct mt_gpt {
   mt_gpt_moe_state moe;
 };
 
+/* The MoE context's config of this model for its training micro-batch
+ * (model/gpt.c: routing options, token rows, groups); inference
+ * (model/gpt_infer.c) changes the rows and groups. */
+void mt_gpt_moe_ctx_config(const mt_gpt *m, mt_moe_config *mc);
+/* Pointer tables of MoE layer li's router and local experts (NULL biases
+ * without add_bias_linear), in the struct-of-arrays form of model/moe_layer.h
+ * (model/gpt_block.c; valid until the next call: m->moe.wp). */
+mt_moe_weights mt_gpt_moe_weights(mt_gpt *m, int li);
 /* Allocate the expert-bias state (zeros) when moe_router_enable_expert_bias
  * is on, the counts also for global_aux_loss (model/gpt_moe.c; called
  * by create_moe). */

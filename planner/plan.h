@@ -74,6 +74,7 @@ typedef struct {
   double inflight_layers; /* layer-micro-batches of activations held at peak */
   int64_t params_per_rank, params_total; /* params_total: padded vocabulary */
   int64_t params_total_unpadded;          /* the tokenizer's vocabulary (published counts) */
+  int64_t params_active;                  /* per token: unpadded, k of E routed experts */
 } mt_plan_memory;
 
 /* Time components of one iteration on the critical path, seconds. */

@@ -150,6 +150,16 @@ double mt_plan_total_params(const mt_plan_dims *d, int padded) {
   return n;
 }
 
+/* Parameters one token uses (the unpadded vocabulary, as the published
+ * "activated" counts): the total less, in every MoE layer, the E − k routed
+ * experts it does not pick (the router, the shared expert and the k chosen
+ * experts stay). */
+static double active_params(const mt_plan_dims *d) {
+  const double h = d->h, F = d->fm;
+  const double expert = d->g * F * h + d->bias * d->g * F + h * F + d->bias * h;
+  return mt_plan_total_params(d, 0) - (d->E > 0 ? d->n_moe_layers * (d->E - d->topk) * expert : 0);
+}
+
 void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]) {
   mt_plan_dims d;
   mt_plan_stage_info info;
@@ -186,6 +196,7 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
   }
   mem->params_total = (int64_t)llround(mt_plan_total_params(&d, 1));
   mem->params_total_unpadded = (int64_t)llround(mt_plan_total_params(&d, 0));
+  mem->params_active = (int64_t)llround(active_params(&d));
   mem->capacity = hw ? (hw->hbm_gib - hw->reserved_gib) * 1073741824.0 : INFINITY;
   mem->fits = mem->total <= mem->capacity;
 }

@@ -64,10 +64,10 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
   fprintf(f,
           "},\"total\":%.0f,\"capacity\":%.0f,\"fits\":%s,\"activation_bytes_per_layer\":%.0f,"
           "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld,"
-          "\"params_total_unpadded_vocab\":%lld,",
+          "\"params_total_unpadded_vocab\":%lld,\"params_active\":%lld,",
           m->total, m->capacity, m->fits ? "true" : "false", m->act_layer_bytes,
           m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total,
-          (long long)m->params_total_unpadded);
+          (long long)m->params_total_unpadded, (long long)m->params_active);
   /* every stage (all ranks of a stage have the same sizes) */
   fprintf(f, "\"per_stage\":[");
   for (int k = 0; k < p->pp && k < 1024; k++) {
@@ -124,8 +124,11 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
           cfg->model.num_attention_heads, cfg->model.ffn_hidden_size, cfg->model.seq_length,
           (long long)mt_config_padded_vocab(cfg), m->params_total / 1e9);
   print_block(f, &cfg->model);
-  fprintf(f, "parameters: %lld (%lld with the unpadded vocabulary %d)\n",
-          (long long)m->params_total, (long long)m->params_total_unpadded, cfg->model.vocab_size);
+  fprintf(f, "parameters: %lld (%lld with the unpadded vocabulary %d", (long long)m->params_total,
+          (long long)m->params_total_unpadded, cfg->model.vocab_size);
+  if (cfg->model.num_experts > 0)
+    fprintf(f, "; %lld activated per token", (long long)m->params_active);
+  fprintf(f, ")\n");
   fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ", p->tp,
           p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,
           p->pp > 1 ? (p->pp_intra ? " intra-node" : " inter-node") : "", p->dp,

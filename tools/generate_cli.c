@@ -24,6 +24,7 @@ typedef struct {
   const char *load, *prompt, *vocab, *merges, *dump_logits, *tok_type, *tok_model;
   const char *device; /* --device: NULL = the checkpoint config's */
   int max_new, no_cache, print_ids;
+  int pp; /* --pipeline-model-parallel-size: stages (the ranks / pp form the TP group) */
   int threads; /* --num-threads: -1 = the config's training.num_threads */
   mt_sample_opts s;
 } gen_args;
@@ -38,9 +39,10 @@ static const char gen_usage[] =
     "usage: megatrain generate --load DIR --prompt TEXT [--max-new-tokens N]\n"
     "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "         [--vocab-file F --merge-file M | --tokenizer-type T --tokenizer-model P]\n"
-    "         [--no-kv-cache] [--print-ids]\n"
+    "         [--no-kv-cache] [--print-ids] [--pipeline-model-parallel-size P]\n"
     "         [--num-threads N] [--dump-logits FILE] [--device cpu|cuda]\n"
     "  stdout: the text (and the ids with --print-ids); stderr: the speed line\n"
+    "  mpirun -np N: P pipeline stages (default 1) of N / P tensor-parallel ranks each\n"
     "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n";
 
 /* Parse an integer of the flag at argv[i + 1] in [lo, hi]; 0 or exit 2. */
@@ -75,6 +77,7 @@ static int num_arg(int argc, char **argv, int i, double lo, double hi, double *o
 
 static int parse(int argc, char **argv, gen_args *a) {
   a->max_new = 32;
+  a->pp = 1;
   a->threads = -1;
   a->s.temperature = 1.0f;
   a->s.top_p = 1.0f;
@@ -110,6 +113,9 @@ static int parse(int argc, char **argv, gen_args *a) {
     } else if (!strcmp(k, "--temperature")) {
       if ((rc = num_arg(argc, argv, i++, 0, 1e6, &v))) return rc;
       a->s.temperature = (float)v;
+    } else if (!strcmp(k, "--pipeline-model-parallel-size")) {
+      if ((rc = int_arg(argc, argv, i++, 1, 1 << 20, &iv))) return rc;
+      a->pp = (int)iv;
     } else if (!strcmp(k, "--top-k")) {
       if ((rc = int_arg(argc, argv, i++, 0, 1000000000, &iv))) return rc;
       a->s.top_k = (int)iv;
@@ -204,7 +210,12 @@ static void explain_tp(const char *json, const char *where, const char **sets, i
   sets[1] = s1;
   if (rc) return; /* the config itself is bad: err says why */
   int h = c1.model.num_attention_heads, g = c1.model.num_query_groups;
-  if (h % ws || g % ws)
+  if (c1.model.num_experts > 0)
+    snprintf(err, errlen,
+             "generate runs a model with experts (model.num_experts %d in %s) in one process, "
+             "not with tensor parallelism over %d ranks (expected one process without mpirun)",
+             c1.model.num_experts, where, ws);
+  else if (h % ws || g % ws)
     snprintf(err, errlen,
              "generate runs with tensor parallelism over all %d ranks, and %d does not divide the "
              "model's %d %s (%s in %s; expected a number of ranks that divides it, e.g. one "
@@ -242,13 +253,19 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
              mt_dckpt_dir(r->ck));
     return 1;
   }
-  char tp[64];
-  snprintf(tp, sizeof tp, "parallel.tensor_model_parallel_size=%d", r->world_size);
+  if (r->world_size % a->pp) {
+    snprintf(err, errlen, "--pipeline-model-parallel-size %d does not divide the %d ranks "
+             "(expected a divisor: each stage has ranks / stages tensor-parallel ranks)", a->pp,
+             r->world_size);
+    return 2;
+  }
+  char tp[64], pps[64];
+  snprintf(tp, sizeof tp, "parallel.tensor_model_parallel_size=%d", r->world_size / a->pp);
+  snprintf(pps, sizeof pps, "parallel.pipeline_model_parallel_size=%d", a->pp);
   /* one layout: tensor parallelism over all ranks; the keys of the other
    * kinds of parallelism left out (null: derived or default), so that none
    * is given where it has no effect */
-  const char *sets[] = {tp, "parallel.expert_tensor_parallel_size=null",
-                        "parallel.pipeline_model_parallel_size=1",
+  const char *sets[] = {tp, "parallel.expert_tensor_parallel_size=null", pps,
                         "parallel.virtual_pipeline_model_parallel_size=null",
                         "parallel.num_layers_in_first_pipeline_stage=null",
                         "parallel.num_layers_in_last_pipeline_stage=null",
@@ -273,15 +290,39 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
   char where[600];
   snprintf(where, sizeof where, "%s/metadata.json", mt_dckpt_dir(r->ck));
   rc = mt_config_load_saved(&r->cfg, json, where, sets, n_sets, r->world_size, err, errlen);
-  if (rc && r->world_size > 1) explain_tp(json, where, sets, n_sets, r->world_size, err, errlen);
+  if (rc && r->world_size / a->pp > 1)
+    explain_tp(json, where, sets, n_sets, r->world_size / a->pp, err, errlen);
   if (rc) return rc;
   r->cfg_loaded = 1;
-  if (r->cfg.model.num_experts > 0) {
-    snprintf(err, errlen,
-             "%s: the model has experts (model.num_experts %d): generate supports dense models "
-             "only",
-             where, r->cfg.model.num_experts);
-    return 1;
+  return 0;
+}
+
+/* The MoE routers' expert biases (host fp32 [E] per MoE layer, buffers
+ * "decoder.layers.L.mlp.router.expert_bias") when the model has them: they
+ * select the experts, so generation needs them as training left them. */
+static int load_expert_bias(gen_run *r, char *err, size_t errlen) {
+  const mt_gpt_config *gc = mt_gpt_get_config(r->model);
+  for (int i = 0; i < mt_gpt_num_moe_layers(gc); i++) {
+    float *bias = mt_gpt_moe_expert_bias(r->model, i);
+    if (!bias) return 0;
+    if (mt_gpt_moe_layer_is_local(r->model, i) < 0) continue; /* another stage's layer */
+    char nm[96];
+    snprintf(nm, sizeof nm, "decoder.layers.%d.mlp.router.expert_bias",
+             mt_gpt_moe_layer_is_local(r->model, i));
+    int64_t rows, cols;
+    mt_dtype dt;
+    int k = mt_dckpt_find(r->ck, nm);
+    if (k >= 0) mt_dckpt_tensor_shape(r->ck, k, &rows, &cols, &dt);
+    if (k < 0 || rows * cols != gc->model.num_experts) {
+      snprintf(err, errlen, "%s has %s '%s' (expected %d fp32 values: the model routes with an "
+               "expert bias)", mt_dckpt_dir(r->ck), k < 0 ? "no tensor" : "a wrong-sized", nm,
+               gc->model.num_experts);
+      return 1;
+    }
+    float *t = mt_dckpt_read_tensor(r->ck, nm, MT_F32, err, errlen);
+    if (!t) return 1;
+    memcpy(bias, t, sizeof(float) * (size_t)gc->model.num_experts);
+    free(t);
   }
   return 0;
 }
@@ -289,8 +330,8 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
 /* Backend, groups, model and its parameters from the checkpoint. */
 static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, size_t errlen) {
   const mt_config *c = &r->cfg;
-  mt_topology_sizes sz = {.tensor_model_parallel_size = r->world_size,
-                          .pipeline_model_parallel_size = 1,
+  mt_topology_sizes sz = {.tensor_model_parallel_size = r->world_size / a->pp,
+                          .pipeline_model_parallel_size = a->pp,
                           .expert_model_parallel_size = 1,
                           .expert_tensor_parallel_size = c->parallel.expert_tensor_parallel_size,
                           .context_parallel_size = 1};
@@ -316,7 +357,9 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   int rc = mt_dckpt_load(r->ck, r->be, v, n, err, errlen);
   free(v);
   if (rc != 0) return 1;
-  r->inf = mt_gpt_infer_create(r->model, max_len, !a->no_cache, err, errlen);
+  if (load_expert_bias(r, err, errlen)) return 1;
+  r->inf = mt_gpt_infer_create(r->model, a->pp > 1 ? r->ps->pp : NULL, max_len, !a->no_cache, err,
+                               errlen);
   return r->inf ? 0 : 1;
 }
 
@@ -422,15 +465,17 @@ static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
     for (size_t i = 0; i < r->ids.n; i++) printf(" %d", r->ids.data[i]);
     printf("\n");
   }
+  char pp_note[32] = "";
+  if (a->pp > 1) snprintf(pp_note, sizeof pp_note, ", pp %d", a->pp);
   /* decode steps after the first token (its logits came from the prefill) */
   int steps = n_new > 1 ? n_new - 1 : 0;
   fflush(stdout);
   fprintf(stderr, "generate: %zu prompt tokens, prefill %.3f s (%.1f tokens/s); %d new tokens%s, decode "
-         "%.3f s (%.1f tokens/s); kv cache %s, tp %d\n",
+         "%.3f s (%.1f tokens/s); kv cache %s, tp %d%s\n",
          n_prompt, t_prefill, t_prefill > 0 ? (double)n_prompt / t_prefill : 0.0, n_new,
          stop_eod ? " (end of text)" : "", t_decode,
          t_decode > 0 && steps > 0 ? (double)steps / t_decode : 0.0, a->no_cache ? "off" : "on",
-         r->world_size);
+         r->world_size / a->pp, pp_note);
   fflush(stdout);
   return 0;
 }

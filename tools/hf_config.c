@@ -2,6 +2,7 @@
  * written on export, checked on import (see tools/hf_map.h). */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -10,6 +11,45 @@
 #include "tools/hf_map.h"
 
 #define GPT2_EOS 50256 /* <|endoftext|> of the GPT-2 BPE megatrain tokenises with */
+
+/* the expert keys of Qwen3MoeConfig / MixtralConfig */
+static void moe_config_json(const mt_hf_model *m, cJSON *o) {
+  if (m->family == MT_HF_DEEPSEEK_V3) {
+    /* standard attention for now: no multi-latent attention, no MTP layers */
+    cJSON_AddNullToObject(o, "q_lora_rank");
+    cJSON_AddNullToObject(o, "kv_lora_rank");
+    cJSON_AddNumberToObject(o, "num_nextn_predict_layers", 0);
+    cJSON_AddNumberToObject(o, "n_routed_experts", (double)m->E);
+    cJSON_AddNumberToObject(o, "n_shared_experts", (double)(m->shared_ffn / m->moe_ffn));
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", (double)m->moe_ffn);
+    cJSON_AddNumberToObject(o, "first_k_dense_replace", (double)m->first_dense);
+    cJSON_AddNumberToObject(o, "moe_layer_freq", (double)m->moe_freq);
+    cJSON_AddStringToObject(o, "scoring_func", "sigmoid");
+    cJSON_AddStringToObject(o, "topk_method", "noaux_tc");
+    cJSON_AddNumberToObject(o, "n_group", (double)m->n_group);
+    cJSON_AddNumberToObject(o, "topk_group", (double)m->topk_group);
+    cJSON_AddNumberToObject(o, "routed_scaling_factor", m->scaling);
+    cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk);
+    cJSON_AddNumberToObject(o, "num_experts_per_tok", (double)m->topk);
+    return;
+  }
+  if (m->family == MT_HF_MIXTRAL) {
+    cJSON_AddNumberToObject(o, "num_local_experts", (double)m->E);
+    cJSON_AddNumberToObject(o, "router_jitter_noise", 0);
+  } else {
+    cJSON_AddNumberToObject(o, "max_window_layers", (double)m->L);
+    cJSON_AddNumberToObject(o, "num_experts", (double)m->E);
+    cJSON_AddNumberToObject(o, "moe_intermediate_size", (double)m->moe_ffn);
+    cJSON_AddNumberToObject(o, "decoder_sparse_step", 1);
+    cJSON *dense = cJSON_AddArrayToObject(o, "mlp_only_layers");
+    for (int l = 0; l < m->L; l++)
+      if (!m->moe[l]) cJSON_AddItemToArray(dense, cJSON_CreateNumber(l));
+    cJSON_AddBoolToObject(o, "norm_topk_prob", m->norm_topk);
+  }
+  cJSON_AddNumberToObject(o, "num_experts_per_tok", (double)m->topk);
+  cJSON_AddBoolToObject(o, "output_router_logits", 0);
+  cJSON_AddNumberToObject(o, "router_aux_loss_coef", m->aux_coef);
+}
 
 char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
   cJSON *o = cJSON_CreateObject();
@@ -31,16 +71,24 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
     cJSON_AddNumberToObject(o, "attn_pdrop", m->attention_dropout);
     cJSON_AddBoolToObject(o, "scale_attn_weights", 1);
   } else {
-    const int qwen = m->family == MT_HF_QWEN3;
-    cJSON_AddItemToArray(arch, cJSON_CreateString(qwen ? "Qwen3ForCausalLM" : "LlamaForCausalLM"));
-    cJSON_AddStringToObject(o, "model_type", qwen ? "qwen3" : "llama");
-    if (qwen) {
-      cJSON_AddBoolToObject(o, "use_sliding_window", 0);
-      cJSON_AddNullToObject(o, "sliding_window");
-    }
+    static const char *const arch_name[] = {"",
+                                            "LlamaForCausalLM",
+                                            "Qwen3ForCausalLM",
+                                            "Qwen3MoeForCausalLM",
+                                            "MixtralForCausalLM",
+                                            "DeepseekV3ForCausalLM"};
+    static const char *const type_name[] = {"",        "llama",   "qwen3",
+                                            "qwen3_moe", "mixtral", "deepseek_v3"};
+    const int qwen = m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE;
+    const int mix = m->family == MT_HF_MIXTRAL;
+    cJSON_AddItemToArray(arch, cJSON_CreateString(arch_name[m->family]));
+    cJSON_AddStringToObject(o, "model_type", type_name[m->family]);
+    if (qwen) cJSON_AddBoolToObject(o, "use_sliding_window", 0);
+    if (qwen || mix) cJSON_AddNullToObject(o, "sliding_window");
     cJSON_AddNumberToObject(o, "vocab_size", (double)m->V);
     cJSON_AddNumberToObject(o, "hidden_size", (double)m->h);
-    cJSON_AddNumberToObject(o, "intermediate_size", (double)m->ffn);
+    cJSON_AddNumberToObject(o, "intermediate_size", (double)(mix ? m->moe_ffn : m->ffn));
+    if (m->E > 0) moe_config_json(m, o);
     cJSON_AddNumberToObject(o, "num_hidden_layers", (double)m->L);
     cJSON_AddNumberToObject(o, "num_attention_heads", (double)m->nh);
     cJSON_AddNumberToObject(o, "num_key_value_heads", (double)m->ng);
@@ -50,8 +98,8 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
     cJSON_AddNumberToObject(o, "rms_norm_eps", m->eps);
     cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
     cJSON_AddNullToObject(o, "rope_scaling");
-    cJSON_AddBoolToObject(o, "attention_bias", m->bias);
-    cJSON_AddBoolToObject(o, "mlp_bias", m->bias);
+    if (!mix) cJSON_AddBoolToObject(o, "attention_bias", m->bias);
+    if (m->E == 0) cJSON_AddBoolToObject(o, "mlp_bias", m->bias);
     cJSON_AddNumberToObject(o, "attention_dropout", m->attention_dropout);
     cJSON_AddNumberToObject(o, "pretraining_tp", 1);
   }
@@ -142,6 +190,91 @@ static void want_str(ctx *c, const char *key, const char *const *ok, const char 
   c->bad = 1;
 }
 
+static int moe_has_dense(const mt_hf_model *m) {
+  for (int l = 0; m->E > 0 && l < m->L; l++)
+    if (!m->moe[l]) return 1;
+  return m->E == 0;
+}
+
+/* key absent, null or equal to `want` */
+static void want_null(ctx *c, const char *key, const char *want) {
+  if (c->bad) return;
+  const cJSON *j = cJSON_GetObjectItemCaseSensitive(c->o, key);
+  if (!j || cJSON_IsNull(j)) return;
+  char *v = cJSON_PrintUnformatted(j);
+  snprintf(c->err, c->errlen, "'%s': \"%s\" is %.200s; %s", c->path, key, v ? v : "?", want);
+  free(v);
+  c->bad = 1;
+}
+
+/* The expert keys: counts, widths, gate normalisation, router jitter, and
+ * (Qwen3-MoE) which layers are sparse: layer l has experts when it is not in
+ * mlp_only_layers and (l + 1) % decoder_sparse_step == 0 (Qwen3MoeDecoderLayer),
+ * which must be megatrain's moe_layer_freq pattern. */
+static void deepseek_config_check(ctx *c, const mt_hf_model *m) {
+  static const char *const sig[] = {"sigmoid", NULL}, *const noaux[] = {"noaux_tc", NULL};
+  want_null(c, "q_lora_rank", "multi-latent attention is not yet converted (expected null: "
+            "standard attention)");
+  want_null(c, "kv_lora_rank", "multi-latent attention is not yet converted (expected null: "
+            "standard attention)");
+  want_int(c, "num_nextn_predict_layers", 0, 0);
+  if (c->bad && strstr(c->err, "num_nextn_predict_layers"))
+    snprintf(c->err + strlen(c->err), c->errlen - strlen(c->err),
+             " (multi-token prediction layers are not yet converted)");
+  want_int(c, "n_routed_experts", m->E, -1);
+  want_int(c, "n_shared_experts", m->shared_ffn / m->moe_ffn, -1);
+  want_int(c, "moe_intermediate_size", m->moe_ffn, -1);
+  want_int(c, "first_k_dense_replace", m->first_dense, 0);
+  want_int(c, "moe_layer_freq", m->moe_freq, 1);
+  want_str(c, "scoring_func", sig, "megatrain's sigmoid router");
+  want_str(c, "topk_method", noaux, "megatrain's expert bias (e_score_correction_bias)");
+  want_int(c, "n_group", m->n_group, 1);
+  want_int(c, "topk_group", m->topk_group, 1);
+  want_num(c, "routed_scaling_factor", m->scaling, 1.0);
+  want_bool(c, "norm_topk_prob", m->norm_topk, 1);
+}
+
+static void moe_config_check(ctx *c, const mt_hf_model *m) {
+  want_int(c, "num_experts_per_tok", m->topk, -1);
+  if (m->family == MT_HF_DEEPSEEK_V3) {
+    deepseek_config_check(c, m);
+    return;
+  }
+  if (m->family == MT_HF_MIXTRAL) {
+    want_int(c, "num_local_experts", m->E, -1);
+    want_null(c, "sliding_window", "megatrain's attention has no sliding window (expected null)");
+    want_num(c, "router_jitter_noise", 0, 0);
+    return;
+  }
+  want_int(c, "num_experts", m->E, -1);
+  want_int(c, "moe_intermediate_size", m->moe_ffn, -1);
+  want_bool(c, "norm_topk_prob", m->norm_topk, 0);
+  if (c->bad) return;
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(c->o, "decoder_sparse_step");
+  const cJSON *only = cJSON_GetObjectItemCaseSensitive(c->o, "mlp_only_layers");
+  int step = !st || cJSON_IsNull(st) ? 1 : cJSON_IsNumber(st) ? st->valueint : 0;
+  if (step < 1 || (only && !cJSON_IsNull(only) && !cJSON_IsArray(only))) {
+    snprintf(c->err, c->errlen, "'%s': \"%s\" is not %s", c->path,
+             step < 1 ? "decoder_sparse_step" : "mlp_only_layers",
+             step < 1 ? "an integer >= 1" : "a list of layer indices");
+    c->bad = 1;
+    return;
+  }
+  for (int l = 0; l < m->L; l++) {
+    int dense = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, only) dense |= cJSON_IsNumber(it) && it->valueint == l;
+    const int sparse = !dense && (l + 1) % step == 0;
+    if (sparse != m->moe[l]) {
+      snprintf(c->err, c->errlen, "'%s': \"decoder_sparse_step\" %d and \"mlp_only_layers\" "
+               "make layer %d %s but the config's model.moe_layer_freq makes it %s", c->path,
+               step, l, sparse ? "an MoE layer" : "dense", m->moe[l] ? "an MoE layer" : "dense");
+      c->bad = 1;
+      return;
+    }
+  }
+}
+
 int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
                        size_t errlen) {
   char what[600];
@@ -173,25 +306,34 @@ int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path,
     want_bool(&c, "scale_attn_by_inverse_layer_idx", 0, 0);
     want_bool(&c, "tie_word_embeddings", !m->untie, 1);
   } else {
-    static const char *const llama[] = {"llama", NULL}, *const qwen3[] = {"qwen3", NULL};
+    static const char *const type[][2] = {{NULL, NULL},        {"llama", NULL},
+                                          {"qwen3", NULL},       {"qwen3_moe", NULL},
+                                          {"mixtral", NULL},     {"deepseek_v3", NULL}};
+    static const char *const what[] = {"", "Llama naming (rope, RMSNorm, SwiGLU)",
+                                       "Qwen3 naming (Llama's with qk_layernorm)",
+                                       "Qwen3-MoE naming (experts, qk_layernorm)",
+                                       "Mixtral naming (experts in every layer, no qk_layernorm)",
+                                       "DeepSeek-V3 naming (sigmoid-routed experts)"};
     static const char *const act[] = {"silu", NULL};
-    const int qwen = m->family == MT_HF_QWEN3;
-    snprintf(why, sizeof why, "the config's %s", qwen ? "Qwen3 naming (Llama's with qk_layernorm)"
-                                                      : "Llama naming (rope, RMSNorm, SwiGLU)");
-    want_str(&c, "model_type", qwen ? qwen3 : llama, why);
+    const int qwen = m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE;
+    const int mix = m->family == MT_HF_MIXTRAL;
+    snprintf(why, sizeof why, "the config's %s", what[m->family]);
+    want_str(&c, "model_type", type[m->family], why);
     if (qwen) want_bool(&c, "use_sliding_window", 0, 0);
     want_str(&c, "hidden_act", act, "megatrain's SwiGLU");
     want_int(&c, "num_hidden_layers", m->L, -1);
     want_int(&c, "hidden_size", m->h, -1);
-    want_int(&c, "intermediate_size", m->ffn, -1);
+    if (mix) want_int(&c, "intermediate_size", m->moe_ffn, -1);
+    else if (moe_has_dense(m)) want_int(&c, "intermediate_size", m->ffn, -1);
+    if (m->E > 0) moe_config_check(&c, m);
     want_int(&c, "num_attention_heads", m->nh, -1);
     want_int(&c, "num_key_value_heads", m->ng, m->nh);
     want_int(&c, "head_dim", m->hn, m->h / m->nh);
     want_int(&c, "vocab_size", m->V, -1);
     want_num(&c, "rms_norm_eps", m->eps, 1e-6);
-    want_num(&c, "rope_theta", m->rope_theta, 10000.0);
+    want_num(&c, "rope_theta", m->rope_theta, mix ? 1e6 : 10000.0);
     want_bool(&c, "attention_bias", m->bias, 0);
-    want_bool(&c, "mlp_bias", m->bias, 0);
+    if (m->E == 0) want_bool(&c, "mlp_bias", m->bias, 0);
     want_bool(&c, "tie_word_embeddings", !m->untie, 0);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
     if (!c.bad && rs && !cJSON_IsNull(rs)) {

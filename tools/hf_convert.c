@@ -214,10 +214,13 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
     t[i].shape[1] = e[i].hf_cols;
     t[i].data = bufs[i];
   }
-  /* a model tensor the naming would drop (optimizer state is not exported) */
+  /* a model tensor the naming would drop (optimizer state and the routers'
+   * token counts of the last batch, training state, are not exported) */
   for (int k = 0; k < mt_dckpt_n_tensors(ck); k++) {
     const char *nm = mt_dckpt_tensor_name(ck, k);
-    if (!used[k] && strncmp(nm, "optimizer.", 10)) {
+    const size_t nl = strlen(nm), tl = strlen(".mlp.router.tokens_per_expert");
+    if (!used[k] && strncmp(nm, "optimizer.", 10) &&
+        !(nl > tl && !strcmp(nm + nl - tl, ".mlp.router.tokens_per_expert"))) {
       snprintf(err, errlen, "checkpoint tensor '%s' has no place in the %s naming (the export "
                "would drop it)", nm, mt_hf_family_name(m.family));
       goto out;

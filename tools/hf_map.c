@@ -9,7 +9,9 @@
 #include "core/util.h"
 
 const char *mt_hf_family_name(mt_hf_family f) {
-  return f == MT_HF_QWEN3 ? "Qwen3" : f == MT_HF_LLAMA ? "Llama" : "GPT-2";
+  static const char *const name[] = {"GPT-2", "Llama",   "Qwen3",
+                                     "Qwen3-MoE", "Mixtral", "DeepSeek-V3"};
+  return name[f];
 }
 
 #define REFUSE(...)                   \
@@ -17,6 +19,94 @@ const char *mt_hf_family_name(mt_hf_family f) {
     snprintf(err, errlen, __VA_ARGS__); \
     return -1;                        \
   } while (0)
+
+/* The MoE side of a rope model (num_experts > 0): Qwen3-MoE with
+ * qk_layernorm, Mixtral without. */
+/* DeepSeek-V3's MoE side (sigmoid scores): the expert bias, groups whose
+ * score is the sum of their top two (HF's DeepseekV3TopkRouter: megatrain's
+ * ⌊k / group_topk⌋ must be 2), shared experts of whole expert widths, the
+ * layer pattern first_k_dense_replace + moe_layer_freq. */
+static int deepseek_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
+  const mt_model_config *c = &cfg->model;
+  const int L = c->num_layers;
+  if (c->qk_layernorm)
+    REFUSE("model.qk_layernorm is true with sigmoid routing: the DeepSeek-V3 naming has no "
+           "query/key norm");
+  if (!c->moe_router_enable_expert_bias)
+    REFUSE("model.moe_router_enable_expert_bias is false: the DeepSeek-V3 naming (sigmoid "
+           "routing) carries e_score_correction_bias (expected true)");
+  if (c->moe_shared_expert_intermediate_size % c->moe_ffn_hidden_size)
+    REFUSE("model.moe_shared_expert_intermediate_size is %d: the DeepSeek-V3 naming has "
+           "n_shared_experts experts of moe_ffn_hidden_size %d (expected a multiple)",
+           c->moe_shared_expert_intermediate_size, c->moe_ffn_hidden_size);
+  if (c->moe_router_num_groups > 0 && c->moe_router_topk / c->moe_router_group_topk != 2)
+    REFUSE("model.moe_router_topk %d / moe_router_group_topk %d is not 2: the DeepSeek-V3 "
+           "naming scores a group by the sum of its two best experts", c->moe_router_topk,
+           c->moe_router_group_topk);
+  int first = 0;
+  while (first < L && !mt_config_is_moe_layer(cfg, first)) first++;
+  int freq = 1;
+  for (; freq <= L; freq++) {
+    int same = 1;
+    for (int l = 0; l < L && same; l++)
+      same = mt_config_is_moe_layer(cfg, l) == (l >= first && l % freq == 0);
+    if (same) break;
+  }
+  if (first == L || freq > L)
+    REFUSE("model.moe_layer_freq: the DeepSeek-V3 naming's MoE layers are those l >= "
+           "first_k_dense_replace with l %% moe_layer_freq == 0, which the config's pattern is "
+           "not");
+  m->shared_ffn = c->moe_shared_expert_intermediate_size;
+  m->n_group = c->moe_router_num_groups > 0 ? c->moe_router_num_groups : 1;
+  m->topk_group = c->moe_router_num_groups > 0 ? c->moe_router_group_topk : 1;
+  m->first_dense = first;
+  m->moe_freq = freq;
+  m->scaling = c->moe_router_topk_scaling_factor > 0
+                   ? mt_float_decimal(c->moe_router_topk_scaling_factor) : 1.0;
+  return 0;
+}
+
+static int moe_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
+  const mt_model_config *c = &cfg->model;
+  const int sig = !strcmp(c->moe_router_score_function, "sigmoid");
+  m->family = sig ? MT_HF_DEEPSEEK_V3 : c->qk_layernorm ? MT_HF_QWEN3_MOE : MT_HF_MIXTRAL;
+  const char *nm = mt_hf_family_name(m->family);
+  if (c->add_bias_linear)
+    REFUSE("model.add_bias_linear is true with num_experts: the %s naming has no linear biases",
+           nm);
+  if (c->moe_expert_capacity_factor > 0)
+    REFUSE("model.moe_expert_capacity_factor is %g: the %s naming is dropless (expected null)",
+           mt_float_decimal(c->moe_expert_capacity_factor), nm);
+  if (c->num_layers > MT_MAX_LAYERS)
+    REFUSE("model.num_layers is %d: at most %d with experts", c->num_layers, MT_MAX_LAYERS);
+  for (int l = 0; l < c->num_layers; l++) m->moe[l] = (unsigned char)mt_config_is_moe_layer(cfg, l);
+  m->E = c->num_experts;
+  m->topk = c->moe_router_topk;
+  m->moe_ffn = c->moe_ffn_hidden_size;
+  m->norm_topk = sig ? c->moe_router_topk > 1 : !c->moe_router_pre_softmax;
+  m->aux_coef = mt_float_decimal(c->moe_aux_loss_coeff);
+  if (sig) return deepseek_model_of(cfg, m, err, errlen);
+  if (c->moe_router_enable_expert_bias)
+    REFUSE("model.moe_router_enable_expert_bias is true: the %s naming has no expert bias", nm);
+  if (c->moe_router_num_groups > 0)
+    REFUSE("model.moe_router_num_groups is %d: the %s naming has no group-limited routing",
+           c->moe_router_num_groups, nm);
+  if (c->moe_shared_expert_intermediate_size > 0)
+    REFUSE("model.moe_shared_expert_intermediate_size is %d: the %s naming has no shared expert",
+           c->moe_shared_expert_intermediate_size, nm);
+  if (c->moe_router_topk_scaling_factor > 0)
+    REFUSE("model.moe_router_topk_scaling_factor is %g: the %s naming does not scale the gates "
+           "(expected null)", mt_float_decimal(c->moe_router_topk_scaling_factor), nm);
+  for (int l = 0; l < c->num_layers; l++) {
+    if (!m->moe[l] && m->family == MT_HF_MIXTRAL)
+      REFUSE("model.moe_layer_freq makes layer %d dense: the Mixtral naming (no qk_layernorm) has "
+             "experts in every layer (Qwen3-MoE naming, with qk_layernorm, has dense layers)", l);
+  }
+  if (c->moe_router_pre_softmax && m->family == MT_HF_MIXTRAL)
+    REFUSE("model.moe_router_pre_softmax is true: the Mixtral naming renormalises the gates over "
+           "the chosen experts (expected false)");
+  return 0;
+}
 
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
   const mt_model_config *c = &cfg->model;
@@ -27,9 +117,9 @@ int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errle
   else
     REFUSE("model.position_embedding_type is \"%s\": the Hugging Face export knows GPT-2 "
            "naming (\"learned_absolute\") and Llama naming (\"rope\")", pos);
-  if (c->num_experts > 0)
-    REFUSE("model.num_experts is %d: mixture-of-experts models have no GPT-2 or Llama naming "
-           "(the Hugging Face export needs a dense model)", c->num_experts);
+  if (c->num_experts > 0 && m->family == MT_HF_GPT2)
+    REFUSE("model.num_experts is %d with learned_absolute positions: GPT-2 naming has no experts "
+           "(the Qwen3-MoE and Mixtral namings need rope, RMSNorm and SwiGLU)", c->num_experts);
   if (c->qk_layernorm && m->family == MT_HF_GPT2)
     REFUSE("model.qk_layernorm is true with learned_absolute positions: GPT-2 naming has no "
            "query/key norm (Qwen3 naming has, with rope, RMSNorm and SwiGLU)");
@@ -70,6 +160,7 @@ int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errle
         REFUSE("model.add_bias_linear is true with qk_layernorm: Qwen3 naming (the one with "
                "q_norm/k_norm) has no linear biases");
     }
+    if (c->num_experts > 0 && moe_model_of(cfg, m, err, errlen)) return -1;
   }
   m->L = c->num_layers;
   m->h = c->hidden_size;
@@ -155,6 +246,45 @@ static void add(list *l, const mt_hf_model *m, const char *hf, const char *mt, i
     add(&li, m, hn_, mn_, rows, cols, sel, tr);                                       \
   } while (0)
 
+/* MoE layer l: the router, then per expert its gate, up and down projections */
+static void add_experts(list *li, const mt_hf_model *m, int l) {
+  const int mix = m->family == MT_HF_MIXTRAL;
+  const char *blk = mix ? "block_sparse_moe" : "mlp";
+  const char *gate = mix ? "w1" : "gate_proj", *up = mix ? "w3" : "up_proj",
+             *down = mix ? "w2" : "down_proj";
+  const int64_t h = m->h, F = m->moe_ffn;
+  char hf[160], mt[160];
+  snprintf(hf, sizeof hf, "model.layers.%d.%s.gate.weight", l, blk);
+  snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.router.weight", l);
+  add(li, m, hf, mt, m->E, h, MT_HF_ALL, 0);
+  if (m->family == MT_HF_DEEPSEEK_V3) {
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate.e_score_correction_bias", l);
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.router.expert_bias", l);
+    add(li, m, hf, mt, 1, m->E, MT_HF_ALL, 0);
+  }
+  for (int e = 0; e < m->E; e++) {
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.experts.%d.linear_fc1.weight", l, e);
+    snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, gate);
+    add(li, m, hf, mt, 2 * F, h, MT_HF_HALF0, 0);
+    snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, up);
+    add(li, m, hf, mt, 2 * F, h, MT_HF_HALF1, 0);
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.experts.%d.linear_fc2.weight", l, e);
+    snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, down);
+    add(li, m, hf, mt, h, F, MT_HF_ALL, 0);
+  }
+  if (m->shared_ffn > 0) { /* DeepSeek-V3: n_shared_experts experts as one MLP */
+    const int64_t S = m->shared_ffn;
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.shared_experts.linear_fc1.weight", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.gate_proj.weight", l);
+    add(li, m, hf, mt, 2 * S, h, MT_HF_HALF0, 0);
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.up_proj.weight", l);
+    add(li, m, hf, mt, 2 * S, h, MT_HF_HALF1, 0);
+    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.shared_experts.linear_fc2.weight", l);
+    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.down_proj.weight", l);
+    add(li, m, hf, mt, h, S, MT_HF_ALL, 0);
+  }
+}
+
 int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
   list li = {0};
   char hn_[160], mn_[160];
@@ -194,7 +324,7 @@ int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
           MT_HF_K, 0);
       ADD("model.layers.%d.self_attn.v_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
           MT_HF_V, 0);
-      if (m->family == MT_HF_QWEN3) {
+      if (m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE) {
         ADD("model.layers.%d.self_attn.q_norm.weight", "self_attention.q_layernorm.weight", 1,
             m->hn, MT_HF_ALL, 0);
         ADD("model.layers.%d.self_attn.k_norm.weight", "self_attention.k_layernorm.weight", 1,
@@ -215,6 +345,10 @@ int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
             MT_HF_ALL, 0);
       ADD("model.layers.%d.post_attention_layernorm.weight", "pre_mlp_layernorm.weight", 1, h,
           MT_HF_ALL, 0);
+      if (m->E > 0 && m->moe[l]) {
+        add_experts(&li, m, l);
+        continue;
+      }
       ADD("model.layers.%d.mlp.gate_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF0,
           0);
       ADD("model.layers.%d.mlp.up_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF1, 0);

@@ -19,6 +19,18 @@
  * Llama's plus self_attn.{q,k}_norm.weight [head_dim] = megatrain's
  * qk_layernorm (RMSNorm over each head's channels, shared by the heads,
  * before RoPE in both).
+ *
+ * Mixture of experts (docs/checkpoint.md "Mixture of experts"): an MoE
+ * layer's router decoder.layers.L.mlp.router.weight [E, h] is HF's gate
+ * (Qwen3-MoE mlp.gate.weight, Mixtral block_sparse_moe.gate.weight), expert
+ * e's SwiGLU linear_fc1 [2F, h] gives the gate projection (rows [0, F):
+ * Qwen3-MoE gate_proj, Mixtral w1) and the up projection (rows [F, 2F):
+ * up_proj, w3), linear_fc2 [h, F] the down projection (down_proj, w2).
+ * DeepSeek-V3 adds mlp.gate.e_score_correction_bias [E] = the router's
+ * expert_bias buffer [1, E] and mlp.shared_experts.{gate,up,down}_proj = the
+ * shared expert's linear_fc1 halves and linear_fc2; its multi-latent
+ * attention and MTP tensors are further rows of the same table once
+ * megatrain has them (refused for now).
  */
 #ifndef MT_TOOLS_HF_MAP_H
 #define MT_TOOLS_HF_MAP_H
@@ -28,7 +40,16 @@
 
 #include "config/config.h"
 
-typedef enum { MT_HF_GPT2 = 0, MT_HF_LLAMA = 1, MT_HF_QWEN3 = 2 } mt_hf_family;
+typedef enum {
+  MT_HF_GPT2 = 0,
+  MT_HF_LLAMA = 1,
+  MT_HF_QWEN3 = 2,
+  MT_HF_QWEN3_MOE = 3, /* Qwen3MoeForCausalLM: Qwen3's attention, softmax top-k experts */
+  MT_HF_MIXTRAL = 4,   /* MixtralForCausalLM: Llama's attention, every layer softmax top-k */
+  MT_HF_DEEPSEEK_V3 = 5 /* DeepseekV3ForCausalLM's MoE side (sigmoid, expert bias, groups,
+                           shared experts, first dense layers); attention still Llama's
+                           (multi-latent attention and MTP are not converted yet) */
+} mt_hf_family;
 
 /* The model as both sides see it. */
 typedef struct {
@@ -39,6 +60,16 @@ typedef struct {
   int untie;                                 /* untie_embeddings_and_output_weights */
   double eps, rope_theta;                    /* as the user wrote them (mt_float_decimal) */
   double hidden_dropout, attention_dropout, init_std; /* for config.json only */
+  /* mixture of experts (num_experts > 0; the Qwen3-MoE and Mixtral namings) */
+  int64_t E, topk, moe_ffn;  /* num_experts, moe_router_topk, moe_ffn_hidden_size */
+  int norm_topk;             /* 1: gates renormalised over the chosen experts (megatrain's
+                                softmax over the chosen logits); 0: moe_router_pre_softmax */
+  double aux_coef;           /* moe_aux_loss_coeff, for config.json only */
+  unsigned char moe[MT_MAX_LAYERS]; /* layer l is an MoE layer */
+  /* DeepSeek-V3 (sigmoid routing) */
+  int64_t shared_ffn;        /* moe_shared_expert_intermediate_size (n_shared_experts · F) */
+  int64_t n_group, topk_group, first_dense, moe_freq; /* groups (1, 1 without); the pattern */
+  double scaling;            /* moe_router_topk_scaling_factor (1 when null) */
 } mt_hf_model;
 
 typedef enum { MT_HF_ALL, MT_HF_Q, MT_HF_K, MT_HF_V, MT_HF_QKV, MT_HF_HALF0, MT_HF_HALF1 } mt_hf_sel;
@@ -58,9 +89,12 @@ typedef struct {
 /* Which naming expresses the model of cfg: GPT-2 for LayerNorm + learned
  * absolute positions + GELU + biases + multi-head attention, Llama for
  * RMSNorm + RoPE (rotate-half, all channels) + SwiGLU, Qwen3 for that with
- * qk_layernorm and no linear biases. Anything else (MoE, interleaved or
- * partial RoPE, a mix such as LayerNorm with RoPE) is refused: returns -1 with a message naming the config key, its
- * value and what the naming needs. */
+ * qk_layernorm and no linear biases; with experts (num_experts > 0, SwiGLU,
+ * no biases, softmax routing, dropless) Qwen3-MoE with qk_layernorm and
+ * Mixtral without (every layer MoE, gates renormalised). Anything else
+ * (interleaved or partial RoPE, a mix such as LayerNorm with RoPE, sigmoid
+ * routing, a capacity factor) is refused: returns -1 with a message naming
+ * the config key, its value and what the naming needs. */
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen);
 
 /* Every Hugging Face tensor of the model, in save_pretrained's order
@@ -75,7 +109,8 @@ void mt_hf_export(const mt_hf_model *m, const mt_hf_entry *e, const float *mt, f
 void mt_hf_import(const mt_hf_model *m, const mt_hf_entry *e, const float *hf, float *mt);
 
 /* config.json of a Hugging Face model directory for m (GPT2LMHeadModel /
- * LlamaForCausalLM), torch_dtype "float32" or "bfloat16"; malloc'ed text
+ * LlamaForCausalLM / Qwen3ForCausalLM / Qwen3MoeForCausalLM /
+ * MixtralForCausalLM), torch_dtype "float32" or "bfloat16"; malloc'ed text
  * (tools/hf_config.c). */
 char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype);
 
@@ -86,7 +121,7 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype);
 int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
                        size_t errlen);
 
-/* Family name ("GPT-2" / "Llama") for messages. */
+/* Family name ("GPT-2", "Llama", "Qwen3", "Qwen3-MoE", "Mixtral", "DeepSeek-V3") for messages. */
 const char *mt_hf_family_name(mt_hf_family f);
 
 #endif

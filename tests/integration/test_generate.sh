@@ -4,7 +4,8 @@
 #  - greedy tokens (32 new) equal a greedy decode of the same checkpoint by
 #    the independent PyTorch model (tests/reference/generate_reference.py,
 #    fp64, whole-sequence recompute), logits within 1e-5 of the largest |logit|;
-#  - tp=2 (mpirun -np 2) gives the same tokens as one process;
+#  - tp=2 (mpirun -np 2) gives the same tokens as one process; so does
+#    pp=2 (--pipeline-model-parallel-size 2; FULL: also tp=2 x pp=2);
 #  - KV-cache decoding equals --no-kv-cache (tokens identical, logits within
 #    1e-5 of the largest |logit|);
 #  - a seed reproduces a sampled continuation (temperature, top-k, top-p),
@@ -102,6 +103,24 @@ EOF
 
 train gpt2
 check_model gpt2
+# pipeline parallelism (issue 31): 2 stages of one layer each, the tied
+# embedding on both; and (FULL) 2 stages of tp=2: the tokens of one process,
+# logits within 1e-5 of the largest
+pp_check() { # np
+  local d="$TMP/gpt2" np=$1
+  mpirun -np $np --oversubscribe --bind-to none "$MT" generate --load "$d" --prompt "$PROMPT" \
+    --max-new-tokens 32 --temperature 0 --print-ids --pipeline-model-parallel-size 2 \
+    --dump-logits "$d.pp$np.f32" >"$d.pp$np.log" 2>"$d.pp$np.err" || { cat "$d.pp$np.err"; exit 1; }
+  [ "$(ids_of "$d.pp$np.log")" = "$(ids_of "$d.g1.log")" ] || { echo "gpt2: pp=2 on $np ranks: tokens differ"; exit 1; }
+  $PY -c 'import sys, numpy as np
+a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
+w, m = float(np.max(np.abs(a - b))), float(np.max(np.abs(a)))
+print("gpt2: %s = one process, tokens identical, max |logit diff| %.2e" % (sys.argv[3], w))
+sys.exit(a.shape != b.shape or w > 1e-5 * m)' "$d.kv.f32" "$d.pp$np.f32" \
+    "$(grep '^generate:' "$d.pp$np.err" | sed 's/.*kv cache on, //')"
+}
+pp_check 2
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then pp_check 4; fi
 train llama --set model.position_embedding_type=rope --set model.normalization=RMSNorm \
   --set model.swiglu=true --set model.group_query_attention=true --set model.num_query_groups=2 \
   --set model.add_bias_linear=false --set model.untie_embeddings_and_output_weights=true

@@ -2,7 +2,7 @@
 (tests/integration/test_generate.sh).
 
 The model is tests/reference/llama_reference.py (GPT-2 and Llama-style
-blocks, written from the papers and Hugging Face / Megatron-core semantics),
+blocks, MoE layers routed dropless with the checkpoint's expert biases, written from the papers and Hugging Face / Megatron-core semantics),
 its parameters read from a layout-free checkpoint with
 tests/reference/dist_ckpt.py (global tensors, vocabulary rows = vocab_size),
 in float64. Decoding recomputes the whole sequence every step (no cache):
@@ -25,7 +25,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dist_ckpt import load_checkpoint  # noqa: E402
-from llama_reference import Config, attention, expected_params, mlp, normalize  # noqa: E402
+from llama_reference import Config, attention, expected_params, mlp, moe, normalize  # noqa: E402
 
 EOD = 50256
 
@@ -38,8 +38,16 @@ def model_from_checkpoint(path):
         m["num_query_groups"] = None  # megatrain reads num_query_groups only with GQA
     m["padded_vocab_size"] = m["vocab_size"]  # the checkpoint keeps the real rows only
     m["micro_batch_size"] = 1
+    if int(m.get("num_experts", 0) or 0) > 0:
+        # generation routes every token on its own, dropless (model/gpt_infer.c)
+        m["moe_expert_capacity_factor"] = None
+        nl, freq = m["num_layers"], m.get("moe_layer_freq", 1)
+        moe_layers = [l for l in range(nl) if (freq[l] if isinstance(freq, list) else l % freq == 0)]
+        bias = ["decoder.layers.%d.mlp.router.expert_bias" % l for l in moe_layers]
+        if all(b in tensors for b in bias):
+            m["moe_expert_bias"] = [np.asarray(tensors[b], dtype=np.float64).ravel().tolist()
+                                    for b in bias]
     c = Config(m)
-    assert c.E == 0, "dense models only"
     P = {}
     for name, (shape, _) in expected_params(c).items():
         if name not in tensors:
@@ -61,7 +69,8 @@ def next_logits(c, P, ids):
     for l in range(c.L):
         pre = "decoder.layers.%d." % l
         x = x + attention(c, normalize(c, x, P, pre + "input_layernorm"), P, pre + "self_attention.")
-        x = x + mlp(c, normalize(c, x, P, pre + "pre_mlp_layernorm"), P, pre + "mlp.", c.ffn)
+        ln2 = normalize(c, x, P, pre + "pre_mlp_layernorm")
+        x = x + (moe(c, ln2, P, pre)[0] if c.is_moe(l) else mlp(c, ln2, P, pre + "mlp.", c.ffn))
     x = normalize(c, x, P, "decoder.final_layernorm")
     w_out = P["output_layer.weight"] if c.untie else P["embedding.word_embeddings.weight"]
     return (x[0, -1] @ w_out.T)[: c.V]

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Independent PyTorch forward of a Hugging Face model directory (GPT-2 or
-Llama), written from the Hugging Face layout alone: its own safetensors
+"""Independent PyTorch forward of a Hugging Face model directory (GPT-2,
+Llama, Qwen3, Qwen3-MoE, Mixtral or DeepSeek-V3's MoE side with standard
+attention), written from the Hugging Face layout alone: its own safetensors
 reader (struct + json + numpy), the config.json keys, and the published
 model definitions (GPT-2: Radford et al. 2019 / HF GPT2LMHeadModel with
 Conv1D weights [in, out] and fused c_attn [q | k | v]; Llama: Touvron et al.
@@ -13,6 +14,10 @@ Usage:
   hf_forward.py loss HF_DIR TOKENS_FILE SEQ
       mean next-token cross-entropy (nats) over TOKENS_FILE: int32 samples of
       SEQ + 1 tokens (inputs [:SEQ], targets [1:]); prints "%.12e".
+  hf_forward.py greedy HF_DIR "ID ID ..." N
+      greedy decode of N tokens after the prompt ids (whole-sequence
+      recompute, argmax over the vocabulary, lowest id on ties; stops after
+      the GPT-2 end-of-text 50256); prints "ids: " and prompt + continuation.
   hf_forward.py same HF_DIR_A HF_DIR_B
       the two directories hold the same tensor names, shapes and float32
       values bit for bit (bf16 / f16 widened); exit 1 naming the first
@@ -115,9 +120,79 @@ def rotate_half(t):
     return torch.cat((-t2, t1), dim=-1)
 
 
+def qwen3_moe_sparse(cfg, i):
+    """Qwen3MoeDecoderLayer: layer i has the sparse MoE block unless it is in
+    mlp_only_layers, when num_experts > 0 and (i + 1) % decoder_sparse_step == 0."""
+    return (i not in cfg.get("mlp_only_layers", []) and cfg["num_experts"] > 0
+            and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0)
+
+
+def moe_block(t, w, p, names, norm_topk, cfg):
+    """Qwen3MoeSparseMoeBlock / MixtralSparseMoeBlock (eval: no router jitter):
+    softmax over all experts of gate(t), the top num_experts_per_tok
+    probabilities (renormalised to sum 1 when norm_topk: Mixtral always,
+    Qwen3-MoE with norm_topk_prob), each chosen expert's SwiGLU MLP
+    down(silu(gate(t)) * up(t)) weighted by its probability, summed. Written
+    as a loop over tokens and their chosen experts."""
+    b, s, h = t.shape
+    x = t.reshape(-1, h)
+    probs = (x @ T(w[p + "gate.weight"]).T).softmax(-1)
+    k = cfg["num_experts_per_tok"]
+    top, idx = probs.topk(k, dim=-1)
+    if norm_topk:
+        top = top / top.sum(-1, keepdim=True)
+    out = torch.zeros_like(x)
+    g_, u_, d_ = names
+    for e in idx.unique().tolist():
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        q = p + "experts.%d." % e
+        y = x[tok]
+        y = torch.nn.functional.silu(y @ T(w[q + g_ + ".weight"]).T) * (y @ T(w[q + u_ + ".weight"]).T)
+        out.index_add_(0, tok, (y @ T(w[q + d_ + ".weight"]).T) * top[tok, slot][:, None])
+    return out.reshape(b, s, h)
+
+
+def deepseek_moe(t, w, p, cfg):
+    """DeepseekV3MoE (DeepSeek-V3 report §2.1.2, HF DeepseekV3TopkRouter with
+    topk_method noaux_tc): scores = sigmoid(gate(t)); choice = scores +
+    e_score_correction_bias; the experts in n_group equal groups, a group
+    scored by the sum of its two best choices, the topk_group best groups
+    kept (the others' choices set to 0.0 as HF does); the top
+    num_experts_per_tok choices; weights = their unbiased scores, divided by
+    their sum + 1e-20 when norm_topk_prob, times routed_scaling_factor; plus
+    the shared experts (one SwiGLU MLP) on every token."""
+    b, s, h = t.shape
+    x = t.reshape(-1, h)
+    scores = (x @ T(w[p + "gate.weight"]).T).sigmoid()
+    choice = scores + T(w[p + "gate.e_score_correction_bias"])
+    E, G, k = choice.shape[-1], cfg.get("n_group", 1), cfg["num_experts_per_tok"]
+    grp = choice.view(-1, G, E // G).topk(2, dim=-1)[0].sum(-1)
+    keep = torch.zeros_like(grp).scatter_(1, grp.topk(cfg.get("topk_group", 1), dim=-1)[1], 1.0)
+    mask = keep.unsqueeze(-1).expand(-1, G, E // G).reshape(-1, E)
+    idx = choice.masked_fill(mask == 0, 0.0).topk(k, dim=-1)[1]
+    top = scores.gather(1, idx)
+    if cfg.get("norm_topk_prob", True):
+        top = top / (top.sum(-1, keepdim=True) + 1e-20)
+    top = top * cfg.get("routed_scaling_factor", 1.0)
+    out = torch.zeros_like(x)
+    for e in idx.unique().tolist():
+        tok, slot = (idx == e).nonzero(as_tuple=True)
+        q = p + "experts.%d." % e
+        y = x[tok]
+        y = torch.nn.functional.silu(y @ T(w[q + "gate_proj.weight"]).T) * (y @ T(w[q + "up_proj.weight"]).T)
+        out.index_add_(0, tok, (y @ T(w[q + "down_proj.weight"]).T) * top[tok, slot][:, None])
+    if p + "shared_experts.gate_proj.weight" in w:
+        q = p + "shared_experts."
+        out = out + (torch.nn.functional.silu(x @ T(w[q + "gate_proj.weight"]).T)
+                     * (x @ T(w[q + "up_proj.weight"]).T)) @ T(w[q + "down_proj.weight"]).T
+    return out.reshape(b, s, h)
+
+
 def llama_forward(w, cfg, ids):
     """logits [b, s, V] of LlamaForCausalLM (no rope_scaling); Qwen3ForCausalLM
-    when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention)."""
+    when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention);
+    Qwen3MoeForCausalLM and MixtralForCausalLM (Jiang et al. 2024) with their
+    sparse MoE blocks (moe_block)."""
     assert cfg.get("rope_scaling") is None and cfg.get("hidden_act", "silu") == "silu"
     nh, h = cfg["num_attention_heads"], cfg["hidden_size"]
     nkv = cfg.get("num_key_value_heads") or nh
@@ -155,8 +230,17 @@ def llama_forward(w, cfg, ids):
         y = (att @ v).transpose(1, 2).reshape(b, s, nh * hd)
         x = x + lin(y, p + "self_attn.o_proj")
         t = rms(x, p + "post_attention_layernorm.weight")
-        g = lin(t, p + "mlp.gate_proj")
-        x = x + lin(torch.nn.functional.silu(g) * lin(t, p + "mlp.up_proj"), p + "mlp.down_proj")
+        if cfg["model_type"] == "mixtral":
+            x = x + moe_block(t, w, p + "block_sparse_moe.", ("w1", "w3", "w2"), True, cfg)
+        elif cfg["model_type"] == "deepseek_v3" and i >= cfg.get("first_k_dense_replace", 0) \
+                and i % cfg.get("moe_layer_freq", 1) == 0:
+            x = x + deepseek_moe(t, w, p + "mlp.", cfg)
+        elif cfg["model_type"] == "qwen3_moe" and qwen3_moe_sparse(cfg, i):
+            x = x + moe_block(t, w, p + "mlp.", ("gate_proj", "up_proj", "down_proj"),
+                              cfg.get("norm_topk_prob", False), cfg)
+        else:
+            g = lin(t, p + "mlp.gate_proj")
+            x = x + lin(torch.nn.functional.silu(g) * lin(t, p + "mlp.up_proj"), p + "mlp.down_proj")
     x = rms(x, "model.norm.weight")
     head = w["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else w["lm_head.weight"]
     return x @ T(head).T
@@ -168,10 +252,27 @@ def loss(hf_dir, tokens_file, seq):
     tok = np.fromfile(tokens_file, dtype="<i4").reshape(-1, seq + 1)
     ids = torch.tensor(tok[:, :seq].astype(np.int64))
     tgt = torch.tensor(tok[:, 1:].astype(np.int64))
-    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward}[cfg["model_type"]]
+    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward,
+           "qwen3_moe": llama_forward, "mixtral": llama_forward,
+           "deepseek_v3": llama_forward}[cfg["model_type"]]
     with torch.no_grad():
         logits = fwd(w, cfg, ids)
     return cross_entropy(logits, tgt) / tgt.numel()
+
+
+def greedy(hf_dir, ids, n):
+    cfg = json.load(open(os.path.join(hf_dir, "config.json")))
+    w = read_dir(hf_dir)
+    fwd = {"gpt2": gpt2_forward, "llama": llama_forward, "qwen3": llama_forward,
+           "qwen3_moe": llama_forward, "mixtral": llama_forward,
+           "deepseek_v3": llama_forward}[cfg["model_type"]]
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = int(torch.argmax(fwd(w, cfg, torch.tensor([ids]))[0, -1]))
+            ids.append(nxt)
+            if nxt == 50256:
+                break
+    return ids
 
 
 def selftest():
@@ -203,6 +304,9 @@ def selftest():
 def main():
     if sys.argv[1] == "loss":
         print("%.12e" % loss(sys.argv[2], sys.argv[3], int(sys.argv[4])))
+    elif sys.argv[1] == "greedy":
+        print("ids: " + " ".join(str(t) for t in greedy(sys.argv[2], [int(t) for t in sys.argv[3].split()],
+                                                        int(sys.argv[4]))))
     elif sys.argv[1] == "same":
         a, b = read_dir(sys.argv[2]), read_dir(sys.argv[3])
         if sorted(a) != sorted(b):

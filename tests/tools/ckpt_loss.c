@@ -3,14 +3,16 @@
  * (tests/integration/test_hf_convert.sh, against tests/reference/hf_forward.py).
  *
  *   ckpt_loss loss CKPT_DIR TOKENS_FILE
- *       build the (dense) model of the checkpoint's saved config in one
- *       process (fp32, CPU), load every parameter by name (the fp32 master
- *       copy when the checkpoint has one; vocabulary padding rows zero),
+ *       build the model (dense or MoE) of the checkpoint's saved config in
+ *       one process (fp32, CPU), load every parameter by name (the fp32
+ *       master copy when the checkpoint has one; vocabulary padding rows
+ *       zero) and the MoE expert biases when the model has them,
  *       and print the mean token loss (nats, "%.12e") over TOKENS_FILE:
  *       int32 little-endian samples of seq_length + 1 tokens, taken
  *       micro_batch_size at a time, no dropout.
  *   ckpt_loss same CKPT_A CKPT_B
- *       every model tensor (not optimizer state) of B is in A with the same
+ *       every model tensor (not optimizer state, not the MoE routers' token
+ *       counts) of B is in A with the same
  *       shape and the same fp32 bits, and A has no other model tensor; exit 1
  *       naming the first difference (the HF round trip is bitwise).
  *   ckpt_loss init CONFIG OUT_DIR
@@ -35,11 +37,10 @@ static const char *const k_one_process[] = {
     "parallel.zero_stage=0"};
 #define N_OV ((int)(sizeof k_one_process / sizeof *k_one_process))
 
-/* the model config of a dense config, one process (trainer/train_setup.c
- * builds the same for any layout) */
+/* the model config of a config (dense or MoE), one process
+ * (trainer/train_setup.c builds the same for any layout) */
 static mt_gpt_config gpt_config(const mt_config *c) {
   const mt_model_config *m = &c->model;
-  CHECK(m->num_experts == 0, "ckpt_loss: dense models only");
   mt_gpt_config g = {0};
   g.model = *m; /* the model section is the model's config */
   g.tp_size = g.pp_size = g.vpp_size = g.cp_size = g.ep_size = g.etp_size = 1;
@@ -64,6 +65,7 @@ static int cmd_loss(const char *dir, const char *tokens_path) {
   mt_backend *be = mt_tool_cpu_backend();
   mt_gpt_config gc = gpt_config(&cfg);
   mt_gpt *m = mt_gpt_create(be, &gc);
+  gc = *mt_gpt_get_config(m); /* resolved: derived sizes filled */
   const mt_param_list *pl = mt_gpt_params(m);
   float *host = mt_xcalloc((size_t)pl->numel, sizeof(float));
   for (int i = 0; i < pl->n; i++) {
@@ -85,6 +87,17 @@ static int cmd_loss(const char *dir, const char *tokens_path) {
     free(t);
   }
   be->ops->memcpy_h2d(be, mt_gpt_param_buffer(m), host, (size_t)pl->numel * sizeof(float));
+  for (int i = 0; i < mt_gpt_num_moe_layers(&gc); i++) {
+    float *bias = mt_gpt_moe_expert_bias(m, i);
+    if (!bias) continue;
+    char nm[128];
+    snprintf(nm, sizeof nm, "decoder.layers.%d.mlp.router.expert_bias",
+             mt_gpt_moe_layer_is_local(m, i));
+    float *t = mt_dckpt_read_tensor(ck, nm, MT_F32, err, sizeof err);
+    CHECK(t, "ckpt_loss: %s", err);
+    memcpy(bias, t, (size_t)gc.model.num_experts * sizeof(float));
+    free(t);
+  }
   size_t len;
   int en;
   int32_t *tok = (int32_t *)mt_read_file(tokens_path, 0, &len, &en);
@@ -142,7 +155,13 @@ static int cmd_init(const char *config_path, const char *out) {
   return 0;
 }
 
-static int is_model(const char *name) { return strncmp(name, "optimizer.", 10) != 0; }
+/* a model tensor: not optimizer state, not the routers' token counts of the
+ * last batch (training state the Hugging Face export does not carry) */
+static int is_model(const char *name) {
+  static const char counts[] = ".mlp.router.tokens_per_expert";
+  const size_t n = strlen(name), k = sizeof counts - 1;
+  return strncmp(name, "optimizer.", 10) != 0 && !(n > k && !strcmp(name + n - k, counts));
+}
 
 static int cmd_same(const char *da, const char *db) {
   char err[1024];

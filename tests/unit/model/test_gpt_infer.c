@@ -83,8 +83,8 @@ static void check_model(mt_gpt_config c, const char *what) {
   const double ref = mt_gpt_forward_backward(m, tok, &sid, 0, 1.0f);
 
   char err[256];
-  mt_gpt_infer *nc = mt_gpt_infer_create(m, SEQ, 0, err, sizeof err);
-  mt_gpt_infer *kv = mt_gpt_infer_create(m, SEQ, 1, err, sizeof err);
+  mt_gpt_infer *nc = mt_gpt_infer_create(m, NULL, SEQ, 0, err, sizeof err);
+  mt_gpt_infer *kv = mt_gpt_infer_create(m, NULL, SEQ, 1, err, sizeof err);
   assert_non_null(nc);
   assert_non_null(kv);
   float *ln = mt_xmalloc((size_t)V * sizeof(float)), *lk = mt_xmalloc((size_t)V * sizeof(float));
@@ -137,18 +137,37 @@ static void test_refusals(void **st) {
   char err[256];
   mt_gpt_config c = gpt2_config();
   mt_gpt *m = mt_gpt_create(be, &c);
-  assert_null(mt_gpt_infer_create(m, SEQ + 1, 1, err, sizeof err));
+  assert_null(mt_gpt_infer_create(m, NULL, SEQ + 1, 1, err, sizeof err));
   assert_non_null(strstr(err, "max_position_embeddings"));
   mt_gpt_destroy(m);
+  mt_backend_destroy(be);
+}
+
+/* MoE layers (issue 31): the inference forward routes every call's tokens
+ * dropless as the training forward routes the micro-batch (no capacity), so
+ * both give the same loss; sigmoid routing in groups with scaling and a
+ * shared expert, the first layer dense; and softmax top-2 in every layer */
+static void test_moe(void **st) {
+  (void)st;
+  mt_gpt_config c = llama_config(0);
+  c.model.num_experts = 8;
+  c.model.moe_router_topk = 2;
+  c.model.moe_ffn_hidden_size = 32;
+  c.model.moe_layer_pattern_len = 2;
+  c.model.moe_layer_pattern[0] = 0;
+  c.model.moe_layer_pattern[1] = 1;
+  MT_GPT_SET(c.model.moe_router_score_function, "sigmoid");
+  c.model.moe_router_topk_scaling_factor = 2.5f;
+  c.model.moe_router_num_groups = 4;
+  c.model.moe_router_group_topk = 2;
+  c.model.moe_shared_expert_intermediate_size = 64;
+  check_model(c, "moe sigmoid groups shared");
+  c = llama_config(0);
   c.model.num_experts = 4;
   c.model.moe_router_topk = 2;
-  c.model.moe_ffn_hidden_size = 64;
+  c.model.moe_ffn_hidden_size = 32;
   c.model.moe_layer_freq = 1;
-  m = mt_gpt_create(be, &c);
-  assert_null(mt_gpt_infer_create(m, SEQ, 1, err, sizeof err));
-  assert_non_null(strstr(err, "num_experts"));
-  mt_gpt_destroy(m);
-  mt_backend_destroy(be);
+  check_model(c, "moe softmax top-2");
 }
 
 int main(void) {
@@ -157,6 +176,7 @@ int main(void) {
       cmocka_unit_test(test_llama),
       cmocka_unit_test(test_llama_qk_partial_rope),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_moe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -162,12 +162,129 @@ static void test_refusals(void **state) {
   assert_non_null(strstr(err, "model.rotary_percent"));
 }
 
+/* experts: Qwen3-MoE with qk_layernorm, Mixtral without; what neither
+ * expresses is refused naming the key; config.json round-trips through the
+ * check, and a layer pattern or gate normalisation that differs is refused */
+static void test_moe(void **state) {
+  (void)state;
+  mt_config cfg;
+  mt_config_defaults(&cfg);
+  mt_model_config *c = &cfg.model;
+  c->num_layers = 4;
+  c->hidden_size = 64;
+  c->num_attention_heads = 4;
+  c->num_query_groups = 2;
+  c->kv_channels = 16;
+  c->ffn_hidden_size = 96;
+  c->vocab_size = 100;
+  c->add_bias_linear = 0;
+  c->swiglu = 1;
+  c->qk_layernorm = 1;
+  snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "rope");
+  snprintf(c->normalization, sizeof c->normalization, "RMSNorm");
+  c->num_experts = 4;
+  c->moe_router_topk = 2;
+  c->moe_ffn_hidden_size = 32;
+  c->moe_layer_pattern_len = 4;
+  const uint8_t pat[4] = {0, 1, 1, 1};
+  memcpy(c->moe_layer_pattern, pat, 4);
+  mt_hf_model m;
+  char err[512];
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_QWEN3_MOE);
+  assert_int_equal(m.norm_topk, 1);
+  mt_hf_entry *e;
+  int n = mt_hf_entries(&m, &e);
+  int experts = 0, dense_mlp = 0;
+  for (int i = 0; i < n; i++) {
+    experts += strstr(e[i].hf, ".mlp.experts.") != NULL;
+    dense_mlp += strstr(e[i].hf, ".mlp.gate_proj.") != NULL;
+  }
+  assert_int_equal(experts, 3 * 4 * 3); /* 3 MoE layers x 4 experts x gate, up, down */
+  assert_int_equal(dense_mlp, 1);
+  free(e);
+  char *js = mt_hf_config_json(&m, "float32");
+  assert_int_equal(mt_hf_config_check(&m, js, "c.json", err, sizeof err), 0);
+  const char *ol = strstr(js, "\"mlp_only_layers\"");
+  assert_non_null(ol);
+  assert_non_null(strstr(ol, "[0]"));
+  mt_hf_model m2 = m;
+  m2.moe[0] = 1; /* every layer MoE: layer 0 differs */
+  assert_int_equal(mt_hf_config_check(&m2, js, "c.json", err, sizeof err), -1);
+  assert_non_null(strstr(err, "make layer 0 dense"));
+  m2 = m;
+  m2.norm_topk = 0;
+  assert_int_equal(mt_hf_config_check(&m2, js, "c.json", err, sizeof err), -1);
+  assert_non_null(strstr(err, "norm_topk_prob"));
+  free(js);
+  /* sigmoid routing: DeepSeek-V3 naming (no q/k norm, the expert bias) */
+  snprintf(c->moe_router_score_function, sizeof c->moe_router_score_function, "sigmoid");
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.qk_layernorm"));
+  c->qk_layernorm = 0;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_router_enable_expert_bias"));
+  c->moe_router_enable_expert_bias = 1;
+  c->moe_shared_expert_intermediate_size = 48;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_shared_expert_intermediate_size"));
+  c->moe_shared_expert_intermediate_size = 64;
+  c->moe_router_num_groups = 2;
+  c->moe_router_group_topk = 2; /* 2 / 2 = 1 expert per group score: HF sums two */
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "moe_router_group_topk"));
+  c->moe_router_group_topk = 1;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_DEEPSEEK_V3);
+  assert_int_equal(m.first_dense, 1);
+  assert_int_equal(m.moe_freq, 1);
+  n = mt_hf_entries(&m, &e);
+  int bias = 0, shared = 0;
+  for (int i = 0; i < n; i++) {
+    bias += strstr(e[i].hf, ".mlp.gate.e_score_correction_bias") != NULL;
+    shared += strstr(e[i].hf, ".mlp.shared_experts.") != NULL;
+  }
+  assert_int_equal(bias, 3);
+  assert_int_equal(shared, 3 * 3);
+  free(e);
+  js = mt_hf_config_json(&m, "float32");
+  assert_int_equal(mt_hf_config_check(&m, js, "c.json", err, sizeof err), 0);
+  free(js);
+  c->moe_layer_pattern[2] = 0; /* dense, MoE, dense, MoE: first 1, but no moe_layer_freq */
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_layer_freq"));
+  c->moe_layer_pattern[2] = 1;
+  c->moe_router_enable_expert_bias = 0;
+  c->moe_router_num_groups = c->moe_router_group_topk = 0;
+  c->moe_shared_expert_intermediate_size = 0;
+  c->qk_layernorm = 1;
+  snprintf(c->moe_router_score_function, sizeof c->moe_router_score_function, "softmax");
+  c->moe_expert_capacity_factor = 1.0f;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_expert_capacity_factor"));
+  c->moe_expert_capacity_factor = 0;
+  c->qk_layernorm = 0; /* Mixtral: experts in every layer */
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_layer_freq makes layer 0 dense"));
+  c->moe_layer_pattern[0] = 1;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_MIXTRAL);
+  js = mt_hf_config_json(&m, "float32");
+  assert_non_null(strstr(js, "\"num_local_experts\""));
+  assert_int_equal(mt_hf_config_check(&m, js, "c.json", err, sizeof err), 0);
+  free(js);
+  c->moe_router_pre_softmax = 1;
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.moe_router_pre_softmax"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_qkv),
       cmocka_unit_test(test_gpt2_c_attn),
       cmocka_unit_test(test_inverse),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_moe),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
