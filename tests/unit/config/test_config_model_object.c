@@ -54,6 +54,7 @@ static const struct {
      * below check a world of 2) */
     {"moe_shared_expert_overlap",
      {"model.moe_shared_expert_intermediate_size=16", "parallel.expert_model_parallel_size=2"}},
+    {"mtp_loss_scaling_factor", {"model.mtp_num_layers=1"}},
 };
 
 /* Keys whose automatic non-default value (below) the loader would refuse. */
