@@ -294,8 +294,10 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
                                    m->hn);
   assign_chunks(m);
   mt_gpt_register_params(m);
+  mt_gpt_mtp_register(m); /* after the head, inside its hook part */
   create_moe(m);
   alloc_buffers(m);
+  mt_gpt_mtp_create(m);
   init_params(m);
   m->tp.be = be;
   m->tp.tp = c->tp_size > 1 ? c->tp_group : NULL;
@@ -312,6 +314,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
 void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
+  mt_gpt_mtp_destroy(m); /* with the slots' MTP buffers */
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);
   for (int k = 0; k < m->acts.n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->acts.rc_sets[k]);
