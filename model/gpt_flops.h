@@ -30,6 +30,13 @@ typedef struct {
                                   form), overrides moe_layer_freq */
   int64_t padded_vocab_size;   /* Vp */
   int64_t moe_shared_expert_intermediate_size; /* S: shared experts per MoE layer (0 = none) */
+  /* multi-token prediction (model.mtp_num_layers D; 0 = none): D more
+   * transformer layers, MoE ones when mtp_moe (the last decoder layer's
+   * kind; num_moe_layers counts the decoder's only), their norms and
+   * eh_proj, and D more output-layer GEMMs (Megatron's
+   * num_floating_point_operations) */
+  int64_t mtp_num_layers;
+  int mtp_moe;
 } mt_flops_shape;
 
 /* Forward FLOPs of one iteration split by part (2 FLOPs per multiply-add,
