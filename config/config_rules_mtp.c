@@ -27,19 +27,12 @@ static int r_mtp_docs(mt_cfg_ctx *c, mt_config *cfg, int world) {
 }
 
 /* The MTP embedding on a last stage without the embedding: the stage holds
- * a copy of the word embedding only with tied output weights (the output
- * layer's copy), and no position table. */
+ * a copy of the word embedding (the tied output layer, or the MTP copy), but
+ * no position table. */
 static int r_mtp_stage(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   const mt_model_config *m = &cfg->model;
   if (m->mtp_num_layers <= 0 || cfg->parallel.pipeline_model_parallel_size <= 1) return 0;
-  if (m->untie_embeddings_and_output_weights)
-    return mt_cfg_fail(c, key("model.mtp_num_layers"),
-                       "%d with pipeline_model_parallel_size %d and "
-                       "untie_embeddings_and_output_weights true is not implemented (expected "
-                       "tied embeddings or pipeline_model_parallel_size 1: the last stage's MTP "
-                       "embedding is the tied output layer's copy)",
-                       m->mtp_num_layers, cfg->parallel.pipeline_model_parallel_size);
   if (!strcmp(m->position_embedding_type, "learned_absolute"))
     return mt_cfg_fail(c, key("model.mtp_num_layers"),
                        "%d with pipeline_model_parallel_size %d and position_embedding_type "
@@ -55,11 +48,10 @@ static const mt_cfg_rule k_mtp[] = {
      "MTP: `model.mtp_num_layers` not with `data.reset_position_ids` or "
      "`data.reset_attention_mask` (the MTP inputs shift over the whole sample)",
      "1: model.mtp_num_layers=1; data.reset_position_ids=true", 0, 0},
-    {"model.mtp_num_layers parallel.pipeline_model_parallel_size "
-     "model.untie_embeddings_and_output_weights model.position_embedding_type",
+    {"model.mtp_num_layers parallel.pipeline_model_parallel_size model.position_embedding_type",
      r_mtp_stage,
-     "MTP with `pipeline_model_parallel_size` > 1: tied embeddings and no learned position "
-     "table (the last stage's MTP embedding is the tied output layer's copy)",
+     "MTP with `pipeline_model_parallel_size` > 1: no learned position table (the last stage "
+     "holds a copy of the word embedding, not of the position table)",
      "2: model.mtp_num_layers=1; parallel.pipeline_model_parallel_size=2", 0, 0},
 };
 

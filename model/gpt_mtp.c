@@ -69,6 +69,12 @@ void mt_gpt_mtp_register(mt_gpt *m) {
   const int sp = c->sequence_parallel && c->tp_size > 1;
   m->w.mtp = mt_xcalloc((size_t)m->n_mtp, sizeof(mt_mtp_tensors));
   m->g.mtp = mt_xcalloc((size_t)m->n_mtp, sizeof(mt_mtp_tensors));
+  if (m->params.embedding[1] < 0 && c->model.untie_embeddings_and_output_weights)
+    /* the stage's copy of the word embedding (same name: same initial values;
+     * its gradient joins the first stage's over the embedding group) */
+    mt_gpt_add_param(m, &m->w.mtp_word_embeddings.weight, &m->g.mtp_word_embeddings.weight,
+                     "embedding.word_embeddings.weight", c->padded_vocab_size, h, m->vl, h,
+                     m->v_start, 0, MT_INIT_NORMAL, 0, 0)->shared_copy = 1;
   for (int k = 0; k < m->n_mtp; k++) {
     mt_mtp_tensors *w = &m->w.mtp[k], *g = &m->g.mtp[k];
     char p[MT_PARAM_NAME_MAX];
@@ -235,10 +241,12 @@ void mt_gpt_mtp_load(mt_gpt *m, int chunk, mt_slot *sl, const int32_t *tokens) {
   }
 }
 
-/* The word embedding this stage holds (the first stage's table, or with
- * tied embeddings on a later last stage the output layer's copy of it). */
+/* The word embedding this stage holds (the first stage's table, or on a
+ * later last stage its copy: the tied output layer, or untied the MTP copy). */
 static void *embedding_weight(const mt_gpt *m, const mt_gpt_tensors *t) {
-  return m->params.embedding[1] >= 0 ? t->word_embeddings.weight : t->output_layer.weight;
+  if (m->params.embedding[1] >= 0) return t->word_embeddings.weight;
+  return m->cfg.model.untie_embeddings_and_output_weights ? t->mtp_word_embeddings.weight
+                                                          : t->output_layer.weight;
 }
 
 static mt_dropout_desc emb_dropout(const mt_gpt *m, int k) {

@@ -85,6 +85,9 @@ typedef struct {
                                shared_embedding_or_output_weight) */
   mt_mtp_tensors *mtp;      /* [n_mtp]: multi-token prediction depths (last stage; NULL
                                without) */
+  mt_wb mtp_word_embeddings; /* untied embeddings with MTP on a last stage without the
+                               embedding: its copy of embedding.word_embeddings.weight
+                               (mt_param.shared_copy) for the MTP depths; else NULL */
 } mt_gpt_tensors;
 
 /* The fields parameter i of the registry is bound to: its weight pointer in
