@@ -1,12 +1,17 @@
 /* bench/bench_gpu.c — single-GPU training throughput of one GPT shape on the
- * CUDA backend: tokens/s, achieved TFLOP/s (Megatron's model-FLOPs formula,
- * model/gpt_flops.h) and MFU against a dense bf16 peak (default 989 TFLOP/s,
- * H100/H200 SXM; env MEGATRAIN_PEAK_TFLOPS overrides).
+ * CUDA backend with Megatron's convention: an iteration is a global batch of
+ * `accum` micro-batches (gradient accumulation) and one AdamW step, and
+ * throughput is the iteration's model FLOPs (today's Megatron formula,
+ * model/gpt_flops.h MT_FLOPS_MEGATRON: causal attention at half) over the
+ * iteration's time: tokens/s, TFLOP/s and MFU against a dense bf16 peak
+ * (default 989 TFLOP/s, H100/H200 SXM; env MEGATRAIN_PEAK_TFLOPS overrides).
  *
  * usage: bench_gpu [layers hidden heads seq micro_batch steps accum precision]
  *                  [KEY=VALUE ...]
- *   default: GPT-2 124M (12, 768, 12), seq 1024, micro-batch 8, 5 steps,
- *   1 micro-batch per AdamW step, precision bf16 (or fp32). KEY=VALUE
+ *   default: GPT-2 124M (12, 768, 12), seq 1024, micro-batch 8, 5 steps
+ *   (iterations), 8 micro-batches per iteration (global batch 64 sequences),
+ *   precision bf16 or fp32 (another name exits 2: FP8 recipes are the FP8
+ *   work's, issue 32). KEY=VALUE
  *   arguments (tests/tools/gpt_options.h, anywhere on the line) set the
  *   Llama-style fields, e.g. position_embedding_type=rope
  *   normalization=RMSNorm swiglu=1 num_query_groups=8 ffn_hidden_size=5632
@@ -28,7 +33,7 @@
 #include "optimizer/optimizer.h"
 
 int main(int argc, char **argv) {
-  int a[7] = {12, 768, 12, 1024, 8, 5, 1};
+  int a[7] = {12, 768, 12, 1024, 8, 5, 8};
   const char *prec = "bf16";
   for (int i = 1, k = 0; i < argc; i++) {
     if (mt_gpt_is_option(argv[i])) continue;
@@ -37,6 +42,10 @@ int main(int argc, char **argv) {
     k++;
   }
   const int accum = a[6] > 0 ? a[6] : 1;
+  if (strcmp(prec, "bf16") && strcmp(prec, "fp32")) {
+    fprintf(stderr, "bench_gpu: precision %s: expected bf16 or fp32\n", prec);
+    return 2;
+  }
   const char *pk = getenv("MEGATRAIN_PEAK_TFLOPS");
   const double peak = pk && atof(pk) > 0 ? atof(pk) : 989.0;
   char err[512];
@@ -68,13 +77,14 @@ int main(int argc, char **argv) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     tok[i] = (int32_t)((x >> 33) % 50257);
   }
-  const mt_flops_shape fs = mt_gpt_flops_shape(&c, b);
+  /* the iteration's global batch: accum micro-batches of b sequences */
+  const mt_flops_shape fs = mt_gpt_flops_shape(&c, (int64_t)b * accum);
   const double flops = mt_flops_per_iteration(&fs);
   printf("bench_gpu: layers %d hidden %d heads %d seq %d micro-batch %d %s, %lld parameters, "
-         "%.1f GFLOP per micro-batch, %d micro-batch(es) per AdamW step\n",
+         "%.1f GFLOP per iteration (FLOPs formula %s), %d micro-batch(es) per iteration\n",
          c.model.num_layers, c.model.hidden_size, c.model.num_attention_heads, s, b,
-         mt_dtype_name(be->dtype),
-         (long long)mt_gpt_num_parameters(m), flops / 1e9, accum);
+         mt_dtype_name(be->dtype), (long long)mt_gpt_num_parameters(m), flops / 1e9,
+         mt_flops_formula_name(fs.formula), accum);
   double loss = 0, t0 = 0;
   for (int it = -1; it < steps; it++) { /* it = -1: warm-up (cuBLAS heuristics, allocations) */
     if (it == 0) {
@@ -91,13 +101,14 @@ int main(int argc, char **argv) {
     mt_adamw_step(&opt, 1e-4f, mt_clip_coefficient(norm, 1.0f));
     if (it == steps - 1) {
       be->ops->synchronize(be);
-      double dt = (mt_now() - t0) / steps / accum; /* per micro-batch */
-      double tf = flops / dt / 1e12;
-      printf("RESULT layers=%d hidden=%d seq=%d mb=%d | %.1f ms/micro-batch | tokens/s %.0f | "
-             "%.1f TFLOP/s | MFU %.1f%% (peak %.0f) | loss %.4f | peak mem %.2f GiB\n",
-             c.model.num_layers, c.model.hidden_size, s, b, 1e3 * dt, b * s / dt, tf,
-             100.0 * tf / peak,
-             peak, loss, be->mem.peak_total / 1073741824.0);
+      const double dt = (mt_now() - t0) / steps; /* per iteration (global batch + step) */
+      const double tf = flops / dt / 1e12;
+      printf("RESULT layers=%d hidden=%d seq=%d mb=%d gbs=%d precision=%s | %.1f ms/iteration | "
+             "tokens/s %.0f | %.1f TFLOP/s | MFU %.1f%% (peak %.0f, %s FLOPs) | loss %.4f | "
+             "peak mem %.2f GiB\n",
+             c.model.num_layers, c.model.hidden_size, s, b, b * accum, prec, 1e3 * dt,
+             (double)b * accum * s / dt, tf, 100.0 * tf / peak, peak,
+             mt_flops_formula_name(fs.formula), loss, be->mem.peak_total / 1073741824.0);
     }
   }
   mt_adamw_free(&opt);

@@ -2,16 +2,23 @@
 # bench/bench_gpu.sh — single-GPU training throughput of the GPT-2 124M,
 # 350M and 1.3B shapes and a Llama-style 1.2B shape (RoPE, RMSNorm, SwiGLU,
 # GQA 16/8, no biases, untied embeddings) at seq 1024 on the CUDA backend
-# (bf16 storage, fp32 master weights/grads/optimizer): tokens/s, TFLOP/s and
-# MFU against 989 TFLOP/s (H100/H200 SXM dense bf16; env
-# MEGATRAIN_PEAK_TFLOPS overrides). One "RESULT name=..." line per shape.
-# usage: bash bench/bench_gpu.sh [steps]   (default 5 timed steps per shape)
+# (bf16 storage, fp32 master weights/grads/optimizer), Megatron's convention:
+# each iteration a global batch of ACCUM micro-batches (default 8: 64
+# sequences, 65,536 tokens) and one AdamW step; tokens/s, TFLOP/s and MFU
+# (today's Megatron FLOPs formula, causal attention at half) against 989
+# TFLOP/s (H100/H200 SXM dense bf16; env MEGATRAIN_PEAK_TFLOPS overrides).
+# One "RESULT name=..." line per shape and precision, then a table with a
+# bf16 and an FP8 column: the FP8 column runs bench_gpu with precision
+# $BENCH_GPU_FP8 when set (a recipe name bench_gpu accepts once the FP8 work
+# lands; "refused" when bench_gpu exits 2), else "-".
+# usage: bash bench/bench_gpu.sh [steps [accum]]   (default 5 timed iterations, 8)
 # env: BENCH_GPU=path of a built bench_gpu (a GPU bundle's bin/bench_gpu);
 #      else build/bench/bench_gpu is built with make.
 #      BENCH_GPU_TIMEOUT=seconds per shape (default 300).
 set -u
 cd "$(dirname "$0")/.."
 steps="${1:-5}"
+accum="${2:-8}"
 bin=${BENCH_GPU:-}
 if [ -z "$bin" ]; then
   make -s build/bench/bench_gpu || exit 1
@@ -21,6 +28,7 @@ LLAMA="position_embedding_type=rope normalization=RMSNorm swiglu=1 num_query_gro
        ffn_hidden_size=5632 add_bias_linear=0 untie_embeddings_and_output_weights=1"
 ub=""; command -v stdbuf >/dev/null && ub="stdbuf -oL -eL"
 rc=0
+table=""
 #            name         layers hidden heads seq mb  options
 for shape in "GPT-124M    12 768  12 1024 8" \
              "GPT-350M    24 1024 16 1024 8" \
@@ -29,12 +37,27 @@ for shape in "GPT-124M    12 768  12 1024 8" \
   set -- $shape
   name=$1; shift
   dims=("$1" "$2" "$3" "$4" "$5"); shift 5
-  echo "== $name"
-  # line-buffered (stdbuf) so that a timeout or a fault keeps the lines so far
-  timeout "${BENCH_GPU_TIMEOUT:-300}" $ub "$bin" "${dims[@]}" "$steps" 1 bf16 "$@" 2>&1 |
-    sed -u "s/^RESULT /RESULT name=$name /"
-  r=${PIPESTATUS[0]}
-  [ $r -eq 77 ] && exit 77
-  [ $r -ne 0 ] && { echo "bench $name failed (exit $r)"; rc=1; }
+  row="| $name |"
+  for prec in bf16 ${BENCH_GPU_FP8:-}; do
+    echo "== $name $prec"
+    # line-buffered (stdbuf) so that a timeout or a fault keeps the lines so far
+    timeout "${BENCH_GPU_TIMEOUT:-300}" $ub "$bin" "${dims[@]}" "$steps" "$accum" "$prec" "$@" \
+      >"${TMPDIR:-/tmp}/bench_gpu.$$" 2>&1
+    r=$?
+    sed "s/^RESULT /RESULT name=$name /" "${TMPDIR:-/tmp}/bench_gpu.$$"
+    [ $r -eq 77 ] && { rm -f "${TMPDIR:-/tmp}/bench_gpu.$$"; exit 77; }
+    cell=$(sed -n 's/.*| \([0-9.]*\) TFLOP\/s | MFU \([0-9.]*%\).*/\1 TFLOP\/s, MFU \2/p' \
+      "${TMPDIR:-/tmp}/bench_gpu.$$")
+    if [ $r -eq 2 ]; then cell="refused"
+    elif [ $r -ne 0 ] || [ -z "$cell" ]; then echo "bench $name $prec failed (exit $r)"; cell="failed"; rc=1; fi
+    row="$row $cell |"
+  done
+  [ -z "${BENCH_GPU_FP8:-}" ] && row="$row - |"
+  table="$table$row"$'\n'
 done
+rm -f "${TMPDIR:-/tmp}/bench_gpu.$$"
+echo
+echo "| shape | bf16 | FP8 (${BENCH_GPU_FP8:-not run}) |"
+echo "|---|---|---|"
+printf "%s" "$table"
 exit $rc

@@ -130,6 +130,7 @@ typedef struct {
   int64_t tensorboard_log_interval;
   int log_timers_to_tensorboard;
   int log_memory_to_tensorboard;
+  char flops_formula[16]; /* megatron | paper (model/gpt_flops.h mt_flops_formula) */
 } mt_logging_config;
 
 typedef struct {

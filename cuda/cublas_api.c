@@ -41,6 +41,24 @@ int mt_cublas_api_open(mt_cublas_api *a, char *err, size_t errlen) {
     if (!a->f) missing = MT_CUBLAS_SYMBOL_(proto, sym);                   \
   }
   MT_CUBLAS_FUNCS(MT_CUBLAS_API_LOAD_)
+  /* issue 32: cuBLASLt, its own library of the same toolkit */
+#ifndef MT_CUDA_EMU_CUBLAS_V2_H
+  if (!missing) {
+    a->lt_lib = dlopen(MT_CUBLASLT_LIBRARY, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+    if (!a->lt_lib) {
+      const char *why = dlerror();
+      snprintf(err, errlen,
+               "cannot load cuBLASLt (%s: %s); put the folder holding it (next to %s) on "
+               "LD_LIBRARY_PATH",
+               MT_CUBLASLT_LIBRARY, why ? why : "no reason given", MT_CUBLAS_LIBRARY);
+      mt_cublas_api_close(a);
+      return -1;
+    }
+    from = a->lt_lib;
+    name = MT_CUBLASLT_LIBRARY;
+  }
+#endif
+  MT_CUBLASLT_FUNCS(MT_CUBLAS_API_LOAD_)
 #undef MT_CUBLAS_API_LOAD_
   if (missing) {
     snprintf(err, errlen,
@@ -55,5 +73,6 @@ int mt_cublas_api_open(mt_cublas_api *a, char *err, size_t errlen) {
 
 void mt_cublas_api_close(mt_cublas_api *a) {
   if (a->lib) dlclose(a->lib);
+  if (a->lt_lib) dlclose(a->lt_lib);
   memset(a, 0, sizeof *a);
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 /* The soname of the toolkit the backend was built with (libcublas.so.13). */
 #define MT_CUBLAS_STR_(x) #x
@@ -28,6 +29,32 @@
 #else
 #define MT_CUBLAS_LIBRARY "libcublas.so"
 #endif
+
+/* issue 32, GEMM epilogues: cuBLASLt (its own library, of the same toolkit),
+ * for the bias epilogue of cuda_gemm.c; X(field, prototype in <cublasLt.h>,
+ * exported symbol). */
+#ifdef CUBLAS_VER_MAJOR
+#define MT_CUBLASLT_LIBRARY "libcublasLt.so." MT_CUBLAS_STR(CUBLAS_VER_MAJOR)
+#else
+#define MT_CUBLASLT_LIBRARY "libcublasLt.so"
+#endif
+#define MT_CUBLASLT_FUNCS(X)                                                                \
+  X(LtCreate, cublasLtCreate, cublasLtCreate)                                               \
+  X(LtDestroy, cublasLtDestroy, cublasLtDestroy)                                            \
+  X(LtMatmulDescCreate, cublasLtMatmulDescCreate, cublasLtMatmulDescCreate)                 \
+  X(LtMatmulDescDestroy, cublasLtMatmulDescDestroy, cublasLtMatmulDescDestroy)              \
+  X(LtMatmulDescSetAttribute, cublasLtMatmulDescSetAttribute, cublasLtMatmulDescSetAttribute) \
+  X(LtMatrixLayoutCreate, cublasLtMatrixLayoutCreate, cublasLtMatrixLayoutCreate)           \
+  X(LtMatrixLayoutDestroy, cublasLtMatrixLayoutDestroy, cublasLtMatrixLayoutDestroy)        \
+  X(LtMatrixLayoutSetAttribute, cublasLtMatrixLayoutSetAttribute,                           \
+    cublasLtMatrixLayoutSetAttribute)                                                       \
+  X(LtMatmulPreferenceCreate, cublasLtMatmulPreferenceCreate, cublasLtMatmulPreferenceCreate) \
+  X(LtMatmulPreferenceDestroy, cublasLtMatmulPreferenceDestroy,                             \
+    cublasLtMatmulPreferenceDestroy)                                                        \
+  X(LtMatmulPreferenceSetAttribute, cublasLtMatmulPreferenceSetAttribute,                   \
+    cublasLtMatmulPreferenceSetAttribute)                                                   \
+  X(LtMatmulAlgoGetHeuristic, cublasLtMatmulAlgoGetHeuristic, cublasLtMatmulAlgoGetHeuristic) \
+  X(LtMatmul, cublasLtMatmul, cublasLtMatmul)
 
 /* The functions the backend calls: X(field, prototype in <cublas_v2.h>,
  * exported symbol). */
@@ -44,6 +71,9 @@ typedef struct mt_cublas_api {
   void *lib; /* dlopen handle (NULL under the emulation) */
 #define MT_CUBLAS_API_ENTRY_(f, proto, sym) __typeof__(&proto) f;
   MT_CUBLAS_FUNCS(MT_CUBLAS_API_ENTRY_)
+  /* issue 32: cuBLASLt (GEMM epilogues) */
+  void *lt_lib; /* dlopen handle of MT_CUBLASLT_LIBRARY (NULL under the emulation) */
+  MT_CUBLASLT_FUNCS(MT_CUBLAS_API_ENTRY_)
 #undef MT_CUBLAS_API_ENTRY_
 } mt_cublas_api;
 

@@ -78,6 +78,8 @@ typedef struct {
   cudaStream_t stream;      /* the backend's stream (blocking)             */
   void *cublas;             /* cublasHandle_t                              */
   struct mt_cublas_api *blas; /* cuBLAS, loaded at run time (cublas_api.h) */
+  void *cublaslt;           /* cublasLtHandle_t (GEMM epilogues, issue 32) */
+  void *lt_workspace;       /* cuBLASLt's workspace, CUDA_LT_WORKSPACE bytes */
   int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
   int flash_simt;           /* env MEGATRAIN_CUDA_FLASH_SIMT=1: bf16 fused
                                attention on the FFMA kernels (diagnosis)   */
@@ -160,6 +162,8 @@ void cuda_blas_destroy(cuda_impl *im);
 /* Partials of the deterministic double reductions (cuda_optimizer.cu):
  * red_dev holds CUDA_RED_BLOCKS partials, then the result. */
 #define CUDA_RED_BLOCKS 256
+/* cuBLASLt's workspace (cuda_gemm.c), NVIDIA's recommendation for Hopper */
+#define CUDA_LT_WORKSPACE (32 << 20)
 
 /* ---- the ops, by family (specs: core/backend.h; each is the op-table
  * entry of the same name, asynchronous on the backend stream unless the

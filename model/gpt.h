@@ -283,6 +283,12 @@ double mt_gpt_forward_backward(mt_gpt *m, const int32_t *tokens, const int64_t *
  * loss: b*s, or with eod_mask_loss those whose input token is not
  * eod_token (Megatron's loss_mask.sum()). Host; no model needed. */
 int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens);
+/* Sum over the micro-batch's attention segments of their length squared,
+ * sum L_i^2 (Megatron's seqlen_squared_sum_in_batch, the core-attention
+ * term of model/gpt_flops.h): with reset_attention_mask the documents of
+ * tokens [b, s + 1] (split after every eod_token of the inputs, as
+ * gpt_docs.c masks them), else b s^2. Host; no model needed. */
+double mt_gpt_seqlen_squared_sum(const mt_gpt_config *c, const int32_t *tokens);
 /* Elements of the tensor passed between stages: [sl, b, h]. */
 int64_t mt_gpt_stage_tensor_elems(const mt_gpt *m);
 /* Take an activation slot for (c, mb); tokens/sample_ids as above (tokens are

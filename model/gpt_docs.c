@@ -31,6 +31,23 @@ int64_t mt_gpt_loss_tokens(const mt_gpt_config *c, const int32_t *tokens) {
   return n;
 }
 
+double mt_gpt_seqlen_squared_sum(const mt_gpt_config *c, const int32_t *tokens) {
+  const int64_t s = c->model.seq_length, b = c->micro_batch_size;
+  if (!c->reset_attention_mask) return (double)b * (double)s * (double)s;
+  double sum = 0.0;
+  for (int64_t bi = 0; bi < b; bi++) {
+    const int32_t *x = tokens + bi * (s + 1);
+    int64_t start = 0;
+    for (int64_t p = 0; p < s; p++)
+      if (x[p] == c->eod_token || p == s - 1) { /* the segment start..p ends here */
+        const double n = (double)(p + 1 - start);
+        sum += n * n;
+        start = p + 1;
+      }
+  }
+  return sum;
+}
+
 /* Document start of every input position: ds [b, s] from tokens [b, s + 1]. */
 static void doc_starts(const mt_gpt_config *c, const int32_t *tokens, int32_t *ds) {
   const int64_t s = c->model.seq_length, b = c->micro_batch_size;

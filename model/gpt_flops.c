@@ -1,9 +1,22 @@
 /* model/gpt_flops.c — see gpt_flops.h. */
 #include "model/gpt_flops.h"
 
+#include <string.h>
+
 typedef struct {
   double B, s, L, h, np, ng, hn, f, g, n_moe, k, F, S, Vp;
+  double ssq; /* sum L_i^2 of the causal segments (MT_FLOPS_MEGATRON) */
 } dims;
+
+int mt_flops_formula_from_name(const char *name) {
+  if (!strcmp(name, "megatron")) return MT_FLOPS_MEGATRON;
+  if (!strcmp(name, "paper")) return MT_FLOPS_PAPER;
+  return -1;
+}
+
+const char *mt_flops_formula_name(int formula) {
+  return formula == MT_FLOPS_PAPER ? "paper" : "megatron";
+}
 
 static dims dims_of(const mt_flops_shape *m) {
   dims d;
@@ -26,6 +39,7 @@ static dims dims_of(const mt_flops_shape *m) {
   d.F = m->moe_ffn_hidden_size > 0 ? (double)m->moe_ffn_hidden_size : d.f;
   d.S = (double)m->moe_shared_expert_intermediate_size;
   d.Vp = (double)m->padded_vocab_size;
+  d.ssq = m->seqlen_squared_sum > 0 ? m->seqlen_squared_sum : d.B * d.s * d.s;
   return d;
 }
 
@@ -41,7 +55,13 @@ static double decoder_flops(const mt_flops_shape *m) {
   const double q_ratio = d.np * d.hn / d.h; /* query_projection_to_hidden_size_ratio */
   const double attn = (1.0 + d.ng / d.np + d.s / d.h) * q_ratio;
   const double logit = d.Vp / (2.0 * d.L * d.h);
-  return 12.0 * d.B * d.s * d.L * d.h * d.h * (attn + mlp_term(&d) + logit);
+  if (m->formula == MT_FLOPS_PAPER)
+    return 12.0 * d.B * d.s * d.L * d.h * d.h * (attn + mlp_term(&d) + logit);
+  /* causal: QK^T and PV over the lower triangle of each segment, 2 FLOPs per
+   * multiply-add, 3 passes: 3 * 2 * 2 * (L_i^2 / 2) * np hn per layer */
+  const double linear = (1.0 + d.ng / d.np) * q_ratio;
+  return 12.0 * d.B * d.s * d.L * d.h * d.h * (linear + mlp_term(&d) + logit) +
+         6.0 * d.L * d.np * d.hn * d.ssq;
 }
 
 /* Multi-token prediction (Megatron's num_floating_point_operations: the
@@ -73,8 +93,9 @@ void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
   const double tok = d.B * d.s, q = d.np * d.hn, kv = d.ng * d.hn;
   /* qkv [h -> q + 2 kv] and proj [q -> h]: 2 FLOPs per multiply-add */
   out->attn_linear = d.L * 2.0 * tok * d.h * (q + 2.0 * kv + q);
-  /* Q K^T and P V over all s x s positions */
-  out->attn_core = d.L * 2.0 * 2.0 * tok * d.s * q;
+  /* Q K^T and P V over all s x s positions, or the causal half of sum L_i^2 */
+  out->attn_core = m->formula == MT_FLOPS_PAPER ? d.L * 2.0 * 2.0 * tok * d.s * q
+                                                : d.L * 2.0 * d.ssq * q;
   /* fc1 [h -> g' f] + fc2 [f -> h], g' = 2 with SwiGLU: 2 (g'+1) = 4 g */
   out->mlp = 4.0 * d.g * tok * d.h * ((d.L - d.n_moe) * d.f + d.n_moe * (d.k * d.F + d.S));
   out->logits = 2.0 * tok * d.h * d.Vp;

@@ -30,6 +30,11 @@ typedef struct {
                                   form), overrides moe_layer_freq */
   int64_t padded_vocab_size;   /* Vp */
   int64_t moe_shared_expert_intermediate_size; /* S: shared experts per MoE layer (0 = none) */
+  /* issue 32: which formula counts core attention, and over which lengths */
+  int formula;               /* mt_flops_formula (0 = MT_FLOPS_MEGATRON) */
+  double seqlen_squared_sum; /* MT_FLOPS_MEGATRON: sum of L_i^2 over the attention segments
+                                of the global batch (documents with reset_attention_mask);
+                                0 = B s^2 (every sample one causal sequence) */
   /* multi-token prediction (model.mtp_num_layers D; 0 = none): D more
    * transformer layers, MoE ones when mtp_moe (the last decoder layer's
    * kind; num_moe_layers counts the decoder's only), their norms and
@@ -39,23 +44,44 @@ typedef struct {
   int mtp_moe;
 } mt_flops_shape;
 
+/* Which model-FLOPs formula (logging.flops_formula):
+ *   MT_FLOPS_MEGATRON: Megatron-core's num_floating_point_operations as of
+ *     2026 (megatron/training/training.py): causal core attention counted at
+ *     half, 6 sum(L_i^2) (np hn) per layer for QK^T and PV (forward +
+ *     backward), L_i the lengths attention runs over (packed documents);
+ *   MT_FLOPS_PAPER: Narayanan et al. 2021 (2104.04473 §5.1, Appendix) and
+ *     Korthikanti et al. 2022 (2205.05198): core attention over the full
+ *     s x s, 12 B s^2 (np hn) per layer; the paper tables use it. */
+typedef enum { MT_FLOPS_MEGATRON = 0, MT_FLOPS_PAPER = 1 } mt_flops_formula;
+
+/* The formula named `name` ("megatron" or "paper"); -1 for another name. */
+int mt_flops_formula_from_name(const char *name);
+/* "megatron" or "paper". */
+const char *mt_flops_formula_name(int formula);
+
 /* Forward FLOPs of one iteration split by part (2 FLOPs per multiply-add,
  * GEMMs only, as Megatron counts them). */
 typedef struct {
   double attn_linear; /* linear_qkv + linear_proj, all layers */
-  double attn_core;   /* Q K^T and P V, all layers (no causal halving) */
+  double attn_core;   /* Q K^T and P V, all layers (MT_FLOPS_PAPER: full s x s;
+                         MT_FLOPS_MEGATRON: the causal half over sum(L_i^2)) */
   double mlp;         /* fc1 + fc2 of the dense layers, the routed and the shared experts */
   double logits;      /* output layer */
 } mt_flops_parts;
 
 /* Model FLOPs of one iteration (forward + backward = 3 x forward, no
  * recomputation) as Megatron-LM's num_floating_point_operations()
- * (megatron/training/training.py, the form with
- * query_projection_to_hidden_size_ratio and gated_linear_multiplier;
+ * (megatron/training/training.py). MT_FLOPS_PAPER is its 2021-2024 form
+ * (with query_projection_to_hidden_size_ratio and gated_linear_multiplier;
  * Narayanan et al. 2021, arXiv:2104.04473 §5.1 and Appendix):
  *   12 B s L h^2 [ (1 + ng/np + s/h) (np hn / h)            attention
  *                 + g (n_dense ffn + n_moe (k F + S)) / (L h)   MLPs
  *                 + Vp / (2 L h) ]                            logits
+ * MT_FLOPS_MEGATRON is today's (d98e8a6): the token-linear terms the same
+ * (T = B s tokens), the core-attention term s/h replaced by the causal half
+ * over the segments attention runs over:
+ *   12 T L h^2 [ (1 + ng/np) (np hn / h) + MLPs + logits ]
+ *   + 6 L (np hn) sum(L_i^2)          (sum(L_i^2) = B s^2 unpacked)
  * with g = 3/2 for SwiGLU (fc1 has 2 ffn rows) else 1, n_moe the MoE layers
  * (moe_layer_freq), k = moe_router_topk, F = moe_ffn_hidden_size, S =
  * moe_shared_expert_intermediate_size (Megatron's shared_expert_ffn_hidden_size); the router

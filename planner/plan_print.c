@@ -97,12 +97,13 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
     fprintf(f, "%s\"%s\":%.6g", i ? "," : "", mt_plan_time_name(i), t->comp[i]);
   fprintf(f,
           "},\"compute_s\":%.6g,\"communication_s\":%.6g,\"exposed_communication_s\":%.6g,"
-          "\"model_flops\":%.6g,\"hardware_flops\":%.6g,\"tflops_per_gpu\":%.6g,"
+          "\"flops_formula\":\"%s\",\"model_flops\":%.17g,\"hardware_flops\":%.17g,"
+          "\"tflops_per_gpu\":%.6g,"
           "\"hw_tflops_per_gpu\":%.6g,\"mfu\":%.6g,\"hfu\":%.6g,\"tokens_per_s\":%.6g,"
           "\"bubble_fraction\":%.6g,\"cp_ring_per_layer\":{\"fwd_bytes\":%.0f,\"bwd_bytes\":%.0f,"
           "\"transfer_s\":%.6g,\"block_s\":%.6g,\"exposed_fwd_s\":%.6g,\"exposed_bwd_s\":%.6g}}}\n",
           mt_plan_compute_s(t), mt_plan_comm_total(t), mt_plan_comm_exposed(t),
-          t->model_flops, t->hw_flops, t->tflops_per_gpu, t->hw_tflops_per_gpu, t->mfu, t->hfu,
+          cfg->logging.flops_formula, t->model_flops, t->hw_flops, t->tflops_per_gpu, t->hw_tflops_per_gpu, t->mfu, t->hfu,
           t->tokens_per_s, t->bubble_fraction, t->cp_ring.fwd_bytes, t->cp_ring.bwd_bytes,
           t->cp_ring.transfer_s, t->cp_ring.block_s, t->cp_ring.exposed_fwd_s,
           t->cp_ring.exposed_bwd_s);
@@ -196,8 +197,9 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
               1e3 * q->shared_tp_s);
     fprintf(f, "\n");
   }
-  fprintf(f, "\nthroughput: %.1f TFLOP/s per GPU (model FLOPs; %.1f with recomputation), "
-          "MFU %.1f%%, HFU %.1f%%, %.4g tokens/s\n", t->tflops_per_gpu, t->hw_tflops_per_gpu,
+  fprintf(f, "\nthroughput: %.1f TFLOP/s per GPU (model FLOPs, %s formula; %.1f with "
+          "recomputation), MFU %.1f%%, HFU %.1f%%, %.4g tokens/s\n", t->tflops_per_gpu,
+          cfg->logging.flops_formula, t->hw_tflops_per_gpu,
           100 * t->mfu, 100 * t->hfu, t->tokens_per_s);
 }
 

@@ -300,7 +300,11 @@ static mt_flops_shape flops_shape(const mt_config *cfg) {
   memset(&g, 0, sizeof g);
   g.model = cfg->model;
   g.padded_vocab_size = mt_config_padded_vocab(cfg);
-  return mt_gpt_flops_shape(&g, cfg->training.global_batch_size);
+  mt_flops_shape fs = mt_gpt_flops_shape(&g, cfg->training.global_batch_size);
+  /* logging.flops_formula: configs/papers ask for the papers' (full s x s);
+   * documents are not known here: sum L_i^2 = B s^2 */
+  fs.formula = mt_flops_formula_from_name(cfg->logging.flops_formula);
+  return fs;
 }
 
 double mt_plan_hw_flops(const mt_config *cfg) {

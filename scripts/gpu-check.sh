@@ -38,7 +38,8 @@
 # usage: bash BUNDLE/gpu-check.sh OUTDIR
 #        bash scripts/gpu-check.sh [--bundle DIR] OUTDIR   (DIR default dist/gpu-bundle)
 # env:   GPU_CHECK_STEPS="probe ops trainer mpi nccl bench" (a subset; probe always runs)
-#        GPU_CHECK_BENCH_STEPS=5 (timed steps per bench shape)
+#        GPU_CHECK_BENCH_STEPS=3 (timed iterations per bench shape), GPU_CHECK_BENCH_ACCUM=8
+#        (micro-batches per iteration)
 #        GPU_CHECK_NCCL_COMM="comm_check --engine nccl" (the comm check's NCCL mode)
 #        GPU_CHECK_TIME_SCALE=N multiplies every time limit (slow machines)
 #        GPU_CHECK_BUDGET=520 the whole check's deadline in seconds (steps
@@ -437,7 +438,7 @@ print(f(r.value), f(d.value))' "$crt" 2>/dev/null)
     exit $rc
     ;;
   bench)
-    BENCH_GPU=$B/bin/bench_gpu BENCH_GPU_TIMEOUT=$(( 31 * TS )) bash "$B/bench/bench_gpu.sh" "${GPU_CHECK_BENCH_STEPS:-5}"
+    BENCH_GPU=$B/bin/bench_gpu BENCH_GPU_TIMEOUT=$(( 31 * TS )) bash "$B/bench/bench_gpu.sh" "${GPU_CHECK_BENCH_STEPS:-3}" "${GPU_CHECK_BENCH_ACCUM:-8}"
     exit $?
     ;;
   *) echo "gpu-check.sh: unknown step '$step'" >&2; exit 2;;

@@ -38,6 +38,7 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
           "(ms): %.1f | tokens/s: %.1f | throughput per device (TFLOP/s/device): %.3f |",
           ts, (long long)r->iteration, (long long)r->train_iters, (long long)r->consumed_samples,
           r->elapsed_ms, r->tokens_per_s, r->tflops_per_device);
+  if (r->flops_formula) fprintf(f, " FLOPs formula: %s |", r->flops_formula);
   if (r->mfu >= 0) fprintf(f, " MFU: %.1f%% |", 100.0 * r->mfu);
   fprintf(f, " exposed communication (ms): %.1f of %.1f |", r->exposed_comm_ms, r->comm_ms);
   if (r->n_stages > 0)
@@ -141,6 +142,7 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
   cJSON_AddNumberToObject(o, "elapsed_ms", r->elapsed_ms);
   cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
   cJSON_AddNumberToObject(o, "tflops_per_device", r->tflops_per_device);
+  if (r->flops_formula) cJSON_AddStringToObject(o, "flops_formula", r->flops_formula);
   if (r->mfu >= 0) cJSON_AddNumberToObject(o, "mfu", r->mfu);
   cJSON_AddNumberToObject(o, "skipped_iterations", (double)r->skipped_iters);
   cJSON_AddNumberToObject(o, "nan_iterations", (double)r->nan_iters);

@@ -35,6 +35,7 @@ typedef struct {
   double elapsed_ms;        /* per iteration, averaged over the log interval */
   double tokens_per_s;      /* whole job */
   double tflops_per_device;
+  const char *flops_formula; /* logging.flops_formula behind tflops/mfu (NULL: not printed) */
   double mfu;               /* < 0: unknown peak */
   double lr;                /* Megatron's logged learning rate: its scheduler's value after the
                                update (the next update's), 6 significant digits on the console */

@@ -32,16 +32,24 @@ static void rank_error(const mt_trainer *t, const char *msg) {
 /* Tokens of the global batch at `base` that count in the loss: global
  * batch x seq_length, or with eod_mask_loss those whose input token is not
  * the end-of-document token (every rank reads the whole global batch's
- * samples from the dataset: no communication, the same count everywhere). */
-static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base, int64_t gbs) {
+ * samples from the dataset: no communication, the same count everywhere).
+ * With ssq non-NULL also its sum L_i^2 for the FLOPs (model/gpt_flops.h;
+ * the documents' with reset_attention_mask under the megatron formula, else
+ * gbs s^2) from the same reads. */
+static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base, int64_t gbs,
+                                  double *ssq) {
   const mt_config *c = t->cfg;
-  const int64_t mbs = c->training.micro_batch_size;
-  if (!c->data.eod_mask_loss) return gbs * c->model.seq_length;
+  const int64_t mbs = c->training.micro_batch_size, s = c->model.seq_length;
+  const int docs = ssq && c->data.reset_attention_mask && t->flops_shape.formula == MT_FLOPS_MEGATRON;
+  if (ssq) *ssq = (double)gbs * (double)s * (double)s;
+  if (!c->data.eod_mask_loss && !docs) return gbs * s;
   const mt_gpt_config *mc = mt_gpt_get_config(t->model);
   int64_t n = 0;
+  if (docs) *ssq = 0.0;
   for (int64_t first = 0; first < gbs; first += mbs) {
     mt_trainer_load_micro_batch(t, split, base, first);
     n += mt_gpt_loss_tokens(mc, t->tokens);
+    if (docs) *ssq += mt_gpt_seqlen_squared_sum(mc, t->tokens);
   }
   return n;
 }
@@ -57,11 +65,11 @@ static int64_t global_loss_tokens(mt_trainer *t, int split, int64_t base, int64_
  * count (not Megatron's former local one) and the sum over dp x cp counts
  * each token once. */
 static double run_global_batch(mt_trainer *t, int split, int64_t base, int64_t gbs, int train,
-                               int64_t *n_tokens) {
+                               int64_t *n_tokens, double *ssq) {
   const mt_config *c = t->cfg;
   const int64_t mbs = c->training.micro_batch_size;
   const int64_t per_rank = gbs / t->dp, n_micro = per_rank / mbs;
-  *n_tokens = global_loss_tokens(t, split, base, gbs);
+  *n_tokens = global_loss_tokens(t, split, base, gbs, ssq);
   const float loss_scale = (float)(1.0 / (double)(*n_tokens > 0 ? *n_tokens : 1));
   double loss_sum = 0.0;
   if (train) t->busy_s += mt_straggler_failpoint(t->rank);
@@ -112,7 +120,7 @@ double mt_trainer_evaluate(mt_trainer *t, int64_t iteration) {
   int64_t tokens = 0; /* Megatron's evaluate: total loss over total loss tokens */
   for (int64_t i = 0; i < c->training.eval_iters; i++) {
     int64_t n = 0;
-    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, gbs, 0, &n);
+    sum += run_global_batch(t, MT_SPLIT_VALID, base + i * gbs, gbs, 0, &n, NULL);
     tokens += n;
   }
   return tokens > 0 ? sum / (double)tokens : 0.0;
@@ -136,7 +144,8 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   r.global_batch_size = gbs;
   mt_trainer_overlap_begin_step(t, gbs);
   double loss_sum =
-      run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, gbs, 1, &loss_tokens);
+      run_global_batch(t, MT_SPLIT_TRAIN, t->consumed_samples, gbs, 1, &loss_tokens,
+                       &r.seqlen_squared_sum);
   /* ZeRO-2/3 finalize each layer's SP-partial gradients in their hooks */
   mt_timer_start(&t->timers, MT_TM_ALL_GRADS_SYNC);
   if (!t->zero || t->zero->o.stage == 1) mt_trainer_finalize_grads(t);
@@ -247,6 +256,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
   double t_log = mt_now(), t_start = mt_now(), acc_loss = 0.0, acc_norm = 0.0;
   double acc_mtp[MT_MAX_MTP] = {0};
   int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0, iv_samples = 0;
+  double iv_flops = 0.0; /* model FLOPs since the last log line */
   int status = 0;
   for (int64_t it = start + 1; it <= tc->train_iters; it++) {
     mt_trainer_iteration_begin(dist, it);
@@ -298,8 +308,13 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     rec.skipped_iters = t->skipped_iters;
     rec.nan_iters = t->nan_iters;
     rec.elapsed_ms = 1e3 * (now - t_log);
-    /* FLOPs are linear in the batch: flops_per_iter is of global_batch_size */
-    const double flops = t->flops_per_iter * (double)r.global_batch_size / tc->global_batch_size;
+    /* this iteration's batch (ramp-up) and documents (reset_attention_mask) */
+    mt_flops_shape fs = t->flops_shape;
+    fs.global_batch = r.global_batch_size;
+    fs.seqlen_squared_sum = r.seqlen_squared_sum;
+    const double flops = mt_flops_per_iteration(&fs);
+    iv_flops += flops;
+    rec.flops_formula = mt_flops_formula_name(fs.formula);
     rec.tokens_per_s = (double)r.global_batch_size * cfg->model.seq_length / (now - t_log);
     rec.tflops_per_device = flops / (now - t_log) / t->world_size / 1e12;
     rec.mfu = -1;
@@ -344,9 +359,9 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       line.grad_norm = n_acc ? acc_norm / n_acc : r.grad_norm;
       line.elapsed_ms = 1e3 * (now - t->t_interval) / (double)n_iv;
       line.tokens_per_s = (double)iv_samples * cfg->model.seq_length / (now - t->t_interval);
-      line.tflops_per_device = t->flops_per_iter * ((double)iv_samples / tc->global_batch_size) /
-                               (now - t->t_interval) / t->world_size / 1e12;
+      line.tflops_per_device = iv_flops / (now - t->t_interval) / t->world_size / 1e12;
       iv_samples = 0;
+      iv_flops = 0.0;
       line.eta_s = per_it * (double)(tc->train_iters - it);
       line.comm_ms = 1e3 * t->iv_comm_s / (double)n_iv;
       line.exposed_comm_ms = 1e3 * t->iv_exposed_s / (double)n_iv;

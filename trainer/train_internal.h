@@ -88,7 +88,8 @@ typedef struct {
   int64_t sched_steps;      /* the LR scheduler's step count in samples (Megatron's
                                num_steps; = consumed_samples unless a checkpoint said otherwise) */
   int64_t skipped_iters, nan_iters;
-  double flops_per_iter;
+  double flops_per_iter;    /* of training.global_batch_size samples, B s^2 attention */
+  mt_flops_shape flops_shape; /* the model's, logging.flops_formula's formula */
   int64_t n_params_total;   /* unsharded model, summed over pipeline stages */
   double bubble_theory;     /* (p-1)/(v*m) */
   double t_interval;
@@ -115,6 +116,7 @@ typedef struct {
 
 typedef struct {
   int64_t global_batch_size; /* of this iteration (the ramp-up's) */
+  double seqlen_squared_sum; /* its sum L_i^2 (model/gpt_flops.h) */
   double lm_loss, grad_norm;
   double lr, wd;             /* Megatron's logged values: the scheduler's after this update */
   double lr_applied, wd_applied; /* the values this update used */

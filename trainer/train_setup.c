@@ -221,8 +221,9 @@ int mt_trainer_setup(mt_trainer *t, const mt_config *cfg, mt_dist *dist, char *e
   }
   t->n_params_total = mt_gpt_num_parameters(t->model);
   mt_allreduce(t->ps->pp, &t->n_params_total, 1, MT_I64, MT_OP_SUM);
-  mt_flops_shape fs = mt_gpt_flops_shape(&gc, cfg->training.global_batch_size);
-  t->flops_per_iter = mt_flops_per_iteration(&fs);
+  t->flops_shape = mt_gpt_flops_shape(&gc, cfg->training.global_batch_size);
+  t->flops_shape.formula = mt_flops_formula_from_name(cfg->logging.flops_formula);
+  t->flops_per_iter = mt_flops_per_iteration(&t->flops_shape);
 
   if (mt_trainer_load_checkpoint(t, err, errlen) != 0) return -1;
   if (t->is_logger &&
@@ -321,7 +322,12 @@ void mt_trainer_print_summary(const mt_trainer *t) {
     mt_trainer_say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
   mt_trainer_say(t, " | total %.1f\n", ms->live_total / 1048576.0);
   if (t->zero && t->is_logger) mt_zero_opt_print_summary(t->zero, stdout);
-  mt_trainer_say(t, "> FLOPs per iteration (Megatron formula): %.4g GFLOP\n", t->flops_per_iter / 1e9);
+  mt_trainer_say(t, "> FLOPs per iteration (logging.flops_formula %s%s): %.4g GFLOP\n",
+                 mt_flops_formula_name(t->flops_shape.formula),
+                 c->data.reset_attention_mask && t->flops_shape.formula == MT_FLOPS_MEGATRON
+                     ? ", unpacked; each iteration counts its documents"
+                     : "",
+                 t->flops_per_iter / 1e9);
 }
 
 /* Allocator peaks of the training loop by category: the logger prints them

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# tests/integration/test_flops_formula.sh — megatrain's model FLOPs per
+# iteration (model/gpt_flops.c, as `megatrain plan --json` reports them from
+# a config) against tests/reference/flops_reference.py, which counts the
+# same iteration GEMM by GEMM from the config file: dense GPT-2, GQA +
+# SwiGLU (llama-tiny, and with kv_channels != h / heads), MoE with shared
+# experts and a moe_layer_freq list (deepseek-tiny), MoE every other layer
+# (gpt-moe, moe_layer_freq 2), under logging.flops_formula megatron
+# (today's Megatron: causal core attention at half) and paper (the 2021/2022
+# papers' full s x s), and the 1T paper config. Relative difference <= 1e-6.
+set -u
+cd "$(dirname "$0")/../.."
+bin="${MEGATRAIN:-./megatrain}"
+[ -x "$bin" ] || { echo "SKIP: $bin not built"; exit 77; }
+py=/usr/bin/python3
+fails=0
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+# case: name config world-size [--set k=v]...
+check() {
+  local name=$1 cfg=$2 world=$3; shift 3
+  local sets=() refsets=()
+  while [ $# -gt 0 ]; do sets+=(--set "$2"); refsets+=(--set "$2"); shift 2; done
+  if ! "$bin" plan --config "$cfg" --world-size "$world" --hardware h100-sxm --json \
+      "${sets[@]}" >"$tmp/j" 2>"$tmp/e"; then
+    echo "FAIL $name: megatrain plan: $(cat "$tmp/e")"; fails=$((fails+1)); return
+  fi
+  local ref
+  ref=$($py tests/reference/flops_reference.py "$cfg" "${refsets[@]}") || {
+    echo "FAIL $name: reference"; fails=$((fails+1)); return; }
+  if $py - "$tmp/j" "$ref" "$name" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["time"]
+mt, ref = t["model_flops"], float(sys.argv[2])
+rel = abs(mt - ref) / ref
+print("%-34s %-8s megatrain %.10e reference %.10e rel %.1e" % (sys.argv[3], t["flops_formula"], mt, ref, rel))
+sys.exit(0 if rel <= 1e-6 else 1)
+PY
+  then :; else echo "FAIL $name"; fails=$((fails+1)); fi
+}
+
+for f in megatron paper; do
+  check "gpt-tiny dense" configs/gpt-tiny.json 1 --set logging.flops_formula=$f
+  check "gpt-tiny s=2048" configs/gpt-tiny.json 1 --set logging.flops_formula=$f \
+    --set model.seq_length=2048 --set model.max_position_embeddings=2048
+  check "llama-tiny GQA SwiGLU" configs/llama-tiny.json 1 --set logging.flops_formula=$f
+  check "llama-tiny kv_channels 96" configs/llama-tiny.json 1 --set logging.flops_formula=$f \
+    --set model.kv_channels=96
+  check "deepseek-tiny MoE shared list" configs/deepseek-tiny.json 1 --set logging.flops_formula=$f
+  check "gpt-moe freq 2" configs/gpt-moe.json 8 --set logging.flops_formula=$f \
+    --set model.moe_layer_freq=2
+done
+check "korthikanti22-1t (paper)" configs/papers/korthikanti22-1t.json 512
+check "korthikanti22-1t megatron" configs/papers/korthikanti22-1t.json 512 \
+  --set logging.flops_formula=megatron
+
+# a name that is not a formula: exit 2 naming the key
+"$bin" plan --config configs/gpt-tiny.json --world-size 1 --hardware h100-sxm \
+  --set logging.flops_formula=causal >"$tmp/o" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "flops_formula" "$tmp/o"; then echo "ok   bad formula name refused"
+else echo "FAIL bad formula name: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
+
+[ $fails -eq 0 ]
