@@ -68,6 +68,16 @@ typedef struct {
   int64_t eval_interval;          /* 0 = never */
   int64_t eval_iters;
   char precision[8];              /* "fp32" | "bf16" */
+  /* FP8 (Megatron's --fp8-* flags; docs/fp8.md) */
+  char fp8_format[8];             /* "" = off | "e4m3" | "hybrid" */
+  char fp8_recipe[12];            /* tensorwise | delayed | blockwise | mxfp8 */
+  int fp8_margin;                 /* delayed: scale / 2^margin */
+  int fp8_amax_history_len;       /* delayed: amax history entries per tensor */
+  char fp8_amax_compute_algo[12]; /* delayed: most_recent | max */
+  int fp8_wgrad;                  /* 0: weight-gradient GEMMs in bf16 */
+  int first_last_layers_bf16;     /* the first/last layers' linears stay bf16 */
+  int num_layers_at_start_in_bf16, num_layers_at_end_in_bf16;
+  int fp8_param_gather;           /* ZeRO gathers FP8 weights plus scales */
   int max_nan_iters;              /* consecutive non-finite steps before abort */
   int64_t exit_interval;          /* save and exit after an iteration divisible by it; 0 = off */
   int exit_signal_handler;        /* save and exit 0 on exit_signal / SIGUSR1 */

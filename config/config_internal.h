@@ -134,7 +134,7 @@ typedef struct {
   "\"lr\": 1e-3}, \"data\": {\"data_path\": \"x\"}}"
 
 /* All rules, in the order they are checked (groups of config_check.c,
- * config_rules_model.c, config_rules_data.c, config_rules_train.c); *n =
+ * config_rules_model.c, config_rules_data.c, config_rules_train.c, config_rules_fp8.c); *n =
  * how many. */
 const mt_cfg_rule *mt_cfg_rule_at(int i);
 int mt_cfg_nrules(void);
@@ -152,6 +152,7 @@ const mt_cfg_rule *mt_cfg_rules_layout(int *n);
 const mt_cfg_rule *mt_cfg_rules_model(int *n);
 const mt_cfg_rule *mt_cfg_rules_data(int *n);
 const mt_cfg_rule *mt_cfg_rules_train(int *n);
+const mt_cfg_rule *mt_cfg_rules_fp8(int *n);
 const mt_cfg_rule *mt_cfg_rules_mtp(int *n); /* config_rules_mtp.c */
 
 /* Note `msg` (collected into mt_config.notes). */

@@ -1,5 +1,5 @@
-/* core/backend.c — allocator bookkeeping, grouped-GEMM helpers shared by
- * the backends, and backend destruction (the factory is backends/registry.c). */
+/* core/backend.c — allocator bookkeeping, grouped-GEMM and FP8 block helpers
+ * shared by the backends, and backend destruction (the factory is backends/registry.c). */
 #include "backend.h"
 
 const char *mt_mem_cat_name(mt_mem_cat c) {
@@ -39,6 +39,23 @@ int mt_gemm_grouped_stages(const mt_gemm_grouped_desc *d, int *stage) {
     if (stage[g] + 1 > nstage) nstage = stage[g] + 1;
   }
   return nstage;
+}
+
+void mt_fp8_block_dims(const mt_fp8_desc *d, int64_t *bh, int64_t *bw) {
+  switch (d->blocking) {
+  case MT_FP8_BLOCK_1X128: *bh = 1, *bw = 128; return;
+  case MT_FP8_BLOCK_128X128: *bh = 128, *bw = 128; return;
+  case MT_FP8_MX32: *bh = 1, *bw = 32; return;
+  case MT_FP8_BLOCK_128X1: *bh = 128, *bw = 1; return;
+  case MT_FP8_MX32_COL: *bh = 32, *bw = 1; return;
+  default: *bh = d->rows > 0 ? d->rows : 1, *bw = d->cols > 0 ? d->cols : 1; return;
+  }
+}
+
+int64_t mt_fp8_n_scales(const mt_fp8_desc *d) {
+  int64_t bh, bw;
+  mt_fp8_block_dims(d, &bh, &bw);
+  return ((d->rows + bh - 1) / bh) * ((d->cols + bw - 1) / bw);
 }
 
 void mt_backend_destroy(mt_backend *be) {

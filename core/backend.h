@@ -108,6 +108,46 @@ mt_gemm_desc mt_gemm_grouped_member(const mt_gemm_grouped_desc *d, int g);
  * distinct C's, stages run one after the other. Returns the stage count. */
 int mt_gemm_grouped_stages(const mt_gemm_grouped_desc *d, int *stage);
 
+/* FP8 quantization of a row-major matrix x [rows, cols] (T), Transformer
+ * Engine's recipes (core/fp8.h has the format and scale rules). The scales
+ * cover blocks of the matrix:
+ *   MT_FP8_TENSOR        one block, the whole tensor (Float8CurrentScaling
+ *                        and DelayedScaling);
+ *   MT_FP8_BLOCK_1X128   1 row x 128 columns (Float8BlockScaling's
+ *                        activations and gradients; DeepSeek-V3 §3.3);
+ *   MT_FP8_BLOCK_128X128 128 x 128 (Float8BlockScaling's weights);
+ *   MT_FP8_MX32          1 row x 32 columns with e8m0 scales (MXFP8);
+ *   MT_FP8_BLOCK_128X1, MT_FP8_MX32_COL: the same along columns (the
+ *                        columnwise copies of TE's backward GEMMs).
+ * Edge blocks are partial. Scales are stored [ceil(rows/bh), ceil(cols/bw)]
+ * row-major, fp32 (mxfp8: the e8m0 value 2^(e-127), exact in fp32), so
+ * n_scales = mt_fp8_n_scales(d). pow2 and eps are the current-scaling rule's
+ * power-of-2 and amax-epsilon parameters (QParams). */
+typedef enum {
+  MT_FP8_TENSOR = 0,
+  MT_FP8_BLOCK_1X128,
+  MT_FP8_BLOCK_128X128,
+  MT_FP8_MX32,
+  MT_FP8_BLOCK_128X1,       /* 128 rows x 1 column: the 1x128 tiles of a
+                               transposed operand (wgrad's contraction over
+                               tokens) */
+  MT_FP8_MX32_COL           /* 32 rows x 1 column, e8m0 (MXFP8 columnwise) */
+} mt_fp8_blocking;
+
+typedef struct {
+  int fmt;                  /* mt_fp8_format (core/fp8.h): 0 e4m3, 1 e5m2 */
+  mt_fp8_blocking blocking;
+  int64_t rows, cols;
+  int pow2;                 /* current scaling: scales rounded down to 2^k */
+  float eps;                /* current scaling: amax floor (0 = none) */
+  int out_f32;              /* fp8_dequantize writes fp32 instead of T */
+} mt_fp8_desc;
+
+/* Rows and columns of one scale block of d (the whole tensor for
+ * MT_FP8_TENSOR), and the number of scales. */
+void mt_fp8_block_dims(const mt_fp8_desc *d, int64_t *bh, int64_t *bw);
+int64_t mt_fp8_n_scales(const mt_fp8_desc *d);
+
 /* Causal self-attention core (Megatron's "core attention"), with grouped-query
  * attention (Ainslie et al. 2023, GQA; MQA when ng = 1; plain multi-head when
  * ng = np):
@@ -243,6 +283,24 @@ typedef struct {
   void (*gemm_grouped)(mt_backend *be, const mt_gemm_grouped_desc *d);
   /* db[n] (fp32, accumulate) += sum over rows of dout[rows, n] (T). */
   void (*bias_grad)(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
+
+  /* ---- FP8 quantization (mt_fp8_desc; cpu/cpu_fp8.c) ---- */
+  /* amax[n_scales] (fp32, overwrite) = max |x| over each scale block of x
+   * [rows, cols] (T); NaN elements are skipped (fmaxf), an all-NaN or empty
+   * block gives 0. */
+  void (*fp8_amax)(mt_backend *be, const mt_fp8_desc *d, float *amax, const void *x);
+  /* q[rows, cols] (uint8 fp8 codes, overwrite) = encode(x · scale_b) per
+   * block b, and scale_inv[n_scales] (fp32, overwrite) = 1/scale_b
+   * (mxfp8: 2^(e-127)). scale NULL: scale_b from amax[b] by the blocking's
+   * rule (current scaling with d->pow2 / d->eps; mxfp8 e8m0); scale
+   * non-NULL (MT_FP8_TENSOR only: delayed scaling): *scale is used and
+   * amax is not read. */
+  void (*fp8_quantize)(mt_backend *be, const mt_fp8_desc *d, uint8_t *q, float *scale_inv,
+                       const void *x, const float *amax, const float *scale);
+  /* y[rows, cols] (T, or fp32 with d->out_f32; overwrite) = decode(q) ·
+   * scale_inv_b (fp32 product, rounded once to T). */
+  void (*fp8_dequantize)(mt_backend *be, const mt_fp8_desc *d, void *y, const uint8_t *q,
+                         const float *scale_inv);
 
   /* ---- normalisation / activations ---- */
   /* LayerNorm over the last dim h (Ba et al. 2016): out = (in - mean) * rstd * w + b.

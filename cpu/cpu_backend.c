@@ -90,6 +90,9 @@ static const mt_backend_ops cpu_ops = {
     .gemm = cpu_gemm,
     .gemm_grouped = cpu_gemm_grouped,
     .bias_grad = cpu_bias_grad,
+    .fp8_amax = cpu_fp8_amax,
+    .fp8_quantize = cpu_fp8_quantize,
+    .fp8_dequantize = cpu_fp8_dequantize,
     /* norms (cpu_norm.c), activations (cpu_activation.c), RoPE (cpu_rope.c) */
     .layernorm_fwd = cpu_layernorm_fwd,
     .layernorm_bwd = cpu_layernorm_bwd,
@@ -152,6 +155,9 @@ static const mt_backend_ops cpu_bf16_ops = {
     .gemm = cpu_bf16_gemm,
     .gemm_grouped = cpu_bf16_gemm_grouped,
     .bias_grad = cpu_bf16_bias_grad,
+    .fp8_amax = cpu_fp8_amax,
+    .fp8_quantize = cpu_fp8_quantize,
+    .fp8_dequantize = cpu_fp8_dequantize,
     /* norms (cpu_norm.c), activations (cpu_activation.c), RoPE (cpu_rope.c) */
     .layernorm_fwd = cpu_bf16_layernorm_fwd,
     .layernorm_bwd = cpu_bf16_layernorm_bwd,

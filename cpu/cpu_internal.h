@@ -148,6 +148,13 @@ void cpu_bf16_gemm(mt_backend *be, const mt_gemm_desc *d);
 void cpu_bf16_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
 void cpu_bf16_bias_grad(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
 
+/* FP8 quantization (cpu_fp8.c; both tables: T through be->dtype) */
+void cpu_fp8_amax(mt_backend *be, const mt_fp8_desc *d, float *amax, const void *x);
+void cpu_fp8_quantize(mt_backend *be, const mt_fp8_desc *d, uint8_t *q, float *scale_inv,
+                      const void *x, const float *amax, const float *scale);
+void cpu_fp8_dequantize(mt_backend *be, const mt_fp8_desc *d, void *y, const uint8_t *q,
+                        const float *scale_inv);
+
 /* norms (cpu_norm.c) */
 void cpu_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,
                        const void *w, const void *b, int64_t rows, int64_t h, float eps);

@@ -33,6 +33,9 @@ static const mt_backend_ops cuda_ops = {
     .gemm = cuda_gemm,
     .gemm_grouped = cuda_gemm_grouped,
     .bias_grad = cuda_bias_grad,
+    .fp8_amax = cuda_fp8_amax,
+    .fp8_quantize = cuda_fp8_quantize,
+    .fp8_dequantize = cuda_fp8_dequantize,
     /* norms (cuda_norm.cu), activations (cuda_activation.cu), RoPE (cuda_rope.cu) */
     .layernorm_fwd = cuda_layernorm_fwd,
     .layernorm_bwd = cuda_layernorm_bwd,

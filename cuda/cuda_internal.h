@@ -174,6 +174,12 @@ void cuda_blas_destroy(cuda_impl *im);
 void cuda_gemm(mt_backend *be, const mt_gemm_desc *d);
 void cuda_gemm_grouped(mt_backend *be, const mt_gemm_grouped_desc *d);
 void cuda_bias_grad(mt_backend *be, float *db, const void *dout, int64_t rows, int64_t n);
+/* FP8 quantization (cuda_fp8.cu) */
+void cuda_fp8_amax(mt_backend *be, const mt_fp8_desc *d, float *amax, const void *x);
+void cuda_fp8_quantize(mt_backend *be, const mt_fp8_desc *d, uint8_t *q, float *scale_inv,
+                       const void *x, const float *amax, const float *scale);
+void cuda_fp8_dequantize(mt_backend *be, const mt_fp8_desc *d, void *y, const uint8_t *q,
+                         const float *scale_inv);
 
 /* norms (cuda_norm.cu) */
 void cuda_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,

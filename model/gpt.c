@@ -309,12 +309,16 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   m->tp.b = c->micro_batch_size;
   m->tp.gather_ws = m->ws.gather_ws;
   m->tp.grad_ws = m->ws.grad_ws;
+  if (cfg->fp8)
+    m->tp.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options, cfg->tp_size > 1 ? cfg->tp_group : NULL,
+                                     cfg->cp_size > 1 ? cfg->cp_group : NULL);
   return m;
 }
 
 void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
+  mt_fp8_linear_destroy(m->tp.fp8);
   mt_gpt_mtp_destroy(m); /* with the slots' MTP buffers */
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "core/backend.h"
+#include "model/fp8_linear.h"
 #include "model/moe_layer.h"
 
 #include "config/model_config.h"
@@ -109,6 +110,13 @@ typedef struct {
    * ranks; etp_group NULL when etp_size 1 */
   int etp_size, etp_rank;
   mt_group *etp_group;
+  /* FP8 linear layers (model/fp8_linear.h; the training.fp8_* keys): fp8 0
+   * = off; the transformer layers' qkv, proj, fc1 and fc2 GEMMs run in FP8
+   * except in the first fp8_bf16_start and the last fp8_bf16_end layers
+   * (global indices); the output layer stays in T */
+  int fp8;
+  mt_fp8_options fp8_options;
+  int fp8_bf16_start, fp8_bf16_end;
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;

@@ -231,6 +231,11 @@ static void shared_bwd(void *p) {
   mt_moe_shared_backward_own(s->m, s->w, s->g, s->a, s->m->ws.dtmp_h);
 }
 
+/* Global layer l runs its linear layers in FP8 (first_last_layers_bf16). */
+static int fp8_layer(const mt_gpt_config *c, int l) {
+  return c->fp8 && l >= c->fp8_bf16_start && l < c->model.num_layers - c->fp8_bf16_end;
+}
+
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const mt_chunk *ch = &m->chunks[ci];
   /* global layer: keys the dropout RNG */
@@ -251,6 +256,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   const mt_layer_tensors *w = &m->w.layers[li];
   const mt_attention_tensors *wa = &w->self_attention;
   const int64_t h = c->model.hidden_size;
+  tp->fp8_on = fp8_layer(c, l);
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */
@@ -317,6 +323,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
   const mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
   const mt_attention_tensors *wa = &w->self_attention, *ga = &g->self_attention;
   const int64_t h = c->model.hidden_size;
+  tp->fp8_on = fp8_layer(c, l);
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");

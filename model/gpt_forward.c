@@ -92,6 +92,7 @@ static double head_forward(mt_gpt *m, mt_slot *sl, void *x) {
   const int64_t h = c->model.hidden_size;
   mt_gpt_norm_fwd(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, x, m->w.final_layernorm.weight,
                   m->w.final_layernorm.bias, m->rows_l);
+  m->tp.fp8_on = 0; /* the output layer stays in T (TE / Megatron) */
   mt_column_parallel_linear_fwd(&m->tp, sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), NULL,
                                 m->vl, h);
   return mt_vocab_parallel_cross_entropy_fwd(&m->tp, sl->loss, sl->row_max, sl->stats,
@@ -106,6 +107,7 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   if (sl->mtp) mt_gpt_mtp_backward(m, sl, loss_scale); /* first: it uses the layer workspaces */
   mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
                                       m->vl, m->v_valid, m->v_start, loss_scale, sl->loss_mask);
+  m->tp.fp8_on = 0;
   mt_column_parallel_linear_bwd(&m->tp, m->ws.dtmp_h, mt_gpt_output_weight(m, &m->g), NULL,
                                 sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), m->vl, h);
   if (sl->mtp) /* + the MTP depths' gradient of the final norm's output (hnorm of depth 1) */

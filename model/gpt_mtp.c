@@ -313,6 +313,7 @@ void mt_gpt_mtp_forward(mt_gpt *m, mt_slot *sl) {
                          A->resid);
     mt_gpt_norm_fwd(m, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[1], w->final_layernorm.weight,
                     w->final_layernorm.bias, m->rows_l);
+    m->tp.fp8_on = 0; /* the shared output layer stays in T, as the main head's */
     mt_column_parallel_linear_fwd(&m->tp, A->logits, A->lnf, mt_gpt_output_weight(m, &m->w),
                                   NULL, m->vl, h);
     const double sum = mt_vocab_parallel_cross_entropy_fwd(
@@ -339,6 +340,7 @@ void mt_gpt_mtp_backward(mt_gpt *m, mt_slot *sl, float loss_scale) {
                                 (double)loss_scale * ratio);
     mt_vocab_parallel_cross_entropy_bwd(&m->tp, A->logits, A->row_max, A->stats, A->targets,
                                         m->vl, m->v_valid, m->v_start, scale, A->mask);
+    m->tp.fp8_on = 0;
     mt_column_parallel_linear_bwd(&m->tp, ws->mtp_dl, mt_gpt_output_weight(m, &m->g), NULL,
                                   A->logits, A->lnf, mt_gpt_output_weight(m, &m->w), m->vl, h);
     be->ops->add(be, ws->mtp_dl, ws->mtp_dl, ws->mtp_carry, n); /* + from depth k + 1 */

@@ -2,10 +2,23 @@
 #include "model/tensor_parallel.h"
 
 #include "core/util.h"
+#include "model/fp8_linear.h"
 #include "model/linear.h"
 #include "parallel/mappings.h"
 
 static int tp_on(const mt_tp_ctx *c) { return c->tp_size > 1; }
+
+/* The plain or the FP8 linear layer (c->fp8 set and the layer in FP8). */
+static void lin_fwd(mt_tp_ctx *c, void *y, const void *x, const void *w, const void *bias,
+                    int64_t M, int64_t out, int64_t in) {
+  if (c->fp8 && c->fp8_on) mt_fp8_linear_fwd(c->fp8, y, x, w, bias, M, out, in);
+  else mt_linear_fwd(c->be, y, x, w, bias, M, out, in);
+}
+static void lin_bwd(mt_tp_ctx *c, void *dx, float *dw, float *db, const void *dy, const void *x,
+                    const void *w, int64_t M, int64_t out, int64_t in) {
+  if (c->fp8 && c->fp8_on) mt_fp8_linear_bwd(c->fp8, dx, dw, db, dy, x, w, M, out, in);
+  else mt_linear_bwd(c->be, dx, dw, db, dy, x, w, M, out, in);
+}
 static int sp_on(const mt_tp_ctx *c) { return c->tp_size > 1 && c->sp; }
 
 int64_t mt_tp_local_rows(const mt_tp_ctx *c) {
@@ -19,7 +32,7 @@ const void *mt_column_parallel_linear_fwd(mt_tp_ctx *c, void *y, const void *x, 
     mt_gather_from_sp_region_fwd(c->tp, x, c->gather_ws, mt_tp_local_rows(c) * in, c->be->dtype);
     X = c->gather_ws;
   }
-  mt_linear_fwd(c->be, y, X, w, bias, c->s * c->b, out_l, in);
+  lin_fwd(c, y, X, w, bias, c->s * c->b, out_l, in);
   return X;
 }
 
@@ -33,7 +46,7 @@ void mt_column_parallel_linear_bwd(mt_tp_ctx *c, void *dx, float *dw, float *db,
   }
   /* under sp the full-size input gradient goes to grad_ws, then is reduce-scattered */
   void *dfull = dx ? (sp_on(c) ? c->grad_ws : dx) : NULL;
-  mt_linear_bwd(c->be, dfull, dw, db, dy, X, w, rows, out_l, in);
+  lin_bwd(c, dfull, dw, db, dy, X, w, rows, out_l, in);
   if (!dx) return;
   if (sp_on(c)) mt_gather_from_sp_region_bwd(c->tp, dfull, dx, mt_tp_local_rows(c) * in, c->be->dtype);
   else if (tp_on(c)) mt_copy_to_tp_region_bwd(c->tp, dx, rows * in, c->be->dtype);
@@ -44,11 +57,11 @@ void mt_row_parallel_linear_fwd(mt_tp_ctx *c, void *y, const void *x, const void
   const int64_t rows = c->s * c->b;
   const void *b_once = c->tp_rank == 0 ? bias : NULL;
   if (sp_on(c)) {
-    mt_linear_fwd(c->be, c->gather_ws, x, w, b_once, rows, out, in_l);
+    lin_fwd(c, c->gather_ws, x, w, b_once, rows, out, in_l);
     mt_reduce_scatter_to_sp_region_fwd(c->tp, c->gather_ws, y, mt_tp_local_rows(c) * out,
                                        c->be->dtype);
   } else {
-    mt_linear_fwd(c->be, y, x, w, b_once, rows, out, in_l);
+    lin_fwd(c, y, x, w, b_once, rows, out, in_l);
     if (tp_on(c)) mt_reduce_from_tp_region_fwd(c->tp, y, rows * out, c->be->dtype);
   }
 }
@@ -61,7 +74,7 @@ void mt_row_parallel_linear_bwd(mt_tp_ctx *c, void *dx, float *dw, float *db, co
                                        c->be->dtype);
     dY = c->grad_ws;
   }
-  mt_linear_bwd(c->be, dx, dw, db, dY, x, w, c->s * c->b, out, in_l);
+  lin_bwd(c, dx, dw, db, dY, x, w, c->s * c->b, out, in_l);
 }
 
 void mt_vocab_parallel_embedding_fwd(mt_tp_ctx *c, void *out, const int32_t *tokens,

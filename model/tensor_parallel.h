@@ -25,6 +25,8 @@ typedef struct {
   int64_t s, b;      /* full sequence length, micro-batch size */
   void *gather_ws;   /* [s, b, max(h, ...)] T: SP all-gather target / partial sums */
   void *grad_ws;     /* [s, b, max width] T: full-size gradient workspace */
+  struct mt_fp8_linear *fp8; /* FP8 linear layers (model/fp8_linear.h); NULL = off */
+  int fp8_on;        /* the caller's layer runs its linears in FP8 (fp8 set) */
 } mt_tp_ctx;
 
 /* Rows of this rank's sequence shard: s·b / tp with sp, else s·b. */

@@ -58,6 +58,14 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
   g.pp_size = c->parallel.pipeline_model_parallel_size;
   g.pp_rank = ps->pp_rank;
   g.vpp_size = c->parallel.virtual_pipeline_model_parallel_size;
+  if (c->training.fp8_format[0]) { /* the FP8 keys (checked by the config rules) */
+    const mt_training_config *t = &c->training;
+    g.fp8 = mt_fp8_options_parse(&g.fp8_options, t->fp8_format, t->fp8_recipe,
+                                 t->fp8_amax_compute_algo, t->fp8_wgrad, t->fp8_margin,
+                                 t->fp8_amax_history_len) == 0;
+    g.fp8_bf16_start = t->first_last_layers_bf16 ? t->num_layers_at_start_in_bf16 : 0;
+    g.fp8_bf16_end = t->first_last_layers_bf16 ? t->num_layers_at_end_in_bf16 : 0;
+  }
   g.first_stage_layers = c->parallel.num_layers_in_first_pipeline_stage;
   g.last_stage_layers = c->parallel.num_layers_in_last_pipeline_stage;
   g.embd_group = ps->embd;

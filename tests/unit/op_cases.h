@@ -22,6 +22,7 @@
 #include "op_runners_llama.h"
 #include "op_runners_flash.h"
 #include "op_runners_grouped.h"
+#include "op_runners_fp8.h"
 
 #define TX {0, 0, 0}               /* bitwise */
 #define TF(r, a) {r, a, 0}         /* elementwise rel r, abs a */
@@ -394,6 +395,18 @@ static const op_case ot_cases[] = {
     {"pos_embedding_fwd", "x", {5, 3, 19, 2}, {0}, {0}, BF16, TX, TM(B8), 0},
     {"cast", "bf16", {4096}, {0}, {2.5f}, BF16, TX, TM(0), 0},
     {"cast", "copy", {1000}, {0}, {2.5f}, BF16, TX, TM(0), 0},
+    /* ---- fp8_quantize (amax, quantize, dequantize): ne {rows, cols}, ip {fmt, blocking,
+     * pow2}; y = the round trip vs x within the format's half ulp (e4m3 2^-4, e5m2 2^-3
+     * relative) plus the subnormal quantum (1e-5 of max|x|); amax exact; cuda bitwise ---- */
+    {"fp8_quantize", "y", {37, 45}, {0, 0, 0}, {0}, F32, {1.0 / 16, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {37, 45}, {1, 0, 1}, {0}, F32, {1.0 / 8, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {5, 300}, {0, 1, 1}, {0}, F32, {1.0 / 16, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {5, 300}, {1, 1, 0}, {0}, F32, {1.0 / 8, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {200, 150}, {0, 2, 1}, {0}, F32, {1.0 / 16, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {9, 100}, {0, 3, 0}, {0}, F32, {1.0 / 16, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {9, 100}, {1, 3, 0}, {0}, F32, {1.0 / 8, 0, 1e-5}, TX, DET},
+    {"fp8_quantize", "y", {200, 150}, {0, 2, 1}, {0}, BF16, {1.0 / 16, 0, 1e-5}, TX, 0},
+    {"fp8_quantize", "y", {9, 100}, {0, 3, 0}, {0}, BF16, {1.0 / 16, 0, 1e-5}, TX, 0},
 };
 
 #define OT_N_CASES (sizeof ot_cases / sizeof *ot_cases)
@@ -424,6 +437,7 @@ static ot_runner ot_runner_of(const char *op) {
       {"moe_gather_rows", ot_run_moe}, {"moe_combine_fwd", ot_run_moe},
       {"moe_combine_bwd", ot_run_moe}, {"adamw", ot_run_adamw},
       {"init_normal", ot_run_init_normal}, {"fill", ot_run_fill_cast}, {"cast", ot_run_fill_cast},
+      {"fp8_quantize", ot_run_fp8_quantize},
   };
   for (size_t i = 0; i < sizeof map / sizeof *map; i++)
     if (!strcmp(map[i].op, op)) return map[i].fn;

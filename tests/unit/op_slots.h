@@ -52,6 +52,9 @@ static const ot_slot ot_slots[] = {
     OT_SLOT(gemm, "gemm", 1),
     OT_SLOT(gemm_grouped, "gemm_grouped", 1),
     OT_SLOT(bias_grad, "bias_grad", 1),
+    OT_SLOT(fp8_amax, "fp8_quantize", 1),
+    OT_SLOT(fp8_quantize, "fp8_quantize", 1),
+    OT_SLOT(fp8_dequantize, "fp8_quantize", 1),
     /* norms, activations, RoPE */
     OT_SLOT(layernorm_fwd, "layernorm_fwd", 1),
     OT_SLOT(layernorm_bwd, "layernorm_bwd", 1),

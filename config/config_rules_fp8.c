@@ -1,0 +1,93 @@
+/* config/config_rules_fp8.c — the consistency rules of the FP8 keys
+ * (Megatron's --fp8-* flags, docs/fp8.md), as rows of the rule table that
+ * config_check.c runs after the training rules and docs/config.md lists.
+ * Keys that only need another setting (the delayed-scaling keys without the
+ * delayed recipe, everything without `fp8_format`, `fp8_format` without
+ * bf16) are the `needs` column of keys_training.inc (config_needs.c). */
+#include <stdio.h>
+#include <string.h>
+
+#include "config/config_internal.h"
+
+static int key(const char *dotted) { return mt_cfg_find_dotted(dotted); }
+
+/* Megatron asserts the bf16 layers fit in the model. */
+static int r_bf16_layers(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_training_config *t = &cfg->training;
+  if (!t->fp8_format[0] || !t->first_last_layers_bf16) return 0;
+  const long long both = (long long)t->num_layers_at_start_in_bf16 + t->num_layers_at_end_in_bf16;
+  if (both <= cfg->model.num_layers) return 0;
+  return mt_cfg_fail(c, key("training.num_layers_at_start_in_bf16"),
+                     "%d plus training.num_layers_at_end_in_bf16 %d exceed model.num_layers %d "
+                     "(expected at most num_layers layers kept in bf16)",
+                     t->num_layers_at_start_in_bf16, t->num_layers_at_end_in_bf16,
+                     cfg->model.num_layers);
+}
+
+/* What the FP8 linear layers do not cover yet: the MoE experts' grouped
+ * GEMMs, activation recomputation (a recomputed forward would record a
+ * second amax per micro-batch), FP8 parameter gathers and the cuda backend
+ * (no FP8 GEMM there). */
+static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (!cfg->training.fp8_format[0]) return 0;
+  if (cfg->model.num_experts > 0)
+    return mt_cfg_fail(c, key("training.fp8_format"),
+                       "\"%s\" with model.num_experts %d: the experts' FP8 GEMMs are not "
+                       "implemented (expected a dense model, or fp8_format null)",
+                       cfg->training.fp8_format, cfg->model.num_experts);
+  if (cfg->model.recompute_granularity[0])
+    return mt_cfg_fail(c, key("training.fp8_format"),
+                       "\"%s\" with model.recompute_granularity \"%s\": FP8 with activation "
+                       "recomputation is not implemented (expected recompute_granularity null, "
+                       "or fp8_format null)",
+                       cfg->training.fp8_format, cfg->model.recompute_granularity);
+  if (cfg->training.fp8_param_gather)
+    return mt_cfg_fail(c, key("training.fp8_param_gather"),
+                       "true: FP8 parameter all-gathers are not implemented (expected false)");
+  if (strcmp(cfg->device, "cpu"))
+    return mt_cfg_fail(c, key("training.fp8_format"),
+                       "\"%s\" on device \"%s\": the FP8 linear layers run on the cpu backend "
+                       "only so far (expected device cpu, or fp8_format null)",
+                       cfg->training.fp8_format, cfg->device);
+  return 0;
+}
+
+/* The delayed recipe's amax histories are not in checkpoints yet: a resume
+ * would restart them and silently differ from the uninterrupted run. */
+static int r_fp8_resume(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_training_config *t = &cfg->training;
+  if (!t->fp8_format[0] || strcmp(t->fp8_recipe, "delayed") || !cfg->checkpoint.load[0] ||
+      t->finetune)
+    return 0;
+  return mt_cfg_fail(c, key("checkpoint.load"),
+                     "\"%s\" with training.fp8_recipe \"delayed\": the amax histories are not "
+                     "saved in checkpoints yet, so the run would not continue as saved (expected "
+                     "fp8_recipe tensorwise, blockwise or mxfp8 to resume, or training.finetune)",
+                     cfg->checkpoint.load);
+}
+
+static const mt_cfg_rule k_fp8[] = {
+    {"training.num_layers_at_start_in_bf16", r_bf16_layers,
+     "`training.num_layers_at_start_in_bf16` + `num_layers_at_end_in_bf16` ≤ `model.num_layers` "
+     "(with `first_last_layers_bf16`)",
+     "1: training.precision=bf16; training.fp8_format=e4m3; training.first_last_layers_bf16=true; "
+     "training.num_layers_at_start_in_bf16=2", 0, 0},
+    {"training.fp8_format", r_fp8_scope,
+     "`training.fp8_format` needs a dense model (no `num_experts`), no activation "
+     "recomputation, `fp8_param_gather` false and device `cpu` (what the FP8 linear layers "
+     "cover so far, docs/fp8.md)",
+     "1: training.precision=bf16; training.fp8_format=hybrid; "
+     "model.recompute_granularity=selective", 0, 0},
+    {"checkpoint.load", r_fp8_resume,
+     "`checkpoint.load` with `training.fp8_recipe` `delayed` is refused (the amax histories are "
+     "not in checkpoints yet), except with `training.finetune`",
+     "1: training.precision=bf16; training.fp8_format=e4m3; checkpoint.load=ckpt", 0, 0},
+};
+
+const mt_cfg_rule *mt_cfg_rules_fp8(int *n) {
+  *n = (int)(sizeof k_fp8 / sizeof k_fp8[0]);
+  return k_fp8;
+}

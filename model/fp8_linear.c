@@ -1,0 +1,243 @@
+/* model/fp8_linear.c — see fp8_linear.h. */
+#include "model/fp8_linear.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp8.h"
+#include "core/util.h"
+
+/* Delayed-scaling state of one weight's three roles (x, w, dy). */
+typedef struct {
+  const void *w;            /* the weight it belongs to (key) */
+  float *hist[3];           /* [history_len] each, most recent first */
+  float scale[3];           /* the scale the next use takes */
+  float used[3];            /* the scale the last use took (x, w: reused by the backward) */
+} fp8_state;
+
+enum { R_X = 0, R_W = 1, R_G = 2 };
+
+struct mt_fp8_linear {
+  mt_backend *be;
+  mt_fp8_options o;
+  mt_group *red[2];         /* amax reduction groups: tp, cp (NULL = none) */
+  fp8_state *st;
+  int nst, capst;
+  void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
+  size_t ws_bytes;
+};
+
+int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *recipe,
+                         const char *algo, int wgrad, int margin, int history_len) {
+  memset(o, 0, sizeof *o);
+  if (!strcmp(format, "hybrid")) o->hybrid = 1;
+  else if (strcmp(format, "e4m3")) return -1;
+  static const char *const names[] = {"tensorwise", "delayed", "blockwise", "mxfp8"};
+  o->recipe = (mt_fp8_recipe)-1;
+  for (int i = 0; i < 4; i++)
+    if (!strcmp(recipe, names[i])) o->recipe = (mt_fp8_recipe)i;
+  if ((int)o->recipe < 0) return -1;
+  if (!strcmp(algo, "max")) o->algo_max = 1;
+  else if (strcmp(algo, "most_recent")) return -1;
+  o->wgrad = wgrad, o->margin = margin, o->history_len = history_len > 0 ? history_len : 1;
+  return 0;
+}
+
+mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_group *tp,
+                                    mt_group *cp) {
+  mt_fp8_linear *f = calloc(1, sizeof *f);
+  if (!f) mt_fatal("fp8 linear: out of host memory");
+  f->be = be, f->o = *o, f->red[0] = tp, f->red[1] = cp;
+  return f;
+}
+
+void mt_fp8_linear_destroy(mt_fp8_linear *f) {
+  if (!f) return;
+  for (int i = 0; i < f->nst; i++)
+    for (int r = 0; r < 3; r++) free(f->st[i].hist[r]);
+  free(f->st);
+  if (f->ws) f->be->ops->free(f->be, f->ws);
+  free(f);
+}
+
+static fp8_state *state_of(mt_fp8_linear *f, const void *w) {
+  for (int i = 0; i < f->nst; i++)
+    if (f->st[i].w == w) return &f->st[i];
+  if (f->nst == f->capst) {
+    f->capst = f->capst ? 2 * f->capst : 16;
+    f->st = realloc(f->st, (size_t)f->capst * sizeof *f->st);
+    if (!f->st) mt_fatal("fp8 linear: out of host memory");
+  }
+  fp8_state *s = &f->st[f->nst++];
+  memset(s, 0, sizeof *s);
+  s->w = w;
+  for (int r = 0; r < 3; r++) {
+    s->hist[r] = calloc((size_t)f->o.history_len, sizeof(float));
+    if (!s->hist[r]) mt_fatal("fp8 linear: out of host memory");
+    s->scale[r] = s->used[r] = 1.0f; /* TE's initial scale */
+  }
+  return s;
+}
+
+/* Carve n fp32-aligned regions of bytes[i] out of the workspace. */
+static void carve(mt_fp8_linear *f, int n, const size_t *bytes, void **p) {
+  size_t tot = 0, off[8];
+  for (int i = 0; i < n; i++) off[i] = tot, tot += (bytes[i] + 255) / 256 * 256;
+  if (tot > f->ws_bytes) {
+    if (f->ws) f->be->ops->free(f->be, f->ws);
+    f->ws = f->be->ops->alloc(f->be, tot, MT_MEM_WORKSPACE);
+    f->ws_bytes = tot;
+  }
+  for (int i = 0; i < n; i++) p[i] = (char *)f->ws + off[i];
+}
+
+/* Scratch of one quantize-dequantize: codes, scales, amaxes, one scale. */
+typedef struct {
+  uint8_t *q;
+  float *sinv, *amax, *scale;
+} qscratch;
+
+/* dst[rows, cols] (fp32) = dequantize(quantize(src)) with blocking b and
+ * format fmt; `given` (host; tensorwise only) the scale to use, NULL for
+ * the current rule. Returns the tensor amax when given (delayed), else 0. */
+static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *src, int64_t rows,
+                 int64_t cols, mt_fp8_blocking b, int fmt, const float *given) {
+  mt_backend *be = f->be;
+  mt_fp8_desc d = {.fmt = fmt, .blocking = b, .rows = rows, .cols = cols,
+                   .pow2 = f->o.recipe == MT_FP8_RECIPE_BLOCKWISE, .eps = 0.0f, .out_f32 = 1};
+  be->ops->fp8_amax(be, &d, s->amax, src);
+  if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards */
+    for (int g = 0; g < 2; g++)
+      if (f->red[g]) mt_allreduce(f->red[g], s->amax, 1, MT_F32, MT_OP_MAX);
+  float amax = 0.0f;
+  if (given) {
+    be->ops->memcpy_h2d(be, s->scale, given, sizeof(float));
+    be->ops->fp8_quantize(be, &d, s->q, s->sinv, src, NULL, s->scale);
+    be->ops->memcpy_d2h(be, &amax, s->amax, sizeof(float));
+  } else {
+    be->ops->fp8_quantize(be, &d, s->q, s->sinv, src, s->amax, NULL);
+  }
+  be->ops->fp8_dequantize(be, &d, dst, s->q, s->sinv);
+  return amax;
+}
+
+/* Delayed: record this use's amax and compute the next scale. */
+static void delayed_update(mt_fp8_linear *f, fp8_state *st, int role, float amax, int fmt) {
+  const int L = f->o.history_len;
+  float *h = st->hist[role];
+  memmove(h + 1, h, (size_t)(L - 1) * sizeof(float));
+  h[0] = amax;
+  st->scale[role] = mt_fp8_scale_delayed(mt_fp8_history_amax(h, L, f->o.algo_max ? 0 : 1),
+                                         st->scale[role], mt_fp8_max((mt_fp8_format)fmt),
+                                         f->o.margin);
+}
+
+/* The blockings of the recipe: operand along its columns (rowwise) or rows
+ * (columnwise), and the weight's. */
+static mt_fp8_blocking blk_row(const mt_fp8_linear *f) {
+  switch (f->o.recipe) {
+  case MT_FP8_RECIPE_BLOCKWISE: return MT_FP8_BLOCK_1X128;
+  case MT_FP8_RECIPE_MXFP8: return MT_FP8_MX32;
+  default: return MT_FP8_TENSOR;
+  }
+}
+static mt_fp8_blocking blk_col(const mt_fp8_linear *f) {
+  switch (f->o.recipe) {
+  case MT_FP8_RECIPE_BLOCKWISE: return MT_FP8_BLOCK_128X1;
+  case MT_FP8_RECIPE_MXFP8: return MT_FP8_MX32_COL;
+  default: return MT_FP8_TENSOR;
+  }
+}
+static mt_fp8_blocking blk_w(const mt_fp8_linear *f, int colwise) {
+  if (f->o.recipe == MT_FP8_RECIPE_BLOCKWISE) return MT_FP8_BLOCK_128X128;
+  return colwise ? blk_col(f) : blk_row(f);
+}
+
+static int64_t max3(int64_t a, int64_t b, int64_t c) {
+  return a > b ? (a > c ? a : c) : (b > c ? b : c);
+}
+
+/* One fp32 GEMM C32 = op(A) op(B) (+ bias32) on dequantized operands. */
+static void gemm32(mt_backend *be, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                   const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+                   float *c, int64_t ldc, const float *bias32) {
+  mt_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = (int)m, .n = (int)n, .k = (int)k,
+                    .alpha = 1.0f, .beta = beta, .a = a, .lda = lda, .b = b, .ldb = ldb,
+                    .c = c, .ldc = ldc, .a_type = MT_F32, .b_type = MT_F32, .c_type = MT_F32,
+                    .bias = bias32, .batch = 1};
+  be->ops->gemm(be, &d);
+}
+
+void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, const void *bias,
+                       int64_t M, int64_t out, int64_t in) {
+  mt_backend *be = f->be;
+  const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
+  fp8_state *st = delayed ? state_of(f, w) : NULL;
+  const int64_t nq = max3(M * in, out * in, 1);
+  void *p[8];
+  const size_t by[8] = {(size_t)(M * in) * 4, (size_t)(out * in) * 4, (size_t)(M * out) * 4,
+                        (size_t)nq, (size_t)nq * 4, (size_t)nq * 4, 4, (size_t)(out + 1) * 4};
+  carve(f, 8, by, p);
+  const qscratch s = {p[3], p[4], p[5], p[6]};
+  float *xq = p[0], *wq = p[1], *c32 = p[2], *b32 = bias ? p[7] : NULL;
+  if (delayed) {
+    st->used[R_X] = st->scale[R_X];
+    delayed_update(f, st, R_X, qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]),
+                   MT_FP8_E4M3);
+    st->used[R_W] = st->scale[R_W];
+    delayed_update(f, st, R_W,
+                   qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
+                   MT_FP8_E4M3);
+  } else {
+    qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
+    qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
+  }
+  if (b32) be->ops->cast(be, b32, MT_F32, bias, be->dtype, out);
+  gemm32(be, 0, 1, M, out, in, xq, in, wq, in, 0.0f, c32, out, b32);
+  be->ops->cast(be, y, be->dtype, c32, MT_F32, M * out);
+}
+
+void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const void *dy,
+                       const void *x, const void *w, int64_t M, int64_t out, int64_t in) {
+  mt_backend *be = f->be;
+  const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
+  const int gfmt = f->o.hybrid ? MT_FP8_E5M2 : MT_FP8_E4M3;
+  fp8_state *st = delayed ? state_of(f, w) : NULL;
+  const int64_t nq = max3(M * in, out * in, M * out);
+  void *p[7];
+  const size_t by[7] = {(size_t)(M * out) * 4, (size_t)(max3(M * in, out * in, 1)) * 4,
+                        (size_t)(M * in) * 4, (size_t)nq, (size_t)nq * 4, (size_t)nq * 4, 4};
+  carve(f, 7, by, p);
+  const qscratch s = {p[3], p[4], p[5], p[6]};
+  float *gq = p[0], *oq = p[1], *c32 = p[2];
+  if (db) be->ops->bias_grad(be, db, dy, M, out);
+  float gscale = 1.0f;
+  if (delayed) {
+    gscale = st->used[R_G] = st->scale[R_G];
+    delayed_update(f, st, R_G, qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
+  }
+  if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
+    if (!delayed) qdq(f, &s, gq, dy, M, out, blk_row(f), gfmt, NULL);
+    if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]);
+    else qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
+    gemm32(be, 0, 0, M, in, out, gq, out, oq, in, 0.0f, c32, in, NULL);
+    be->ops->cast(be, dx, be->dtype, c32, MT_F32, M * in);
+  }
+  if (!f->o.wgrad) { /* wgrad in T: dW += dy^T x */
+    mt_gemm_desc d = {.trans_a = 1, .trans_b = 0, .m = (int)out, .n = (int)in, .k = (int)M,
+                      .alpha = 1.0f, .beta = 1.0f, .a = dy, .lda = out, .b = x, .ldb = in,
+                      .c = dw, .ldc = in, .a_type = be->dtype, .b_type = be->dtype,
+                      .c_type = MT_F32, .batch = 1};
+    be->ops->gemm(be, &d);
+    return;
+  }
+  /* wgrad: both operands along the tokens (columnwise) */
+  if (delayed) {
+    qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale);
+    qdq(f, &s, oq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]);
+  } else {
+    qdq(f, &s, gq, dy, M, out, blk_col(f), gfmt, NULL);
+    qdq(f, &s, oq, x, M, in, blk_col(f), MT_FP8_E4M3, NULL);
+  }
+  gemm32(be, 1, 0, out, in, M, gq, out, oq, in, 1.0f, dw, in, NULL);
+}

@@ -1,0 +1,72 @@
+/* model/fp8_linear.h — the linear layer's three GEMMs on FP8 operands
+ * (Megatron with Transformer Engine: --fp8-format / --fp8-recipe; docs/fp8.md):
+ *   forward  y[M, out]  = Q(x)[M, in] · Q(W)[out, in]^T        (+ bias)
+ *   dgrad    dx[M, in]  = Q(dy)[M, out] · Q(W)[out, in]
+ *   wgrad    dW[out,in] += Q(dy)^T · Q(x)  (fp32; plain T operands when
+ *            fp8_wgrad is off)
+ * Q quantizes with the recipe's blocks and scales (core/backend.h
+ * mt_fp8_desc; e4m3, and e5m2 for dy with the hybrid format). The GEMM runs
+ * on the dequantized operands (decode(q) · scale_inv, in fp32) with fp32
+ * accumulation and rounds the result once to T: the FP8 tensor-core GEMM
+ * up to the order of the scale multiplications (exact with power-of-2
+ * scales: blockwise, mxfp8). Blocks by recipe:
+ *   tensorwise, delayed: one scale per tensor;
+ *   blockwise: x and dy in 1×128 tiles along the contraction (fprop, dgrad:
+ *     rows; wgrad: 128×1 along the tokens), W in 128×128 blocks, power-of-2
+ *     scales (TE's Float8BlockScaling);
+ *   mxfp8: 32-element blocks along the contraction, e8m0 scales.
+ * Delayed scaling keeps an amax history and a scale per (weight, role):
+ * the scale in use comes from the history before this use; this use's amax
+ * then enters the history (most recent first) and the next scale is
+ * computed (TE's DelayedScaling, one update per use = per micro-batch).
+ * Communication: with one scale per tensor (tensorwise, delayed) every
+ * amax is all-reduced (max) over the tensor-parallel and the
+ * context-parallel group given at creation (blocking, host buffers: the cpu
+ * backend), so a tp / sp / cp layout quantizes every tensor as one process
+ * would; block scales are local (identical to one process where shard
+ * widths are multiples of the block).
+ * Errors: mt_fatal on an allocation failure. */
+#ifndef MT_MODEL_FP8_LINEAR_H
+#define MT_MODEL_FP8_LINEAR_H
+
+#include <stdint.h>
+
+#include "core/backend.h"
+#include "parallel/comm.h"
+
+typedef enum {
+  MT_FP8_RECIPE_TENSORWISE = 0,
+  MT_FP8_RECIPE_DELAYED,
+  MT_FP8_RECIPE_BLOCKWISE,
+  MT_FP8_RECIPE_MXFP8
+} mt_fp8_recipe;
+
+typedef struct {
+  int hybrid;               /* 1: gradients e5m2 */
+  mt_fp8_recipe recipe;
+  int wgrad;                /* weight-gradient GEMM in FP8 */
+  int margin, history_len;  /* delayed */
+  int algo_max;             /* delayed: 1 "max", 0 "most_recent" */
+} mt_fp8_options;
+
+typedef struct mt_fp8_linear mt_fp8_linear;
+
+/* Parse Megatron's names ("e4m3"|"hybrid", recipe, algo) into *o; 0, or -1
+ * for a name outside the choices. */
+int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *recipe,
+                         const char *algo, int wgrad, int margin, int history_len);
+
+/* tp, cp: the amax reduction groups (NULL: size 1). */
+mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_group *tp,
+                                    mt_group *cp);
+void mt_fp8_linear_destroy(mt_fp8_linear *f);
+
+/* y[M, out] (T, overwrite) = Q(x) Q(w)^T (+ bias[out], T, may be NULL). */
+void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, const void *bias,
+                       int64_t M, int64_t out, int64_t in);
+/* dW[out, in] += Q(dy)^T Q(x) (fp32); db[out] += colsum(dy) (db may be
+ * NULL); dx[M, in] (T, overwrite; may be NULL) = Q(dy) Q(w). */
+void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const void *dy,
+                       const void *x, const void *w, int64_t M, int64_t out, int64_t in);
+
+#endif
