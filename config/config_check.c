@@ -140,7 +140,7 @@ static int check_split(mt_cfg_ctx *c, const char *split) {
 typedef const mt_cfg_rule *(*rule_table_fn)(int *n);
 static const rule_table_fn k_tables[] = {mt_cfg_rules_layout, mt_cfg_rules_model,
                                          mt_cfg_rules_data, mt_cfg_rules_train,
-                                         mt_cfg_rules_fp8};
+                                         mt_cfg_rules_fp8, mt_cfg_rules_mtp};
 enum { N_TABLES = (int)(sizeof k_tables / sizeof k_tables[0]) };
 
 int mt_cfg_nrules(void) {

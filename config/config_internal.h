@@ -153,6 +153,7 @@ const mt_cfg_rule *mt_cfg_rules_model(int *n);
 const mt_cfg_rule *mt_cfg_rules_data(int *n);
 const mt_cfg_rule *mt_cfg_rules_train(int *n);
 const mt_cfg_rule *mt_cfg_rules_fp8(int *n);
+const mt_cfg_rule *mt_cfg_rules_mtp(int *n); /* config_rules_mtp.c */
 
 /* Note `msg` (collected into mt_config.notes). */
 void mt_cfg_note(mt_cfg_ctx *c, const char *msg);

@@ -19,6 +19,7 @@
 
 #include <stdint.h>
 
+#define MT_MAX_MTP 16      /* model.mtp_num_layers at most (logged losses) */
 #define MT_MAX_LAYERS 512 /* model.num_layers at most (moe_layer_freq list form) */
 
 typedef struct {
@@ -94,6 +95,9 @@ typedef struct {
   int moe_shared_expert_intermediate_size; /* 0 (null) = no shared expert */
   int moe_shared_expert_overlap;        /* shared expert during the token all-to-alls */
   int moe_grouped_gemm;
+  /* multi-token prediction (DeepSeek-V3 §2.2; model/gpt_mtp.c) */
+  int mtp_num_layers;               /* 0 (null) = off */
+  float mtp_loss_scaling_factor;
 } mt_model_config;
 
 /* model.rope_type resolved as Megatron resolves an unset --rope-type (the

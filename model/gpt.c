@@ -89,8 +89,9 @@ static void init_params(mt_gpt *m) {
    * value is independent of how the padding is split (tp). */
   if (m->v_valid < m->vl) {
     size_t es = mt_dtype_size(be->dtype);
-    void *outs[2] = {m->w.word_embeddings.weight, m->w.output_layer.weight};
-    for (int j = 0; j < 2; j++) {
+    void *outs[3] = {m->w.word_embeddings.weight, m->w.output_layer.weight,
+                     m->w.mtp_word_embeddings.weight};
+    for (int j = 0; j < 3; j++) {
       if (!outs[j]) continue;
       char *w = outs[j];
       be->ops->memset0(be, w + (size_t)m->v_valid * c->model.hidden_size * es,
@@ -304,8 +305,10 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
                                    m->hn);
   assign_chunks(m);
   mt_gpt_register_params(m);
+  mt_gpt_mtp_register(m); /* after the head, inside its hook part */
   create_moe(m);
   alloc_buffers(m);
+  mt_gpt_mtp_create(m);
   init_params(m);
   m->tp.be = be;
   m->tp.tp = c->tp_size > 1 ? c->tp_group : NULL;
@@ -326,6 +329,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
   mt_fp8_linear_destroy(m->tp.fp8);
+  mt_gpt_mtp_destroy(m); /* with the slots' MTP buffers */
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);
   for (int k = 0; k < m->acts.n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->acts.rc_sets[k]);
@@ -422,10 +426,13 @@ static void finalize_partial(mt_gpt *m, int first, int last) {
  * embedding group has nothing to sum. */
 static float *tied_grad(const mt_gpt *m) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->pp_size <= 1 || c->model.untie_embeddings_and_output_weights || !c->embd_group)
-    return NULL;
+  const int untied = c->model.untie_embeddings_and_output_weights;
+  /* untied: only the MTP depths' copy on the last stage shares the table */
+  if (c->pp_size <= 1 || (untied && c->model.mtp_num_layers <= 0) || !c->embd_group) return NULL;
   const int pre = m->params.embedding[1] >= 0, post = m->params.head[1] >= 0;
-  return pre ? m->g.word_embeddings.weight : post ? m->g.output_layer.weight : NULL;
+  return pre    ? m->g.word_embeddings.weight
+         : post ? (untied ? m->g.mtp_word_embeddings.weight : m->g.output_layer.weight)
+                : NULL;
 }
 
 void mt_gpt_finalize_layer_grads(mt_gpt *m, int layer) {

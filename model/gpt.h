@@ -33,6 +33,7 @@
 #ifndef MT_MODEL_GPT_H
 #define MT_MODEL_GPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "core/backend.h"
@@ -205,6 +206,10 @@ int64_t mt_gpt_num_parameters(const mt_gpt *m);
  * micro-batch and only CP rank 0 records it, so sums over data x context
  * parallel ranks count each micro-batch once). */
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l);
+/* Parameter-name prefix of global layer l: "decoder.layers.l", or for the
+ * layer of MTP depth k (l = num_layers + k - 1, of the last decoder layer's
+ * kind) "mtp.layers.(k-1).mtp_model_layer" (Megatron-core's names). */
+void mt_gpt_layer_name(const mt_gpt_config *c, int l, char *buf, size_t n);
 /* Global MoE-layer index of layer l (the number of MoE layers before it);
  * -1 when l is dense. Statistics and expert biases are indexed by it. */
 int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l);
@@ -245,6 +250,17 @@ void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts);
  * chunks holds it (its pipeline stage), else -1 (checkpoints save the biases
  * of their own stage's layers). */
 int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer);
+
+/* Multi-token prediction (model.mtp_num_layers D; DeepSeek-V3 §2.2,
+ * docs/model.md): this rank's training losses since the last reset, per
+ * depth k = 1..D: sum[k-1] the masked cross-entropy sum (nats) of its rows
+ * and count[k-1] their unmasked shifted targets (0 on ranks without the
+ * last stage; TP ranks hold the same values, CP ranks their own rows).
+ * Returns D (0 without MTP). The mean loss of depth k over a global batch
+ * is the sum of sum[k-1] over data x context-parallel ranks and stages
+ * divided by the same sum of count[k-1]. */
+int mt_gpt_mtp_losses(const mt_gpt *m, double *sum, double *count);
+void mt_gpt_mtp_stats_reset(mt_gpt *m);
 
 /* Zero the gradient buffer (start of an iteration). */
 void mt_gpt_zero_grad(mt_gpt *m);

@@ -243,13 +243,21 @@ static int fp8_layer(const mt_gpt_config *c, int l) {
 }
 
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
+  const mt_chunk *ch = &m->chunks[ci];
+  /* global layer: keys the dropout RNG */
+  mt_gpt_block_forward(m, ch->first_layer + lc, ch->layer_base + lc, mt_gpt_layer_acts(m, sl, lc),
+                       sl->resid + lc);
+}
+
+void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
+  const mt_chunk *ch = &m->chunks[ci];
+  mt_gpt_block_backward(m, ch->first_layer + lc, ch->layer_base + lc,
+                        mt_gpt_layer_acts(m, sl, lc), sl->resid + lc);
+}
+
+void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *const *resid) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const mt_chunk *ch = &m->chunks[ci];
-  const int l = ch->first_layer + lc; /* global layer: keys the dropout RNG */
-  const int li = ch->layer_base + lc;
-  mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
-  void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
   const mt_layer_tensors *w = &m->w.layers[li];
   const mt_attention_tensors *wa = &w->self_attention;
@@ -314,14 +322,9 @@ void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
 }
 
-void mt_gpt_layer_backward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
+void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *const *resid) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
-  const mt_chunk *ch = &m->chunks[ci];
-  const int l = ch->first_layer + lc;
-  const int li = ch->layer_base + lc;
-  mt_layer_acts *a = mt_gpt_layer_acts(m, sl, lc);
-  void *const *resid = sl->resid + lc;
   mt_tp_ctx *tp = &m->tp;
   const mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
   const mt_attention_tensors *wa = &w->self_attention, *ga = &g->self_attention;

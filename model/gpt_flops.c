@@ -50,7 +50,7 @@ static double mlp_term(const dims *d) {
   return d->g * ((d->L - d->n_moe) * d->f + d->n_moe * (d->k * d->F + d->S)) / (d->L * d->h);
 }
 
-double mt_flops_per_iteration(const mt_flops_shape *m) {
+static double decoder_flops(const mt_flops_shape *m) {
   const dims d = dims_of(m);
   const double q_ratio = d.np * d.hn / d.h; /* query_projection_to_hidden_size_ratio */
   const double attn = (1.0 + d.ng / d.np + d.s / d.h) * q_ratio;
@@ -63,6 +63,30 @@ double mt_flops_per_iteration(const mt_flops_shape *m) {
   return 12.0 * d.B * d.s * d.L * d.h * d.h * (linear + mlp_term(&d) + logit) +
          6.0 * d.L * d.np * d.hn * d.ssq;
 }
+
+/* Multi-token prediction (Megatron's num_floating_point_operations: the
+ * layer counts grow by D, of the last layer's kind; per token 3 · 2 · D ·
+ * (3h norms + 2h² eh_proj) and the logit GEMM (D + 1) times): the D layers
+ * as the decoder formula counts layers, plus the norms, eh_proj and D
+ * output-layer GEMMs. */
+static double mtp_flops(const mt_flops_shape *m) {
+  if (m->mtp_num_layers <= 0) return 0.0;
+  const double D = (double)m->mtp_num_layers, tok = (double)m->global_batch * m->seq_length;
+  const double h = (double)m->hidden_size;
+  mt_flops_shape with = *m;
+  with.num_layers += m->mtp_num_layers;
+  if (m->num_experts > 0) { /* the MoE-layer count made explicit, then grown */
+    const dims d = dims_of(m);
+    with.num_moe_layers = (int64_t)d.n_moe + (m->mtp_moe ? m->mtp_num_layers : 0);
+    with.moe_layer_freq = 0;
+  }
+  with.mtp_num_layers = 0;
+  const double layers = decoder_flops(&with) - decoder_flops(m); /* the logit term cancels */
+  return layers + 6.0 * tok * D * (3.0 * h + 2.0 * h * h) +
+         6.0 * tok * D * h * (double)m->padded_vocab_size;
+}
+
+double mt_flops_per_iteration(const mt_flops_shape *m) { return decoder_flops(m) + mtp_flops(m); }
 
 void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
   const dims d = dims_of(m);
@@ -92,7 +116,9 @@ mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) 
   f.moe_router_topk = c->model.moe_router_topk;
   f.moe_ffn_hidden_size = c->model.moe_ffn_hidden_size;
   f.moe_layer_freq = c->model.moe_layer_freq;
-  f.num_moe_layers = mt_gpt_num_moe_layers(c);
+  f.mtp_num_layers = c->model.mtp_num_layers;
+  f.mtp_moe = mt_gpt_is_moe_layer(c, c->model.num_layers); /* an MTP layer's kind */
+  f.num_moe_layers = mt_gpt_num_moe_layers(c) - (f.mtp_moe ? f.mtp_num_layers : 0);
   f.padded_vocab_size = c->padded_vocab_size;
   f.moe_shared_expert_intermediate_size =
       c->model.num_experts > 0 ? c->model.moe_shared_expert_intermediate_size : 0;

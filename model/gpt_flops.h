@@ -35,6 +35,13 @@ typedef struct {
   double seqlen_squared_sum; /* MT_FLOPS_MEGATRON: sum of L_i^2 over the attention segments
                                 of the global batch (documents with reset_attention_mask);
                                 0 = B s^2 (every sample one causal sequence) */
+  /* multi-token prediction (model.mtp_num_layers D; 0 = none): D more
+   * transformer layers, MoE ones when mtp_moe (the last decoder layer's
+   * kind; num_moe_layers counts the decoder's only), their norms and
+   * eh_proj, and D more output-layer GEMMs (Megatron's
+   * num_floating_point_operations) */
+  int64_t mtp_num_layers;
+  int mtp_moe;
 } mt_flops_shape;
 
 /* Which model-FLOPs formula (logging.flops_formula):

@@ -104,11 +104,14 @@ static void head_backward(mt_gpt *m, mt_slot *sl, void *x, float loss_scale) {
   mt_backend *be = m->be;
   const mt_gpt_config *c = &m->cfg;
   const int64_t h = c->model.hidden_size;
+  if (sl->mtp) mt_gpt_mtp_backward(m, sl, loss_scale); /* first: it uses the layer workspaces */
   mt_vocab_parallel_cross_entropy_bwd(&m->tp, sl->logits, sl->row_max, sl->stats, sl->targets,
                                       m->vl, m->v_valid, m->v_start, loss_scale, sl->loss_mask);
   m->tp.fp8_on = 0;
   mt_column_parallel_linear_bwd(&m->tp, m->ws.dtmp_h, mt_gpt_output_weight(m, &m->g), NULL,
                                 sl->logits, sl->lnf, mt_gpt_output_weight(m, &m->w), m->vl, h);
+  if (sl->mtp) /* + the MTP depths' gradient of the final norm's output (hnorm of depth 1) */
+    be->ops->add(be, m->ws.dtmp_h, m->ws.dtmp_h, m->ws.mtp_carry, m->rows_l * h);
   be->ops->memset0(be, m->ws.dresid, (size_t)(m->rows_l * h) * mt_dtype_size(be->dtype));
   mt_gpt_norm_bwd(m, m->ws.dresid, m->g.final_layernorm.weight, m->g.final_layernorm.bias,
                   m->ws.dtmp_h, x, m->w.final_layernorm.weight, sl->lnf_mean, sl->lnf_rstd,
@@ -158,6 +161,7 @@ void mt_gpt_chunk_begin(mt_gpt *m, int c, int mb, const int32_t *tokens,
   memcpy(sl->sample_ids, sample_ids, (size_t)m->cfg.micro_batch_size * sizeof(int64_t));
   if (m->chunks[c].pre || m->chunks[c].post) load_tokens(m, sl, tokens);
   mt_gpt_docs_load(m, sl, tokens);
+  mt_gpt_mtp_load(m, c, sl, tokens);
 }
 
 void *mt_gpt_chunk_input(mt_gpt *m, int c, int mb) {
@@ -186,6 +190,7 @@ double mt_gpt_chunk_forward(mt_gpt *m, int c, int mb) {
   if (ch->post) {
     MT_HOOK(m, before_forward, MT_GPT_HEAD);
     loss_sum = head_forward(m, sl, sl->resid[ch->n_layers]);
+    mt_gpt_mtp_forward(m, sl); /* training only; its losses go to the MTP statistics */
     MT_HOOK(m, after_forward, MT_GPT_HEAD);
   }
   m->pass.sample_ids = NULL;

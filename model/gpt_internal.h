@@ -50,6 +50,26 @@ typedef struct {
                                 (model/moe_shared_experts.h; NULL without) */
 } mt_layer_acts;
 
+/* One multi-token prediction depth k (1-based; model/gpt_mtp.c) of one
+ * micro-batch on the last stage: what its backward needs. Rows as the head
+ * ([sl, b, h] shards, [s_loc·b] tokens). */
+typedef struct {
+  void *emb;                 /* [sl, b, h] embedding of the shifted tokens (after dropout) */
+  void *en, *hn;             /* [sl, b, h] enorm(emb), hnorm(h_{k-1}) */
+  float *en_mean, *en_rstd, *hn_mean, *hn_rstd;
+  void *resid[2];            /* [sl, b, h] eh_proj output (layer input), layer output */
+  mt_layer_acts set;         /* its transformer layer (own set, also under full recompute) */
+  void *lnf;                 /* [sl, b, h] final_layernorm output h_k (head input) */
+  float *lnf_mean, *lnf_rstd;
+  void *logits;              /* [s·b, vl], reused in place for dlogits */
+  float *row_max, *stats, *loss; /* [s·b], [2, s·b], [s·b] */
+  int32_t *tokens, *targets; /* [s·b] device: inputs shifted by k, targets shifted by k */
+  float *mask;               /* [s·b] device: the loss mask shifted by k (0 past the end) */
+  int32_t *pos_ids;          /* [sl, b] shifted positions (learned position table only) */
+  int64_t count_local;       /* unmasked shifted targets of this rank's rows */
+  int64_t count_mb;          /* ... of the whole micro-batch (every CP rank the same) */
+} mt_mtp_acts;
+
 /* One model chunk: a contiguous range of global layers on this rank, with the
  * embedding when it is the model's first chunk (Megatron's pre_process) and
  * the head when it is the last (post_process). */
@@ -80,6 +100,7 @@ typedef struct {
   int64_t loss_tokens;       /* unmasked targets of the micro-batch (whole sequence) */
   int64_t *sample_ids;       /* [b] host */
   int train;
+  mt_mtp_acts *mtp;          /* [n_mtp] on the last chunk with MTP, else NULL */
 } mt_slot;
 
 /* The model's parameters: the registry (names, shapes, shards, flat-buffer
@@ -119,6 +140,10 @@ typedef struct {
   int32_t *host_tokens, *host_targets; /* [s*b] host staging of the token upload */
   int32_t *host_docs, *host_pos; /* gpt_docs.c staging: [b, s], [sl, b] (NULL until used) */
   float *host_mask;          /* [s*b] */
+  /* multi-token prediction (NULL without): [sl, b, h] gradient buffers of the
+   * MTP backward (carry: dL/dh_{k-1} from depth k, added to the main head's) */
+  void *mtp_carry, *mtp_dl, *mtp_de, *mtp_dh;
+  float *mtp_host_mask;      /* [s*b] host staging of the shifted masks */
 } mt_gpt_workspace;
 
 /* The micro-batch being processed (set by the chunk functions). */
@@ -179,6 +204,13 @@ struct mt_gpt {
   mt_tp_ctx tp;
   mt_cp_layout cpl;          /* CP token layout (identity when cp_size 1) */
   mt_cp_attn *cp_attn;       /* ring attention (NULL when cp_size 1) */
+
+  /* multi-token prediction (model/gpt_mtp.c): depths on this rank (D on the
+   * model's last chunk, else 0) and the training losses since the last
+   * reset, per depth: sum of masked shifted-token losses and their count */
+  int n_mtp;
+  double *mtp_loss_sum;
+  int64_t *mtp_loss_count;
 
   mt_gpt_acts acts;
   mt_gpt_workspace ws;
@@ -266,6 +298,33 @@ void mt_gpt_dropout_bwd(mt_gpt *m, const mt_dropout_desc *d, void *dx, const voi
  * else plain. YaRN (rope_type "yarn")
  * belongs to multi-latent attention's decoupled channels. */
 void mt_gpt_rope_scaling(const mt_model_config *mc, mt_rope_desc *d);
+
+/* One transformer layer of global index l (keys dropout and MoE state; an
+ * MTP depth's layer is num_layers + k - 1) with the tensors
+ * m->w.layers[li] and the activation set a: resid[0] -> resid[1]. Backward:
+ * m->ws.dresid holds dL/d resid[1] on entry and dL/d resid[0] on exit. */
+void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *const *resid);
+void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *const *resid);
+
+/* Multi-token prediction (model/gpt_mtp.c). register: the depths' parameters
+ * (last stage, after the head's, inside its hook part; called after
+ * mt_gpt_register_params); create: workspaces and statistics; destroy: them
+ * and the slots' per-depth buffers (before mt_gpt_slots_free); load: for
+ * the last chunk, the slot's per-depth buffers (on first use) and the
+ * shifted tokens, targets and masks of the micro-batch's samples tokens
+ * [b, s + 1]; forward: the depths after the main head (training only; adds
+ * to the statistics); backward: the depths in reverse, leaving in
+ * m->ws.mtp_carry dL/d(final_layernorm output) for the main head. */
+void mt_gpt_mtp_register(mt_gpt *m);
+void mt_gpt_mtp_create(mt_gpt *m);
+void mt_gpt_mtp_destroy(mt_gpt *m);
+void mt_gpt_mtp_load(mt_gpt *m, int chunk, mt_slot *sl, const int32_t *tokens);
+void mt_gpt_mtp_forward(mt_gpt *m, mt_slot *sl);
+void mt_gpt_mtp_backward(mt_gpt *m, mt_slot *sl, float loss_scale);
+/* Register transformer layer l (local index li) under the name prefix
+ * `prefix` ("decoder.layers.L" or "mtp.layers.K.mtp_model_layer";
+ * model/gpt_register.c). */
+void mt_gpt_register_layer(mt_gpt *m, int li, int l, const char *prefix);
 
 /* One transformer layer: local layer lc of chunk c for slot s,
  * s->resid[lc] -> s->resid[lc + 1]. */

@@ -10,7 +10,12 @@
 #include "model/gpt_internal.h"
 #include "model/moe_router.h"
 
+/* The MTP depths' layers (global indices num_layers .. num_layers + D - 1)
+ * are of the last decoder layer's kind, as Megatron builds them from the
+ * decoder's last layer spec. */
 int mt_gpt_is_moe_layer(const mt_gpt_config *c, int l) {
+  const int L = c->model.num_layers;
+  if (l >= L && l < L + c->model.mtp_num_layers) return mt_model_is_moe_layer(&c->model, L - 1);
   return mt_model_is_moe_layer(&c->model, l);
 }
 
@@ -23,7 +28,8 @@ int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l) {
 
 int mt_gpt_num_moe_layers(const mt_gpt_config *c) {
   int n = 0;
-  for (int l = 0; l < c->model.num_layers; l++) n += mt_gpt_is_moe_layer(c, l);
+  for (int l = 0; l < c->model.num_layers + c->model.mtp_num_layers; l++)
+    n += mt_gpt_is_moe_layer(c, l);
   return n;
 }
 
@@ -74,5 +80,8 @@ int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer) {
     for (int l = m->chunks[k].first_layer; l < m->chunks[k].first_layer + m->chunks[k].n_layers;
          l++)
       if (mt_gpt_moe_layer_index(&m->cfg, l) == moe_layer) return l;
+  for (int k = 0; k < m->n_mtp; k++) /* the MTP depths' layers (last stage) */
+    if (mt_gpt_moe_layer_index(&m->cfg, m->cfg.model.num_layers + k) == moe_layer)
+      return m->cfg.model.num_layers + k;
   return -1;
 }

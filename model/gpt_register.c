@@ -84,17 +84,18 @@ static void add_row(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_t o
 /* The shared expert of MoE layer l (model/moe_shared_experts.h): laid out
  * and sharded exactly as the dense MLP, width S = moe_shared_expert_intermediate_size;
  * nothing without it. */
-static void register_shared(mt_gpt *m, mt_mlp_tensors *w, mt_mlp_tensors *g, int l) {
+static void register_shared(mt_gpt *m, mt_mlp_tensors *w, mt_mlp_tensors *g,
+                            const char *pre) {
   const mt_gpt_config *c = &m->cfg;
   if (c->model.moe_shared_expert_intermediate_size <= 0) return;
   const int64_t h = c->model.hidden_size, S = c->model.moe_shared_expert_intermediate_size;
   const int64_t Sl = m->shl;
   const int64_t r0 = (int64_t)c->tp_rank * Sl;
   char p[MT_PARAM_NAME_MAX];
-  snprintf(p, sizeof p, "decoder.layers.%d.mlp.shared_experts.linear_fc1", l);
+  snprintf(p, sizeof p, "%s.mlp.shared_experts.linear_fc1", pre);
   add_column(m, &w->linear_fc1, &g->linear_fc1, p, m->glu * S, h, m->glu * Sl, r0,
              MT_INIT_NORMAL, m->glu == 2);
-  snprintf(p, sizeof p, "decoder.layers.%d.mlp.shared_experts.linear_fc2", l);
+  snprintf(p, sizeof p, "%s.mlp.shared_experts.linear_fc2", pre);
   add_row(m, &w->linear_fc2, &g->linear_fc2, p, h, S, Sl, r0, MT_INIT_SCALED);
 }
 
@@ -105,14 +106,14 @@ static void register_shared(mt_gpt *m, mt_mlp_tensors *w, mt_mlp_tensors *g, int
  * tensor parallelism each expert's fc1 rows (per SwiGLU half) and fc2
  * columns are split over ETP (model/moe_etp.h). Then the shared expert,
  * after the experts as in Megatron's MoELayer. */
-static void register_moe(mt_gpt *m, int li, int l) {
+static void register_moe(mt_gpt *m, int li, const char *pre) {
   const mt_gpt_config *c = &m->cfg;
   mt_moe_tensors *w = &m->w.layers[li].moe, *g = &m->g.layers[li].moe;
   const int64_t h = c->model.hidden_size, F = c->model.moe_ffn_hidden_size;
   const int64_t E = c->model.num_experts;
   const int El = c->model.num_experts / c->ep_size;
   char p[MT_PARAM_NAME_MAX];
-  snprintf(p, sizeof p, "decoder.layers.%d.mlp.router.weight", l);
+  snprintf(p, sizeof p, "%s.mlp.router.weight", pre);
   mt_gpt_add_param(m, &w->router.weight, &g->router.weight, p, E, h, E, h, 0, 0, MT_INIT_NORMAL,
                    0, 1)->sp_partial = c->sequence_parallel && c->tp_size > 1;
   const int etp = c->etp_size > 1 ? c->etp_size : 1;
@@ -124,17 +125,17 @@ static void register_moe(mt_gpt *m, int li, int l) {
   for (int le = 0; le < El; le++) {
     const int e = c->ep_rank * El + le;
     mt_mlp_tensors *we = &w->experts[le], *ge = &g->experts[le];
-    snprintf(p, sizeof p, "decoder.layers.%d.mlp.experts.%d.linear_fc1", l, e);
+    snprintf(p, sizeof p, "%s.mlp.experts.%d.linear_fc1", pre, e);
     add_column(m, &we->linear_fc1, &ge->linear_fc1, p, m->glu * F, h, m->glu * Fl, f0,
                MT_INIT_NORMAL, m->glu == 2 && etp > 1);
-    snprintf(p, sizeof p, "decoder.layers.%d.mlp.experts.%d.linear_fc2", l, e);
+    snprintf(p, sizeof p, "%s.mlp.experts.%d.linear_fc2", pre, e);
     add_row(m, &we->linear_fc2, &ge->linear_fc2, p, h, F, Fl, f0, MT_INIT_SCALED);
   }
   for (int i = first; i < m->params.list.n; i++) {
     m->params.list.p[i].is_expert = 1;
     m->params.list.p[i].tp_replicated = 0;
   }
-  register_shared(m, &w->shared_experts, &g->shared_experts, l);
+  register_shared(m, &w->shared_experts, &g->shared_experts, pre);
 }
 
 /* Transformer layer l (local index li). linear_qkv: rows grouped per query
@@ -142,39 +143,39 @@ static void register_moe(mt_gpt *m, int li, int l) {
  * [r·ng, (r+1)·ng): one contiguous block. linear_fc1 with SwiGLU: global
  * rows [0, f) gate, [f, 2f) up; rank r holds gate rows [r·fl, ..) and up
  * rows [f + r·fl, ..) (mt_param.halves). */
-static void register_layer(mt_gpt *m, int li, int l) {
+void mt_gpt_register_layer(mt_gpt *m, int li, int l, const char *pre) {
   const mt_gpt_config *c = &m->cfg;
   mt_layer_tensors *w = &m->w.layers[li], *g = &m->g.layers[li];
   const int64_t h = c->model.hidden_size, f = c->model.ffn_hidden_size, tr = c->tp_rank;
   const int64_t qkvl = m->qkvl, hl = m->hl, fl = m->fl, gl = m->glu;
   const int sp = c->sequence_parallel && c->tp_size > 1;
   char p[MT_PARAM_NAME_MAX];
-  snprintf(p, sizeof p, "decoder.layers.%d.input_layernorm", l);
+  snprintf(p, sizeof p, "%s.input_layernorm", pre);
   add_norm(m, &w->input_layernorm, &g->input_layernorm, p, h, sp, 0);
-  snprintf(p, sizeof p, "decoder.layers.%d.self_attention.linear_qkv", l);
+  snprintf(p, sizeof p, "%s.self_attention.linear_qkv", pre);
   add_column(m, &w->self_attention.linear_qkv, &g->self_attention.linear_qkv, p,
              qkvl * c->tp_size, h, qkvl, tr * qkvl, MT_INIT_NORMAL, 0);
   if (c->model.qk_layernorm) { /* [hn] shared by the heads: partial under any tp > 1 */
-    snprintf(p, sizeof p, "decoder.layers.%d.self_attention.q_layernorm", l);
+    snprintf(p, sizeof p, "%s.self_attention.q_layernorm", pre);
     add_norm(m, &w->self_attention.q_layernorm, &g->self_attention.q_layernorm, p, m->hn,
              c->tp_size > 1, c->apply_wd_to_qk_layernorm);
-    snprintf(p, sizeof p, "decoder.layers.%d.self_attention.k_layernorm", l);
+    snprintf(p, sizeof p, "%s.self_attention.k_layernorm", pre);
     add_norm(m, &w->self_attention.k_layernorm, &g->self_attention.k_layernorm, p, m->hn,
              c->tp_size > 1, c->apply_wd_to_qk_layernorm);
   }
-  snprintf(p, sizeof p, "decoder.layers.%d.self_attention.linear_proj", l);
+  snprintf(p, sizeof p, "%s.self_attention.linear_proj", pre);
   add_row(m, &w->self_attention.linear_proj, &g->self_attention.linear_proj, p, h,
           hl * c->tp_size, hl, tr * hl, MT_INIT_SCALED);
-  snprintf(p, sizeof p, "decoder.layers.%d.pre_mlp_layernorm", l);
+  snprintf(p, sizeof p, "%s.pre_mlp_layernorm", pre);
   add_norm(m, &w->pre_mlp_layernorm, &g->pre_mlp_layernorm, p, h, sp, 0);
   if (mt_gpt_is_moe_layer(c, l)) {
-    register_moe(m, li, l);
+    register_moe(m, li, pre);
     return;
   }
-  snprintf(p, sizeof p, "decoder.layers.%d.mlp.linear_fc1", l);
+  snprintf(p, sizeof p, "%s.mlp.linear_fc1", pre);
   add_column(m, &w->mlp.linear_fc1, &g->mlp.linear_fc1, p, gl * f, h, gl * fl, tr * fl,
              MT_INIT_NORMAL, gl == 2);
-  snprintf(p, sizeof p, "decoder.layers.%d.mlp.linear_fc2", l);
+  snprintf(p, sizeof p, "%s.mlp.linear_fc2", pre);
   add_row(m, &w->mlp.linear_fc2, &g->mlp.linear_fc2, p, h, f, fl, tr * fl, MT_INIT_SCALED);
 }
 
@@ -198,7 +199,8 @@ void mt_gpt_register_params(mt_gpt *m) {
     }
     m->params.embedding[1] = m->params.list.n - 1;
   }
-  const int nl = m->n_local_layers > 0 ? m->n_local_layers : 1;
+  m->n_mtp = has_post ? c->model.mtp_num_layers : 0; /* their layers follow the decoder's */
+  const int nl = m->n_local_layers + m->n_mtp > 0 ? m->n_local_layers + m->n_mtp : 1;
   w->layers = mt_xcalloc((size_t)nl, sizeof(mt_layer_tensors));
   g->layers = mt_xcalloc((size_t)nl, sizeof(mt_layer_tensors));
   m->params.layers = mt_xcalloc((size_t)nl, sizeof(*m->params.layers));
@@ -207,7 +209,9 @@ void mt_gpt_register_params(mt_gpt *m) {
     for (int lc = 0; lc < ch->n_layers; lc++) {
       const int li = ch->layer_base + lc;
       m->params.layers[li][0] = m->params.list.n;
-      register_layer(m, li, ch->first_layer + lc);
+      char pre[MT_PARAM_NAME_MAX];
+      snprintf(pre, sizeof pre, "decoder.layers.%d", ch->first_layer + lc);
+      mt_gpt_register_layer(m, li, ch->first_layer + lc, pre);
       m->params.layers[li][1] = m->params.list.n - 1;
     }
   }
@@ -226,16 +230,18 @@ void mt_gpt_register_params(mt_gpt *m) {
                      "embedding.word_embeddings.weight", V, h, vl, h, m->v_start, 0,
                      MT_INIT_NORMAL, 0, 0)->shared_copy = 1;
   }
-  m->params.head[1] = m->params.list.n - 1;
+  m->params.head[1] = m->params.list.n - 1; /* MTP's follow (mt_gpt_mtp_register) */
 }
 
 void mt_gpt_tensors_free(mt_gpt *m) {
-  for (int li = 0; li < m->n_local_layers && m->w.layers; li++) {
+  for (int li = 0; li < m->n_local_layers + m->n_mtp && m->w.layers; li++) {
     free(m->w.layers[li].moe.experts);
     free(m->g.layers[li].moe.experts);
   }
   free(m->w.layers);
   free(m->g.layers);
+  free(m->w.mtp);
+  free(m->g.mtp);
   free(m->params.layers);
   free(m->params.ref);
 }

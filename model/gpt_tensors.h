@@ -59,12 +59,22 @@ typedef struct {
   mt_moe_tensors moe;       /* MoE layers (router.weight non-NULL) */
 } mt_layer_tensors;
 
+/* One multi-token prediction depth (Megatron's MultiTokenPredictionLayer,
+ * mtp.layers.K.*): enorm and hnorm [h] (the norm of the model's kind),
+ * eh_proj [h, 2h] (weight only; input features: the normed embedding, then
+ * the normed hidden state), final_layernorm [h]. Its transformer layer
+ * (mtp.layers.K.mtp_model_layer.*) is mt_gpt_tensors.layers[n_local_layers + K]. */
+typedef struct {
+  mt_wb enorm, hnorm, eh_proj, final_layernorm;
+} mt_mtp_tensors;
+
 /* The whole model on this rank. */
 typedef struct {
   /* embedding.*: first stage (Megatron's pre_process) */
   mt_wb word_embeddings;    /* [Vp, h] vocab-parallel: this rank's vl rows */
   mt_wb position_embeddings; /* [max_position_embeddings, h], learned positions only */
-  mt_layer_tensors *layers; /* [n_local_layers], in local order (chunk by chunk) */
+  mt_layer_tensors *layers; /* [n_local_layers + n_mtp], in local order (chunk by chunk),
+                               then the MTP depths' transformer layers */
   /* last stage (post_process) */
   mt_wb final_layernorm;    /* decoder.final_layernorm [h] */
   mt_wb output_layer;       /* [Vp, h]: output_layer.weight when untied; with tied
@@ -73,6 +83,11 @@ typedef struct {
                                NULL when tied on the stage that holds word_embeddings (the
                                head then uses word_embeddings, as Megatron's
                                shared_embedding_or_output_weight) */
+  mt_mtp_tensors *mtp;      /* [n_mtp]: multi-token prediction depths (last stage; NULL
+                               without) */
+  mt_wb mtp_word_embeddings; /* untied embeddings with MTP on a last stage without the
+                               embedding: its copy of embedding.word_embeddings.weight
+                               (mt_param.shared_copy) for the MTP depths; else NULL */
 } mt_gpt_tensors;
 
 /* The fields parameter i of the registry is bound to: its weight pointer in

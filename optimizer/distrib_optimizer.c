@@ -136,7 +136,10 @@ void mt_zero_opt_init(mt_zero_opt *z, mt_backend *be, mt_gpt *model, const mt_ze
   z->g = *g;
   z->dp_group = g->dp;
   z->n_layers = mt_gpt_get_config(model)->model.num_layers;
-  z->tied = !mt_gpt_get_config(model)->model.untie_embeddings_and_output_weights;
+  /* the head reads the word embedding: tied output weights, or the MTP
+   * depths' embedding (model/gpt_mtp.c) */
+  z->tied = !mt_gpt_get_config(model)->model.untie_embeddings_and_output_weights ||
+            mt_gpt_get_config(model)->model.mtp_num_layers > 0;
   /* a pipeline stage holds some layers (and maybe the embedding / head):
    * stage 1 needs no per-layer units, so one unit covers its parameters */
   MT_ASSERT(mt_gpt_get_config(model)->pp_size == 1 || o->stage == 1);

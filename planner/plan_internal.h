@@ -31,6 +31,10 @@ typedef struct {
   double n_moe_layers;                 /* MoE layers of the whole model */
   uint8_t moe_layer[MT_MAX_LAYERS];    /* 1 = layer l is MoE (moe_layer_freq integer or list) */
   double bucket;                       /* ddp_bucket_size, elements */
+  /* multi-token prediction: depths D (model.mtp_num_layers) on the last
+   * stage, MoE layers when mtp_moe (the last layer's kind) */
+  double mtp;
+  int mtp_moe;
 } mt_plan_dims;
 
 void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d);

@@ -85,6 +85,8 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
     d->moe_layer[l] = (uint8_t)mt_config_is_moe_layer(cfg, l);
     d->n_moe_layers += d->moe_layer[l];
   }
+  d->mtp = mc->mtp_num_layers > 0 ? mc->mtp_num_layers : 0;
+  d->mtp_moe = mc->num_layers > 0 && mt_config_is_moe_layer(cfg, mc->num_layers - 1);
 }
 
 double mt_plan_stage_moe_layers(const mt_plan_dims *d) { return d->n_moe_layers / d->p; }
@@ -141,13 +143,23 @@ double mt_plan_stage_params(const mt_plan_dims *d, int stage) {
   return n;
 }
 
+/* The multi-token prediction depths, unsharded (model/gpt_mtp.c): per depth
+ * enorm, hnorm and final_layernorm, eh_proj [h, 2h] and one layer of the
+ * last decoder layer's kind (its copy of the word embedding on a later
+ * stage is not counted, like the tied output layer's). */
+static double mtp_params(const mt_plan_dims *d) {
+  const double h = d->h;
+  return d->mtp * (attn_params(d, 1) + (d->mtp_moe ? moe_mlp_params(d, 1, 1, 1) : mlp_params(d, 1)) +
+                   3 * mt_plan_norm_width(d) * h + 2 * h * h);
+}
+
 double mt_plan_total_params(const mt_plan_dims *d, int padded) {
   const double h = d->h, V = padded ? d->Vp : d->V;
   double n = d->L * attn_params(d, 1) + (d->L - d->n_moe_layers) * mlp_params(d, 1) +
              d->n_moe_layers * moe_mlp_params(d, 1, 1, 1);
   n += V * h + d->pos_table * d->maxpos * h + mt_plan_norm_width(d) * h;
   if (d->untied) n += V * h;
-  return n;
+  return n + mtp_params(d);
 }
 
 /* Parameters one token uses (the unpadded vocabulary, as the published

@@ -47,6 +47,7 @@ void mt_log_line(FILE *f, const mt_log_record *r) {
   fprintf(f,
           " learning rate: %.6E | global batch size: %5lld | lm loss: %.6E | grad norm: %.4f |",
           (double)r->lr, (long long)r->global_batch_size, r->lm_loss, r->grad_norm);
+  for (int k = 0; k < r->n_mtp; k++) fprintf(f, " mtp_%d loss: %.6E |", k + 1, r->mtp_loss[k]);
   if (r->n_moe_layers > 0) {
     fprintf(f, " load balancing loss: %.6E | z loss: %.6E | dropped: %.4f | tokens per expert max/mean:",
             r->load_balancing_loss, r->z_loss, r->dropped_fraction);
@@ -129,6 +130,10 @@ void mt_metrics_write(mt_metrics_file *mf, const mt_log_record *r, double val_lo
   cJSON_AddNumberToObject(o, "consumed_samples", (double)r->consumed_samples);
   cJSON_AddNumberToObject(o, "lm_loss", r->lm_loss);
   cJSON_AddNumberToObject(o, "grad_norm", r->grad_norm);
+  if (r->n_mtp > 0) { /* per depth, the iteration's value */
+    cJSON *l = cJSON_AddArrayToObject(o, "mtp_loss");
+    for (int k = 0; k < r->n_mtp; k++) cJSON_AddItemToArray(l, cJSON_CreateNumber(r->mtp_loss[k]));
+  }
   cJSON_AddNumberToObject(o, "lr", r->lr);
   cJSON_AddNumberToObject(o, "weight_decay", r->weight_decay);
   cJSON_AddNumberToObject(o, "lr_applied", r->lr_applied);

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "config/model_config.h"
 #include "core/tb_writer.h"
 #include "core/timers.h"
 #include "parallel/comm.h"
@@ -45,6 +46,12 @@ typedef struct {
   double grad_norm;
   int64_t skipped_iters, nan_iters;
   double eta_s;             /* estimated time to finish */
+  /* multi-token prediction (n_mtp 0 = off): per depth k = 1..n_mtp the
+   * cross-entropy of the token k + 1 ahead, per unmasked shifted target of
+   * the global batch (console "mtp_k loss", averaged over the log interval
+   * like lm loss; JSONL "mtp_loss": the list) */
+  int n_mtp;
+  double mtp_loss[MT_MAX_MTP];
   /* mixture of experts (n_moe_layers 0 = dense model): auxiliary losses
    * before their coefficients, summed over MoE layers and averaged over the
    * micro-batches of the global batch; per MoE layer the routed token slots

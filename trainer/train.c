@@ -95,6 +95,20 @@ static double run_global_batch(mt_trainer *t, int split, int64_t base, int64_t g
 }
 
 
+/* The step's multi-token prediction losses (mt_gpt_mtp_losses): per depth
+ * the sums over the stages and the data x context-parallel ranks, loss over
+ * count. Collective over pp and dp x cp. */
+static void mtp_step_losses(mt_trainer *t, mt_step_result *r) {
+  double v[2 * MT_MAX_MTP];
+  const int D = mt_gpt_mtp_losses(t->model, v, v + MT_MAX_MTP);
+  if (D <= 0) return;
+  memmove(v + D, v + MT_MAX_MTP, (size_t)D * sizeof(double)); /* [sums | counts] */
+  if (t->topo.pp > 1) mt_allreduce(t->ps->pp, v, 2 * D, MT_F64, MT_OP_SUM);
+  mt_allreduce(t->dp_group, v, 2 * D, MT_F64, MT_OP_SUM);
+  r->n_mtp = D;
+  for (int k = 0; k < D; k++) r->mtp_loss[k] = v[D + k] > 0 ? v[k] / v[D + k] : 0.0;
+}
+
 double mt_trainer_evaluate(mt_trainer *t, int64_t iteration) {
   const mt_config *c = t->cfg;
   const int64_t gbs = c->training.global_batch_size;
@@ -123,6 +137,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   if (t->zero) mt_zero_opt_zero_grad(t->zero);
   else mt_gpt_zero_grad(t->model);
   mt_gpt_moe_stats_reset(t->model);
+  mt_gpt_mtp_stats_reset(t->model);
   int64_t loss_tokens = 0;
   /* Megatron's update_num_microbatches(consumed_train_samples) */
   const int64_t gbs = mt_batch_rampup_gbs(&t->rampup, t->consumed_samples);
@@ -137,6 +152,7 @@ mt_step_result mt_trainer_step(mt_trainer *t, int64_t iteration) {
   mt_trainer_reduce_gradients(t);
   mt_timer_stop(&t->timers, MT_TM_ALL_GRADS_SYNC);
   r.lm_loss = loss_tokens > 0 ? loss_sum / (double)loss_tokens : 0.0;
+  mtp_step_losses(t, &r);
   /* squares of sharded tensors from every model-parallel rank, replicated
    * tensors once (tp rank 0) */
   double sumsq;
@@ -238,6 +254,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
                      (long long)start, (long long)t->consumed_samples);
   mt_dist_reset_comm_time(dist); /* the training loop's communication from here */
   double t_log = mt_now(), t_start = mt_now(), acc_loss = 0.0, acc_norm = 0.0;
+  double acc_mtp[MT_MAX_MTP] = {0};
   int64_t n_acc = 0, consecutive_nan = 0, iters_done = 0, iv_samples = 0;
   double iv_flops = 0.0; /* model FLOPs since the last log line */
   int status = 0;
@@ -261,6 +278,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     } else {
       consecutive_nan = 0;
       acc_loss += r.lm_loss;
+      for (int k = 0; k < r.n_mtp; k++) acc_mtp[k] += r.mtp_loss[k];
       acc_norm += r.grad_norm;
       n_acc++;
     }
@@ -277,6 +295,8 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
     iv_samples += r.global_batch_size;
     rec.lm_loss = r.lm_loss;
     rec.grad_norm = r.grad_norm;
+    rec.n_mtp = r.n_mtp;
+    for (int k = 0; k < r.n_mtp; k++) rec.mtp_loss[k] = r.mtp_loss[k];
     rec.n_moe_layers = r.n_moe_layers;
     rec.load_balancing_loss = r.load_balancing_loss;
     rec.z_loss = r.z_loss;
@@ -335,6 +355,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       double per_it = (now - t_start) / (double)iters_done;
       mt_log_record line = rec;
       line.lm_loss = n_acc ? acc_loss / n_acc : r.lm_loss;
+      for (int k = 0; k < r.n_mtp; k++) line.mtp_loss[k] = n_acc ? acc_mtp[k] / n_acc : r.mtp_loss[k];
       line.grad_norm = n_acc ? acc_norm / n_acc : r.grad_norm;
       line.elapsed_ms = 1e3 * (now - t->t_interval) / (double)n_iv;
       line.tokens_per_s = (double)iv_samples * cfg->model.seq_length / (now - t->t_interval);
@@ -359,6 +380,7 @@ int mt_train(const mt_config *cfg, mt_dist *dist) {
       mt_log_timers(&t->timers, t->world, t->is_logger, cfg->logging.timing_log_option, &t->tb,
                     cfg->logging.log_timers_to_tensorboard, &line, (double)n_iv);
       acc_loss = acc_norm = 0.0;
+      memset(acc_mtp, 0, sizeof acc_mtp);
       n_acc = 0;
       t->t_interval = mt_now();
     }

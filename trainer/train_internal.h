@@ -126,6 +126,9 @@ typedef struct {
    * mt_dist_comm_time): per group kind, then all kinds; exposed = the
    * compute thread blocked in it */
   mt_comm_time comm_time[MT_GK_N + 1];
+  /* multi-token prediction: per depth the mean loss over the global batch */
+  int n_mtp;
+  double mtp_loss[MT_MAX_MTP];
   /* MoE (n_moe_layers 0 = dense): see mt_log_record */
   int n_moe_layers;
   double load_balancing_loss, z_loss, dropped_fraction;

@@ -72,13 +72,15 @@ int mt_trainer_moe_ckpt_buffers(mt_trainer *t, mt_ckpt_buffer **out) {
   for (int i = 0; i < L; i++) {
     const int l = mt_gpt_moe_layer_is_local(t->model, i);
     if (l < 0) continue;
+    char pre[64]; /* decoder.layers.L or mtp.layers.K.mtp_model_layer */
+    mt_gpt_layer_name(mt_gpt_get_config(t->model), l, pre, sizeof pre);
     if (mt_gpt_moe_expert_bias(t->model, i)) {
-      snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.expert_bias", l);
+      snprintf(b[n].name, sizeof b[n].name, "%s.mlp.router.expert_bias", pre);
       b[n].data = mt_gpt_moe_expert_bias(t->model, i);
       b[n].numel = E;
       b[n++].dtype = MT_F32;
     }
-    snprintf(b[n].name, sizeof b[n].name, "decoder.layers.%d.mlp.router.tokens_per_expert", l);
+    snprintf(b[n].name, sizeof b[n].name, "%s.mlp.router.tokens_per_expert", pre);
     b[n].data = mt_gpt_moe_bias_counts(t->model, i);
     b[n].numel = E;
     b[n++].dtype = MT_I64;

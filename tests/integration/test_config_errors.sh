@@ -287,6 +287,7 @@ dead model.moe_router_dtype=fp64 model.num_experts
 dead model.moe_shared_expert_intermediate_size=128 model.num_experts
 dead model.moe_shared_expert_overlap=true model.moe_shared_expert_intermediate_size $MOE
 dead model.moe_grouped_gemm=true model.num_experts
+dead model.mtp_loss_scaling_factor=0.2 model.mtp_num_layers
 dead parallel.virtual_pipeline_model_parallel_size=2 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_first_pipeline_stage=1 parallel.pipeline_model_parallel_size
 dead parallel.num_layers_in_last_pipeline_stage=1 parallel.pipeline_model_parallel_size

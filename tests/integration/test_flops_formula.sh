@@ -4,7 +4,7 @@
 # a config) against tests/reference/flops_reference.py, which counts the
 # same iteration GEMM by GEMM from the config file: dense GPT-2, GQA +
 # SwiGLU (llama-tiny, and with kv_channels != h / heads), MoE with shared
-# experts and a moe_layer_freq list (deepseek-tiny), MoE every other layer
+# experts and a moe_layer_freq list (deepseek-tiny, with one MTP depth), MoE every other layer
 # (gpt-moe, moe_layer_freq 2), under logging.flops_formula megatron
 # (today's Megatron: causal core attention at half) and paper (the 2021/2022
 # papers' full s x s), and the 1T paper config. Relative difference <= 1e-6.

@@ -35,7 +35,7 @@ print("gpt-moe on 8 ranks: lm loss %.3f -> %.3f over 20 steps (lb %.3f, dropped 
       % (first, last, a[20]["load_balancing_loss"], a[20]["dropped_fraction"]))
 PY
 # configs/deepseek-tiny.json (sigmoid + expert bias + group-limited top-4 +
-# shared expert + seq_aux_loss + dense first layer) starts, trains 3 steps on
+# shared expert + seq_aux_loss + dense first layer + an MoE MTP depth) starts, trains 3 steps on
 # 2 ranks with ep=2, and logs the expert bias and tokens per expert.
 mpirun -np 2 --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS \
   -x OMP_NUM_THREADS "$MT" --config configs/deepseek-tiny.json --set training.train_iters=3 \
@@ -48,9 +48,10 @@ import json, sys
 recs = [o for o in map(json.loads, open(sys.argv[1])) if "lm_loss" in o]
 assert [o["iteration"] for o in recs] == [1, 2, 3], recs
 last = recs[-1]
-assert len(last["expert_bias"]) == 3 and all(len(b) == 16 for b in last["expert_bias"]), last["expert_bias"]
+# 3 MoE decoder layers + the MoE layer of its MTP depth (issue 31)
+assert len(last["expert_bias"]) == 4 and all(len(b) == 16 for b in last["expert_bias"]), last["expert_bias"]
 assert any(v != 0 for b in last["expert_bias"] for v in b), "expert bias never moved"
 assert all(sum(t) == 4 * 128 * 4 * 2 for t in last["tokens_per_expert"]), last["tokens_per_expert"]
-print("deepseek-tiny on 2 ranks (ep=2): 3 steps, lm loss %.3f, expert bias of 3 MoE layers moved "
+print("deepseek-tiny on 2 ranks (ep=2): 3 steps, lm loss %.3f, expert bias of 4 MoE layers moved "
       "(max |b| %.4f)" % (last["lm_loss"], max(abs(v) for b in last["expert_bias"] for v in b)))
 PY

@@ -15,7 +15,10 @@ count (no norms, activations, softmax, router). Per layer, T = B s tokens:
   dense MLP    T x h -> f (2 f with SwiGLU), T x f -> h
   MoE MLP      each token through its top-k experts (h -> F (2 F), F -> h)
                and the shared experts (h -> S (2 S), S -> h)
-and once the output layer T x h -> padded vocabulary.
+and once the output layer T x h -> padded vocabulary. Multi-token
+prediction (mtp_num_layers D) adds D layers of the last layer's kind, D
+eh_proj GEMMs T x 2h -> h, D more output-layer GEMMs and, as Megatron's
+count, 2 x 3h per token for each depth's three norms.
 
 Written from those definitions (Narayanan et al. 2021 §5.1; Megatron-core's
 docstrings on the causal half), not from megatrain's or Megatron's code.
@@ -73,7 +76,14 @@ def iteration_flops(cfg, seqlens=None):
     assert sum(seqlens) == T, "segments must cover the global batch"
     q, kv = heads * hn, groups * hn
     fwd = 0.0
-    for layer in range(L):
+    # multi-token prediction: D more layers of the last layer's kind, each
+    # with its eh_proj [2h -> h] and one more output-layer GEMM; Megatron
+    # also counts 3 h per token for the depth's three norms (2 FLOPs each)
+    D = _get(cfg, "model", "mtp_num_layers", 0) or 0
+    moe = moe + [moe[-1]] * D
+    for _ in range(D):
+        fwd += gemm(T, 2 * h, h) + 2.0 * T * 3 * h + gemm(T, h, Vp)
+    for layer in range(L + D):
         fwd += gemm(T, h, q + 2 * kv) + gemm(T, q, h)
         for n in (seqlens if formula == "megatron" else [s] * B):
             scores = n * n / 2.0 if formula == "megatron" else n * n

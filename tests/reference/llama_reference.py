@@ -119,6 +119,9 @@ class Config:
         # fixed expert bias per MoE layer (selection only), [n_moe][E]; None = off
         eb = d.get("moe_expert_bias")
         self.expert_bias = [np.array(v, dtype=np.float64) for v in eb] if eb else None
+        # multi-token prediction (tests/reference/mtp_reference.py)
+        self.mtp = int(d.get("mtp_num_layers") or 0)
+        self.mtp_lambda = float(d.get("mtp_loss_scaling_factor", 0.1))
         assert self.nh % self.ng == 0, "num_query_groups must divide num_attention_heads"
         self.rot_dim = int(self.hn * self.rotary_percent)
 
@@ -129,9 +132,13 @@ class Config:
             return bool(self.moe_pattern[l])
         return l % self.moe_freq == 0
 
+    def is_moe_any(self, l):
+        """Layers L .. L+D-1 are the MTP depths' layers, of the last layer's kind."""
+        return self.is_moe(self.L - 1) if l >= self.L else self.is_moe(l)
+
     def moe_index(self, l):
         """Number of MoE layers before layer l (the expert bias is kept per MoE layer)."""
-        return sum(self.is_moe(j) for j in range(l))
+        return sum(self.is_moe_any(j) for j in range(l))
 
 
 # ---- parameters: names, shapes, Megatron initialisation ----
@@ -155,8 +162,8 @@ def expected_params(c):
         if c.bias:
             P[name + ".bias"] = ((rows,), "zeros")
 
-    for l in range(c.L):
-        pre = "decoder.layers.%d." % l
+    for l in range(c.L + c.mtp):
+        pre = "decoder.layers.%d." % l if l < c.L else "mtp.layers.%d.mtp_model_layer." % (l - c.L)
         norm(pre + "input_layernorm", c.h)
         linear(pre + "self_attention.linear_qkv", (c.nh + 2 * c.ng) * c.hn, c.h, "normal")
         if c.qk_ln:
@@ -164,7 +171,7 @@ def expected_params(c):
             norm(pre + "self_attention.k_layernorm", c.hn)
         linear(pre + "self_attention.linear_proj", c.h, c.nh * c.hn, "scaled")
         norm(pre + "pre_mlp_layernorm", c.h)
-        if c.is_moe(l):
+        if c.is_moe_any(l):
             P[pre + "mlp.router.weight"] = ((c.E, c.h), "normal")
             for e in range(c.E):
                 linear(pre + "mlp.experts.%d.linear_fc1" % e, g * c.moe_ffn, c.h, "normal")
@@ -178,6 +185,12 @@ def expected_params(c):
     norm("decoder.final_layernorm", c.h)
     if c.untie:
         P["output_layer.weight"] = ((c.Vp, c.h), "normal")
+    for k in range(c.mtp):  # Megatron-core's MultiTokenPredictionLayer
+        pre = "mtp.layers.%d." % k
+        norm(pre + "enorm", c.h)
+        norm(pre + "hnorm", c.h)
+        P[pre + "eh_proj.weight"] = ((c.h, 2 * c.h), "normal")
+        norm(pre + "final_layernorm", c.h)
     return P
 
 
@@ -334,12 +347,15 @@ def mlp(c, x, P, pre, ffn):
     return linear(a, P, pre + "linear_fc2")
 
 
-def moe(c, x, P, pre):
-    """MoE MLP for x [b, s, h] -> (out [b, s, h], aux objective term)."""
+def moe(c, x, P, pre, layer=None):
+    """MoE MLP for x [b, s, h] -> (out [b, s, h], aux objective term); layer:
+    the global layer index (default: read from a decoder.layers.N. prefix)."""
     b, s, h = x.shape
     xt = x.transpose(0, 1).reshape(s * b, h)  # megatrain's token order [s, b]
     logits = xt @ P[pre + "mlp.router.weight"].T
-    bias = c.expert_bias[c.moe_index(int(pre.split(".")[2]))] if c.expert_bias else None
+    if layer is None:
+        layer = int(pre.split(".")[2])
+    bias = c.expert_bias[c.moe_index(layer)] if c.expert_bias else None
     expert, kept, gates, lb, z, _ = route(logits, c, bias)
     out = torch.zeros_like(xt)
     for e in range(c.E):
@@ -385,6 +401,10 @@ def forward(c, P, batch, sdpa=False):
         x = x + y
     x = normalize(c, x, P, "decoder.final_layernorm")
     w_out = P["output_layer.weight"] if c.untie else P["embedding.word_embeddings.weight"]
+    if c.mtp:  # multi-token prediction: its weighted losses join the objective
+        from mtp_reference import mtp_objective
+        m_obj, m_aux, _ = mtp_objective(c, P, x_ids, y_ids, loss_mask, x, w_out, sdpa)
+        aux = aux + m_obj + m_aux
     logits = (x @ w_out.T)[..., :c.V]  # padded vocabulary never enters the softmax
     if loss_mask is None:
         ce = F.cross_entropy(logits.reshape(-1, c.V), y_ids.reshape(-1))

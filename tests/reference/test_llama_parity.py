@@ -73,7 +73,7 @@ def check_params(ref, fails):
 
 def check_case(d):
     name = os.path.basename(os.path.normpath(d))
-    fails = []
+    fails, mtp_rel = [], []
     ref = Reference(d)
     n_params = check_params(ref, fails)
     toks = ref.tokens()
@@ -84,6 +84,16 @@ def check_case(d):
     loss_rel = abs(mt_loss - ce.item()) / abs(ce.item())
     if loss_rel > LOSS_TOL:
         fails.append("loss: megatrain %.9f torch %.9f rel %.2e" % (mt_loss, ce.item(), loss_rel))
+
+    if "mtp_losses" in ref.meta:  # multi-token prediction: each depth's loss
+        from mtp_reference import mtp_losses
+        with torch.no_grad():
+            want = [v.item() for v in mtp_losses(Reference(d), toks[0])]
+        got = ref.meta["mtp_losses"]
+        rel = max(abs(a - b) / abs(b) for a, b in zip(got, want)) if len(got) == len(want) else 1.0
+        mtp_rel.append(rel)
+        if rel > LOSS_TOL:
+            fails.append("MTP losses: megatrain %s torch %s rel %.2e" % (got, want, rel))
 
     eb = ref.cfg.expert_bias
     if eb is not None and any(np.abs(v).max() > 0 for v in eb):
@@ -157,6 +167,9 @@ def check_case(d):
     print("%s %-16s %d params | loss %.6f rel %.1e | grads worst %.1e (%s) | AdamW %d steps worst %.1e (last %.6f)"
           % ("ok  " if not fails else "FAIL", name, n_params, mt_loss, loss_rel, worst[1], worst[0],
              len(lrs), worst_c, losses[-1]))
+    if mtp_rel:
+        print("     %s: MTP losses %s rel %.1e" % (name, ", ".join("%.6f" % v for v in ref.meta["mtp_losses"]),
+                                                  mtp_rel[0]))
     if shared_worst >= 0:
         print("     %s: shared-expert gradients worst %.1e (limit %.0e)" % (name, shared_worst, SHARED_GRAD_TOL))
     return not fails

@@ -134,6 +134,10 @@ int main(int argc, char **argv) {
   if (c.apply_wd_to_qk_layernorm) cJSON_AddBoolToObject(jc, "apply_wd_to_qk_layernorm", 1);
   cJSON_AddNumberToObject(jc, "init_method_std", r->init_method_std);
   cJSON_AddNumberToObject(jc, "num_experts", r->num_experts);
+  if (r->mtp_num_layers > 0) {
+    cJSON_AddNumberToObject(jc, "mtp_num_layers", r->mtp_num_layers);
+    cJSON_AddNumberToObject(jc, "mtp_loss_scaling_factor", r->mtp_loss_scaling_factor);
+  }
   const int docs = c.reset_attention_mask || c.reset_position_ids || c.eod_mask_loss;
   if (docs) {
     cJSON_AddBoolToObject(jc, "reset_attention_mask", c.reset_attention_mask);
@@ -204,8 +208,15 @@ int main(int argc, char **argv) {
   int64_t nt = mt_gpt_loss_tokens(mc, tokens);
   float scale = 1.0f / (float)nt;
   mt_gpt_zero_grad(m);
+  mt_gpt_mtp_stats_reset(m);
   double loss = mt_gpt_forward_backward(m, tokens, ids, 1, scale) / (double)nt;
   cJSON_AddNumberToObject(meta, "loss", loss);
+  double msum[MT_MAX_MTP], mcnt[MT_MAX_MTP]; /* per-depth MTP losses of batch 0 */
+  const int D = mt_gpt_mtp_losses(m, msum, mcnt);
+  if (D > 0) {
+    cJSON *jm = cJSON_AddArrayToObject(meta, "mtp_losses");
+    for (int k = 0; k < D; k++) cJSON_AddItemToArray(jm, cJSON_CreateNumber(msum[k] / mcnt[k]));
+  }
   be->ops->memcpy_d2h(be, host, mt_gpt_grad_buffer(m), (size_t)pl->numel * sizeof(float));
   for (int i = 0; i < pl->n; i++) {
     char nm[160];

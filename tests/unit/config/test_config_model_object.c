@@ -57,6 +57,7 @@ static const struct {
     {"rope_type", {"model.position_embedding_type=\"rope\""}},
     {"use_rope_scaling", {"model.position_embedding_type=\"rope\""}},
     {"rope_scaling_factor", {"model.position_embedding_type=\"rope\"", "model.use_rope_scaling=true"}},
+    {"mtp_loss_scaling_factor", {"model.mtp_num_layers=1"}},
 };
 
 /* Keys (and choices) the loader refuses in this build because the layer

@@ -188,6 +188,10 @@ static void test_option_terms(void **state) {
        * causal core attention 6 B s^2 L (a hn) gains 6 B s^2 L a 8 */
       {{"model.kv_channels=16", NULL}, L * (4 * a * 8 * h + 3 * a * 8),
        12.0 * B * s * L * 2 * h * a * 8 + 6.0 * B * s * s * L * a * 8},
+      /* one MTP depth: a GPT-2 layer, enorm, hnorm, final_layernorm (weight
+       * and bias) and eh_proj [h, 2h] (its FLOPs: tests/unit/model/test_gpt_flops_mtp.c) */
+      {{"model.mtp_num_layers=1", NULL}, (4 * h * h + 2 * h * f + 9 * h + f) + 6 * h + 2 * h * h,
+       0},
   };
   for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
     mt_config c;
