@@ -164,6 +164,14 @@ int64_t mt_fp8_n_scales(const mt_fp8_desc *d);
 typedef struct {
   int s, b, np, hn;
   int ng;                     /* local query groups; divides np (0 is read as np) */
+  /* Value head width (multi-latent attention: v_head_dim next to the q/k
+   * width hn = qk_head_dim + qk_pos_emb_head_dim); 0 is read as hn. With
+   * hv != hn a query group's slot of qkv is its np/ng query heads and its
+   * key head of hn channels, then its value head of hv channels
+   * ([s, b, ng, (np/ng + 1)·hn + hv]); a kv block is [sk, b, ng, hn + hv];
+   * ctx and dctx are [s, b, np, hv]. The cpu backend takes it; the cuda
+   * backend asserts hv == hn. */
+  int hv;
   int head_offset, n_heads_total;
   float scale;
   float dropout_p;            /* 0 = off */

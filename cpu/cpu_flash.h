@@ -15,15 +15,19 @@
 #define FA_BR 64 /* query rows per tile */
 #define FA_BC 64 /* key rows per tile */
 
-/* Geometry of one call. Q heads are read from qkv [sq, b, ng, npg + 2, hn];
- * K/V heads from the source (qkv itself, or kv [sk, b, ng, 2, hn]). */
+/* Geometry of one call. Q heads are read from qkv [sq, b, ng, gw] (a
+ * group's slot: npg q heads and the k head of hn channels, the v head of hv;
+ * gw = (npg + 2) hn when hv = hn); K/V heads from the source (qkv itself,
+ * or kv [sk, b, ng, hn + hv]). */
 typedef struct {
   int sq, sk, b, np, ng, npg, hn;
+  int hv;             /* value head width (mt_attn_desc.hv; hn when 0)      */
+  int64_t gw;         /* floats of one group's slot of qkv                  */
   int64_t skp;        /* packed K^T / V^T row length: sk rounded up to 16,
                        * plus 16 (rows 4 KiB apart alias in L1)            */
   int64_t ldq;        /* row stride of qkv (and dqkv)                       */
   int64_t ldk;        /* row stride of the K/V source                       */
-  int64_t ldc;        /* row stride of ctx / dctx: b * np * hn              */
+  int64_t ldc;        /* row stride of ctx / dctx: b * np * hv              */
   int64_t kgs;        /* offset between (bi, g) K heads in the source       */
   int64_t koff;       /* offset of the K head in its group slot             */
   int qp[2], qs;      /* query positions (q_pos, q_split)                   */
@@ -43,20 +47,22 @@ static inline fa_geom fa_geometry(mt_backend *be, const mt_attn_desc *d, int has
   G.ng = d->ng > 0 ? d->ng : d->np;
   MT_ASSERT(G.np % G.ng == 0);
   G.npg = G.np / G.ng;
+  G.hv = d->hv > 0 ? d->hv : d->hn;
+  G.gw = (int64_t)(G.npg + 1) * G.hn + G.hv;
   G.sq = d->sq > 0 ? d->sq : d->s;
-  G.ldq = (int64_t)G.b * G.ng * (G.npg + 2) * G.hn;
-  G.ldc = (int64_t)G.b * G.np * G.hn;
+  G.ldq = (int64_t)G.b * G.ng * G.gw;
+  G.ldc = (int64_t)G.b * G.np * G.hv;
   G.qp[0] = d->q_pos[0], G.qp[1] = d->q_pos[1], G.qs = d->q_split;
   if (has_kv) {
     G.sk = d->sk > 0 ? d->sk : d->s;
-    G.ldk = (int64_t)G.b * G.ng * 2 * G.hn;
-    G.kgs = 2 * (int64_t)G.hn;
+    G.ldk = (int64_t)G.b * G.ng * (G.hn + G.hv);
+    G.kgs = (int64_t)G.hn + G.hv;
     G.koff = 0;
     G.kp[0] = d->k_pos[0], G.kp[1] = d->k_pos[1], G.ks = d->k_split;
   } else { /* the keys are the query rows: same count, same positions */
     G.sk = G.sq;
     G.ldk = G.ldq;
-    G.kgs = (int64_t)(G.npg + 2) * G.hn;
+    G.kgs = G.gw;
     G.koff = (int64_t)G.npg * G.hn;
     G.kp[0] = G.qp[0], G.kp[1] = G.qp[1], G.ks = G.qs;
   }
@@ -107,10 +113,11 @@ static inline void fa_tile_docs(const fa_geom *G, int bi, const int *qpos, int n
 /* Offset of query head n of batch row bi (row 0) in qkv. */
 static inline int64_t fa_q_off(const fa_geom *G, int bi, int n) {
   int g = n / G->npg, j = n % G->npg;
-  return (((int64_t)bi * G->ng + g) * (G->npg + 2) + j) * G->hn;
+  return ((int64_t)bi * G->ng + g) * G->gw + (int64_t)j * G->hn;
 }
 
-/* Offset of the K head of (bi, g) (row 0) in the K/V source; V is hn after. */
+/* Offset of the K head of (bi, g) (row 0) in the K/V source; V (hv wide)
+ * is hn after. */
 static inline int64_t fa_k_off(const fa_geom *G, int bi, int g) {
   return ((int64_t)bi * G->ng + g) * G->kgs + G->koff;
 }
@@ -174,6 +181,12 @@ static inline int fa_diag(const int *qpos, int br, const int *kpos, int bc) {
   for (int t = 0; t < br; t++)
     if (qpos[t] != kpos[t] || (t && qpos[t] <= qpos[t - 1])) return 0;
   return 1;
+}
+
+/* Elements of a qkv tensor of `rows` rows (sq·b) for d (mt_attn_desc.hv). */
+static inline int64_t fa_qkv_elems(const mt_attn_desc *d, int64_t rows) {
+  const int ng = d->ng > 0 ? d->ng : d->np, hv = d->hv > 0 ? d->hv : d->hn;
+  return rows * ng * ((int64_t)(d->np / ng + 1) * d->hn + hv);
 }
 
 /* Floats rounded up to 64 bytes. */

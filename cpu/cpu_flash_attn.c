@@ -11,7 +11,8 @@
  * running sum l of the PRE-dropout exp(s - m), running output O +=
  * dropout(P~) V rescaled by exp(m_old - m_new); at the end ctx = O / l and
  * lse = m + log l (a row with no visible key: ctx 0, lse -inf). A unit
- * first packs its K head transposed (K^T [hn, sk]) and its V head ([sk, hn])
+ * first packs its K head transposed (K^T [hn, sk]) and its V head ([sk, hv];
+ * hv = hn except with multi-latent attention's value width, mt_attn_desc.hv)
  * for the key tiles it can see, and each FA_BR-row query tile into [br, hn]
  * (Q and V stay in place when there is one key tile: each is read once),
  * so the tile products (cpu_fa_gemm, or OpenBLAS with
@@ -42,18 +43,18 @@
 
 /* Workspace floats of one forward unit. */
 static int64_t fa_ws_fwd(const fa_geom *G) {
-  const int64_t hn = G->hn;
-  return fa_round16(2 * hn * G->skp + FA_BR * hn + FA_BR * FA_BC + FA_BC + FA_BR * hn +
+  const int64_t hn = G->hn, hv = G->hv;
+  return fa_round16(hn * G->skp + G->skp * hv + FA_BR * hn + FA_BR * FA_BC + FA_BC + FA_BR * hv +
                     2 * FA_BR);
 }
 
 /* Query tiles [t0, t1) of (bi, head n). */
 static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *ctx, float *lse,
                         const float *qkv, const float *ksrc, float *ws) {
-  const int hn = G->hn, sq = G->sq, sk = G->sk, drop = G->p > 0.0f;
+  const int hn = G->hn, hv = G->hv, sq = G->sq, sk = G->sk, drop = G->p > 0.0f;
   const int64_t skp = G->skp;
-  float *Kt = ws, *Vp = Kt + hn * skp, *Qt = Vp + skp * hn, *S = Qt + FA_BR * hn;
-  float *z = S + FA_BR * FA_BC, *O = z + FA_BC, *m = O + FA_BR * hn, *l = m + FA_BR;
+  float *Kt = ws, *Vp = Kt + hn * skp, *Qt = Vp + skp * hv, *S = Qt + FA_BR * hn;
+  float *z = S + FA_BR * FA_BC, *O = z + FA_BC, *m = O + FA_BR * hv, *l = m + FA_BR;
   const float *q = qkv + fa_q_off(G, bi, n);
   const float *k = ksrc + fa_k_off(G, bi, n / G->npg), *v = k + hn;
   const int r0 = t0 * FA_BR, r1 = t1 * FA_BR < sq ? t1 * FA_BR : sq;
@@ -66,10 +67,10 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
     fa_tile_pos(G->kp, G->ks, j0, bc, NULL, &kmin, &kmax);
     if (kmin > qmax) continue;
     cpu_fa_transpose(bc, hn, k + (int64_t)j0 * G->ldk, G->ldk, Kt + j0, skp);
-    if (!direct) fa_pack_rows(v, G->ldk, j0, bc, hn, Vp + (int64_t)j0 * hn);
+    if (!direct) fa_pack_rows(v, G->ldk, j0, bc, hv, Vp + (int64_t)j0 * hv);
   }
   const float *vb = direct ? v : Vp; /* V rows: packed, or in place (one key tile) */
-  const int64_t vld = direct ? G->ldk : hn;
+  const int64_t vld = direct ? G->ldk : hv;
   for (int i0 = r0; i0 < r1; i0 += FA_BR) {
     const int br = r1 - i0 < FA_BR ? r1 - i0 : FA_BR;
     fa_tile_pos(G->qp, G->qs, i0, br, qpos, &qmin, &qmax);
@@ -78,7 +79,7 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
     const int64_t qld = direct ? G->ldq : hn;
     if (!direct) fa_pack_rows(q, G->ldq, i0, br, hn, Qt);
     for (int i = 0; i < br; i++) m[i] = -INFINITY, l[i] = 0.0f;
-    memset(O, 0, (size_t)br * hn * sizeof(float));
+    memset(O, 0, (size_t)br * hv * sizeof(float));
     for (int j0 = 0; j0 < sk; j0 += FA_BC) {
       int bc = sk - j0 < FA_BC ? sk - j0 : FA_BC;
       fa_tile_pos(G->kp, G->ks, j0, bc, kpos, &kmin, &kmax);
@@ -113,9 +114,9 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
         l[i] = l[i] * alpha + sum;
         m[i] = mnew;
         if (alpha != 1.0f) {
-          float *o = O + (int64_t)i * hn;
+          float *o = O + (int64_t)i * hv;
 #pragma omp simd
-          for (int e = 0; e < hn; e++) o[e] *= alpha;
+          for (int e = 0; e < hv; e++) o[e] *= alpha;
         }
         if (drop) {
           fa_dropout_row(G, bi, n, qi, j0, dg ? i + 1 : bc, bc, z);
@@ -124,21 +125,21 @@ static void fa_fwd_unit(const fa_geom *G, int bi, int n, int t0, int t1, float *
         }
       }
       /* O += dropout(P~) V */
-      fa_mm(G, br, hn, bc, 1.0f, S, bc, 1, vb + (int64_t)j0 * vld, vld, 1.0f, O, hn,
+      fa_mm(G, br, hv, bc, 1.0f, S, bc, 1, vb + (int64_t)j0 * vld, vld, 1.0f, O, hv,
             dg ? FA_TRI_KLOW : FA_TRI_NONE);
     }
-    float *c = ctx + ((int64_t)bi * G->np + n) * hn + (int64_t)i0 * G->ldc;
+    float *c = ctx + ((int64_t)bi * G->np + n) * hv + (int64_t)i0 * G->ldc;
     float *ls = lse + ((int64_t)bi * G->np + n) * sq + i0;
     for (int i = 0; i < br; i++) {
       float *out = c + (int64_t)i * G->ldc;
-      const float *o = O + (int64_t)i * hn;
+      const float *o = O + (int64_t)i * hv;
       if (l[i] > 0.0f) {
         float inv = 1.0f / l[i];
 #pragma omp simd
-        for (int e = 0; e < hn; e++) out[e] = o[e] * inv;
+        for (int e = 0; e < hv; e++) out[e] = o[e] * inv;
         ls[i] = m[i] + logf(l[i]);
       } else {
-        memset(out, 0, (size_t)hn * sizeof(float));
+        memset(out, 0, (size_t)hv * sizeof(float));
         ls[i] = -INFINITY;
       }
     }
@@ -173,7 +174,8 @@ void cpu_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx_, float
 
 void cpu_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx_, float *lse,
                     const void *ctx_b_, const float *lse_b) {
-  const int sq = d->sq > 0 ? d->sq : d->s, b = d->b, np = d->np, hn = d->hn;
+  const int sq = d->sq > 0 ? d->sq : d->s, b = d->b, np = d->np;
+  const int hn = d->hv > 0 ? d->hv : d->hn; /* ctx's head width */
   float *ctx = (float *)ctx_;
   const float *cb = (const float *)ctx_b_;
   const int64_t rows = (int64_t)sq * b * np;
@@ -208,13 +210,17 @@ static int bf16_sq(const mt_attn_desc *d) { return d->sq > 0 ? d->sq : d->s; }
 static int bf16_sk(const mt_attn_desc *d) { return d->sk > 0 ? d->sk : d->s; }
 static int64_t bf16_kv_elems(const mt_attn_desc *d) {
   const int ng = d->ng > 0 ? d->ng : d->np;
-  return (int64_t)bf16_sk(d) * d->b * ng * 2 * d->hn;
+  return (int64_t)bf16_sk(d) * d->b * ng * (d->hn + (d->hv > 0 ? d->hv : d->hn));
+}
+/* Elements of ctx (hv wide heads). */
+static int64_t bf16_ctx_elems(const mt_attn_desc *d) {
+  return (int64_t)bf16_sq(d) * d->b * d->np * (d->hv > 0 ? d->hv : d->hn);
 }
 
 void cpu_bf16_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
                              const void *qkv, const void *kv) {
-  const int64_t sq = bf16_sq(d), nq = bf_qkv_elems(sq * d->b, d->np, d->ng, d->hn);
-  const int64_t nkv = kv ? bf16_kv_elems(d) : 0, nc = sq * d->b * d->np * d->hn;
+  const int64_t sq = bf16_sq(d), nq = fa_qkv_elems(d, sq * d->b);
+  const int64_t nkv = kv ? bf16_kv_elems(d) : 0, nc = bf16_ctx_elems(d);
   float *p[3];
   bf_bufs(be, 3, (const int64_t[]){nq, nkv, nc}, p);
   bf_widen(be, p[0], qkv, nq);
@@ -225,7 +231,7 @@ void cpu_bf16_flash_attn_fwd(mt_backend *be, const mt_attn_desc *d, void *ctx, f
 
 void cpu_bf16_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float *lse,
                          const void *ctx_b, const float *lse_b) {
-  const int64_t nc = (int64_t)bf16_sq(d) * d->b * d->np * d->hn;
+  const int64_t nc = bf16_ctx_elems(d);
   float *p[2];
   bf_bufs(be, 2, (const int64_t[]){nc, nc}, p);
   bf_widen(be, p[0], ctx, nc);
@@ -237,8 +243,8 @@ void cpu_bf16_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx, float
 void cpu_bf16_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void *dqkv, void *dkv,
                              const void *dctx, const void *ctx, const float *lse,
                              const void *qkv, const void *kv) {
-  const int64_t sq = bf16_sq(d), nq = bf_qkv_elems(sq * d->b, d->np, d->ng, d->hn);
-  const int64_t nkv = kv ? bf16_kv_elems(d) : 0, nc = sq * d->b * d->np * d->hn;
+  const int64_t sq = bf16_sq(d), nq = fa_qkv_elems(d, sq * d->b);
+  const int64_t nkv = kv ? bf16_kv_elems(d) : 0, nc = bf16_ctx_elems(d);
   float *p[6];
   bf_bufs(be, 6, (const int64_t[]){nq, nkv, nc, nc, nq, nkv}, p);
   /* dqkv: overwritten (kv NULL) or its q heads accumulated, k/v heads kept

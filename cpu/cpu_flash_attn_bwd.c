@@ -5,8 +5,9 @@
  * query rows, so one call per key block of the context-parallel ring).
  *
  * One unit per (batch row, K/V group g), run by one thread: it packs the
- * group's K^T, V^T [hn, sk] and K [sk, hn], its query heads' Q and dO
- * [npg, sq, hn] (K, Q and dO stay in place when there is one tile pair per
+ * group's K^T [hn, sk], V^T [hv, sk] and K [sk, hn], its query heads' Q
+ * [npg, sq, hn] and dO [npg, sq, hv] (hv: the value width, mt_attn_desc.hv;
+ * K, Q and dO stay in place when there is one tile pair per
  * head), forms D = rowsum(dO o O) [npg, sq], zeroes a dQ accumulator
  * [npg, sq, hn], then runs the key tiles in order; for each it loops over
  * the group's query heads and the query tiles with a visible key,
@@ -32,8 +33,9 @@
 
 /* Workspace floats of one backward unit. */
 static int64_t fa_ws_bwd(const fa_geom *G) {
-  const int64_t hn = G->hn, nq = (int64_t)G->npg * G->sq;
-  return fa_round16(3 * hn * G->skp + 3 * nq * hn + nq + 4 * FA_BR * FA_BC + 2 * FA_BC * hn);
+  const int64_t hn = G->hn, hv = G->hv, nq = (int64_t)G->npg * G->sq;
+  return fa_round16(2 * hn * G->skp + hv * G->skp + 2 * nq * hn + nq * hv + nq +
+                    4 * FA_BR * FA_BC + FA_BC * hn + FA_BC * hv);
 }
 
 /* Key tiles [kt0, kt1) of (bi, g). dQ goes to dqpart [npg, sq, hn]
@@ -43,35 +45,35 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
                         float *dqkv, float *dkv, const float *dctx, const float *ctx,
                         const float *lse, const float *qkv, const float *ksrc, int has_kv,
                         float *ws) {
-  const int hn = G->hn, npg = G->npg, sq = G->sq, sk = G->sk, drop = G->p > 0.0f;
+  const int hn = G->hn, hv = G->hv, npg = G->npg, sq = G->sq, sk = G->sk, drop = G->p > 0.0f;
   const int64_t skp = G->skp, nq = (int64_t)npg * sq, tile = FA_BR * FA_BC;
-  float *Kt = ws, *Vt = Kt + hn * skp, *Kp = Vt + hn * skp;
-  float *Qp = Kp + skp * hn, *dOp = Qp + nq * hn, *dQp = dOp + nq * hn, *D = dQp + nq * hn;
+  float *Kt = ws, *Vt = Kt + hn * skp, *Kp = Vt + hv * skp;
+  float *Qp = Kp + skp * hn, *dOp = Qp + nq * hn, *dQp = dOp + nq * hv, *D = dQp + nq * hn;
   float *P = D + nq, *Z = P + tile, *Pd = Z + tile, *dP = Pd + tile;
   float *dK = dP + tile, *dV = dK + (int64_t)FA_BC * hn;
   const int64_t kofs = fa_k_off(G, bi, g);
   const float *k = ksrc + kofs, *v = k + hn;
   /* one tile pair per head: Q, dO and K are read once each, so in place */
   const int direct = sq <= FA_BR && sk <= FA_BC;
-  const int64_t qld = direct ? G->ldq : hn, dld = direct ? G->ldc : hn, kld = direct ? G->ldk : hn;
+  const int64_t qld = direct ? G->ldq : hn, dld = direct ? G->ldc : hv, kld = direct ? G->ldk : hn;
   const float *kb = direct ? k : Kp;
   cpu_fa_transpose(sk, hn, k, G->ldk, Kt, skp);
-  cpu_fa_transpose(sk, hn, v, G->ldk, Vt, skp);
+  cpu_fa_transpose(sk, hv, v, G->ldk, Vt, skp);
   if (!direct) fa_pack_rows(k, G->ldk, 0, sk, hn, Kp);
   for (int jn = 0; jn < npg; jn++) {
     const int n = g * npg + jn;
-    const int64_t co = ((int64_t)bi * G->np + n) * hn;
+    const int64_t co = ((int64_t)bi * G->np + n) * hv;
     const float *dh = dctx + co;
     if (!direct) {
       fa_pack_rows(qkv + fa_q_off(G, bi, n), G->ldq, 0, sq, hn, Qp + (int64_t)jn * sq * hn);
-      fa_pack_rows(dctx + co, G->ldc, 0, sq, hn, dOp + (int64_t)jn * sq * hn);
-      dh = dOp + (int64_t)jn * sq * hn;
+      fa_pack_rows(dctx + co, G->ldc, 0, sq, hv, dOp + (int64_t)jn * sq * hv);
+      dh = dOp + (int64_t)jn * sq * hv;
     }
     for (int i = 0; i < sq; i++) { /* D = rowsum(dO o O) */
       const float *a = dh + (int64_t)i * dld, *o = ctx + co + (int64_t)i * G->ldc;
       float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-      for (int e = 0; e < hn; e++) s += a[e] * o[e];
+      for (int e = 0; e < hv; e++) s += a[e] * o[e];
       D[(int64_t)jn * sq + i] = s;
     }
   }
@@ -83,7 +85,7 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
     int bc = sk - j0 < FA_BC ? sk - j0 : FA_BC, kmin, kmax, any = 0;
     fa_tile_pos(G->kp, G->ks, j0, bc, kpos, &kmin, &kmax);
     memset(dK, 0, (size_t)bc * hn * sizeof(float));
-    memset(dV, 0, (size_t)bc * hn * sizeof(float));
+    memset(dV, 0, (size_t)bc * hv * sizeof(float));
     for (int jn = 0; jn < npg; jn++) {
       const int n = g * npg + jn;
       const float *lh = lse + ((int64_t)bi * G->np + n) * sq, *Dh = D + (int64_t)jn * sq;
@@ -99,7 +101,8 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
         const int th = dg ? FA_TRI_KHIGH : FA_TRI_NONE;
         const int64_t ro = ((int64_t)jn * sq + i0) * hn;
         const float *qi = direct ? qkv + fa_q_off(G, bi, n) : Qp + ro;
-        const float *doi = direct ? dctx + ((int64_t)bi * G->np + n) * hn : dOp + ro;
+        const float *doi =
+            direct ? dctx + ((int64_t)bi * G->np + n) * hv : dOp + ((int64_t)jn * sq + i0) * hv;
         /* P = exp(scale Q K^T - lse), 0 where masked */
         fa_mm(G, br, bc, hn, G->scale, qi, qld, 1, Kt + j0, skp, 0.0f, P, bc, tn);
         for (int i = 0; i < br; i++) {
@@ -124,9 +127,9 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
           }
         }
         /* dV += (P Z)^T dO */
-        fa_mm(G, bc, hn, br, 1.0f, drop ? Pd : P, 1, bc, doi, dld, 1.0f, dV, hn, th);
+        fa_mm(G, bc, hv, br, 1.0f, drop ? Pd : P, 1, bc, doi, dld, 1.0f, dV, hv, th);
         /* dP = dO V^T; dS = P (dP Z - D) (into dP) */
-        fa_mm(G, br, bc, hn, 1.0f, doi, dld, 1, Vt + j0, skp, 0.0f, dP, bc, tn);
+        fa_mm(G, br, bc, hv, 1.0f, doi, dld, 1, Vt + j0, skp, 0.0f, dP, bc, tn);
         for (int i = 0; i < br; i++) {
           float *dp = dP + (int64_t)i * bc;
           const float *p = P + (int64_t)i * bc, *z = Z + (int64_t)i * bc;
@@ -150,13 +153,15 @@ static void fa_bwd_unit(const fa_geom *G, int bi, int g, int kt0, int kt1, float
     float *dk = base + kofs + (int64_t)j0 * G->ldk, *dv = dk + hn;
     for (int j = 0; j < bc; j++) {
       float *a = dk + (int64_t)j * G->ldk, *c = dv + (int64_t)j * G->ldk;
-      const float *x = dK + (int64_t)j * hn, *y = dV + (int64_t)j * hn;
+      const float *x = dK + (int64_t)j * hn, *y = dV + (int64_t)j * hv;
       if (has_kv) {
 #pragma omp simd
-        for (int e = 0; e < hn; e++) a[e] += x[e], c[e] += y[e];
+        for (int e = 0; e < hn; e++) a[e] += x[e];
+#pragma omp simd
+        for (int e = 0; e < hv; e++) c[e] += y[e];
       } else {
         memcpy(a, x, (size_t)hn * sizeof(float));
-        memcpy(c, y, (size_t)hn * sizeof(float));
+        memcpy(c, y, (size_t)hv * sizeof(float));
       }
     }
   }

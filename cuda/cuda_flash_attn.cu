@@ -21,6 +21,10 @@
 
 /* Resolve the block fields of mt_attn_desc (all zero = plain causal). */
 static fa_args fa_args_of(const mt_attn_desc *d, int has_kv) {
+  /* a value width other than hn (multi-latent attention) is cpu-only so far */
+  if (d->hv > 0 && d->hv != d->hn)
+    mt_fatal("flash attention: value head width %d != q/k width %d is not built in the cuda "
+             "backend (expected hv 0 or %d)", d->hv, d->hn, d->hn);
   fa_args a{};
   a.sq = d->sq > 0 ? d->sq : d->s;
   a.sk = has_kv ? (d->sk > 0 ? d->sk : d->s) : a.sq;
@@ -133,6 +137,9 @@ extern "C" void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx
   const int sq = d->sq > 0 ? d->sq : d->s, bnp = d->b * d->np;
   const int64_t rows = (int64_t)sq * bnp;
   if (rows <= 0 || d->hn <= 0) return;
+  if (d->hv > 0 && d->hv != d->hn)
+    mt_fatal("attn_merge: value head width %d != %d is not built in the cuda backend", d->hv,
+             d->hn);
   const unsigned g = grid_x_checked((rows + 3) / 4, "attn_merge");
   cudaStream_t st = cuda_impl_of(be)->stream;
   MT_DISPATCH(be->dtype, do {
