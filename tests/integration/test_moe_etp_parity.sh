@@ -40,8 +40,13 @@ run tp2sp_ep2_etp2 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=2 \
     --set parallel.expert_tensor_parallel_size=2
 cmp_moe tp2sp_ep2_etp2 base
-run etp2_dp4 4 --set parallel.expert_tensor_parallel_size=2
-cmp_moe etp2_dp4 base
+# CI leaves out etp=2 over dp=4, cp=2 with etp=2 and the ZeRO-2 resume chain
+# (ZeRO-2 with etp=2 itself stays); MEGATRAIN_TEST_FULL=1 runs them
+FULL=${MEGATRAIN_TEST_FULL:-0}
+if [ "$FULL" = 1 ]; then
+  run etp2_dp4 4 --set parallel.expert_tensor_parallel_size=2
+  cmp_moe etp2_dp4 base
+fi
 run tp2sp_etp2_zero3 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_tensor_parallel_size=2 \
     --set parallel.zero_stage=3
@@ -50,8 +55,10 @@ run pp2_etp2 4 --set parallel.pipeline_model_parallel_size=2 \
     --set parallel.expert_tensor_parallel_size=2 --set model.moe_grouped_gemm=true \
     --set model.moe_pad_expert_input_to_capacity=true
 cmp_moe pp2_etp2 base
-run cp2_etp2 4 --set parallel.context_parallel_size=2 --set parallel.expert_tensor_parallel_size=2
-cmp_moe cp2_etp2 base
+if [ "$FULL" = 1 ]; then
+  run cp2_etp2 4 --set parallel.context_parallel_size=2 --set parallel.expert_tensor_parallel_size=2
+  cmp_moe cp2_etp2 base
+fi
 # dropless, DeepSeek-style: sigmoid scores, expert bias, a shared expert,
 # first layer dense (expert bias values compared too)
 DL=(--set model.moe_expert_capacity_factor=null --set model.moe_router_score_function=sigmoid
@@ -89,6 +96,7 @@ cmp_moe etp1_ep2_from_etp2 base --first 11
 Z=(--set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=2)
 run z2_etp2 2 "${Z[@]}" --set checkpoint.save="$TMP/ckz" --set checkpoint.save_interval=10
 cmp_moe z2_etp2 base
+if [ "$FULL" = 1 ]; then
 mkdir -p "$TMP/ckz10"
 cp -r "$TMP/ckz/iter_0000010" "$TMP/ckz10/"
 echo 10 >"$TMP/ckz10/latest_checkpointed_iteration.txt"
@@ -116,3 +124,4 @@ run z2_ep2_from_etp2 2 --set parallel.expert_model_parallel_size=2 \
     --set checkpoint.load="$TMP/ckzx"
 grep -q "resumed from iteration 10" "$TMP/z2_ep2_from_etp2.log"
 cmp_moe z2_ep2_from_etp2 base --first 11
+fi

@@ -28,12 +28,19 @@ PP="parallel.pipeline_model_parallel_size"; VP="parallel.virtual_pipeline_model_
 run base 1
 run pp2 2 --set $PP=2
 check pp2 base
-run pp4 4 --set $PP=4
-check pp4 base
+FULL=${MEGATRAIN_TEST_FULL:-0}
+# CI: pp=2 and pp=2 v=2 (pp=4 with untied embeddings and the uneven pp=3
+# below); MEGATRAIN_TEST_FULL=1 adds pp=4 and pp=4 v=2
+if [ "$FULL" = 1 ]; then
+  run pp4 4 --set $PP=4
+  check pp4 base
+fi
 run pp2_v2 2 --set $PP=2 --set $VP=2
 check pp2_v2 base
-run pp4_v2 4 --set $PP=4 --set $VP=2
-check pp4_v2 base
+if [ "$FULL" = 1 ]; then
+  run pp4_v2 4 --set $PP=4 --set $VP=2
+  check pp4_v2 base
+fi
 run pp2_tp2_sp 4 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
 check pp2_tp2_sp base
 run pp2_tp2_dp2 8 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
@@ -51,8 +58,8 @@ check pp4_untied base_untied
 echo "== activation memory per stage (allocator)"
 $MPI -np 4 build/tests/tools/pp_check 8 1
 $MPI -np 4 build/tests/tools/pp_check 8 2
-echo "== the same with overlap_p2p_comm off"
-$MPI -np 4 build/tests/tools/pp_check 8 1 0
+echo "== the same with overlap_p2p_comm off (interleaved only; both with MEGATRAIN_TEST_FULL=1)"
+[ "$FULL" = 1 ] && $MPI -np 4 build/tests/tools/pp_check 8 1 0
 $MPI -np 4 build/tests/tools/pp_check 8 2 0
 echo "== invalid layouts are config errors"
 set +e
