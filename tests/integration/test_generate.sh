@@ -15,6 +15,7 @@
 #  - bad input: missing checkpoint, missing tokenizer, prompt longer than
 #    max_position_embeddings (exit 1), unknown flag (exit 2).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/generate_lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no torch"; exit 77; }
 [ -f tests/reference/dist_ckpt.py ] || { echo "SKIP: tests/reference/dist_ckpt.py missing"; exit 77; }
@@ -32,7 +33,6 @@ train() { # name, extra --set options...
     --set model.max_position_embeddings=64 --set checkpoint.save="$TMP/$n" $TOK "$@" \
     >"$TMP/$n.train.log"
 }
-ids_of() { grep '^ids:' "$1" | sed 's/^ids: //'; }
 
 check_model() { # name
   local n=$1 d="$TMP/$1"
@@ -42,24 +42,11 @@ check_model() { # name
   # stdout: the text and the ids; the speed line goes to stderr
   grep '^generate:' "$d.g1.err"
   ! grep -q '^generate:' "$d.g1.log" || { echo "$n: the speed line is on stdout"; exit 1; }
-  local ids prompt_ids
+  local ids
   ids=$(ids_of "$d.g1.log")
   local distinct; distinct=$(echo "$ids" | tr ' ' '\n' | sort -u | wc -l)
   [ "$distinct" -ge 12 ] || { echo "$n: greedy continuation too uniform to prove much: $ids"; exit 1; }
-  prompt_ids=$(grep '^prompt_ids:' "$d.g1.log" | sed 's/^prompt_ids: //')
-  $PY tests/reference/generate_reference.py "$d" --ids "$prompt_ids" --max-new-tokens 32 \
-    --logits "$d.kv.f32" >"$d.ref.log"
-  [ "$(ids_of "$d.ref.log")" = "$ids" ] || {
-    echo "$n: greedy tokens differ from the PyTorch reference"; echo " megatrain: $ids"
-    echo " reference: $(ids_of "$d.ref.log")"; exit 1; }
-  $PY - "$d.ref.log" "$n" <<'EOF'
-import sys
-w = [l.split() for l in open(sys.argv[1]) if l.startswith("max_abs_logit_diff")][0]
-d, m = float(w[1]), float(w[3])
-print("%s: greedy tokens = PyTorch reference, max |logit diff| %.2e (%.1e of max |logit| %.2f)"
-      % (sys.argv[2], d, d / m, m))
-sys.exit(d > 1e-5 * m)
-EOF
+  greedy_vs_reference "$n" "$d" "$ids" 32
   # KV cache = recompute
   "$MT" generate --load "$d" --prompt "$PROMPT" --max-new-tokens 32 --temperature 0 \
     --print-ids --no-kv-cache --dump-logits "$d.nc.f32" >"$d.nc.log"

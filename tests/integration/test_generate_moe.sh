@@ -16,6 +16,7 @@
 #    (tests/reference/hf_forward.py greedy) decodes the same tokens;
 #  - tensor parallelism is refused for MoE generation with one message (exit 2).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/generate_lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no torch"; exit 77; }
 TOK="--set data.vocab_file=$SHARED/gpt2-vocab.json --set data.merge_file=$SHARED/gpt2-merges.txt"
@@ -33,7 +34,6 @@ train() { # name, extra --set options...
     --set checkpoint.save="$TMP/$n" $TOK $LLAMA "$@" >"$TMP/$n.train.log" \
     || { echo "$n: training failed"; tail -5 "$TMP/$n.train.log"; exit 1; }
 }
-ids_of() { grep '^ids:' "$1" | sed 's/^ids: //'; }
 maxdiff() { # maxdiff A.f32 B.f32 WHAT
   $PY - "$@" <<'EOF'
 import sys, numpy as np
@@ -51,24 +51,11 @@ check_model() { # name
     --print-ids --dump-logits "$d.kv.f32" >"$d.g1.log" 2>"$d.g1.err" \
     || { echo "$n: generate failed"; cat "$d.g1.err"; exit 1; }
   grep '^generate:' "$d.g1.err"
-  local ids prompt_ids
+  local ids
   ids=$(ids_of "$d.g1.log")
   local distinct; distinct=$(echo "$ids" | tr ' ' '\n' | sort -u | wc -l)
   [ "$distinct" -ge 10 ] || { echo "$n: greedy continuation too uniform to prove much: $ids"; exit 1; }
-  prompt_ids=$(grep '^prompt_ids:' "$d.g1.log" | sed 's/^prompt_ids: //')
-  $PY tests/reference/generate_reference.py "$d" --ids "$prompt_ids" --max-new-tokens $N \
-    --logits "$d.kv.f32" >"$d.ref.log"
-  [ "$(ids_of "$d.ref.log")" = "$ids" ] || {
-    echo "$n: greedy tokens differ from the PyTorch reference"; echo " megatrain: $ids"
-    echo " reference: $(ids_of "$d.ref.log")"; exit 1; }
-  $PY - "$d.ref.log" "$n" <<'EOF'
-import sys
-w = [l.split() for l in open(sys.argv[1]) if l.startswith("max_abs_logit_diff")][0]
-d, m = float(w[1]), float(w[3])
-print("%s: greedy tokens = PyTorch reference, max |logit diff| %.2e (%.1e of max |logit| %.2f)"
-      % (sys.argv[2], d, d / m, m))
-sys.exit(d > 1e-5 * m)
-EOF
+  greedy_vs_reference "$n" "$d" "$ids" $N
   "$MT" generate --load "$d" --prompt "$PROMPT" --max-new-tokens $N --temperature 0 \
     --print-ids --no-kv-cache --dump-logits "$d.nc.f32" >"$d.nc.log"
   [ "$(ids_of "$d.nc.log")" = "$ids" ] || { echo "$n: --no-kv-cache tokens differ"; exit 1; }

@@ -18,6 +18,7 @@
 #    fine-tuning in one process within 1e-5, and starts from the imported
 #    weights (its first loss is not a fresh start's).
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hf_lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY has no torch"; exit 77; }
 TOOL=build/tests/tools/ckpt_loss
@@ -57,12 +58,6 @@ tok.astype("<i4").tofile(tmp + "/tok.bin")  # 4 micro-batches of real text
 PY
 SEQ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["seq_length"])' "$CFG")
 
-relcheck() { # relcheck WHAT A B TOL
-  $PY -c 'import sys; a, b, t = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-r = abs(a - b) / abs(b)
-print("%s: megatrain %.10f, PyTorch from HF %.10f, rel diff %.2e" % (sys.argv[1], a, b, r))
-sys.exit(r > t)' "$@"
-}
 
 # llama_tp2: the Llama model trained under tp=2 with sequence parallelism
 # (its GQA query groups split over the ranks), exported from that checkpoint

@@ -19,6 +19,7 @@
 #    model no MoE naming expresses (sigmoid without the expert bias) is
 #    refused by the export.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hf_lib.sh"
 PY=/usr/bin/python3
 $PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY has no torch"; exit 77; }
 TOOL=build/tests/tools/ckpt_loss
@@ -55,12 +56,6 @@ tok.astype("<i4").tofile(tmp + "/tok.bin")  # 4 micro-batches of real text
 PY
 SEQ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["seq_length"])' "$CFG")
 
-relcheck() { # relcheck WHAT A B TOL
-  $PY -c 'import sys; a, b, t = float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-r = abs(a - b) / abs(b)
-print("%s: megatrain %.10f, PyTorch from HF %.10f, rel diff %.2e" % (sys.argv[1], a, b, r))
-sys.exit(r > t)' "$@"
-}
 
 # CI: three namings, 5 training steps; MEGATRAIN_TEST_FULL=1 adds Qwen3-MoE
 # with norm_topk_prob false (moe_router_pre_softmax) and trains 6 steps
