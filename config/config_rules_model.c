@@ -314,8 +314,9 @@ static int r_mla_rotary(mt_cfg_ctx *c, mt_config *cfg, int world) {
                        (double)m->rotary_percent);
   if (m->rotary_interleaved)
     return mt_cfg_fail(c, key("model.rotary_interleaved"),
-                       "true cannot go with multi_latent_attention true (expected false: MLA "
-                       "rotates halves, and Megatron's YaRN refuses interleaved pairs)");
+                       "true cannot go with multi_latent_attention true (expected false: "
+                       "Megatron's MLA fixes its own pairing, channels (2i, 2i + 1) of the "
+                       "qk_pos_emb_head_dim ones, and its YaRN refuses the flag)");
   if (m->use_rope_scaling)
     return mt_cfg_fail(c, key("model.use_rope_scaling"),
                        "true has no effect with multi_latent_attention true (expected false: "
@@ -375,14 +376,38 @@ static int r_yarn_keys(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
-/* The multi-latent attention layer itself (model/) is the next stage of
- * issue 31: until it exists the switch is refused rather than ignored. */
-static int r_mla_built(mt_cfg_ctx *c, mt_config *cfg, int world) {
+/* What the MLA layer (model/gpt_mla.c) is not built for yet: the ring
+ * attention of context parallelism takes value heads as wide as the q/k
+ * heads only, the cuda backend's fused attention likewise, and its down
+ * projections are plain (not FP8) linears. */
+static int r_mla_cp(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
-  if (cfg->model.multi_latent_attention)
+  if (cfg->model.multi_latent_attention && cfg->parallel.context_parallel_size > 1)
+    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
+                       "%d cannot go with model.multi_latent_attention true in this build "
+                       "(expected 1: the ring attention does not take MLA's value heads of "
+                       "v_head_dim next to q/k heads of qk_head_dim + qk_pos_emb_head_dim)",
+                       cfg->parallel.context_parallel_size);
+  return 0;
+}
+
+static int r_mla_device(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (cfg->model.multi_latent_attention && !strcmp(cfg->device, "cuda"))
     return mt_cfg_fail(c, key("model.multi_latent_attention"),
-                       "true is not implemented in this build (expected false: the keys and "
-                       "their rules exist, the MLA layer does not yet)");
+                       "true cannot go with device \"cuda\" in this build (expected device "
+                       "\"cpu\": the cuda fused attention takes value heads as wide as the "
+                       "q/k heads only)");
+  return 0;
+}
+
+static int r_mla_fp8(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  if (cfg->model.multi_latent_attention && cfg->training.fp8_format[0])
+    return mt_cfg_fail(c, key("training.fp8_format"),
+                       "\"%s\" cannot go with model.multi_latent_attention true in this build "
+                       "(expected null: MLA's projections are not FP8 linears)",
+                       cfg->training.fp8_format);
   return 0;
 }
 
@@ -428,10 +453,16 @@ static const mt_cfg_rule k_model[] = {
      "with MLA and `rope_type` `rope` the YaRN-only keys (`beta_fast`, `beta_slow`, "
      "`original_max_position_embeddings`, `mscale`) are left out",
      "1: " MLA "model.rope_type=rope; model.mscale=0.7", 0, 0},
-    {"model.multi_latent_attention", r_mla_built,
-     "`model.multi_latent_attention` is refused until the MLA layer is built (keys and rules "
-     "only in this build)",
-     "1: " MLA "model.kv_lora_rank=16", 0, 0},
+    {"parallel.context_parallel_size", r_mla_cp,
+     "MLA needs `parallel.context_parallel_size` 1 (the ring attention takes value heads as wide "
+     "as the q/k heads only)",
+     "2: " MLA "parallel.context_parallel_size=2", 0, 0},
+    {"model.multi_latent_attention", r_mla_device,
+     "MLA needs `device` `cpu` (the cuda fused attention takes value heads as wide as the q/k "
+     "heads only)",
+     "1: " MLA "device=cuda", 0, 0},
+    {"training.fp8_format", r_mla_fp8, "MLA needs `training.fp8_format` null",
+     "1: " MLA "training.precision=bf16; training.fp8_format=e4m3", 0, 0},
     {"model.moe_router_topk", r_moe_topk, "MoE: `model.moe_router_topk` ≤ `num_experts`",
      "1: " E8 "model.moe_router_topk=9", 0, 0},
     {"parallel.expert_model_parallel_size", r_moe_ep,
