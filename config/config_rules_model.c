@@ -376,21 +376,9 @@ static int r_yarn_keys(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
-/* What the MLA layer (model/gpt_mla.c) is not built for yet: the ring
- * attention of context parallelism takes value heads as wide as the q/k
- * heads only, the cuda backend's fused attention likewise, and its down
- * projections are plain (not FP8) linears. */
-static int r_mla_cp(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  if (cfg->model.multi_latent_attention && cfg->parallel.context_parallel_size > 1)
-    return mt_cfg_fail(c, key("parallel.context_parallel_size"),
-                       "%d cannot go with model.multi_latent_attention true in this build "
-                       "(expected 1: the ring attention does not take MLA's value heads of "
-                       "v_head_dim next to q/k heads of qk_head_dim + qk_pos_emb_head_dim)",
-                       cfg->parallel.context_parallel_size);
-  return 0;
-}
-
+/* What the MLA layer (model/gpt_mla.c) is not built for yet: the cuda
+ * backend's fused attention takes value heads as wide as the q/k heads
+ * only, and MLA's down projections are plain (not FP8) linears. */
 static int r_mla_device(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   if (cfg->model.multi_latent_attention && !strcmp(cfg->device, "cuda"))
@@ -453,10 +441,6 @@ static const mt_cfg_rule k_model[] = {
      "with MLA and `rope_type` `rope` the YaRN-only keys (`beta_fast`, `beta_slow`, "
      "`original_max_position_embeddings`, `mscale`) are left out",
      "1: " MLA "model.rope_type=rope; model.mscale=0.7", 0, 0},
-    {"parallel.context_parallel_size", r_mla_cp,
-     "MLA needs `parallel.context_parallel_size` 1 (the ring attention takes value heads as wide "
-     "as the q/k heads only)",
-     "2: " MLA "parallel.context_parallel_size=2", 0, 0},
     {"model.multi_latent_attention", r_mla_device,
      "MLA needs `device` `cpu` (the cuda fused attention takes value heads as wide as the q/k "
      "heads only)",

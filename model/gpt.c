@@ -306,7 +306,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   mt_gpt_mla_create(m); /* before the activation sets and workspaces */
   if (c->cp_size > 1) /* before the activation sets, which then save lse */
     m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
-                                   m->hn);
+                                   m->hn, m->mla ? m->mla->dv : m->hn);
   assign_chunks(m);
   mt_gpt_register_params(m);
   mt_gpt_mtp_register(m); /* after the head, inside its hook part */

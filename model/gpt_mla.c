@@ -54,7 +54,8 @@ static void latent_norm_bwd(mt_gpt *m, void *din, const mt_wb *g, const void *do
 }
 
 /* RoPE (or YaRN) on R' [rows, np, 3, dr]: np groups of one query head, one
- * key head and an untouched slot, dr channels, pairs (2i, 2i + 1). */
+ * key head and an untouched slot, dr channels, pairs (2i, 2i + 1); one call
+ * per run of global positions (two chunks with context parallelism). */
 static void rope(mt_gpt *m, void *r, int backward) {
   const mt_model_config *mc = &m->cfg.model;
   const mt_gpt_mla *x = m->mla;
@@ -67,7 +68,6 @@ static void rope(mt_gpt *m, void *r, int backward) {
   d.rot_dim = x->dr;
   d.interleaved = 1;
   d.base = mc->rotary_base;
-  d.s_offset = 0; /* context parallelism is refused with MLA (config rule) */
   if (x->yarn) {
     d.scaling = MT_ROPE_YARN;
     d.factor = mc->rotary_scaling_factor;
@@ -76,10 +76,18 @@ static void rope(mt_gpt *m, void *r, int backward) {
     d.beta_slow = mc->beta_slow;
     d.attn_factor = x->attn_factor;
   }
-  if (backward)
-    m->be->ops->rope_bwd(m->be, &d, r);
-  else
-    m->be->ops->rope_fwd(m->be, &d, r);
+  mt_cp_run run[2];
+  const int n = mt_cp_runs(&m->cpl, 0, m->s_loc, run);
+  const size_t rb = (size_t)d.b * (size_t)m->np * 3 * (size_t)x->dr * mt_dtype_size(m->be->dtype);
+  for (int k = 0; k < n; k++) {
+    d.s = (int)run[k].n;
+    d.s_offset = (int)run[k].pos;
+    void *p = (char *)r + (size_t)run[k].row * rb;
+    if (backward)
+      m->be->ops->rope_bwd(m->be, &d, p);
+    else
+      m->be->ops->rope_fwd(m->be, &d, p);
+  }
 }
 
 static size_t es(const mt_gpt *m) { return mt_dtype_size(m->be->dtype); }

@@ -5,7 +5,8 @@
 # process vs tp=2+SP (heads split, the replicated down projections' and
 # latent norms' gradients summed over the shards, k_pe gathered and its
 # gradient reduce-scattered), tp=2 without SP (k_pe's gradient all-reduced),
-# pp=2, dp=2 with ZeRO-1, and full and selective recomputation: lm loss and
+# pp=2, cp=2 (the ring attention with value heads of v_head_dim), cp=2 with
+# tp=2+SP, dp=2 with ZeRO-1, and full and selective recomputation: lm loss and
 # grad norm within 1e-5 relative; and MLA on the MoE + MTP model of
 # tests/configs/gpt-mtp-test.json (DeepSeek-tiny-like) under tp=2+SP and ep=2
 # (also the MTP losses, balance losses, tokens per expert, expert biases).
@@ -27,6 +28,11 @@ if [ $full = 1 ]; then
   cmp_moe tp2 base
   run pp2 2 --set $P.pipeline_model_parallel_size=2
   cmp_moe pp2 base
+  run cp2 2 --set $P.context_parallel_size=2
+  cmp_moe cp2 base
+  run cp2_tp2sp 4 --set $P.context_parallel_size=2 --set $P.tensor_model_parallel_size=2 \
+    --set $P.sequence_parallel=true
+  cmp_moe cp2_tp2sp base
   run dp2_zero1 2 --set $P.zero_stage=1
   cmp_moe dp2_zero1 base
   run recompute_full 1 --set model.recompute_granularity=full
