@@ -64,10 +64,12 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
   fprintf(f,
           "},\"total\":%.0f,\"capacity\":%.0f,\"fits\":%s,\"activation_bytes_per_layer\":%.0f,"
           "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld,"
-          "\"params_total_unpadded_vocab\":%lld,\"params_active\":%lld,",
+          "\"params_total_unpadded_vocab\":%lld,\"params_active\":%lld,\"params_mtp\":%lld,"
+          "\"params_mtp_active\":%lld,",
           m->total, m->capacity, m->fits ? "true" : "false", m->act_layer_bytes,
           m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total,
-          (long long)m->params_total_unpadded, (long long)m->params_active);
+          (long long)m->params_total_unpadded, (long long)m->params_active,
+          (long long)m->params_mtp, (long long)m->params_mtp_active);
   /* every stage (all ranks of a stage have the same sizes) */
   fprintf(f, "\"per_stage\":[");
   for (int k = 0; k < p->pp && k < 1024; k++) {
@@ -128,6 +130,9 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
           (long long)m->params_total_unpadded, cfg->model.vocab_size);
   if (cfg->model.num_experts > 0)
     fprintf(f, "; %lld activated per token", (long long)m->params_active);
+  if (m->params_mtp > 0)
+    fprintf(f, "; of these the MTP depths %lld, %lld activated", (long long)m->params_mtp,
+            (long long)m->params_mtp_active);
   fprintf(f, ")\n");
   fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ", p->tp,
           p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,

@@ -6,7 +6,7 @@
 # SwiGLU (llama-tiny, and with kv_channels != h / heads), MoE with shared
 # experts and a moe_layer_freq list (deepseek-tiny, with one MTP depth), MoE every other layer
 # (gpt-moe, moe_layer_freq 2), multi-latent attention on deepseek-tiny with and
-# without q compression (MoE + MTP), under logging.flops_formula megatron
+# without q compression (MoE + MTP) and the DeepSeek-V3 / V2-Lite configs, under logging.flops_formula megatron
 # (today's Megatron: causal core attention at half) and paper (the 2021/2022
 # papers' full s x s), and the 1T paper config. Relative difference <= 1e-6.
 set -u
@@ -58,6 +58,10 @@ for f in megatron paper; do
     check "deepseek-tiny MLA q_lora_rank $q" configs/deepseek-tiny.json 1 \
       --set logging.flops_formula=$f "${MLA[@]}" --set model.q_lora_rank=$q
   done
+  check "deepseek-v3 (MLA, MoE, MTP)" configs/models/deepseek-v3.json 1024 \
+    --set logging.flops_formula=$f
+  check "deepseek-v2-lite (MLA, no q_lora)" configs/models/deepseek-v2-lite.json 8 \
+    --set logging.flops_formula=$f
 done
 check "korthikanti22-1t (paper)" configs/papers/korthikanti22-1t.json 512
 check "korthikanti22-1t megatron" configs/papers/korthikanti22-1t.json 512 \

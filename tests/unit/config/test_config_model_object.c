@@ -35,7 +35,6 @@ static const char *k_base =
  * (a key without effect under the config is an error): the overrides given
  * to both loads, the base and the changed one (the change comes last and
  * wins over a context value of the same key). */
-#define MLA_CTX {"model.position_embedding_type=\"rope\"", "model.multi_latent_attention=true"}
 static const struct {
   const char *key, *context[2];
 } k_context[] = {
@@ -59,7 +58,7 @@ static const struct {
     {"use_rope_scaling", {"model.position_embedding_type=\"rope\""}},
     {"rope_scaling_factor", {"model.position_embedding_type=\"rope\"", "model.use_rope_scaling=true"}},
     {"mtp_loss_scaling_factor", {"model.mtp_num_layers=1"}},
-    /* multi-latent attention (issue 31) and its YaRN keys */
+#define MLA_CTX {"model.position_embedding_type=\"rope\"", "model.multi_latent_attention=true"}
     {"multi_latent_attention", {"model.position_embedding_type=\"rope\""}},
     {"q_lora_rank", MLA_CTX},
     {"kv_lora_rank", MLA_CTX},
@@ -74,9 +73,8 @@ static const struct {
     {"mscale_all_dim", MLA_CTX},
 };
 
-/* Keys (and choices) the loader refuses although their layer exists (a
- * key without effect under the config): given with their context, the load
- * must fail with a message containing `refusal`. */
+/* Keys (and choices) the loader refuses with their context: given with
+ * it, the load must fail with a message containing `refusal`. */
 static const struct {
   const char *key, *choice, *context[2], *refusal;
 } k_pending[] = {
