@@ -25,6 +25,16 @@ static void print_block(FILE *f, const mt_model_config *m) {
   else
     fprintf(f, "learned positions");
   fprintf(f, ", %s, %s, ", m->normalization, m->swiglu ? "SwiGLU" : "GeLU");
+  if (m->multi_latent_attention) {
+    char q[32] = "none";
+    if (m->q_lora_rank > 0) snprintf(q, sizeof q, "%d", m->q_lora_rank);
+    fprintf(f, "MLA (q_lora_rank %s, kv_lora_rank %d, qk %d + %d, v %d)%s%s, %s embeddings\n", q,
+            m->kv_lora_rank, m->qk_head_dim, m->qk_pos_emb_head_dim, m->v_head_dim,
+            m->add_bias_linear ? "" : ", no linear biases",
+            m->qk_layernorm ? ", latent norms" : "",
+            m->untie_embeddings_and_output_weights ? "untied" : "tied");
+    return;
+  }
   int ng = query_groups(m);
   if (ng == m->num_attention_heads) fprintf(f, "MHA");
   else if (ng == 1) fprintf(f, "MQA (1 query group)");
