@@ -376,29 +376,6 @@ static int r_yarn_keys(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
-/* What the MLA layer (model/gpt_mla.c) is not built for yet: the cuda
- * backend's fused attention takes value heads as wide as the q/k heads
- * only, and MLA's down projections are plain (not FP8) linears. */
-static int r_mla_device(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  if (cfg->model.multi_latent_attention && !strcmp(cfg->device, "cuda"))
-    return mt_cfg_fail(c, key("model.multi_latent_attention"),
-                       "true cannot go with device \"cuda\" in this build (expected device "
-                       "\"cpu\": the cuda fused attention takes value heads as wide as the "
-                       "q/k heads only)");
-  return 0;
-}
-
-static int r_mla_fp8(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  if (cfg->model.multi_latent_attention && cfg->training.fp8_format[0])
-    return mt_cfg_fail(c, key("training.fp8_format"),
-                       "\"%s\" cannot go with model.multi_latent_attention true in this build "
-                       "(expected null: MLA's projections are not FP8 linears)",
-                       cfg->training.fp8_format);
-  return 0;
-}
-
 #define E8 "model.num_experts=8; "
 static const mt_cfg_rule k_model[] = {
     {"model.rotary_percent model.kv_channels", r_rotary_dim,
@@ -441,12 +418,6 @@ static const mt_cfg_rule k_model[] = {
      "with MLA and `rope_type` `rope` the YaRN-only keys (`beta_fast`, `beta_slow`, "
      "`original_max_position_embeddings`, `mscale`) are left out",
      "1: " MLA "model.rope_type=rope; model.mscale=0.7", 0, 0},
-    {"model.multi_latent_attention", r_mla_device,
-     "MLA needs `device` `cpu` (the cuda fused attention takes value heads as wide as the q/k "
-     "heads only)",
-     "1: " MLA "device=cuda", 0, 0},
-    {"training.fp8_format", r_mla_fp8, "MLA needs `training.fp8_format` null",
-     "1: " MLA "training.precision=bf16; training.fp8_format=e4m3", 0, 0},
     {"model.moe_router_topk", r_moe_topk, "MoE: `model.moe_router_topk` ≤ `num_experts`",
      "1: " E8 "model.moe_router_topk=9", 0, 0},
     {"parallel.expert_model_parallel_size", r_moe_ep,
