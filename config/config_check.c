@@ -207,7 +207,9 @@ int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (world_size < 1) world_size = 1;
   c->rule = -1;
-  c->kv_given = cfg->model.kv_channels != 0;
+  /* a saved config (mt_config_load_saved) carries the derived kv_channels;
+   * with MLA it cannot have been given (r_mla_kv_channels) */
+  c->kv_given = cfg->model.kv_channels != 0 && !(c->saved && cfg->model.multi_latent_attention);
   c->ffn_given = cfg->model.ffn_hidden_size != 0;
   if (c->saved) mt_cfg_drop_dead(c, cfg);
   mt_cfg_derive(cfg, world_size);
