@@ -25,18 +25,12 @@ static int r_bf16_layers(mt_cfg_ctx *c, mt_config *cfg, int world) {
                      cfg->model.num_layers);
 }
 
-/* What the FP8 linear layers do not cover yet: the MoE experts' grouped
- * GEMMs, activation recomputation (a recomputed forward would record a
+/* What the FP8 linear layers do not cover yet: activation recomputation (a recomputed forward would record a
  * second amax per micro-batch), FP8 parameter gathers and the cuda backend
  * (no FP8 GEMM there). */
 static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   if (!cfg->training.fp8_format[0]) return 0;
-  if (cfg->model.num_experts > 0)
-    return mt_cfg_fail(c, key("training.fp8_format"),
-                       "\"%s\" with model.num_experts %d: the experts' FP8 GEMMs are not "
-                       "implemented (expected a dense model, or fp8_format null)",
-                       cfg->training.fp8_format, cfg->model.num_experts);
   if (cfg->model.recompute_granularity[0])
     return mt_cfg_fail(c, key("training.fp8_format"),
                        "\"%s\" with model.recompute_granularity \"%s\": FP8 with activation "
@@ -76,8 +70,7 @@ static const mt_cfg_rule k_fp8[] = {
      "1: training.precision=bf16; training.fp8_format=e4m3; training.first_last_layers_bf16=true; "
      "training.num_layers_at_start_in_bf16=2", 0, 0},
     {"training.fp8_format", r_fp8_scope,
-     "`training.fp8_format` needs a dense model (no `num_experts`), no activation "
-     "recomputation, `fp8_param_gather` false and device `cpu` (what the FP8 linear layers "
+     "`training.fp8_format` needs no activation recomputation, `fp8_param_gather` false and device `cpu` (what the FP8 linear layers "
      "cover so far, docs/fp8.md)",
      "1: training.precision=bf16; training.fp8_format=hybrid; "
      "model.recompute_granularity=selective", 0, 0},

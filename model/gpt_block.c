@@ -292,6 +292,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   if (w->moe.experts) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
+    mw.fp8 = tp->fp8_on ? m->moe.fp8 : NULL; /* the experts in FP8 (the router in T) */
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
     mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
@@ -340,6 +341,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
      * sequence under CP) = one micro-batch of the global batch */
     mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
+    mw.fp8 = tp->fp8_on ? m->moe.fp8 : NULL;
     mt_moe_grads mg = moe_grads(m, li);
     const float aux = m->pass.loss_scale * (float)m->pass.loss_tokens;
     if (c->model.moe_shared_expert_overlap) {

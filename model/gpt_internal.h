@@ -168,6 +168,9 @@ typedef struct {
    * global_aux_loss needs them */
   float *bias;
   int64_t *bias_counts;
+  /* FP8 experts (training.fp8_format): the routed experts' FP8 linears, amax
+   * reduced over the ETP group (model/moe_experts.h); NULL without FP8 */
+  struct mt_fp8_linear *fp8;
 } mt_gpt_moe_state;
 
 struct mt_gpt {
