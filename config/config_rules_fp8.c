@@ -25,18 +25,11 @@ static int r_bf16_layers(mt_cfg_ctx *c, mt_config *cfg, int world) {
                      cfg->model.num_layers);
 }
 
-/* What the FP8 linear layers do not cover yet: activation recomputation (a recomputed forward would record a
- * second amax per micro-batch), FP8 parameter gathers and the cuda backend
- * (no FP8 GEMM there). */
+/* What the FP8 linear layers do not cover yet: FP8 parameter gathers and
+ * the cuda backend (no FP8 GEMM there). */
 static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   if (!cfg->training.fp8_format[0]) return 0;
-  if (cfg->model.recompute_granularity[0])
-    return mt_cfg_fail(c, key("training.fp8_format"),
-                       "\"%s\" with model.recompute_granularity \"%s\": FP8 with activation "
-                       "recomputation is not implemented (expected recompute_granularity null, "
-                       "or fp8_format null)",
-                       cfg->training.fp8_format, cfg->model.recompute_granularity);
   if (cfg->training.fp8_param_gather)
     return mt_cfg_fail(c, key("training.fp8_param_gather"),
                        "true: FP8 parameter all-gathers are not implemented (expected false)");
@@ -70,10 +63,10 @@ static const mt_cfg_rule k_fp8[] = {
      "1: training.precision=bf16; training.fp8_format=e4m3; training.first_last_layers_bf16=true; "
      "training.num_layers_at_start_in_bf16=2", 0, 0},
     {"training.fp8_format", r_fp8_scope,
-     "`training.fp8_format` needs no activation recomputation, `fp8_param_gather` false and device `cpu` (what the FP8 linear layers "
-     "cover so far, docs/fp8.md)",
-     "1: training.precision=bf16; training.fp8_format=hybrid; "
-     "model.recompute_granularity=selective", 0, 0},
+     "`training.fp8_format` needs `fp8_param_gather` false and device `cpu` (what the FP8 "
+     "linear layers cover so far, docs/fp8.md)",
+     "1: training.precision=bf16; training.fp8_format=hybrid; device=cuda",
+     0, 0},
     {"checkpoint.load", r_fp8_resume,
      "`checkpoint.load` with `training.fp8_recipe` `delayed` is refused (the amax histories are "
      "not in checkpoints yet), except with `training.finetune`",

@@ -242,6 +242,16 @@ static int fp8_layer(const mt_gpt_config *c, int l) {
   return c->fp8 && l >= c->fp8_bf16_start && l < c->model.num_layers - c->fp8_bf16_end;
 }
 
+/* Tell the FP8 linears what this forward is: a training forward, its replay
+ * under full recomputation, or an evaluation (model/fp8_linear.h). */
+static void fp8_pass(mt_gpt *m) {
+  const mt_fp8_pass p = !m->pass.train       ? MT_FP8_PASS_EVAL
+                        : m->pass.recomputing ? MT_FP8_PASS_RECOMPUTE
+                                              : MT_FP8_PASS_TRAIN;
+  mt_fp8_linear_set_pass(m->tp.fp8, p);
+  mt_fp8_linear_set_pass(m->moe.fp8, p);
+}
+
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
   const mt_chunk *ch = &m->chunks[ci];
   /* global layer: keys the dropout RNG */
@@ -263,6 +273,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   const mt_attention_tensors *wa = &w->self_attention;
   const int64_t h = c->model.hidden_size;
   tp->fp8_on = fp8_layer(c, l);
+  fp8_pass(m);
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */

@@ -36,6 +36,14 @@ for c in $CASES; do
   run "$l-$r" 2 "$r" ${LAYOUT[$l]}
   echo -n "$l $r vs 1 process: "; compare_metrics "$TMP/$l-$r.jsonl" "$TMP/one-$r.jsonl" 2e-2
 done
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
+  # pp=2 keeps several micro-batches in flight: each backward (and each
+  # recomputed forward) takes its own forward's delayed scales, so full
+  # recomputation is bitwise the run without it
+  run pp2-delayed-full 2 delayed ${LAYOUT[pp2]} --set model.recompute_granularity=full
+  echo -n "pp2 delayed with full recomputation vs without: "
+  compare_metrics "$TMP/pp2-delayed-full.jsonl" "$TMP/pp2-delayed.jsonl" 0
+fi
 # MoE (gpt-moe-test cut to 2 layers, layer 0 MoE, no biases as ETP needs; 2
 # steps of 2 micro-batches per rank): ep=2 (world 2: each expert on one rank, with its rows from both
 # ranks) in CI with delayed scaling; MEGATRAIN_TEST_FULL=1 every recipe at

@@ -10,7 +10,9 @@
 #  - (MEGATRAIN_TEST_FULL=1) the same delayed run twice is bitwise identical;
 #  - tensorwise saved at step 2 and resumed reproduces steps 3-4 bitwise;
 #  - an MoE model (FP8 experts, one scale set per expert) within 2e-2 of its
-#    bf16 run.
+#    bf16 run;
+#  - full recomputation (FULL: and selective, every recipe) bitwise equal to
+#    the same MoE run without it.
 # About 30 s on 2 busy cores. MEGATRAIN_TEST_FULL=1 adds e4m3 for every recipe.
 source "$(dirname "$0")/lib.sh"
 BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=4
@@ -74,4 +76,19 @@ run_moe moe-bf16
 run_moe moe-delayed --set training.fp8_format=hybrid --set training.fp8_recipe=delayed
 echo -n "MoE delayed vs bf16: "; compare_metrics "$TMP/moe-delayed.jsonl" "$TMP/moe-bf16.jsonl" 2e-2
 differs moe-delayed moe-bf16
+# activation recomputation replays each forward with the scales it took and
+# records no second amax: bitwise the run without it (dense and expert
+# linears). CI: delayed (the recipe with state) under full recomputation;
+# MEGATRAIN_TEST_FULL=1 also selective, and every other recipe both ways.
+RCASES=$(full_or "delayed:full delayed:selective tensorwise:full tensorwise:selective
+  blockwise:full blockwise:selective mxfp8:full mxfp8:selective" "delayed:full")
+for c in $RCASES; do
+  r=${c%%:*} g=${c#*:}
+  [ -f "$TMP/moe-$r.jsonl" ] ||
+    run_moe "moe-$r" --set training.fp8_format=hybrid --set training.fp8_recipe=$r
+  run_moe "moe-$r-$g" --set training.fp8_format=hybrid --set training.fp8_recipe=$r \
+    --set model.recompute_granularity=$g
+  echo -n "MoE $r with $g recomputation vs without: "
+  compare_metrics "$TMP/moe-$r-$g.jsonl" "$TMP/moe-$r.jsonl" 0
+done
 echo "fp8 training: OK"
