@@ -237,8 +237,11 @@ static void shared_bwd(void *p) {
   mt_moe_shared_backward_own(s->m, s->w, s->g, s->a, s->m->ws.dtmp_h);
 }
 
-/* Global layer l runs its linear layers in FP8 (first_last_layers_bf16). */
+/* Global layer l runs its linear layers in FP8 (first_last_layers_bf16;
+ * MTP layers, l >= num_layers, take Megatron's global FP8 context, which
+ * ignores it). */
 static int fp8_layer(const mt_gpt_config *c, int l) {
+  if (l >= c->model.num_layers) return c->fp8;
   return c->fp8 && l >= c->fp8_bf16_start && l < c->model.num_layers - c->fp8_bf16_end;
 }
 

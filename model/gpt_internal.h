@@ -143,6 +143,7 @@ typedef struct {
   /* multi-token prediction (NULL without): [sl, b, h] gradient buffers of the
    * MTP backward (carry: dL/dh_{k-1} from depth k, added to the main head's) */
   void *mtp_carry, *mtp_dl, *mtp_de, *mtp_dh;
+  void *mtp_cat, *mtp_dcat;  /* FP8 only: eh_proj's input [e; h] and its gradient, [rows_l, 2h] */
   float *mtp_host_mask;      /* [s*b] host staging of the shifted masks */
 } mt_gpt_workspace;
 
