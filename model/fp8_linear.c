@@ -13,6 +13,10 @@ typedef struct {
   float *hist[3];           /* [history_len] each, most recent first */
   float scale[3];           /* the scale the next use takes */
   float used[3];            /* the scale the last use took (x, w: reused by the backward) */
+  /* training forwards awaiting their backward, oldest first: the x and w
+   * scales each took (the backward and a recomputed forward reuse them) */
+  float (*pend)[2];
+  int pend_head, pend_n, pend_cap;
 } fp8_state;
 
 enum { R_X = 0, R_W = 1, R_G = 2 };
@@ -23,6 +27,7 @@ struct mt_fp8_linear {
   mt_group *red[2];         /* amax reduction groups: tp, cp (NULL = none) */
   fp8_state *st;
   int nst, capst;
+  mt_fp8_pass pass;         /* what the next forwards are (mt_fp8_linear_set_pass) */
   void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
   size_t ws_bytes;
 };
@@ -55,6 +60,7 @@ void mt_fp8_linear_destroy(mt_fp8_linear *f) {
   if (!f) return;
   for (int i = 0; i < f->nst; i++)
     for (int r = 0; r < 3; r++) free(f->st[i].hist[r]);
+  for (int i = 0; i < f->nst; i++) free(f->st[i].pend);
   free(f->st);
   if (f->ws) f->be->ops->free(f->be, f->ws);
   free(f);
@@ -77,6 +83,39 @@ static fp8_state *state_of(mt_fp8_linear *f, const void *w) {
     s->scale[r] = s->used[r] = 1.0f; /* TE's initial scale */
   }
   return s;
+}
+
+void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass) {
+  if (f) f->pass = pass;
+}
+
+/* Queue the scales of a training forward for its backward (FIFO per weight:
+ * micro-batches reach the backward in their forward order). */
+static void pend_push(fp8_state *s, float sx, float sw) {
+  if (s->pend_head == s->pend_n) s->pend_head = s->pend_n = 0;
+  if (s->pend_n == s->pend_cap && s->pend_head > 0) { /* compact */
+    memmove(s->pend, s->pend + s->pend_head, (size_t)(s->pend_n - s->pend_head) * sizeof *s->pend);
+    s->pend_n -= s->pend_head, s->pend_head = 0;
+  }
+  if (s->pend_n == s->pend_cap) {
+    s->pend_cap = s->pend_cap ? 2 * s->pend_cap : 4;
+    s->pend = realloc(s->pend, (size_t)s->pend_cap * sizeof *s->pend);
+    if (!s->pend) mt_fatal("fp8 linear: out of host memory");
+  }
+  s->pend[s->pend_n][0] = sx, s->pend[s->pend_n][1] = sw;
+  s->pend_n++;
+}
+
+/* The oldest queued forward's scales into sx, sw (pop: its backward), or
+ * the last use's when none is queued (a backward after an untracked
+ * forward). */
+static void pend_take(fp8_state *s, float *sx, float *sw, int pop) {
+  if (s->pend_head == s->pend_n) {
+    *sx = s->used[R_X], *sw = s->used[R_W];
+    return;
+  }
+  *sx = s->pend[s->pend_head][0], *sw = s->pend[s->pend_head][1];
+  if (pop) s->pend_head++;
 }
 
 /* Carve n fp32-aligned regions of bytes[i] out of the workspace. */
@@ -180,7 +219,15 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
   carve(f, 8, by, p);
   const qscratch s = {p[3], p[4], p[5], p[6]};
   float *xq = p[0], *wq = p[1], *c32 = p[2], *b32 = bias ? p[7] : NULL;
-  if (delayed) {
+  if (delayed && f->pass == MT_FP8_PASS_RECOMPUTE) {
+    /* replay the original forward: its scales, no history update (TE's
+     * activation recompute restores the forward's fp8 meta and records no
+     * second amax) */
+    float sc[2];
+    pend_take(st, &sc[0], &sc[1], 0);
+    qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[0]);
+    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[1]);
+  } else if (delayed) {
     st->used[R_X] = st->scale[R_X];
     delayed_update(f, st, R_X, qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]),
                    MT_FP8_E4M3);
@@ -188,6 +235,7 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
     delayed_update(f, st, R_W,
                    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
                    MT_FP8_E4M3);
+    if (f->pass == MT_FP8_PASS_TRAIN) pend_push(st, st->used[R_X], st->used[R_W]);
   } else {
     qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
     qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
@@ -211,14 +259,15 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   const qscratch s = {p[3], p[4], p[5], p[6]};
   float *gq = p[0], *oq = p[1], *c32 = p[2];
   if (db) be->ops->bias_grad(be, db, dy, M, out);
-  float gscale = 1.0f;
+  float gscale = 1.0f, sx = 1.0f, sw = 1.0f;
   if (delayed) {
+    pend_take(st, &sx, &sw, 1); /* the scales of this micro-batch's forward */
     gscale = st->used[R_G] = st->scale[R_G];
     delayed_update(f, st, R_G, qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
   }
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
     if (!delayed) qdq(f, &s, gq, dy, M, out, blk_row(f), gfmt, NULL);
-    if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]);
+    if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sw);
     else qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
     gemm32(be, 0, 0, M, in, out, gq, out, oq, in, 0.0f, c32, in, NULL);
     be->ops->cast(be, dx, be->dtype, c32, MT_F32, M * in);
@@ -234,7 +283,7 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   /* wgrad: both operands along the tokens (columnwise) */
   if (delayed) {
     qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale);
-    qdq(f, &s, oq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]);
+    qdq(f, &s, oq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sx);
   } else {
     qdq(f, &s, gq, dy, M, out, blk_col(f), gfmt, NULL);
     qdq(f, &s, oq, x, M, in, blk_col(f), MT_FP8_E4M3, NULL);

@@ -18,7 +18,9 @@
  * Delayed scaling keeps an amax history and a scale per (weight, role):
  * the scale in use comes from the history before this use; this use's amax
  * then enters the history (most recent first) and the next scale is
- * computed (TE's DelayedScaling, one update per use = per micro-batch).
+ * computed (TE's DelayedScaling, one update per use = per micro-batch;
+ * a recomputed forward reuses its original's scales and updates nothing,
+ * mt_fp8_linear_set_pass).
  * Communication: with one scale per tensor (tensorwise, delayed) every
  * amax is all-reduced (max) over the tensor-parallel and the
  * context-parallel group given at creation (blocking, host buffers: the cpu
@@ -50,6 +52,17 @@ typedef struct {
 } mt_fp8_options;
 
 typedef struct mt_fp8_linear mt_fp8_linear;
+
+/* What the forwards that follow are (delayed scaling; the other recipes
+ * keep no state): TRAIN (the default) records each use's amax and queues
+ * its x / w scales for the backward, which takes them oldest first (so
+ * under pipelining each micro-batch's backward reuses its own forward's
+ * scales, as TE saves its quantized tensors); RECOMPUTE replays the oldest
+ * queued forward's scales and records nothing (activation recomputation:
+ * one history update per use, results bitwise those without recompute);
+ * EVAL records the amax and queues nothing (no backward follows). */
+typedef enum { MT_FP8_PASS_TRAIN = 0, MT_FP8_PASS_RECOMPUTE, MT_FP8_PASS_EVAL } mt_fp8_pass;
+void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass); /* f may be NULL */
 
 /* Parse Megatron's names ("e4m3"|"hybrid", recipe, algo) into *o; 0, or -1
  * for a name outside the choices. */

@@ -238,9 +238,22 @@ static void shared_bwd(void *p) {
   mt_moe_shared_backward_own(s->m, s->w, s->g, s->a, s->m->ws.dtmp_h);
 }
 
-/* Global layer l runs its linear layers in FP8 (first_last_layers_bf16). */
+/* Global layer l runs its linear layers in FP8 (first_last_layers_bf16;
+ * MTP layers, l >= num_layers, take Megatron's global FP8 context, which
+ * ignores it). */
 static int fp8_layer(const mt_gpt_config *c, int l) {
+  if (l >= c->model.num_layers) return c->fp8;
   return c->fp8 && l >= c->fp8_bf16_start && l < c->model.num_layers - c->fp8_bf16_end;
+}
+
+/* Tell the FP8 linears what this forward is: a training forward, its replay
+ * under full recomputation, or an evaluation (model/fp8_linear.h). */
+static void fp8_pass(mt_gpt *m) {
+  const mt_fp8_pass p = !m->pass.train       ? MT_FP8_PASS_EVAL
+                        : m->pass.recomputing ? MT_FP8_PASS_RECOMPUTE
+                                              : MT_FP8_PASS_TRAIN;
+  mt_fp8_linear_set_pass(m->tp.fp8, p);
+  mt_fp8_linear_set_pass(m->moe.fp8, p);
 }
 
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
@@ -264,6 +277,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   const mt_attention_tensors *wa = &w->self_attention;
   const int64_t h = c->model.hidden_size;
   tp->fp8_on = fp8_layer(c, l);
+  fp8_pass(m);
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */
@@ -295,6 +309,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   if (w->moe.experts) { /* MoE block on this rank's token shard */
     mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
+    mw.fp8 = tp->fp8_on ? m->moe.fp8 : NULL; /* the experts in FP8 (the router in T) */
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
     mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
@@ -343,6 +358,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
      * sequence under CP) = one micro-batch of the global batch */
     mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
+    mw.fp8 = tp->fp8_on ? m->moe.fp8 : NULL;
     mt_moe_grads mg = moe_grads(m, li);
     const float aux = m->pass.loss_scale * (float)m->pass.loss_tokens;
     if (c->model.moe_shared_expert_overlap) {
