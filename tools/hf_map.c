@@ -111,6 +111,11 @@ static int deepseek_attn_of(const mt_config *cfg, mt_hf_model *m, char *err, siz
   m->beta_fast = mt_float_decimal(c->beta_fast);
   m->beta_slow = mt_float_decimal(c->beta_slow);
   m->mscale = mt_float_decimal(c->mscale);
+  if ((m->mscale == 0 || m->mscale_all_dim == 0) && !(m->mscale == 1 && m->mscale_all_dim == 0))
+    REFUSE("model.mscale is %g with mscale_all_dim %g: megatrain scales YaRN's cos and sin by "
+           "mscale(s, mscale) / mscale(s, mscale_all_dim), which Hugging Face's YaRN does only "
+           "when both are non-zero (else mscale(s, 1)); expected both non-zero, or mscale 1 "
+           "with mscale_all_dim 0", m->mscale, m->mscale_all_dim);
   if ((double)m->yarn_orig * s != (double)m->max_pos)
     REFUSE("model.rotary_scaling_factor is %g with original_max_position_embeddings %lld and "
            "max_position_embeddings %lld: Hugging Face's YaRN takes the factor as "

@@ -4,6 +4,11 @@
 # kv_lora_rank 16, 16 nope + 8 rope channels, values of 16, latent norms;
 # YaRN factor 4 over 16 original positions) + sigmoid MoE (expert bias,
 # groups, a shared expert, a dense first layer) + one MTP depth model:
+#  - megatrain's loss of a trained checkpoint on real tokens
+#    (tests/tools/ckpt_loss) equals the independent PyTorch forward of the
+#    fp32 export (tests/reference/hf_forward.py, fp64, its MLA and YaRN
+#    written from HF's DeepseekV3Attention / _compute_yarn_parameters) within
+#    1e-5 relative;
 #  - megatrain -> HF -> megatrain and HF -> megatrain -> HF are bitwise;
 #  - the MTP layer carries DeepSeek's embed_tokens and shared_head.head
 #    copies: an import whose copy differs is refused; so are a config.json
@@ -56,6 +61,9 @@ for fam in $FAMS; do
     || { echo "$fam: training failed"; tail -5 "$TMP/train_$fam.log"; exit 1; }
   "$MT" convert --to hf --load "$ck" --output $TMP/hf_$fam 2>/dev/null
   grep -q '"model_type":[[:space:]]*"deepseek_v3"' $TMP/hf_$fam/config.json
+  a=$($TOOL loss "$ck" $TMP/tok.bin)
+  b=$($PY tests/reference/hf_forward.py loss $TMP/hf_$fam $TMP/tok.bin $SEQ)
+  relcheck "$fam (trained 5 iterations) fp32 export, loss on $(($(stat -c %s $TMP/tok.bin) / 4)) tokens" "$a" "$b" 1e-5
   # megatrain -> HF -> megatrain
   "$MT" convert --from hf --input $TMP/hf_$fam --output $TMP/rt_$fam --config $TMP/$fam.json 2>/dev/null
   $TOOL same "$ck" $TMP/rt_$fam
