@@ -54,21 +54,6 @@ static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
-/* The delayed recipe's amax histories are not in checkpoints yet: a resume
- * would restart them and silently differ from the uninterrupted run. */
-static int r_fp8_resume(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  const mt_training_config *t = &cfg->training;
-  if (!t->fp8_format[0] || strcmp(t->fp8_recipe, "delayed") || !cfg->checkpoint.load[0] ||
-      t->finetune)
-    return 0;
-  return mt_cfg_fail(c, key("checkpoint.load"),
-                     "\"%s\" with training.fp8_recipe \"delayed\": the amax histories are not "
-                     "saved in checkpoints yet, so the run would not continue as saved (expected "
-                     "fp8_recipe tensorwise, blockwise or mxfp8 to resume, or training.finetune)",
-                     cfg->checkpoint.load);
-}
-
 static const mt_cfg_rule k_fp8[] = {
     {"training.num_layers_at_start_in_bf16", r_bf16_layers,
      "`training.num_layers_at_start_in_bf16` + `num_layers_at_end_in_bf16` ≤ `model.num_layers` "
@@ -81,10 +66,6 @@ static const mt_cfg_rule k_fp8[] = {
      "cover so far, docs/fp8.md)",
      "1: training.precision=bf16; training.fp8_format=hybrid; "
      "model.recompute_granularity=selective", 0, 0},
-    {"checkpoint.load", r_fp8_resume,
-     "`checkpoint.load` with `training.fp8_recipe` `delayed` is refused (the amax histories are "
-     "not in checkpoints yet), except with `training.finetune`",
-     "1: training.precision=bf16; training.fp8_format=e4m3; checkpoint.load=ckpt", 0, 0},
 };
 
 const mt_cfg_rule *mt_cfg_rules_fp8(int *n) {

@@ -7,12 +7,19 @@
 #include "core/fp8.h"
 #include "core/util.h"
 
-/* Delayed-scaling state of one weight's three roles (x, w, dy). */
+/* Delayed-scaling state of one linear layer's three roles (x, w, dy):
+ * meta[r] = [scale the next use takes, history[0..L) most recent first]
+ * (the checkpoint's layout, mt_fp8_linear_meta). */
 typedef struct {
-  const void *w;            /* the weight it belongs to (key) */
-  float *hist[3];           /* [history_len] each, most recent first */
-  float scale[3];           /* the scale the next use takes */
+  int key;                  /* the caller's key (mt_fp8_linear_select), or -1: keyed by w */
+  const void *w;            /* the weight it belongs to (key -1) */
+  float *meta[3];           /* [1 + history_len] each */
   float used[3];            /* the scale the last use took (x, w: reused by the backward) */
+  float *fifo;              /* [cap][2]: the x and w scales of forwards whose backward is
+                               still to come, oldest first (pipeline schedules run several
+                               forwards before the first backward; each layer's backwards
+                               come in forward order) */
+  int head, len, cap;
 } fp8_state;
 
 enum { R_X = 0, R_W = 1, R_G = 2 };
@@ -20,7 +27,9 @@ enum { R_X = 0, R_W = 1, R_G = 2 };
 struct mt_fp8_linear {
   mt_backend *be;
   mt_fp8_options o;
-  mt_group *red[2];         /* amax reduction groups: tp, cp (NULL = none) */
+  mt_group *red[3];         /* amax reduction groups: tp, cp, dp (NULL = none) */
+  int next_key;             /* key of the next forward / backward call (-1: none) */
+  int next_train;           /* the next forward is followed by its backward */
   fp8_state *st;
   int nst, capst;
   void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
@@ -47,22 +56,48 @@ mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_
                                     mt_group *cp) {
   mt_fp8_linear *f = calloc(1, sizeof *f);
   if (!f) mt_fatal("fp8 linear: out of host memory");
-  f->be = be, f->o = *o, f->red[0] = tp, f->red[1] = cp;
+  f->be = be, f->o = *o, f->red[0] = tp, f->red[1] = cp, f->next_key = -1;
   return f;
 }
 
 void mt_fp8_linear_destroy(mt_fp8_linear *f) {
   if (!f) return;
   for (int i = 0; i < f->nst; i++)
-    for (int r = 0; r < 3; r++) free(f->st[i].hist[r]);
+    for (int r = 0; r < 3; r++) free(f->st[i].meta[r]);
+  for (int i = 0; i < f->nst; i++) free(f->st[i].fifo);
   free(f->st);
   if (f->ws) f->be->ops->free(f->be, f->ws);
   free(f);
 }
 
-static fp8_state *state_of(mt_fp8_linear *f, const void *w) {
+void mt_fp8_linear_select(mt_fp8_linear *f, int key, int train) {
+  f->next_key = key, f->next_train = train;
+}
+
+/* A training forward's x and w scales, taken back by its backward. */
+static void fifo_push(fp8_state *s, float sx, float sw) {
+  if (s->len == s->cap) {
+    float *n = malloc((size_t)(s->cap ? 2 * s->cap : 8) * 2 * sizeof(float));
+    if (!n) mt_fatal("fp8 linear: out of host memory");
+    for (int i = 0; i < s->len; i++)
+      n[2 * i] = s->fifo[2 * ((s->head + i) % s->cap)],
+      n[2 * i + 1] = s->fifo[2 * ((s->head + i) % s->cap) + 1];
+    free(s->fifo);
+    s->fifo = n, s->head = 0, s->cap = s->cap ? 2 * s->cap : 8;
+  }
+  const int t = (s->head + s->len++) % s->cap;
+  s->fifo[2 * t] = sx, s->fifo[2 * t + 1] = sw;
+}
+static void fifo_pop(fp8_state *s) {
+  if (s->len == 0) return; /* no recorded forward: the last scales */
+  s->used[R_X] = s->fifo[2 * s->head], s->used[R_W] = s->fifo[2 * s->head + 1];
+  s->head = (s->head + 1) % s->cap, s->len--;
+}
+
+/* The state of key (>= 0), else of the weight w. */
+static fp8_state *state_of(mt_fp8_linear *f, int key, const void *w) {
   for (int i = 0; i < f->nst; i++)
-    if (f->st[i].w == w) return &f->st[i];
+    if (key >= 0 ? f->st[i].key == key : f->st[i].key < 0 && f->st[i].w == w) return &f->st[i];
   if (f->nst == f->capst) {
     f->capst = f->capst ? 2 * f->capst : 16;
     f->st = realloc(f->st, (size_t)f->capst * sizeof *f->st);
@@ -70,14 +105,29 @@ static fp8_state *state_of(mt_fp8_linear *f, const void *w) {
   }
   fp8_state *s = &f->st[f->nst++];
   memset(s, 0, sizeof *s);
-  s->w = w;
+  s->key = key, s->w = key >= 0 ? NULL : w;
   for (int r = 0; r < 3; r++) {
-    s->hist[r] = calloc((size_t)f->o.history_len, sizeof(float));
-    if (!s->hist[r]) mt_fatal("fp8 linear: out of host memory");
-    s->scale[r] = s->used[r] = 1.0f; /* TE's initial scale */
+    s->meta[r] = calloc((size_t)f->o.history_len + 1, sizeof(float)); /* empty history */
+    if (!s->meta[r]) mt_fatal("fp8 linear: out of host memory");
+    s->meta[r][0] = s->used[r] = 1.0f; /* TE's initial scale */
   }
   return s;
 }
+
+/* The state of the next call: its selected key (consumed), else w. */
+static fp8_state *state_next(mt_fp8_linear *f, const void *w) {
+  const int key = f->next_key;
+  f->next_key = -1;
+  return state_of(f, key, w);
+}
+
+float *mt_fp8_linear_meta(mt_fp8_linear *f, int key, int role) {
+  return state_of(f, key, NULL)->meta[role];
+}
+
+int64_t mt_fp8_linear_meta_len(const mt_fp8_linear *f) { return (int64_t)f->o.history_len + 1; }
+
+void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp) { f->red[2] = dp; }
 
 /* Carve n fp32-aligned regions of bytes[i] out of the workspace. */
 static void carve(mt_fp8_linear *f, int n, const size_t *bytes, void **p) {
@@ -106,8 +156,8 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
   mt_fp8_desc d = {.fmt = fmt, .blocking = b, .rows = rows, .cols = cols,
                    .pow2 = f->o.recipe == MT_FP8_RECIPE_BLOCKWISE, .eps = 0.0f, .out_f32 = 1};
   be->ops->fp8_amax(be, &d, s->amax, src);
-  if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards */
-    for (int g = 0; g < 2; g++)
+  if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards (and delayed: replicas) */
+    for (int g = 0; g < (given ? 3 : 2); g++)
       if (f->red[g]) mt_allreduce(f->red[g], s->amax, 1, MT_F32, MT_OP_MAX);
   float amax = 0.0f;
   if (given) {
@@ -124,12 +174,12 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
 /* Delayed: record this use's amax and compute the next scale. */
 static void delayed_update(mt_fp8_linear *f, fp8_state *st, int role, float amax, int fmt) {
   const int L = f->o.history_len;
-  float *h = st->hist[role];
+  float *h = st->meta[role] + 1;
   memmove(h + 1, h, (size_t)(L - 1) * sizeof(float));
   h[0] = amax;
-  st->scale[role] = mt_fp8_scale_delayed(mt_fp8_history_amax(h, L, f->o.algo_max ? 0 : 1),
-                                         st->scale[role], mt_fp8_max((mt_fp8_format)fmt),
-                                         f->o.margin);
+  st->meta[role][0] = mt_fp8_scale_delayed(mt_fp8_history_amax(h, L, f->o.algo_max ? 0 : 1),
+                                           st->meta[role][0], mt_fp8_max((mt_fp8_format)fmt),
+                                           f->o.margin);
 }
 
 /* The blockings of the recipe: operand along its columns (rowwise) or rows
@@ -172,7 +222,9 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
                        int64_t M, int64_t out, int64_t in) {
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
-  fp8_state *st = delayed ? state_of(f, w) : NULL;
+  const int train = f->next_key >= 0 && f->next_train;
+  fp8_state *st = delayed ? state_next(f, w) : NULL;
+  f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, 1);
   void *p[8];
   const size_t by[8] = {(size_t)(M * in) * 4, (size_t)(out * in) * 4, (size_t)(M * out) * 4,
@@ -181,13 +233,14 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
   const qscratch s = {p[3], p[4], p[5], p[6]};
   float *xq = p[0], *wq = p[1], *c32 = p[2], *b32 = bias ? p[7] : NULL;
   if (delayed) {
-    st->used[R_X] = st->scale[R_X];
+    st->used[R_X] = st->meta[R_X][0];
     delayed_update(f, st, R_X, qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]),
                    MT_FP8_E4M3);
-    st->used[R_W] = st->scale[R_W];
+    st->used[R_W] = st->meta[R_W][0];
     delayed_update(f, st, R_W,
                    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
                    MT_FP8_E4M3);
+    if (train) fifo_push(st, st->used[R_X], st->used[R_W]);
   } else {
     qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
     qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
@@ -202,7 +255,10 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
   const int gfmt = f->o.hybrid ? MT_FP8_E5M2 : MT_FP8_E4M3;
-  fp8_state *st = delayed ? state_of(f, w) : NULL;
+  const int keyed = f->next_key >= 0;
+  fp8_state *st = delayed ? state_next(f, w) : NULL;
+  f->next_key = -1;
+  if (st && keyed) fifo_pop(st); /* the scales this micro-batch's forward took */
   const int64_t nq = max3(M * in, out * in, M * out);
   void *p[7];
   const size_t by[7] = {(size_t)(M * out) * 4, (size_t)(max3(M * in, out * in, 1)) * 4,
@@ -213,7 +269,7 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   if (db) be->ops->bias_grad(be, db, dy, M, out);
   float gscale = 1.0f;
   if (delayed) {
-    gscale = st->used[R_G] = st->scale[R_G];
+    gscale = st->used[R_G] = st->meta[R_G][0];
     delayed_update(f, st, R_G, qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
   }
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
