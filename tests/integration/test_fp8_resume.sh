@@ -52,8 +52,7 @@ for r in $RECIPES; do
   compare_resumed "$TMP/a-$r.jsonl" "$TMP/b-$r.jsonl" 3 3 0 "$r: saved at 2, resumed"
   same_ckpt "$TMP/a-$r/iter_0000003" "$TMP/b-$r/iter_0000003"
 done
-$CHK count "$TMP/a-delayed/iter_0000002"
-$CHK same "$TMP/a-delayed/iter_0000003" "$TMP/b-delayed/iter_0000003"
+$CHK count "$TMP/b-delayed/iter_0000003" # the states exist (same_ckpt compared them)
 
 # another history length: exit 1 naming both
 at2 a-delayed badlen
