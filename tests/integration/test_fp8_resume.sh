@@ -7,7 +7,8 @@
 #    reproduces the uninterrupted run bitwise (metrics, and the whole
 #    checkpoint of iteration 3 byte for byte, the amax histories with it);
 #  - (MEGATRAIN_TEST_FULL=1) a history of another length than
-#    fp8_amax_history_len is refused (exit 1, naming both lengths); the
+#    fp8_amax_history_len is refused (exit 1, naming both lengths);
+#    convert --to hf exports the checkpoint without its FP8 state; the
 #    same resume for every recipe; resharding
 #    tp2+SP -> 1 process and pp2 -> tp2+SP: iteration 3 within 2e-2 of the
 #    uninterrupted run and the saved history continued bitwise (entries
@@ -65,6 +66,11 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   [ $rc = 1 ] && grep -q "amax history of length 8.*fp8_amax_history_len is 4" "$TMP/badlen.log" ||
     { echo "history length mismatch: expected exit 1 naming 8 and 4, got $rc:"; tail -3 "$TMP/badlen.log"; exit 1; }
   echo "  history length 8 loaded with fp8_amax_history_len 4: refused (exit 1)"
+
+  # the export leaves the FP8 state (training state) out, as the optimizer's
+  "$MT" convert --to hf --load "$TMP/a-delayed" --output "$TMP/hf" >"$TMP/hf.log" 2>&1 ||
+    { echo "convert --to hf of a delayed FP8 checkpoint failed:"; tail -3 "$TMP/hf.log"; exit 1; }
+  echo "  convert --to hf of the delayed checkpoint: exported without the FP8 state"
 
   # resharding: the saved history is what the new layout continues
   run a-tp2 2 "${TP2[@]}" "${DL[@]}"
