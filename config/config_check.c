@@ -180,11 +180,18 @@ static int run_rules(mt_cfg_ctx *c, mt_config *cfg, int world, int before_ranges
 }
 
 /* What training on cfg->device needs (not applied when a config is only
- * planned, shown or converted: those may describe a GPU run). Nothing is
- * refused today: both backends train in fp32 and in bf16 (the cpu backend
- * stores bf16 too since issue 19: cpu_bf16_ops, cpu/cpu_backend.c). */
+ * planned, shown or converted: those may describe a GPU run). Both backends
+ * train in fp32 and in bf16 (the cpu backend stores bf16 too since issue 19:
+ * cpu_bf16_ops, cpu/cpu_backend.c). Multi-latent attention is planned and
+ * counted (FLOPs, parameters, memory) but its layer is not in this build
+ * (issue 31): training it is refused rather than run as standard attention. */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
-  (void)cfg, (void)err, (void)errlen;
+  if (cfg->model.multi_latent_attention) {
+    snprintf(err, errlen,
+             "model.multi_latent_attention: true cannot be trained in this build (expected "
+             "false: the MLA layer is not built yet; `megatrain plan` takes the config)");
+    return 2;
+  }
   return 0;
 }
 

@@ -375,17 +375,6 @@ static int r_yarn_keys(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
-/* The multi-latent attention layer itself (model/) is the next stage of
- * issue 31: until it exists the switch is refused rather than ignored. */
-static int r_mla_built(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  if (cfg->model.multi_latent_attention)
-    return mt_cfg_fail(c, key("model.multi_latent_attention"),
-                       "true is not implemented in this build (expected false: the keys and "
-                       "their rules exist, the MLA layer does not yet)");
-  return 0;
-}
-
 #define E8 "model.num_experts=8; "
 static const mt_cfg_rule k_model[] = {
     {"model.rotary_percent model.kv_channels", r_rotary_dim,
@@ -428,10 +417,6 @@ static const mt_cfg_rule k_model[] = {
      "with MLA and `rope_type` `rope` the YaRN-only keys (`beta_fast`, `beta_slow`, "
      "`original_max_position_embeddings`, `mscale`) are left out",
      "1: " MLA "model.rope_type=rope; model.mscale=0.7", 0, 0},
-    {"model.multi_latent_attention", r_mla_built,
-     "`model.multi_latent_attention` is refused until the MLA layer is built (keys and rules "
-     "only in this build)",
-     "1: " MLA "model.kv_lora_rank=16", 0, 0},
     {"model.moe_router_topk", r_moe_topk, "MoE: `model.moe_router_topk` ≤ `num_experts`",
      "1: " E8 "model.moe_router_topk=9", 0, 0},
     {"parallel.expert_model_parallel_size", r_moe_ep,

@@ -15,11 +15,10 @@ typedef struct {
   const void *w;            /* the weight it belongs to (key -1) */
   float *meta[3];           /* [1 + history_len] each */
   float used[3];            /* the scale the last use took (x, w: reused by the backward) */
-  float *fifo;              /* [cap][2]: the x and w scales of forwards whose backward is
-                               still to come, oldest first (pipeline schedules run several
-                               forwards before the first backward; each layer's backwards
-                               come in forward order) */
-  int head, len, cap;
+  /* training forwards awaiting their backward, oldest first: the x and w
+   * scales each took (the backward and a recomputed forward reuse them) */
+  float (*pend)[2];
+  int pend_head, pend_n, pend_cap;
 } fp8_state;
 
 enum { R_X = 0, R_W = 1, R_G = 2 };
@@ -29,9 +28,9 @@ struct mt_fp8_linear {
   mt_fp8_options o;
   mt_group *red[3];         /* amax reduction groups: tp, cp, dp (NULL = none) */
   int next_key;             /* key of the next forward / backward call (-1: none) */
-  int next_train;           /* the next forward is followed by its backward */
   fp8_state *st;
   int nst, capst;
+  mt_fp8_pass pass;         /* what the next forwards are (mt_fp8_linear_set_pass) */
   void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
   size_t ws_bytes;
 };
@@ -64,35 +63,13 @@ void mt_fp8_linear_destroy(mt_fp8_linear *f) {
   if (!f) return;
   for (int i = 0; i < f->nst; i++)
     for (int r = 0; r < 3; r++) free(f->st[i].meta[r]);
-  for (int i = 0; i < f->nst; i++) free(f->st[i].fifo);
+  for (int i = 0; i < f->nst; i++) free(f->st[i].pend);
   free(f->st);
   if (f->ws) f->be->ops->free(f->be, f->ws);
   free(f);
 }
 
-void mt_fp8_linear_select(mt_fp8_linear *f, int key, int train) {
-  f->next_key = key, f->next_train = train;
-}
-
-/* A training forward's x and w scales, taken back by its backward. */
-static void fifo_push(fp8_state *s, float sx, float sw) {
-  if (s->len == s->cap) {
-    float *n = malloc((size_t)(s->cap ? 2 * s->cap : 8) * 2 * sizeof(float));
-    if (!n) mt_fatal("fp8 linear: out of host memory");
-    for (int i = 0; i < s->len; i++)
-      n[2 * i] = s->fifo[2 * ((s->head + i) % s->cap)],
-      n[2 * i + 1] = s->fifo[2 * ((s->head + i) % s->cap) + 1];
-    free(s->fifo);
-    s->fifo = n, s->head = 0, s->cap = s->cap ? 2 * s->cap : 8;
-  }
-  const int t = (s->head + s->len++) % s->cap;
-  s->fifo[2 * t] = sx, s->fifo[2 * t + 1] = sw;
-}
-static void fifo_pop(fp8_state *s) {
-  if (s->len == 0) return; /* no recorded forward: the last scales */
-  s->used[R_X] = s->fifo[2 * s->head], s->used[R_W] = s->fifo[2 * s->head + 1];
-  s->head = (s->head + 1) % s->cap, s->len--;
-}
+void mt_fp8_linear_select(mt_fp8_linear *f, int key) { f->next_key = key; }
 
 /* The state of key (>= 0), else of the weight w. */
 static fp8_state *state_of(mt_fp8_linear *f, int key, const void *w) {
@@ -129,6 +106,39 @@ int64_t mt_fp8_linear_meta_len(const mt_fp8_linear *f) { return (int64_t)f->o.hi
 
 void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp) { f->red[2] = dp; }
 
+void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass) {
+  if (f) f->pass = pass;
+}
+
+/* Queue the scales of a training forward for its backward (FIFO per weight:
+ * micro-batches reach the backward in their forward order). */
+static void pend_push(fp8_state *s, float sx, float sw) {
+  if (s->pend_head == s->pend_n) s->pend_head = s->pend_n = 0;
+  if (s->pend_n == s->pend_cap && s->pend_head > 0) { /* compact */
+    memmove(s->pend, s->pend + s->pend_head, (size_t)(s->pend_n - s->pend_head) * sizeof *s->pend);
+    s->pend_n -= s->pend_head, s->pend_head = 0;
+  }
+  if (s->pend_n == s->pend_cap) {
+    s->pend_cap = s->pend_cap ? 2 * s->pend_cap : 4;
+    s->pend = realloc(s->pend, (size_t)s->pend_cap * sizeof *s->pend);
+    if (!s->pend) mt_fatal("fp8 linear: out of host memory");
+  }
+  s->pend[s->pend_n][0] = sx, s->pend[s->pend_n][1] = sw;
+  s->pend_n++;
+}
+
+/* The oldest queued forward's scales into sx, sw (pop: its backward), or
+ * the last use's when none is queued (a backward after an untracked
+ * forward). */
+static void pend_take(fp8_state *s, float *sx, float *sw, int pop) {
+  if (s->pend_head == s->pend_n) {
+    *sx = s->used[R_X], *sw = s->used[R_W];
+    return;
+  }
+  *sx = s->pend[s->pend_head][0], *sw = s->pend[s->pend_head][1];
+  if (pop) s->pend_head++;
+}
+
 /* Carve n fp32-aligned regions of bytes[i] out of the workspace. */
 static void carve(mt_fp8_linear *f, int n, const size_t *bytes, void **p) {
   size_t tot = 0, off[8];
@@ -156,8 +166,8 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
   mt_fp8_desc d = {.fmt = fmt, .blocking = b, .rows = rows, .cols = cols,
                    .pow2 = f->o.recipe == MT_FP8_RECIPE_BLOCKWISE, .eps = 0.0f, .out_f32 = 1};
   be->ops->fp8_amax(be, &d, s->amax, src);
-  if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards (and delayed: replicas) */
-    for (int g = 0; g < (given ? 3 : 2); g++)
+  if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards */
+    for (int g = 0; g < (given ? 3 : 2); g++) /* delayed: over the replicas too */
       if (f->red[g]) mt_allreduce(f->red[g], s->amax, 1, MT_F32, MT_OP_MAX);
   float amax = 0.0f;
   if (given) {
@@ -222,7 +232,6 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
                        int64_t M, int64_t out, int64_t in) {
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
-  const int train = f->next_key >= 0 && f->next_train;
   fp8_state *st = delayed ? state_next(f, w) : NULL;
   f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, 1);
@@ -232,7 +241,15 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
   carve(f, 8, by, p);
   const qscratch s = {p[3], p[4], p[5], p[6]};
   float *xq = p[0], *wq = p[1], *c32 = p[2], *b32 = bias ? p[7] : NULL;
-  if (delayed) {
+  if (delayed && f->pass == MT_FP8_PASS_RECOMPUTE) {
+    /* replay the original forward: its scales, no history update (TE's
+     * activation recompute restores the forward's fp8 meta and records no
+     * second amax) */
+    float sc[2];
+    pend_take(st, &sc[0], &sc[1], 0);
+    qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[0]);
+    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[1]);
+  } else if (delayed) {
     st->used[R_X] = st->meta[R_X][0];
     delayed_update(f, st, R_X, qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]),
                    MT_FP8_E4M3);
@@ -240,7 +257,7 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
     delayed_update(f, st, R_W,
                    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
                    MT_FP8_E4M3);
-    if (train) fifo_push(st, st->used[R_X], st->used[R_W]);
+    if (f->pass == MT_FP8_PASS_TRAIN) pend_push(st, st->used[R_X], st->used[R_W]);
   } else {
     qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
     qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
@@ -255,10 +272,8 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
   const int gfmt = f->o.hybrid ? MT_FP8_E5M2 : MT_FP8_E4M3;
-  const int keyed = f->next_key >= 0;
   fp8_state *st = delayed ? state_next(f, w) : NULL;
   f->next_key = -1;
-  if (st && keyed) fifo_pop(st); /* the scales this micro-batch's forward took */
   const int64_t nq = max3(M * in, out * in, M * out);
   void *p[7];
   const size_t by[7] = {(size_t)(M * out) * 4, (size_t)(max3(M * in, out * in, 1)) * 4,
@@ -267,14 +282,15 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   const qscratch s = {p[3], p[4], p[5], p[6]};
   float *gq = p[0], *oq = p[1], *c32 = p[2];
   if (db) be->ops->bias_grad(be, db, dy, M, out);
-  float gscale = 1.0f;
+  float gscale = 1.0f, sx = 1.0f, sw = 1.0f;
   if (delayed) {
+    pend_take(st, &sx, &sw, 1); /* the scales of this micro-batch's forward */
     gscale = st->used[R_G] = st->meta[R_G][0];
     delayed_update(f, st, R_G, qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
   }
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
     if (!delayed) qdq(f, &s, gq, dy, M, out, blk_row(f), gfmt, NULL);
-    if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]);
+    if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sw);
     else qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
     gemm32(be, 0, 0, M, in, out, gq, out, oq, in, 0.0f, c32, in, NULL);
     be->ops->cast(be, dx, be->dtype, c32, MT_F32, M * in);
@@ -290,7 +306,7 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   /* wgrad: both operands along the tokens (columnwise) */
   if (delayed) {
     qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale);
-    qdq(f, &s, oq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]);
+    qdq(f, &s, oq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sx);
   } else {
     qdq(f, &s, gq, dy, M, out, blk_col(f), gfmt, NULL);
     qdq(f, &s, oq, x, M, in, blk_col(f), MT_FP8_E4M3, NULL);

@@ -18,7 +18,9 @@
  * Delayed scaling keeps an amax history and a scale per (weight, role):
  * the scale in use comes from the history before this use; this use's amax
  * then enters the history (most recent first) and the next scale is
- * computed (TE's DelayedScaling, one update per use = per micro-batch).
+ * computed (TE's DelayedScaling, one update per use = per micro-batch;
+ * a recomputed forward reuses its original's scales and updates nothing,
+ * mt_fp8_linear_set_pass).
  * Communication: with one scale per tensor (tensorwise, delayed) every
  * amax is all-reduced (max) over the tensor-parallel and the
  * context-parallel group given at creation (blocking, host buffers: the cpu
@@ -54,6 +56,17 @@ typedef struct {
 
 typedef struct mt_fp8_linear mt_fp8_linear;
 
+/* What the forwards that follow are (delayed scaling; the other recipes
+ * keep no state): TRAIN (the default) records each use's amax and queues
+ * its x / w scales for the backward, which takes them oldest first (so
+ * under pipelining each micro-batch's backward reuses its own forward's
+ * scales, as TE saves its quantized tensors); RECOMPUTE replays the oldest
+ * queued forward's scales and records nothing (activation recomputation:
+ * one history update per use, results bitwise those without recompute);
+ * EVAL records the amax and queues nothing (no backward follows). */
+typedef enum { MT_FP8_PASS_TRAIN = 0, MT_FP8_PASS_RECOMPUTE, MT_FP8_PASS_EVAL } mt_fp8_pass;
+void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass); /* f may be NULL */
+
 /* Parse Megatron's names ("e4m3"|"hybrid", recipe, algo) into *o; 0, or -1
  * for a name outside the choices. */
 int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *recipe,
@@ -71,12 +84,8 @@ void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp);
 /* Key (>= 0) of the delayed-scaling state the next forward or backward call
  * uses (consumed by that call); a call without one keys the state by its
  * weight pointer. The model passes (global layer, linear) so the state
- * survives re-pointed weights (ZeRO-3 gathers) and can be named. train: a
- * forward whose backward will follow; its x and w scales are queued and
- * the keyed backwards take them back in forward order (as TE's backward
- * uses the FP8 tensors its forward saved), so pipeline schedules with
- * several micro-batches in flight quantize as one process does. */
-void mt_fp8_linear_select(mt_fp8_linear *f, int key, int train);
+ * survives re-pointed weights (ZeRO-3 gathers) and can be named. */
+void mt_fp8_linear_select(mt_fp8_linear *f, int key);
 /* The delayed-scaling state of key and role (0 input, 1 weight, 2
  * grad_output), created empty (scale 1, history zeros, as TE) if new:
  * host fp32 [mt_fp8_linear_meta_len] = [scale the next use takes,

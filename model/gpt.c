@@ -323,6 +323,10 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
     m->tp.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options, cfg->tp_size > 1 ? cfg->tp_group : NULL,
                                      cfg->cp_size > 1 ? cfg->cp_group : NULL);
   if (m->tp.fp8 && cfg->fp8_dp_group) mt_fp8_linear_set_dp(m->tp.fp8, cfg->fp8_dp_group);
+  if (cfg->fp8 && m->moe.ctx) /* routed experts: amax over the ETP group (each expert's
+                                 rows are whole on every ETP rank; with EP it lives on one) */
+    m->moe.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options,
+                                      c->etp_size > 1 ? c->etp_group : NULL, NULL);
   return m;
 }
 
@@ -330,6 +334,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   if (!m) return;
   mt_backend *be = m->be;
   mt_fp8_linear_destroy(m->tp.fp8);
+  mt_fp8_linear_destroy(m->moe.fp8);
   mt_gpt_mtp_destroy(m); /* with the slots' MTP buffers */
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);

@@ -50,8 +50,45 @@ static double mlp_term(const dims *d) {
   return d->g * ((d->L - d->n_moe) * d->f + d->n_moe * (d->k * d->F + d->S)) / (d->L * d->h);
 }
 
+/* Multi-latent attention, per layer and token: the forward multiply-adds
+ * of the token-linear part (q path, kv down projection to kv_lora +
+ * pos_emb, kv up projection, linear_proj, and the two latent RMSNorms at
+ * one each per channel as Megatron counts them), and of core attention per
+ * attended (query, key) pair: Q K^T over dq = qk_head_dim +
+ * qk_pos_emb_head_dim and P V over v_head_dim, for every head. */
+typedef struct {
+  double linear; /* multiply-adds per token */
+  double core;   /* multiply-adds per attended pair */
+} mla_macs;
+
+static mla_macs mla_macs_of(const mt_flops_shape *m, const dims *d) {
+  const double n = d->np, h = d->h, dq = (double)(m->qk_head_dim + m->qk_pos_emb_head_dim);
+  const double dv = (double)m->v_head_dim, ckv = (double)m->kv_lora_rank;
+  const double cq = (double)m->q_lora_rank;
+  mla_macs r;
+  const double q = m->q_lora_rank > 0 ? cq * (h + n * dq + 1.0) : h * n * dq;
+  r.linear = q + ckv * (h + n * ((double)m->qk_head_dim + dv) + 1.0) +
+             h * (double)m->qk_pos_emb_head_dim + n * dv * h;
+  r.core = n * (dq + dv);
+  return r;
+}
+
+/* The attention FLOPs of one iteration with MLA, all layers: 3 passes x 2
+ * FLOPs per multiply-add over the token-linear part, and core attention
+ * over the causal half of sum L_i^2 (MT_FLOPS_MEGATRON) or all B s^2
+ * pairs (MT_FLOPS_PAPER). */
+static double mla_flops(const mt_flops_shape *m, const dims *d) {
+  const mla_macs a = mla_macs_of(m, d);
+  const double pairs = m->formula == MT_FLOPS_PAPER ? d->B * d->s * d->s : d->ssq / 2.0;
+  return 6.0 * d->L * (d->B * d->s * a.linear + pairs * a.core);
+}
+
 static double decoder_flops(const mt_flops_shape *m) {
   const dims d = dims_of(m);
+  if (m->multi_latent_attention) {
+    const double logit = d.Vp / (2.0 * d.L * d.h);
+    return 12.0 * d.B * d.s * d.L * d.h * d.h * (mlp_term(&d) + logit) + mla_flops(m, &d);
+  }
   const double q_ratio = d.np * d.hn / d.h; /* query_projection_to_hidden_size_ratio */
   const double attn = (1.0 + d.ng / d.np + d.s / d.h) * q_ratio;
   const double logit = d.Vp / (2.0 * d.L * d.h);
@@ -91,11 +128,17 @@ double mt_flops_per_iteration(const mt_flops_shape *m) { return decoder_flops(m)
 void mt_flops_forward_parts(const mt_flops_shape *m, mt_flops_parts *out) {
   const dims d = dims_of(m);
   const double tok = d.B * d.s, q = d.np * d.hn, kv = d.ng * d.hn;
-  /* qkv [h -> q + 2 kv] and proj [q -> h]: 2 FLOPs per multiply-add */
-  out->attn_linear = d.L * 2.0 * tok * d.h * (q + 2.0 * kv + q);
-  /* Q K^T and P V over all s x s positions, or the causal half of sum L_i^2 */
-  out->attn_core = m->formula == MT_FLOPS_PAPER ? d.L * 2.0 * 2.0 * tok * d.s * q
-                                                : d.L * 2.0 * d.ssq * q;
+  if (m->multi_latent_attention) {
+    const mla_macs a = mla_macs_of(m, &d);
+    out->attn_linear = d.L * 2.0 * tok * a.linear;
+    out->attn_core = d.L * 2.0 * a.core * (m->formula == MT_FLOPS_PAPER ? tok * d.s : d.ssq / 2.0);
+  } else {
+    /* qkv [h -> q + 2 kv] and proj [q -> h]: 2 FLOPs per multiply-add */
+    out->attn_linear = d.L * 2.0 * tok * d.h * (q + 2.0 * kv + q);
+    /* Q K^T and P V over all s x s positions, or the causal half of sum L_i^2 */
+    out->attn_core = m->formula == MT_FLOPS_PAPER ? d.L * 2.0 * 2.0 * tok * d.s * q
+                                                  : d.L * 2.0 * d.ssq * q;
+  }
   /* fc1 [h -> g' f] + fc2 [f -> h], g' = 2 with SwiGLU: 2 (g'+1) = 4 g */
   out->mlp = 4.0 * d.g * tok * d.h * ((d.L - d.n_moe) * d.f + d.n_moe * (d.k * d.F + d.S));
   out->logits = 2.0 * tok * d.h * d.Vp;
@@ -122,5 +165,13 @@ mt_flops_shape mt_gpt_flops_shape(const mt_gpt_config *c, int64_t global_batch) 
   f.padded_vocab_size = c->padded_vocab_size;
   f.moe_shared_expert_intermediate_size =
       c->model.num_experts > 0 ? c->model.moe_shared_expert_intermediate_size : 0;
+  f.multi_latent_attention = c->model.multi_latent_attention;
+  if (f.multi_latent_attention) {
+    f.q_lora_rank = c->model.q_lora_rank;
+    f.kv_lora_rank = c->model.kv_lora_rank;
+    f.qk_head_dim = c->model.qk_head_dim;
+    f.qk_pos_emb_head_dim = c->model.qk_pos_emb_head_dim;
+    f.v_head_dim = c->model.v_head_dim;
+  }
   return f;
 }

@@ -42,6 +42,15 @@ typedef struct {
    * num_floating_point_operations) */
   int64_t mtp_num_layers;
   int mtp_moe;
+  /* multi-latent attention (issue 31; model.multi_latent_attention): every
+   * layer's attention is MLA with these widths (np = num_attention_heads;
+   * num_query_groups and kv_channels unused) */
+  int multi_latent_attention;
+  int64_t q_lora_rank;         /* 0: one direct linear_q_proj */
+  int64_t kv_lora_rank;
+  int64_t qk_head_dim;         /* per-head q/k channels without position */
+  int64_t qk_pos_emb_head_dim; /* per-head rotated q/k channels */
+  int64_t v_head_dim;
 } mt_flops_shape;
 
 /* Which model-FLOPs formula (logging.flops_formula):
@@ -62,7 +71,8 @@ const char *mt_flops_formula_name(int formula);
 /* Forward FLOPs of one iteration split by part (2 FLOPs per multiply-add,
  * GEMMs only, as Megatron counts them). */
 typedef struct {
-  double attn_linear; /* linear_qkv + linear_proj, all layers */
+  double attn_linear; /* linear_qkv + linear_proj, all layers (MLA: its down and
+                         up projections, latent norms and linear_proj) */
   double attn_core;   /* Q K^T and P V, all layers (MT_FLOPS_PAPER: full s x s;
                          MT_FLOPS_MEGATRON: the causal half over sum(L_i^2)) */
   double mlp;         /* fc1 + fc2 of the dense layers, the routed and the shared experts */
@@ -89,6 +99,14 @@ typedef struct {
  * the count (the logits GEMM exists either way), nor do RoPE, RMSNorm,
  * biases or qk_layernorm (not GEMMs). With np = ng, hn = h/np, no SwiGLU and
  * no MoE this is 12 B s L h^2 (2 + s/h + ffn/h + Vp/(2Lh)), bit for bit.
+ * With multi_latent_attention the attention bracket is replaced, per layer
+ * and token, by Megatron's MLA count (d98e8a6; DeepSeek-V2 §2.1), with
+ * n = np, dq = qk_head_dim + qk_pos_emb_head_dim, dv = v_head_dim:
+ *   6 [ q + kv_lora (h + n (qk_head_dim + dv) + 1) + h qk_pos_emb_head_dim
+ *       + n dv h ],   q = h n dq (q_lora_rank 0) or q_lora (h + n dq + 1)
+ * (the + 1 is the latent RMSNorm, as Megatron counts it), and core
+ * attention 6 sum(L_i^2) n (dq + dv) / 2 (MT_FLOPS_MEGATRON) or
+ * 6 B s^2 n (dq + dv) (MT_FLOPS_PAPER: the full s x s).
  * Computed in double on the host; whole model, all ranks; no errors. */
 double mt_flops_per_iteration(const mt_flops_shape *m);
 

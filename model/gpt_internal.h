@@ -143,6 +143,7 @@ typedef struct {
   /* multi-token prediction (NULL without): [sl, b, h] gradient buffers of the
    * MTP backward (carry: dL/dh_{k-1} from depth k, added to the main head's) */
   void *mtp_carry, *mtp_dl, *mtp_de, *mtp_dh;
+  void *mtp_cat, *mtp_dcat;  /* FP8 only: eh_proj's input [e; h] and its gradient, [rows_l, 2h] */
   float *mtp_host_mask;      /* [s*b] host staging of the shifted masks */
 } mt_gpt_workspace;
 
@@ -168,6 +169,9 @@ typedef struct {
    * global_aux_loss needs them */
   float *bias;
   int64_t *bias_counts;
+  /* FP8 experts (training.fp8_format): the routed experts' FP8 linears, amax
+   * reduced over the ETP group (model/moe_experts.h); NULL without FP8 */
+  struct mt_fp8_linear *fp8;
 } mt_gpt_moe_state;
 
 struct mt_gpt {

@@ -112,13 +112,18 @@ void mt_gpt_mtp_create(mt_gpt *m) {
   m->ws.mtp_de = wsp(m, n);
   m->ws.mtp_dh = wsp(m, n);
   m->ws.mtp_host_mask = mt_xmalloc((size_t)m->rows * sizeof(float));
+  if (m->cfg.fp8) { /* eh_proj as one FP8 linear over [e; h] */
+    m->ws.mtp_cat = wsp(m, 2 * n);
+    m->ws.mtp_dcat = wsp(m, 2 * n);
+  }
 }
 
 void mt_gpt_mtp_destroy(mt_gpt *m) {
   mt_backend *be = m->be;
   const int c = m->n_chunks - 1; /* the slots of the last chunk (before they go) */
   for (int i = 0; m->n_mtp > 0 && i < m->acts.n_slots[c]; i++) slot_free(m, m->acts.slots[c][i]);
-  void *p[] = {m->ws.mtp_carry, m->ws.mtp_dl, m->ws.mtp_de, m->ws.mtp_dh};
+  void *p[] = {m->ws.mtp_carry, m->ws.mtp_dl, m->ws.mtp_de, m->ws.mtp_dh, m->ws.mtp_cat,
+               m->ws.mtp_dcat};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
   free(m->ws.mtp_host_mask);
   free(m->mtp_loss_sum);
@@ -263,10 +268,31 @@ static mt_dropout_desc emb_dropout(const mt_gpt *m, int k) {
   return d;
 }
 
-/* eh_proj forward: u [rows_l, h] = en W[:, :h]^T + hn W[:, h:]^T (W [h, 2h]). */
+/* FP8 (Megatron runs the MTP block under the global FP8 context): cat
+ * [rows_l, 2h] (T) <-> its halves a, b [rows_l, h] row by row. */
+static void cat_rows(mt_gpt *m, void *cat, void *a, void *b, int split) {
+  const int64_t h = m->cfg.model.hidden_size;
+  const size_t rb = (size_t)h * mt_dtype_size(m->be->dtype);
+  for (int64_t r = 0; r < m->rows_l; r++) {
+    char *c = (char *)cat + (size_t)r * 2 * rb, *pa = (char *)a + (size_t)r * rb,
+         *pb = (char *)b + (size_t)r * rb;
+    m->be->ops->memcpy_d2d(m->be, split ? pa : c, split ? c : pa, rb);
+    m->be->ops->memcpy_d2d(m->be, split ? pb : c + rb, split ? c + rb : pb, rb);
+  }
+}
+
+/* eh_proj forward: u [rows_l, h] = en W[:, :h]^T + hn W[:, h:]^T (W [h, 2h]);
+ * with FP8 one FP8 linear over [en; hn] (amax over tp and cp: the rows are
+ * this rank's shard). */
 static void eh_proj_fwd(mt_gpt *m, void *u, const void *en, const void *hn, const void *w) {
   const int64_t h = m->cfg.model.hidden_size, M = m->rows_l;
   const size_t es = mt_dtype_size(m->be->dtype);
+  if (m->tp.fp8) {
+    mt_fp8_linear_set_pass(m->tp.fp8, MT_FP8_PASS_TRAIN); /* MTP runs in training only */
+    cat_rows(m, m->ws.mtp_cat, (void *)en, (void *)hn, 0);
+    mt_fp8_linear_fwd(m->tp.fp8, u, m->ws.mtp_cat, w, NULL, M, h, 2 * h);
+    return;
+  }
   mt_linear_gemm(m->be, 0, 1, M, h, h, en, h, w, 2 * h, 0.0f, u, h, m->be->dtype, NULL);
   mt_linear_gemm(m->be, 0, 1, M, h, h, hn, h, (const char *)w + (size_t)h * es, 2 * h, 1.0f, u,
                  h, m->be->dtype, NULL);
@@ -278,6 +304,12 @@ static void eh_proj_bwd(mt_gpt *m, void *den, void *dhn, float *dw, const void *
                         const void *hn, const void *w) {
   const int64_t h = m->cfg.model.hidden_size, M = m->rows_l;
   const size_t es = mt_dtype_size(m->be->dtype);
+  if (m->tp.fp8) {
+    cat_rows(m, m->ws.mtp_cat, (void *)en, (void *)hn, 0);
+    mt_fp8_linear_bwd(m->tp.fp8, m->ws.mtp_dcat, dw, NULL, du, m->ws.mtp_cat, w, M, h, 2 * h);
+    cat_rows(m, m->ws.mtp_dcat, den, dhn, 1);
+    return;
+  }
   mt_linear_gemm(m->be, 1, 0, h, h, M, du, h, en, h, 1.0f, dw, 2 * h, MT_F32, NULL);
   mt_linear_gemm(m->be, 1, 0, h, h, M, du, h, hn, h, 1.0f, dw + h, 2 * h, MT_F32, NULL);
   mt_linear_gemm(m->be, 0, 0, M, h, h, du, h, w, 2 * h, 0.0f, den, h, m->be->dtype, NULL);

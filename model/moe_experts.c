@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/util.h"
+#include "model/fp8_linear.h"
 #include "model/linear.h"
 
 struct mt_moe_experts {
@@ -12,6 +13,9 @@ struct mt_moe_experts {
   void *d_f;                  /* [r_max, g·F] T: gradient of the fc1 output (GELU: first of
                                  the fc2 input, in place) */
   void *d_a;                  /* [r_max, F] T: gradient of the fc2 input (SwiGLU only) */
+  void *gx, *gy, *gd;         /* FP8 with ep_size > 1: one expert's rows gathered (input,
+                                 output, output gradient), [r_max, max(g·F, h)] T each;
+                                 allocated on first use */
 };
 
 static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
@@ -33,6 +37,9 @@ void mt_moe_experts_destroy(mt_moe_experts *x) {
   if (!x) return;
   x->be->ops->free(x->be, x->d_f);
   x->be->ops->free(x->be, x->d_a);
+  x->be->ops->free(x->be, x->gx);
+  x->be->ops->free(x->be, x->gy);
+  x->be->ops->free(x->be, x->gd);
   free(x);
 }
 
@@ -109,14 +116,76 @@ static void grouped(const mt_moe_experts *x, const int64_t *counts, void *y, flo
   free(blk);
 }
 
+/* Copy the rows of local expert le's blocks (rows of width w, blocks in
+ * source-peer order) between the block layout `blk` [R, w] and one
+ * contiguous [n_le, w] buffer `dense`: gather (to_dense) or scatter. */
+static void expert_rows(const mt_moe_experts *x, const int64_t *counts, int le, int64_t w,
+                        void *blk, void *dense, int to_dense) {
+  mt_backend *be = x->be;
+  const int El = x->c.E_loc;
+  const size_t rb = (size_t)w * mt_dtype_size(be->dtype);
+  int64_t off = 0, d = 0;
+  for (int b = 0; b < x->c.ep_size * El; b++) {
+    if (b % El == le && counts[b]) {
+      char *pb = (char *)blk + (size_t)off * rb, *pd = (char *)dense + (size_t)d * rb;
+      if (to_dense) be->ops->memcpy_d2d(be, pd, pb, (size_t)counts[b] * rb);
+      else be->ops->memcpy_d2d(be, pb, pd, (size_t)counts[b] * rb);
+      d += counts[b];
+    }
+    off += counts[b];
+  }
+}
+
+/* per_block in FP8 (w->fp8): one FP8 linear per local expert over all its
+ * rows (TE's GroupedLinear quantizes each GEMM of the group with its own
+ * scales). With one source peer an expert's rows are one block already;
+ * otherwise they are gathered in peer order, and the output scattered back. */
+static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_t *counts,
+                        void *y, float **dW, float **dB, const void *dy, const void *in,
+                        const void **W, const void **B, int64_t out, int64_t inw) {
+  mt_backend *be = x->be;
+  const int El = x->c.E_loc, P = x->c.ep_size;
+  const size_t es = mt_dtype_size(be->dtype);
+  const int64_t yw = dW ? inw : out; /* width of y's rows */
+  if (P > 1 && !x->gx) {
+    const int64_t wmax = (x->c.swiglu ? 2 : 1) * x->c.F > x->c.h ? (x->c.swiglu ? 2 : 1) * x->c.F
+                                                                  : x->c.h;
+    x->gx = ws(be, x->c.r_max * wmax, be->dtype, MT_MEM_WORKSPACE);
+    x->gy = ws(be, x->c.r_max * wmax, be->dtype, MT_MEM_WORKSPACE);
+    x->gd = ws(be, x->c.r_max * wmax, be->dtype, MT_MEM_WORKSPACE);
+  }
+  int64_t off = 0; /* P == 1: expert le's rows start at off */
+  for (int le = 0; le < El; le++) {
+    int64_t n = 0;
+    for (int p = 0; p < P; p++) n += counts[p * El + le];
+    if (!n) continue; /* no rows: no GEMM, nothing recorded */
+    const void *xin = (const char *)in + off * inw * (int64_t)es;
+    const void *g = dW ? (const char *)dy + off * out * (int64_t)es : NULL;
+    void *yo = (char *)y + off * yw * (int64_t)es;
+    if (P > 1) {
+      expert_rows(x, counts, le, inw, (void *)in, x->gx, 1);
+      if (dW) expert_rows(x, counts, le, out, (void *)dy, x->gd, 1);
+      xin = x->gx, g = x->gd, yo = x->gy;
+    }
+    if (dW) mt_fp8_linear_bwd(f, yo, dW[le], dB[le], g, xin, W[le], n, out, inw);
+    else mt_fp8_linear_fwd(f, yo, xin, W[le], B[le], n, out, inw);
+    if (P > 1) expert_rows(x, counts, le, yw, y, x->gy, 0);
+    off += n;
+  }
+}
+
 /* One linear layer [out, inw] of each local expert over every (source peer,
  * local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
  * in[block] [n, inw] @ W[le]^T + B[le]. Backward: dW[le], dB[le] accumulate
  * from dy[block] [n, out] and in[block]; y[block] [n, inw] (overwrite) =
  * dy[block] @ W[le]. One GEMM per block, or grouped GEMMs (x->c.grouped). */
-static void per_block(const mt_moe_experts *x, const int64_t *counts, void *y, float **dW,
-                      float **dB, const void *dy, const void *in, const void **W, const void **B,
-                      int64_t out, int64_t inw) {
+static void per_block(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_t *counts, void *y,
+                      float **dW, float **dB, const void *dy, const void *in, const void **W,
+                      const void **B, int64_t out, int64_t inw) {
+  if (f) {
+    fp8_experts(x, f, counts, y, dW, dB, dy, in, W, B, out, inw);
+    return;
+  }
   if (x->c.grouped) {
     grouped(x, counts, y, dW, dB, dy, in, W, B, out, inw);
     return;
@@ -144,12 +213,12 @@ void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, g = x->c.swiglu ? 2 : 1;
   /* one GEMM per (source peer, local expert) block of rows */
-  per_block(x, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
+  per_block(x, w->fp8, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
   if (R && x->c.swiglu)
     be->ops->swiglu_fwd(be, a->act, a->fc1, R, F);
   else if (R)
     be->ops->gelu_fwd(be, a->act, a->fc1, R * F);
-  per_block(x, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
+  per_block(x, w->fp8, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
 }
 
 void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
@@ -159,11 +228,11 @@ void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, gl = x->c.swiglu ? 2 : 1;
   if (x->c.swiglu) {
-    per_block(x, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    per_block(x, w->fp8, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
     if (R) be->ops->swiglu_bwd(be, x->d_f, x->d_a, a->fc1, R, F);
   } else {
-    per_block(x, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    per_block(x, w->fp8, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
     if (R) be->ops->gelu_bwd(be, x->d_f, a->fc1, x->d_f, R * F);
   }
-  per_block(x, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
+  per_block(x, w->fp8, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
 }

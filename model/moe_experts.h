@@ -13,7 +13,15 @@
  * [h, F] + bias [h] (g = 2 with SwiGLU: gate rows then up rows; biases NULL
  * without add_bias_linear; T = backend storage dtype); their gradients fp32,
  * accumulated.
- * No communication. With expert tensor parallelism (model/moe_etp.h) F is
+ * FP8 (w->fp8 set; Megatron's TEGroupedMLP / SequentialMLP under TE, TE's
+ * GroupedLinear: one set of quantizers and scales per GEMM of the group =
+ * per expert): each local expert's rows of every source block are gathered
+ * in (peer) order into one contiguous [n_e, ·] operand (Megatron's permuted
+ * layout) and go through mt_fp8_linear_fwd / _bwd as one linear, so the
+ * expert's amax covers all its rows; an expert with no rows runs nothing
+ * (docs/fp8.md). The amax reduction groups are the fp8 context's (the ETP
+ * group, model/gpt.c).
+ * No communication (other than the fp8 context's amax reductions). With expert tensor parallelism (model/moe_etp.h) F is
  * this rank's slice F/etp and the blocks come from every ETP rank (ep_size
  * = etp · ep source blocks); the ETP exchange happens outside.
  */
@@ -33,9 +41,12 @@ typedef struct {
                                  one grouped GEMM op over all blocks (bitwise equal) */
 } mt_moe_experts_config;
 
-/* Parameter pointers of the local experts, [E_loc] each. */
+/* Parameter pointers of the local experts, [E_loc] each. fp8: NULL, or
+ * this layer's experts run fc1 and fc2 (forward, dgrad, wgrad) as FP8
+ * linears (model/fp8_linear.h), one per local expert over all its rows. */
 typedef struct {
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b;
+  struct mt_fp8_linear *fp8;
 } mt_moe_expert_weights;
 typedef struct {
   float **fc1_w, **fc1_b, **fc2_w, **fc2_b;

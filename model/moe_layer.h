@@ -82,6 +82,8 @@ typedef struct {
   const int64_t *global_tokens_per_expert; /* [E] host: routed slots per expert of the whole
                                  previous global batch (global_aux_loss); NULL on the first
                                  step or when unused (moe_router.h step 7) */
+  struct mt_fp8_linear *fp8;  /* NULL, or the experts' GEMMs in FP8 (model/moe_experts.h; the
+                                 router stays in T with fp32 logits, as Megatron's) */
 } mt_moe_weights;
 typedef struct {
   float *router;

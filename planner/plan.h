@@ -75,6 +75,8 @@ typedef struct {
   int64_t params_per_rank, params_total; /* params_total: padded vocabulary */
   int64_t params_total_unpadded;          /* the tokenizer's vocabulary (published counts) */
   int64_t params_active;                  /* per token: unpadded, k of E routed experts */
+  int64_t params_mtp, params_mtp_active;  /* of those, the MTP depths' (they share the
+                                             embedding and the output layer) */
 } mt_plan_memory;
 
 /* Time components of one iteration on the critical path, seconds. */

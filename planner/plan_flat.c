@@ -44,6 +44,28 @@ static void padd(mt_plan_flat *f, int64_t n) {
   f->numel += n;
 }
 
+/* Multi-latent attention's projections on one TP rank (model/gpt_mla_setup.c,
+ * Megatron-core's MLASelfAttention, no biases): linear_q_proj [npl (dn + dr),
+ * h] or linear_q_down_proj [qr, h] (replicated), q_layernorm [qr] (weight
+ * [+ bias], with qk_layernorm), linear_q_up_proj [npl (dn + dr), qr];
+ * linear_kv_down_proj [kr + dr, h] (replicated), kv_layernorm [kr],
+ * linear_kv_up_proj [npl (dn + dv), kr]. */
+static void mla_add(mt_plan_flat *f, const mt_plan_dims *d) {
+  const int64_t h = (int64_t)d->h, npl = (int64_t)(d->a / d->t), qr = (int64_t)d->qr;
+  const int64_t kr = (int64_t)d->kr, dn = (int64_t)d->dn, dr = (int64_t)d->dr;
+  const int64_t dv = (int64_t)d->dv, norms = d->qkln ? (d->rms ? 1 : 2) : 0;
+  if (qr > 0) {
+    padd(f, qr * h);
+    for (int64_t j = 0; j < norms; j++) padd(f, qr);
+    padd(f, npl * (dn + dr) * qr);
+  } else {
+    padd(f, npl * (dn + dr) * h);
+  }
+  padd(f, (kr + dr) * h);
+  for (int64_t j = 0; j < norms; j++) padd(f, kr);
+  padd(f, npl * (dn + dv) * kr);
+}
+
 /* model/gpt.c register_params for the chunks ch[0..nc) of one rank: the
  * embedding (word, + positions when learned), per layer input norm (weight
  * [+ bias]), linear_qkv [(a + 2 ng) hn / t, h] (+ bias), q/k norms [hn] each
@@ -79,11 +101,15 @@ void mt_plan_build_flat(const mt_plan_dims *d, const mt_plan_chunk *ch, int nc, 
       f->pos = s;
       padd(f, h); /* input norm */
       if (ln) padd(f, h);
-      padd(f, qkvl * h);
-      if (bias) padd(f, qkvl);
-      if (d->qkln)
-        for (int j = 0; j < 2 * (1 + ln); j++) padd(f, hn); /* q_layernorm, k_layernorm */
-      padd(f, h * hl);
+      if (d->mla) {
+        mla_add(f, d);
+      } else {
+        padd(f, qkvl * h);
+        if (bias) padd(f, qkvl);
+        if (d->qkln)
+          for (int j = 0; j < 2 * (1 + ln); j++) padd(f, hn); /* q_layernorm, k_layernorm */
+      }
+      padd(f, h * (d->mla ? npl * (int64_t)d->dv : hl)); /* linear_proj */
       if (bias) padd(f, h);
       padd(f, h); /* pre-MLP norm */
       if (ln) padd(f, h);

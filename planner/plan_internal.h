@@ -35,6 +35,11 @@ typedef struct {
    * stage, MoE layers when mtp_moe (the last layer's kind) */
   double mtp;
   int mtp_moe;
+  /* multi-latent attention (model.multi_latent_attention): q_lora_rank qr
+   * (0: one linear_q_proj), kv_lora_rank kr, qk_head_dim dn,
+   * qk_pos_emb_head_dim dr, v_head_dim dv */
+  int mla;
+  double qr, kr, dn, dr, dv;
 } mt_plan_dims;
 
 void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d);

@@ -87,11 +87,34 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
   }
   d->mtp = mc->mtp_num_layers > 0 ? mc->mtp_num_layers : 0;
   d->mtp_moe = mc->num_layers > 0 && mt_config_is_moe_layer(cfg, mc->num_layers - 1);
+  d->mla = mc->multi_latent_attention != 0;
+  if (d->mla) {
+    d->qr = mc->q_lora_rank > 0 ? mc->q_lora_rank : 0;
+    d->kr = mc->kv_lora_rank;
+    d->dn = mc->qk_head_dim;
+    d->dr = mc->qk_pos_emb_head_dim;
+    d->dv = mc->v_head_dim;
+  }
 }
 
 double mt_plan_stage_moe_layers(const mt_plan_dims *d) { return d->n_moe_layers / d->p; }
 
 double mt_plan_norm_width(const mt_plan_dims *d) { return d->rms ? 1 : 2; }
+
+/* Multi-latent attention's projections on one TP rank of t (Megatron-core
+ * MLASelfAttention; no biases on them, with `qk_layernorm` the latent
+ * RMSNorm/LayerNorms): linear_q_proj [n (dn + dr) / t, h], or
+ * linear_q_down_proj [qr, h] (replicated), q_layernorm [qr] (replicated),
+ * linear_q_up_proj [n (dn + dr) / t, qr]; linear_kv_down_proj [kr + dr, h]
+ * (replicated), kv_layernorm [kr] (replicated), linear_kv_up_proj
+ * [n (dn + dv) / t, kr]; linear_proj [h, n dv / t] (its bias is the
+ * caller's). */
+static double mla_params(const mt_plan_dims *d, double t) {
+  const double h = d->h, n = d->a, nw = mt_plan_norm_width(d), hq = d->dn + d->dr;
+  const double q = d->qr > 0 ? d->qr * h + d->qkln * nw * d->qr + n * hq * d->qr / t : n * hq * h / t;
+  return q + (d->kr + d->dr) * h + d->qkln * nw * d->kr + n * (d->dn + d->dv) * d->kr / t +
+         h * n * d->dv / t;
+}
 
 /* The attention half of a layer on one TP rank of t (model/gpt.c
  * register_params): input norm (replicated), column-parallel linear_qkv
@@ -99,6 +122,7 @@ double mt_plan_norm_width(const mt_plan_dims *d) { return d->rms ? 1 : 2; }
  * linear_proj [h, a hn / t] (+ replicated bias), and the pre-MLP norm. */
 static double attn_params(const mt_plan_dims *d, double t) {
   const double h = d->h, nw = mt_plan_norm_width(d);
+  if (d->mla) return mla_params(d, t) + d->bias * h + 2 * nw * h;
   const double qkv = (d->a + 2 * d->ng) * d->hn, q = d->a * d->hn;
   return (qkv * h + d->bias * qkv + h * q) / t + d->bias * h + 2 * nw * h +
          d->qkln * 2 * nw * d->hn;
@@ -162,14 +186,19 @@ double mt_plan_total_params(const mt_plan_dims *d, int padded) {
   return n + mtp_params(d);
 }
 
-/* Parameters one token uses (the unpadded vocabulary, as the published
- * "activated" counts): the total less, in every MoE layer, the E − k routed
- * experts it does not pick (the router, the shared expert and the k chosen
- * experts stay). */
-static double active_params(const mt_plan_dims *d) {
+/* The routed experts a token does not pick (E − k) in n_moe MoE layers. */
+static double unpicked_experts(const mt_plan_dims *d, double n_moe) {
   const double h = d->h, F = d->fm;
   const double expert = d->g * F * h + d->bias * d->g * F + h * F + d->bias * h;
-  return mt_plan_total_params(d, 0) - (d->E > 0 ? d->n_moe_layers * (d->E - d->topk) * expert : 0);
+  return d->E > 0 ? n_moe * (d->E - d->topk) * expert : 0;
+}
+
+/* Parameters one token uses (the unpadded vocabulary, as the published
+ * "activated" counts): the total less, in every MoE layer (MTP depths'
+ * included), the E − k routed experts it does not pick (the router, the
+ * shared expert and the k chosen experts stay). */
+static double active_params(const mt_plan_dims *d) {
+  return mt_plan_total_params(d, 0) - unpicked_experts(d, d->n_moe_layers + d->mtp * d->mtp_moe);
 }
 
 void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]) {
@@ -209,6 +238,9 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
   mem->params_total = (int64_t)llround(mt_plan_total_params(&d, 1));
   mem->params_total_unpadded = (int64_t)llround(mt_plan_total_params(&d, 0));
   mem->params_active = (int64_t)llround(active_params(&d));
+  mem->params_mtp = (int64_t)llround(mtp_params(&d));
+  mem->params_mtp_active =
+      (int64_t)llround(mtp_params(&d) - unpicked_experts(&d, d.mtp * d.mtp_moe));
   mem->capacity = hw ? (hw->hbm_gib - hw->reserved_gib) * 1073741824.0 : INFINITY;
   mem->fits = mem->total <= mem->capacity;
 }

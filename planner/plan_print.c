@@ -25,6 +25,16 @@ static void print_block(FILE *f, const mt_model_config *m) {
   else
     fprintf(f, "learned positions");
   fprintf(f, ", %s, %s, ", m->normalization, m->swiglu ? "SwiGLU" : "GeLU");
+  if (m->multi_latent_attention) {
+    char q[32] = "none";
+    if (m->q_lora_rank > 0) snprintf(q, sizeof q, "%d", m->q_lora_rank);
+    fprintf(f, "MLA (q_lora_rank %s, kv_lora_rank %d, qk %d + %d, v %d)%s%s, %s embeddings\n", q,
+            m->kv_lora_rank, m->qk_head_dim, m->qk_pos_emb_head_dim, m->v_head_dim,
+            m->add_bias_linear ? "" : ", no linear biases",
+            m->qk_layernorm ? ", latent norms" : "",
+            m->untie_embeddings_and_output_weights ? "untied" : "tied");
+    return;
+  }
   int ng = query_groups(m);
   if (ng == m->num_attention_heads) fprintf(f, "MHA");
   else if (ng == 1) fprintf(f, "MQA (1 query group)");
@@ -64,10 +74,12 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
   fprintf(f,
           "},\"total\":%.0f,\"capacity\":%.0f,\"fits\":%s,\"activation_bytes_per_layer\":%.0f,"
           "\"inflight_layer_microbatches\":%.6g,\"params_per_rank\":%lld,\"params_total\":%lld,"
-          "\"params_total_unpadded_vocab\":%lld,\"params_active\":%lld,",
+          "\"params_total_unpadded_vocab\":%lld,\"params_active\":%lld,\"params_mtp\":%lld,"
+          "\"params_mtp_active\":%lld,",
           m->total, m->capacity, m->fits ? "true" : "false", m->act_layer_bytes,
           m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total,
-          (long long)m->params_total_unpadded, (long long)m->params_active);
+          (long long)m->params_total_unpadded, (long long)m->params_active,
+          (long long)m->params_mtp, (long long)m->params_mtp_active);
   /* every stage (all ranks of a stage have the same sizes) */
   fprintf(f, "\"per_stage\":[");
   for (int k = 0; k < p->pp && k < 1024; k++) {
@@ -128,6 +140,9 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
           (long long)m->params_total_unpadded, cfg->model.vocab_size);
   if (cfg->model.num_experts > 0)
     fprintf(f, "; %lld activated per token", (long long)m->params_active);
+  if (m->params_mtp > 0)
+    fprintf(f, "; of these the MTP depths %lld, %lld activated", (long long)m->params_mtp,
+            (long long)m->params_mtp_active);
   fprintf(f, ")\n");
   fprintf(f, "layout: tp %d%s, pp %d (v %d)%s, dp %d%s, ", p->tp,
           p->tp > 1 ? (p->tp_intra ? " intra-node" : " inter-node") : "", p->pp, p->vpp,

@@ -142,8 +142,49 @@ static local_dims local_of(const mt_plan_dims *d) {
   l.ngl = d->ng / d->t;
   l.hl = l.npl * d->hn;
   l.qkvl = (l.npl + 2 * l.ngl) * d->hn;
+  if (d->mla) { /* the fused attention's input per head: q, k of dn + dr, v of dv */
+    l.ngl = l.npl;
+    l.hl = l.npl * d->dv;
+    l.qkvl = l.npl * (2 * (d->dn + d->dr) + d->dv);
+  }
   l.fl = d->f / d->t;
   return l;
+}
+
+/* Multi-latent attention's own tensors of one layer set (the MLA layer's
+ * design on branch mla31, model/gpt_mla_setup.c mt_gpt_mla_alloc_acts;
+ * Megatron's MLASelfAttention saves the same latents): the latents of this
+ * rank's rows_l rows, q_c [rows_l, qr] and kv_c [rows_l, kr], with
+ * qk_layernorm also the normalised copies and the norms' statistics. */
+static double mla_set_bytes(const mt_plan_dims *d) {
+  if (!d->mla) return 0;
+  const double rows_l = d->sp ? d->b * d->s_loc / d->t : d->b * d->s_loc;
+  const double stats = d->qkln ? (d->rms ? 1 : 2) : 0, copies = d->qkln ? 2 : 1;
+  double b = (copies * rows_l * d->kr * d->e + stats * rows_l * 4);
+  if (d->qr > 0) b += copies * rows_l * d->qr * d->e + stats * rows_l * 4;
+  return b;
+}
+
+/* Multi-latent attention's workspaces (branch mla31, model/gpt_mla_setup.c
+ * mt_gpt_mla_create): the staging buffer W = [Q | KV | KPE | R'] (rows
+ * [npl hq + npl (dn + dv) + dr + 3 npl dr]), dKPE [rows, dr], the rank's
+ * k_pe [rows_l, dr], the latents' gradients [rows_l, kr] x 2 and
+ * [rows_l, qr] x 2, the index tables (int32, units of u = gcd(dn, dr, dv)
+ * channels), and m->ws.dqkv's extra 3 npl dr per row for dR'. */
+static double mla_workspace_bytes(const mt_plan_dims *d) {
+  if (!d->mla) return 0;
+  const double rows = d->b * d->s_loc, rows_l = d->sp ? rows / d->t : rows, npl = d->a / d->t;
+  const double hq = d->dn + d->dr, qkvl = npl * (2 * hq + d->dv);
+  int64_t u = (int64_t)d->dn, x = (int64_t)d->dr;
+  while (x) { const int64_t r = u % x; u = x; x = r; }
+  x = (int64_t)d->dv;
+  while (x) { const int64_t r = u % x; u = x; x = r; }
+  const double stage = rows * (npl * hq + npl * (d->dn + d->dv) + d->dr + 3 * npl * d->dr);
+  double el = stage + rows * d->dr + rows_l * d->dr + 2 * rows_l * d->kr +
+              (d->qr > 0 ? 2 * rows_l * d->qr : 0) + rows * 3 * npl * d->dr;
+  const double idx = 2 * rows * npl * 3 * d->dr / u + rows * qkvl / u +
+                     rows * npl * (hq + d->dn + d->dv) / u + rows * d->dr / u * npl;
+  return el * d->e + idx * 4;
 }
 
 /* One layer's saved tensors (model/gpt_slots.c mt_gpt_alloc_layer_acts):
@@ -163,8 +204,8 @@ static double layer_set_bytes(const mt_plan_dims *d, int with_lse) {
   const double lse = d->b * l.npl * d->s_loc * 4;
   double bytes = 3 * rows_l * h * e + 2 * stats * rows_l * 4 + rows * l.qkvl * e +
                  rows * l.hl * e + rows * d->g * l.fl * e + rows * l.fl * e +
-                 (with_lse ? lse : 0) + mt_plan_moe_set_bytes(d);
-  if (d->qkln) bytes += rows * l.qkvl * e + stats * rows * (l.npl + l.ngl) * 4;
+                 (with_lse ? lse : 0) + mt_plan_moe_set_bytes(d) + mla_set_bytes(d);
+  if (d->qkln && !d->mla) bytes += rows * l.qkvl * e + stats * rows * (l.npl + l.ngl) * 4;
   return bytes;
 }
 
@@ -335,9 +376,12 @@ void mt_plan_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r, do
   const local_dims l = local_of(d);
   const double h = d->h;
   const double fw = mt_plan_mlp_ws_width(d); /* dense MLP or shared expert */
-  double ws = (3 * rows_l * h + (1 + d->qkln) * rows * l.qkvl + rows * l.hl +
+  double ws = (3 * rows_l * h + (1 + (d->qkln && !d->mla)) * rows * l.qkvl + rows * l.hl +
                rows * d->g * fw + d->swiglu * rows * fw) * e;
-  if (d->t > 1) ws += 2 * rows * h * e;
+  /* with t > 1 the gather and gradient buffers, MLA's as wide as its widest latent */
+  const double gw = d->mla ? fmax(h, fmax(d->qr, d->kr)) : h;
+  if (d->t > 1) ws += 2 * rows * gw * e;
+  ws += mla_workspace_bytes(d);
   ws += mt_plan_moe_workspace_bytes(d);
   ws += cp_ring_bytes(d);
   out[MT_PM_WORKSPACE] = ws;

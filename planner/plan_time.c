@@ -185,9 +185,16 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
   const int tp_intra = pl->tp_intra, cp_intra = pl->cp_intra;
   double b = d->b, s = d->s_loc, h = d->h, t = d->t, e = d->e, M = b * s, cp = d->c;
   double x = M * h, xs = d->sp ? x / t : x;
-  /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] */
+  /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] (MLA: below) */
   double q = d->a * d->hn, qkv = (d->a + 2 * d->ng) * d->hn;
   double g_attn_lin = gemm(c, M, qkv / t, h, 1) + gemm(c, M, h, q / t, 1);
+  if (d->mla) { /* down projections on the rank's rows, up projections and linear_proj by heads */
+    const double Ml = d->sp ? M / t : M, npl = d->a / t, hq = d->dn + d->dr;
+    g_attn_lin = (d->qr > 0 ? gemm(c, Ml, d->qr, h, 1) + gemm(c, M, npl * hq, d->qr, 1)
+                            : gemm(c, M, npl * hq, h, 1)) +
+                 gemm(c, Ml, d->kr + d->dr, h, 1) + gemm(c, M, npl * (d->dn + d->dv), d->kr, 1) +
+                 gemm(c, M, h, npl * d->dv, 1);
+  }
   double g_mlp, mlp_elem, ep_f = 0, tp_blocks = 2, tp_extra = 0, shared_f = 0;
   /* fc1 has g = 2 halves with SwiGLU; the activation reads g + (bias) and
    * writes one [M, f/t] tensor */
@@ -217,8 +224,9 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
     if (d->sp) tp_extra = coll(hw, C_AG, t, M * d->E * 4, tp_intra); /* router logits */
   }
   /* cp ring steps of an [s_loc x s_loc] block (cp = 1: the whole s x s) */
-  double hd = d->hn, heads = b * d->a / t;
-  double attn_g = cp * (gemm(c, s, s, hd, heads) + gemm(c, s, hd, s, heads));
+  /* MLA: Q K^T over dn + dr channels, P V over dv */
+  double hd = d->mla ? d->dn + d->dr : d->hn, hv = d->mla ? d->dv : d->hn, heads = b * d->a / t;
+  double attn_g = cp * (gemm(c, s, s, hd, heads) + gemm(c, s, hv, s, heads));
   double S = cp * heads * s * s;
   double attn_m = mem(c, 4 * S * e); /* scale-mask-softmax r/w + dropout r/w */
   mt_plan_cp_ring ring = cp_ring(hw, d, (attn_g + attn_m) / cp, cp_intra);

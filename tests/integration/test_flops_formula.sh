@@ -5,7 +5,8 @@
 # same iteration GEMM by GEMM from the config file: dense GPT-2, GQA +
 # SwiGLU (llama-tiny, and with kv_channels != h / heads), MoE with shared
 # experts and a moe_layer_freq list (deepseek-tiny, with one MTP depth), MoE every other layer
-# (gpt-moe, moe_layer_freq 2), under logging.flops_formula megatron
+# (gpt-moe, moe_layer_freq 2), multi-latent attention on deepseek-tiny with and
+# without q compression (MoE + MTP) and the DeepSeek-V3 / V2-Lite configs, under logging.flops_formula megatron
 # (today's Megatron: causal core attention at half) and paper (the 2021/2022
 # papers' full s x s), and the 1T paper config. Relative difference <= 1e-6.
 set -u
@@ -39,6 +40,9 @@ PY
   then :; else echo "FAIL $name"; fails=$((fails+1)); fi
 }
 
+MLA=(--set model.group_query_attention=false --set model.num_query_groups=null
+     --set model.multi_latent_attention=true --set model.kv_lora_rank=32
+     --set model.qk_head_dim=32 --set model.qk_pos_emb_head_dim=16 --set model.v_head_dim=24)
 for f in megatron paper; do
   check "gpt-tiny dense" configs/gpt-tiny.json 1 --set logging.flops_formula=$f
   check "gpt-tiny s=2048" configs/gpt-tiny.json 1 --set logging.flops_formula=$f \
@@ -49,6 +53,15 @@ for f in megatron paper; do
   check "deepseek-tiny MoE shared list" configs/deepseek-tiny.json 1 --set logging.flops_formula=$f
   check "gpt-moe freq 2" configs/gpt-moe.json 8 --set logging.flops_formula=$f \
     --set model.moe_layer_freq=2
+  # multi-latent attention on the MoE + MTP model, with and without q compression
+  for q in 48 null; do
+    check "deepseek-tiny MLA q_lora_rank $q" configs/deepseek-tiny.json 1 \
+      --set logging.flops_formula=$f "${MLA[@]}" --set model.q_lora_rank=$q
+  done
+  check "deepseek-v3 (MLA, MoE, MTP)" configs/models/deepseek-v3.json 1024 \
+    --set logging.flops_formula=$f
+  check "deepseek-v2-lite (MLA, no q_lora)" configs/models/deepseek-v2-lite.json 8 \
+    --set logging.flops_formula=$f
 done
 check "korthikanti22-1t (paper)" configs/papers/korthikanti22-1t.json 512
 check "korthikanti22-1t megatron" configs/papers/korthikanti22-1t.json 512 \
@@ -60,5 +73,12 @@ check "korthikanti22-1t megatron" configs/papers/korthikanti22-1t.json 512 \
 rc=$?
 if [ $rc -eq 2 ] && grep -q "flops_formula" "$tmp/o"; then echo "ok   bad formula name refused"
 else echo "FAIL bad formula name: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
+
+# plan takes an MLA config; train refuses it until the layer is built (exit 2 naming the key)
+"$bin" train --config configs/deepseek-tiny.json "${MLA[@]}" >"$tmp/o" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "model.multi_latent_attention" "$tmp/o"; then
+  echo "ok   train refuses multi_latent_attention"
+else echo "FAIL train with MLA: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
 
 [ $fails -eq 0 ]

@@ -2,13 +2,13 @@
 # FP8 layout parity (docs/fp8.md): the 2-layer test model in bf16 with FP8
 # linear layers (hybrid), 4 steps, dropout on; each layout stays within 2e-2
 # relative of the 1-process FP8 run on lm loss and grad norm at every step:
-# tp=2 + sequence parallel (delayed: amaxes all-reduced over tp) and cp=2
+# tp=2 + sequence parallel (delayed: amaxes all-reduced over tp), cp=2
 # (delayed: over cp) and pp=2 delayed, which must end with the 1-process
 # run's amax histories bitwise (the checkpoints' fp8_meta tensors), in CI;
 # MEGATRAIN_TEST_FULL=1 runs every recipe on tp=2+SP, cp=2, pp=2 and dp=2
-# ZeRO-1 (delayed: amaxes reduced over dp too), and dp=2 ZeRO-1 delayed
-# with tp_only_amax_red, and one process with ZeRO-3 delayed against one
-# without within 1e-8. About 30 s.
+# ZeRO-1 (delayed: amaxes reduced over dp too), dp=2 ZeRO-1 delayed with
+# tp_only_amax_red, and one process with ZeRO-3 delayed against one
+# without within 1e-8; MoE with ep=2 (and etp=2, FULL) below. About 40 s.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
@@ -42,9 +42,13 @@ for c in $CASES; do
   run "$l-$r" 2 "$r" ${LAYOUT[$l]}
   echo -n "$l $r vs 1 process: "; compare_metrics "$TMP/$l-$r.jsonl" "$TMP/one-$r.jsonl" 2e-2
 done
-# 1F1B runs a second forward before the first backward: each backward must
-# take its own forward's scales (before that fix the histories differed)
 if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
+  # pp=2 keeps several micro-batches in flight: each backward (and each
+  # recomputed forward) takes its own forward's delayed scales, so full
+  # recomputation is bitwise the run without it
+  run pp2-delayed-full 2 delayed ${LAYOUT[pp2]} --set model.recompute_granularity=full
+  echo -n "pp2 delayed with full recomputation vs without: "
+  compare_metrics "$TMP/pp2-delayed-full.jsonl" "$TMP/pp2-delayed.jsonl" 0
   # ZeRO-3 re-points the weights at gathered buffers every use: the delayed
   # state is keyed by (layer, linear), not by the weight's address (keyed by
   # address, one process with ZeRO-3 differed from one without by 3.1e-3)
@@ -52,6 +56,40 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   echo -n "1 process ZeRO-3 delayed vs without ZeRO: "
   compare_metrics "$TMP/z3-delayed.jsonl" "$TMP/one-delayed.jsonl" 1e-8
 fi
+# 1F1B runs a second forward before the first backward: each backward takes
+# its own forward's scales, so the histories are one process's bitwise
 echo -n "pp2 delayed amax histories vs 1 process:"
 /usr/bin/python3 tests/integration/fp8_meta_check.py same "$TMP/pp2-delayed" "$TMP/one-delayed"
+# MoE (gpt-moe-test cut to 2 layers, layer 0 MoE, no biases as ETP needs; 2
+# steps of 2 micro-batches per rank): ep=2 (world 2: each expert on one rank, with its rows from both
+# ranks) in CI with delayed scaling; MEGATRAIN_TEST_FULL=1 every recipe at
+# ep=2 and at expert_tensor_parallel_size=2 (the experts' amaxes all-reduced
+# over the ETP pair). Against one process with the same global batch.
+MOE=(--config tests/configs/gpt-moe-test.json --set training.precision=bf16
+     --set model.num_layers=2 --set training.train_iters=2 --set training.global_batch_size=8
+     --set training.lr_warmup_iters=1 --set logging.log_interval=1 --set training.eval_interval=0
+     --set training.fp8_format=hybrid --set model.add_bias_linear=false)
+run_moe() { # name np recipe args...
+  local name=$1 np=$2 r=$3; shift 3
+  local cmd=("$MT" "${MOE[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@")
+  if [ "$np" = 1 ]; then "${cmd[@]}" >"$TMP/$name.log" 2>&1; else $MPI -np "$np" "${cmd[@]}" >"$TMP/$name.log" 2>&1; fi ||
+    { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+}
+declare -A MLAYOUT=(
+  [ep2]="--set parallel.expert_model_parallel_size=2"
+  [etp2]="--set parallel.expert_tensor_parallel_size=2")
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
+  CASES=""
+  for l in ep2 etp2; do for r in tensorwise delayed blockwise mxfp8; do CASES+="$l:$r "; done; done
+else
+  CASES="ep2:delayed"
+fi
+declare -A done_moe=()
+for c in $CASES; do
+  l=${c%%:*} r=${c#*:}
+  [ -n "${done_moe[$r]:-}" ] || { run_moe "moe-one-$r" 1 "$r"; done_moe[$r]=1; }
+  # shellcheck disable=SC2086
+  run_moe "moe-$l-$r" 2 "$r" ${MLAYOUT[$l]}
+  echo -n "MoE $l $r vs 1 process: "; compare_metrics "$TMP/moe-$l-$r.jsonl" "$TMP/moe-one-$r.jsonl" 2e-2
+done
 echo "fp8 layout parity: OK"

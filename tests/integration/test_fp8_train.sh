@@ -8,7 +8,13 @@
 #    run bitwise (the output layer and the rest are untouched by FP8);
 #  - fp8_wgrad false differs from the FP8 run with FP8 weight gradients;
 #  - (MEGATRAIN_TEST_FULL=1) the same delayed run twice is bitwise identical;
-#  - tensorwise saved at step 2 and resumed reproduces steps 3-4 bitwise.
+#  - tensorwise saved at step 2 and resumed reproduces steps 3-4 bitwise;
+#  - an MoE model (FP8 experts, one scale set per expert) within 2e-2 of its
+#    bf16 run;
+#  - full recomputation (FULL: and selective, every recipe) bitwise equal to
+#    the same MoE run without it;
+#  - (FULL) MTP depths in FP8 within 2e-2 of bf16, and in FP8 even when every
+#    main layer is kept bf16.
 # About 30 s on 2 busy cores. MEGATRAIN_TEST_FULL=1 adds e4m3 for every recipe.
 source "$(dirname "$0")/lib.sh"
 BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=4
@@ -56,4 +62,65 @@ run res1 --set training.fp8_format=hybrid --set training.fp8_recipe=tensorwise \
 grep -q "resumed from iteration 2" "$TMP/res2.log"
 echo -n "tensorwise 2 + resume + 2 vs 4 straight: "
 compare_metrics "$TMP/res1.jsonl" "$TMP/hybrid-tensorwise.jsonl" 0
+# MoE (gpt-moe-test cut to 2 layers: layer 0 MoE, 8 experts top-2, capacity
+# 1.0; 2 steps of 2 micro-batches): the routed experts' fc1 / fc2 in FP8 with
+# one set of scales per expert (TE's GroupedLinear), the router in bf16 with
+# fp32 logits; within 2e-2 of the bf16 MoE run, and different from it
+MOE=(--config tests/configs/gpt-moe-test.json --set training.precision=bf16
+     --set model.num_layers=2 --set training.train_iters=2 --set training.global_batch_size=4
+     --set training.lr_warmup_iters=1 --set logging.log_interval=1 --set training.eval_interval=0)
+run_moe() { # name args...
+  local name=$1; shift
+  "$MT" "${MOE[@]}" --set logging.metrics_file="$TMP/$name.jsonl" "$@" >"$TMP/$name.log" 2>&1 ||
+    { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+}
+run_moe moe-bf16
+run_moe moe-delayed --set training.fp8_format=hybrid --set training.fp8_recipe=delayed
+echo -n "MoE delayed vs bf16: "; compare_metrics "$TMP/moe-delayed.jsonl" "$TMP/moe-bf16.jsonl" 2e-2
+differs moe-delayed moe-bf16
+# activation recomputation replays each forward with the scales it took and
+# records no second amax: bitwise the run without it (dense and expert
+# linears). CI: delayed (the recipe with state) under full recomputation;
+# MEGATRAIN_TEST_FULL=1 also selective, and every other recipe both ways.
+RCASES=$(full_or "delayed:full delayed:selective tensorwise:full tensorwise:selective
+  blockwise:full blockwise:selective mxfp8:full mxfp8:selective" "delayed:full")
+for c in $RCASES; do
+  r=${c%%:*} g=${c#*:}
+  [ -f "$TMP/moe-$r.jsonl" ] ||
+    run_moe "moe-$r" --set training.fp8_format=hybrid --set training.fp8_recipe=$r
+  run_moe "moe-$r-$g" --set training.fp8_format=hybrid --set training.fp8_recipe=$r \
+    --set model.recompute_granularity=$g
+  echo -n "MoE $r with $g recomputation vs without: "
+  compare_metrics "$TMP/moe-$r-$g.jsonl" "$TMP/moe-$r.jsonl" 0
+done
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
+  # MTP (gpt-mtp-test: 4 layers, 2 MTP depths, MoE): Megatron runs the MTP
+  # block (eh_proj and its layer) under the global FP8 context, which
+  # ignores first_last_layers_bf16. Within 2e-2 of bf16; with every main
+  # layer kept in bf16 the main loss of step 1 is bitwise bf16's and the MTP
+  # losses are not (the MTP depths ran in FP8)
+  MTP=(--config tests/configs/gpt-mtp-test.json --set training.precision=bf16
+       --set training.train_iters=2 --set training.global_batch_size=4
+       --set training.lr_warmup_iters=1 --set logging.log_interval=1 --set training.eval_interval=0)
+  run_mtp() { # name args...
+    local name=$1; shift
+    "$MT" "${MTP[@]}" --set logging.metrics_file="$TMP/$name.jsonl" "$@" >"$TMP/$name.log" 2>&1 ||
+      { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+  }
+  run_mtp mtp-bf16
+  run_mtp mtp-fp8 --set training.fp8_format=hybrid
+  echo -n "MTP delayed vs bf16: "; compare_metrics "$TMP/mtp-fp8.jsonl" "$TMP/mtp-bf16.jsonl" 2e-2
+  run_mtp mtp-main-bf16 --set training.fp8_format=hybrid --set training.first_last_layers_bf16=true \
+    --set training.num_layers_at_start_in_bf16=4 --set training.num_layers_at_end_in_bf16=0
+  /usr/bin/python3 - "$TMP/mtp-main-bf16.jsonl" "$TMP/mtp-bf16.jsonl" <<'PY'
+import json, sys
+def first(p):
+    return next(o for o in map(json.loads, open(p)) if o.get("iteration") == 1 and "lm_loss" in o)
+a, b = first(sys.argv[1]), first(sys.argv[2])
+assert a["lm_loss"] == b["lm_loss"], "main loss of step 1 differs: %r vs %r" % (a["lm_loss"], b["lm_loss"])
+assert all(x != y for x, y in zip(a["mtp_loss"], b["mtp_loss"])), "MTP losses equal: %r" % a["mtp_loss"]
+print("main layers in bf16: step-1 main loss bitwise bf16, MTP losses %s vs %s (FP8 MTP)" %
+      (a["mtp_loss"], b["mtp_loss"]))
+PY
+fi
 echo "fp8 training: OK"

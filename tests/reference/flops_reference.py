@@ -15,7 +15,17 @@ count (no norms, activations, softmax, router). Per layer, T = B s tokens:
   dense MLP    T x h -> f (2 f with SwiGLU), T x f -> h
   MoE MLP      each token through its top-k experts (h -> F (2 F), F -> h)
                and the shared experts (h -> S (2 S), S -> h)
-and once the output layer T x h -> padded vocabulary. Multi-token
+and once the output layer T x h -> padded vocabulary. With
+multi_latent_attention (DeepSeek-V2 §2.1) the attention GEMMs are instead
+  q            T x h -> np (qk_head_dim + qk_pos_emb_head_dim), or through
+               the latent: T x h -> q_lora_rank, T x q_lora_rank -> np (..)
+  kv down      T x h -> kv_lora_rank + qk_pos_emb_head_dim
+  kv up        T x kv_lora_rank -> np (qk_head_dim + v_head_dim)
+  linear_proj  T x np v_head_dim -> h
+  core attention per head: Q K^T over qk_head_dim + qk_pos_emb_head_dim
+    channels, P V over v_head_dim channels
+and, as Megatron's count, 2 FLOPs per channel and token for the q and kv
+latent RMSNorms. Multi-token
 prediction (mtp_num_layers D) adds D layers of the last layer's kind, D
 eh_proj GEMMs T x 2h -> h, D more output-layer GEMMs and, as Megatron's
 count, 2 x 3h per token for each depth's three norms.
@@ -83,12 +93,32 @@ def iteration_flops(cfg, seqlens=None):
     moe = moe + [moe[-1]] * D
     for _ in range(D):
         fwd += gemm(T, 2 * h, h) + 2.0 * T * 3 * h + gemm(T, h, Vp)
+    mla = _get(cfg, "model", "multi_latent_attention", False)
+    if mla:
+        q_lora = _get(cfg, "model", "q_lora_rank", None)
+        kv_lora = _get(cfg, "model", "kv_lora_rank", 512)
+        nope = _get(cfg, "model", "qk_head_dim", 128)
+        rope = _get(cfg, "model", "qk_pos_emb_head_dim", 64)
+        dv = _get(cfg, "model", "v_head_dim", 128)
+        dqk = nope + rope
     for layer in range(L + D):
-        fwd += gemm(T, h, q + 2 * kv) + gemm(T, q, h)
+        if mla:
+            if q_lora:
+                fwd += gemm(T, h, q_lora) + 2.0 * T * q_lora + gemm(T, q_lora, heads * dqk)
+            else:
+                fwd += gemm(T, h, heads * dqk)
+            fwd += gemm(T, h, kv_lora + rope) + 2.0 * T * kv_lora
+            fwd += gemm(T, kv_lora, heads * (nope + dv)) + gemm(T, heads * dv, h)
+        else:
+            fwd += gemm(T, h, q + 2 * kv) + gemm(T, q, h)
         for n in (seqlens if formula == "megatron" else [s] * B):
             scores = n * n / 2.0 if formula == "megatron" else n * n
-            # per head: Q K^T and P V, each 2 hn FLOPs per score
-            fwd += heads * 2 * (2.0 * hn * scores)
+            if mla:
+                # per head: Q K^T (2 dqk FLOPs per score) and P V (2 dv)
+                fwd += heads * (2.0 * dqk * scores + 2.0 * dv * scores)
+            else:
+                # per head: Q K^T and P V, each 2 hn FLOPs per score
+                fwd += heads * 2 * (2.0 * hn * scores)
         widths = [F] * topk + ([S] if S else []) if moe[layer] else [f]
         for w in widths:
             fwd += gemm(T, h, gated * w) + gemm(T, w, h)

@@ -17,10 +17,12 @@ its bits with exact arithmetic.
   scales:  numpy float32 arithmetic (IEEE, correctly rounded) for TE's
            current, delayed and mxfp8 (e8m0, rounded up) rules.
 
-Usage: fp8_reference.py TOOL [DEVICE [LINEAR_TOOL]]  runs tests/tools/fp8_quant
-(TOOL) on every case and compares bit for bit, printing one count line per
-group; with LINEAR_TOOL (tests/tools/fp8_linear) also checks the FP8 linear
-layer's three GEMMs (linear_check); exit 0 when everything matches."""
+Usage: fp8_reference.py TOOL [DEVICE [LINEAR_TOOL [EXPERTS_TOOL]]]  runs
+tests/tools/fp8_quant (TOOL) on every case and compares bit for bit, printing
+one count line per group; with LINEAR_TOOL (tests/tools/fp8_linear) also
+checks the FP8 linear layer's three GEMMs (linear_check), with EXPERTS_TOOL
+(tests/tools/fp8_experts) the MoE experts' per-expert FP8 GEMMs
+(experts_check); exit 0 when everything matches."""
 import bisect
 import math
 import subprocess
@@ -273,6 +275,98 @@ def linear_check(tool):
     return bad
 
 
+def experts_check(tool):
+    """model/moe_experts.c's GELU experts in FP8 (tests/tools/fp8_experts):
+    TE's GroupedLinear quantizes each expert's GEMM with its own scales over
+    ALL the expert's rows, i.e. over its rows from every source peer taken
+    in peer order. Here: 3 local experts, 2 source peers, blocks of 7, 0, 0
+    (peer 0) and 5, 9, 0 (peer 1) rows (expert 2 gets none), h 40, F 36;
+    each expert's fc1 output, fc2 output, dW2 (from the tool's activation)
+    and dx, dW1 (through the reference's own fc2 dgrad and GELU-tanh
+    derivative) against the reference's quantized operands of the gathered
+    rows, each element within 1e-5 of its sum |a b| (quantizing each
+    source block separately instead fails 20 of the 88 outputs, worst 0.97:
+    the check sees the grouping)."""
+    rng = np.random.RandomState(7)
+    El, P, H, Fw = 3, 2, 40, 36
+    counts = [7, 0, 0, 5, 9, 0]
+    R = sum(counts)
+    bad = n = 0
+    worst = 0.0
+    c = math.sqrt(2.0 / math.pi)
+
+    def gelu_grad(u):
+        t = np.tanh(c * (u + 0.044715 * u ** 3))
+        return 0.5 * (1 + t) + 0.5 * u * (1 - t * t) * c * (1 + 3 * 0.044715 * u * u)
+
+    for recipe in ("tensorwise", "delayed", "blockwise", "mxfp8"):
+        row, col = {"tensorwise": (0, 0), "delayed": (0, 0), "blockwise": (1, 4),
+                    "mxfp8": (3, 5)}[recipe]
+        wrow, wcol = (2, 2) if recipe == "blockwise" else (row, col)
+        pow2 = 1 if recipe == "blockwise" else 0
+        for fmt in ("e4m3", "hybrid"):
+            gf = 1 if fmt == "hybrid" else 0
+            # rows of different magnitude per source block: a scale per block
+            # would differ from the expert's
+            x = (rng.randn(R, H) * np.repeat(2.0 ** rng.randint(-4, 5, len(counts)), counts)[:, None]
+                 ).astype(np.float32)
+            w1 = (rng.randn(El, Fw, H) * 0.1).astype(np.float32)
+            w2 = (rng.randn(El, H, Fw) * 0.1).astype(np.float32)
+            dy = (rng.randn(R, H) * 1e-2).astype(np.float32)
+            out = run_tool([tool, recipe, fmt, str(El), str(P), str(H), str(Fw)] +
+                           [str(k) for k in counts], [],
+                           x.tobytes() + w1.tobytes() + w2.tobytes() + dy.tobytes())
+            got = np.frombuffer(out, np.float32)
+            sizes = [R * Fw, R * Fw, R * H, R * H, El * Fw * H, El * H * Fw]
+            parts, o = [], 0
+            for sz in sizes:
+                parts.append(got[o:o + sz])
+                o += sz
+            g_fc1, g_act, g_y, g_dx = (parts[0].reshape(R, Fw), parts[1].reshape(R, Fw),
+                                       parts[2].reshape(R, H), parts[3].reshape(R, H))
+            g_dw1, g_dw2 = parts[4].reshape(El, Fw, H), parts[5].reshape(El, H, Fw)
+
+            def qd(a, f, blocking):
+                rows, cols = a.shape
+                if recipe == "delayed":  # each expert's first use: scale 1
+                    q = np.array([encode(float(v), f) for v in a.ravel()], np.uint8)
+                    return dequant(q, np.ones(1, np.float32), f, 0, rows, cols)
+                _, sinv, q = quantize(np.ascontiguousarray(a, np.float32), f, blocking, pow2, 0.0)
+                return dequant(q, sinv, f, blocking, rows, cols)
+
+            off = np.cumsum([0] + counts)
+            for le in range(El):
+                idx = np.concatenate([np.arange(off[p * El + le], off[p * El + le + 1])
+                                      for p in range(P)]).astype(int)
+                if len(idx) == 0:  # no rows: no GEMM, no gradient
+                    n += 1
+                    if np.any(g_dw1[le]) or np.any(g_dw2[le]):
+                        bad += 1
+                        print(f"  MISMATCH experts {recipe} {fmt}: expert {le} without rows "
+                              f"has a weight gradient")
+                    continue
+                xe, ae, dye, f1 = x[idx], g_act[idx], dy[idx], g_fc1[idx].astype(np.float64)
+                dact = qd(dye, gf, row) @ qd(w2[le], 0, wcol)
+                df = (gelu_grad(f1) * dact).astype(np.float32)
+                prods = (("fc1", g_fc1[idx], qd(xe, 0, row), qd(w1[le], 0, wrow).T),
+                         ("y", g_y[idx], qd(ae, 0, row), qd(w2[le], 0, wrow).T),
+                         ("dw2", g_dw2[le], qd(dye, gf, col).T, qd(ae, 0, col)),
+                         ("dx", g_dx[idx], qd(df, gf, row), qd(w1[le], 0, wcol)),
+                         ("dw1", g_dw1[le], qd(df, gf, col).T, qd(xe, 0, col)))
+                for name, g, a, b in prods:
+                    want, scale = (a @ b).ravel(), (np.abs(a) @ np.abs(b)).ravel()
+                    err = float(np.max(np.abs(g.ravel() - want) / np.maximum(scale, 1e-300)))
+                    n += 1
+                    worst = max(worst, err)
+                    if not err <= 1e-5:
+                        bad += 1
+                        print(f"  MISMATCH experts {recipe} {fmt} expert {le} {name}: error "
+                              f"{err:.3e} of sum |a b|")
+    print(f"experts (3 local experts x 2 peers, per-expert scales; 4 recipes x 2 formats): {n} "
+          f"outputs, {bad} with an element beyond 1e-5 of its sum |a b| (worst {worst:.2e})")
+    return bad
+
+
 def main():
     tool = [sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu"]
     fails = 0
@@ -384,6 +478,8 @@ def main():
     fails += n_dbad
     if len(sys.argv) > 3:
         fails += linear_check(sys.argv[3])
+    if len(sys.argv) > 4:
+        fails += experts_check(sys.argv[4])
     print(f"delayed (history max/most_recent, margin, amax 0/inf/nan/tiny): {n_d} cases, "
           f"{n_dbad} not bit-exact")
     print("fp8 reference: " + ("all bit-exact" if fails == 0 else f"{fails} groups FAILED"))

@@ -24,6 +24,11 @@ Tensors per class (shapes as [out, in]):
 Activated = the parameters one token uses: everything but the E − k routed
 experts it does not pick in each MoE layer (MTP counted separately).
 
+`check` compares with the planner's counts, which leave out what Megatron
+and megatrain do not hold as parameters: the expert-bias buffers
+(e_score_correction_bias) and the MTP depths' own copies of the embedding
+and output head (shared with the main model).
+
 usage: hf_param_count.py table
        hf_param_count.py check MODEL PLAN_JSON   (megatrain plan --json output)
 """
@@ -140,13 +145,38 @@ def main():
             print("| %s | %d (%.2fB) | %d (%.2fB) | %s | %s |" % (
                 n, t, t / 1e9, a, a / 1e9, "%d (%.2fB)" % (mt, mt / 1e9) if mt else "—", PUBLISHED[n]))
     elif sys.argv[1:2] == ["check"]:
-        t, a, _, _ = count(sys.argv[2])
+        name = sys.argv[2]
+        t, a, mt, ma = count(name)
         plan = json.load(open(sys.argv[3]))
         mem = plan["memory"] if "memory" in plan else plan
-        pt, pa = mem["params_total_unpadded_vocab"], mem["params_active"]
+        # the planner's totals hold the MTP depths; HF counts them apart
+        pm, pma = mem.get("params_mtp", 0), mem.get("params_mtp_active", 0)
+        pt, pa = mem["params_total_unpadded_vocab"] - pm, mem["params_active"] - pma
+        c = CONFIGS[name]
+        # DeepSeek-V3's e_score_correction_bias [E] per MoE layer is a
+        # parameter in HF and a buffer in Megatron and megatrain (updated by
+        # the load-balancing rule, not the optimizer): not in the planner's
+        # counts
+        L, D = c["num_hidden_layers"], c.get("num_nextn_predict_layers", 0)
+        bias = [c["n_routed_experts"] if c.get("topk_method") == "noaux_tc" and is_moe(c, l) else 0
+                for l in range(L + D)]
+        if sum(bias):
+            print("%s: less the expert-bias buffers, %d in the decoder, %d in the MTP depths"
+                  % (name, sum(bias[:L]), sum(bias[L:])))
+        t, a, mt, ma = t - sum(bias[:L]), a - sum(bias[:L]), mt - sum(bias[L:]), ma - sum(bias[L:])
         print("%s: planner total %d activated %d; from the HF config shapes total %d activated %d"
-              % (sys.argv[2], pt, pa, t, a))
-        sys.exit(0 if (pt, pa) == (t, a) else 1)
+              % (name, pt, pa, t, a))
+        ok = (pt, pa) == (t, a)
+        if mt or pm:
+            # megatrain (as Megatron) shares the embedding and the output
+            # layer with the MTP depths; DeepSeek-V3's checkpoint stores a
+            # copy of both per depth
+            copies = D * 2 * c["vocab_size"] * c["hidden_size"]
+            print("%s MTP: planner %d activated %d; from the HF config shapes %d activated %d "
+                  "less the %d of the depths' embedding and head copies" % (
+                      name, pm, pma, mt, ma, copies))
+            ok = ok and (pm, pma) == (mt - copies, ma - copies)
+        sys.exit(0 if ok else 1)
     else:
         sys.exit(__doc__)
 

@@ -58,29 +58,26 @@ static const struct {
     {"use_rope_scaling", {"model.position_embedding_type=\"rope\""}},
     {"rope_scaling_factor", {"model.position_embedding_type=\"rope\"", "model.use_rope_scaling=true"}},
     {"mtp_loss_scaling_factor", {"model.mtp_num_layers=1"}},
+#define MLA_CTX {"model.position_embedding_type=\"rope\"", "model.multi_latent_attention=true"}
+    {"multi_latent_attention", {"model.position_embedding_type=\"rope\""}},
+    {"q_lora_rank", MLA_CTX},
+    {"kv_lora_rank", MLA_CTX},
+    {"qk_head_dim", MLA_CTX},
+    {"qk_pos_emb_head_dim", MLA_CTX},
+    {"v_head_dim", MLA_CTX},
+    {"rotary_scaling_factor", MLA_CTX},
+    {"original_max_position_embeddings", MLA_CTX},
+    {"beta_fast", MLA_CTX},
+    {"beta_slow", MLA_CTX},
+    {"mscale", MLA_CTX},
+    {"mscale_all_dim", MLA_CTX},
 };
 
-/* Keys (and choices) the loader refuses in this build because the layer
- * that would use them is not built yet (multi-latent attention, issue 31):
- * given with their context, the load must fail with a message containing
- * `refusal`. When the layer lands, these rows move to k_context. */
-#define MLA_CTX {"model.position_embedding_type=\"rope\"", "model.multi_latent_attention=true"}
-#define MLA_NO "model.multi_latent_attention (from --set): true is not implemented in this build"
+/* Keys (and choices) the loader refuses with their context: given with
+ * it, the load must fail with a message containing `refusal`. */
 static const struct {
   const char *key, *choice, *context[2], *refusal;
 } k_pending[] = {
-    {"multi_latent_attention", NULL, {"model.position_embedding_type=\"rope\""}, MLA_NO},
-    {"q_lora_rank", NULL, MLA_CTX, MLA_NO},
-    {"kv_lora_rank", NULL, MLA_CTX, MLA_NO},
-    {"qk_head_dim", NULL, MLA_CTX, MLA_NO},
-    {"qk_pos_emb_head_dim", NULL, MLA_CTX, MLA_NO},
-    {"v_head_dim", NULL, MLA_CTX, MLA_NO},
-    {"rotary_scaling_factor", NULL, MLA_CTX, MLA_NO},
-    {"original_max_position_embeddings", NULL, MLA_CTX, MLA_NO},
-    {"beta_fast", NULL, MLA_CTX, MLA_NO},
-    {"beta_slow", NULL, MLA_CTX, MLA_NO},
-    {"mscale", NULL, MLA_CTX, MLA_NO},
-    {"mscale_all_dim", NULL, MLA_CTX, MLA_NO},
     /* standard attention: Megatron's assert */
     {"rope_type", "yarn", {"model.position_embedding_type=\"rope\""},
      "\"yarn\" needs multi_latent_attention true"},

@@ -80,10 +80,46 @@ static void test_attention_terms(void **st) {
   EXPECT(mt_flops_formula_from_name("causal") == -1, "%s", "causal");
 }
 
+/* Multi-latent attention, hand-worked: B 2, s 64, L 1, h 64, n 4 heads,
+ * q_lora 16, kv_lora 8, qk_head_dim 12, qk_pos_emb_head_dim 4, v_head_dim
+ * 10, ffn 128, Vp 256. Per token: q 16 (64 + 4·16 + 1) = 2064, kv 8 (64 +
+ * 4 (12 + 10) + 1) = 1224, pos 64·4 = 256, proj 4·10·64 = 2560: 6104
+ * multiply-adds; per attended pair 4 (16 + 10) = 104. MLP 2·64·128 = 16384
+ * and logits 64·256 = 16384 per token. Megatron: 6 (128 (6104 + 32768) +
+ * 104 · 2·64²/2); paper: the pairs are all 2·64². */
+static void test_mla_terms(void **st) {
+  (void)st;
+  mt_flops_shape m = {.global_batch = 2, .seq_length = 64, .num_layers = 1, .hidden_size = 64,
+                      .num_attention_heads = 4, .ffn_hidden_size = 128, .padded_vocab_size = 256,
+                      .multi_latent_attention = 1, .q_lora_rank = 16, .kv_lora_rank = 8,
+                      .qk_head_dim = 12, .qk_pos_emb_head_dim = 4, .v_head_dim = 10};
+  const double tok = 128, pairs = 2.0 * 64 * 64;
+  const double want_m = 6.0 * (tok * (6104 + 32768) + 104 * pairs / 2);
+  const double want_p = 6.0 * (tok * (6104 + 32768) + 104 * pairs);
+  EXPECT(mt_flops_per_iteration(&m) == want_m, "%.17g vs %.17g", mt_flops_per_iteration(&m), want_m);
+  mt_flops_shape p = m;
+  p.formula = MT_FLOPS_PAPER;
+  EXPECT(mt_flops_per_iteration(&p) == want_p, "%.17g vs %.17g", mt_flops_per_iteration(&p), want_p);
+  /* no q compression: q is one h -> n (12 + 4) projection, 64·64 = 4096 */
+  mt_flops_shape d = m;
+  d.q_lora_rank = 0;
+  const double want_d = 6.0 * (tok * (4096 + 1224 + 256 + 2560 + 32768) + 104 * pairs / 2);
+  EXPECT(mt_flops_per_iteration(&d) == want_d, "%.17g vs %.17g", mt_flops_per_iteration(&d), want_d);
+  mt_flops_shape *sh[3] = {&m, &p, &d};
+  for (int i = 0; i < 3; i++) {
+    mt_flops_parts fw;
+    mt_flops_forward_parts(sh[i], &fw);
+    const double sum = 3.0 * (fw.attn_linear + fw.attn_core + fw.mlp + fw.logits);
+    const double want = mt_flops_per_iteration(sh[i]);
+    EXPECT(fabs(sum - want) <= 1e-12 * want, "MLA shape %d: %.17g vs %.17g", i, sum, want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_seqlen_squared_sum),
       cmocka_unit_test(test_attention_terms),
+      cmocka_unit_test(test_mla_terms),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

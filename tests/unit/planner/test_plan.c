@@ -528,6 +528,50 @@ static void test_moe_plan(void **state) {
   assert_true(p8.mem.bytes[MT_PM_WORKSPACE] - ppad.mem.bytes[MT_PM_WORKSPACE] == dws);
 }
 
+/* Multi-latent attention's parameters (Megatron-core's MLASelfAttention,
+ * no biases on its projections, latent RMSNorms with qk_layernorm), hand
+ * counted: h 64, 8 heads, q_lora 12, kv_lora 16, qk_head_dim 8,
+ * qk_pos_emb_head_dim 4, v_head_dim 8; whole model, and one rank of tp 2
+ * where the down projections and latent norms are replicated and the up
+ * projections and linear_proj split by heads. */
+static void test_mla_params(void **state) {
+  (void)state;
+  const char *base =
+      "{\"model\":{\"num_layers\":2,\"hidden_size\":64,\"num_attention_heads\":8,"
+      "\"ffn_hidden_size\":160,\"seq_length\":32,\"vocab_size\":1000,"
+      "\"position_embedding_type\":\"rope\",\"normalization\":\"RMSNorm\","
+      "\"add_bias_linear\":false,\"multi_latent_attention\":true,\"q_lora_rank\":12,"
+      "\"kv_lora_rank\":16,\"qk_head_dim\":8,\"qk_pos_emb_head_dim\":4,\"v_head_dim\":8,"
+      "\"qk_layernorm\":true},"
+      "\"parallel\":{\"tensor_model_parallel_size\":2,\"sequence_parallel\":true},"
+      "\"training\":{\"micro_batch_size\":2,\"global_batch_size\":2,\"train_iters\":1,"
+      "\"lr\":1e-3},\"data\":{\"data_path\":\"x\"}}";
+  const int64_t L = 2, h = 64, f = 160, n = 8, qr = 12, kr = 16, hq = 8 + 4, dv = 8, Vp = 1024;
+  char err[2048];
+  mt_config c;
+  int rc = mt_config_load_string(&c, base, "t", NULL, 0, 2, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  assert_int_equal(rc, 0);
+  /* per layer: 2 norms, q_down, q_layernorm, q_up, kv_down, kv_layernorm, kv_up, proj, MLP */
+  const int64_t rep = qr * h + qr + (kr + 4) * h + kr + 2 * h;
+  const int64_t split = n * hq * qr + n * (8 + dv) * kr + h * n * dv + 2 * h * f;
+  EXPECT_EQ(mt_plan_num_parameters(&c, 1), L * (rep + split) + Vp * h + h, "%s", "total");
+  mt_plan_memory mem;
+  mt_plan_memory_compute(&c, 2, NULL, &mem);
+  EXPECT_EQ(mem.params_per_rank, L * (rep + split / 2) + Vp * h / 2 + h, "%s", "tp rank");
+  mt_config_free(&c);
+  /* without q compression: one linear_q_proj [n hq, h], split by heads */
+  const char *set[] = {"model.q_lora_rank=null"};
+  rc = mt_config_load_string(&c, base, "t", set, 1, 2, err, sizeof err);
+  assert_int_equal(rc, 0);
+  const int64_t rep2 = (kr + 4) * h + kr + 2 * h;
+  const int64_t split2 = n * hq * h + n * (8 + dv) * kr + h * n * dv + 2 * h * f;
+  EXPECT_EQ(mt_plan_num_parameters(&c, 1), L * (rep2 + split2) + Vp * h + h, "%s", "no q_lora");
+  mt_plan_memory_compute(&c, 2, NULL, &mem);
+  EXPECT_EQ(mem.params_per_rank, L * (rep2 + split2 / 2) + Vp * h / 2 + h, "%s", "no q_lora rank");
+  mt_config_free(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_moe_plan),
@@ -535,6 +579,7 @@ int main(void) {
       cmocka_unit_test(test_paper_reproduction), cmocka_unit_test(test_memory_vs_allocator),
       cmocka_unit_test(test_bad_inputs),        cmocka_unit_test(test_model_directions),
       cmocka_unit_test(test_llama_models),      cmocka_unit_test(test_option_terms),
+      cmocka_unit_test(test_mla_params),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
