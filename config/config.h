@@ -195,7 +195,7 @@ int mt_config_keys_switched_off(const mt_config *before, const mt_config *after,
                                 char (*names)[96], int max);
 
 /* 0, or 2 with a message naming the keys when this process cannot train
- * the config (model.multi_latent_attention until its layer is built; bf16
+ * the config (model.multi_latent_attention on device cuda or with FP8; bf16
  * on the cpu backend was refused until issue 19). */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen);
 

@@ -182,14 +182,23 @@ static int run_rules(mt_cfg_ctx *c, mt_config *cfg, int world, int before_ranges
 /* What training on cfg->device needs (not applied when a config is only
  * planned, shown or converted: those may describe a GPU run). Both backends
  * train in fp32 and in bf16 (the cpu backend stores bf16 too since issue 19:
- * cpu_bf16_ops, cpu/cpu_backend.c). Multi-latent attention is planned and
- * counted (FLOPs, parameters, memory) but its layer is not in this build
- * (issue 31): training it is refused rather than run as standard attention. */
+ * cpu_bf16_ops, cpu/cpu_backend.c). Multi-latent attention (model/gpt_mla.c)
+ * trains on the cpu backend without FP8: the cuda fused attention takes
+ * value heads as wide as the q/k heads only, and MLA's down projections are
+ * plain linears (planned and counted for any device). */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
-  if (cfg->model.multi_latent_attention) {
+  if (cfg->model.multi_latent_attention && !strcmp(cfg->device, "cuda")) {
     snprintf(err, errlen,
-             "model.multi_latent_attention: true cannot be trained in this build (expected "
-             "false: the MLA layer is not built yet; `megatrain plan` takes the config)");
+             "model.multi_latent_attention: true cannot be trained on device \"cuda\" in this "
+             "build (expected device \"cpu\": the cuda fused attention takes value heads as "
+             "wide as the q/k heads only; `megatrain plan` takes the config)");
+    return 2;
+  }
+  if (cfg->model.multi_latent_attention && cfg->training.fp8_format[0]) {
+    snprintf(err, errlen,
+             "training.fp8_format: \"%s\" cannot go with model.multi_latent_attention true in "
+             "this build (expected null: MLA's projections are not FP8 linears)",
+             cfg->training.fp8_format);
     return 2;
   }
   return 0;
@@ -198,7 +207,9 @@ int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
 int mt_cfg_check(mt_cfg_ctx *c, mt_config *cfg, int world_size) {
   if (world_size < 1) world_size = 1;
   c->rule = -1;
-  c->kv_given = cfg->model.kv_channels != 0;
+  /* a saved config (mt_config_load_saved) carries the derived kv_channels;
+   * with MLA it cannot have been given (r_mla_kv_channels) */
+  c->kv_given = cfg->model.kv_channels != 0 && !(c->saved && cfg->model.multi_latent_attention);
   c->ffn_given = cfg->model.ffn_hidden_size != 0;
   if (c->saved) mt_cfg_drop_dead(c, cfg);
   mt_cfg_derive(cfg, world_size);

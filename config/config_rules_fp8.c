@@ -43,7 +43,7 @@ static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
 
 /* The delayed-scaling states that are keyed by weight address rather than
  * by (layer, linear) (model/fp8_linear.c): the MoE experts (one state per
- * expert), the shared experts and MTP's eh_proj. They are not saved in
+ * expert), the shared experts, MTP's eh_proj and MLA's projections. They are not saved in
  * checkpoints (checkpoint/fp8_meta.h) and ZeRO-3's gathers change their
  * weights' addresses at every use (measured before the keys: 36 histories
  * instead of 8 on the 2-layer test model, 2.8e-3 off the zero_stage 0 run).
@@ -52,6 +52,8 @@ static const char *delayed_unkeyed(const mt_config *cfg) {
   if (!cfg->training.fp8_format[0] || strcmp(cfg->training.fp8_recipe, "delayed")) return NULL;
   if (cfg->model.num_experts > 0) return "the MoE experts' (model.num_experts > 0)";
   if (cfg->model.mtp_num_layers > 0) return "MTP's eh_proj (model.mtp_num_layers > 0)";
+  if (cfg->model.multi_latent_attention)
+    return "MLA's projections' (model.multi_latent_attention)";
   return NULL;
 }
 
@@ -79,7 +81,7 @@ static int r_fp8_delayed_zero3(mt_cfg_ctx *c, mt_config *cfg, int world) {
 
 static const mt_cfg_rule k_fp8[] = {
     {"training.fp8_recipe", r_fp8_delayed_zero3,
-     "`training.fp8_recipe` `delayed` with MoE experts or MTP needs `parallel.zero_stage` ≤ 2 "
+     "`training.fp8_recipe` `delayed` with MoE experts, MTP or MLA needs `parallel.zero_stage` ≤ 2 "
      "(those amax histories are kept per weight address, which ZeRO-3's gathers change)",
      "2: training.precision=bf16; training.fp8_format=e4m3; parallel.zero_stage=3; "
      "model.num_experts=4", 0, 0},
@@ -94,7 +96,8 @@ static const mt_cfg_rule k_fp8[] = {
      "1: training.precision=bf16; training.fp8_format=hybrid; device=cuda",
      0, 0},
     {"checkpoint.load", r_fp8_resume,
-     "`checkpoint.load` with `training.fp8_recipe` `delayed` and MoE experts or MTP is refused "
+     "`checkpoint.load` with `training.fp8_recipe` `delayed` and MoE experts, MTP or MLA is "
+     "refused "
      "(those amax histories are not in checkpoints yet), except with `training.finetune`",
      "1: training.precision=bf16; training.fp8_format=e4m3; checkpoint.load=ckpt; "
      "model.num_experts=4", 0, 0},

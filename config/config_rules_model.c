@@ -314,8 +314,9 @@ static int r_mla_rotary(mt_cfg_ctx *c, mt_config *cfg, int world) {
                        (double)m->rotary_percent);
   if (m->rotary_interleaved)
     return mt_cfg_fail(c, key("model.rotary_interleaved"),
-                       "true cannot go with multi_latent_attention true (expected false: MLA "
-                       "rotates halves, and Megatron's YaRN refuses interleaved pairs)");
+                       "true cannot go with multi_latent_attention true (expected false: "
+                       "Megatron's MLA fixes its own pairing, channels (2i, 2i + 1) of the "
+                       "qk_pos_emb_head_dim ones, and its YaRN refuses the flag)");
   if (m->use_rope_scaling)
     return mt_cfg_fail(c, key("model.use_rope_scaling"),
                        "true has no effect with multi_latent_attention true (expected false: "

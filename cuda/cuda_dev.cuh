@@ -57,6 +57,52 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+/* 16-byte vectors of storage type T (16-byte loads and stores of rows:
+ * cuda_norm.cu): v16<T>::N elements per uint4, widened to / rounded from
+ * fp32 as to_f / from_f do. */
+template <typename T> struct v16 {
+  static constexpr int N = 16 / (int)sizeof(T); /* elements per 16 bytes */
+};
+/* f[0..N) = the N elements of u, in memory order. */
+__device__ __forceinline__ void v16_unpack(float *f, const uint4 &u, float) {
+  f[0] = __uint_as_float(u.x), f[1] = __uint_as_float(u.y);
+  f[2] = __uint_as_float(u.z), f[3] = __uint_as_float(u.w);
+}
+__device__ __forceinline__ void v16_unpack(float *f, const uint4 &u, bf16) {
+  const uint32_t a[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int k = 0; k < 4; k++) {
+    f[2 * k] = __uint_as_float(a[k] << 16);
+    f[2 * k + 1] = __uint_as_float(a[k] & 0xFFFF0000u);
+  }
+}
+template <typename T> __device__ __forceinline__ void v16_load(float *f, const uint4 *p) {
+  v16_unpack(f, *p, T());
+}
+/* *p = the N elements f[0..N) stored as T (bf16: round to nearest even). */
+__device__ __forceinline__ void v16_pack(uint4 *p, const float *f, float) {
+  *p = make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                  __float_as_uint(f[3]));
+}
+__device__ __forceinline__ void v16_pack(uint4 *p, const float *f, bf16) {
+  uint32_t a[4];
+#pragma unroll
+  for (int k = 0; k < 4; k++)
+    a[k] = (uint32_t)f2bf_bits(f[2 * k]) | ((uint32_t)f2bf_bits(f[2 * k + 1]) << 16);
+  *p = make_uint4(a[0], a[1], a[2], a[3]);
+}
+template <typename T> __device__ __forceinline__ void v16_store(uint4 *p, const float *f) {
+  v16_pack(p, f, T());
+}
+
+/* The calling warp copies row `src` (nv 16-byte vectors) into shared `dst`
+ * with 16-byte loads, then __syncwarp. */
+__device__ __forceinline__ void stage_row(uint4 *dst, const void *src, int64_t nv, int lane) {
+  const uint4 *s = (const uint4 *)src;
+  for (int64_t k = lane; k < nv; k += 32) dst[k] = s[k];
+  __syncwarp();
+}
+
 /* Block-wide sum / max (blockDim.x a multiple of 32, <= 1024); every thread
  * gets the result. `sh` is __shared__ float[32]. Fixed tree: deterministic. */
 __device__ __forceinline__ float block_sum(float v, float *sh) {

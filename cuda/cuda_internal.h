@@ -58,6 +58,7 @@ extern "C" {
 #endif
 
 #include "core/backend.h"
+#include "core/rope_freq.h"
 #include "core/scalar_math.h"
 #include "core/util.h"
 #include "cuda/cuda_check.h"
@@ -97,6 +98,11 @@ typedef struct {
   int ids_next;             /* next ring slot                              */
   double *red_dev;          /* reduction partials + result (device)        */
   double *red_host;         /* pinned result                               */
+  void *rope_tab;           /* RoPE cos/sin table {cos, sin} [rope_pos,
+                               rope_half] fp32 (cuda_rope.cu; workspace)   */
+  int64_t rope_pos, rope_half; /* positions covered, pairs per position    */
+  mt_rope_freq rope_freq;   /* the table's frequencies ...                 */
+  double rope_mscale;       /* ... and cos/sin factor                      */
 } cuda_impl;
 
 static inline cuda_impl *cuda_impl_of(mt_backend *be) { return (cuda_impl *)be->impl; }
@@ -112,7 +118,7 @@ void cuda_memcpy_d2h(mt_backend *be, void *dst, const void *src, size_t bytes);
 void cuda_memset0(mt_backend *be, void *dst, size_t bytes);
 void cuda_synchronize(mt_backend *be);
 void *cuda_pool_create(int dev);
-void cuda_scratch_free(mt_backend *be);
+void cuda_scratch_free(mt_backend *be); /* also the RoPE table (cuda_rope.cu) */
 
 /* Workspace of at least `bytes` (256-byte aligned), reused across calls;
  * growing it frees the old one (stream-ordered: queued users on the backend

@@ -261,6 +261,8 @@ void cuda_synchronize(mt_backend *be) {
 void cuda_scratch_free(mt_backend *be) {
   cuda_impl *im = cuda_impl_of(be);
   if (im->ws) cuda_free(be, im->ws);
+  if (im->rope_tab) cuda_free(be, im->rope_tab);
+  im->rope_tab = NULL, im->rope_pos = 0;
   if (im->ids_dev) dev_free(im, im->ids_dev);
   if (im->ids_pin) cudaFreeHost(im->ids_pin); /* synchronises: no upload reads it */
   im->ws = NULL, im->ws_bytes = 0;

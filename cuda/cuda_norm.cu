@@ -5,7 +5,21 @@
  * core/backend.h; reference semantics: cpu/cpu_norm.c.
  *
  * One warp per row (or head) for the statistics, the output and the input
- * gradient; fp32 statistics, LayerNorm's variance in two passes.
+ * gradient; fp32 statistics, LayerNorm's variance in two passes. Each
+ * lane sums the elements j = lane, lane + 32, ... of the row in order, then
+ * warp_sum's butterfly: that order is the kernels' definition.
+ *
+ * LayerNorm and RMSNorm forward and input gradient (issue 32): rows whose
+ * width is a multiple of 16 bytes with 16-byte aligned operands run the
+ * "vec" kernels: the warp copies its row (and dout's) from global memory
+ * ONCE with 16-byte loads into shared memory, sums from there in the order
+ * above (so the statistics and outputs are bitwise those of the strided
+ * kernels), and writes the outputs with 16-byte loads of w, b, din and
+ * 16-byte stores. Up to NORM_ROWS_PER_BLOCK rows per block, as many as fit
+ * NORM_SMEM_MAX bytes of staged rows (h up to 24576 bf16 / 12288 fp32 in
+ * the forward, half that in the backward); other shapes run the strided
+ * kernels (2-byte or 4-byte loads, the row read once per pass).
+ *
  * Determinism without float atomics: the weight/bias gradients are the
  * chunked column reduction (cuda_col_reduce.cuh: per-chunk partials over
  * MT_COL_CHUNK consecutive rows, summed in row order as cpu/ does, in each
@@ -18,6 +32,28 @@
 
 static unsigned warps_grid(int64_t nwarps) {
   return grid_x_checked((nwarps + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK, "a warp-per-row kernel");
+}
+
+/* ---- the vec kernels' launch shape ---- */
+
+#define NORM_ROWS_PER_BLOCK 4
+#define NORM_SMEM_MAX (48 << 10) /* no opt-in attribute needed */
+
+/* Rows per block of a vec kernel staging `bufs` rows of h elements of
+ * dtype t per row, or 0 (the strided kernels then) when h is not a multiple
+ * of 16 bytes, an operand is not 16-byte aligned or one row's buffers pass
+ * NORM_SMEM_MAX. */
+static int vec_rows(mt_dtype t, int64_t h, int bufs, const void *const *ptrs, int nptr) {
+  const int64_t es = (int64_t)mt_dtype_size(t), row = (int64_t)bufs * h * es;
+  if ((h * es) % 16 != 0 || row > NORM_SMEM_MAX) return 0;
+  for (int k = 0; k < nptr; k++)
+    if (ptrs[k] && (uintptr_t)ptrs[k] % 16 != 0) return 0;
+  const int64_t r = NORM_SMEM_MAX / row;
+  return r < NORM_ROWS_PER_BLOCK ? (int)r : NORM_ROWS_PER_BLOCK;
+}
+
+static unsigned vec_grid(int64_t rows, int rpb) {
+  return grid_x_checked((rows + rpb - 1) / rpb, "a norm kernel");
 }
 
 /* ---- LayerNorm (Ba et al. 2016), fp32 statistics, two-pass variance ---- */
@@ -47,15 +83,63 @@ __global__ void k_ln_fwd(T *out, float *mean, float *rstd, const T *in, const T 
   }
 }
 
+/* The vec form of k_ln_fwd (bitwise equal): the row staged in shared
+ * memory, rows_per_block = blockDim.x / 32 warps, one row each. */
+template <typename T>
+__global__ void k_ln_fwd_vec(T *out, float *mean, float *rstd, const T *in, const T *w,
+                             const T *b, int64_t rows, int64_t h, float eps) {
+  MT_DYN_SMEM(uint4, nsm);
+  const int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + wid;
+  if (r >= rows) return;
+  constexpr int N = v16<T>::N;
+  const int64_t nv = h / N;
+  uint4 *sv = nsm + wid * nv;
+  const T *x = (const T *)sv;
+  stage_row(sv, in + r * h, nv, lane);
+  float s = 0.0f;
+  for (int64_t j = lane; j < h; j += 32) s += to_f(x[j]);
+  const float mu = warp_sum(s) / (float)h;
+  float v = 0.0f;
+  for (int64_t j = lane; j < h; j += 32) {
+    float t = to_f(x[j]) - mu;
+    v += t * t;
+  }
+  const float rs = 1.0f / sqrtf(warp_sum(v) / (float)h + eps);
+  const uint4 *wv = (const uint4 *)w, *bv = (const uint4 *)b;
+  uint4 *yv = (uint4 *)(out + r * h);
+  for (int64_t k = lane; k < nv; k += 32) {
+    float xf[N], wf[N], bf[N], y[N];
+    v16_load<T>(xf, sv + k);
+    v16_load<T>(wf, wv + k);
+    v16_load<T>(bf, bv + k);
+#pragma unroll
+    for (int e = 0; e < N; e++) y[e] = (xf[e] - mu) * rs * wf[e] + bf[e];
+    v16_store<T>(yv + k, y);
+  }
+  if (lane == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+}
+
 extern "C" void cuda_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd,
                                    const void *in, const void *w, const void *b, int64_t rows,
                                    int64_t h, float eps) {
   if (rows <= 0 || h <= 0) return;
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (MT_LAUNCH(k_ln_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
-                     (T *)out, mean, rstd, (const T *)in, (const T *)w, (const T *)b, rows, h,
-                     eps)));
+  const void *const ptrs[4] = {out, in, w, b};
+  const int rpb = vec_rows(t, h, 1, ptrs, 4);
+  const size_t sm = (size_t)rpb * (size_t)h * mt_dtype_size(t);
+  if (rpb)
+    MT_DISPATCH(t, (MT_LAUNCH(k_ln_fwd_vec<T>, vec_grid(rows, rpb), 32 * rpb, sm, st)(
+                       (T *)out, mean, rstd, (const T *)in, (const T *)w, (const T *)b, rows, h,
+                       eps)));
+  else
+    MT_DISPATCH(t, (MT_LAUNCH(k_ln_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                       (T *)out, mean, rstd, (const T *)in, (const T *)w, (const T *)b, rows, h,
+                       eps)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -82,6 +166,46 @@ __global__ void k_ln_bwd_dx(T *din, const T *dout, const T *in, const T *w, cons
   }
 }
 
+/* The vec form of k_ln_bwd_dx (bitwise equal): the rows of in and dout
+ * staged in shared memory. */
+template <typename T>
+__global__ void k_ln_bwd_dx_vec(T *din, const T *dout, const T *in, const T *w, const float *mean,
+                                const float *rstd, int64_t rows, int64_t h) {
+  MT_DYN_SMEM(uint4, nsm);
+  const int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + wid;
+  if (r >= rows) return;
+  constexpr int N = v16<T>::N;
+  const int64_t nv = h / N;
+  uint4 *sx = nsm + 2 * wid * nv, *sg = sx + nv;
+  const T *x = (const T *)sx, *g = (const T *)sg;
+  stage_row(sx, in + r * h, nv, lane);
+  stage_row(sg, dout + r * h, nv, lane);
+  const float mu = mean[r], rs = rstd[r];
+  float sgs = 0.0f, sgx = 0.0f;
+  for (int64_t j = lane; j < h; j += 32) {
+    float xh = (to_f(x[j]) - mu) * rs, gw = to_f(g[j]) * to_f(w[j]);
+    sgs += gw;
+    sgx += gw * xh;
+  }
+  const float mg = warp_sum(sgs) / (float)h, mgx = warp_sum(sgx) / (float)h;
+  const uint4 *wv = (const uint4 *)w;
+  uint4 *dv = (uint4 *)(din + r * h);
+  for (int64_t k = lane; k < nv; k += 32) {
+    float xf[N], gf[N], wf[N], d[N];
+    v16_load<T>(xf, sx + k);
+    v16_load<T>(gf, sg + k);
+    v16_load<T>(wf, wv + k);
+    v16_load<T>(d, dv + k);
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      float xh = (xf[e] - mu) * rs;
+      d[e] = d[e] + rs * (gf[e] * wf[e] - mg - xh * mgx);
+    }
+    v16_store<T>(dv + k, d);
+  }
+}
+
 /* part[c] = {dw partial [h], db partial [h]} over rows of chunk c. */
 template <typename T>
 __global__ void k_ln_bwd_part(float *part, const T *dout, const T *in, const float *mean,
@@ -104,9 +228,17 @@ extern "C" void cuda_layernorm_bwd(mt_backend *be, void *din, float *dw, float *
   float *part = cuda_col_part(be, rows, 2, h, &nch);
   const mt_dtype t = be->dtype;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
-                     (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows,
-                     h)));
+  const void *const ptrs[4] = {din, dout, in, w};
+  const int rpb = vec_rows(t, h, 2, ptrs, 4);
+  const size_t sm = (size_t)rpb * 2 * (size_t)h * mt_dtype_size(t);
+  if (rpb)
+    MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_dx_vec<T>, vec_grid(rows, rpb), 32 * rpb, sm, st)(
+                       (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows,
+                       h)));
+  else
+    MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                       (T *)din, (const T *)dout, (const T *)in, (const T *)w, mean, rstd, rows,
+                       h)));
   MT_CUDA_LAUNCHED();
   MT_DISPATCH(t, (MT_LAUNCH(k_ln_bwd_part<T>, dim3(col_blocks(h, CUDA_COL_TPB), grid_y_for(nch)),
                             CUDA_COL_TPB, 0,
@@ -155,6 +287,73 @@ __global__ void k_rms_bwd_dx(T *din, const T *dout, const T *in, const T *w, con
   }
 }
 
+/* The vec form of k_rms_fwd (bitwise equal). */
+template <typename T>
+__global__ void k_rms_fwd_vec(T *out, float *rstd, const T *in, const T *w, int64_t rows,
+                              int64_t h, float eps) {
+  MT_DYN_SMEM(uint4, nsm);
+  const int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + wid;
+  if (r >= rows) return;
+  constexpr int N = v16<T>::N;
+  const int64_t nv = h / N;
+  uint4 *sv = nsm + wid * nv;
+  const T *x = (const T *)sv;
+  stage_row(sv, in + r * h, nv, lane);
+  float ss = 0.0f;
+  for (int64_t j = lane; j < h; j += 32) {
+    float v = to_f(x[j]);
+    ss += v * v;
+  }
+  const float rs = 1.0f / sqrtf(warp_sum(ss) / (float)h + eps);
+  const uint4 *wv = (const uint4 *)w;
+  uint4 *yv = (uint4 *)(out + r * h);
+  for (int64_t k = lane; k < nv; k += 32) {
+    float xf[N], wf[N], y[N];
+    v16_load<T>(xf, sv + k);
+    v16_load<T>(wf, wv + k);
+#pragma unroll
+    for (int e = 0; e < N; e++) y[e] = xf[e] * rs * wf[e];
+    v16_store<T>(yv + k, y);
+  }
+  if (lane == 0) rstd[r] = rs;
+}
+
+/* The vec form of k_rms_bwd_dx (bitwise equal). */
+template <typename T>
+__global__ void k_rms_bwd_dx_vec(T *din, const T *dout, const T *in, const T *w, const float *rstd,
+                                 int64_t rows, int64_t h) {
+  MT_DYN_SMEM(uint4, nsm);
+  const int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t r = (int64_t)blockIdx.x * (blockDim.x >> 5) + wid;
+  if (r >= rows) return;
+  constexpr int N = v16<T>::N;
+  const int64_t nv = h / N;
+  uint4 *sx = nsm + 2 * wid * nv, *sg = sx + nv;
+  const T *x = (const T *)sx, *g = (const T *)sg;
+  stage_row(sx, in + r * h, nv, lane);
+  stage_row(sg, dout + r * h, nv, lane);
+  const float rs = rstd[r];
+  float sgx = 0.0f;
+  for (int64_t j = lane; j < h; j += 32) sgx += to_f(g[j]) * to_f(w[j]) * (to_f(x[j]) * rs);
+  const float mgx = warp_sum(sgx) / (float)h;
+  const uint4 *wv = (const uint4 *)w;
+  uint4 *dv = (uint4 *)(din + r * h);
+  for (int64_t k = lane; k < nv; k += 32) {
+    float xf[N], gf[N], wf[N], d[N];
+    v16_load<T>(xf, sx + k);
+    v16_load<T>(gf, sg + k);
+    v16_load<T>(wf, wv + k);
+    v16_load<T>(d, dv + k);
+#pragma unroll
+    for (int e = 0; e < N; e++) {
+      float xh = xf[e] * rs;
+      d[e] = d[e] + rs * (gf[e] * wf[e] - xh * mgx);
+    }
+    v16_store<T>(dv + k, d);
+  }
+}
+
 /* part[c][j] = sum over the rows of chunk c (in order) of dout * xhat. */
 template <typename T>
 __global__ void k_rms_bwd_part(float *part, const T *dout, const T *in, const float *rstd,
@@ -170,8 +369,15 @@ extern "C" void cuda_rmsnorm_fwd(mt_backend *be, void *out, float *rstd, const v
                                  const void *w, int64_t rows, int64_t h, float eps) {
   if (rows <= 0 || h <= 0) return;
   cudaStream_t st = cuda_impl_of(be)->stream;
-  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
-                             (T *)out, rstd, (const T *)in, (const T *)w, rows, h, eps)));
+  const void *const ptrs[3] = {out, in, w};
+  const int rpb = vec_rows(be->dtype, h, 1, ptrs, 3);
+  const size_t sm = (size_t)rpb * (size_t)h * mt_dtype_size(be->dtype);
+  if (rpb)
+    MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_fwd_vec<T>, vec_grid(rows, rpb), 32 * rpb, sm, st)(
+                               (T *)out, rstd, (const T *)in, (const T *)w, rows, h, eps)));
+  else
+    MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_fwd<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                               (T *)out, rstd, (const T *)in, (const T *)w, rows, h, eps)));
   MT_CUDA_LAUNCHED();
 }
 
@@ -182,9 +388,17 @@ extern "C" void cuda_rmsnorm_bwd(mt_backend *be, void *din, float *dw, const voi
   cudaStream_t st = cuda_impl_of(be)->stream;
   int64_t nch;
   float *part = cuda_col_part(be, rows, 1, h, &nch);
-  MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
-                             (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows,
-                             h)));
+  const void *const ptrs[4] = {din, dout, in, w};
+  const int rpb = vec_rows(be->dtype, h, 2, ptrs, 4);
+  const size_t sm = (size_t)rpb * 2 * (size_t)h * mt_dtype_size(be->dtype);
+  if (rpb)
+    MT_DISPATCH(be->dtype, (MT_LAUNCH(k_rms_bwd_dx_vec<T>, vec_grid(rows, rpb), 32 * rpb, sm, st)(
+                               (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows,
+                               h)));
+  else
+    MT_DISPATCH(be->dtype,
+                (MT_LAUNCH(k_rms_bwd_dx<T>, warps_grid(rows), 32 * ROWS_PER_BLOCK, 0, st)(
+                    (T *)din, (const T *)dout, (const T *)in, (const T *)w, rstd, rows, h)));
   MT_CUDA_LAUNCHED();
   MT_DISPATCH(
       be->dtype,

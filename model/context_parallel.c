@@ -46,26 +46,32 @@ struct mt_cp_attn {
   mt_backend *be;
   mt_group *g;
   mt_cp_layout L;
-  int b, np, ng, hn;
-  int64_t kvn;        /* elements of one K/V block [2c, b, ng, 2, hn] */
-  int64_t qkvn;       /* elements of the local qkv [2c, b, ng, np/ng + 2, hn] */
+  int b, np, ng, hn, hv; /* hv: value head width (MLA; = hn otherwise) */
+  int64_t u;          /* gather unit gcd(hn, hv) */
+  int64_t kvn;        /* elements of one K/V block [2c, b, ng, hn + hv] */
+  int64_t qkvn;       /* elements of the local qkv [2c, b, ng, (np/ng + 1)·hn + hv] */
   void *kv[2];        /* K/V blocks: the one computed on, the one arriving */
   void *dkv_part;     /* this rank's dK/dV contribution of the current step */
   void *w;            /* [dQ scratch (qkvn) | dK/dV block 0 | dK/dV block 1]: the
                          gather source of the final dqkv */
-  void *ctx_b;        /* [c, b, np, hn] partial ctx of one step */
+  void *ctx_b;        /* [c, b, np, hv] partial ctx of one step */
   float *lse_b;       /* [b, np, c] its lse */
-  int32_t *idx_pack;  /* [2c·b·ng·2]: qkv row (of hn) of each K/V block row */
-  int32_t *idx_unpack; /* [2c·b·ng·(np/ng+2)]: w row of each dqkv row */
+  int32_t *idx_pack;  /* qkv unit (of u elements) of each K/V block unit */
+  int32_t *idx_unpack; /* w unit of each dqkv unit */
   int64_t es;         /* bytes per element of T */
 };
 
-static int64_t kv_elems(const mt_cp_layout *L, int b, int ng, int hn) {
-  return mt_cp_local_len(L) * b * ng * 2 * hn;
+static int64_t gcd64(int64_t x, int64_t y) {
+  while (y) {
+    const int64_t t = x % y;
+    x = y;
+    y = t;
+  }
+  return x;
 }
 
 mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_layout *L, int b,
-                              int np, int ng, int hn) {
+                              int np, int ng, int hn, int hv) {
   MT_ASSERT(L->cp > 1 && cp_group && mt_group_size(cp_group) == L->cp &&
             mt_group_rank(cp_group) == L->rank && np % ng == 0);
   mt_cp_attn *a = mt_xcalloc(1, sizeof *a);
@@ -76,35 +82,40 @@ mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_la
   a->np = np;
   a->ng = ng;
   a->hn = hn;
+  a->hv = hv > 0 ? hv : hn;
+  a->u = gcd64(hn, a->hv);
   a->es = (int64_t)mt_dtype_size(be->dtype);
   const int npg = np / ng;
   const int64_t s2 = mt_cp_local_len(L), units = s2 * b * ng; /* (row, bi, group) */
-  a->kvn = kv_elems(L, b, ng, hn);
-  a->qkvn = s2 * b * (np + 2 * ng) * hn;
-  MT_ASSERT(units * (npg + 2) + 2 * units * 2 < INT32_MAX);
+  /* per (row, bi, group), in gather units: its q heads, K and V in qkv; K
+   * and V in a block */
+  const int64_t uq = npg * hn / a->u, uk = hn / a->u, uv = a->hv / a->u;
+  const int64_t ug = uq + uk + uv, ukv = uk + uv;
+  a->kvn = units * (hn + a->hv);
+  a->qkvn = units * (npg * hn + hn + a->hv);
+  MT_ASSERT(units * ug + 2 * units * ukv < INT32_MAX);
   const mt_backend_ops *o = be->ops;
   for (int k = 0; k < 2; k++) a->kv[k] = o->alloc(be, (size_t)(a->kvn * a->es), MT_MEM_WORKSPACE);
   a->dkv_part = o->alloc(be, (size_t)(a->kvn * a->es), MT_MEM_WORKSPACE);
   a->w = o->alloc(be, (size_t)((a->qkvn + 2 * a->kvn) * a->es), MT_MEM_WORKSPACE);
-  a->ctx_b = o->alloc(be, (size_t)(L->c * b * np * hn * a->es), MT_MEM_WORKSPACE);
+  a->ctx_b = o->alloc(be, (size_t)(L->c * b * np * a->hv * a->es), MT_MEM_WORKSPACE);
   a->lse_b = o->alloc(be, (size_t)(L->c * b * np) * sizeof(float), MT_MEM_WORKSPACE);
-  /* index tables, in rows of hn elements: K/V block row u·2 + e <- qkv row
-   * u·(npg+2) + npg + e; dqkv row u·(npg+2) + k <- w row of the same index
-   * for the q heads (the dQ scratch), of the final dK/dV block otherwise
-   * (the one received after the last step: block cp % 2). */
-  int32_t *pk = mt_xmalloc(sizeof(int32_t) * (size_t)(units * 2));
-  int32_t *up = mt_xmalloc(sizeof(int32_t) * (size_t)(units * (npg + 2)));
-  const int64_t dbase = units * (npg + 2) + (int64_t)(L->cp % 2) * units * 2;
-  for (int64_t u = 0; u < units; u++) {
-    for (int e = 0; e < 2; e++) pk[u * 2 + e] = (int32_t)(u * (npg + 2) + npg + e);
-    for (int k = 0; k < npg + 2; k++)
-      up[u * (npg + 2) + k] =
-          (int32_t)(k < npg ? u * (npg + 2) + k : dbase + u * 2 + (k - npg));
+  /* index tables, in units of u elements: K/V block unit t·ukv + e <- qkv
+   * unit t·ug + uq + e; dqkv unit t·ug + k <- w unit of the same index for
+   * the q heads (the dQ scratch), of the final dK/dV block otherwise (the
+   * one received after the last step: block cp % 2) */
+  int32_t *pk = mt_xmalloc(sizeof(int32_t) * (size_t)(units * ukv));
+  int32_t *up = mt_xmalloc(sizeof(int32_t) * (size_t)(units * ug));
+  const int64_t dbase = units * ug + (int64_t)(L->cp % 2) * units * ukv;
+  for (int64_t t = 0; t < units; t++) {
+    for (int64_t e = 0; e < ukv; e++) pk[t * ukv + e] = (int32_t)(t * ug + uq + e);
+    for (int64_t k = 0; k < ug; k++)
+      up[t * ug + k] = (int32_t)(k < uq ? t * ug + k : dbase + t * ukv + (k - uq));
   }
-  a->idx_pack = o->alloc(be, sizeof(int32_t) * (size_t)(units * 2), MT_MEM_WORKSPACE);
-  a->idx_unpack = o->alloc(be, sizeof(int32_t) * (size_t)(units * (npg + 2)), MT_MEM_WORKSPACE);
-  o->memcpy_h2d(be, a->idx_pack, pk, sizeof(int32_t) * (size_t)(units * 2));
-  o->memcpy_h2d(be, a->idx_unpack, up, sizeof(int32_t) * (size_t)(units * (npg + 2)));
+  a->idx_pack = o->alloc(be, sizeof(int32_t) * (size_t)(units * ukv), MT_MEM_WORKSPACE);
+  a->idx_unpack = o->alloc(be, sizeof(int32_t) * (size_t)(units * ug), MT_MEM_WORKSPACE);
+  o->memcpy_h2d(be, a->idx_pack, pk, sizeof(int32_t) * (size_t)(units * ukv));
+  o->memcpy_h2d(be, a->idx_unpack, up, sizeof(int32_t) * (size_t)(units * ug));
   free(pk);
   free(up);
   return a;
@@ -160,6 +171,7 @@ static mt_attn_desc pair_desc(const mt_cp_attn *a, const mt_attn_desc *base, int
   d.np = a->np;
   d.ng = a->ng;
   d.hn = a->hn;
+  d.hv = a->hv;
   d.s = (int)L->c;
   d.sq = (int)L->c;
   d.sk = (int)(p.full ? 2 * L->c : L->c);
@@ -175,9 +187,9 @@ static mt_attn_desc pair_desc(const mt_cp_attn *a, const mt_attn_desc *base, int
 
 /* Offsets (elements) of local query chunk h in qkv, ctx and lse. */
 static int64_t q_at(const mt_cp_attn *a, int h) {
-  return h * a->L.c * a->b * (a->np + 2 * a->ng) * a->hn;
+  return h * a->L.c * a->b * ((int64_t)a->np * a->hn + (int64_t)a->ng * (a->hn + a->hv));
 }
-static int64_t ctx_at(const mt_cp_attn *a, int h) { return h * a->L.c * a->b * a->np * a->hn; }
+static int64_t ctx_at(const mt_cp_attn *a, int h) { return h * a->L.c * a->b * a->np * a->hv; }
 static int64_t lse_at(const mt_cp_attn *a, int h) { return h * a->L.c * a->b * a->np; }
 
 static void *at(void *p, int64_t elems, int64_t es) { return (char *)p + elems * es; }
@@ -186,8 +198,7 @@ static const void *cat(const void *p, int64_t elems, int64_t es) {
 }
 
 static void pack_kv(mt_cp_attn *a, void *kv, const void *qkv) {
-  const int64_t rows = a->kvn / a->hn;
-  a->be->ops->moe_gather_rows(a->be, kv, qkv, a->idx_pack, rows, a->hn);
+  a->be->ops->moe_gather_rows(a->be, kv, qkv, a->idx_pack, a->kvn / a->u, a->u);
 }
 
 void mt_cp_attn_fwd(mt_cp_attn *a, const mt_attn_desc *base, void *ctx, float *lse,
@@ -270,5 +281,5 @@ void mt_cp_attn_bwd(mt_cp_attn *a, const mt_attn_desc *base, void *dqkv, const v
   mt_wait(s);
   mt_wait(q);
   /* dqkv = q heads from the dQ scratch, k/v heads from the returned block */
-  o->moe_gather_rows(be, dqkv, a->w, a->idx_unpack, a->qkvn / a->hn, a->hn);
+  o->moe_gather_rows(be, dqkv, a->w, a->idx_unpack, a->qkvn / a->u, a->u);
 }

@@ -84,13 +84,17 @@ int mt_cp_ring_step(const mt_cp_layout *L, int i, int h[2], int full[2]);
 typedef struct mt_cp_attn mt_cp_attn;
 
 /* b: micro-batch; np, ng, hn: this TP rank's query heads, query groups and
- * head dimension. cp_group: the CP group (L->cp ranks, group rank = L->rank);
- * communicated over by fwd/bwd. Requires L->cp > 1. */
+ * q/k head dimension; hv: the value head width (multi-latent attention's
+ * v_head_dim; hn otherwise): qkv, K/V blocks and ctx are then laid out as
+ * mt_attn_desc.hv says (core/backend.h). cp_group: the CP group (L->cp
+ * ranks, group rank = L->rank); communicated over by fwd/bwd. Requires
+ * L->cp > 1. */
 mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_layout *L, int b,
-                              int np, int ng, int hn);
+                              int np, int ng, int hn, int hv);
 void mt_cp_attn_destroy(mt_cp_attn *a); /* NULL is a no-op */
 
-/* Forward over the ring. qkv [2c, b, ng, np/ng + 2, hn] (T): this rank's
+/* Forward over the ring (shapes below for hv = hn; mt_attn_desc.hv for
+ * others). qkv [2c, b, ng, np/ng + 2, hn] (T): this rank's
  * tokens after linear_qkv (and q/k norm, RoPE). base: the layer's attention
  * descriptor (b, np, ng, hn, head offset and total, scale, dropout, key,
  * sample ids; its block fields are filled here). Writes ctx [2c, b, np, hn]

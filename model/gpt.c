@@ -3,6 +3,7 @@
  * model/gpt_block.c, the chunk passes (embedding, stack, head, loss) in
  * model/gpt_forward.c. */
 #include "model/gpt_internal.h"
+#include "model/gpt_mla.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -140,16 +141,17 @@ static void alloc_buffers(mt_gpt *m) {
   m->ws.tmp_h = wsp(m, m->rows_l * h, T);
   m->ws.dresid = wsp(m, m->rows_l * h, T);
   m->ws.dtmp_h = wsp(m, m->rows_l * h, T);
-  m->ws.dqkv = wsp(m, m->rows * m->qkvl, T);
-  if (c->model.qk_layernorm) m->ws.dqkv2 = wsp(m, m->rows * m->qkvl, T);
+  m->ws.dqkv = wsp(m, m->rows * (m->qkvl + mt_gpt_mla_dqkv_extra(m)), T); /* MLA: + dR' */
+  if (c->model.qk_layernorm && !m->mla) m->ws.dqkv2 = wsp(m, m->rows * m->qkvl, T);
   m->ws.dctx = wsp(m, m->rows * m->hl, T);
   const int64_t fw = m->fl > m->shl ? m->fl : m->shl; /* dense MLP or shared expert */
   m->ws.dffn = wsp(m, m->rows * m->glu * fw, T);
   if (m->glu == 2) m->ws.dact = wsp(m, m->rows * fw, T);
   if (m->shl > 0) m->ws.sh_out = wsp(m, m->rows_l * h, T);
   if (c->tp_size > 1) {
-    m->ws.gather_ws = wsp(m, m->rows * h, T);
-    m->ws.grad_ws = wsp(m, m->rows * h, T);
+    const int64_t gw = mt_gpt_mla_gather_width(m); /* h, or an MLA latent when wider */
+    m->ws.gather_ws = wsp(m, m->rows * gw, T);
+    m->ws.grad_ws = wsp(m, m->rows * gw, T);
   }
   m->ws.host_tokens = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
   m->ws.host_targets = mt_xmalloc((size_t)m->rows * sizeof(int32_t));
@@ -268,6 +270,7 @@ static void local_sizes(mt_gpt *m) {
   m->sl = sp ? m->s_loc / tp : m->s_loc;
   m->rows = m->s_loc * c->micro_batch_size;
   m->rows_l = m->sl * c->micro_batch_size;
+  if (mc->multi_latent_attention) mt_gpt_mla_sizes(m);
 }
 
 mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
@@ -300,9 +303,10 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   }
   MT_ASSERT(c->padded_vocab_size >= c->model.vocab_size);
   local_sizes(m);
+  mt_gpt_mla_create(m); /* before the activation sets and workspaces */
   if (c->cp_size > 1) /* before the activation sets, which then save lse */
     m->cp_attn = mt_cp_attn_create(be, c->cp_group, &m->cpl, c->micro_batch_size, m->np, m->ng,
-                                   m->hn);
+                                   m->hn, m->mla ? m->mla->dv : m->hn);
   assign_chunks(m);
   mt_gpt_register_params(m);
   mt_gpt_mtp_register(m); /* after the head, inside its hook part */
@@ -338,6 +342,7 @@ void mt_gpt_destroy(mt_gpt *m) {
   mt_gpt_mtp_destroy(m); /* with the slots' MTP buffers */
   mt_gpt_slots_free(m);
   mt_cp_attn_destroy(m->cp_attn);
+  mt_gpt_mla_destroy(m);
   for (int k = 0; k < m->acts.n_rc_sets; k++) mt_gpt_free_layer_acts(m, &m->acts.rc_sets[k]);
   free(m->acts.rc_sets);
   be->ops->free(be, m->acts.lse_shared);

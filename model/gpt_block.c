@@ -84,6 +84,7 @@ static mt_attn_desc attn_desc(const mt_gpt *m, int l) {
   d.key = mt_rng_key(c->seed, "attention_dropout", (uint64_t)l, 0);
   d.sample_ids = m->pass.sample_ids;
   d.doc_start = m->pass.doc_start; /* reset_attention_mask (model/gpt_docs.c) */
+  if (m->mla) mt_gpt_mla_attn_desc(m, &d); /* hq-wide q/k, dv-wide v, MLA's scale */
   return d;
 }
 
@@ -287,8 +288,10 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
    * core attention -> RowParallel(proj) */
   mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], w->input_layernorm.weight,
                   w->input_layernorm.bias, m->rows_l);
-  fp8_key(tp, l, MT_GPT_FP8_QKV);
-  if (c->model.qk_layernorm) {
+  if (!m->mla) fp8_key(tp, l, MT_GPT_FP8_QKV); /* MLA's projections: keyed by address */
+  if (m->mla) {
+    mt_gpt_mla_forward(m, li, a); /* a->qkv with RoPE applied */
+  } else if (c->model.qk_layernorm) {
     mt_column_parallel_linear_fwd(tp, a->qkv_lin, a->ln1, wa->linear_qkv.weight,
                                   wa->linear_qkv.bias, m->qkvl, h);
     mt_qknorm_desc qd = qknorm_desc(m);
@@ -299,7 +302,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
     mt_column_parallel_linear_fwd(tp, a->qkv, a->ln1, wa->linear_qkv.weight, wa->linear_qkv.bias,
                                   m->qkvl, h);
   }
-  if (m->pos == MT_POS_ROPE) rope_apply(m, a->qkv, 0);
+  if (m->pos == MT_POS_ROPE && !m->mla) rope_apply(m, a->qkv, 0);
   core_attention_fwd(m, l, a);
   fp8_key(tp, l, MT_GPT_FP8_PROJ);
   mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
@@ -412,6 +415,13 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
   mt_row_parallel_linear_bwd(tp, m->ws.dctx, ga->linear_proj.weight, ga->linear_proj.bias,
                              m->ws.dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
   core_attention_bwd(m, l, a);
+  if (m->mla) {
+    mt_gpt_mla_backward(m, li, a, m->ws.dtmp_h);
+    mt_gpt_norm_bwd(m, m->ws.dresid, g->input_layernorm.weight, g->input_layernorm.bias,
+                    m->ws.dtmp_h, resid[0], w->input_layernorm.weight, a->ln1_mean, a->ln1_rstd,
+                    m->rows_l);
+    return;
+  }
   if (m->pos == MT_POS_ROPE) rope_apply(m, m->ws.dqkv, 1);
   void *dlin = m->ws.dqkv;
   if (c->model.qk_layernorm) {

@@ -48,6 +48,13 @@ typedef struct {
   mt_moe_acts *moe;          /* MoE layers: router / dispatch state (model/moe_layer.h) */
   void *sh_fc1, *sh_act;     /* shared expert: [s, b, g·S/tp], [s, b, S/tp]
                                 (model/moe_shared_experts.h; NULL without) */
+  /* multi-latent attention (model/gpt_mla.c; NULL without): the latents of
+   * this rank's rows, the up projections' inputs and, with qk_layernorm,
+   * the norms' inputs and statistics (q_c = q_cn, kv_c = kv_cn without) */
+  void *q_c, *q_cn;          /* [sl, b, q_lora_rank] (q_lora_rank only) */
+  float *q_mean, *q_rstd;    /* [sl·b] */
+  void *kv_c, *kv_cn;        /* [sl, b, kv_lora_rank] */
+  float *kv_mean, *kv_rstd;  /* [sl·b] */
 } mt_layer_acts;
 
 /* One multi-token prediction depth k (1-based; model/gpt_mtp.c) of one
@@ -216,6 +223,8 @@ struct mt_gpt {
   double *mtp_loss_sum;
   int64_t *mtp_loss_count;
 
+  struct mt_gpt_mla *mla;    /* multi-latent attention (model/gpt_mla.c); NULL without */
+
   mt_gpt_acts acts;
   mt_gpt_workspace ws;
   mt_gpt_pass pass;
@@ -329,6 +338,24 @@ void mt_gpt_mtp_backward(mt_gpt *m, mt_slot *sl, float loss_scale);
  * `prefix` ("decoder.layers.L" or "mtp.layers.K.mtp_model_layer";
  * model/gpt_register.c). */
 void mt_gpt_register_layer(mt_gpt *m, int li, int l, const char *prefix);
+
+/* Multi-latent attention (model/gpt_mla.c; Megatron's MLASelfAttention,
+ * DeepSeek-V2 §2.1). sizes: m->hn, hl, qkvl of the fused attention
+ * (before the buffers); create / destroy: its workspaces and index tables
+ * (after local_sizes); alloc_acts / free_acts: a layer's latents;
+ * (parameters: model/gpt_register.c register_mla); attn_desc: the
+ * fused attention's head widths and softmax scale into d; forward: ln1
+ * [sl, b, h] -> a->qkv (the fused attention's input, RoPE applied);
+ * backward: m->ws.dqkv (dL/d a->qkv, overwritten as scratch) -> dln1
+ * [sl, b, h] (overwrite) and the parameter gradients. */
+void mt_gpt_mla_sizes(mt_gpt *m);
+void mt_gpt_mla_create(mt_gpt *m);
+void mt_gpt_mla_destroy(mt_gpt *m);
+void mt_gpt_mla_alloc_acts(mt_gpt *m, mt_layer_acts *a);
+void mt_gpt_mla_free_acts(mt_gpt *m, mt_layer_acts *a);
+void mt_gpt_mla_attn_desc(const mt_gpt *m, mt_attn_desc *d);
+void mt_gpt_mla_forward(mt_gpt *m, int li, mt_layer_acts *a);
+void mt_gpt_mla_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dln1);
 
 /* One transformer layer: local layer lc of chunk c for slot s,
  * s->resid[lc] -> s->resid[lc + 1]. */

@@ -138,6 +138,89 @@ static void register_moe(mt_gpt *m, int li, const char *pre) {
   register_shared(m, &w->shared_experts, &g->shared_experts, pre);
 }
 
+/* Multi-latent attention (model/gpt_mla.c; model/gpt_mla.h the packing).
+ * Parameters (Megatron-core's MLASelfAttention names, weights only, no
+ * biases on the q/kv projections as Megatron builds them): with n heads,
+ * dn = qk_head_dim, dr = qk_pos_emb_head_dim, dv = v_head_dim,
+ * hq = dn + dr, qr = q_lora_rank, kr = kv_lora_rank:
+ *   linear_q_proj.weight       [n·hq, h]       column-parallel (no q_lora_rank)
+ *   linear_q_down_proj.weight  [qr, h]         replicated over TP
+ *   q_layernorm.weight (.bias) [qr]            replicated (qk_layernorm)
+ *   linear_q_up_proj.weight    [n·hq, qr]      column-parallel
+ *   linear_kv_down_proj.weight [kr + dr, h]    replicated over TP
+ *   kv_layernorm.weight (.bias)[kr]            replicated (qk_layernorm)
+ *   linear_kv_up_proj.weight   [n·(dn+dv), kr] column-parallel
+ *   linear_proj.weight         [h, n·dv]       row-parallel (the standard layer's
+ *                                              registration)
+ * The replicated ones read this rank's token rows: under sequence
+ * parallelism their gradients are partial sums over the TP ranks' shards
+ * (sp_partial: finalize sums them, Megatron's sequence_parallel attribute
+ * of its duplicated linears); without it every rank computes the same
+ * gradient. */
+
+/* A replicated [rows, cols] weight read by this rank's token rows. */
+static void add_replicated(mt_gpt *m, mt_wb *w, mt_wb *g, const char *name, int64_t rows,
+                           int64_t cols, mt_init_kind init, int no_wd) {
+  const mt_gpt_config *c = &m->cfg;
+  mt_gpt_add_param(m, &w->weight, &g->weight, name, rows, cols, rows, cols, 0, 0, init, no_wd,
+                   1)->sp_partial = c->sequence_parallel && c->tp_size > 1;
+}
+
+/* The latent norm `prefix` of width n (qk_layernorm): weight and, with
+ * LayerNorm, bias. */
+static void add_latent_norm(mt_gpt *m, mt_wb *w, mt_wb *g, const char *prefix, int64_t n,
+                            int decay) {
+  char name[MT_PARAM_NAME_MAX];
+  snprintf(name, sizeof name, "%s.weight", prefix);
+  add_replicated(m, w, g, name, 1, n, MT_INIT_ONES, !decay);
+  if (m->rmsnorm) return;
+  snprintf(name, sizeof name, "%s.bias", prefix);
+  const mt_gpt_config *c = &m->cfg;
+  mt_gpt_add_param(m, &w->bias, &g->bias, name, 1, n, 1, n, 0, 0, MT_INIT_ZEROS, !decay,
+                   1)->sp_partial = c->sequence_parallel && c->tp_size > 1;
+}
+
+/* A column-parallel weight [n·per, in] split by heads: this rank's np heads. */
+static void add_heads(mt_gpt *m, mt_wb *w, mt_wb *g, const char *name, int64_t per, int64_t in) {
+  const mt_gpt_config *c = &m->cfg;
+  const int64_t lr = (int64_t)m->np * per;
+  mt_gpt_add_param(m, &w->weight, &g->weight, name, lr * c->tp_size, in, lr, in,
+                   (int64_t)c->tp_rank * lr, 0, MT_INIT_NORMAL, 0, c->tp_size == 1);
+}
+
+static void register_mla(mt_gpt *m, int li, const char *pre) {
+  const mt_gpt_config *c = &m->cfg;
+  const mt_model_config *mc = &c->model;
+  mt_attention_tensors *w = &m->w.layers[li].self_attention, *g = &m->g.layers[li].self_attention;
+  const int64_t h = mc->hidden_size, hq = mc->qk_head_dim + mc->qk_pos_emb_head_dim;
+  char p[MT_PARAM_NAME_MAX];
+  if (mc->q_lora_rank <= 0) {
+    snprintf(p, sizeof p, "%s.self_attention.linear_q_proj.weight", pre);
+    add_heads(m, &w->linear_q_proj, &g->linear_q_proj, p, hq, h);
+  } else {
+    snprintf(p, sizeof p, "%s.self_attention.linear_q_down_proj.weight", pre);
+    add_replicated(m, &w->linear_q_down_proj, &g->linear_q_down_proj, p, mc->q_lora_rank, h,
+                   MT_INIT_NORMAL, 0);
+    if (mc->qk_layernorm) { /* Megatron's apply_wd_to_qk_layernorm matches "q_layernorm" */
+      snprintf(p, sizeof p, "%s.self_attention.q_layernorm", pre);
+      add_latent_norm(m, &w->q_layernorm, &g->q_layernorm, p, mc->q_lora_rank,
+                      c->apply_wd_to_qk_layernorm);
+    }
+    snprintf(p, sizeof p, "%s.self_attention.linear_q_up_proj.weight", pre);
+    add_heads(m, &w->linear_q_up_proj, &g->linear_q_up_proj, p, hq, mc->q_lora_rank);
+  }
+  snprintf(p, sizeof p, "%s.self_attention.linear_kv_down_proj.weight", pre);
+  add_replicated(m, &w->linear_kv_down_proj, &g->linear_kv_down_proj, p,
+                 mc->kv_lora_rank + mc->qk_pos_emb_head_dim, h, MT_INIT_NORMAL, 0);
+  if (mc->qk_layernorm) {
+    snprintf(p, sizeof p, "%s.self_attention.kv_layernorm", pre);
+    add_latent_norm(m, &w->kv_layernorm, &g->kv_layernorm, p, mc->kv_lora_rank, 0);
+  }
+  snprintf(p, sizeof p, "%s.self_attention.linear_kv_up_proj.weight", pre);
+  add_heads(m, &w->linear_kv_up_proj, &g->linear_kv_up_proj, p, mc->qk_head_dim + mc->v_head_dim,
+            mc->kv_lora_rank);
+}
+
 /* Transformer layer l (local index li). linear_qkv: rows grouped per query
  * group (its q heads, k head, v head), TP rank r holds query groups
  * [r·ng, (r+1)·ng): one contiguous block. linear_fc1 with SwiGLU: global
@@ -152,10 +235,14 @@ void mt_gpt_register_layer(mt_gpt *m, int li, int l, const char *pre) {
   char p[MT_PARAM_NAME_MAX];
   snprintf(p, sizeof p, "%s.input_layernorm", pre);
   add_norm(m, &w->input_layernorm, &g->input_layernorm, p, h, sp, 0);
-  snprintf(p, sizeof p, "%s.self_attention.linear_qkv", pre);
-  add_column(m, &w->self_attention.linear_qkv, &g->self_attention.linear_qkv, p,
-             qkvl * c->tp_size, h, qkvl, tr * qkvl, MT_INIT_NORMAL, 0);
-  if (c->model.qk_layernorm) { /* [hn] shared by the heads: partial under any tp > 1 */
+  if (m->mla) { /* multi-latent attention's projections (register_mla above) */
+    register_mla(m, li, pre);
+  } else {
+    snprintf(p, sizeof p, "%s.self_attention.linear_qkv", pre);
+    add_column(m, &w->self_attention.linear_qkv, &g->self_attention.linear_qkv, p,
+               qkvl * c->tp_size, h, qkvl, tr * qkvl, MT_INIT_NORMAL, 0);
+  }
+  if (c->model.qk_layernorm && !m->mla) { /* [hn] shared by the heads: partial under any tp > 1 */
     snprintf(p, sizeof p, "%s.self_attention.q_layernorm", pre);
     add_norm(m, &w->self_attention.q_layernorm, &g->self_attention.q_layernorm, p, m->hn,
              c->tp_size > 1, c->apply_wd_to_qk_layernorm);

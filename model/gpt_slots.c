@@ -23,7 +23,7 @@ void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse) {
   a->ln1 = act(m, m->rows_l * h, T);
   a->ln1_mean = ln ? act(m, m->rows_l, MT_F32) : NULL;
   a->ln1_rstd = act(m, m->rows_l, MT_F32);
-  if (c->model.qk_layernorm) {
+  if (c->model.qk_layernorm && !m->mla) {
     a->qkv_lin = act(m, m->rows * m->qkvl, T);
     a->qk_mean = ln ? act(m, m->rows * (m->np + m->ng), MT_F32) : NULL;
     a->qk_rstd = act(m, m->rows * (m->np + m->ng), MT_F32);
@@ -41,6 +41,7 @@ void mt_gpt_alloc_layer_acts(mt_gpt *m, mt_layer_acts *a, int with_lse) {
    * recompute) */
   a->moe = m->moe.ctx ? mt_moe_acts_create(m->moe.ctx) : NULL;
   mt_moe_shared_alloc_acts(m, a);
+  mt_gpt_mla_alloc_acts(m, a);
 }
 
 void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
@@ -50,6 +51,7 @@ void mt_gpt_free_layer_acts(mt_gpt *m, mt_layer_acts *a) {
   if (a->lse != m->acts.lse_shared) m->be->ops->free(m->be, a->lse);
   mt_moe_acts_free(m->moe.ctx, a->moe);
   mt_moe_shared_free_acts(m, a);
+  mt_gpt_mla_free_acts(m, a);
 }
 
 /* Documents inside packed sequences (gpt_docs.c fills them): the slot's

@@ -36,9 +36,21 @@ typedef struct {
 
 /* self_attention: linear_qkv [(np + 2 ng)·hn, h] (column-parallel, rows
  * grouped per query group), q_layernorm / k_layernorm [hn] (qk_layernorm),
- * linear_proj [h, np·hn] (row-parallel). */
+ * linear_proj [h, np·hn] (row-parallel).
+ * Multi-latent attention (model/gpt_mla.c; Megatron's MLASelfAttention,
+ * weights only; n heads, dn = qk_head_dim, dr = qk_pos_emb_head_dim,
+ * dv = v_head_dim, hq = dn + dr, qr = q_lora_rank, kr = kv_lora_rank):
+ * linear_q_proj [n·hq, h] without q_lora_rank, else linear_q_down_proj
+ * [qr, h] (replicated), q_layernorm [qr] (qk_layernorm) and
+ * linear_q_up_proj [n·hq, qr] (column-parallel); linear_kv_down_proj
+ * [kr + dr, h] (replicated), kv_layernorm [kr] (qk_layernorm),
+ * linear_kv_up_proj [n·(dn + dv), kr] (column-parallel); linear_proj
+ * [h, n·dv]. Rows of the column-parallel ones are per head (q: dn "nope"
+ * rows then dr rotated rows; kv: dn key rows then dv value rows). */
 typedef struct {
   mt_wb linear_qkv, q_layernorm, k_layernorm, linear_proj;
+  mt_wb linear_q_proj, linear_q_down_proj, linear_q_up_proj;
+  mt_wb linear_kv_down_proj, kv_layernorm, linear_kv_up_proj;
 } mt_attention_tensors;
 
 /* The MLP of an MoE layer (Megatron's MoELayer, named mlp.*): router [E, h]

@@ -111,6 +111,9 @@ static int moe_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t 
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
   const mt_model_config *c = &cfg->model;
   memset(m, 0, sizeof *m);
+  if (c->multi_latent_attention)
+    REFUSE("model.multi_latent_attention is true: the Hugging Face namings of this build map "
+           "standard attention only (expected false)");
   const char *pos = c->position_embedding_type;
   if (!strcmp(pos, "learned_absolute")) m->family = MT_HF_GPT2;
   else if (!strcmp(pos, "rope")) m->family = MT_HF_LLAMA;

@@ -295,7 +295,14 @@ void mt_trainer_print_summary(const mt_trainer *t) {
       (long long)mt_config_padded_vocab(c));
   const mt_model_config *m = &c->model;
   int rope = !strcmp(m->position_embedding_type, "rope");
-  if (rope || strcmp(m->position_embedding_type, "learned_absolute") ||
+  if (m->multi_latent_attention) /* docs/attention.md, "Multi-latent attention" */
+    mt_trainer_say(t, "> attention: multi-latent, q %s %d, kv latent %d, heads of %d + %d rotated "
+                      "channels (%s), values of %d%s\n",
+                   m->q_lora_rank > 0 ? "latent" : "direct", m->q_lora_rank > 0 ? m->q_lora_rank : 0,
+                   m->kv_lora_rank, m->qk_head_dim, m->qk_pos_emb_head_dim,
+                   (m->rope_type[0] ? m->rope_type[0] == 'y' : 1) ? "YaRN" : "RoPE", m->v_head_dim,
+                   m->qk_layernorm ? ", latent norms" : "");
+  else if (rope || strcmp(m->position_embedding_type, "learned_absolute") ||
       strcmp(m->normalization, "LayerNorm") || m->swiglu || m->group_query_attention ||
       !m->add_bias_linear || m->qk_layernorm ||
       m->kv_channels * m->num_attention_heads != m->hidden_size) {

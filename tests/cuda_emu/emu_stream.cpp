@@ -16,6 +16,8 @@
  * emu_mpi.cpp), in stream order; a stream whose first op cannot run yet (an
  * event not yet recorded, a collective whose peers have not arrived) does
  * not hold up the others. */
+#include <dlfcn.h>
+#include <execinfo.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "emu.h"
@@ -179,7 +182,61 @@ static void dump_streams() {
   fflush(stderr);
 }
 
+/* ---------------------------------------------------------------- syncs */
+
+/* MT_EMU_SYNCS=1: every host wait that finds device work still to do — a
+ * synchronisation at which a GPU's host would stall — is counted by call
+ * site (the first six frames outside the emulation library); at exit the
+ * total and the sites, most frequent first, go to stderr. A wait that finds
+ * its work done (a stream synchronised twice) is not counted, nor a blocking
+ * MPI call (emu_mpi.cpp): on a GPU the device goes on meanwhile. */
+struct SyncSite {
+  uint64_t n = 0;
+  std::string what;
+};
+static std::map<std::vector<uintptr_t>, SyncSite> *syncs;
+
+static void syncs_print() {
+  std::vector<std::pair<uint64_t, const std::vector<uintptr_t> *>> v;
+  uint64_t tot = 0;
+  for (auto &kv : *syncs) {
+    v.emplace_back(kv.second.n, &kv.first);
+    tot += kv.second.n;
+  }
+  std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.first > b.first; });
+  fprintf(stderr, "cuda-emu host synchronisations (MT_EMU_SYNCS=1): %llu\n",
+          (unsigned long long)tot);
+  for (auto &e : v) {
+    fprintf(stderr, "  %7llu x  %s\n", (unsigned long long)e.first, (*syncs)[*e.second].what.c_str());
+    for (uintptr_t pc : *e.second) fprintf(stderr, "             at %s\n", symbolize(pc).c_str());
+  }
+}
+
+static void sync_note(const char *what) {
+  static int on = -1;
+  if (on < 0) {
+    const char *e = getenv("MT_EMU_SYNCS");
+    on = e && *e == '1';
+    if (on) {
+      syncs = new std::map<std::vector<uintptr_t>, SyncSite>();
+      atexit(syncs_print);
+    }
+  }
+  if (!on || !strncmp(what, "MPI", 3) || !strncmp(what, "an MPI", 6)) return;
+  void *bt[32];
+  const int n = backtrace(bt, 32);
+  Dl_info self, d;
+  dladdr((void *)&sync_note, &self);
+  std::vector<uintptr_t> key;
+  for (int i = 1; i < n && key.size() < 6; i++)
+    if (!dladdr(bt[i], &d) || d.dli_fbase != self.dli_fbase) key.push_back((uintptr_t)bt[i] - 1);
+  SyncSite &s = (*syncs)[key];
+  if (!s.n) s.what = what;
+  s.n++;
+}
+
 void host_wait(bool (*done)(void *), void *ctx, const char *what) {
+  if (!done(ctx)) sync_note(what);
   const double hang = config().hang_s;
   double last = now();
   unsigned idle = 0;

@@ -6,6 +6,8 @@
 # one emulated GPU per rank) and the "mpi" staging engine — run unchanged.
 #   - the 1-rank cuda-emu run equals the cpu backend's within 1e-4 relative
 #     per step in fp32 (lm loss, grad norm, validation loss), 2e-2 in bf16;
+#   - the 1-rank run's training steps hold 5 host synchronisations each
+#     (the loss of each of 4 micro-batches, the gradient norm: MT_EMU_SYNCS);
 #   - each layout equals the 1-rank cuda-emu run of its precision within
 #     1e-5 in fp32 (the layout parity the cpu backend proves), 2e-2 in bf16
 #     (as tests/integration/test_bf16_parity.sh on cpu).
@@ -57,8 +59,16 @@ layout() {
 
 echo "== 1 rank: cuda-emu vs the cpu backend"
 emu_run cpu_f32 1 "$MT" cpu "${G[@]}" || exit 1
-emu_run f32 1 "$EMU_MT" cuda "${G[@]}" || exit 1
+MT_EMU_SYNCS=1 emu_run f32 1 "$EMU_MT" cuda "${G[@]}" || exit 1
 emu_cmp f32 cpu_f32 1e-4 || bad
+# host synchronisations inside the training steps (MT_EMU_SYNCS=1, docs/cuda.md
+# "GPU efficiency"): the sites met in every one of the 3 steps are the loss of
+# each of the 4 micro-batches and the gradient norm, nothing more (one-off
+# sites, e.g. the first growth of a buffer, are listed, not counted)
+ns=$(awk '/^ +[0-9]+ x  /{c=$1; next} /^ +at mt_trainer_step\+/{if (c >= 3) s+=c; c=0} END{print s+0}' "$TMP/f32.log")
+if [ "$ns" = $((3 * (4 + 1))) ]; then echo "   host synchronisations at sites of every step, 3 steps: $ns (4 micro-batches + 1 a step)"
+else echo "   host synchronisations at sites of every step, 3 steps: $ns, expected 15:"
+  sed -n '/host synchronisations/,$p' "$TMP/f32.log" | head -40; bad; fi
 cp "$TMP/cpu_f32.jsonl" "$TMP/cpu_f32x.jsonl"
 
 if [[ " $PRECS " == *" fp32 "* ]]; then

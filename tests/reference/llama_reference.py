@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from moe_model_router import route
+import mla_reference
 
 
 class Config:
@@ -124,6 +125,7 @@ class Config:
         self.mtp_lambda = float(d.get("mtp_loss_scaling_factor", 0.1))
         assert self.nh % self.ng == 0, "num_query_groups must divide num_attention_heads"
         self.rot_dim = int(self.hn * self.rotary_percent)
+        mla_reference.parse(self, d)  # multi-latent attention (tests/reference/mla_reference.py)
 
     def is_moe(self, l):
         if self.E <= 0:
@@ -165,11 +167,14 @@ def expected_params(c):
     for l in range(c.L + c.mtp):
         pre = "decoder.layers.%d." % l if l < c.L else "mtp.layers.%d.mtp_model_layer." % (l - c.L)
         norm(pre + "input_layernorm", c.h)
-        linear(pre + "self_attention.linear_qkv", (c.nh + 2 * c.ng) * c.hn, c.h, "normal")
-        if c.qk_ln:
-            norm(pre + "self_attention.q_layernorm", c.hn)
-            norm(pre + "self_attention.k_layernorm", c.hn)
-        linear(pre + "self_attention.linear_proj", c.h, c.nh * c.hn, "scaled")
+        if c.mla:
+            mla_reference.expected(c, P, pre, norm)
+        else:
+            linear(pre + "self_attention.linear_qkv", (c.nh + 2 * c.ng) * c.hn, c.h, "normal")
+            if c.qk_ln:
+                norm(pre + "self_attention.q_layernorm", c.hn)
+                norm(pre + "self_attention.k_layernorm", c.hn)
+            linear(pre + "self_attention.linear_proj", c.h, c.nh * c.hn, "scaled")
         norm(pre + "pre_mlp_layernorm", c.h)
         if c.is_moe_any(l):
             P[pre + "mlp.router.weight"] = ((c.E, c.h), "normal")
@@ -310,6 +315,8 @@ def ltor_masks_and_position_ids(c, data):
 def attention(c, x, P, pre, sdpa=False, allowed=None):
     """Self-attention block output (before the residual) for x [b, s, h];
     allowed [b, s, s] (True = query may see key) replaces the causal mask."""
+    if c.mla:
+        return mla_reference.attention(c, x, P, pre, normalize, allowed)
     b, s, _ = x.shape
     nq = c.nh // c.ng
     qkv = linear(x, P, pre + "linear_qkv").view(b, s, c.ng, nq + 2, c.hn)

@@ -134,6 +134,22 @@ int main(int argc, char **argv) {
   if (c.apply_wd_to_qk_layernorm) cJSON_AddBoolToObject(jc, "apply_wd_to_qk_layernorm", 1);
   cJSON_AddNumberToObject(jc, "init_method_std", r->init_method_std);
   cJSON_AddNumberToObject(jc, "num_experts", r->num_experts);
+  if (r->multi_latent_attention) { /* tests/reference/mla_reference.py */
+    cJSON_AddBoolToObject(jc, "multi_latent_attention", 1);
+    cJSON_AddNumberToObject(jc, "q_lora_rank", r->q_lora_rank);
+    cJSON_AddNumberToObject(jc, "kv_lora_rank", r->kv_lora_rank);
+    cJSON_AddNumberToObject(jc, "qk_head_dim", r->qk_head_dim);
+    cJSON_AddNumberToObject(jc, "qk_pos_emb_head_dim", r->qk_pos_emb_head_dim);
+    cJSON_AddNumberToObject(jc, "v_head_dim", r->v_head_dim);
+    cJSON_AddStringToObject(jc, "rope_type", mt_model_yarn(r) ? "yarn" : "rope");
+    cJSON_AddNumberToObject(jc, "rotary_scaling_factor", r->rotary_scaling_factor);
+    cJSON_AddNumberToObject(jc, "original_max_position_embeddings",
+                            r->original_max_position_embeddings);
+    cJSON_AddNumberToObject(jc, "beta_fast", r->beta_fast);
+    cJSON_AddNumberToObject(jc, "beta_slow", r->beta_slow);
+    cJSON_AddNumberToObject(jc, "mscale", r->mscale);
+    cJSON_AddNumberToObject(jc, "mscale_all_dim", r->mscale_all_dim);
+  }
   if (r->mtp_num_layers > 0) {
     cJSON_AddNumberToObject(jc, "mtp_num_layers", r->mtp_num_layers);
     cJSON_AddNumberToObject(jc, "mtp_loss_scaling_factor", r->mtp_loss_scaling_factor);

@@ -115,6 +115,9 @@ static const op_case ot_cases[] = {
     {"layernorm_fwd", "y", {19, 77}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
     {"layernorm_fwd", "mean", {19, 77}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-4), 0},
     {"layernorm_fwd", "rstd", {19, 77}, {0}, {0}, F32, TF(1e-5, 0), TM(1e-5), 0},
+    /* h a multiple of 16 bytes: the cuda backend's vec kernels (16-byte rows) */
+    {"layernorm_fwd", "y", {19, 96}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"layernorm_fwd", "mean", {19, 96}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-4), 0},
     {"layernorm_fwd", "y", {70, 96}, {0}, {0}, BF16, TX, TM(B8), 0},
     {"layernorm_fwd", "mean", {70, 96}, {0}, {0}, BF16, TX, TM(1e-4), 0},
     {"layernorm_fwd", "rstd", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
@@ -124,6 +127,7 @@ static const op_case ot_cases[] = {
     {"layernorm_bwd", "din", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
     {"layernorm_bwd", "dw", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
     {"layernorm_bwd", "db", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
+    {"layernorm_bwd", "din", {19, 96}, {0}, {0}, F32, TG(1e-3), TM(1e-5), 0},
     {"layernorm_bwd", "din", {70, 96}, {0}, {0}, BF16, TX, TM(B6), 0},
     {"layernorm_bwd", "dw", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
     {"layernorm_bwd", "db", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
@@ -136,6 +140,7 @@ static const op_case ot_cases[] = {
     {"rmsnorm_fwd", "y", {19, 77}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
     {"rmsnorm_fwd", "rstd", {19, 77}, {0}, {0}, F32, TF(1e-5, 0), TM(1e-5), 0},
     {"rmsnorm_fwd", "y", {300, 33}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), DET},
+    {"rmsnorm_fwd", "y", {19, 96}, {0}, {0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
     {"rmsnorm_fwd", "y", {70, 96}, {0}, {0}, BF16, TX, TM(B8), 0},
     {"rmsnorm_fwd", "rstd", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
     {"rmsnorm_bwd", "din", {37, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), 0},
@@ -144,6 +149,7 @@ static const op_case ot_cases[] = {
     {"rmsnorm_bwd", "dw_a", {37, 13}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
     {"rmsnorm_bwd", "din", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
     {"rmsnorm_bwd", "dw", {300, 13}, {0}, {0}, F32, TG(1e-3), TM(1e-5), DET},
+    {"rmsnorm_bwd", "din_a", {19, 96}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
     {"rmsnorm_bwd", "din", {70, 96}, {0}, {0}, BF16, TX, TM(B6), 0},
     {"rmsnorm_bwd", "dw", {70, 96}, {0}, {0}, BF16, TX, TM(1e-5), 0},
     /* ---- swiglu: ne {rows, f} (in [rows, 2f]: gate, up) ---- */
