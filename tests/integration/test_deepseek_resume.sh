@@ -6,12 +6,14 @@
 # process, against runs saved at step N/2 under one layout and resumed under
 # another (the layout-free checkpoint, docs/checkpoint.md): the resumed steps'
 # lm loss, grad norm, MTP loss, balance loss, tokens per expert and expert
-# biases agree with the straight run within 1e-5 relative.
+# biases agree with the straight run within 1e-5 relative, and each
+# checkpoint holds the dense first layer, the MLA projections, the expert
+# biases, the shared expert and the MTP depth under Megatron's names.
 #   tp=2+SP            -> pp=2 v=2
 #   pp=2               -> ep=2, etp=2 (tp=1, world 4)
 #   dp=2 ZeRO-3        -> tp=2+SP, pp=2, ep=2, dp=2 (8 ranks)
 #   tp=2+SP, pp=2, ep=2, dp=2 (8 ranks) -> cp=2
-# Only with MEGATRAIN_TEST_FULL=1 (CI has pp=2 v=2 in test_deepseek_parity).
+# Only with MEGATRAIN_TEST_FULL=1 (CI has the 8-rank mix in test_deepseek_parity).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
 [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] || { echo "SKIP: MEGATRAIN_TEST_FULL=1 only"; exit 77; }
@@ -34,6 +36,15 @@ resume() { # name np_a np_b "args of a" "args of b"
   # shellcheck disable=SC2086
   run ${name}_a "$na" $a --set training.exit_interval=$H --set checkpoint.save="$TMP/$name"
   [ -d "$TMP/$name/iter_$HHHH" ] || { echo "$name: no checkpoint at iteration $H"; exit 1; }
+  for k in decoder.layers.0.mlp.linear_fc1.weight \
+           decoder.layers.1.self_attention.linear_kv_down_proj.weight \
+           decoder.layers.1.mlp.router.expert_bias \
+           decoder.layers.1.mlp.shared_experts.linear_fc1.weight \
+           mtp.layers.0.eh_proj.weight \
+           mtp.layers.0.mtp_model_layer.self_attention.linear_q_up_proj.weight \
+           mtp.layers.0.mtp_model_layer.mlp.router.expert_bias; do
+    grep -aqF "$k" "$TMP/$name/iter_$HHHH"/* || { echo "$name: $k not in the checkpoint"; exit 1; }
+  done
   # shellcheck disable=SC2086
   run ${name}_b "$nb" $b --set checkpoint.load="$TMP/$name" --set checkpoint.save="$TMP/$name"
   grep -q "resumed from iteration $H " "$TMP/${name}_b.log" || { echo "$name: no resume"; exit 1; }
