@@ -13,7 +13,7 @@
 #   pp=2               -> ep=2, etp=2 (tp=1, world 4)
 #   dp=2 ZeRO-3        -> tp=2+SP, pp=2, ep=2, dp=2 (8 ranks)
 #   tp=2+SP, pp=2, ep=2, dp=2 (8 ranks) -> cp=2
-# Only with MEGATRAIN_TEST_FULL=1 (CI has the 8-rank mix in test_deepseek_parity).
+# Only with MEGATRAIN_TEST_FULL=1 (CI has pp=2 v=2 in test_deepseek_parity).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
 [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] || { echo "SKIP: MEGATRAIN_TEST_FULL=1 only"; exit 77; }
