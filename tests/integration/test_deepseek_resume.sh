@@ -48,7 +48,7 @@ resume() { # name np_a np_b "args of a" "args of b"
   # shellcheck disable=SC2086
   run ${name}_b "$nb" $b --set checkpoint.load="$TMP/$name" --set checkpoint.save="$TMP/$name"
   grep -q "resumed from iteration $H " "$TMP/${name}_b.log" || { echo "$name: no resume"; exit 1; }
-  cmp_moe ${name}_b base --first $((H + 1))
+  cmp_moe "${name}_b" base --first $((H + 1))
 }
 resume tp2sp_to_pp2v2 2 2 "$TP2SP" "$PP2V2"
 resume pp2_to_ep2etp2 2 4 "$PP2" "$EP2ETP2"
