@@ -118,9 +118,10 @@ typedef struct {
  * RMSNorm + RoPE (rotate-half, all channels) + SwiGLU, Qwen3 for that with
  * qk_layernorm and no linear biases; with experts (num_experts > 0, SwiGLU,
  * no biases, softmax routing, dropless) Qwen3-MoE with qk_layernorm and
- * Mixtral without (every layer MoE, gates renormalised). Anything else
- * (interleaved or partial RoPE, a mix such as LayerNorm with RoPE, sigmoid
- * routing, a capacity factor) is refused: returns -1 with a message naming
+ * Mixtral without (every layer MoE, gates renormalised), DeepSeek-V3 with
+ * sigmoid routing and the expert bias (multi-latent attention, YaRN and MTP
+ * layers only there). Anything else (interleaved or partial RoPE, a mix such
+ * as LayerNorm with RoPE, a capacity factor) is refused: returns -1 with a message naming
  * the config key, its value and what the naming needs. */
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen);
 
