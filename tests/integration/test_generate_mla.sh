@@ -9,8 +9,12 @@
 #    scaling of DeepSeek-tiny's kind, MoE of DeepSeek's kind (sigmoid, group
 #    routing, expert bias, shared expert, a dense first layer) and one MTP
 #    depth (trained; not used for decoding);
-# checks for each:
-#  - KV-cache decoding (24 greedy tokens) equals --no-kv-cache, which
+# checks for each (deepseek with MEGATRAIN_TEST_FULL=1 only: CI time):
+#  - 24 greedy tokens equal a greedy decode of the same checkpoint by the
+#    independent fp64 PyTorch model (tests/reference/generate_reference.py:
+#    llama_reference.py with mla_reference.py's MLA, whole-sequence
+#    recompute), logits within 1e-5 of the largest |logit|;
+#  - KV-cache decoding equals --no-kv-cache, which
 #    recomputes the whole sequence every step (tokens identical, logits within
 #    1e-5 of the largest |logit|);
 #  - pp=2 (one stage per rank) gives the tokens of one process (deepseek);
@@ -19,8 +23,9 @@
 #    bytes, and with full K/V layers x heads x (qk_head_dim +
 #    qk_pos_emb_head_dim + v_head_dim) x 4 bytes.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/generate_lib.sh"
 PY=/usr/bin/python3
-$PY -c 'import numpy' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no numpy"; exit 77; }
+$PY -c 'import torch' 2>/dev/null || { echo "SKIP: /usr/bin/python3 has no torch"; exit 77; }
 TOK="--set data.vocab_file=$SHARED/gpt2-vocab.json --set data.merge_file=$SHARED/gpt2-merges.txt"
 PROMPT="First Citizen: Before we proceed any further, hear me"
 N=24
@@ -34,7 +39,6 @@ train() { # name, extra --set options...
     --set checkpoint.save="$TMP/$n" $TOK "$@" >"$TMP/$n.train.log" \
     || { echo "$n: training failed"; tail -5 "$TMP/$n.train.log"; exit 1; }
 }
-ids_of() { grep '^ids:' "$1" | sed 's/^ids: //'; }
 maxdiff() { # maxdiff A.f32 B.f32 WHAT
   $PY - "$@" <<'PYEOF'
 import sys, numpy as np
@@ -72,6 +76,7 @@ check_model() { # name
   ids=$(ids_of "$d.g1.log")
   distinct=$(echo "$ids" | tr ' ' '\n' | sort -u | wc -l)
   [ "$distinct" -ge 10 ] || { echo "$n: greedy continuation too uniform to prove much: $ids"; exit 1; }
+  greedy_vs_reference "$n" "$d" "$ids" $N
   "$MT" generate --load "$d" --prompt "$PROMPT" --max-new-tokens $N --temperature 0 \
     --print-ids --no-kv-cache --dump-logits "$d.nc.f32" >"$d.nc.log" 2>"$d.nc.err" \
     || { echo "$n: generate --no-kv-cache failed"; cat "$d.nc.err"; exit 1; }
@@ -82,6 +87,10 @@ check_model() { # name
 
 train mla
 check_model mla
+if [ "${MEGATRAIN_TEST_FULL:-0}" != 1 ]; then
+  echo "test_generate_mla: OK (deepseek: MoE + MTP and pp=2 with MEGATRAIN_TEST_FULL=1)"
+  exit 0
+fi
 train deepseek --set model.q_lora_rank=null --set model.mtp_num_layers=1 \
   --set model.num_experts=8 --set model.moe_ffn_hidden_size=32 \
   --set 'model.moe_layer_freq=[0,1]' --set model.moe_router_topk=2 \
