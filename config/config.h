@@ -78,6 +78,7 @@ typedef struct {
   int first_last_layers_bf16;     /* the first/last layers' linears stay bf16 */
   int num_layers_at_start_in_bf16, num_layers_at_end_in_bf16;
   int fp8_param_gather;           /* ZeRO gathers FP8 weights plus scales */
+  int tp_only_amax_red;           /* delayed: amaxes reduced over tp x cp only (not dp) */
   int max_nan_iters;              /* consecutive non-finite steps before abort */
   int64_t exit_interval;          /* save and exit after an iteration divisible by it; 0 = off */
   int exit_signal_handler;        /* save and exit 0 on exit_signal / SIGUSR1 */

@@ -7,11 +7,13 @@
 #include "core/fp8.h"
 #include "core/util.h"
 
-/* Delayed-scaling state of one weight's three roles (x, w, dy). */
+/* Delayed-scaling state of one linear layer's three roles (x, w, dy):
+ * meta[r] = [scale the next use takes, history[0..L) most recent first]
+ * (the checkpoint's layout, mt_fp8_linear_meta). */
 typedef struct {
-  const void *w;            /* the weight it belongs to (key) */
-  float *hist[3];           /* [history_len] each, most recent first */
-  float scale[3];           /* the scale the next use takes */
+  int key;                  /* the caller's key (mt_fp8_linear_select), or -1: keyed by w */
+  const void *w;            /* the weight it belongs to (key -1) */
+  float *meta[3];           /* [1 + history_len] each */
   float used[3];            /* the scale the last use took (x, w: reused by the backward) */
   /* training forwards awaiting their backward, oldest first: the x and w
    * scales each took (the backward and a recomputed forward reuse them) */
@@ -24,7 +26,8 @@ enum { R_X = 0, R_W = 1, R_G = 2 };
 struct mt_fp8_linear {
   mt_backend *be;
   mt_fp8_options o;
-  mt_group *red[2];         /* amax reduction groups: tp, cp (NULL = none) */
+  mt_group *red[3];         /* amax reduction groups: tp, cp, dp (NULL = none) */
+  int next_key;             /* key of the next forward / backward call (-1: none) */
   fp8_state *st;
   int nst, capst;
   mt_fp8_pass pass;         /* what the next forwards are (mt_fp8_linear_set_pass) */
@@ -52,23 +55,26 @@ mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_
                                     mt_group *cp) {
   mt_fp8_linear *f = calloc(1, sizeof *f);
   if (!f) mt_fatal("fp8 linear: out of host memory");
-  f->be = be, f->o = *o, f->red[0] = tp, f->red[1] = cp;
+  f->be = be, f->o = *o, f->red[0] = tp, f->red[1] = cp, f->next_key = -1;
   return f;
 }
 
 void mt_fp8_linear_destroy(mt_fp8_linear *f) {
   if (!f) return;
   for (int i = 0; i < f->nst; i++)
-    for (int r = 0; r < 3; r++) free(f->st[i].hist[r]);
+    for (int r = 0; r < 3; r++) free(f->st[i].meta[r]);
   for (int i = 0; i < f->nst; i++) free(f->st[i].pend);
   free(f->st);
   if (f->ws) f->be->ops->free(f->be, f->ws);
   free(f);
 }
 
-static fp8_state *state_of(mt_fp8_linear *f, const void *w) {
+void mt_fp8_linear_select(mt_fp8_linear *f, int key) { f->next_key = key; }
+
+/* The state of key (>= 0), else of the weight w. */
+static fp8_state *state_of(mt_fp8_linear *f, int key, const void *w) {
   for (int i = 0; i < f->nst; i++)
-    if (f->st[i].w == w) return &f->st[i];
+    if (key >= 0 ? f->st[i].key == key : f->st[i].key < 0 && f->st[i].w == w) return &f->st[i];
   if (f->nst == f->capst) {
     f->capst = f->capst ? 2 * f->capst : 16;
     f->st = realloc(f->st, (size_t)f->capst * sizeof *f->st);
@@ -76,14 +82,29 @@ static fp8_state *state_of(mt_fp8_linear *f, const void *w) {
   }
   fp8_state *s = &f->st[f->nst++];
   memset(s, 0, sizeof *s);
-  s->w = w;
+  s->key = key, s->w = key >= 0 ? NULL : w;
   for (int r = 0; r < 3; r++) {
-    s->hist[r] = calloc((size_t)f->o.history_len, sizeof(float));
-    if (!s->hist[r]) mt_fatal("fp8 linear: out of host memory");
-    s->scale[r] = s->used[r] = 1.0f; /* TE's initial scale */
+    s->meta[r] = calloc((size_t)f->o.history_len + 1, sizeof(float)); /* empty history */
+    if (!s->meta[r]) mt_fatal("fp8 linear: out of host memory");
+    s->meta[r][0] = s->used[r] = 1.0f; /* TE's initial scale */
   }
   return s;
 }
+
+/* The state of the next call: its selected key (consumed), else w. */
+static fp8_state *state_next(mt_fp8_linear *f, const void *w) {
+  const int key = f->next_key;
+  f->next_key = -1;
+  return state_of(f, key, w);
+}
+
+float *mt_fp8_linear_meta(mt_fp8_linear *f, int key, int role) {
+  return state_of(f, key, NULL)->meta[role];
+}
+
+int64_t mt_fp8_linear_meta_len(const mt_fp8_linear *f) { return (int64_t)f->o.history_len + 1; }
+
+void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp) { f->red[2] = dp; }
 
 void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass) {
   if (f) f->pass = pass;
@@ -146,7 +167,7 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
                    .pow2 = f->o.recipe == MT_FP8_RECIPE_BLOCKWISE, .eps = 0.0f, .out_f32 = 1};
   be->ops->fp8_amax(be, &d, s->amax, src);
   if (b == MT_FP8_TENSOR) /* the whole tensor's amax over the shards */
-    for (int g = 0; g < 2; g++)
+    for (int g = 0; g < (given ? 3 : 2); g++) /* delayed: over the replicas too */
       if (f->red[g]) mt_allreduce(f->red[g], s->amax, 1, MT_F32, MT_OP_MAX);
   float amax = 0.0f;
   if (given) {
@@ -163,12 +184,12 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
 /* Delayed: record this use's amax and compute the next scale. */
 static void delayed_update(mt_fp8_linear *f, fp8_state *st, int role, float amax, int fmt) {
   const int L = f->o.history_len;
-  float *h = st->hist[role];
+  float *h = st->meta[role] + 1;
   memmove(h + 1, h, (size_t)(L - 1) * sizeof(float));
   h[0] = amax;
-  st->scale[role] = mt_fp8_scale_delayed(mt_fp8_history_amax(h, L, f->o.algo_max ? 0 : 1),
-                                         st->scale[role], mt_fp8_max((mt_fp8_format)fmt),
-                                         f->o.margin);
+  st->meta[role][0] = mt_fp8_scale_delayed(mt_fp8_history_amax(h, L, f->o.algo_max ? 0 : 1),
+                                           st->meta[role][0], mt_fp8_max((mt_fp8_format)fmt),
+                                           f->o.margin);
 }
 
 /* The blockings of the recipe: operand along its columns (rowwise) or rows
@@ -211,7 +232,8 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
                        int64_t M, int64_t out, int64_t in) {
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
-  fp8_state *st = delayed ? state_of(f, w) : NULL;
+  fp8_state *st = delayed ? state_next(f, w) : NULL;
+  f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, 1);
   void *p[8];
   const size_t by[8] = {(size_t)(M * in) * 4, (size_t)(out * in) * 4, (size_t)(M * out) * 4,
@@ -228,10 +250,10 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
     qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[0]);
     qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[1]);
   } else if (delayed) {
-    st->used[R_X] = st->scale[R_X];
+    st->used[R_X] = st->meta[R_X][0];
     delayed_update(f, st, R_X, qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]),
                    MT_FP8_E4M3);
-    st->used[R_W] = st->scale[R_W];
+    st->used[R_W] = st->meta[R_W][0];
     delayed_update(f, st, R_W,
                    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
                    MT_FP8_E4M3);
@@ -250,7 +272,8 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
   const int gfmt = f->o.hybrid ? MT_FP8_E5M2 : MT_FP8_E4M3;
-  fp8_state *st = delayed ? state_of(f, w) : NULL;
+  fp8_state *st = delayed ? state_next(f, w) : NULL;
+  f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, M * out);
   void *p[7];
   const size_t by[7] = {(size_t)(M * out) * 4, (size_t)(max3(M * in, out * in, 1)) * 4,
@@ -262,7 +285,7 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   float gscale = 1.0f, sx = 1.0f, sw = 1.0f;
   if (delayed) {
     pend_take(st, &sx, &sw, 1); /* the scales of this micro-batch's forward */
-    gscale = st->used[R_G] = st->scale[R_G];
+    gscale = st->used[R_G] = st->meta[R_G][0];
     delayed_update(f, st, R_G, qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
   }
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */

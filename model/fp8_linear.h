@@ -25,7 +25,10 @@
  * amax is all-reduced (max) over the tensor-parallel and the
  * context-parallel group given at creation (blocking, host buffers: the cpu
  * backend), so a tp / sp / cp layout quantizes every tensor as one process
- * would; block scales are local (identical to one process where shard
+ * would, and, for the delayed recipe only, over the data-parallel group of
+ * mt_fp8_linear_set_dp (TE's amax reduction group dp x cp x tp; Megatron's
+ * tp_only_amax_red leaves it out), so every replica keeps the same
+ * history; block scales are local (identical to one process where shard
  * widths are multiples of the block).
  * Errors: mt_fatal on an allocation failure. */
 #ifndef MT_MODEL_FP8_LINEAR_H
@@ -73,6 +76,23 @@ int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *reci
 mt_fp8_linear *mt_fp8_linear_create(mt_backend *be, const mt_fp8_options *o, mt_group *tp,
                                     mt_group *cp);
 void mt_fp8_linear_destroy(mt_fp8_linear *f);
+
+/* dp: the data-parallel amax reduction group of the delayed recipe (NULL:
+ * none; docs/fp8.md "Amax reductions"). */
+void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp);
+
+/* Key (>= 0) of the delayed-scaling state the next forward or backward call
+ * uses (consumed by that call); a call without one keys the state by its
+ * weight pointer. The model passes (global layer, linear) so the state
+ * survives re-pointed weights (ZeRO-3 gathers) and can be named. */
+void mt_fp8_linear_select(mt_fp8_linear *f, int key);
+/* The delayed-scaling state of key and role (0 input, 1 weight, 2
+ * grad_output), created empty (scale 1, history zeros, as TE) if new:
+ * host fp32 [mt_fp8_linear_meta_len] = [scale the next use takes,
+ * amax history most recent first]; read and written in place by
+ * checkpoints. */
+float *mt_fp8_linear_meta(mt_fp8_linear *f, int key, int role);
+int64_t mt_fp8_linear_meta_len(const mt_fp8_linear *f);
 
 /* y[M, out] (T, overwrite) = Q(x) Q(w)^T (+ bias[out], T, may be NULL). */
 void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, const void *bias,

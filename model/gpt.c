@@ -326,6 +326,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
   if (cfg->fp8)
     m->tp.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options, cfg->tp_size > 1 ? cfg->tp_group : NULL,
                                      cfg->cp_size > 1 ? cfg->cp_group : NULL);
+  if (m->tp.fp8 && cfg->fp8_dp_group) mt_fp8_linear_set_dp(m->tp.fp8, cfg->fp8_dp_group);
   if (cfg->fp8 && m->moe.ctx) /* routed experts: amax over the ETP group (each expert's
                                  rows are whole on every ETP rank; with EP it lives on one) */
     m->moe.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options,

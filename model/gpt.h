@@ -117,6 +117,9 @@ typedef struct {
   int fp8;
   mt_fp8_options fp8_options;
   int fp8_bf16_start, fp8_bf16_end;
+  /* the delayed recipe's data-parallel amax reduction group (NULL: none,
+   * dp 1 or tp_only_amax_red; docs/fp8.md "Amax reductions") */
+  mt_group *fp8_dp_group;
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;
@@ -250,6 +253,18 @@ void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts);
  * chunks holds it (its pipeline stage), else -1 (checkpoints save the biases
  * of their own stage's layers). */
 int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer);
+
+/* FP8 delayed-scaling state (model/gpt_fp8.c): the key of linear k of global
+ * layer l (mt_fp8_linear_select), and this rank's states one by one: for
+ * i = 0, 1, ... the i-th (layer, linear, role) of its chunks' FP8 layers,
+ * with its checkpoint name "<linear prefix>.fp8_meta.<role>" (e.g.
+ * "decoder.layers.3.self_attention.linear_qkv.fp8_meta.input"; roles
+ * input, weight, grad_output as TE's fp8 meta) and its host fp32 data
+ * [*numel] = [scale, amax history] (mt_fp8_linear_meta). Returns 1, or 0
+ * past the last one (and always 0 without the delayed recipe). */
+enum { MT_GPT_FP8_QKV = 0, MT_GPT_FP8_PROJ, MT_GPT_FP8_FC1, MT_GPT_FP8_FC2 };
+static inline int mt_gpt_fp8_key(int l, int k) { return 4 * l + k; }
+int mt_gpt_fp8_meta(mt_gpt *m, int i, char *name, size_t n, float **data, int64_t *numel);
 
 /* Multi-token prediction (model.mtp_num_layers D; DeepSeek-V3 §2.2,
  * docs/model.md): this rank's training losses since the last reset, per

@@ -2,6 +2,7 @@
  * checkpoints (see tools/hf_convert.h). */
 #include "tools/hf_convert.h"
 #include "tools/hf_tokenizer_files.h"
+#include "checkpoint/fp8_meta.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -214,12 +215,13 @@ int mt_hf_export_dir(const char *load_dir, const char *out_dir, int bf16, uint64
     t[i].shape[1] = e[i].hf_cols;
     t[i].data = bufs[i];
   }
-  /* a model tensor the naming would drop (optimizer state and the routers'
-   * token counts of the last batch, training state, are not exported) */
+  /* a model tensor the naming would drop (optimizer state, the routers'
+   * token counts of the last batch and the FP8 delayed-scaling state,
+   * training state, are not exported) */
   for (int k = 0; k < mt_dckpt_n_tensors(ck); k++) {
     const char *nm = mt_dckpt_tensor_name(ck, k);
     const size_t nl = strlen(nm), tl = strlen(".mlp.router.tokens_per_expert");
-    if (!used[k] && strncmp(nm, "optimizer.", 10) &&
+    if (!used[k] && strncmp(nm, "optimizer.", 10) && !mt_ckpt_fp8_is_meta(nm) &&
         !(nl > tl && !strcmp(nm + nl - tl, ".mlp.router.tokens_per_expert"))) {
       snprintf(err, errlen, "checkpoint tensor '%s' has no place in the %s naming (the export "
                "would drop it)", nm, mt_hf_family_name(m.family));

@@ -17,6 +17,7 @@
 #include "checkpoint/lock.h"
 #include "checkpoint/views.h"
 #include "checkpoint/dist_checkpoint.h"
+#include "checkpoint/fp8_meta.h"
 #include "trainer/resume_checks.h"
 #include "trainer/train_internal.h"
 
@@ -97,6 +98,9 @@ static int trainer_views(mt_trainer *t, int saving, int optim, mt_dckpt_view **v
   }
   mt_ckpt_buffer *bufs = NULL;
   int nb = mt_trainer_moe_ckpt_buffers(t, &bufs);
+  mt_ckpt_buffer_views(bufs, nb, saving && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0, v, &n);
+  free(bufs);
+  nb = mt_ckpt_fp8_buffers(t->model, &bufs); /* reduced over tp, cp (dp): one global value */
   mt_ckpt_buffer_views(bufs, nb, saving && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0, v, &n);
   free(bufs);
   return n;
@@ -323,7 +327,7 @@ static int check_unused(mt_trainer *t, mt_dckpt *c, char *err, size_t errlen) {
   for (int i = 0; i < nt && bad < 0; i++) {
     if (used[i]) continue;
     const char *b = base_name(mt_dckpt_tensor_name(c, i));
-    int ok = 0;
+    int ok = mt_ckpt_fp8_is_meta(b); /* FP8 state a run without it ignores (fp8_meta.h) */
     for (int j = 0; j < nt && !ok; j++)
       ok = used[j] && !strcmp(base_name(mt_dckpt_tensor_name(c, j)), b);
     if (!ok) bad = i;
@@ -356,9 +360,15 @@ static int load_dist(mt_trainer *t, mt_dckpt *c, int finetune, char *err, size_t
   mt_dckpt_view *v = NULL;
   int n = trainer_views(t, 0, !finetune, &v);
   n = resolve_views(c, v, n, finetune);
-  failed = mt_dckpt_load(c, t->be, v, n, err, errlen) != 0;
+  int32_t fresh = 0;
+  n = mt_ckpt_fp8_resolve(c, v, n, &fresh, err, errlen);
+  failed = n < 0 || mt_dckpt_load(c, t->be, v, n, err, errlen) != 0;
   free(v);
   if (agree_err(t->world, failed, err, errlen)) return -1;
+  if (t->world) mt_allreduce(t->world, &fresh, 1, MT_I32, MT_OP_SUM);
+  if (fresh && t->rank == 0)
+    printf("> checkpoint '%s' holds no FP8 delayed-scaling state (amax histories, scales): "
+           "they start empty, as Transformer Engine initialises them\n", mt_dckpt_dir(c));
   failed = check_unused(t, c, err, errlen) != 0; /* identical result on every rank */
   if (failed) return -1;
   if (t->zero) mt_zero_opt_sync_params(t->zero);

@@ -65,6 +65,9 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
                                  t->fp8_amax_history_len) == 0;
     g.fp8_bf16_start = t->first_last_layers_bf16 ? t->num_layers_at_start_in_bf16 : 0;
     g.fp8_bf16_end = t->first_last_layers_bf16 ? t->num_layers_at_end_in_bf16 : 0;
+    if (g.fp8_options.recipe == MT_FP8_RECIPE_DELAYED && !t->tp_only_amax_red && ps->dp &&
+        mt_group_size(ps->dp) > 1)
+      g.fp8_dp_group = ps->dp;
   }
   g.first_stage_layers = c->parallel.num_layers_in_first_pipeline_stage;
   g.last_stage_layers = c->parallel.num_layers_in_last_pipeline_stage;

@@ -323,6 +323,9 @@ dead logging.timing_log_option=max logging.timing_log_level
 dead logging.tensorboard_log_interval=10 logging.tensorboard_dir
 dead logging.log_timers_to_tensorboard=true logging.tensorboard_dir
 dead logging.log_memory_to_tensorboard=true logging.tensorboard_dir
+# issue 32: the delayed recipe's amax reduction group
+dead training.tp_only_amax_red=true training.fp8_recipe --set training.precision=bf16 \
+  --set training.fp8_format=e4m3 --set training.fp8_recipe=tensorwise
 # chains: the first missing setting up the chain is named
 dead model.moe_router_pre_softmax=true model.moe_router_score_function $MOE \
   --set model.moe_router_score_function=sigmoid

@@ -2,10 +2,13 @@
 # FP8 layout parity (docs/fp8.md): the 2-layer test model in bf16 with FP8
 # linear layers (hybrid), 4 steps, dropout on; each layout stays within 2e-2
 # relative of the 1-process FP8 run on lm loss and grad norm at every step:
-# tp=2 + sequence parallel (delayed: amaxes all-reduced over tp) and cp=2
-# (delayed: over cp) in CI; MEGATRAIN_TEST_FULL=1 runs every recipe on
-# tp=2+SP, cp=2, pp=2 and dp=2 ZeRO-1; MoE with ep=2 (and etp=2, FULL)
-# below. About 35 s.
+# tp=2 + sequence parallel (delayed: amaxes all-reduced over tp), cp=2
+# (delayed: over cp) and pp=2 delayed, which must end with the 1-process
+# run's amax histories bitwise (the checkpoints' fp8_meta tensors), in CI;
+# MEGATRAIN_TEST_FULL=1 runs every recipe on tp=2+SP, cp=2, pp=2 and dp=2
+# ZeRO-1 (delayed: amaxes reduced over dp too), dp=2 ZeRO-1 delayed with
+# tp_only_amax_red, and one process with ZeRO-3 delayed against one
+# without within 1e-8; MoE with ep=2 (and etp=2, FULL) below. About 40 s.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
@@ -14,6 +17,7 @@ BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=4
 run() { # name np recipe args...
   local name=$1 np=$2 r=$3; shift 3
   local cmd=("$MT" "${BASE[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@")
+  case "$name" in one-delayed|pp2-delayed) cmd+=(--set checkpoint.save="$TMP/$name") ;; esac
   if [ "$np" = 1 ]; then "${cmd[@]}" >"$TMP/$name.log" 2>&1; else $MPI -np "$np" "${cmd[@]}" >"$TMP/$name.log" 2>&1; fi ||
     { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
 }
@@ -21,12 +25,14 @@ declare -A LAYOUT=(
   [tp2sp]="--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true"
   [cp2]="--set parallel.context_parallel_size=2"
   [pp2]="--set parallel.pipeline_model_parallel_size=2"
-  [dp2z1]="--set parallel.zero_stage=1")
+  [dp2z1]="--set parallel.zero_stage=1"
+  [dp2z1tponly]="--set parallel.zero_stage=1 --set training.tp_only_amax_red=true")
 if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   CASES=""
   for l in tp2sp cp2 pp2 dp2z1; do for r in tensorwise delayed blockwise mxfp8; do CASES+="$l:$r "; done; done
+  CASES+="dp2z1tponly:delayed"
 else
-  CASES="tp2sp:delayed cp2:delayed"
+  CASES="tp2sp:delayed cp2:delayed pp2:delayed"
 fi
 declare -A done_one=()
 for c in $CASES; do
@@ -43,7 +49,17 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   run pp2-delayed-full 2 delayed ${LAYOUT[pp2]} --set model.recompute_granularity=full
   echo -n "pp2 delayed with full recomputation vs without: "
   compare_metrics "$TMP/pp2-delayed-full.jsonl" "$TMP/pp2-delayed.jsonl" 0
+  # ZeRO-3 re-points the weights at gathered buffers every use: the delayed
+  # state is keyed by (layer, linear), not by the weight's address (keyed by
+  # address, one process with ZeRO-3 differed from one without by 3.1e-3)
+  run z3-delayed 1 delayed --set parallel.zero_stage=3
+  echo -n "1 process ZeRO-3 delayed vs without ZeRO: "
+  compare_metrics "$TMP/z3-delayed.jsonl" "$TMP/one-delayed.jsonl" 1e-8
 fi
+# 1F1B runs a second forward before the first backward: each backward takes
+# its own forward's scales, so the histories are one process's bitwise
+echo -n "pp2 delayed amax histories vs 1 process:"
+/usr/bin/python3 tests/integration/fp8_meta_check.py same "$TMP/pp2-delayed" "$TMP/one-delayed"
 # MoE (gpt-moe-test cut to 2 layers, layer 0 MoE, no biases as ETP needs; 2
 # steps of 2 micro-batches per rank): ep=2 (world 2: each expert on one rank, with its rows from both
 # ranks) in CI with delayed scaling; MEGATRAIN_TEST_FULL=1 every recipe at

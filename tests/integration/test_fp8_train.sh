@@ -15,7 +15,9 @@
 #    the same MoE run without it;
 #  - (FULL) MTP depths in FP8 within 2e-2 of bf16, and in FP8 even when every
 #    main layer is kept bf16.
-# About 30 s on 2 busy cores. MEGATRAIN_TEST_FULL=1 adds e4m3 for every recipe.
+# About 30 s on 2 busy cores. MEGATRAIN_TEST_FULL=1 adds e4m3 for every recipe
+# (e4m3 delayed: iteration 1 runs on the initial scale 1, docs/fp8.md
+# "Scales"; its lm loss within 2e-2, the curve from iteration 2 on).
 source "$(dirname "$0")/lib.sh"
 BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=4
       --set logging.log_interval=1 --set training.eval_interval=0)
@@ -34,7 +36,28 @@ FMTS=$(full_or "hybrid e4m3" "hybrid")
 for f in $FMTS; do
   for r in tensorwise delayed blockwise mxfp8; do
     run "$f-$r" --set training.fp8_format=$f --set training.fp8_recipe=$r
-    echo -n "$f $r vs bf16: "; compare_metrics "$TMP/$f-$r.jsonl" "$TMP/bf16.jsonl" 2e-2
+    if [ "$f-$r" = e4m3-delayed ]; then
+      # TE's delayed state starts with scale 1 (empty history), so the first
+      # step quantizes gradients with scale 1; in e4m3 (smallest subnormal
+      # 2^-9) that moves iteration 1's grad norm by ~2.7% (hybrid's e5m2
+      # gradients: 2^-16, within 2e-2). Iteration 1's loss (forward) is still
+      # held to 2e-2; the whole curve from iteration 2 on as for every recipe.
+      grep -v '"iteration": *1,' "$TMP/$f-$r.jsonl" >"$TMP/$f-$r.from2.jsonl"
+      grep -v '"iteration": *1,' "$TMP/bf16.jsonl" >"$TMP/bf16.from2.jsonl"
+      echo -n "$f $r vs bf16 (iterations 2-4): "
+      compare_metrics "$TMP/$f-$r.from2.jsonl" "$TMP/bf16.from2.jsonl" 2e-2
+      /usr/bin/python3 - "$TMP/$f-$r.jsonl" "$TMP/bf16.jsonl" <<'PY'
+import json, sys
+one = [[json.loads(l) for l in open(p) if '"lm_loss"' in l and json.loads(l)["iteration"] == 1][0]
+       for p in sys.argv[1:]]
+d = abs(one[0]["lm_loss"] - one[1]["lm_loss"]) / abs(one[1]["lm_loss"])
+assert d <= 2e-2, "e4m3 delayed iteration 1 lm loss %.3g from bf16" % d
+print("e4m3 delayed iteration 1: lm loss %.2g from bf16 (grad norm %.2g, scale 1)" % (
+    d, abs(one[0]["grad_norm"] - one[1]["grad_norm"]) / one[1]["grad_norm"]))
+PY
+    else
+      echo -n "$f $r vs bf16: "; compare_metrics "$TMP/$f-$r.jsonl" "$TMP/bf16.jsonl" 2e-2
+    fi
     differs "$f-$r" bf16
   done
 done
