@@ -17,7 +17,8 @@
 #  - KV-cache decoding equals --no-kv-cache, which
 #    recomputes the whole sequence every step (tokens identical, logits within
 #    1e-5 of the largest |logit|);
-#  - pp=2 (one stage per rank) gives the tokens of one process (deepseek);
+#  - pp=2 (one stage per rank) gives the tokens of one process (deepseek),
+#    and tp=2 (mla), logits within 1e-5 of the largest;
 #  - the printed cache bytes per token equal the analytic figures from the
 #    checkpoint's config: layers x (kv_lora_rank + qk_pos_emb_head_dim) x 4
 #    bytes, and with full K/V layers x heads x (qk_head_dim +
@@ -88,7 +89,7 @@ check_model() { # name
 train mla
 check_model mla
 if [ "${MEGATRAIN_TEST_FULL:-0}" != 1 ]; then
-  echo "test_generate_mla: OK (deepseek: MoE + MTP and pp=2 with MEGATRAIN_TEST_FULL=1)"
+  echo "test_generate_mla: OK (deepseek: MoE + MTP, pp=2 and tp=2 with MEGATRAIN_TEST_FULL=1)"
   exit 0
 fi
 train deepseek --set model.q_lora_rank=null --set model.mtp_num_layers=1 \
@@ -106,4 +107,11 @@ mpirun -np 2 --oversubscribe --bind-to none "$MT" generate --load "$d" --prompt 
   --dump-logits "$d.pp2.f32" >"$d.pp2.log" 2>"$d.pp2.err" || { echo "pp=2 failed"; cat "$d.pp2.err"; exit 1; }
 [ "$(ids_of "$d.pp2.log")" = "$(ids_of "$d.g1.log")" ] || { echo "deepseek: pp=2 tokens differ"; exit 1; }
 maxdiff "$d.kv.f32" "$d.pp2.f32" "deepseek: pp=2 = one process, tokens identical"
+# tensor parallelism (heads split, latents replicated) on the mla model
+d=$TMP/mla
+mpirun -np 2 --oversubscribe --bind-to none "$MT" generate --load "$d" --prompt "$PROMPT" \
+  --max-new-tokens $N --temperature 0 --print-ids --dump-logits "$d.tp2.f32" >"$d.tp2.log" \
+  2>"$d.tp2.err" || { echo "tp=2 failed"; cat "$d.tp2.err"; exit 1; }
+[ "$(ids_of "$d.tp2.log")" = "$(ids_of "$d.g1.log")" ] || { echo "mla: tp=2 tokens differ"; exit 1; }
+maxdiff "$d.kv.f32" "$d.tp2.f32" "mla: tp=2 = one process, tokens identical"
 echo "test_generate_mla: OK"
