@@ -9,6 +9,8 @@
 #    fp32 export (tests/reference/hf_forward.py, fp64, its MLA and YaRN
 #    written from HF's DeepseekV3Attention / _compute_yarn_parameters) within
 #    1e-5 relative;
+#  - the reader's greedy tokens (8 after a prompt) equal megatrain
+#    generate's (MLA latent KV cache);
 #  - megatrain -> HF -> megatrain and HF -> megatrain -> HF are bitwise;
 #  - the MTP layer carries DeepSeek's embed_tokens and shared_head.head
 #    copies: an import whose copy differs is refused; so are a config.json
@@ -64,6 +66,15 @@ for fam in $FAMS; do
   a=$($TOOL loss "$ck" $TMP/tok.bin)
   b=$($PY tests/reference/hf_forward.py loss $TMP/hf_$fam $TMP/tok.bin $SEQ)
   relcheck "$fam (trained 2 iterations) fp32 export, loss on $(($(stat -c %s $TMP/tok.bin) / 4)) tokens" "$a" "$b" 1e-5
+  # greedy tokens: megatrain generate (MLA latent cache) = the reader's
+  "$MT" generate --load "$ck" --prompt "First Citizen:" --max-new-tokens 8 --temperature 0 \
+    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
+    --print-ids >"$TMP/g_$fam.log" 2>"$TMP/g_$fam.err" || { echo "$fam: generate failed"; cat "$TMP/g_$fam.err"; exit 1; }
+  mt_ids=$(grep '^ids:' "$TMP/g_$fam.log")
+  prompt_ids=$(grep '^prompt_ids:' "$TMP/g_$fam.log" | sed 's/^prompt_ids: //')
+  hf=$($PY tests/reference/hf_forward.py greedy $TMP/hf_$fam "$prompt_ids" 8)
+  [ "$hf" = "$mt_ids" ] || { echo "$fam: HF reader tokens differ"; echo " megatrain $mt_ids"; echo " reader    $hf"; exit 1; }
+  echo "$fam: the HF reader's greedy tokens = megatrain generate's ($mt_ids)"
   # megatrain -> HF -> megatrain
   "$MT" convert --from hf --input $TMP/hf_$fam --output $TMP/rt_$fam --config $TMP/$fam.json 2>/dev/null
   $TOOL same "$ck" $TMP/rt_$fam
