@@ -362,17 +362,25 @@ static int r_yarn_betas(mt_cfg_ctx *c, mt_config *cfg, int world) {
 }
 
 /* The YaRN-only keys under MLA with rope_type "rope" (their `needs` is MLA:
- * rope_type's null default means YaRN there). */
+ * rope_type's null default means YaRN there). A saved config (c->saved)
+ * lists every key: there they are reset to the default, not refused. */
 static int r_yarn_keys(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   static const char *const yk[] = {"model.original_max_position_embeddings", "model.beta_fast",
                                    "model.beta_slow", "model.mscale"};
   if (!cfg->model.multi_latent_attention || mt_model_yarn(&cfg->model)) return 0;
-  for (int i = 0; i < 4; i++)
-    if (c->present[key(yk[i])] == 1)
-      return mt_cfg_fail(c, key(yk[i]),
-                         "has no effect with rope_type \"rope\" (expected model.rope_type "
-                         "\"yarn\" or null for it to apply, or the key left out)");
+  for (int i = 0; i < 4; i++) {
+    const int k = key(yk[i]);
+    if (c->present[k] != 1) continue;
+    if (c->saved && !c->overridden[k]) { /* a saved config lists every key: drop it */
+      mt_cfg_apply_default(cfg, k);
+      c->present[k] = 0;
+      continue;
+    }
+    return mt_cfg_fail(c, k,
+                       "has no effect with rope_type \"rope\" (expected model.rope_type "
+                       "\"yarn\" or null for it to apply, or the key left out)");
+  }
   return 0;
 }
 

@@ -267,6 +267,30 @@ static void test_canonical_and_saved(void **state) {
   free(meta);
 }
 
+/* A checkpoint of an MLA model with rope_type "rope" saves every key, the
+ * YaRN-only ones too (r_yarn_keys): loading its config as saved resets them;
+ * as a user's config, or given by --set, they are refused. */
+static void test_saved_mla_rope(void **state) {
+  (void)state;
+  const char *json =
+      "{\"model\": {\"num_layers\": 2, \"hidden_size\": 64, \"num_attention_heads\": 4, "
+      "\"seq_length\": 32, \"position_embedding_type\": \"rope\", "
+      "\"multi_latent_attention\": true, \"rope_type\": \"rope\", "
+      "\"original_max_position_embeddings\": 4096, \"beta_fast\": 32, \"beta_slow\": 1, "
+      "\"mscale\": 1.0}, \"training\": {\"micro_batch_size\": 2, \"train_iters\": 10, "
+      "\"lr\": 1e-3}, \"data\": {\"data_path\": \"x\"}}";
+  mt_config cfg;
+  char err[1024];
+  assert_int_equal(mt_config_load_string(&cfg, json, "user", NULL, 0, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "has no effect with rope_type \"rope\""));
+  assert_int_equal(mt_config_load_saved(&cfg, json, "saved", NULL, 0, 1, err, sizeof err), 0);
+  assert_int_equal(cfg.model.original_max_position_embeddings, 4096); /* the default */
+  mt_config_free(&cfg);
+  const char *ov[] = {"model.beta_fast=16"};
+  assert_int_equal(mt_config_load_saved(&cfg, json, "saved", ov, 1, 1, err, sizeof err), 2);
+  assert_non_null(strstr(err, "model.beta_fast (from --set)"));
+}
+
 static void test_set_null_and_switched_off(void **state) {
   (void)state;
   mt_config full, sel;
@@ -301,6 +325,7 @@ int main(void) {
       cmocka_unit_test(test_every_rule_is_checked),
       cmocka_unit_test(test_every_needs_key),
       cmocka_unit_test(test_canonical_and_saved),
+      cmocka_unit_test(test_saved_mla_rope),
       cmocka_unit_test(test_set_null_and_switched_off),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
