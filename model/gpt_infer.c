@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "model/gpt_infer_mla.h"
 #include "model/gpt_internal.h"
 #include "model/linear.h"
 
@@ -40,6 +41,7 @@ struct mt_gpt_infer {
   void *moe_out;             /* [max_len, h]: the routed experts' output (MoE models) */
   mt_moe *moe;               /* MoE context of the current call's rows (NULL between calls) */
   mt_moe_acts *moe_acts;
+  mt_infer_mla *mla;         /* multi-latent attention: its latent cache (NULL without) */
 };
 
 static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
@@ -49,9 +51,12 @@ static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
                                   char *err, size_t errlen) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->model.multi_latent_attention) {
-    snprintf(err, errlen, "generation of a model with model.multi_latent_attention true is not "
-                          "built yet (expected a model with standard attention)");
+  if (c->model.multi_latent_attention && strcmp(m->be->name, "cpu") != 0) {
+    snprintf(err, errlen,
+             "generation of a model with model.multi_latent_attention true runs on the cpu "
+             "backend only (got device %s: its fused attention takes value heads as wide as the "
+             "query/key heads; expected --device cpu)",
+             m->be->name);
     return NULL;
   }
   if (c->model.num_experts > 0 && (c->tp_size != 1 || c->ep_size != 1 || c->etp_size > 1)) {
@@ -117,7 +122,9 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_
   g->logits_f = dalloc(g, m->vl, sizeof(float), W);
   g->gathered = dalloc(g, m->vl * c->tp_size, sizeof(float), W);
   g->host_logits = mt_xmalloc((size_t)(m->vl * c->tp_size) * sizeof(float));
-  if (use_cache) {
+  if (c->model.multi_latent_attention) {
+    g->mla = mt_infer_mla_create(m, max_len); /* the latents' cache, with or without use_cache */
+  } else if (use_cache) {
     /* cache row (r, q, j) of hn elements (token r, query group q, j = 0 key /
      * 1 value) is qkv row ((r·ng + q)·(npg + 2) + npg + j) of hn elements */
     const int64_t nr = R * m->ng * 2;
@@ -145,6 +152,7 @@ void mt_gpt_infer_destroy(mt_gpt_infer *g) {
   if (g->cache)
     for (int l = 0; l < g->m->n_local_layers; l++) be->ops->free(be, g->cache[l]);
   free(g->cache);
+  mt_infer_mla_destroy(g->mla);
   free(g->tok_host);
   free(g->host_logits);
   free(g);
@@ -255,7 +263,9 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
   mt_tp_ctx tp = tp_ctx(g, rows);
   mt_gpt_norm_fwd(m, g->ln, g->mean, g->rstd, g->x, w->input_layernorm.weight,
                   w->input_layernorm.bias, rows);
-  if (c->model.qk_layernorm) {
+  if (g->mla) {
+    mt_infer_mla_attention(g->mla, &tp, li, g->ln, g->ctx, g->lse, rows, pos0);
+  } else if (c->model.qk_layernorm) {
     mt_column_parallel_linear_fwd(&tp, g->qkv_lin, g->ln, wa->linear_qkv.weight,
                                   wa->linear_qkv.bias, m->qkvl, h);
     mt_qknorm_desc qd = {rows, m->np, m->ng, m->hn, m->rmsnorm,
@@ -267,7 +277,7 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
     mt_column_parallel_linear_fwd(&tp, g->qkv, g->ln, wa->linear_qkv.weight, wa->linear_qkv.bias,
                                   m->qkvl, h);
   }
-  if (m->pos == MT_POS_ROPE) {
+  if (!g->mla && m->pos == MT_POS_ROPE) {
     mt_rope_desc rd = {0};
     rd.s = (int)rows;
     rd.b = 1;
@@ -281,7 +291,7 @@ static void layer(mt_gpt_infer *g, int li, int64_t rows, int64_t pos0) {
     rd.s_offset = (int)pos0;
     be->ops->rope_fwd(be, &rd, g->qkv);
   }
-  attention(g, li, rows, pos0);
+  if (!g->mla) attention(g, li, rows, pos0);
   mt_row_parallel_linear_fwd(&tp, g->tmp, g->ctx, wa->linear_proj.weight, wa->linear_proj.bias, h,
                              m->hl);
   be->ops->add(be, g->x, g->tmp, g->x, rows * h); /* residual (dropout off) */
@@ -361,4 +371,16 @@ void mt_gpt_infer_append(mt_gpt_infer *g, const int32_t *tokens, int n, float *l
     }
   }
   head(g, rows, logits);
+}
+
+void mt_gpt_infer_kv_bytes(const mt_gpt *m, int64_t *cache, int64_t *full) {
+  const mt_model_config *mc = &m->cfg.model;
+  const int64_t L = mc->num_layers, es = (int64_t)mt_dtype_size(m->be->dtype);
+  if (mc->multi_latent_attention) {
+    *cache = L * (mc->kv_lora_rank + mc->qk_pos_emb_head_dim) * es;
+    *full = L * mc->num_attention_heads *
+            (mc->qk_head_dim + mc->qk_pos_emb_head_dim + mc->v_head_dim) * es;
+  } else {
+    *cache = *full = L * 2 * ((int64_t)m->ng * m->cfg.tp_size) * m->hn * es;
+  }
 }

@@ -27,7 +27,11 @@
  * sends the hidden states [rows, h] to the next (a broadcast over the
  * pipeline group rooted at the sender), the last stage computes the logits
  * and broadcasts them over the pipeline group, so every rank of every stage
- * holds the same row. Not context parallelism, virtual pipeline chunks, or
+ * holds the same row. Multi-latent attention (model/gpt_infer_mla.h): the
+ * cache holds each layer's normalised kv latent and rotated shared RoPE key
+ * (Megatron's cache_mla_latents), up-projected to the heads' keys and values
+ * on every call; multi-token prediction depths are not used for decoding.
+ * Not context parallelism, virtual pipeline chunks, or
  * sequence parallelism (refused by mt_gpt_infer_create).
  */
 #ifndef MT_MODEL_GPT_INFER_H
@@ -46,12 +50,25 @@ typedef struct mt_gpt_infer mt_gpt_infer;
  * max_position_embeddings). use_cache: 1 = KV cache, 0 = recompute the
  * prefix every call. Allocates the cache (MT_MEM_ACT) and the buffers for
  * max_len rows (MT_MEM_WORKSPACE) on m's backend. Returns NULL with a
- * message naming the unsupported option (MoE with tp / ep / etp > 1, cp_size > 1, several
+ * message naming the unsupported option (multi-latent attention off the cpu
+ * backend, MoE with tp / ep / etp > 1, cp_size > 1, several
  * chunks per stage,
  * sequence_parallel, max_len) in err. No communication. */
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
                                   char *err, size_t errlen);
 void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
+
+/* KV cache bytes per token of model m, all its layers (num_layers, not this
+ * stage's), in the backend's storage dtype: *cache what this module's cache
+ * holds, *full what a cache of the full keys and values holds. Standard
+ * attention: both 2·num_query_groups·kv_channels per layer. Multi-latent
+ * attention: *cache = kv_lora_rank + qk_pos_emb_head_dim per layer (the
+ * normalised latent and the rotated shared key), *full =
+ * num_attention_heads·(qk_head_dim + qk_pos_emb_head_dim + v_head_dim) per
+ * layer (the up-projected keys and values of every head). Under tensor
+ * parallelism each rank of a group holds 1/tp of the full K/V but a whole
+ * copy of the latents. */
+void mt_gpt_infer_kv_bytes(const mt_gpt *m, int64_t *cache, int64_t *full);
 
 
 /* Append n >= 1 tokens (host int32 ids < vocab_size, the same on every TP

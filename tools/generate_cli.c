@@ -298,7 +298,8 @@ static int load_config(gen_run *r, const gen_args *a, char *err, size_t errlen) 
 }
 
 /* The MoE routers' expert biases (host fp32 [E] per MoE layer, buffers
- * "decoder.layers.L.mlp.router.expert_bias") when the model has them: they
+ * "decoder.layers.L.mlp.router.expert_bias", an MTP depth's
+ * "mtp.layers.K.mtp_model_layer.mlp.router.expert_bias") when the model has them: they
  * select the experts, so generation needs them as training left them. */
 static int load_expert_bias(gen_run *r, char *err, size_t errlen) {
   const mt_gpt_config *gc = mt_gpt_get_config(r->model);
@@ -306,9 +307,9 @@ static int load_expert_bias(gen_run *r, char *err, size_t errlen) {
     float *bias = mt_gpt_moe_expert_bias(r->model, i);
     if (!bias) return 0;
     if (mt_gpt_moe_layer_is_local(r->model, i) < 0) continue; /* another stage's layer */
-    char nm[96];
-    snprintf(nm, sizeof nm, "decoder.layers.%d.mlp.router.expert_bias",
-             mt_gpt_moe_layer_is_local(r->model, i));
+    char pre[64], nm[96]; /* decoder.layers.L or mtp.layers.K.mtp_model_layer */
+    mt_gpt_layer_name(gc, mt_gpt_moe_layer_is_local(r->model, i), pre, sizeof pre);
+    snprintf(nm, sizeof nm, "%s.mlp.router.expert_bias", pre);
     int64_t rows, cols;
     mt_dtype dt;
     int k = mt_dckpt_find(r->ck, nm);
@@ -476,6 +477,15 @@ static int decode(gen_run *r, const gen_args *a, size_t n_prompt) {
          stop_eod ? " (end of text)" : "", t_decode,
          t_decode > 0 && steps > 0 ? (double)steps / t_decode : 0.0, a->no_cache ? "off" : "on",
          r->world_size / a->pp, pp_note);
+  int64_t kv_cache, kv_full;
+  mt_gpt_infer_kv_bytes(r->model, &kv_cache, &kv_full);
+  fprintf(stderr,
+          "generate: kv cache %lld bytes per token (all layers, %s), %lld with full K/V (%.2fx)%s\n",
+          (long long)kv_cache, mt_dtype_name(r->be->dtype), (long long)kv_full,
+          (double)kv_full / (double)kv_cache,
+          mt_gpt_get_config(r->model)->model.multi_latent_attention
+              ? ": multi-latent attention caches the kv latent and the rotated key"
+              : "");
   fflush(stdout);
   return 0;
 }

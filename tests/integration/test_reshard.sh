@@ -6,6 +6,8 @@
 # (docs/checkpoint.md) is cut again for every tp / pp (interleaved, uneven)
 # / dp / ZeRO stage / ep / vocabulary padding, optimizer state included.
 # Prints the worst relative difference per case (the closing-note table).
+# CI leaves two cases to MEGATRAIN_TEST_FULL=1 (dp=4 ZeRO-2 -> 1 process,
+# tp=2+SP -> tp=4+SP): ZeRO-2 and tp changes keep their CI cases below.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
@@ -44,10 +46,13 @@ t0=$(date +%s)
 # dense GPT (tests/configs/gpt-test.json: 2 layers, h 64, real GPT-2 vocabulary)
 train_a z1dp2 2 --set $Z=1
 resume_b "dp=2 ZeRO-1 -> dp=4 ZeRO-3" z1dp2 4 --set $Z=3
-train_a z2dp4 4 --set $Z=2
-resume_b "dp=4 ZeRO-2 -> 1 process" z2dp4 1
+FULL=${MEGATRAIN_TEST_FULL:-0}
+if [ "$FULL" = 1 ]; then # CI: ZeRO-2 resharding in the llama case, tp changes below
+  train_a z2dp4 4 --set $Z=2
+  resume_b "dp=4 ZeRO-2 -> 1 process" z2dp4 1
+fi
 train_a tp2sp 2 --set $TP=2 --set $SP=true
-resume_b "tp=2+SP -> tp=4+SP" tp2sp 4 --set $TP=4 --set $SP=true
+[ "$FULL" = 1 ] && resume_b "tp=2+SP -> tp=4+SP" tp2sp 4 --set $TP=4 --set $SP=true
 resume_b "tp=2+SP -> cp=2 dp=2 ZeRO-1" tp2sp 4 --set parallel.context_parallel_size=2 --set $Z=1
 train_a one 1
 resume_b "1 process -> tp=2 pp=2 dp=2 ZeRO-1" one 8 --set $TP=2 --set $SP=true --set $PP=2 --set $Z=1
