@@ -15,10 +15,19 @@
 /* the expert keys of Qwen3MoeConfig / MixtralConfig */
 static void moe_config_json(const mt_hf_model *m, cJSON *o) {
   if (m->family == MT_HF_DEEPSEEK_V3) {
-    /* standard attention for now: no multi-latent attention, no MTP layers */
-    cJSON_AddNullToObject(o, "q_lora_rank");
-    cJSON_AddNullToObject(o, "kv_lora_rank");
-    cJSON_AddNumberToObject(o, "num_nextn_predict_layers", 0);
+    if (m->mla) { /* multi-latent attention (without: standard attention, null ranks) */
+      if (m->qr > 0) cJSON_AddNumberToObject(o, "q_lora_rank", (double)m->qr);
+      else cJSON_AddNullToObject(o, "q_lora_rank");
+      cJSON_AddNumberToObject(o, "kv_lora_rank", (double)m->kr);
+      cJSON_AddNumberToObject(o, "qk_nope_head_dim", (double)m->dn);
+      cJSON_AddNumberToObject(o, "qk_rope_head_dim", (double)m->dr);
+      cJSON_AddNumberToObject(o, "v_head_dim", (double)m->dv);
+      cJSON_AddBoolToObject(o, "rope_interleave", 1); /* megatrain's pairs (2i, 2i + 1) */
+    } else {
+      cJSON_AddNullToObject(o, "q_lora_rank");
+      cJSON_AddNullToObject(o, "kv_lora_rank");
+    }
+    cJSON_AddNumberToObject(o, "num_nextn_predict_layers", (double)m->mtp);
     cJSON_AddNumberToObject(o, "n_routed_experts", (double)m->E);
     cJSON_AddNumberToObject(o, "n_shared_experts", (double)(m->shared_ffn / m->moe_ffn));
     cJSON_AddNumberToObject(o, "moe_intermediate_size", (double)m->moe_ffn);
@@ -92,12 +101,24 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype) {
     cJSON_AddNumberToObject(o, "num_hidden_layers", (double)m->L);
     cJSON_AddNumberToObject(o, "num_attention_heads", (double)m->nh);
     cJSON_AddNumberToObject(o, "num_key_value_heads", (double)m->ng);
-    cJSON_AddNumberToObject(o, "head_dim", (double)m->hn);
+    cJSON_AddNumberToObject(o, "head_dim", (double)(m->mla ? m->dr : m->hn));
     cJSON_AddStringToObject(o, "hidden_act", "silu");
     cJSON_AddNumberToObject(o, "max_position_embeddings", (double)m->max_pos);
     cJSON_AddNumberToObject(o, "rms_norm_eps", m->eps);
     cJSON_AddNumberToObject(o, "rope_theta", m->rope_theta);
-    cJSON_AddNullToObject(o, "rope_scaling");
+    if (m->yarn) {
+      cJSON *rs = cJSON_AddObjectToObject(o, "rope_scaling");
+      cJSON_AddStringToObject(rs, "type", "yarn");
+      cJSON_AddStringToObject(rs, "rope_type", "yarn");
+      cJSON_AddNumberToObject(rs, "factor", m->yarn_factor);
+      cJSON_AddNumberToObject(rs, "original_max_position_embeddings", (double)m->yarn_orig);
+      cJSON_AddNumberToObject(rs, "beta_fast", m->beta_fast);
+      cJSON_AddNumberToObject(rs, "beta_slow", m->beta_slow);
+      cJSON_AddNumberToObject(rs, "mscale", m->mscale);
+      cJSON_AddNumberToObject(rs, "mscale_all_dim", m->mscale_all_dim);
+    } else {
+      cJSON_AddNullToObject(o, "rope_scaling");
+    }
     if (!mix) cJSON_AddBoolToObject(o, "attention_bias", m->bias);
     if (m->E == 0) cJSON_AddBoolToObject(o, "mlp_bias", m->bias);
     cJSON_AddNumberToObject(o, "attention_dropout", m->attention_dropout);
@@ -213,14 +234,26 @@ static void want_null(ctx *c, const char *key, const char *want) {
  * which must be megatrain's moe_layer_freq pattern. */
 static void deepseek_config_check(ctx *c, const mt_hf_model *m) {
   static const char *const sig[] = {"sigmoid", NULL}, *const noaux[] = {"noaux_tc", NULL};
-  want_null(c, "q_lora_rank", "multi-latent attention is not yet converted (expected null: "
-            "standard attention)");
-  want_null(c, "kv_lora_rank", "multi-latent attention is not yet converted (expected null: "
-            "standard attention)");
-  want_int(c, "num_nextn_predict_layers", 0, 0);
-  if (c->bad && strstr(c->err, "num_nextn_predict_layers"))
-    snprintf(c->err + strlen(c->err), c->errlen - strlen(c->err),
-             " (multi-token prediction layers are not yet converted)");
+  if (m->mla) {
+    if (m->qr > 0) want_int(c, "q_lora_rank", m->qr, -1);
+    else want_null(c, "q_lora_rank", "the config's model.q_lora_rank is null (expected null: "
+                   "a direct q_proj)");
+    want_int(c, "kv_lora_rank", m->kr, -1);
+    want_int(c, "qk_nope_head_dim", m->dn, -1);
+    want_int(c, "qk_rope_head_dim", m->dr, -1);
+    want_int(c, "v_head_dim", m->dv, -1);
+    want_bool(c, "rope_interleave", 1, 1);
+    if (c->bad && strstr(c->err, "\"rope_interleave\""))
+      snprintf(c->err + strlen(c->err), c->errlen - strlen(c->err),
+               " (rotate-half over unpermuted channels: importing it needs a row permutation "
+               "of q_b_proj/kv_a_proj_with_mqa's rope rows, not implemented)");
+  } else {
+    want_null(c, "q_lora_rank", "the config has standard attention (expected null; "
+              "model.multi_latent_attention true gives multi-latent attention)");
+    want_null(c, "kv_lora_rank", "the config has standard attention (expected null; "
+              "model.multi_latent_attention true gives multi-latent attention)");
+  }
+  want_int(c, "num_nextn_predict_layers", m->mtp, 0);
   want_int(c, "n_routed_experts", m->E, -1);
   want_int(c, "n_shared_experts", m->shared_ffn / m->moe_ffn, -1);
   want_int(c, "moe_intermediate_size", m->moe_ffn, -1);
@@ -232,6 +265,36 @@ static void deepseek_config_check(ctx *c, const mt_hf_model *m) {
   want_int(c, "topk_group", m->topk_group, 1);
   want_num(c, "routed_scaling_factor", m->scaling, 1.0);
   want_bool(c, "norm_topk_prob", m->norm_topk, 1);
+}
+
+/* rope_scaling {"type"/"rope_type": "yarn", factor, original_max_position_embeddings,
+ * beta_fast, beta_slow, mscale, mscale_all_dim} against the config's YaRN, and
+ * max_position_embeddings (HF's YaRN takes its ratio to the original as the
+ * factor). */
+static void yarn_check(ctx *c, const mt_hf_model *m, const cJSON *rs) {
+  static const char *const yarn[] = {"yarn", NULL};
+  want_int(c, "max_position_embeddings", m->max_pos, -1);
+  if (c->bad) return;
+  if (!cJSON_IsObject(rs)) {
+    snprintf(c->err, c->errlen, "'%s': \"rope_scaling\" is not an object but the config's "
+             "model.rope_type is \"yarn\" (expected {\"type\": \"yarn\", ...})", c->path);
+    c->bad = 1;
+    return;
+  }
+  ctx r = *c;
+  char path[700];
+  snprintf(path, sizeof path, "%s (rope_scaling)", c->path);
+  r.o = rs;
+  r.path = path;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+  want_str(&r, t ? "rope_type" : "type", yarn, "the config's model.rope_type");
+  want_num(&r, "factor", m->yarn_factor, NAN);
+  want_int(&r, "original_max_position_embeddings", m->yarn_orig, -1);
+  want_num(&r, "beta_fast", m->beta_fast, 32);
+  want_num(&r, "beta_slow", m->beta_slow, 1);
+  want_num(&r, "mscale", m->mscale, 1);
+  want_num(&r, "mscale_all_dim", m->mscale_all_dim, 0);
+  c->bad = r.bad;
 }
 
 static void moe_config_check(ctx *c, const mt_hf_model *m) {
@@ -328,7 +391,7 @@ int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path,
     if (m->E > 0) moe_config_check(&c, m);
     want_int(&c, "num_attention_heads", m->nh, -1);
     want_int(&c, "num_key_value_heads", m->ng, m->nh);
-    want_int(&c, "head_dim", m->hn, m->h / m->nh);
+    if (!m->mla) want_int(&c, "head_dim", m->hn, m->h / m->nh);
     want_int(&c, "vocab_size", m->V, -1);
     want_num(&c, "rms_norm_eps", m->eps, 1e-6);
     want_num(&c, "rope_theta", m->rope_theta, mix ? 1e6 : 10000.0);
@@ -336,7 +399,9 @@ int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path,
     if (m->E == 0) want_bool(&c, "mlp_bias", m->bias, 0);
     want_bool(&c, "tie_word_embeddings", !m->untie, 0);
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(o, "rope_scaling");
-    if (!c.bad && rs && !cJSON_IsNull(rs)) {
+    if (m->yarn) {
+      yarn_check(&c, m, rs);
+    } else if (!c.bad && rs && !cJSON_IsNull(rs)) {
       snprintf(err, errlen, "'%s': \"rope_scaling\" is set; megatrain's RoPE has no scaling "
                "(expected null)", path);
       c.bad = 1;

@@ -420,7 +420,8 @@ int mt_hf_import_dir(const char *in_dir, const char *out_dir, const char *config
   /* read and map: one view per megatrain tensor */
   v = mt_xcalloc((size_t)n_e, sizeof *v);
   for (int i = 0; i < n_e; i++) {
-    if (i == 0 || strcmp(e[i].mt, e[i - 1].mt)) {
+    if (e[i].copy) continue; /* checked below, once its tensor is read */
+    if (n_v == 0 || strcmp(e[i].mt, v[n_v - 1].name)) {
       mt_dckpt_view *w = &v[n_v++];
       snprintf(w->name, sizeof w->name, "%s", e[i].mt);
       w->rows = w->nr = e[i].mt_rows;
@@ -435,6 +436,29 @@ int mt_hf_import_dir(const char *in_dir, const char *out_dir, const char *config
     if (!hf) goto out;
     mt_hf_import(&m, &e[i], hf, v[n_v - 1].data);
     free(hf);
+  }
+  /* DeepSeek's MTP layers' copies of the embedding and the output head */
+  for (int i = 0; i < n_e; i++) {
+    if (!e[i].copy) continue;
+    int j = 0;
+    while (j < n_v && strcmp(v[j].name, e[i].mt)) j++;
+    if (j == n_v) {
+      snprintf(err, errlen, "tensor '%s' copies '%s', which the naming does not map", e[i].hf,
+               e[i].mt);
+      goto out;
+    }
+    float *hf = read_f32(d, find_hf(d, e[i].hf), err, errlen);
+    if (!hf) goto out;
+    int same = !memcmp(hf, v[j].data, (size_t)(e[i].hf_rows * e[i].hf_cols) * sizeof(float));
+    free(hf);
+    if (!same) {
+      snprintf(err, errlen, "tensor '%s' in '%s' differs from the model's %s, which the "
+               "multi-token prediction layer shares (megatrain keeps one copy; expected equal)",
+               e[i].hf, mt_st_dir_file(d, find_hf(d, e[i].hf)),
+               !strcmp(e[i].mt, "output_layer.weight") ? "'lm_head.weight'"
+                                                        : "'model.embed_tokens.weight'");
+      goto out;
+    }
   }
   if (k_lm >= 0) {
     const mt_st_info *in = mt_st_dir_info(d, k_lm);

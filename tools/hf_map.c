@@ -29,9 +29,13 @@ const char *mt_hf_family_name(mt_hf_family f) {
 static int deepseek_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
   const mt_model_config *c = &cfg->model;
   const int L = c->num_layers;
-  if (c->qk_layernorm)
-    REFUSE("model.qk_layernorm is true with sigmoid routing: the DeepSeek-V3 naming has no "
-           "query/key norm");
+  if (c->qk_layernorm && !c->multi_latent_attention)
+    REFUSE("model.qk_layernorm is true with sigmoid routing and standard attention: the "
+           "DeepSeek-V3 naming has no query/key norm (its latent norms need "
+           "multi_latent_attention)");
+  if (!c->qk_layernorm && c->multi_latent_attention)
+    REFUSE("model.qk_layernorm is false with multi_latent_attention: the DeepSeek-V3 naming "
+           "has the latent norms q_a_layernorm and kv_a_layernorm (expected true)");
   if (!c->moe_router_enable_expert_bias)
     REFUSE("model.moe_router_enable_expert_bias is false: the DeepSeek-V3 naming (sigmoid "
            "routing) carries e_score_correction_bias (expected true)");
@@ -63,6 +67,61 @@ static int deepseek_model_of(const mt_config *cfg, mt_hf_model *m, char *err, si
   m->moe_freq = freq;
   m->scaling = c->moe_router_topk_scaling_factor > 0
                    ? mt_float_decimal(c->moe_router_topk_scaling_factor) : 1.0;
+  return 0;
+}
+
+/* DeepSeek-V3's attention side: MLA's dimensions, YaRN as HF's rope_scaling
+ * (whose "factor" HF recomputes as max_position_embeddings /
+ * original_max_position_embeddings when the latter is given), and the MTP
+ * layers, MoE as megatrain makes them (like the last decoder layer). */
+static int deepseek_attn_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
+  const mt_model_config *c = &cfg->model;
+  m->mtp = c->mtp_num_layers;
+  for (int64_t k = 0; k < m->mtp && m->E > 0; k++) {
+    const int64_t l = m->L + k;
+    const int ds = l >= m->first_dense && l % m->moe_freq == 0;
+    if (ds != m->moe[m->L - 1])
+      REFUSE("model.mtp_num_layers is %d: megatrain's MTP layer %lld is %s like the last "
+             "decoder layer, but the DeepSeek-V3 naming (first_k_dense_replace %lld, "
+             "moe_layer_freq %lld) makes its layer %lld %s", c->mtp_num_layers, (long long)k,
+             m->moe[m->L - 1] ? "an MoE layer" : "dense", (long long)m->first_dense,
+             (long long)m->moe_freq, (long long)l, ds ? "an MoE layer" : "dense");
+  }
+  if (!c->multi_latent_attention) return 0;
+  m->mla = 1;
+  m->qr = c->q_lora_rank;
+  m->kr = c->kv_lora_rank;
+  m->dn = c->qk_head_dim;
+  m->dr = c->qk_pos_emb_head_dim;
+  m->dv = c->v_head_dim;
+  m->ng = m->nh;
+  m->yarn = mt_model_yarn(c);
+  const double s = mt_float_decimal(c->rotary_scaling_factor);
+  m->mscale_all_dim = mt_float_decimal(c->mscale_all_dim);
+  if (!m->yarn) {
+    if (s > 1 && m->mscale_all_dim != 0)
+      REFUSE("model.rotary_scaling_factor is %g with mscale_all_dim %g and rope_type \"rope\": "
+             "megatrain's MLA softmax scale takes mscale(%g, %g)^2, which the DeepSeek-V3 "
+             "naming applies only with YaRN rope_scaling (expected mscale_all_dim 0 or "
+             "rotary_scaling_factor <= 1)", s, m->mscale_all_dim, s, m->mscale_all_dim);
+    return 0;
+  }
+  m->yarn_factor = s;
+  m->yarn_orig = c->original_max_position_embeddings;
+  m->beta_fast = mt_float_decimal(c->beta_fast);
+  m->beta_slow = mt_float_decimal(c->beta_slow);
+  m->mscale = mt_float_decimal(c->mscale);
+  if ((m->mscale == 0 || m->mscale_all_dim == 0) && !(m->mscale == 1 && m->mscale_all_dim == 0))
+    REFUSE("model.mscale is %g with mscale_all_dim %g: megatrain scales YaRN's cos and sin by "
+           "mscale(s, mscale) / mscale(s, mscale_all_dim), which Hugging Face's YaRN does only "
+           "when both are non-zero (else mscale(s, 1)); expected both non-zero, or mscale 1 "
+           "with mscale_all_dim 0", m->mscale, m->mscale_all_dim);
+  if ((double)m->yarn_orig * s != (double)m->max_pos)
+    REFUSE("model.rotary_scaling_factor is %g with original_max_position_embeddings %lld and "
+           "max_position_embeddings %lld: Hugging Face's YaRN takes the factor as "
+           "max_position_embeddings / original_max_position_embeddings (expected %lld "
+           "positions)", s, (long long)m->yarn_orig, (long long)m->max_pos,
+           (long long)((double)m->yarn_orig * s));
   return 0;
 }
 
@@ -111,9 +170,15 @@ static int moe_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t 
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen) {
   const mt_model_config *c = &cfg->model;
   memset(m, 0, sizeof *m);
-  if (c->multi_latent_attention)
-    REFUSE("model.multi_latent_attention is true: the Hugging Face namings of this build map "
-           "standard attention only (expected false)");
+  const int sig = c->num_experts > 0 && !strcmp(c->moe_router_score_function, "sigmoid");
+  if (c->multi_latent_attention && !sig)
+    REFUSE("model.multi_latent_attention is true: the Hugging Face naming with multi-latent "
+           "attention is DeepSeek-V3's, which needs sigmoid-routed experts (model.num_experts "
+           "> 0, moe_router_score_function \"sigmoid\")");
+  if (c->mtp_num_layers > 0 && !sig)
+    REFUSE("model.mtp_num_layers is %d: the Hugging Face naming with multi-token prediction "
+           "layers is DeepSeek-V3's, which needs sigmoid-routed experts (model.num_experts > 0, "
+           "moe_router_score_function \"sigmoid\")", c->mtp_num_layers);
   const char *pos = c->position_embedding_type;
   if (!strcmp(pos, "learned_absolute")) m->family = MT_HF_GPT2;
   else if (!strcmp(pos, "rope")) m->family = MT_HF_LLAMA;
@@ -180,7 +245,7 @@ int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errle
   m->hidden_dropout = mt_float_decimal(c->hidden_dropout);
   m->attention_dropout = mt_float_decimal(c->attention_dropout);
   m->init_std = mt_float_decimal(c->init_method_std);
-  return 0;
+  return m->family == MT_HF_DEEPSEEK_V3 ? deepseek_attn_of(cfg, m, err, errlen) : 0;
 }
 
 /* rows the selection takes from a tensor of R rows */
@@ -242,132 +307,175 @@ static void add(list *l, const mt_hf_model *m, const char *hf, const char *mt, i
   e->hf_cols = transpose ? n : C;
 }
 
-#define ADD(hf_fmt, mt_suffix, rows, cols, sel, tr)                                   \
+/* ADD("self_attn.q_proj.weight", "self_attention.linear_qkv.weight", ...): the
+ * tensor of layer `hp` (HF prefix) / `mp` (megatrain prefix) */
+#define ADD(hf_suffix, mt_suffix, rows, cols, sel, tr)                                \
   do {                                                                                \
-    snprintf(hn_, sizeof hn_, hf_fmt, l);                                             \
-    snprintf(mn_, sizeof mn_, "decoder.layers.%d.%s", l, mt_suffix);                  \
-    add(&li, m, hn_, mn_, rows, cols, sel, tr);                                       \
+    snprintf(hn_, sizeof hn_, "%s.%s", hp, hf_suffix);                                \
+    snprintf(mn_, sizeof mn_, "%s.%s", mp, mt_suffix);                                \
+    add(li, m, hn_, mn_, rows, cols, sel, tr);                                        \
   } while (0)
 
 /* MoE layer l: the router, then per expert its gate, up and down projections */
-static void add_experts(list *li, const mt_hf_model *m, int l) {
+static void add_experts(list *li, const mt_hf_model *m, const char *hp, const char *mp) {
   const int mix = m->family == MT_HF_MIXTRAL;
   const char *blk = mix ? "block_sparse_moe" : "mlp";
   const char *gate = mix ? "w1" : "gate_proj", *up = mix ? "w3" : "up_proj",
              *down = mix ? "w2" : "down_proj";
   const int64_t h = m->h, F = m->moe_ffn;
   char hf[160], mt[160];
-  snprintf(hf, sizeof hf, "model.layers.%d.%s.gate.weight", l, blk);
-  snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.router.weight", l);
+  snprintf(hf, sizeof hf, "%s.%s.gate.weight", hp, blk);
+  snprintf(mt, sizeof mt, "%s.mlp.router.weight", mp);
   add(li, m, hf, mt, m->E, h, MT_HF_ALL, 0);
   if (m->family == MT_HF_DEEPSEEK_V3) {
-    snprintf(hf, sizeof hf, "model.layers.%d.mlp.gate.e_score_correction_bias", l);
-    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.router.expert_bias", l);
+    snprintf(hf, sizeof hf, "%s.mlp.gate.e_score_correction_bias", hp);
+    snprintf(mt, sizeof mt, "%s.mlp.router.expert_bias", mp);
     add(li, m, hf, mt, 1, m->E, MT_HF_ALL, 0);
   }
   for (int e = 0; e < m->E; e++) {
-    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.experts.%d.linear_fc1.weight", l, e);
-    snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, gate);
+    snprintf(mt, sizeof mt, "%s.mlp.experts.%d.linear_fc1.weight", mp, e);
+    snprintf(hf, sizeof hf, "%s.%s.experts.%d.%s.weight", hp, blk, e, gate);
     add(li, m, hf, mt, 2 * F, h, MT_HF_HALF0, 0);
-    snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, up);
+    snprintf(hf, sizeof hf, "%s.%s.experts.%d.%s.weight", hp, blk, e, up);
     add(li, m, hf, mt, 2 * F, h, MT_HF_HALF1, 0);
-    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.experts.%d.linear_fc2.weight", l, e);
-    snprintf(hf, sizeof hf, "model.layers.%d.%s.experts.%d.%s.weight", l, blk, e, down);
+    snprintf(mt, sizeof mt, "%s.mlp.experts.%d.linear_fc2.weight", mp, e);
+    snprintf(hf, sizeof hf, "%s.%s.experts.%d.%s.weight", hp, blk, e, down);
     add(li, m, hf, mt, h, F, MT_HF_ALL, 0);
   }
   if (m->shared_ffn > 0) { /* DeepSeek-V3: n_shared_experts experts as one MLP */
     const int64_t S = m->shared_ffn;
-    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.shared_experts.linear_fc1.weight", l);
-    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.gate_proj.weight", l);
+    snprintf(mt, sizeof mt, "%s.mlp.shared_experts.linear_fc1.weight", mp);
+    snprintf(hf, sizeof hf, "%s.mlp.shared_experts.gate_proj.weight", hp);
     add(li, m, hf, mt, 2 * S, h, MT_HF_HALF0, 0);
-    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.up_proj.weight", l);
+    snprintf(hf, sizeof hf, "%s.mlp.shared_experts.up_proj.weight", hp);
     add(li, m, hf, mt, 2 * S, h, MT_HF_HALF1, 0);
-    snprintf(mt, sizeof mt, "decoder.layers.%d.mlp.shared_experts.linear_fc2.weight", l);
-    snprintf(hf, sizeof hf, "model.layers.%d.mlp.shared_experts.down_proj.weight", l);
+    snprintf(mt, sizeof mt, "%s.mlp.shared_experts.linear_fc2.weight", mp);
+    snprintf(hf, sizeof hf, "%s.mlp.shared_experts.down_proj.weight", hp);
     add(li, m, hf, mt, h, S, MT_HF_ALL, 0);
   }
 }
 
-int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
-  list li = {0};
+/* One decoder layer of the Llama-like namings: HF prefix hp
+ * ("model.layers.L"), megatrain prefix mp; moe: its MLP is the experts'. */
+static void add_layer(list *li, const mt_hf_model *m, const char *hp, const char *mp, int moe) {
   char hn_[160], mn_[160];
   const int64_t h = m->h, qkv = (m->nh + 2 * m->ng) * m->hn, ha = m->nh * m->hn, f = m->ffn;
-  if (m->family == MT_HF_GPT2) {
-    add(&li, m, "transformer.wte.weight", "embedding.word_embeddings.weight", m->V, h, MT_HF_ALL, 0);
-    add(&li, m, "transformer.wpe.weight", "embedding.position_embeddings.weight", m->max_pos, h,
-        MT_HF_ALL, 0);
-    for (int l = 0; l < m->L; l++) {
-      ADD("transformer.h.%d.ln_1.weight", "input_layernorm.weight", 1, h, MT_HF_ALL, 0);
-      ADD("transformer.h.%d.ln_1.bias", "input_layernorm.bias", 1, h, MT_HF_ALL, 0);
-      ADD("transformer.h.%d.attn.c_attn.weight", "self_attention.linear_qkv.weight", qkv, h,
-          MT_HF_QKV, 1);
-      ADD("transformer.h.%d.attn.c_attn.bias", "self_attention.linear_qkv.bias", 1, qkv,
-          MT_HF_QKV, 0);
-      ADD("transformer.h.%d.attn.c_proj.weight", "self_attention.linear_proj.weight", h, ha,
-          MT_HF_ALL, 1);
-      ADD("transformer.h.%d.attn.c_proj.bias", "self_attention.linear_proj.bias", 1, h, MT_HF_ALL,
+  ADD("input_layernorm.weight", "input_layernorm.weight", 1, h, MT_HF_ALL, 0);
+  if (m->mla) {
+    const int64_t n = m->nh, hq = m->dn + m->dr;
+    if (m->qr > 0) {
+      ADD("self_attn.q_a_proj.weight", "self_attention.linear_q_down_proj.weight", m->qr, h,
+          MT_HF_ALL, 0);
+      ADD("self_attn.q_a_layernorm.weight", "self_attention.q_layernorm.weight", 1, m->qr,
+          MT_HF_ALL, 0);
+      ADD("self_attn.q_b_proj.weight", "self_attention.linear_q_up_proj.weight", n * hq, m->qr,
+          MT_HF_ALL, 0);
+    } else {
+      ADD("self_attn.q_proj.weight", "self_attention.linear_q_proj.weight", n * hq, h, MT_HF_ALL,
           0);
-      ADD("transformer.h.%d.ln_2.weight", "pre_mlp_layernorm.weight", 1, h, MT_HF_ALL, 0);
-      ADD("transformer.h.%d.ln_2.bias", "pre_mlp_layernorm.bias", 1, h, MT_HF_ALL, 0);
-      ADD("transformer.h.%d.mlp.c_fc.weight", "mlp.linear_fc1.weight", f, h, MT_HF_ALL, 1);
-      ADD("transformer.h.%d.mlp.c_fc.bias", "mlp.linear_fc1.bias", 1, f, MT_HF_ALL, 0);
-      ADD("transformer.h.%d.mlp.c_proj.weight", "mlp.linear_fc2.weight", h, f, MT_HF_ALL, 1);
-      ADD("transformer.h.%d.mlp.c_proj.bias", "mlp.linear_fc2.bias", 1, h, MT_HF_ALL, 0);
     }
-    add(&li, m, "transformer.ln_f.weight", "decoder.final_layernorm.weight", 1, h, MT_HF_ALL, 0);
-    add(&li, m, "transformer.ln_f.bias", "decoder.final_layernorm.bias", 1, h, MT_HF_ALL, 0);
+    ADD("self_attn.kv_a_proj_with_mqa.weight", "self_attention.linear_kv_down_proj.weight",
+        m->kr + m->dr, h, MT_HF_ALL, 0);
+    ADD("self_attn.kv_a_layernorm.weight", "self_attention.kv_layernorm.weight", 1, m->kr,
+        MT_HF_ALL, 0);
+    ADD("self_attn.kv_b_proj.weight", "self_attention.linear_kv_up_proj.weight",
+        n * (m->dn + m->dv), m->kr, MT_HF_ALL, 0);
+    ADD("self_attn.o_proj.weight", "self_attention.linear_proj.weight", h, n * m->dv, MT_HF_ALL,
+        0);
   } else {
-    add(&li, m, "model.embed_tokens.weight", "embedding.word_embeddings.weight", m->V, h,
+    ADD("self_attn.q_proj.weight", "self_attention.linear_qkv.weight", qkv, h, MT_HF_Q, 0);
+    ADD("self_attn.k_proj.weight", "self_attention.linear_qkv.weight", qkv, h, MT_HF_K, 0);
+    ADD("self_attn.v_proj.weight", "self_attention.linear_qkv.weight", qkv, h, MT_HF_V, 0);
+    if (m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE) {
+      ADD("self_attn.q_norm.weight", "self_attention.q_layernorm.weight", 1, m->hn, MT_HF_ALL, 0);
+      ADD("self_attn.k_norm.weight", "self_attention.k_layernorm.weight", 1, m->hn, MT_HF_ALL, 0);
+    }
+    if (m->bias) {
+      ADD("self_attn.q_proj.bias", "self_attention.linear_qkv.bias", 1, qkv, MT_HF_Q, 0);
+      ADD("self_attn.k_proj.bias", "self_attention.linear_qkv.bias", 1, qkv, MT_HF_K, 0);
+      ADD("self_attn.v_proj.bias", "self_attention.linear_qkv.bias", 1, qkv, MT_HF_V, 0);
+    }
+    ADD("self_attn.o_proj.weight", "self_attention.linear_proj.weight", h, ha, MT_HF_ALL, 0);
+    if (m->bias) ADD("self_attn.o_proj.bias", "self_attention.linear_proj.bias", 1, h, MT_HF_ALL, 0);
+  }
+  ADD("post_attention_layernorm.weight", "pre_mlp_layernorm.weight", 1, h, MT_HF_ALL, 0);
+  if (moe) {
+    add_experts(li, m, hp, mp);
+    return;
+  }
+  ADD("mlp.gate_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF0, 0);
+  ADD("mlp.up_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF1, 0);
+  if (m->bias) {
+    ADD("mlp.gate_proj.bias", "mlp.linear_fc1.bias", 1, 2 * f, MT_HF_HALF0, 0);
+    ADD("mlp.up_proj.bias", "mlp.linear_fc1.bias", 1, 2 * f, MT_HF_HALF1, 0);
+  }
+  ADD("mlp.down_proj.weight", "mlp.linear_fc2.weight", h, f, MT_HF_ALL, 0);
+  if (m->bias) ADD("mlp.down_proj.bias", "mlp.linear_fc2.bias", 1, h, MT_HF_ALL, 0);
+}
+
+int mt_hf_entries(const mt_hf_model *m, mt_hf_entry **out) {
+  list li_ = {0}, *li = &li_;
+  char hn_[160], mn_[160], hp[64], mp[96];
+  const int64_t h = m->h, qkv = (m->nh + 2 * m->ng) * m->hn, ha = m->nh * m->hn, f = m->ffn;
+  if (m->family == MT_HF_GPT2) {
+    add(li, m, "transformer.wte.weight", "embedding.word_embeddings.weight", m->V, h, MT_HF_ALL, 0);
+    add(li, m, "transformer.wpe.weight", "embedding.position_embeddings.weight", m->max_pos, h,
         MT_HF_ALL, 0);
     for (int l = 0; l < m->L; l++) {
-      ADD("model.layers.%d.input_layernorm.weight", "input_layernorm.weight", 1, h, MT_HF_ALL, 0);
-      ADD("model.layers.%d.self_attn.q_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
-          MT_HF_Q, 0);
-      ADD("model.layers.%d.self_attn.k_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
-          MT_HF_K, 0);
-      ADD("model.layers.%d.self_attn.v_proj.weight", "self_attention.linear_qkv.weight", qkv, h,
-          MT_HF_V, 0);
-      if (m->family == MT_HF_QWEN3 || m->family == MT_HF_QWEN3_MOE) {
-        ADD("model.layers.%d.self_attn.q_norm.weight", "self_attention.q_layernorm.weight", 1,
-            m->hn, MT_HF_ALL, 0);
-        ADD("model.layers.%d.self_attn.k_norm.weight", "self_attention.k_layernorm.weight", 1,
-            m->hn, MT_HF_ALL, 0);
-      }
-      if (m->bias) {
-        ADD("model.layers.%d.self_attn.q_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
-            MT_HF_Q, 0);
-        ADD("model.layers.%d.self_attn.k_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
-            MT_HF_K, 0);
-        ADD("model.layers.%d.self_attn.v_proj.bias", "self_attention.linear_qkv.bias", 1, qkv,
-            MT_HF_V, 0);
-      }
-      ADD("model.layers.%d.self_attn.o_proj.weight", "self_attention.linear_proj.weight", h, ha,
-          MT_HF_ALL, 0);
-      if (m->bias)
-        ADD("model.layers.%d.self_attn.o_proj.bias", "self_attention.linear_proj.bias", 1, h,
-            MT_HF_ALL, 0);
-      ADD("model.layers.%d.post_attention_layernorm.weight", "pre_mlp_layernorm.weight", 1, h,
-          MT_HF_ALL, 0);
-      if (m->E > 0 && m->moe[l]) {
-        add_experts(&li, m, l);
-        continue;
-      }
-      ADD("model.layers.%d.mlp.gate_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF0,
+      snprintf(hp, sizeof hp, "transformer.h.%d", l);
+      snprintf(mp, sizeof mp, "decoder.layers.%d", l);
+      ADD("ln_1.weight", "input_layernorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("ln_1.bias", "input_layernorm.bias", 1, h, MT_HF_ALL, 0);
+      ADD("attn.c_attn.weight", "self_attention.linear_qkv.weight", qkv, h,
+          MT_HF_QKV, 1);
+      ADD("attn.c_attn.bias", "self_attention.linear_qkv.bias", 1, qkv,
+          MT_HF_QKV, 0);
+      ADD("attn.c_proj.weight", "self_attention.linear_proj.weight", h, ha,
+          MT_HF_ALL, 1);
+      ADD("attn.c_proj.bias", "self_attention.linear_proj.bias", 1, h, MT_HF_ALL,
           0);
-      ADD("model.layers.%d.mlp.up_proj.weight", "mlp.linear_fc1.weight", 2 * f, h, MT_HF_HALF1, 0);
-      if (m->bias) {
-        ADD("model.layers.%d.mlp.gate_proj.bias", "mlp.linear_fc1.bias", 1, 2 * f, MT_HF_HALF0, 0);
-        ADD("model.layers.%d.mlp.up_proj.bias", "mlp.linear_fc1.bias", 1, 2 * f, MT_HF_HALF1, 0);
-      }
-      ADD("model.layers.%d.mlp.down_proj.weight", "mlp.linear_fc2.weight", h, f, MT_HF_ALL, 0);
-      if (m->bias)
-        ADD("model.layers.%d.mlp.down_proj.bias", "mlp.linear_fc2.bias", 1, h, MT_HF_ALL, 0);
+      ADD("ln_2.weight", "pre_mlp_layernorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("ln_2.bias", "pre_mlp_layernorm.bias", 1, h, MT_HF_ALL, 0);
+      ADD("mlp.c_fc.weight", "mlp.linear_fc1.weight", f, h, MT_HF_ALL, 1);
+      ADD("mlp.c_fc.bias", "mlp.linear_fc1.bias", 1, f, MT_HF_ALL, 0);
+      ADD("mlp.c_proj.weight", "mlp.linear_fc2.weight", h, f, MT_HF_ALL, 1);
+      ADD("mlp.c_proj.bias", "mlp.linear_fc2.bias", 1, h, MT_HF_ALL, 0);
     }
-    add(&li, m, "model.norm.weight", "decoder.final_layernorm.weight", 1, h, MT_HF_ALL, 0);
+    add(li, m, "transformer.ln_f.weight", "decoder.final_layernorm.weight", 1, h, MT_HF_ALL, 0);
+    add(li, m, "transformer.ln_f.bias", "decoder.final_layernorm.bias", 1, h, MT_HF_ALL, 0);
+  } else {
+    add(li, m, "model.embed_tokens.weight", "embedding.word_embeddings.weight", m->V, h,
+        MT_HF_ALL, 0);
+    for (int l = 0; l < m->L; l++) {
+      snprintf(hp, sizeof hp, "model.layers.%d", l);
+      snprintf(mp, sizeof mp, "decoder.layers.%d", l);
+      add_layer(li, m, hp, mp, m->E > 0 && m->moe[l]);
+    }
+    add(li, m, "model.norm.weight", "decoder.final_layernorm.weight", 1, h, MT_HF_ALL, 0);
+    if (m->untie) add(li, m, "lm_head.weight", "output_layer.weight", m->V, h, MT_HF_ALL, 0);
+    for (int k = 0; k < m->mtp; k++) { /* DeepSeek's layers num_hidden_layers + k */
+      const char *head = m->untie ? "output_layer.weight" : "embedding.word_embeddings.weight";
+      snprintf(hp, sizeof hp, "model.layers.%lld", (long long)(m->L + k));
+      snprintf(mp, sizeof mp, "mtp.layers.%d", k);
+      ADD("embed_tokens.weight", "", m->V, h, MT_HF_ALL, 0);
+      snprintf(li->e[li->n - 1].mt, sizeof li->e[0].mt, "embedding.word_embeddings.weight");
+      li->e[li->n - 1].copy = 1;
+      ADD("enorm.weight", "enorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("hnorm.weight", "hnorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("eh_proj.weight", "eh_proj.weight", h, 2 * h, MT_HF_ALL, 0);
+      snprintf(mp, sizeof mp, "mtp.layers.%d.mtp_model_layer", k);
+      add_layer(li, m, hp, mp, m->E > 0 && m->moe[m->L - 1]);
+      snprintf(mp, sizeof mp, "mtp.layers.%d", k);
+      ADD("shared_head.norm.weight", "final_layernorm.weight", 1, h, MT_HF_ALL, 0);
+      ADD("shared_head.head.weight", "", m->V, h, MT_HF_ALL, 0);
+      snprintf(li->e[li->n - 1].mt, sizeof li->e[0].mt, "%s", head);
+      li->e[li->n - 1].copy = 1;
+    }
   }
-  if (m->untie) add(&li, m, "lm_head.weight", "output_layer.weight", m->V, h, MT_HF_ALL, 0);
-  *out = li.e;
-  return li.n;
+  if (m->family == MT_HF_GPT2 && m->untie)
+    add(li, m, "lm_head.weight", "output_layer.weight", m->V, h, MT_HF_ALL, 0);
+  *out = li->e;
+  return li->n;
 }
 
 void mt_hf_export(const mt_hf_model *m, const mt_hf_entry *e, const float *mt, float *hf) {

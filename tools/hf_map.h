@@ -28,9 +28,25 @@
  * up_proj, w3), linear_fc2 [h, F] the down projection (down_proj, w2).
  * DeepSeek-V3 adds mlp.gate.e_score_correction_bias [E] = the router's
  * expert_bias buffer [1, E] and mlp.shared_experts.{gate,up,down}_proj = the
- * shared expert's linear_fc1 halves and linear_fc2; its multi-latent
- * attention and MTP tensors are further rows of the same table once
- * megatrain has them (refused for now).
+ * shared expert's linear_fc1 halves and linear_fc2.
+ *
+ * DeepSeek-V3's multi-latent attention maps tensor for tensor, with no row
+ * permutation (docs/checkpoint.md "DeepSeek-V3"): self_attn.q_a_proj =
+ * linear_q_down_proj [qr, h], q_a_layernorm = q_layernorm, q_b_proj =
+ * linear_q_up_proj [n(dn + dr), qr] (q_proj = linear_q_proj when q_lora_rank
+ * is null), kv_a_proj_with_mqa = linear_kv_down_proj [kr + dr, h],
+ * kv_a_layernorm = kv_layernorm, kv_b_proj = linear_kv_up_proj
+ * [n(dn + dv), kr], o_proj = linear_proj; the per-head row order (nope then
+ * rope; keys then values; the latent then k_pe) is the same on both sides.
+ * RoPE: with "rope_interleave": true (what the export writes and DeepSeek's
+ * checkpoints mean) HF views q_pe/k_pe as pairs (2i, 2i + 1), moves them to
+ * halves and applies rotate_half: the rotation megatrain's MLA applies to the
+ * pairs in place, up to one channel permutation queries and keys share, so
+ * q.k is equal and the weights need no permutation. MTP depth k is DeepSeek's
+ * layer num_hidden_layers + k: embed_tokens (a copy of the embedding), enorm,
+ * hnorm, eh_proj, a decoder layer (mtp.layers.k.mtp_model_layer),
+ * shared_head.norm (mtp.layers.k.final_layernorm) and shared_head.head (a copy
+ * of the output layer, the embedding when tied).
  */
 #ifndef MT_TOOLS_HF_MAP_H
 #define MT_TOOLS_HF_MAP_H
@@ -46,9 +62,9 @@ typedef enum {
   MT_HF_QWEN3 = 2,
   MT_HF_QWEN3_MOE = 3, /* Qwen3MoeForCausalLM: Qwen3's attention, softmax top-k experts */
   MT_HF_MIXTRAL = 4,   /* MixtralForCausalLM: Llama's attention, every layer softmax top-k */
-  MT_HF_DEEPSEEK_V3 = 5 /* DeepseekV3ForCausalLM's MoE side (sigmoid, expert bias, groups,
-                           shared experts, first dense layers); attention still Llama's
-                           (multi-latent attention and MTP are not converted yet) */
+  MT_HF_DEEPSEEK_V3 = 5 /* DeepseekV3ForCausalLM: sigmoid experts with the expert bias,
+                           groups, shared experts, first dense layers; multi-latent or
+                           standard attention; MTP layers as DeepSeek stores them */
 } mt_hf_family;
 
 /* The model as both sides see it. */
@@ -70,12 +86,23 @@ typedef struct {
   int64_t shared_ffn;        /* moe_shared_expert_intermediate_size (n_shared_experts · F) */
   int64_t n_group, topk_group, first_dense, moe_freq; /* groups (1, 1 without); the pattern */
   double scaling;            /* moe_router_topk_scaling_factor (1 when null) */
+  /* DeepSeek-V3 multi-latent attention (mla) and multi-token prediction */
+  int mla;
+  int64_t qr, kr, dn, dr, dv; /* q_lora_rank (0: q_proj), kv_lora_rank, qk_nope_head_dim,
+                                 qk_rope_head_dim, v_head_dim */
+  int yarn;                   /* rope_scaling {"type": "yarn", ...} */
+  double yarn_factor, beta_fast, beta_slow, mscale, mscale_all_dim;
+  int64_t yarn_orig;          /* original_max_position_embeddings */
+  int64_t mtp;                /* num_nextn_predict_layers */
 } mt_hf_model;
 
 typedef enum { MT_HF_ALL, MT_HF_Q, MT_HF_K, MT_HF_V, MT_HF_QKV, MT_HF_HALF0, MT_HF_HALF1 } mt_hf_sel;
 
 /* One Hugging Face tensor and where it comes from. */
 typedef struct {
+  int copy;               /* a copy of a megatrain tensor another entry maps too (DeepSeek's
+                             MTP layers' embed_tokens and shared_head.head): written on
+                             export, must equal it on import */
   char hf[160];           /* Hugging Face name */
   char mt[160];           /* megatrain (Megatron) name */
   int64_t mt_rows, mt_cols; /* megatrain global shape (vocabulary padding removed) */
@@ -91,9 +118,10 @@ typedef struct {
  * RMSNorm + RoPE (rotate-half, all channels) + SwiGLU, Qwen3 for that with
  * qk_layernorm and no linear biases; with experts (num_experts > 0, SwiGLU,
  * no biases, softmax routing, dropless) Qwen3-MoE with qk_layernorm and
- * Mixtral without (every layer MoE, gates renormalised). Anything else
- * (interleaved or partial RoPE, a mix such as LayerNorm with RoPE, sigmoid
- * routing, a capacity factor) is refused: returns -1 with a message naming
+ * Mixtral without (every layer MoE, gates renormalised), DeepSeek-V3 with
+ * sigmoid routing and the expert bias (multi-latent attention, YaRN and MTP
+ * layers only there). Anything else (interleaved or partial RoPE, a mix such
+ * as LayerNorm with RoPE, a capacity factor) is refused: returns -1 with a message naming
  * the config key, its value and what the naming needs. */
 int mt_hf_model_of(const mt_config *cfg, mt_hf_model *m, char *err, size_t errlen);
 

@@ -2,8 +2,8 @@
 # Hugging Face export and import of mixture-of-experts models (issue 31 item
 # 4): DeepseekV3ForCausalLM's MoE side (sigmoid scores with the expert bias =
 # e_score_correction_bias, 4 groups / 2 kept, top-4, scaling 2.5, 2 shared
-# experts, a dense first layer; standard attention: MLA and MTP configs are
-# refused), Qwen3MoeForCausalLM (qk_layernorm, a dense first layer, gates
+# experts, a dense first layer; standard attention here, MLA and MTP in
+# test_hf_deepseek.sh), Qwen3MoeForCausalLM (qk_layernorm, a dense first layer, gates
 # renormalised over the chosen experts = norm_topk_prob true; and every layer
 # MoE with moe_router_pre_softmax = norm_topk_prob false) and
 # MixtralForCausalLM (every layer MoE, top-2 renormalised):
@@ -15,7 +15,8 @@
 #  - bad input is refused with one message naming the field and exit 1:
 #    a config.json whose sparse-layer pattern, gate normalisation, expert
 #    count or sliding window differs, a missing expert tensor, DeepSeek-V3's
-#    MLA (kv_lora_rank) or MTP layers, groups or dense layers that differ; a
+#    MLA (kv_lora_rank) or MTP layers where the config has none, groups or
+#    dense layers that differ; a
 #    model no MoE naming expresses (sigmoid without the expert bias) is
 #    refused by the export.
 source "$(dirname "$0")/lib.sh"
@@ -112,8 +113,8 @@ $PY tests/reference/st_edit.py missing $TMP/hf_mixtral/model.safetensors $TMP/in
   model.layers.1.block_sparse_moe.experts.3.w3.weight
 bad missing "tensor 'model.layers.1.block_sparse_moe.experts.3.w3.weight' is missing" \
   --from hf --input $TMP/in_missing --output $TMP/out_missing --config $TMP/mixtral.json
-badcfg mla deepseek 'c["kv_lora_rank"] = 512' '"kv_lora_rank" is 512; multi-latent attention is not yet converted'
-badcfg mtp deepseek 'c["num_nextn_predict_layers"] = 1' 'multi-token prediction layers are not yet converted'
+badcfg mla deepseek 'c["kv_lora_rank"] = 512' '"kv_lora_rank" is 512; the config has standard attention'
+badcfg mtp deepseek 'c["num_nextn_predict_layers"] = 1' '"num_nextn_predict_layers" is 1 but the config gives 0'
 badcfg groups deepseek 'c["n_group"] = 2' '"n_group" is 2 but the config gives 4'
 badcfg dense deepseek 'c["first_k_dense_replace"] = 0' '"first_k_dense_replace" is 0 but the config gives 1'
 $TOOL init $TMP/sigmoid.json $TMP/ck_sigmoid

@@ -188,12 +188,100 @@ def deepseek_moe(t, w, p, cfg):
     return out.reshape(b, s, h)
 
 
+def yarn_get_mscale(scale, m=1.0):
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def deepseek_rope(cfg, s):
+    """cos, sin [s, dr] of DeepseekV3RotaryEmbedding (rotate-half layout, emb =
+    cat(freqs, freqs)): plain RoPE over dim = qk_rope_head_dim, or with
+    rope_scaling type yarn transformers' _compute_yarn_parameters (Peng et al.
+    2023): factor = max_position_embeddings / original_max_position_embeddings
+    when the latter is given, correction range floor/ceil of find_correction_dim
+    for beta_fast/beta_slow over the original positions, inv_freq blending the
+    interpolated and extrapolated frequencies with 1 - the linear ramp, and cos
+    and sin multiplied by attention_factor = get_mscale(factor, mscale) /
+    get_mscale(factor, mscale_all_dim) (get_mscale(factor) unless both set)."""
+    dim, base = cfg["qk_rope_head_dim"], cfg.get("rope_theta", 10000.0)
+    pos_freqs = base ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    inv_freq, att = 1.0 / pos_freqs, 1.0
+    rs = cfg.get("rope_scaling")
+    if rs is not None:
+        assert rs.get("rope_type", rs.get("type")) == "yarn"
+        factor = rs["factor"]
+        orig = rs.get("original_max_position_embeddings")
+        if orig is not None:
+            factor = cfg["max_position_embeddings"] / orig
+        else:
+            orig = cfg["max_position_embeddings"]
+        ms, msa = rs.get("mscale"), rs.get("mscale_all_dim")
+        att = yarn_get_mscale(factor, ms) / yarn_get_mscale(factor, msa) if ms and msa \
+            else yarn_get_mscale(factor)
+        bf, bs = rs.get("beta_fast") or 32, rs.get("beta_slow") or 1
+
+        def corr_dim(rot):
+            return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+        lo, hi = max(math.floor(corr_dim(bf)), 0), min(math.ceil(corr_dim(bs)), dim - 1)
+        if lo == hi:
+            hi += 0.001
+        ramp = ((torch.arange(dim // 2, dtype=torch.float64) - lo) / (hi - lo)).clamp(0, 1)
+        extra = 1 - ramp
+        inv_freq = (1.0 / (factor * pos_freqs)) * (1 - extra) + (1.0 / pos_freqs) * extra
+    freqs = torch.outer(torch.arange(s, dtype=torch.float64), inv_freq)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return emb.cos() * att, emb.sin() * att
+
+
+def mla_attention(t, w, p, cfg, cos, sin, mask, rms):
+    """DeepseekV3Attention (DeepSeek-V2 section 2.1, HF modeling_deepseek_v3):
+    q = q_b_proj(q_a_layernorm(q_a_proj(t))) (q_proj(t) when q_lora_rank is
+    null) per head [nope | rope]; kv_a_proj_with_mqa(t) = [latent | k_rot],
+    kv_b_proj(kv_a_layernorm(latent)) per head [k_nope | v]; k_rot one head
+    shared by all; RoPE on q_rot/k_rot (rope_interleave: pairs (2i, 2i + 1)
+    moved to halves, then rotate_half); softmax scale qk_head_dim^-0.5 times
+    yarn_get_mscale(factor, mscale_all_dim)^2 with rope_scaling; o_proj."""
+    b, s, _ = t.shape
+    nh, dn, dr, dv = (cfg["num_attention_heads"], cfg["qk_nope_head_dim"],
+                      cfg["qk_rope_head_dim"], cfg["v_head_dim"])
+    kr = cfg["kv_lora_rank"]
+    a = p + "self_attn."
+    if cfg.get("q_lora_rank") is None:
+        q = t @ T(w[a + "q_proj.weight"]).T
+    else:
+        q = rms(t @ T(w[a + "q_a_proj.weight"]).T, a + "q_a_layernorm.weight") \
+            @ T(w[a + "q_b_proj.weight"]).T
+    q = q.view(b, s, nh, dn + dr).transpose(1, 2)
+    q_pass, q_rot = q[..., :dn], q[..., dn:]
+    ckv = t @ T(w[a + "kv_a_proj_with_mqa.weight"]).T
+    k_pass, k_rot = ckv[..., :kr], ckv[..., kr:]
+    kv = (rms(k_pass, a + "kv_a_layernorm.weight") @ T(w[a + "kv_b_proj.weight"]).T)
+    kv = kv.view(b, s, nh, dn + dv).transpose(1, 2)
+    k_pass, v = kv[..., :dn], kv[..., dn:]
+    k_rot = k_rot.view(b, 1, s, dr)
+    if cfg.get("rope_interleave", True):
+        q_rot = q_rot.reshape(b, nh, s, dr // 2, 2).transpose(4, 3).reshape(b, nh, s, dr)
+        k_rot = k_rot.reshape(b, 1, s, dr // 2, 2).transpose(4, 3).reshape(b, 1, s, dr)
+    q_rot = q_rot * cos + rotate_half(q_rot) * sin
+    k_rot = k_rot * cos + rotate_half(k_rot) * sin
+    query = torch.cat((q_pass, q_rot), dim=-1)
+    key = torch.cat((k_pass, k_rot.expand(b, nh, s, dr)), dim=-1)
+    scale = (dn + dr) ** -0.5
+    rs = cfg.get("rope_scaling")
+    if rs is not None and rs.get("mscale_all_dim"):
+        scale *= yarn_get_mscale(rs["factor"], rs["mscale_all_dim"]) ** 2
+    att = (query @ key.transpose(-1, -2)) * scale
+    att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+    y = (att @ v).transpose(1, 2).reshape(b, s, nh * dv)
+    return y @ T(w[a + "o_proj.weight"]).T
+
+
 def llama_forward(w, cfg, ids):
     """logits [b, s, V] of LlamaForCausalLM (no rope_scaling); Qwen3ForCausalLM
     when the layers have self_attn.{q,k}_norm (Yang et al. 2025, HF Qwen3Attention);
     Qwen3MoeForCausalLM and MixtralForCausalLM (Jiang et al. 2024) with their
     sparse MoE blocks (moe_block)."""
-    assert cfg.get("rope_scaling") is None and cfg.get("hidden_act", "silu") == "silu"
+    mla = cfg["model_type"] == "deepseek_v3" and cfg.get("kv_lora_rank") is not None
+    assert (mla or cfg.get("rope_scaling") is None) and cfg.get("hidden_act", "silu") == "silu"
     nh, h = cfg["num_attention_heads"], cfg["hidden_size"]
     nkv = cfg.get("num_key_value_heads") or nh
     hd = cfg.get("head_dim") or h // nh
@@ -212,24 +300,30 @@ def llama_forward(w, cfg, ids):
     emb = torch.cat((freqs, freqs), dim=-1)
     cos, sin = emb.cos(), emb.sin()
     mask = torch.ones(s, s, dtype=torch.bool).tril()
+    if mla:
+        cos, sin = deepseek_rope(cfg, s)
     x = T(w["model.embed_tokens.weight"])[ids]
-    for i in range(cfg["num_hidden_layers"]):
+    for i in range(cfg["num_hidden_layers"]):  # (DeepSeek's MTP layers follow: not read)
         p = "model.layers.%d." % i
         t = rms(x, p + "input_layernorm.weight")
-        q = lin(t, p + "self_attn.q_proj").view(b, s, nh, hd).transpose(1, 2)
-        k = lin(t, p + "self_attn.k_proj").view(b, s, nkv, hd).transpose(1, 2)
-        v = lin(t, p + "self_attn.v_proj").view(b, s, nkv, hd).transpose(1, 2)
-        if p + "self_attn.q_norm.weight" in w:  # Qwen3: RMSNorm of each head, before RoPE
-            q, k = rms(q, p + "self_attn.q_norm.weight"), rms(k, p + "self_attn.k_norm.weight")
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        rep = nh // nkv  # repeat_kv: query head n reads kv head n // rep
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        att = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
-        att = att.masked_fill(~mask, float("-inf")).softmax(-1)
-        y = (att @ v).transpose(1, 2).reshape(b, s, nh * hd)
-        x = x + lin(y, p + "self_attn.o_proj")
-        t = rms(x, p + "post_attention_layernorm.weight")
+        if mla:
+            x = x + mla_attention(t, w, p, cfg, cos, sin, mask, rms)
+            t = rms(x, p + "post_attention_layernorm.weight")
+        else:
+            q = lin(t, p + "self_attn.q_proj").view(b, s, nh, hd).transpose(1, 2)
+            k = lin(t, p + "self_attn.k_proj").view(b, s, nkv, hd).transpose(1, 2)
+            v = lin(t, p + "self_attn.v_proj").view(b, s, nkv, hd).transpose(1, 2)
+            if p + "self_attn.q_norm.weight" in w:  # Qwen3: RMSNorm of each head, before RoPE
+                q, k = rms(q, p + "self_attn.q_norm.weight"), rms(k, p + "self_attn.k_norm.weight")
+            q = q * cos + rotate_half(q) * sin
+            k = k * cos + rotate_half(k) * sin
+            rep = nh // nkv  # repeat_kv: query head n reads kv head n // rep
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+            att = (q @ k.transpose(-1, -2)) / math.sqrt(hd)
+            att = att.masked_fill(~mask, float("-inf")).softmax(-1)
+            y = (att @ v).transpose(1, 2).reshape(b, s, nh * hd)
+            x = x + lin(y, p + "self_attn.o_proj")
+            t = rms(x, p + "post_attention_layernorm.weight")
         if cfg["model_type"] == "mixtral":
             x = x + moe_block(t, w, p + "block_sparse_moe.", ("w1", "w3", "w2"), True, cfg)
         elif cfg["model_type"] == "deepseek_v3" and i >= cfg.get("first_k_dense_replace", 0) \

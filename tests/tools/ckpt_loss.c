@@ -90,9 +90,9 @@ static int cmd_loss(const char *dir, const char *tokens_path) {
   for (int i = 0; i < mt_gpt_num_moe_layers(&gc); i++) {
     float *bias = mt_gpt_moe_expert_bias(m, i);
     if (!bias) continue;
-    char nm[128];
-    snprintf(nm, sizeof nm, "decoder.layers.%d.mlp.router.expert_bias",
-             mt_gpt_moe_layer_is_local(m, i));
+    char nm[192], pre[128]; /* an MTP depth's layer: mtp.layers.k.mtp_model_layer */
+    mt_gpt_layer_name(&gc, mt_gpt_moe_layer_is_local(m, i), pre, sizeof pre);
+    snprintf(nm, sizeof nm, "%s.mlp.router.expert_bias", pre);
     float *t = mt_dckpt_read_tensor(ck, nm, MT_F32, err, sizeof err);
     CHECK(t, "ckpt_loss: %s", err);
     memcpy(bias, t, (size_t)gc.model.num_experts * sizeof(float));

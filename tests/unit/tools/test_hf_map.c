@@ -278,6 +278,95 @@ static void test_moe(void **state) {
   assert_non_null(strstr(err, "model.moe_router_pre_softmax"));
 }
 
+/* DeepSeek-V3 with MLA (q compression), YaRN and one MTP depth: the MLA
+ * tensors map whole with their shapes, the MTP layer is DeepSeek's layer
+ * num_hidden_layers with copies of the embedding and lm_head, config.json
+ * round-trips through the check, and YaRN whose factor is not
+ * max_position_embeddings / original is refused. */
+static void test_deepseek_mla(void **state) {
+  (void)state;
+  mt_config cfg;
+  mt_config_defaults(&cfg);
+  mt_model_config *c = &cfg.model;
+  c->num_layers = 2;
+  c->hidden_size = 64;
+  c->num_attention_heads = 4;
+  c->ffn_hidden_size = 96;
+  c->vocab_size = 100;
+  c->max_position_embeddings = 64;
+  c->add_bias_linear = 0;
+  c->swiglu = 1;
+  c->qk_layernorm = 1;
+  c->untie_embeddings_and_output_weights = 1;
+  snprintf(c->position_embedding_type, sizeof c->position_embedding_type, "rope");
+  snprintf(c->normalization, sizeof c->normalization, "RMSNorm");
+  c->multi_latent_attention = 1;
+  c->q_lora_rank = 32;
+  c->kv_lora_rank = 16;
+  c->qk_head_dim = 16;
+  c->qk_pos_emb_head_dim = 8;
+  c->v_head_dim = 12;
+  snprintf(c->rope_type, sizeof c->rope_type, "yarn");
+  c->rotary_scaling_factor = 4;
+  c->original_max_position_embeddings = 16;
+  c->mscale = 1;
+  c->mscale_all_dim = 1;
+  c->num_experts = 4;
+  c->moe_router_topk = 2;
+  c->moe_ffn_hidden_size = 32;
+  snprintf(c->moe_router_score_function, sizeof c->moe_router_score_function, "sigmoid");
+  c->moe_router_enable_expert_bias = 1;
+  c->moe_layer_pattern_len = 2;
+  const uint8_t pat[2] = {0, 1};
+  memcpy(c->moe_layer_pattern, pat, 2);
+  c->mtp_num_layers = 1;
+  mt_hf_model m;
+  char err[512];
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), 0);
+  assert_int_equal(m.family, MT_HF_DEEPSEEK_V3);
+  mt_hf_entry *e;
+  int n = mt_hf_entries(&m, &e), seen = 0, copies = 0;
+  for (int i = 0; i < n; i++) {
+    copies += e[i].copy;
+    if (!strcmp(e[i].hf, "model.layers.1.self_attn.q_b_proj.weight")) {
+      assert_string_equal(e[i].mt, "decoder.layers.1.self_attention.linear_q_up_proj.weight");
+      assert_int_equal(e[i].hf_rows, 4 * 24);
+      assert_int_equal(e[i].hf_cols, 32);
+      seen++;
+    }
+    if (!strcmp(e[i].hf, "model.layers.0.self_attn.kv_a_proj_with_mqa.weight")) {
+      assert_int_equal(e[i].hf_rows, 16 + 8);
+      seen++;
+    }
+    if (!strcmp(e[i].hf, "model.layers.2.self_attn.kv_b_proj.weight")) {
+      assert_string_equal(e[i].mt,
+                          "mtp.layers.0.mtp_model_layer.self_attention.linear_kv_up_proj.weight");
+      assert_int_equal(e[i].hf_rows, 4 * (16 + 12));
+      seen++;
+    }
+    if (!strcmp(e[i].hf, "model.layers.2.mlp.gate.e_score_correction_bias")) seen++;
+    if (!strcmp(e[i].hf, "model.layers.2.shared_head.head.weight")) {
+      assert_string_equal(e[i].mt, "output_layer.weight");
+      assert_int_equal(e[i].copy, 1);
+      seen++;
+    }
+  }
+  assert_int_equal(seen, 5);
+  assert_int_equal(copies, 2);
+  free(e);
+  char *js = mt_hf_config_json(&m, "float32");
+  assert_int_equal(mt_hf_config_check(&m, js, "c.json", err, sizeof err), 0);
+  assert_non_null(strstr(js, "\"rope_interleave\":\ttrue"));
+  mt_hf_model m2 = m;
+  m2.kr = 8;
+  assert_int_equal(mt_hf_config_check(&m2, js, "c.json", err, sizeof err), -1);
+  assert_non_null(strstr(err, "\"kv_lora_rank\" is 16 but the config gives 8"));
+  free(js);
+  c->max_position_embeddings = 128; /* HF's factor would be 8 */
+  assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
+  assert_non_null(strstr(err, "model.rotary_scaling_factor is 4"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_qkv),
@@ -285,6 +374,7 @@ int main(void) {
       cmocka_unit_test(test_inverse),
       cmocka_unit_test(test_refusals),
       cmocka_unit_test(test_moe),
+      cmocka_unit_test(test_deepseek_mla),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Hugging Face export and import of DeepseekV3ForCausalLM with multi-latent
+# attention, YaRN and MTP (issue 31 item 4): a tiny MLA (q_lora_rank 32,
+# kv_lora_rank 16, 16 nope + 8 rope channels, values of 16, latent norms;
+# YaRN factor 4 over 16 original positions) + sigmoid MoE (expert bias,
+# groups, a shared expert, a dense first layer) + one MTP depth model:
+#  - megatrain's loss of a trained checkpoint on real tokens
+#    (tests/tools/ckpt_loss) equals the independent PyTorch forward of the
+#    fp32 export (tests/reference/hf_forward.py, fp64, its MLA and YaRN
+#    written from HF's DeepseekV3Attention / _compute_yarn_parameters) within
+#    1e-5 relative;
+#  - the reader's greedy tokens (8 after a prompt) equal megatrain
+#    generate's (MLA latent KV cache);
+#  - megatrain -> HF -> megatrain and HF -> megatrain -> HF are bitwise;
+#  - the MTP layer carries DeepSeek's embed_tokens and shared_head.head
+#    copies: an import whose copy differs is refused; so are a config.json
+#    whose kv_lora_rank, rope_interleave or YaRN factor differ.
+# MEGATRAIN_TEST_FULL=1 adds q_lora_rank null (q_proj), tied embeddings,
+# mscale = mscale_all_dim and two MTP depths.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/hf_lib.sh"
+PY=/usr/bin/python3
+$PY -c 'import torch' 2>/dev/null || { echo "SKIP: $PY has no torch"; exit 77; }
+TOOL=build/tests/tools/ckpt_loss
+[ -x $TOOL ] || { echo "SKIP: $TOOL not built"; exit 77; }
+
+$PY - "$CFG" "$TMP" "$TS.bin" <<'PY'
+import json, sys, numpy as np
+cfg, tmp, data = sys.argv[1:4]
+c = json.load(open(cfg))
+seq = c["model"]["seq_length"]
+c["model"].update(init_method_std=0.1, position_embedding_type="rope", normalization="RMSNorm",
+                  swiglu=True, add_bias_linear=False, untie_embeddings_and_output_weights=True,
+                  ffn_hidden_size=96, multi_latent_attention=True, q_lora_rank=32,
+                  kv_lora_rank=16, qk_head_dim=16, qk_pos_emb_head_dim=8, v_head_dim=16,
+                  qk_layernorm=True, rope_type="yarn", rotary_scaling_factor=4,
+                  original_max_position_embeddings=seq // 4, max_position_embeddings=seq,
+                  beta_fast=32, beta_slow=1, mscale=0.8, mscale_all_dim=0.6,
+                  num_experts=8, moe_router_topk=4, moe_ffn_hidden_size=48,
+                  moe_router_score_function="sigmoid", moe_router_enable_expert_bias=True,
+                  moe_router_bias_update_rate=0.01, moe_router_num_groups=4,
+                  moe_router_group_topk=2, moe_router_topk_scaling_factor=2.5,
+                  moe_shared_expert_intermediate_size=48, moe_layer_freq=[0, 1],
+                  moe_router_load_balancing_type="seq_aux_loss", moe_aux_loss_coeff=1e-3,
+                  mtp_num_layers=1)
+c["model"].pop("kv_channels", None)
+json.dump(c, open(tmp + "/ds.json", "w"))
+q = json.loads(json.dumps(c))
+q["model"].update(q_lora_rank=None, untie_embeddings_and_output_weights=False, mtp_num_layers=2,
+                  mscale=1.0, mscale_all_dim=1.0)
+json.dump(q, open(tmp + "/ds_noq.json", "w"))
+b = c["training"]["micro_batch_size"]
+tok = np.fromfile(data, dtype=np.uint16)[1000:1000 + 4 * b * (seq + 1)]
+tok.astype("<i4").tofile(tmp + "/tok.bin")  # 4 micro-batches of real text
+PY
+SEQ=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))["model"]["seq_length"])' "$CFG")
+
+FAMS=$(full_or "ds ds_noq" "ds")
+for fam in $FAMS; do
+  ck=$TMP/ck_$fam
+  "$MT" --config $TMP/$fam.json --set checkpoint.save="$ck" --set training.train_iters=2 --set training.lr_warmup_iters=1 \
+    --set training.eval_interval=0 >"$TMP/train_$fam.log" 2>&1 \
+    || { echo "$fam: training failed"; tail -5 "$TMP/train_$fam.log"; exit 1; }
+  "$MT" convert --to hf --load "$ck" --output $TMP/hf_$fam 2>/dev/null
+  grep -q '"model_type":[[:space:]]*"deepseek_v3"' $TMP/hf_$fam/config.json
+  a=$($TOOL loss "$ck" $TMP/tok.bin)
+  b=$($PY tests/reference/hf_forward.py loss $TMP/hf_$fam $TMP/tok.bin $SEQ)
+  relcheck "$fam (trained 2 iterations) fp32 export, loss on $(($(stat -c %s $TMP/tok.bin) / 4)) tokens" "$a" "$b" 1e-5
+  # greedy tokens: megatrain generate (MLA latent cache) = the reader's
+  "$MT" generate --load "$ck" --prompt "First Citizen:" --max-new-tokens 8 --temperature 0 \
+    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
+    --print-ids >"$TMP/g_$fam.log" 2>"$TMP/g_$fam.err" || { echo "$fam: generate failed"; cat "$TMP/g_$fam.err"; exit 1; }
+  mt_ids=$(grep '^ids:' "$TMP/g_$fam.log")
+  prompt_ids=$(grep '^prompt_ids:' "$TMP/g_$fam.log" | sed 's/^prompt_ids: //')
+  hf=$($PY tests/reference/hf_forward.py greedy $TMP/hf_$fam "$prompt_ids" 8)
+  [ "$hf" = "$mt_ids" ] || { echo "$fam: HF reader tokens differ"; echo " megatrain $mt_ids"; echo " reader    $hf"; exit 1; }
+  echo "$fam: the HF reader's greedy tokens = megatrain generate's ($mt_ids)"
+  # megatrain -> HF -> megatrain
+  "$MT" convert --from hf --input $TMP/hf_$fam --output $TMP/rt_$fam --config $TMP/$fam.json 2>/dev/null
+  $TOOL same "$ck" $TMP/rt_$fam
+  # HF -> megatrain -> HF
+  "$MT" convert --to hf --load $TMP/rt_$fam --output $TMP/hf2_$fam 2>/dev/null
+  echo "$fam HF -> megatrain -> HF: $($PY tests/reference/hf_forward.py same $TMP/hf_$fam $TMP/hf2_$fam)"
+  cmp $TMP/hf_$fam/config.json $TMP/hf2_$fam/config.json
+done
+
+# ---- bad input: one message naming the field, exit 1, no output directory
+bad() { # bad NAME EXPECTED-MESSAGE-PART [convert args...]
+  local name=$1 want=$2; shift 2
+  set +e
+  "$MT" convert "$@" >"$TMP/bad.log" 2>&1; local rc=$?
+  set -e
+  [ $rc = 1 ] || { echo "$name: exit $rc, expected 1"; cat "$TMP/bad.log"; exit 1; }
+  grep -q -- "$want" "$TMP/bad.log" || { echo "$name: message lacks '$want'"; cat "$TMP/bad.log"; exit 1; }
+  [ "$(grep -c 'error' "$TMP/bad.log")" = 1 ] || { echo "$name: not one message"; cat "$TMP/bad.log"; exit 1; }
+  [ ! -e "$TMP/out_$name" ] || { echo "$name: output written"; exit 1; }
+  echo "$name: exit 1, $(grep error "$TMP/bad.log")"
+}
+badcfg() { # badcfg NAME PY-EDIT EXPECTED
+  mkdir -p $TMP/in_$1; cp $TMP/hf_ds/model.safetensors $TMP/in_$1/
+  $PY -c 'import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"))' $TMP/hf_ds/config.json $TMP/in_$1/config.json "$2"
+  bad $1 "$3" --from hf --input $TMP/in_$1 --output $TMP/out_$1 --config $TMP/ds.json
+}
+badcfg kv_rank 'c["kv_lora_rank"] = 512' '"kv_lora_rank" is 512 but the config gives 16'
+badcfg interleave 'c["rope_interleave"] = False' '"rope_interleave" is false but the config gives true'
+badcfg factor 'c["rope_scaling"]["factor"] = 40' '"factor" is 40 but the config gives 4'
+badcfg mtp 'c["num_nextn_predict_layers"] = 0' '"num_nextn_predict_layers" is 0 but the config gives 1'
+mkdir -p $TMP/in_copy; cp $TMP/hf_ds/config.json $TMP/in_copy/
+$PY - $TMP/hf_ds/model.safetensors $TMP/in_copy/model.safetensors <<'PY'
+import json, struct, sys
+src, dst = sys.argv[1:3]
+b = bytearray(open(src, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+off = h["model.layers.2.shared_head.head.weight"]["data_offsets"][0]
+b[8 + n + off] ^= 1  # one bit of the MTP layer's copy of lm_head
+open(dst, "wb").write(b)
+PY
+bad copy "tensor 'model.layers.2.shared_head.head.weight' in '.*' differs from the model's 'lm_head.weight'" \
+  --from hf --input $TMP/in_copy --output $TMP/out_copy --config $TMP/ds.json
