@@ -183,17 +183,10 @@ static int run_rules(mt_cfg_ctx *c, mt_config *cfg, int world, int before_ranges
  * planned, shown or converted: those may describe a GPU run). Both backends
  * train in fp32 and in bf16 (the cpu backend stores bf16 too since issue 19:
  * cpu_bf16_ops, cpu/cpu_backend.c). Multi-latent attention (model/gpt_mla.c)
- * trains on the cpu backend without FP8: the cuda fused attention takes
- * value heads as wide as the q/k heads only, and MLA's down projections are
- * plain linears (planned and counted for any device). */
+ * trains on both backends (the cuda fused attention takes hv != hn on its
+ * FFMA kernels, cuda/cuda_flash_simt.cu) without FP8: MLA's down
+ * projections are plain linears. */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen) {
-  if (cfg->model.multi_latent_attention && !strcmp(cfg->device, "cuda")) {
-    snprintf(err, errlen,
-             "model.multi_latent_attention: true cannot be trained on device \"cuda\" in this "
-             "build (expected device \"cpu\": the cuda fused attention takes value heads as "
-             "wide as the q/k heads only; `megatrain plan` takes the config)");
-    return 2;
-  }
   if (cfg->model.multi_latent_attention && cfg->training.fp8_format[0]) {
     snprintf(err, errlen,
              "training.fp8_format: \"%s\" cannot go with model.multi_latent_attention true in "

@@ -169,8 +169,8 @@ typedef struct {
    * hv != hn a query group's slot of qkv is its np/ng query heads and its
    * key head of hn channels, then its value head of hv channels
    * ([s, b, ng, (np/ng + 1)·hn + hv]); a kv block is [sk, b, ng, hn + hv];
-   * ctx and dctx are [s, b, np, hv]. The cpu backend takes it; the cuda
-   * backend asserts hv == hn. */
+   * ctx and dctx are [s, b, np, hv]. Both backends take it (cuda: on its
+   * FFMA kernels). */
   int hv;
   int head_offset, n_heads_total;
   float scale;

@@ -13,7 +13,10 @@
  * Layouts (core/backend.h): qkv [sq, b, ng, npg + 2, hn] (npg = np / ng
  * query heads per group, then the group's K head, then its V head), kv
  * [sk, b, ng, 2, hn] when K/V come from another block, ctx [sq, b, np, hn],
- * lse and D [b, np, sq] fp32. Query head n reads group g = n / npg. */
+ * lse and D [b, np, sq] fp32. Query head n reads group g = n / npg. With a
+ * value width hv != hn (mt_attn_desc.hv, multi-latent attention) a group of
+ * qkv is [npg * hn | hn | hv], of kv [hn | hv], and ctx is [sq, b, np, hv];
+ * only the FFMA kernels take it (cuda_flash_attn.cu routes it there). */
 #ifndef MT_CUDA_FLASH_CUH
 #define MT_CUDA_FLASH_CUH
 
@@ -32,11 +35,13 @@
 /* One call, resolved on the host (cuda_flash_attn.cu: fa_args_of). */
 struct fa_args {
   int sq, sk, b, np, ng, npg, hn;
-  int64_t ldq;         /* row stride of qkv / dqkv: b*ng*(npg+2)*hn          */
-  int64_t ldk;         /* row stride of the K/V source: ldq or b*ng*2*hn     */
+  int hv;              /* value head width (= hn unless MLA)                 */
+  int64_t qgrp;        /* elements of one group of qkv: (npg+1)*hn + hv      */
+  int64_t ldq;         /* row stride of qkv / dqkv: b*ng*qgrp                */
+  int64_t ldk;         /* row stride of the K/V source: ldq or b*ng*(hn+hv)  */
   int64_t kgrp;        /* elements between two groups in the K/V source      */
   int64_t koff, voff;  /* K and V head offsets inside a group of the source  */
-  int64_t ldc;         /* row stride of ctx / dctx: b*np*hn                  */
+  int64_t ldc;         /* row stride of ctx / dctx: b*np*hv                  */
   int q_pos0, q_pos1, q_split; /* global positions of query rows            */
   int k_pos0, k_pos1, k_split; /* ... of key rows (= the query's for kv NULL) */
   uint64_t s_full, n_heads_total, head_offset;
@@ -168,13 +173,13 @@ __device__ __forceinline__ bool fa_keep_cached(const fa_args &a, uint64_t c, uin
  * K/V source, and of head n in ctx, for batch row bi (row 0). */
 __device__ __forceinline__ int64_t fa_q_base(const fa_args &a, int bi, int n) {
   const int g = n / a.npg, j = n - g * a.npg;
-  return ((int64_t)bi * a.ng + g) * (a.npg + 2) * a.hn + (int64_t)j * a.hn;
+  return ((int64_t)bi * a.ng + g) * a.qgrp + (int64_t)j * a.hn;
 }
 __device__ __forceinline__ int64_t fa_kv_base(const fa_args &a, int bi, int g) {
   return ((int64_t)bi * a.ng + g) * a.kgrp;
 }
 __device__ __forceinline__ int64_t fa_c_base(const fa_args &a, int bi, int n) {
-  return ((int64_t)bi * a.np + n) * a.hn;
+  return ((int64_t)bi * a.np + n) * a.hv;
 }
 
 /* ---- launchers (stream-ordered, asynchronous) ----
@@ -195,7 +200,7 @@ void fa_simt_fwd(cudaStream_t st, mt_dtype t, const fa_args &a, const void *q, c
 void fa_simt_bwd(cudaStream_t st, mt_dtype t, const fa_args &a, const void *q, const void *kvs,
                  const void *dctx, const float *lse, const float *D, void *dq, int dq_acc,
                  void *dk, void *dv, int dkv_acc);
-/* Largest head dim of the FFMA family. */
+/* Largest head dim (q/k and v) of the FFMA family. */
 #define FA_SIMT_MAX_HN 256
 
 #endif

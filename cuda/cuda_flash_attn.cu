@@ -8,7 +8,9 @@
  * Family: bf16 storage with hn <= FA_MMA_MAX_HN -> tensor cores
  * (cuda_flash_mma.cu); fp32 storage, larger heads, or env
  * MEGATRAIN_CUDA_FLASH_SIMT=1 (read at backend creation) -> the FFMA kernels
- * (cuda_flash_simt.cu). hn > FA_SIMT_MAX_HN is refused with a message.
+ * (cuda_flash_simt.cu); a value width hv != hn (multi-latent attention)
+ * -> the FFMA kernels in either dtype. hn or hv > FA_SIMT_MAX_HN is refused
+ * with a message.
  *
  * Memory: nothing of size sq x sk. The forward needs no workspace; the
  * backward uses 4 * b * np * sq bytes of the op workspace (D). Dropout: the
@@ -21,10 +23,6 @@
 
 /* Resolve the block fields of mt_attn_desc (all zero = plain causal). */
 static fa_args fa_args_of(const mt_attn_desc *d, int has_kv) {
-  /* a value width other than hn (multi-latent attention) is cpu-only so far */
-  if (d->hv > 0 && d->hv != d->hn)
-    mt_fatal("flash attention: value head width %d != q/k width %d is not built in the cuda "
-             "backend (expected hv 0 or %d)", d->hv, d->hn, d->hn);
   fa_args a{};
   a.sq = d->sq > 0 ? d->sq : d->s;
   a.sk = has_kv ? (d->sk > 0 ? d->sk : d->s) : a.sq;
@@ -35,16 +33,18 @@ static fa_args fa_args_of(const mt_attn_desc *d, int has_kv) {
     mt_fatal("flash attention: np = %d is not a multiple of ng = %d", a.np, a.ng);
   a.npg = a.np / a.ng;
   a.hn = d->hn;
-  a.ldq = (int64_t)a.b * a.ng * (a.npg + 2) * a.hn;
-  a.ldc = (int64_t)a.b * a.np * a.hn;
+  a.hv = d->hv > 0 ? d->hv : d->hn; /* multi-latent attention: hv != hn */
+  a.qgrp = (int64_t)(a.npg + 1) * a.hn + a.hv;
+  a.ldq = (int64_t)a.b * a.ng * a.qgrp;
+  a.ldc = (int64_t)a.b * a.np * a.hv;
   if (has_kv) {
-    a.ldk = (int64_t)a.b * a.ng * 2 * a.hn;
-    a.kgrp = 2 * (int64_t)a.hn;
+    a.ldk = (int64_t)a.b * a.ng * (a.hn + a.hv);
+    a.kgrp = (int64_t)a.hn + a.hv;
     a.koff = 0;
     a.voff = a.hn;
   } else {
     a.ldk = a.ldq;
-    a.kgrp = (int64_t)(a.npg + 2) * a.hn;
+    a.kgrp = a.qgrp;
     a.koff = (int64_t)a.npg * a.hn;
     a.voff = (int64_t)(a.npg + 1) * a.hn;
   }
@@ -73,17 +73,20 @@ static fa_args fa_args_of(const mt_attn_desc *d, int has_kv) {
 }
 
 static int fa_use_mma(mt_backend *be, const fa_args &a) {
-  if (a.hn > FA_SIMT_MAX_HN)
-    mt_fatal("flash attention: head dim %d above the CUDA kernels' limit %d", a.hn, FA_SIMT_MAX_HN);
+  if (a.hn > FA_SIMT_MAX_HN || a.hv > FA_SIMT_MAX_HN)
+    mt_fatal("flash attention: head dim %d (values %d) above the CUDA kernels' limit %d", a.hn,
+             a.hv, FA_SIMT_MAX_HN);
   /* grid.y counts row tiles (16 rows at the least): at most 65535 of them */
   if ((int64_t)a.sq > 65535LL * 16 || (int64_t)a.sk > 65535LL * 16)
     mt_fatal("flash attention: %d query / %d key rows in one call exceed the CUDA grid limit "
              "(%lld rows)", a.sq, a.sk, 65535LL * 16);
-  return be->dtype == MT_BF16 && a.hn <= FA_MMA_MAX_HN && !cuda_impl_of(be)->flash_simt;
+  /* the mma family has one head width; hv != hn goes to the FFMA kernels */
+  return be->dtype == MT_BF16 && a.hn <= FA_MMA_MAX_HN && a.hv == a.hn &&
+         !cuda_impl_of(be)->flash_simt;
 }
 
 /* D[(bi*np + n)*sq + i] = sum_d dctx[i, bi, n, d] * ctx[i, bi, n, d]; one
- * warp per (i, bi, n) row of [sq, b, np, hn]. */
+ * warp per (i, bi, n) row of [sq, b, np, hn] (hn: here the value width). */
 template <typename T>
 __global__ void k_fa_rowdot(float *D, const T *dctx, const T *ctx, int64_t rows, int bnp, int sq,
                             int hn) {
@@ -136,15 +139,13 @@ extern "C" void cuda_attn_merge(mt_backend *be, const mt_attn_desc *d, void *ctx
                                 const void *ctx_b, const float *lse_b) {
   const int sq = d->sq > 0 ? d->sq : d->s, bnp = d->b * d->np;
   const int64_t rows = (int64_t)sq * bnp;
-  if (rows <= 0 || d->hn <= 0) return;
-  if (d->hv > 0 && d->hv != d->hn)
-    mt_fatal("attn_merge: value head width %d != %d is not built in the cuda backend", d->hv,
-             d->hn);
+  const int hv = d->hv > 0 ? d->hv : d->hn; /* ctx rows: [sq, b, np, hv] */
+  if (rows <= 0 || hv <= 0) return;
   const unsigned g = grid_x_checked((rows + 3) / 4, "attn_merge");
   cudaStream_t st = cuda_impl_of(be)->stream;
   MT_DISPATCH(be->dtype, do {
     const auto kern = k_fa_merge<T>;
-    MT_LAUNCH(kern, g, 128, 0, st)((T *)ctx, lse, (const T *)ctx_b, lse_b, rows, bnp, sq, d->hn);
+    MT_LAUNCH(kern, g, 128, 0, st)((T *)ctx, lse, (const T *)ctx_b, lse_b, rows, bnp, sq, hv);
   } while (0));
   MT_CUDA_LAUNCHED();
 }
@@ -163,7 +164,7 @@ extern "C" void cuda_flash_attn_bwd(mt_backend *be, const mt_attn_desc *d, void 
   MT_DISPATCH(be->dtype, do {
     const auto kern = k_fa_rowdot<T>;
     MT_LAUNCH(kern, grid_x_checked((rows + 3) / 4, "flash_attn_bwd rowdot"), 128, 0, st)(
-        D, (const T *)dctx, (const T *)ctx, rows, a.b * a.np, a.sq, a.hn);
+        D, (const T *)dctx, (const T *)ctx, rows, a.b * a.np, a.sq, a.hv);
   } while (0));
   MT_CUDA_LAUNCHED();
   if (a.p > 0.0f) a.ids = cuda_upload_ids(be, d->sample_ids, a.b);

@@ -1,5 +1,7 @@
 /* cuda/cuda_flash_simt.cu — fused causal attention on the CUDA cores (fp32
- * FFMA), any storage dtype, head dims up to FA_SIMT_MAX_HN: the fp32 path
+ * FFMA), any storage dtype, head dims up to FA_SIMT_MAX_HN, and a value
+ * width hv != hn (multi-latent attention; V, ctx and dctx tiles are [rows]
+ * [hv | 1], the per-lane columns cover max(hn, hv)): the fp32 path
  * (its results stay within the fp32 op-case tolerances of cpu/, which TF32
  * tensor cores would not) and the bf16 fallback for head dims above
  * FA_MMA_MAX_HN. Same algorithm as cuda_flash_mma.cu (FlashAttention-2,
@@ -56,8 +58,8 @@ __global__ void __launch_bounds__(FS_THREADS)
     k_fs_fwd(fa_args a, const T *__restrict__ qkv, const T *__restrict__ kvs, T *__restrict__ ctx,
              float *__restrict__ lse) {
   MT_DYN_SMEM(float, fsm);
-  const int hn = a.hn, hs = hn | 1;
-  float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hs;
+  const int hn = a.hn, hs = hn | 1, hv = a.hv, hsv = hv | 1;
+  float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hsv;
   const int pair = blockIdx.x, bi = pair / a.np, n = pair - bi * a.np, g = n / a.npg;
   const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * FS_BM;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -84,7 +86,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     if (fa_kmin(a, k0, k0 + nk) > qmax_blk) continue;
     __syncthreads(); /* previous tile's readers are done */
     fs_load(sK, kb, a.ldk, k0, FS_BN, a.sk, hn, hs);
-    fs_load(sV, vb, a.ldk, k0, FS_BN, a.sk, hn, hs);
+    fs_load(sV, vb, a.ldk, k0, FS_BN, a.sk, hv, hsv);
     __syncthreads();
     const int kj = k0 + lane, kp = lane < nk ? fa_kpos(a, kj) : INT_MAX;
 #pragma unroll
@@ -109,7 +111,7 @@ __global__ void __launch_bounds__(FS_THREADS)
 #pragma unroll
         for (int c = 0; c < HC; c++) {
           const int d = lane + 32 * c;
-          if (d < hn) o[r][c] = fmaf(pj, sV[jj * hs + d], o[r][c]);
+          if (d < hv) o[r][c] = fmaf(pj, sV[jj * hsv + d], o[r][c]);
         }
       }
     }
@@ -122,7 +124,7 @@ __global__ void __launch_bounds__(FS_THREADS)
 #pragma unroll
     for (int c = 0; c < HC; c++) {
       const int d = lane + 32 * c;
-      if (d < hn) cp[(int64_t)qi[r] * a.ldc + d] = from_f<T>(o[r][c] * inv);
+      if (d < hv) cp[(int64_t)qi[r] * a.ldc + d] = from_f<T>(o[r][c] * inv);
     }
     if (lane == 0)
       lse[((int64_t)bi * a.np + n) * a.sq + qi[r]] = l[r] > 0.0f ? m[r] + logf(l[r]) : -INFINITY;
@@ -136,14 +138,14 @@ __global__ void __launch_bounds__(FS_THREADS)
             const T *__restrict__ dctx, const float *__restrict__ lse, const float *__restrict__ D,
             T *__restrict__ dq, int acc) {
   MT_DYN_SMEM(float, fsm);
-  const int hn = a.hn, hs = hn | 1;
-  float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hs, *sO = sQ + FS_BM * hs;
+  const int hn = a.hn, hs = hn | 1, hv = a.hv, hsv = hv | 1;
+  float *sK = fsm, *sV = sK + FS_BN * hs, *sQ = sV + FS_BN * hsv, *sO = sQ + FS_BM * hs;
   const int pair = blockIdx.x, bi = pair / a.np, n = pair - bi * a.np, g = n / a.npg;
   const int q0 = (int)(gridDim.y - 1 - blockIdx.y) * FS_BM;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const T *kb = kvs + fa_kv_base(a, bi, g) + a.koff, *vb = kvs + fa_kv_base(a, bi, g) + a.voff;
   fs_load(sQ, qkv + fa_q_base(a, bi, n), a.ldq, q0, FS_BM, a.sq, hn, hs);
-  fs_load(sO, dctx + fa_c_base(a, bi, n), a.ldc, q0, FS_BM, a.sq, hn, hs);
+  fs_load(sO, dctx + fa_c_base(a, bi, n), a.ldc, q0, FS_BM, a.sq, hv, hsv);
 
   const int64_t row0 = ((int64_t)bi * a.np + n) * a.sq;
   int qi[FS_RW], qp[FS_RW], qd[FS_RW];
@@ -167,7 +169,7 @@ __global__ void __launch_bounds__(FS_THREADS)
     if (fa_kmin(a, k0, k0 + nk) > qmax_blk) continue;
     __syncthreads();
     fs_load(sK, kb, a.ldk, k0, FS_BN, a.sk, hn, hs);
-    fs_load(sV, vb, a.ldk, k0, FS_BN, a.sk, hn, hs);
+    fs_load(sV, vb, a.ldk, k0, FS_BN, a.sk, hv, hsv);
     __syncthreads();
     const int kp = lane < nk ? fa_kpos(a, k0 + lane) : INT_MAX;
 #pragma unroll
@@ -177,9 +179,9 @@ __global__ void __launch_bounds__(FS_THREADS)
       const bool vis = kp <= qp[r] && kp >= qd[r];
       const bool keep = a.p > 0.0f ? fa_keep_row(a, cb[r], k0, nk, lane, vis) : true;
       if (vis) {
-        const float *qrow = sQ + (warp * FS_RW + r) * hs, *orow = sO + (warp * FS_RW + r) * hs;
+        const float *qrow = sQ + (warp * FS_RW + r) * hs, *orow = sO + (warp * FS_RW + r) * hsv;
         const float P = expf(fs_dot(qrow, sK + lane * hs, hn) * a.scale - ls[r]);
-        float dP = fs_dot(orow, sV + lane * hs, hn);
+        float dP = fs_dot(orow, sV + lane * hsv, hv);
         if (a.p > 0.0f) dP = keep ? dP * a.inv_keep : 0.0f;
         ds = P * (dP - Dr[r]);
       }
@@ -212,15 +214,15 @@ __global__ void __launch_bounds__(FS_THREADS)
              const T *__restrict__ dctx, const float *__restrict__ lse,
              const float *__restrict__ D, T *__restrict__ dk, T *__restrict__ dv, int acc) {
   MT_DYN_SMEM(float, fsm);
-  const int hn = a.hn, hs = hn | 1;
-  float *sK = fsm, *sV = sK + FS_BK * hs, *sQ = sV + FS_BK * hs, *sO = sQ + FS_BQ * hs;
-  float *sL = sO + FS_BQ * hs, *sD = sL + FS_BQ;
+  const int hn = a.hn, hs = hn | 1, hv = a.hv, hsv = hv | 1;
+  float *sK = fsm, *sV = sK + FS_BK * hs, *sQ = sV + FS_BK * hsv, *sO = sQ + FS_BQ * hs;
+  float *sL = sO + FS_BQ * hsv, *sD = sL + FS_BQ;
   const int grp = blockIdx.x, bi = grp / a.ng, g = grp - bi * a.ng;
   const int k0 = (int)blockIdx.y * FS_BK;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t kvb = fa_kv_base(a, bi, g);
   fs_load(sK, kvs + kvb + a.koff, a.ldk, k0, FS_BK, a.sk, hn, hs);
-  fs_load(sV, kvs + kvb + a.voff, a.ldk, k0, FS_BK, a.sk, hn, hs);
+  fs_load(sV, kvs + kvb + a.voff, a.ldk, k0, FS_BK, a.sk, hv, hsv);
 
   int kj[FS_RW], kp[FS_RW];
   float dka[FS_RW][HC], dva[FS_RW][HC];
@@ -241,7 +243,7 @@ __global__ void __launch_bounds__(FS_THREADS)
       if (fa_qmax(a, q0, q0 + nq) < kmin_blk) continue;
       __syncthreads();
       fs_load(sQ, qb, a.ldq, q0, FS_BQ, a.sq, hn, hs);
-      fs_load(sO, ob, a.ldc, q0, FS_BQ, a.sq, hn, hs);
+      fs_load(sO, ob, a.ldc, q0, FS_BQ, a.sq, hv, hsv);
       for (int r = threadIdx.x; r < FS_BQ; r += FS_THREADS) {
         sL[r] = q0 + r < a.sq ? lse[row0 + q0 + r] : -INFINITY;
         sD[r] = q0 + r < a.sq ? D[row0 + q0 + r] : 0.0f;
@@ -258,9 +260,9 @@ __global__ void __launch_bounds__(FS_THREADS)
         if (kj[r] >= a.sk) continue; /* warp-uniform */
         float pd = 0.0f, ds = 0.0f;
         if (kp[r] <= qpos && kp[r] >= qdoc) {
-          const float *krow = sK + (warp * FS_RW + r) * hs, *vrow = sV + (warp * FS_RW + r) * hs;
+          const float *krow = sK + (warp * FS_RW + r) * hs, *vrow = sV + (warp * FS_RW + r) * hsv;
           const float P = expf(fs_dot(sQ + lane * hs, krow, hn) * a.scale - sL[lane]);
-          float dP = fs_dot(sO + lane * hs, vrow, hn);
+          float dP = fs_dot(sO + lane * hsv, vrow, hv);
           pd = P;
           if (a.p > 0.0f) {
             const bool keep = fa_keep_cached(a, cb + (uint64_t)kp[r], ublk, u4);
@@ -274,10 +276,8 @@ __global__ void __launch_bounds__(FS_THREADS)
 #pragma unroll
           for (int c = 0; c < HC; c++) {
             const int d = lane + 32 * c;
-            if (d < hn) {
-              dva[r][c] = fmaf(pj, sO[jj * hs + d], dva[r][c]);
-              dka[r][c] = fmaf(dj, sQ[jj * hs + d], dka[r][c]);
-            }
+            if (d < hv) dva[r][c] = fmaf(pj, sO[jj * hsv + d], dva[r][c]);
+            if (d < hn) dka[r][c] = fmaf(dj, sQ[jj * hs + d], dka[r][c]);
           }
         }
       }
@@ -289,11 +289,9 @@ __global__ void __launch_bounds__(FS_THREADS)
 #pragma unroll
     for (int c = 0; c < HC; c++) {
       const int d = lane + 32 * c;
-      if (d < hn) {
-        const int64_t off = kvb + (int64_t)kj[r] * a.ldk + d;
-        fs_put(dk + off, dka[r][c] * a.scale, acc);
-        fs_put(dv + off, dva[r][c], acc);
-      }
+      const int64_t off = kvb + (int64_t)kj[r] * a.ldk + d;
+      if (d < hn) fs_put(dk + off, dka[r][c] * a.scale, acc);
+      if (d < hv) fs_put(dv + off, dva[r][c], acc);
     }
   }
 }
@@ -308,7 +306,8 @@ void fs_smem(const void *kernel, size_t bytes) {
 template <typename T, int HC>
 void fwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, void *ctx,
            float *lse) {
-  const size_t hs = (size_t)(a.hn | 1), bytes = (2 * FS_BN + FS_BM) * hs * sizeof(float);
+  const size_t hs = (size_t)(a.hn | 1), hsv = (size_t)(a.hv | 1);
+  const size_t bytes = ((FS_BN + FS_BM) * hs + FS_BN * hsv) * sizeof(float);
   const auto kern = k_fs_fwd<T, HC>;
   fs_smem((const void *)kern, bytes);
   const dim3 grid =
@@ -321,8 +320,8 @@ template <typename T, int HC>
 void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, const void *dctx,
            const float *lse, const float *D, void *dq, int dq_acc, void *dk, void *dv,
            int dkv_acc) {
-  const size_t hs = (size_t)(a.hn | 1);
-  const size_t bq = (2 * FS_BN + 2 * FS_BM) * hs * sizeof(float);
+  const size_t hs = (size_t)(a.hn | 1), hsv = (size_t)(a.hv | 1);
+  const size_t bq = (FS_BN + FS_BM) * (hs + hsv) * sizeof(float);
   const auto kq = k_fs_dq<T, HC>;
   fs_smem((const void *)kq, bq);
   const dim3 gq =
@@ -331,7 +330,7 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
       a, (const T *)q, (const T *)kvs, (const T *)dctx, lse, D, (T *)dq, dq_acc);
   MT_CUDA_LAUNCHED();
   if (a.sk <= 0) return;
-  const size_t bk = ((2 * FS_BK + 2 * FS_BQ) * hs + 2 * FS_BQ) * sizeof(float);
+  const size_t bk = ((FS_BK + FS_BQ) * (hs + hsv) + 2 * FS_BQ) * sizeof(float);
   const auto kk = k_fs_dkv<T, HC>;
   fs_smem((const void *)kk, bk);
   const dim3 gk =
@@ -362,12 +361,12 @@ void bwd_t(cudaStream_t st, const fa_args &a, const void *q, const void *kvs, co
 
 void fa_simt_fwd(cudaStream_t st, mt_dtype t, const fa_args &a, const void *q, const void *kvs,
                  void *ctx, float *lse) {
-  MT_DISPATCH(t, FS_BY_HC(a.hn, (fwd_t<T, HC>(st, a, q, kvs, ctx, lse))));
+  MT_DISPATCH(t, FS_BY_HC(a.hn > a.hv ? a.hn : a.hv, (fwd_t<T, HC>(st, a, q, kvs, ctx, lse))));
 }
 
 void fa_simt_bwd(cudaStream_t st, mt_dtype t, const fa_args &a, const void *q, const void *kvs,
                  const void *dctx, const float *lse, const float *D, void *dq, int dq_acc,
                  void *dk, void *dv, int dkv_acc) {
-  MT_DISPATCH(t, FS_BY_HC(a.hn, (bwd_t<T, HC>(st, a, q, kvs, dctx, lse, D, dq, dq_acc, dk, dv,
+  MT_DISPATCH(t, FS_BY_HC(a.hn > a.hv ? a.hn : a.hv, (bwd_t<T, HC>(st, a, q, kvs, dctx, lse, D, dq, dq_acc, dk, dv,
                                               dkv_acc))));
 }

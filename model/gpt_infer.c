@@ -54,8 +54,8 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_
   if (c->model.multi_latent_attention && strcmp(m->be->name, "cpu") != 0) {
     snprintf(err, errlen,
              "generation of a model with model.multi_latent_attention true runs on the cpu "
-             "backend only (got device %s: its fused attention takes value heads as wide as the "
-             "query/key heads; expected --device cpu)",
+             "backend in this build (got device %s: MLA generation is not checked on it; "
+             "expected --device cpu)",
              m->be->name);
     return NULL;
   }

@@ -16,7 +16,9 @@
 # and events) and tp=2 + SP on the staging engine, each against the 1-rank
 # cuda-emu run. MEGATRAIN_TEST_FULL=1: every layout of the table — tp=2+SP,
 # pp=2 1F1B, pp=2 v=2, cp=2, dp=2 ZeRO-1/2/3, ep=2 etp=2 MoE (with tp=2+SP,
-# 4 ranks), the Llama-style block with tp=2+SP, configs/gpt-moe.json on 8
+# 4 ranks), the Llama-style block with tp=2+SP, multi-latent attention
+# (tests/configs/gpt-mla-test.json, 3 steps; 1 rank vs cpu and cp=2, the
+# ring's kv form and lse merge with hv != hn), configs/gpt-moe.json on 8
 # ranks — in fp32 and bf16 on both engines, each also against the cpu
 # backend's 1-rank run, printing the table of worst relative differences
 # (tests/tools/cuda_emu_table.py; it also combines the logs of several runs).
@@ -95,6 +97,9 @@ if [ "$FULL" = 1 ]; then
   MOE_SHAPE=(--config $MOE --set training.train_iters=3 --set training.lr_warmup_iters=1
              --set training.eval_interval=3 --set training.eval_iters=1 --set logging.log_interval=1
              --set checkpoint.save=null)
+  MLA=(--config tests/configs/gpt-mla-test.json --set training.train_iters=3
+       --set training.lr_warmup_iters=1 --set training.eval_interval=3 --set training.eval_iters=1
+       --set logging.log_interval=1)
   MOE1=(--set $P.tensor_model_parallel_size=1 --set $P.sequence_parallel=false
         --set $P.pipeline_model_parallel_size=1 --set $P.expert_model_parallel_size=1 --set $P.zero_stage=0)
   for prec in $PRECS; do
@@ -109,6 +114,10 @@ if [ "$FULL" = 1 ]; then
     emu_run cpu_gptmoe1_$s 1 "$MT" cpu "${MOE_SHAPE[@]}" "${MOE1[@]}" "${B[@]}" || bad
     emu_run gptmoe1_$s 1 "$EMU_MT" cuda "${MOE_SHAPE[@]}" "${MOE1[@]}" "${B[@]}" || bad
     emu_cmp gptmoe1_$s cpu_gptmoe1_$s "$([ $prec = bf16 ] && echo 2e-2 || echo 1e-4)" || bad
+    # multi-latent attention (hv != hn: the FFMA flash kernels, bf16 too)
+    emu_run cpu_mla_$s 1 "$MT" cpu "${MLA[@]}" "${B[@]}" || bad
+    emu_run mla_$s 1 "$EMU_MT" cuda "${MLA[@]}" "${B[@]}" || bad
+    emu_cmp mla_$s cpu_mla_$s "$([ $prec = bf16 ] && echo 2e-2 || echo 1e-4)" || bad
     for eng in nccl mpi; do
       [ "$prec/$eng" = fp32/nccl ] || layout pp2_1f1b_${eng}_$s 2 $prec $eng $s "${G[@]}" "${PP[@]}"
       [ "$prec/$eng" = fp32/mpi ] || layout tp2_sp_${eng}_$s 2 $prec $eng $s "${G[@]}" "${TP[@]}"
@@ -118,6 +127,7 @@ if [ "$FULL" = 1 ]; then
       layout moe_ep2_etp2_${eng}_$s 4 $prec $eng moe_$s "${MG[@]}" "${TP[@]}" \
         --set $P.expert_model_parallel_size=2 --set $P.expert_tensor_parallel_size=2
       layout llama_tp2_sp_${eng}_$s 2 $prec $eng llama_$s "${LG[@]}" "${TP[@]}"
+      layout mla_cp2_${eng}_$s 2 $prec $eng mla_$s "${MLA[@]}" --set $P.context_parallel_size=2
       layout gpt_moe_8_${eng}_$s 8 $prec $eng gptmoe1_$s "${MOE_SHAPE[@]}"
     done
   done

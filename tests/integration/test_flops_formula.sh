@@ -74,13 +74,14 @@ rc=$?
 if [ $rc -eq 2 ] && grep -q "flops_formula" "$tmp/o"; then echo "ok   bad formula name refused"
 else echo "FAIL bad formula name: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
 
-# plan takes an MLA config on any device; train refuses MLA on device cuda
-# (the cuda fused attention takes v_head_dim = the q/k width only; exit 2
-# naming the key)
-"$bin" train --config configs/deepseek-tiny.json "${MLA[@]}" --set device=cuda >"$tmp/o" 2>&1
+# plan takes an MLA config on any device; train takes MLA on both devices
+# (the cuda fused attention takes v_head_dim != the q/k width on its FFMA
+# kernels) but refuses it with FP8 (exit 2 naming the key)
+"$bin" train --config configs/deepseek-tiny.json "${MLA[@]}" --set device=cpu \
+  --set training.precision=bf16 --set training.fp8_format=hybrid >"$tmp/o" 2>&1
 rc=$?
-if [ $rc -eq 2 ] && grep -q "model.multi_latent_attention" "$tmp/o"; then
-  echo "ok   train refuses multi_latent_attention on cuda"
-else echo "FAIL train with MLA on cuda: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
+if [ $rc -eq 2 ] && grep -q "training.fp8_format" "$tmp/o" && grep -q "multi_latent_attention" "$tmp/o"; then
+  echo "ok   train refuses multi_latent_attention with fp8_format"
+else echo "FAIL train with MLA and fp8: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
 
 [ $fails -eq 0 ]

@@ -379,6 +379,8 @@ static void philox4_check(void) {
          bad ? "FAIL" : "ok", bad);
 }
 
+#include "flash_emu_vdim.h"
+
 int main(int argc, char **argv) {
   static const Case cases[] = {
       {"plain", 13, 2, 3, 0, 6, 0.0f, 0, 0},
@@ -414,6 +416,7 @@ int main(int argc, char **argv) {
     printf("== %s\n", mode_name[mode]);
     for (const Case &cs : cases)
       if (strstr(cs.name, filter)) run_case(&be, cs);
+    if (strstr("value width hv != hn", filter)) vdim_cases(&be);
   }
   printf("== dropout masks four per Philox call\n");
   philox4_check();
