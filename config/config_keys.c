@@ -30,6 +30,22 @@ static cJSON *paths_to_json(const mt_data_blend *d) {
   return arr;
 }
 
+/* Keys that `needs` lets through but a rule refuses as without effect:
+ * MLA derives kv_channels (r_mla_kv_channels), and with rope_type "rope"
+ * the YaRN-only keys do nothing (r_yarn_keys). Written, the canonical JSON
+ * would not load back. */
+static int dead_by_rule(const mt_config *cfg, const mt_cfg_key *kd) {
+  const mt_model_config *m = &cfg->model;
+  if (strcmp(mt_cfg_sections[kd->sec], "model") || !m->multi_latent_attention) return 0;
+  if (!strcmp(kd->name, "kv_channels")) return 1;
+  static const char *const yarn_only[] = {"original_max_position_embeddings", "beta_fast",
+                                          "beta_slow", "mscale"};
+  if (mt_model_yarn(m)) return 0;
+  for (size_t i = 0; i < sizeof yarn_only / sizeof *yarn_only; i++)
+    if (!strcmp(kd->name, yarn_only[i])) return 1;
+  return 0;
+}
+
 cJSON *mt_cfg_to_json(const mt_config *cfg) {
   cJSON *root = checked(cJSON_CreateObject());
   cJSON *obj = root;
@@ -42,6 +58,7 @@ cJSON *mt_cfg_to_json(const mt_config *cfg) {
       obj = checked(cJSON_AddObjectToObject(root, mt_cfg_sections[cur]));
     }
     if (!mt_cfg_applies(cfg, k, NULL)) continue; /* no effect here: given, it would be refused */
+    if (dead_by_rule(cfg, kd)) continue;
     cJSON *v = NULL;
     /* a nullable number at 0 is null (off), so the JSON loads back as it was */
     const int null_num = (kd->flags & MT_CK_NULLABLE) &&

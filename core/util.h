@@ -65,5 +65,15 @@ int mt_rotary_dim(int kv_channels, float rotary_percent);
 
 /* Round n up to a multiple of m (m > 0). */
 static inline int64_t mt_round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+/* Greatest common divisor of a, b >= 0 (gcd(a, 0) = a): the row unit that
+ * splits head widths of different sizes into whole gathers (MLA, the CP ring). */
+static inline int64_t mt_gcd64(int64_t a, int64_t b) {
+  while (b) {
+    const int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
 
 #endif

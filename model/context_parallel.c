@@ -61,15 +61,6 @@ struct mt_cp_attn {
   int64_t es;         /* bytes per element of T */
 };
 
-static int64_t gcd64(int64_t x, int64_t y) {
-  while (y) {
-    const int64_t t = x % y;
-    x = y;
-    y = t;
-  }
-  return x;
-}
-
 mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_layout *L, int b,
                               int np, int ng, int hn, int hv) {
   MT_ASSERT(L->cp > 1 && cp_group && mt_group_size(cp_group) == L->cp &&
@@ -83,7 +74,7 @@ mt_cp_attn *mt_cp_attn_create(mt_backend *be, mt_group *cp_group, const mt_cp_la
   a->ng = ng;
   a->hn = hn;
   a->hv = hv > 0 ? hv : hn;
-  a->u = gcd64(hn, a->hv);
+  a->u = mt_gcd64(hn, a->hv);
   a->es = (int64_t)mt_dtype_size(be->dtype);
   const int npg = np / ng;
   const int64_t s2 = mt_cp_local_len(L), units = s2 * b * ng; /* (row, bi, group) */

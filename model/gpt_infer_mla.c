@@ -38,15 +38,6 @@ struct mt_infer_mla {
   int32_t *t_rt, *t_cache, *t_q, *t_kv; /* gather tables (device) */
 };
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    const int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 static void *dalloc(mt_gpt *m, int64_t n, size_t es, mt_mem_cat cat) {
   return m->be->ops->alloc(m->be, (size_t)n * es, cat);
 }
@@ -121,7 +112,7 @@ mt_infer_mla *mt_infer_mla_create(mt_gpt *m, int max_len) {
   x->dv = mc->v_head_dim;
   x->hq = x->dn + x->dr;
   x->np = m->np;
-  x->u = gcd64(gcd64(x->dn, x->dr), gcd64(x->dv, x->kr));
+  x->u = mt_gcd64(mt_gcd64(x->dn, x->dr), mt_gcd64(x->dv, x->kr));
   x->es = mt_dtype_size(m->be->dtype);
   const int64_t R = max_len, np = x->np;
   x->oKPE = R * np * x->hq;

@@ -11,15 +11,6 @@
 #include "model/gpt_internal.h"
 #include "model/gpt_mla.h"
 
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    const int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
 void mt_gpt_mla_sizes(mt_gpt *m) {
   const mt_model_config *mc = &m->cfg.model;
   const int hq = mc->qk_head_dim + mc->qk_pos_emb_head_dim;
@@ -134,7 +125,7 @@ void mt_gpt_mla_create(mt_gpt *m) {
   x->dv = mc->v_head_dim;
   x->hq = x->dn + x->dr;
   x->slot = 2 * x->hq + x->dv;
-  x->u = gcd64(gcd64(x->dn, x->dr), x->dv);
+  x->u = mt_gcd64(mt_gcd64(x->dn, x->dr), x->dv);
   const int64_t rows = m->rows, np = m->np;
   x->off_kv = rows * np * x->hq;
   x->off_kpe = x->off_kv + rows * np * (x->dn + x->dv);

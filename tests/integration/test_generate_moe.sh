@@ -34,16 +34,6 @@ train() { # name, extra --set options...
     --set checkpoint.save="$TMP/$n" $TOK $LLAMA "$@" >"$TMP/$n.train.log" \
     || { echo "$n: training failed"; tail -5 "$TMP/$n.train.log"; exit 1; }
 }
-maxdiff() { # maxdiff A.f32 B.f32 WHAT
-  $PY - "$@" <<'EOF'
-import sys, numpy as np
-a, b = (np.fromfile(p, dtype=np.float32) for p in sys.argv[1:3])
-assert a.shape == b.shape, (a.shape, b.shape)
-w, m = float(np.max(np.abs(a - b))), float(np.max(np.abs(b)))
-print("%s: max |logit diff| %.2e (%.1e of max |logit| %.2f)" % (sys.argv[3], w, w / m, m))
-sys.exit(w > 1e-5 * m)
-EOF
-}
 
 check_model() { # name
   local n=$1 d="$TMP/$1"

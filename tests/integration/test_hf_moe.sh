@@ -84,17 +84,6 @@ for fam in $FAMS; do
 done
 
 # ---- bad input: one message naming the field, exit 1, no output directory
-bad() { # bad NAME EXPECTED-MESSAGE-PART [convert args...]
-  local name=$1 want=$2; shift 2
-  set +e
-  "$MT" convert "$@" >"$TMP/bad.log" 2>&1; local rc=$?
-  set -e
-  [ $rc = 1 ] || { echo "$name: exit $rc, expected 1"; cat "$TMP/bad.log"; exit 1; }
-  grep -q -- "$want" "$TMP/bad.log" || { echo "$name: message lacks '$want'"; cat "$TMP/bad.log"; exit 1; }
-  [ "$(grep -c 'error' "$TMP/bad.log")" = 1 ] || { echo "$name: not one message"; cat "$TMP/bad.log"; exit 1; }
-  [ ! -e "$TMP/out_$name" ] || { echo "$name: output written"; exit 1; }
-  echo "$name: exit 1, $(grep error "$TMP/bad.log")"
-}
 badcfg() { # badcfg NAME FAMILY PY-EDIT EXPECTED
   mkdir -p $TMP/in_$1; cp $TMP/hf_$2/model.safetensors $TMP/in_$1/
   $PY -c 'import json, sys; c = json.load(open(sys.argv[1])); exec(sys.argv[3])
