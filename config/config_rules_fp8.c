@@ -25,14 +25,11 @@ static int r_bf16_layers(mt_cfg_ctx *c, mt_config *cfg, int world) {
                      cfg->model.num_layers);
 }
 
-/* What the FP8 linear layers do not cover yet: FP8 parameter gathers and
- * the cuda backend (no FP8 GEMM there). */
+/* What the FP8 linear layers do not cover yet: the cuda backend (no FP8
+ * GEMM there). */
 static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   if (!cfg->training.fp8_format[0]) return 0;
-  if (cfg->training.fp8_param_gather)
-    return mt_cfg_fail(c, key("training.fp8_param_gather"),
-                       "true: FP8 parameter all-gathers are not implemented (expected false)");
   if (strcmp(cfg->device, "cpu"))
     return mt_cfg_fail(c, key("training.fp8_format"),
                        "\"%s\" on device \"%s\": the FP8 linear layers run on the cpu backend "
@@ -79,7 +76,49 @@ static int r_fp8_delayed_zero3(mt_cfg_ctx *c, mt_config *cfg, int world) {
                      "or zero_stage 2 or less)", what);
 }
 
+/* fp8_param_gather (optimizer/fp8_param_gather.h, docs/fp8.md "FP8
+ * parameter gather"): Megatron requires the distributed optimizer (or
+ * FSDP); built here for ZeRO stages 1 and 2, the tensorwise recipe (TE's
+ * cast_master_weights_to_fp8 for current scaling) and dense GPT layers. */
+static int r_fp8_param_gather(mt_cfg_ctx *c, mt_config *cfg, int world) {
+  (void)world;
+  const mt_training_config *t = &cfg->training;
+  if (!t->fp8_format[0] || !t->fp8_param_gather) return 0;
+  const int k = key("training.fp8_param_gather");
+  const int z = cfg->parallel.zero_stage;
+  if (z < 1 || z > 2)
+    return mt_cfg_fail(c, k,
+                       "true with parallel.zero_stage %d: the FP8 parameter all-gather is the "
+                       "distributed optimizer's (Megatron requires it) and is built for "
+                       "zero_stage 1 and 2 (expected zero_stage 1 or 2, or fp8_param_gather false)",
+                       z);
+  if (strcmp(t->fp8_recipe, "tensorwise"))
+    return mt_cfg_fail(c, k,
+                       "true with training.fp8_recipe \"%s\": only the tensorwise recipe's "
+                       "gather is built (expected fp8_recipe tensorwise, or fp8_param_gather false)",
+                       t->fp8_recipe);
+  if (cfg->model.num_experts > 0 || cfg->model.mtp_num_layers > 0 ||
+      cfg->model.multi_latent_attention)
+    return mt_cfg_fail(c, k,
+                       "true with %s: the FP8 gather covers the dense layers' linear_qkv, "
+                       "linear_proj, linear_fc1 and linear_fc2 only (expected a model without "
+                       "MoE experts, MTP and MLA, or fp8_param_gather false)",
+                       cfg->model.num_experts > 0      ? "model.num_experts > 0"
+                       : cfg->model.mtp_num_layers > 0 ? "model.mtp_num_layers > 0"
+                                                       : "model.multi_latent_attention");
+  if (cfg->parallel.overlap_param_gather)
+    return mt_cfg_fail(c, key("parallel.overlap_param_gather"),
+                       "true with training.fp8_param_gather: the overlapped gather of FP8 codes "
+                       "is not built (expected overlap_param_gather false)");
+  return 0;
+}
+
 static const mt_cfg_rule k_fp8[] = {
+    {"training.fp8_param_gather parallel.overlap_param_gather", r_fp8_param_gather,
+     "`training.fp8_param_gather` needs `parallel.zero_stage` 1 or 2, `fp8_recipe` `tensorwise`, "
+     "a model without MoE experts, MTP and MLA, and `overlap_param_gather` false (what is built, "
+     "docs/fp8.md \"FP8 parameter gather\")",
+     "2: training.precision=bf16; training.fp8_format=e4m3; training.fp8_param_gather=true", 0, 0},
     {"training.fp8_recipe", r_fp8_delayed_zero3,
      "`training.fp8_recipe` `delayed` with MoE experts, MTP or MLA needs `parallel.zero_stage` ≤ 2 "
      "(those amax histories are kept per weight address, which ZeRO-3's gathers change)",
@@ -91,7 +130,7 @@ static const mt_cfg_rule k_fp8[] = {
      "1: training.precision=bf16; training.fp8_format=e4m3; training.first_last_layers_bf16=true; "
      "training.num_layers_at_start_in_bf16=2", 0, 0},
     {"training.fp8_format", r_fp8_scope,
-     "`training.fp8_format` needs `fp8_param_gather` false and device `cpu` (what the FP8 "
+     "`training.fp8_format` needs device `cpu` (what the FP8 "
      "linear layers cover so far, docs/fp8.md)",
      "1: training.precision=bf16; training.fp8_format=hybrid; device=cuda",
      0, 0},

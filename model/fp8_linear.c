@@ -33,6 +33,8 @@ struct mt_fp8_linear {
   mt_fp8_pass pass;         /* what the next forwards are (mt_fp8_linear_set_pass) */
   void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
   size_t ws_bytes;
+  const mt_fp8_wcode *wcode; /* fp8_param_gather: pre-quantized weights (borrowed) */
+  int n_wcode;
 };
 
 int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *recipe,
@@ -181,6 +183,28 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
   return amax;
 }
 
+/* fp8_param_gather: dst[out, in] (fp32) = decode(codes of w) · scale_inv
+ * when the optimizer quantized w (mt_fp8_linear_set_weight_codes); 1 if
+ * done, 0 if w has no codes. */
+static int wcode_dq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *w, int64_t out,
+                    int64_t in) {
+  for (int i = 0; i < f->n_wcode; i++) {
+    if (f->wcode[i].w != w) continue;
+    mt_backend *be = f->be;
+    mt_fp8_desc d = {.fmt = MT_FP8_E4M3, .blocking = MT_FP8_TENSOR, .rows = out, .cols = in,
+                     .out_f32 = 1};
+    be->ops->memcpy_h2d(be, s->sinv, &f->wcode[i].scale_inv, sizeof(float));
+    be->ops->fp8_dequantize(be, &d, dst, f->wcode[i].q, s->sinv);
+    return 1;
+  }
+  return 0;
+}
+
+void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n) {
+  MT_ASSERT(n == 0 || f->o.recipe == MT_FP8_RECIPE_TENSORWISE);
+  f->wcode = n > 0 ? tab : NULL, f->n_wcode = n > 0 ? n : 0;
+}
+
 /* Delayed: record this use's amax and compute the next scale. */
 static void delayed_update(mt_fp8_linear *f, fp8_state *st, int role, float amax, int fmt) {
   const int L = f->o.history_len;
@@ -260,7 +284,7 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
     if (f->pass == MT_FP8_PASS_TRAIN) pend_push(st, st->used[R_X], st->used[R_W]);
   } else {
     qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
-    qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
+    if (!wcode_dq(f, &s, wq, w, out, in)) qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
   }
   if (b32) be->ops->cast(be, b32, MT_F32, bias, be->dtype, out);
   gemm32(be, 0, 1, M, out, in, xq, in, wq, in, 0.0f, c32, out, b32);
@@ -291,7 +315,8 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
     if (!delayed) qdq(f, &s, gq, dy, M, out, blk_row(f), gfmt, NULL);
     if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sw);
-    else qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
+    else if (!wcode_dq(f, &s, oq, w, out, in))
+      qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
     gemm32(be, 0, 0, M, in, out, gq, out, oq, in, 0.0f, c32, in, NULL);
     be->ops->cast(be, dx, be->dtype, c32, MT_F32, M * in);
   }
