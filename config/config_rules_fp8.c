@@ -78,8 +78,9 @@ static int r_fp8_delayed_zero3(mt_cfg_ctx *c, mt_config *cfg, int world) {
 
 /* fp8_param_gather (optimizer/fp8_param_gather.h, docs/fp8.md "FP8
  * parameter gather"): Megatron requires the distributed optimizer (or
- * FSDP); built here for ZeRO stages 1 and 2, the tensorwise recipe (TE's
- * cast_master_weights_to_fp8 for current scaling) and dense GPT layers. */
+ * FSDP); built here for ZeRO stages 1 and 2, the tensorwise and blockwise
+ * recipes (TE's cast_master_weights_to_fp8 for current and block scaling)
+ * and dense GPT layers. */
 static int r_fp8_param_gather(mt_cfg_ctx *c, mt_config *cfg, int world) {
   (void)world;
   const mt_training_config *t = &cfg->training;
@@ -92,11 +93,17 @@ static int r_fp8_param_gather(mt_cfg_ctx *c, mt_config *cfg, int world) {
                        "distributed optimizer's (Megatron requires it) and is built for "
                        "zero_stage 1 and 2 (expected zero_stage 1 or 2, or fp8_param_gather false)",
                        z);
-  if (strcmp(t->fp8_recipe, "tensorwise"))
+  if (!strcmp(t->fp8_recipe, "mxfp8"))
     return mt_cfg_fail(c, k,
-                       "true with training.fp8_recipe \"%s\": only the tensorwise recipe's "
-                       "gather is built (expected fp8_recipe tensorwise, or fp8_param_gather false)",
-                       t->fp8_recipe);
+                       "true with training.fp8_recipe \"mxfp8\": an MXFP8 weight needs row- and "
+                       "column-blocked codes (forward and dgrad), which TE's "
+                       "cast_master_weights_to_fp8 does not make either (expected fp8_recipe "
+                       "tensorwise or blockwise, or fp8_param_gather false)");
+  if (!strcmp(t->fp8_recipe, "delayed"))
+    return mt_cfg_fail(c, k,
+                       "true with training.fp8_recipe \"delayed\": the gather of weights "
+                       "quantized with their amax history's scale is not built (expected "
+                       "fp8_recipe tensorwise or blockwise, or fp8_param_gather false)");
   if (cfg->model.num_experts > 0 || cfg->model.mtp_num_layers > 0 ||
       cfg->model.multi_latent_attention)
     return mt_cfg_fail(c, k,
@@ -115,7 +122,8 @@ static int r_fp8_param_gather(mt_cfg_ctx *c, mt_config *cfg, int world) {
 
 static const mt_cfg_rule k_fp8[] = {
     {"training.fp8_param_gather parallel.overlap_param_gather", r_fp8_param_gather,
-     "`training.fp8_param_gather` needs `parallel.zero_stage` 1 or 2, `fp8_recipe` `tensorwise`, "
+     "`training.fp8_param_gather` needs `parallel.zero_stage` 1 or 2, `fp8_recipe` `tensorwise` "
+     "or `blockwise`, "
      "a model without MoE experts, MTP and MLA, and `overlap_param_gather` false (what is built, "
      "docs/fp8.md \"FP8 parameter gather\")",
      "2: training.precision=bf16; training.fp8_format=e4m3; training.fp8_param_gather=true", 0, 0},

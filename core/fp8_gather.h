@@ -9,14 +9,15 @@
  *   F  elements of the FP8 linears' weights among them,
  *   P  ZeRO's bucket padding (each segment's last bucket rounded up to a
  *      multiple of dp; parallel/zero.h),
- *   nw the number of those FP8 weights.
+ *   ns the number of their scales (tensorwise: one per weight; blockwise:
+ *      one per 128x128 block of each weight's tp shard).
  *   FP8 gather: 2·(S − F) + F bytes (bf16 for the rest, one e4m3 code per
  *     FP8 weight element; ranks send only their real elements: no padding);
  *   bf16 gather: 2·(S + P) bytes (whole padded buckets);
- *   scales: 4·nw bytes all-reduced (max of the shard amaxes) over dp, and
- *     again over tp when tp > 1; every rank then computes the same scale,
- *     so no scale travels in the gather itself (TE's
- *     cast_master_weights_to_fp8, current scaling). */
+ *   scales: 4·ns bytes all-reduced (max of the shard amaxes) over dp, and
+ *     for tensorwise again over tp when tp > 1; every rank then computes
+ *     the same scales, so no scale travels in the gather itself (TE's
+ *     cast_master_weights_to_fp8). */
 #ifndef MT_CORE_FP8_GATHER_H
 #define MT_CORE_FP8_GATHER_H
 
@@ -24,6 +25,6 @@
 
 static inline int64_t mt_fp8_gather_bytes(int64_t S, int64_t F) { return 2 * (S - F) + F; }
 static inline int64_t mt_bf16_gather_bytes(int64_t S, int64_t P) { return 2 * (S + P); }
-static inline int64_t mt_fp8_gather_amax_bytes(int64_t nw) { return 4 * nw; }
+static inline int64_t mt_fp8_gather_amax_bytes(int64_t ns) { return 4 * ns; }
 
 #endif

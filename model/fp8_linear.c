@@ -183,28 +183,6 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
   return amax;
 }
 
-/* fp8_param_gather: dst[out, in] (fp32) = decode(codes of w) · scale_inv
- * when the optimizer quantized w (mt_fp8_linear_set_weight_codes); 1 if
- * done, 0 if w has no codes. */
-static int wcode_dq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *w, int64_t out,
-                    int64_t in) {
-  for (int i = 0; i < f->n_wcode; i++) {
-    if (f->wcode[i].w != w) continue;
-    mt_backend *be = f->be;
-    mt_fp8_desc d = {.fmt = MT_FP8_E4M3, .blocking = MT_FP8_TENSOR, .rows = out, .cols = in,
-                     .out_f32 = 1};
-    be->ops->memcpy_h2d(be, s->sinv, &f->wcode[i].scale_inv, sizeof(float));
-    be->ops->fp8_dequantize(be, &d, dst, f->wcode[i].q, s->sinv);
-    return 1;
-  }
-  return 0;
-}
-
-void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n) {
-  MT_ASSERT(n == 0 || f->o.recipe == MT_FP8_RECIPE_TENSORWISE);
-  f->wcode = n > 0 ? tab : NULL, f->n_wcode = n > 0 ? n : 0;
-}
-
 /* Delayed: record this use's amax and compute the next scale. */
 static void delayed_update(mt_fp8_linear *f, fp8_state *st, int role, float amax, int fmt) {
   const int L = f->o.history_len;
@@ -235,6 +213,30 @@ static mt_fp8_blocking blk_col(const mt_fp8_linear *f) {
 static mt_fp8_blocking blk_w(const mt_fp8_linear *f, int colwise) {
   if (f->o.recipe == MT_FP8_RECIPE_BLOCKWISE) return MT_FP8_BLOCK_128X128;
   return colwise ? blk_col(f) : blk_row(f);
+}
+
+/* fp8_param_gather: dst[out, in] (fp32) = decode(codes of w) · scale_inv
+ * when the optimizer quantized w (mt_fp8_linear_set_weight_codes); 1 if
+ * done, 0 if w has no codes. */
+static int wcode_dq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *w, int64_t out,
+                    int64_t in) {
+  for (int i = 0; i < f->n_wcode; i++) {
+    if (f->wcode[i].w != w) continue;
+    mt_backend *be = f->be;
+    mt_fp8_desc d = {.fmt = MT_FP8_E4M3, .blocking = blk_w(f, 0), .rows = out, .cols = in,
+                     .out_f32 = 1};
+    be->ops->memcpy_h2d(be, s->sinv, f->wcode[i].scale_inv,
+                        (size_t)mt_fp8_n_scales(&d) * sizeof(float));
+    be->ops->fp8_dequantize(be, &d, dst, f->wcode[i].q, s->sinv);
+    return 1;
+  }
+  return 0;
+}
+
+void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n) {
+  MT_ASSERT(n == 0 || f->o.recipe == MT_FP8_RECIPE_TENSORWISE ||
+            f->o.recipe == MT_FP8_RECIPE_BLOCKWISE);
+  f->wcode = n > 0 ? tab : NULL, f->n_wcode = n > 0 ? n : 0;
 }
 
 static int64_t max3(int64_t a, int64_t b, int64_t c) {

@@ -104,16 +104,18 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
 
 /* fp8_param_gather (optimizer/fp8_param_gather.h, docs/fp8.md "FP8
  * parameter gather"): weights the distributed optimizer has already
- * quantized. Entry i says that the weight whose T storage starts at w[i]
- * has the e4m3 codes q[i] [out, in] (device) with the tensorwise
- * scale_inv[i] (host); the forward and dgrad of that weight then decode
- * those codes instead of quantizing w (tensorwise recipe only: the codes are
- * exactly what the recipe would make of w, see the optimizer). The table is
- * borrowed (NULL / n 0: none) and read at every call. */
+ * quantized. Entry i says that the weight whose T storage starts at w has
+ * the e4m3 codes q [out, in] (device) with scale_inv (host; one value for
+ * the tensorwise recipe, [⌈out/128⌉, ⌈in/128⌉] row-major for blockwise's
+ * 128×128 blocks); the forward and dgrad of that weight then decode those
+ * codes instead of quantizing w (tensorwise and blockwise, whose forward
+ * and dgrad quantize W alike: the codes are exactly what the recipe would
+ * make of w, see the optimizer). The table is borrowed (NULL / n 0: none)
+ * and read at every call. */
 typedef struct {
   const void *w;
   const uint8_t *q;
-  float scale_inv;
+  const float *scale_inv;
 } mt_fp8_wcode;
 void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n);
 

@@ -15,7 +15,9 @@
  * linear decodes (mt_fp8_linear_set_weight_codes) instead of quantizing the
  * bf16 weight; the bf16 copies of FP8 weights outside the owned shard are
  * not refreshed (mt_fp8pg_refresh_bf16 does it where a full copy is read).
- * Tensorwise recipe only (config rule r_fp8_param_gather).
+ * Blockwise: the same per 128x128 block of each weight's tp shard (block
+ * amaxes over dp x cp only, power-of-2 scales; TE's blockwise cast).
+ * Tensorwise and blockwise recipes (config rule r_fp8_param_gather).
  * Errors: fatal on a caller bug. */
 #ifndef MT_OPTIMIZER_FP8_PARAM_GATHER_H
 #define MT_OPTIMIZER_FP8_PARAM_GATHER_H

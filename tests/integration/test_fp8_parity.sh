@@ -68,27 +68,33 @@ fi
 # bytes of the gather, from the dp group's all-gather counter, equal
 # 2(S - F) + F for S sharded and F FP8-weight elements of this shape, and
 # the amax all-reduce 4 bytes per FP8 weight (over dp, and again over tp).
-# CI: dp=2 ZeRO-1; MEGATRAIN_TEST_FULL=1: also dp=2 ZeRO-2, tp=2+SP x dp=2
-# ZeRO-1 and dp=2 ZeRO-1 bitwise the run without fp8_param_gather.
+# CI: dp=2 ZeRO-1 tensorwise; MEGATRAIN_TEST_FULL=1: also dp=2 ZeRO-2,
+# tp=2+SP x dp=2 ZeRO-1, dp=2 ZeRO-1 bitwise the run without
+# fp8_param_gather, and blockwise (dp=2, its bitwise twin, tp=2+SP x dp=2).
 PG=(--set training.fp8_param_gather=true --set training.fp8_recipe=tensorwise)
-pg_bytes() { # log tp dp: the printed bytes against the formula of gpt-test's shape
-  /usr/bin/python3 - "$1" "$2" "$3" <<'PY'
+pg_bytes() { # log tp dp [blockwise]: the printed bytes against the formula of gpt-test's shape
+  /usr/bin/python3 - "$1" "$2" "$3" "${4:-tensorwise}" <<'PY'
 import re, sys
 log, tp, dp = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
+block = sys.argv[4] == "blockwise"
 h, L, s = 64, 2, 32                      # gpt-test; vocab 50257 padded to a multiple of 128 * tp
 V = -(-50257 // (128 * tp)) * 128 * tp
 layer = (2 * h + 3 * h * h // tp + 3 * h // tp + h * h // tp + h + 2 * h
          + 4 * h * h // tp + 4 * h // tp + 4 * h * h // tp + h)
 S = V // tp * h + s * h + L * layer + 2 * h   # tied output layer, final norm
 F = L * (12 * h * h) // tp
-m = re.search(r"fp8_param_gather: (\d+) FP8 weights, (\d+) of (\d+) sharded.*?over dp=(\d+).*?"
-              r"dp counter (\d+); amax all-reduce (\d+) bytes", log)
+m = re.search(r"fp8_param_gather: (\d+) FP8 weights \((\d+) .*?\), (\d+) of (\d+) sharded.*?"
+              r"over dp=(\d+).*?dp counter (\d+); amax all-reduce (\d+) bytes", log)
 assert m, "no fp8_param_gather line in " + sys.argv[1]
-nw, f, s_, d, counter, amax = map(int, m.groups())
+nw, ns, f, s_, d, counter, amax = map(int, m.groups())
 want = 2 * (S - F) + F
-assert (nw, f, s_, d) == (4 * L, F, S, dp), (nw, f, s_, d, 4 * L, F, S, dp)
+# scales: one per weight (tensorwise, its amax also reduced over tp), or one
+# per 128x128 block of each weight's tp shard [rows, cols] (blockwise)
+shapes = [(3 * h // tp, h), (h, h // tp), (4 * h // tp, h), (h, 4 * h // tp)]
+blocks = L * sum(-(-r // 128) * -(-c // 128) for r, c in shapes)
+assert (nw, ns, f, s_, d) == (4 * L, blocks if block else 4 * L, F, S, dp), (nw, ns, f, s_, d)
 assert counter == want, "gathered %d bytes, formula %d" % (counter, want)
-assert amax == 4 * nw * (1 + (tp > 1)), amax
+assert amax == 4 * ns * (1 + (tp > 1 and not block)), amax
 print("fp8_param_gather bytes (tp %d dp %d): counter %d = 2(S-F)+F (S %d, F %d); bf16 gather "
       "%d: %.2f%% fewer; amax all-reduce %d" % (tp, dp, counter, S, F, 2 * S, 100 * F / (2 * S), amax))
 PY
@@ -110,6 +116,21 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   [ -f "$TMP/dp2z1-tensorwise.jsonl" ] || run dp2z1-tensorwise 2 tensorwise ${LAYOUT[dp2z1]}
   echo -n "dp2 ZeRO-1 tensorwise with vs without fp8_param_gather: "
   compare_metrics "$TMP/dp2z1-pg.jsonl" "$TMP/dp2z1-tensorwise.jsonl" 0
+  # blockwise: 128x128 weight blocks straddle the shard boundary (fc1's
+  # rows 126/127 at dp=2): block amaxes reduced over dp, power-of-2 scales
+  PGB=(--set training.fp8_param_gather=true --set parallel.zero_stage=1)
+  run one-pgb 1 blockwise "${PGB[@]}"
+  run dp2z1-pgb 2 blockwise "${PGB[@]}"
+  echo -n "dp2 ZeRO-1 blockwise fp8_param_gather vs 1 process: "
+  compare_metrics "$TMP/dp2z1-pgb.jsonl" "$TMP/one-pgb.jsonl" 1e-6
+  pg_bytes "$TMP/dp2z1-pgb.log" 1 2 blockwise
+  [ -f "$TMP/dp2z1-blockwise.jsonl" ] || run dp2z1-blockwise 2 blockwise ${LAYOUT[dp2z1]}
+  echo -n "dp2 ZeRO-1 blockwise with vs without fp8_param_gather: "
+  compare_metrics "$TMP/dp2z1-pgb.jsonl" "$TMP/dp2z1-blockwise.jsonl" 0
+  run tp2dp2-pgb 4 blockwise "${PGB[@]}" ${LAYOUT[tp2sp]}
+  echo -n "tp2+SP x dp2 ZeRO-1 blockwise fp8_param_gather vs 1 process: "
+  compare_metrics "$TMP/tp2dp2-pgb.jsonl" "$TMP/one-pgb.jsonl" 2e-2
+  pg_bytes "$TMP/tp2dp2-pgb.log" 2 2 blockwise
 fi
 echo -n "pp2 delayed amax histories vs 1 process:"
 /usr/bin/python3 tests/integration/fp8_meta_check.py same "$TMP/pp2-delayed" "$TMP/one-delayed"
