@@ -131,7 +131,9 @@ void mt_plan_fp8_stage_weights(const mt_config *cfg, const mt_plan_dims *d, int 
  * backward and not counted; ZeRO-3's sharded buffers are not adjusted. */
 void mt_plan_fp8_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r,
                               double bytes[MT_PM_N]) {
-  if (!mt_plan_fp8_on(cfg) || !cfg->training.fp8_param_gather || d->zero >= 3 || d->e != 2)
+  /* Megatron gathers FP8 parameters with the distributed optimizer only */
+  if (!mt_plan_fp8_on(cfg) || !cfg->training.fp8_param_gather || d->zero < 1 || d->zero >= 3 ||
+      d->e != 2)
     return;
   double w[2], n[2];
   mt_plan_fp8_stage_weights(cfg, d, r, w, n);
@@ -151,4 +153,16 @@ double mt_plan_fp8_gather_bytes(const mt_config *cfg, const mt_plan_dims *d, int
   double w[2], n[2];
   mt_plan_fp8_stage_weights(cfg, d, r, w, n);
   return bytes - w[part] * (d->e - 1) + 4 * n[part];
+}
+
+void mt_plan_fp8_copy(mt_config *dst, const mt_config *src) {
+  const mt_training_config *a = &src->training;
+  mt_training_config *b = &dst->training;
+  memcpy(b->fp8_format, a->fp8_format, sizeof b->fp8_format);
+  memcpy(b->fp8_recipe, a->fp8_recipe, sizeof b->fp8_recipe);
+  b->fp8_wgrad = a->fp8_wgrad;
+  b->fp8_param_gather = a->fp8_param_gather;
+  b->first_last_layers_bf16 = a->first_last_layers_bf16;
+  b->num_layers_at_start_in_bf16 = a->num_layers_at_start_in_bf16;
+  b->num_layers_at_end_in_bf16 = a->num_layers_at_end_in_bf16;
 }

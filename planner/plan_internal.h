@@ -205,6 +205,12 @@ void mt_plan_fp8_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r
 double mt_plan_fp8_gather_bytes(const mt_config *cfg, const mt_plan_dims *d, int r, int part,
                                 double elems);
 
+/* The FP8 keys the planner reads (training.fp8_format, fp8_recipe,
+ * fp8_wgrad, fp8_param_gather, first_last_layers_bf16 and its two counts)
+ * from src into dst (`--sweep` reloads each layout from the base's JSON,
+ * which the --fp8-* flags are not in). */
+void mt_plan_fp8_copy(mt_config *dst, const mt_config *src);
+
 /* 1 when global layer l is an MoE layer. */
 static inline int mt_plan_is_moe_layer(const mt_plan_dims *d, int l) {
   return l >= 0 && l < MT_MAX_LAYERS && d->moe_layer[l];

@@ -130,6 +130,13 @@ assert f["dp_gather_bytes"] == a["memory"]["bytes"]["parameters"] - f["weights_p
 ta, tb = a["time"]["breakdown_s"], b["time"]["breakdown_s"]
 assert tb["gemm"] < ta["gemm"] and tb["elementwise"] > ta["elementwise"], (ta, tb)
 ' "$tmp/f16" "$tmp/f8j"; then ok fp8_flags; else bad fp8_flags; cat "$tmp/f8t" "$tmp/f8j" | tail -5; fi
+# the sweep plans every layout with the flags (it reloads each from the JSON)
+"$bin" plan "${fp8p[@]}" --fp8-format hybrid --sweep --top 2 --json >"$tmp/f8s" 2>&1
+if /usr/bin/python3 -c '
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+assert L and all(x["fp8"]["format"] == "hybrid" for x in L), L
+' "$tmp/f8s"; then ok fp8_sweep; else bad fp8_sweep; head -c 600 "$tmp/f8s"; fi
 expect2 fp8_format "--fp8-format bogus (expected e4m3 or hybrid)" -- "${fp8p[@]}" --fp8-format bogus
 expect2 fp8_alone "without FP8" -- "${fp8p[@]}" --fp8-recipe tensorwise
 expect2 fp8_a100 "peak_tflops_fp8" -- "${fp8p[@]/h100-sxm/a100-80gb}" --fp8-format hybrid
