@@ -31,7 +31,8 @@ run pp2 2 --set $PP=2
 check pp2 base
 FULL=${MEGATRAIN_TEST_FULL:-0}
 # CI: pp=2 and pp=2 v=2 (pp=4 with untied embeddings and the uneven pp=3
-# below); MEGATRAIN_TEST_FULL=1 adds pp=4, pp=4 v=2 and pp=2 + tp=2 + SP
+# below); MEGATRAIN_TEST_FULL=1 adds pp=4, pp=4 v=2 and the 8-rank tp=2 + SP
+# + pp=2 + dp=2 ZeRO-1 (in CI on the Llama-style block: test_llama_parity)
 if [ "$FULL" = 1 ]; then
   run pp4 4 --set $PP=4
   check pp4 base
@@ -42,16 +43,17 @@ if [ "$FULL" = 1 ]; then
   run pp4_v2 4 --set $PP=4 --set $VP=2
   check pp4_v2 base
 fi
-# (CI: pp=2 with tp=2 + SP inside the 8-rank case below)
+run pp2_tp2_sp 4 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
+check pp2_tp2_sp base
+# (CI: the same 8-rank mix of tp=2 + SP, pp=2 and dp=2 ZeRO-1 on the
+# Llama-style block, test_llama_parity.sh's tp2_sp_pp2_dp2_z1)
 if [ "$FULL" = 1 ]; then
-  run pp2_tp2_sp 4 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true
-  check pp2_tp2_sp base
+  run pp2_tp2_dp2 8 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
+      --set parallel.zero_stage=1
+  echo "== pp2_tp2_dp2 (ZeRO-1) vs base"   # ZeRO checkpoints hold flat shards: metrics only
+  compare_metrics "$TMP/pp2_tp2_dp2.jsonl" "$TMP/base.jsonl" 1e-5
+  grep -h "identical on the first and last" "$TMP/pp2_tp2_dp2.log"
 fi
-run pp2_tp2_dp2 8 --set $PP=2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true \
-    --set parallel.zero_stage=1
-echo "== pp2_tp2_dp2 (ZeRO-1) vs base"   # ZeRO checkpoints hold flat shards: metrics only
-compare_metrics "$TMP/pp2_tp2_dp2.jsonl" "$TMP/base.jsonl" 1e-5
-grep -h "identical on the first and last" "$TMP/pp2_tp2_dp2.log"
 run base7 1 --set model.num_layers=7
 run pp3_uneven 3 --set model.num_layers=7 --set $PP=3 --set parallel.num_layers_in_first_pipeline_stage=3 \
     --set parallel.num_layers_in_last_pipeline_stage=2
