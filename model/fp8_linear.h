@@ -82,9 +82,11 @@ void mt_fp8_linear_destroy(mt_fp8_linear *f);
 void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp);
 
 /* Key (>= 0) of the delayed-scaling state the next forward or backward call
- * uses (consumed by that call); a call without one keys the state by its
- * weight pointer. The model passes (global layer, linear) so the state
- * survives re-pointed weights (ZeRO-3 gathers) and can be named. */
+ * uses (consumed by that call). With the delayed recipe every call needs
+ * one (mt_fatal otherwise); the other recipes keep no state and ignore it.
+ * The model passes its global identity (layer, linear, expert; model/gpt.h
+ * mt_gpt_fp8_key) so the state survives re-pointed weights (ZeRO-3
+ * gathers), any layout, and can be named in checkpoints. */
 void mt_fp8_linear_select(mt_fp8_linear *f, int key);
 /* The delayed-scaling state of key and role (0 input, 1 weight, 2
  * grad_output), created empty (scale 1, history zeros, as TE) if new:
