@@ -109,6 +109,13 @@ int64_t mt_fp8_linear_meta_len(const mt_fp8_linear *f) { return (int64_t)f->o.hi
 
 void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp) { f->red[2] = dp; }
 
+int64_t mt_fp8_linear_group_rows(mt_fp8_linear *f, int64_t n) {
+  if (f->o.recipe != MT_FP8_RECIPE_DELAYED || !f->red[2]) return n;
+  int64_t tot = n;
+  mt_allreduce(f->red[2], &tot, 1, MT_I64, MT_OP_SUM);
+  return tot;
+}
+
 void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass) {
   if (f) f->pass = pass;
 }

@@ -80,6 +80,13 @@ void mt_fp8_linear_destroy(mt_fp8_linear *f);
 /* dp: the data-parallel amax reduction group of the delayed recipe (NULL:
  * none; docs/fp8.md "Amax reductions"). */
 void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp);
+/* The rows n of this rank's next call summed over that data-parallel group
+ * (delayed recipe with one set; else n itself). A caller that skips a call
+ * without rows (an expert no token chose) asks first: a rank whose total
+ * is not 0 must still make the call (with M = 0), which takes part in the
+ * amax reductions, so every replica records the same history. Collective
+ * over the group. */
+int64_t mt_fp8_linear_group_rows(mt_fp8_linear *f, int64_t n);
 
 /* Key (>= 0) of the delayed-scaling state the next forward or backward call
  * uses (consumed by that call). With the delayed recipe every call needs

@@ -158,7 +158,10 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, int key, con
   for (int le = 0; le < El; le++) {
     int64_t n = 0;
     for (int p = 0; p < P; p++) n += counts[p * El + le];
-    if (!n) continue; /* no rows: no GEMM, nothing recorded */
+    /* no rows on any replica of the expert (delayed: its expert-data-parallel
+     * group): no GEMM, nothing recorded; rows elsewhere: an empty call that
+     * takes part in the amax reductions */
+    if (!mt_fp8_linear_group_rows(f, n)) continue;
     const void *xin = (const char *)in + off * inw * (int64_t)es;
     const void *g = dW ? (const char *)dy + off * out * (int64_t)es : NULL;
     void *yo = (char *)y + off * yw * (int64_t)es;
