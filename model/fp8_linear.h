@@ -15,7 +15,8 @@
  *     rows; wgrad: 128×1 along the tokens), W in 128×128 blocks, power-of-2
  *     scales (TE's Float8BlockScaling);
  *   mxfp8: 32-element blocks along the contraction, e8m0 scales.
- * Delayed scaling keeps an amax history and a scale per (weight, role):
+ * Delayed scaling keeps an amax history and a scale per (key, role), the
+ * key naming the linear (mt_fp8_linear_select):
  * the scale in use comes from the history before this use; this use's amax
  * then enters the history (most recent first) and the next scale is
  * computed (TE's DelayedScaling, one update per use = per micro-batch;
