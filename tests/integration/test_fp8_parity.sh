@@ -129,4 +129,12 @@ for c in $CASES; do
   echo -n "DeepSeek-tiny $l $r vs 1 process: "
   compare_metrics_mtp "$TMP/ds-$l-$r.jsonl" "$TMP/ds-one-$r.jsonl" 2e-2
 done
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
+  # one process with ZeRO-3 (weights re-pointed at gathered buffers at every
+  # use) keeps the same delayed states as without: keyed by identity, the
+  # experts', MTP's and MLA's included (by address they split)
+  run_ds ds-z3-delayed 1 delayed --set parallel.zero_stage=3
+  echo -n "DeepSeek-tiny 1 process ZeRO-3 delayed vs without ZeRO: "
+  compare_metrics_mtp "$TMP/ds-z3-delayed.jsonl" "$TMP/ds-one-delayed.jsonl" 1e-8
+fi
 echo "fp8 layout parity: OK"
