@@ -20,7 +20,7 @@
  * heads, then over TP (reduce-scatter to the shard under sequence
  * parallelism, all-reduce without), since every head of every rank reads
  * the one k_pe. With FP8 (training.fp8_format) all six projections are
- * FP8 linears keyed (layer, MT_GPT_FP8_Q_*/KV_*) as Megatron's TE spec
+ * FP8 linears keyed (layer, MT_GPT_FP8_Q_PROJ .. KV_UP) as Megatron's TE spec
  * builds them as TE linears; linear_kv_down_proj is one FP8 linear over
  * its whole weight; norms, RoPE and core attention stay in T
  * (docs/fp8.md "Multi-latent attention"). Packing: model/gpt_mla.h. */

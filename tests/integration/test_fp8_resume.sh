@@ -116,17 +116,20 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   names() { /usr/bin/python3 -c '
 import sys; sys.path.insert(0, "tests/reference"); import dist_ckpt
 _, x = dist_ckpt.load_checkpoint(sys.argv[1], names=lambda n: ".fp8_meta." in n)
+assert x, "no FP8 state in " + sys.argv[1]
 print("\n".join(sorted(x)))' "$1"; }
+  same_names() { # a b: the same FP8 state names, none missing
+    local a b; a=$(names "$1") && b=$(names "$2") || exit 1
+    [ "$a" = "$b" ] || { echo "FP8 states differ: $1 vs $2"; diff <(echo "$a") <(echo "$b") | head; exit 1; }
+    echo "  $(echo "$a" | wc -l) FP8 states in both $1 and $2"; }
   run_ds ds-tp2 2 "${TP2[@]}"
   resume ds-tp2 ds-tp2-ep2 2 "${EP2[@]}" "${DSB[@]}" "${DL[@]}"
   compare_resumed "$TMP/ds-tp2.jsonl" "$TMP/ds-tp2-ep2.jsonl" 3 3 2e-2 "DeepSeek-tiny: tp2+SP saved, ep2 resumed"
-  diff <(names "$TMP/ds-tp2/iter_0000002") <(names "$TMP/ds-tp2-ep2/iter_0000003") >/dev/null ||
-    { echo "ep2 saved other FP8 states than tp2+SP"; exit 1; }
+  same_names "$TMP/ds-tp2/iter_0000002" "$TMP/ds-tp2-ep2/iter_0000003"
   run_ds ds-ep2 2 "${EP2[@]}"
   resume ds-ep2 ds-ep2-one 1 "${DSB[@]}" "${DL[@]}"
   compare_resumed "$TMP/ds-ep2.jsonl" "$TMP/ds-ep2-one.jsonl" 3 3 2e-2 "DeepSeek-tiny: ep2 saved, 1 process resumed"
-  diff <(names "$TMP/ds-ep2/iter_0000002") <(names "$TMP/ds-ep2-one/iter_0000003") >/dev/null ||
-    { echo "1 process saved other FP8 states than ep2"; exit 1; }
+  same_names "$TMP/ds-ep2/iter_0000002" "$TMP/ds-ep2-one/iter_0000003"
   grep -q "holds no FP8 delayed-scaling state" "$TMP/ds-tp2-ep2.log" "$TMP/ds-ep2-one.log" &&
     { echo "a resharded DeepSeek-tiny run found no FP8 state"; exit 1; }
   echo "  DeepSeek-tiny resharded: every FP8 state saved and loaded under the other layout"
