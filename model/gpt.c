@@ -331,6 +331,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
                                  rows are whole on every ETP rank; with EP it lives on one) */
     m->moe.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options,
                                       c->etp_size > 1 ? c->etp_group : NULL, NULL);
+  if (m->moe.fp8 && cfg->fp8_edp_group) mt_fp8_linear_set_dp(m->moe.fp8, cfg->fp8_edp_group);
   return m;
 }
 

@@ -140,7 +140,7 @@ static void expert_rows(const mt_moe_experts *x, const int64_t *counts, int le, 
  * rows (TE's GroupedLinear quantizes each GEMM of the group with its own
  * scales). With one source peer an expert's rows are one block already;
  * otherwise they are gathered in peer order, and the output scattered back. */
-static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_t *counts,
+static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, int key, const int64_t *counts,
                         void *y, float **dW, float **dB, const void *dy, const void *in,
                         const void **W, const void **B, int64_t out, int64_t inw) {
   mt_backend *be = x->be;
@@ -158,7 +158,10 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_
   for (int le = 0; le < El; le++) {
     int64_t n = 0;
     for (int p = 0; p < P; p++) n += counts[p * El + le];
-    if (!n) continue; /* no rows: no GEMM, nothing recorded */
+    /* no rows on any replica of the expert (delayed: its expert-data-parallel
+     * group): no GEMM, nothing recorded; rows elsewhere: an empty call that
+     * takes part in the amax reductions */
+    if (!mt_fp8_linear_group_rows(f, n)) continue;
     const void *xin = (const char *)in + off * inw * (int64_t)es;
     const void *g = dW ? (const char *)dy + off * out * (int64_t)es : NULL;
     void *yo = (char *)y + off * yw * (int64_t)es;
@@ -167,6 +170,7 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_
       if (dW) expert_rows(x, counts, le, out, (void *)dy, x->gd, 1);
       xin = x->gx, g = x->gd, yo = x->gy;
     }
+    mt_fp8_linear_select(f, key + le); /* global expert ep_rank·E_loc + le */
     if (dW) mt_fp8_linear_bwd(f, yo, dW[le], dB[le], g, xin, W[le], n, out, inw);
     else mt_fp8_linear_fwd(f, yo, xin, W[le], B[le], n, out, inw);
     if (P > 1) expert_rows(x, counts, le, yw, y, x->gy, 0);
@@ -174,16 +178,16 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_
   }
 }
 
-/* One linear layer [out, inw] of each local expert over every (source peer,
- * local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
+/* One linear layer [out, inw] (fc 0: fc1, 1: fc2) of each local expert over
+ * every (source peer, local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
  * in[block] [n, inw] @ W[le]^T + B[le]. Backward: dW[le], dB[le] accumulate
  * from dy[block] [n, out] and in[block]; y[block] [n, inw] (overwrite) =
  * dy[block] @ W[le]. One GEMM per block, or grouped GEMMs (x->c.grouped). */
-static void per_block(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_t *counts, void *y,
-                      float **dW, float **dB, const void *dy, const void *in, const void **W,
-                      const void **B, int64_t out, int64_t inw) {
-  if (f) {
-    fp8_experts(x, f, counts, y, dW, dB, dy, in, W, B, out, inw);
+static void per_block(mt_moe_experts *x, const mt_moe_expert_weights *w, int fc,
+                      const int64_t *counts, void *y, float **dW, float **dB, const void *dy,
+                      const void *in, const void **W, const void **B, int64_t out, int64_t inw) {
+  if (w->fp8) {
+    fp8_experts(x, w->fp8, w->fp8_key[fc], counts, y, dW, dB, dy, in, W, B, out, inw);
     return;
   }
   if (x->c.grouped) {
@@ -213,12 +217,12 @@ void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, g = x->c.swiglu ? 2 : 1;
   /* one GEMM per (source peer, local expert) block of rows */
-  per_block(x, w->fp8, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
+  per_block(x, w, 0, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
   if (R && x->c.swiglu)
     be->ops->swiglu_fwd(be, a->act, a->fc1, R, F);
   else if (R)
     be->ops->gelu_fwd(be, a->act, a->fc1, R * F);
-  per_block(x, w->fp8, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
+  per_block(x, w, 1, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
 }
 
 void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
@@ -228,11 +232,11 @@ void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, gl = x->c.swiglu ? 2 : 1;
   if (x->c.swiglu) {
-    per_block(x, w->fp8, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    per_block(x, w, 1, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
     if (R) be->ops->swiglu_bwd(be, x->d_f, x->d_a, a->fc1, R, F);
   } else {
-    per_block(x, w->fp8, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    per_block(x, w, 1, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
     if (R) be->ops->gelu_bwd(be, x->d_f, a->fc1, x->d_f, R * F);
   }
-  per_block(x, w->fp8, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
+  per_block(x, w, 0, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
 }

@@ -43,10 +43,13 @@ typedef struct {
 
 /* Parameter pointers of the local experts, [E_loc] each. fp8: NULL, or
  * this layer's experts run fc1 and fc2 (forward, dgrad, wgrad) as FP8
- * linears (model/fp8_linear.h), one per local expert over all its rows. */
+ * linears (model/fp8_linear.h), one per local expert over all its rows;
+ * local expert le's delayed-scaling state is key fp8_key[0] + le (fc1),
+ * fp8_key[1] + le (fc2). */
 typedef struct {
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b;
   struct mt_fp8_linear *fp8;
+  int fp8_key[2];
 } mt_moe_expert_weights;
 typedef struct {
   float **fc1_w, **fc1_b, **fc2_w, **fc2_b;

@@ -137,7 +137,8 @@ void mt_moe_acts_free(mt_moe *m, mt_moe_acts *a) {
 }
 
 static mt_moe_expert_weights expert_weights(const mt_moe_weights *w) {
-  mt_moe_expert_weights e = {w->fc1_w, w->fc1_b, w->fc2_w, w->fc2_b, w->fp8};
+  mt_moe_expert_weights e = {w->fc1_w, w->fc1_b, w->fc2_w, w->fc2_b, w->fp8,
+                             {w->fp8_key[0], w->fp8_key[1]}};
   return e;
 }
 

@@ -84,6 +84,8 @@ typedef struct {
                                  step or when unused (moe_router.h step 7) */
   struct mt_fp8_linear *fp8;  /* NULL, or the experts' GEMMs in FP8 (model/moe_experts.h; the
                                  router stays in T with fp32 logits, as Megatron's) */
+  int fp8_key[2];             /* fp8: the delayed-scaling keys of local expert 0's fc1, fc2
+                                 (local expert le: + le; model/gpt.h mt_gpt_fp8_expert_key) */
 } mt_moe_weights;
 typedef struct {
   float *router;

@@ -69,6 +69,9 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
     if (g.fp8_options.recipe == MT_FP8_RECIPE_DELAYED && !t->tp_only_amax_red && ps->dp &&
         mt_group_size(ps->dp) > 1)
       g.fp8_dp_group = ps->dp;
+    if (g.fp8_options.recipe == MT_FP8_RECIPE_DELAYED && !t->tp_only_amax_red && ps->edp &&
+        mt_group_size(ps->edp) > 1)
+      g.fp8_edp_group = ps->edp;
   }
   g.first_stage_layers = c->parallel.num_layers_in_first_pipeline_stage;
   g.last_stage_layers = c->parallel.num_layers_in_last_pipeline_stage;
