@@ -51,19 +51,26 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
                                  .t0 = c->t0, .ep = c->ep, .ep_size = c->ep_size};
   if (c->route.pad_to_capacity) dc.pad_capacity = mt_moe_capacity(&m->c.route, c->n_full);
   m->disp = mt_moe_dispatcher_create(be, &dc);
+  const int64_t r_max = mt_moe_dispatcher_recv_capacity(m->disp);
   mt_moe_experts_config xc = {.E_loc = m->E_loc, .ep_size = c->ep_size, .h = c->h, .F = c->F,
-                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp),
-                              .grouped = c->grouped_gemm};
+                              .swiglu = c->swiglu, .r_max = r_max, .grouped = c->grouped_gemm};
+  const int n_etp = c->etp ? mt_group_size(c->etp) : 1;
   if (c->etp) { /* the experts see etp·ep blocks of rows and F/etp columns */
-    const int n = mt_group_size(c->etp);
-    MT_ASSERT(c->F % n == 0);
-    mt_moe_etp_config tc = {.etp = c->etp, .n_blocks = c->E, .h = c->h, .r_max = xc.r_max};
-    m->etp = mt_moe_etp_create(be, &tc);
-    xc.ep_size *= n;
-    xc.F /= n;
-    xc.r_max = mt_moe_etp_rows_capacity(m->etp);
+    MT_ASSERT(c->F % n_etp == 0);
+    xc.ep_size *= n_etp;
+    xc.F /= n_etp;
+    xc.r_max = n_etp * r_max;
   }
+  /* padded: the rows are static (E·C per rank, etp of them gathered);
+   * dropless: the row buffers start empty and grow to the rows received */
+  xc.rows0 = c->route.pad_to_capacity ? xc.r_max : 0;
   m->experts = mt_moe_experts_create(be, &xc);
+  if (c->etp) {
+    mt_moe_etp_config tc = {.etp = c->etp, .n_blocks = c->E, .h = c->h, .r_max = r_max,
+                            .rows = mt_moe_experts_rowbuf(m->experts)};
+    m->etp = mt_moe_etp_create(be, &tc);
+    MT_ASSERT(mt_moe_etp_rows_capacity(m->etp) == xc.r_max);
+  }
   m->dlogits_dev = ws(be, c->n_loc * c->E, MT_F32, W);
   m->dlogits_t = T == MT_F32 ? (void *)m->dlogits_dev : ws(be, c->n_loc * c->E, T, W);
   m->h_logits = mt_xmalloc(sizeof(float) * (size_t)(c->n_full * c->E));
@@ -85,8 +92,8 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
 void mt_moe_destroy(mt_moe *m) {
   if (!m) return;
   mt_backend *be = m->be;
+  mt_moe_etp_destroy(m->etp); /* its buffers are in the experts' row group */
   mt_moe_experts_destroy(m->experts);
-  mt_moe_etp_destroy(m->etp);
   mt_moe_dispatcher_destroy(m->disp);
   void *d[] = {m->logits_loc, m->logits_full, m->logits_tp, m->dlogits_dev};
   for (size_t i = 0; i < sizeof d / sizeof *d; i++) be->ops->free(be, d[i]);
@@ -105,6 +112,12 @@ void mt_moe_destroy(mt_moe *m) {
 }
 
 mt_moe_stats *mt_moe_get_stats(mt_moe *m) { return &m->st; }
+
+void mt_moe_buffer_rows(const mt_moe *m, int64_t *recv, int64_t *expert, int64_t *worst) {
+  *recv = mt_moe_dispatcher_recv_rows(m->disp);
+  *expert = mt_moe_rowbuf_rows(mt_moe_experts_rowbuf(m->experts));
+  *worst = mt_moe_dispatcher_recv_capacity(m->disp);
+}
 
 void mt_moe_stats_reset(mt_moe *m) {
   mt_moe_stats *s = &m->st;
