@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/failpoint.h"
 #include "core/util.h"
 #include "model/linear.h"
 #include "model/moe_etp.h"
@@ -26,6 +27,8 @@ struct mt_moe {
   float *dlogits_dev;                /* [n_loc, E] fp32 */
   void *dlogits_t;                   /* [n_loc, E] T (== dlogits_dev when T is fp32) */
   float *h_logits, *h_dgate, *h_dlogits;
+  int skew;                          /* failpoint moe_route_skew: route every token to experts
+                                        0 .. k-1 (the buffers' worst case; tests only) */
 };
 
 static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
@@ -42,6 +45,7 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->c.route.k = c->k;
   m->c.route.round_bf16 = c->router_dtype == MT_MOE_ROUTER_DTYPE_NONE && be->dtype == MT_BF16;
   m->E_loc = c->E / c->ep_size;
+  m->skew = mt_failpoint_get("moe_route_skew", NULL) >= 0;
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
   m->logits_loc = ws(be, c->n_loc * c->E, MT_F32, W);
@@ -188,6 +192,9 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
     lg = m->logits_full;
   }
   be->ops->memcpy_d2h(be, m->h_logits, lg, sizeof(float) * (size_t)(c->n_full * E));
+  if (m->skew) /* experts 0 .. k-1 win every token's top-k: all rows go to EP rank 0 */
+    for (int64_t i = 0; i < c->n_full; i++)
+      for (int e = 0; e < c->k; e++) m->h_logits[i * E + e] += 100.0f;
   mt_moe_route(&c->route, m->h_logits, w->expert_bias, w->global_tokens_per_expert, c->n_full,
                &a->r);
   /* permute and dispatch, local experts, return and combine */

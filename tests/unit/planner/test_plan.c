@@ -85,7 +85,7 @@ static void test_param_counts(void **state) {
     mt_config cfg;
     load_cfg(&cfg, path, k_nar_world[i]);
     mt_plan_memory mem;
-    mt_plan_memory_compute(&cfg, k_nar_world[i], NULL, &mem);
+    mt_plan_memory_compute(&cfg, k_nar_world[i], NULL, NULL, &mem);
     double b = mem.params_total / 1e9;
     printf("%-5s %.1fB (paper %.1fB)\n", k_nar[i], b, k_nar_params[i]);
     /* the table rounds to 0.1B */
@@ -281,7 +281,7 @@ static void check_memory(const char *json, int steps, const char *recompute, int
   if (rc) fprintf(stderr, "%s\n", err);
   assert_int_equal(rc, 0);
   mt_plan_memory pred;
-  mt_plan_memory_compute(&cfg, 1, NULL, &pred);
+  mt_plan_memory_compute(&cfg, 1, NULL, NULL, &pred);
 
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
   mt_backends_process_init(&bo);
@@ -557,7 +557,7 @@ static void test_mla_params(void **state) {
   const int64_t split = n * hq * qr + n * (8 + dv) * kr + h * n * dv + 2 * h * f;
   EXPECT_EQ(mt_plan_num_parameters(&c, 1), L * (rep + split) + Vp * h + h, "%s", "total");
   mt_plan_memory mem;
-  mt_plan_memory_compute(&c, 2, NULL, &mem);
+  mt_plan_memory_compute(&c, 2, NULL, NULL, &mem);
   EXPECT_EQ(mem.params_per_rank, L * (rep + split / 2) + Vp * h / 2 + h, "%s", "tp rank");
   mt_config_free(&c);
   /* without q compression: one linear_q_proj [n hq, h], split by heads */
@@ -567,7 +567,7 @@ static void test_mla_params(void **state) {
   const int64_t rep2 = (kr + 4) * h + kr + 2 * h;
   const int64_t split2 = n * hq * h + n * (8 + dv) * kr + h * n * dv + 2 * h * f;
   EXPECT_EQ(mt_plan_num_parameters(&c, 1), L * (rep2 + split2) + Vp * h + h, "%s", "no q_lora");
-  mt_plan_memory_compute(&c, 2, NULL, &mem);
+  mt_plan_memory_compute(&c, 2, NULL, NULL, &mem);
   EXPECT_EQ(mem.params_per_rank, L * (rep2 + split2 / 2) + Vp * h / 2 + h, "%s", "no q_lora rank");
   mt_config_free(&c);
 }
