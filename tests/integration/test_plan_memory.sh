@@ -9,6 +9,9 @@
 # memory.per_stage[pp_rank]) must EQUAL every rank's allocator peak over the
 # training loop (MEGATRAIN_MEM_REPORT: "megatrain-mem-peak {json}" on stderr)
 # byte for byte for parameters, gradients, optimizer state and activations.
+# Dropless MoE buffers grow to the rows the routing sent (model/moe_rowbuf.h):
+# each rank's prediction is `plan --moe-recv-rows R --moe-expert-rows RX`
+# with the high-water rows that rank logged (megatrain-mem-peak).
 # Workspace: the model's buffers are predicted, the CPU backend's own op
 # scratch (the largest request of any op: the fused attention backward's
 # tiles here, ~90 KiB) is not; every rank reports that scratch

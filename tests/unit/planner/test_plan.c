@@ -521,11 +521,19 @@ static void test_moe_plan(void **state) {
   moe_plan(pad, 3, 64, &hw, &ppad);
   const double C = ceil(s * k / E * 1.5);
   assert_true(ppad.moe.a2a_bytes == 4 * E * C * h * es);
-  /* the dispatcher's buffers: E C rows instead of n_loc k sent and
-   * ep n_loc k received (3 + 3 of them), the experts' d_f [r, 2F], d_a [r, F] */
-  const double smax = s * k, rmax = 8 * s * k, F = 1024;
+  /* the dispatcher's buffers: E C rows instead of n_loc k sent and, dropless,
+   * r = ceil(1.25 n_loc k) received under the default routing assumption
+   * (3 + 3 of them), the experts' d_f [r, 2F], d_a [r, F] */
+  const double smax = s * k, rmax = ceil(MT_PLAN_MOE_LOAD_FACTOR * s * k), F = 1024;
   const double dws = (3 * (smax - E * C) + 3 * (rmax - E * C)) * h * es + (rmax - E * C) * 3 * F * es;
   assert_true(p8.mem.bytes[MT_PM_WORKSPACE] - ppad.mem.bytes[MT_PM_WORKSPACE] == dws);
+  assert_true(p8.mem.moe_recv_rows == rmax && p8.mem.moe_expert_rows == rmax);
+  assert_true(p8.mem.moe_load_factor == MT_PLAN_MOE_LOAD_FACTOR);
+  /* the worst case (every token of the 8 EP ranks routed to one): ep n_loc k
+   * rows, more memory; padding fixes the rows (worst = planned) */
+  assert_true(p8.mem.moe_worst_rows == 8 * s * k && p8.mem.total_worst > p8.mem.total);
+  assert_true(ppad.mem.moe_recv_rows == E * C && ppad.mem.total_worst == ppad.mem.total);
+  assert_true(ppad.mem.moe_load_factor == 0);
 }
 
 /* Multi-latent attention's parameters (Megatron-core's MLASelfAttention,
