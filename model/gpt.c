@@ -411,6 +411,13 @@ const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {
   return m->moe.ctx ? mt_moe_get_stats(m->moe.ctx) : NULL;
 }
 
+int mt_gpt_moe_buffer_rows(const mt_gpt *m, int64_t *recv, int64_t *expert, int64_t *worst) {
+  *recv = *expert = *worst = 0;
+  if (!m->moe.ctx) return 0;
+  mt_moe_buffer_rows(m->moe.ctx, recv, expert, worst);
+  return 1;
+}
+
 void mt_gpt_moe_stats_reset(mt_gpt *m) {
   if (m->moe.ctx) mt_moe_stats_reset(m->moe.ctx);
 }

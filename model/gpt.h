@@ -222,6 +222,11 @@ int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l);
 int mt_gpt_num_moe_layers(const mt_gpt_config *c);
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
 void mt_gpt_moe_stats_reset(mt_gpt *m);
+/* The MoE buffers' rows on this rank (model/moe_layer.h mt_moe_buffer_rows:
+ * the high-water marks of the rows received and of the rows the experts
+ * saw, and the dropless worst case). Returns 0 (all three 0) for a dense
+ * model, else 1. */
+int mt_gpt_moe_buffer_rows(const mt_gpt *m, int64_t *recv, int64_t *expert, int64_t *worst);
 
 /* ---- aux-loss-free load balancing (moe_router_enable_expert_bias; Wang et
  * al. 2024, arXiv:2408.15664; DeepSeek-V3 §2.1.2; Megatron's

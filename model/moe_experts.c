@@ -6,13 +6,16 @@
 #include "core/util.h"
 #include "model/fp8_linear.h"
 #include "model/linear.h"
+#include "model/moe_rowbuf.h"
 
 struct mt_moe_experts {
   mt_backend *be;
   mt_moe_experts_config c;
-  void *d_f;                  /* [r_max, g·F] T: gradient of the fc1 output (GELU: first of
+  mt_moe_rowbuf *rows;        /* buffers of the rows the experts see: [C, ·] each, C = the
+                                 high-water mark of R (c.rows0 at first) */
+  void *d_f;                  /* [C, g·F] T: gradient of the fc1 output (GELU: first of
                                  the fc2 input, in place) */
-  void *d_a;                  /* [r_max, F] T: gradient of the fc2 input (SwiGLU only) */
+  void *d_a;                  /* [C, F] T: gradient of the fc2 input (SwiGLU only) */
   void *gx, *gy, *gd;         /* FP8 with ep_size > 1: one expert's rows gathered (input,
                                  output, output gradient), [r_max, max(g·F, h)] T each;
                                  allocated on first use */
@@ -28,15 +31,19 @@ mt_moe_experts *mt_moe_experts_create(mt_backend *be, const mt_moe_experts_confi
   x->be = be;
   x->c = *c;
   const int64_t g = c->swiglu ? 2 : 1;
-  x->d_f = ws(be, c->r_max * g * c->F, be->dtype, MT_MEM_WORKSPACE);
-  x->d_a = c->swiglu ? ws(be, c->r_max * c->F, be->dtype, MT_MEM_WORKSPACE) : NULL;
+  x->rows = mt_moe_rowbuf_create(be, c->rows0, c->r_max);
+  mt_moe_rowbuf_add(x->rows, &x->d_f, g * c->F, be->dtype, MT_MEM_WORKSPACE, NULL);
+  if (c->swiglu) mt_moe_rowbuf_add(x->rows, &x->d_a, c->F, be->dtype, MT_MEM_WORKSPACE, NULL);
   return x;
 }
 
+mt_moe_rowbuf *mt_moe_experts_rowbuf(mt_moe_experts *x) { return x->rows; }
+
 void mt_moe_experts_destroy(mt_moe_experts *x) {
   if (!x) return;
-  x->be->ops->free(x->be, x->d_f);
-  x->be->ops->free(x->be, x->d_a);
+  mt_moe_rowbuf_remove(x->rows, &x->d_f);
+  if (x->c.swiglu) mt_moe_rowbuf_remove(x->rows, &x->d_a);
+  mt_moe_rowbuf_destroy(x->rows);
   x->be->ops->free(x->be, x->gx);
   x->be->ops->free(x->be, x->gy);
   x->be->ops->free(x->be, x->gd);
@@ -45,14 +52,14 @@ void mt_moe_experts_destroy(mt_moe_experts *x) {
 
 void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a) {
   const int64_t g = x->c.swiglu ? 2 : 1;
-  a->fc1 = ws(x->be, x->c.r_max * g * x->c.F, x->be->dtype, MT_MEM_ACT);
-  a->act = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
+  a->rows = 0;
+  mt_moe_rowbuf_add(x->rows, &a->fc1, g * x->c.F, x->be->dtype, MT_MEM_ACT, &a->rows);
+  mt_moe_rowbuf_add(x->rows, &a->act, x->c.F, x->be->dtype, MT_MEM_ACT, &a->rows);
 }
 
 void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a) {
-  x->be->ops->free(x->be, a->fc1);
-  x->be->ops->free(x->be, a->act);
-  a->fc1 = a->act = NULL;
+  mt_moe_rowbuf_remove(x->rows, &a->fc1);
+  mt_moe_rowbuf_remove(x->rows, &a->act);
 }
 
 /* The same products as grouped GEMMs (moe_grouped_gemm; Megatron-core's
@@ -216,6 +223,8 @@ void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
                             const int64_t *counts, int64_t R) {
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, g = x->c.swiglu ? 2 : 1;
+  mt_moe_rowbuf_reserve(x->rows, R); /* this set's old rows are dead: kept, then overwritten */
+  a->rows = R;
   /* one GEMM per (source peer, local expert) block of rows */
   per_block(x, w, 0, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
   if (R && x->c.swiglu)

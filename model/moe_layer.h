@@ -108,11 +108,18 @@ typedef struct {
 typedef struct mt_moe mt_moe;
 typedef struct mt_moe_acts mt_moe_acts;
 
-/* Context of one model: scratch buffers sized for the worst case (every
- * token of the EP group routed to this rank's experts). */
+/* Context of one model: router and send-side scratch sized by n_loc; the
+ * receive-side buffers and the experts' rows (scratch and every layer
+ * set's saved rows) grow to what the routing sends (model/moe_rowbuf.h). */
 mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c);
 void mt_moe_destroy(mt_moe *m);
 mt_moe_stats *mt_moe_get_stats(mt_moe *m);
+/* Rows the grown buffers hold now (the high-water marks so far): *recv the
+ * rows this rank received from the EP all-to-all (the dispatcher's group),
+ * *expert the rows its experts saw (= *recv without ETP; the ETP-gathered
+ * rows with it); *worst the dropless worst case ep · n_loc · k (E·C when
+ * padding, where both are fixed at it). */
+void mt_moe_buffer_rows(const mt_moe *m, int64_t *recv, int64_t *expert, int64_t *worst);
 void mt_moe_stats_reset(mt_moe *m);
 
 /* What one layer keeps for backward (MT_MEM_ACT). */
