@@ -50,10 +50,9 @@ typedef struct mt_gpt_infer mt_gpt_infer;
  * max_position_embeddings). use_cache: 1 = KV cache, 0 = recompute the
  * prefix every call. Allocates the cache (MT_MEM_ACT) and the buffers for
  * max_len rows (MT_MEM_WORKSPACE) on m's backend. Returns NULL with a
- * message naming the unsupported option (multi-latent attention off the cpu
- * backend, MoE with tp / ep / etp > 1, cp_size > 1, several
- * chunks per stage,
- * sequence_parallel, max_len) in err. No communication. */
+ * message naming the unsupported option (MoE with tp / ep / etp > 1,
+ * cp_size > 1, several chunks per stage, sequence_parallel, max_len) in
+ * err. No communication. */
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
                                   char *err, size_t errlen);
 void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
