@@ -8,9 +8,11 @@
 # (today's Megatron FLOPs formula, causal attention at half) against 989
 # TFLOP/s (H100/H200 SXM dense bf16; env MEGATRAIN_PEAK_TFLOPS overrides).
 # One "RESULT name=..." line per shape and precision, then a table with a
-# bf16 and an FP8 column: the FP8 column runs bench_gpu with precision
-# $BENCH_GPU_FP8 when set (a recipe name bench_gpu accepts once the FP8 work
-# lands; "refused" when bench_gpu exits 2), else "-".
+# bf16 and an FP8 column: the FP8 column runs bench_gpu with the FP8 recipe
+# $BENCH_GPU_FP8 (default tensorwise, Megatron-Bridge's current scaling;
+# format hybrid) when the config rules accept FP8 on device cuda, and says
+# "n/a (FP8 is cpu-only in this build)" where they refuse it (bench_gpu exits
+# 3); "refused" when bench_gpu exits 2; BENCH_GPU_FP8=none skips the column.
 # usage: bash bench/bench_gpu.sh [steps [accum]]   (default 5 timed iterations, 8)
 # env: BENCH_GPU=path of a built bench_gpu (a GPU bundle's bin/bench_gpu);
 #      else build/bench/bench_gpu is built with make.
@@ -38,7 +40,9 @@ for shape in "GPT-124M    12 768  12 1024 8" \
   name=$1; shift
   dims=("$1" "$2" "$3" "$4" "$5"); shift 5
   row="| $name |"
-  for prec in bf16 ${BENCH_GPU_FP8:-}; do
+  fp8=${BENCH_GPU_FP8:-tensorwise}
+  [ "$fp8" = none ] && fp8=""
+  for prec in bf16 $fp8; do
     echo "== $name $prec"
     # line-buffered (stdbuf) so that a timeout or a fault keeps the lines so far
     timeout "${BENCH_GPU_TIMEOUT:-300}" $ub "$bin" "${dims[@]}" "$steps" "$accum" "$prec" "$@" \
@@ -48,16 +52,18 @@ for shape in "GPT-124M    12 768  12 1024 8" \
     [ $r -eq 77 ] && { rm -f "${TMPDIR:-/tmp}/bench_gpu.$$"; exit 77; }
     cell=$(sed -n 's/.*| \([0-9.]*\) TFLOP\/s | MFU \([0-9.]*%\).*/\1 TFLOP\/s, MFU \2/p' \
       "${TMPDIR:-/tmp}/bench_gpu.$$")
-    if [ $r -eq 2 ]; then cell="refused"
+    if [ $r -eq 3 ]; then cell="n/a (FP8 is cpu-only in this build)"
+    elif [ $r -eq 2 ]; then cell="refused"
     elif [ $r -ne 0 ] || [ -z "$cell" ]; then echo "bench $name $prec failed (exit $r)"; cell="failed"; rc=1; fi
     row="$row $cell |"
   done
-  [ -z "${BENCH_GPU_FP8:-}" ] && row="$row - |"
+  [ -z "$fp8" ] && row="$row - |"
   table="$table$row"$'\n'
 done
 rm -f "${TMPDIR:-/tmp}/bench_gpu.$$"
 echo
-echo "| shape | bf16 | FP8 (${BENCH_GPU_FP8:-not run}) |"
+fp8=${BENCH_GPU_FP8:-tensorwise}
+echo "| shape | bf16 | FP8 (${fp8/none/not run}, hybrid) |"
 echo "|---|---|---|"
 printf "%s" "$table"
 exit $rc

@@ -30,6 +30,7 @@ typedef struct {
   char source_path[MT_PATH_MAX];
   double peak_tflops_bf16;      /* dense bf16/fp16 tensor-core peak, TFLOP/s */
   double peak_tflops_fp32;      /* dense fp32 (TF32 tensor core) peak, TFLOP/s */
+  double peak_tflops_fp8;       /* dense FP8 tensor-core peak, TFLOP/s (0: none, e.g. A100) */
   double hbm_gib;               /* HBM capacity per GPU, GiB */
   double hbm_gbs;               /* HBM bandwidth, GB/s */
   double intra_node_gbs;        /* NVLink/NVSwitch bandwidth per GPU per direction, GB/s */
@@ -122,7 +123,22 @@ typedef struct {
   /* communication per iteration of the *_COMM components, all of it (comp[]
    * holds the exposed part; planner/plan_overlap.c) */
   double comm_total[MT_PT_N];
+  /* bytes of the data-parallel parameter all-gathers per iteration on the
+   * worst stage's rank: the full gathered buffers (ZeRO-1/2 once, ZeRO-3 for
+   * every micro-batch's forward and backward; 0 without ZeRO) */
+  double dp_gather_bytes;
 } mt_plan_time;
+
+/* The FP8 terms of a plan (planner/plan_fp8.c; all zero with FP8 off). Per
+ * iteration on the worst stage's rank. */
+typedef struct {
+  int on;
+  double peak_tflops;         /* the FP8 peak the FP8 GEMMs run at */
+  int fp8_layers, bf16_layers;/* transformer layers with FP8 / bf16 linears */
+  double gemm_s;              /* GEMM seconds of the FP8 linears (fprop, dgrad, wgrad) */
+  double quant_s, quant_bytes;/* quantization passes (in the elementwise time) */
+  double weights, tensors;    /* FP8 linear weights and weight tensors on the rank */
+} mt_plan_fp8_info;
 
 /* MoE communication of one MoE layer for one micro-batch on one rank,
  * forward + backward (zeros for a dense model; docs/moe_parallel.md "Memory and
@@ -152,6 +168,7 @@ typedef struct {
   mt_plan_memory mem;
   mt_plan_time time;
   mt_plan_moe_comm moe;    /* MoE only */
+  mt_plan_fp8_info fp8;    /* FP8 only */
 } mt_plan;
 
 /* Seconds per iteration of t: computation (GEMMs, attention, elementwise,

@@ -4,7 +4,12 @@
  *   megatrain plan --config FILE --world-size N --hardware H [--set k=v]...
  *                  [--overlap-grad-reduce] [--overlap-param-gather] [--overlap-p2p-comm]
  *                  [--moe-shared-expert-overlap] [--json] [--sweep [--top K]]
- * H is a path or a name under configs/hardware/ (a100-80gb, h100-sxm, h200-sxm).
+ *                  [--fp8-format F [--fp8-recipe R] [--no-fp8-wgrad] [--fp8-param-gather]
+ *                   [--num-layers-at-start-in-bf16 N] [--num-layers-at-end-in-bf16 N]]
+ * H is a path or a name under configs/hardware/ (a100-80gb, h100-sxm, h200-sxm, h800-sxm,
+ * b200). The --fp8-* flags are Megatron's and set the training keys of the same names
+ * after the config is loaded: the trainer still refuses FP8 on device cuda and
+ * fp8_param_gather (config/config_rules_fp8.c r_fp8_scope), the planner models them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,10 +24,87 @@ static void usage(FILE *f) {
           "                      [--overlap-grad-reduce] [--overlap-param-gather]\n"
           "                      [--overlap-p2p-comm] [--moe-shared-expert-overlap]\n"
           "                      [--json] [--sweep [--top K]]\n"
+          "                      [--fp8-format e4m3|hybrid [--fp8-recipe R] [--no-fp8-wgrad]\n"
+          "                       [--fp8-param-gather] [--num-layers-at-start-in-bf16 N]\n"
+          "                       [--num-layers-at-end-in-bf16 N]]\n"
           "  predict per-rank memory and iteration time of the config on N GPUs of type H\n"
           "  (a JSON file, or a name under configs/hardware/: a100-80gb, h100-sxm, h200-sxm).\n"
           "  --sweep ranks every valid layout (tp, pp, v, ep, zero, recompute, micro-batch)\n"
-          "  that fits by predicted throughput. See docs/planner.md.\n");
+          "  that fits by predicted throughput. --fp8-* plan FP8 linear layers (Megatron's\n"
+          "  flags; R: tensorwise, delayed, blockwise, mxfp8) where the trainer does not run\n"
+          "  them yet. See docs/planner.md.\n");
+}
+
+/* The --fp8-* flags (NULL / -1: not given), applied to the loaded config. */
+typedef struct {
+  const char *format, *recipe;
+  int no_wgrad, param_gather, at_start, at_end;
+} fp8_flags;
+
+static int in_list(const char *v, const char *const *list) {
+  for (; *list; list++)
+    if (!strcmp(v, *list)) return 1;
+  return 0;
+}
+
+/* Sets cfg's FP8 training keys from the flags, with Megatron's checks.
+ * Returns 0, or 2 with a message on stderr. */
+static int apply_fp8(mt_config *cfg, const fp8_flags *f) {
+  static const char *const formats[] = {"e4m3", "hybrid", NULL};
+  static const char *const recipes[] = {"tensorwise", "delayed", "blockwise", "mxfp8", NULL};
+  mt_training_config *t = &cfg->training;
+  const int any = f->recipe || f->no_wgrad || f->param_gather || f->at_start >= 0 || f->at_end >= 0;
+  if (!f->format && !any) return 0;
+  const char *bad = NULL, *val = NULL, *want = NULL;
+  if (!f->format && !t->fp8_format[0]) {
+    bad = "--fp8-recipe, --no-fp8-wgrad, --fp8-param-gather or --num-layers-at-*-in-bf16";
+    val = "without FP8";
+    want = "--fp8-format e4m3 or hybrid with them, or training.fp8_format";
+  } else if (f->format && !in_list(f->format, formats)) {
+    bad = "--fp8-format", val = f->format, want = "e4m3 or hybrid";
+  } else if (f->recipe && !in_list(f->recipe, recipes)) {
+    bad = "--fp8-recipe", val = f->recipe, want = "tensorwise, delayed, blockwise or mxfp8";
+  } else if (strcmp(t->precision, "bf16")) {
+    bad = "--fp8-format with training.precision", val = t->precision;
+    want = "precision bf16: FP8 linears run under bf16 mixed precision";
+  } else if (f->param_gather && cfg->parallel.zero_stage < 1) {
+    bad = "--fp8-param-gather with parallel.zero_stage", val = "0";
+    want = "zero_stage >= 1: it changes the distributed optimizer's parameter all-gather, "
+           "which zero_stage 0 does not run";
+  }
+  if (bad) {
+    fprintf(stderr, "megatrain plan: error: %s %s (expected %s)\n", bad, val, want);
+    return 2;
+  }
+  if (f->format) snprintf(t->fp8_format, sizeof t->fp8_format, "%s", f->format);
+  if (f->recipe) snprintf(t->fp8_recipe, sizeof t->fp8_recipe, "%s", f->recipe);
+  if (!t->fp8_recipe[0]) snprintf(t->fp8_recipe, sizeof t->fp8_recipe, "delayed");
+  if (f->no_wgrad) t->fp8_wgrad = 0;
+  if (f->param_gather) t->fp8_param_gather = 1;
+  if (f->at_start >= 0 || f->at_end >= 0) {
+    t->first_last_layers_bf16 = 1;
+    if (f->at_start >= 0) t->num_layers_at_start_in_bf16 = f->at_start;
+    if (f->at_end >= 0) t->num_layers_at_end_in_bf16 = f->at_end;
+  }
+  if (t->first_last_layers_bf16 &&
+      (long long)t->num_layers_at_start_in_bf16 + t->num_layers_at_end_in_bf16 >
+          cfg->model.num_layers) {
+    fprintf(stderr, "megatrain plan: error: --num-layers-at-start-in-bf16 %d plus "
+            "--num-layers-at-end-in-bf16 %d exceed model.num_layers %d (expected at most "
+            "num_layers layers kept in bf16)\n", t->num_layers_at_start_in_bf16,
+            t->num_layers_at_end_in_bf16, cfg->model.num_layers);
+    return 2;
+  }
+  return 0;
+}
+
+/* A non-negative integer flag value, or -2 (reported) when it is not one. */
+static int count_arg(const char *flag, const char *v) {
+  char *end;
+  long n = strtol(v, &end, 10);
+  if (*v && !*end && n >= 0 && n <= 1000000) return (int)n;
+  fprintf(stderr, "megatrain plan: error: %s '%s' (expected an integer >= 0)\n", flag, v);
+  return -2;
 }
 
 /* "a100-80gb" -> configs/hardware/a100-80gb.json when the argument is not a file. */
@@ -53,6 +135,7 @@ int mt_plan_main(int argc, char **argv) {
   const char *config = NULL, *hw_arg = NULL;
   int world = 0, json = 0, sweep = 0, top = 20;
   mt_plan_options opt = {0};
+  fp8_flags f8 = {NULL, NULL, 0, 0, -1, -1};
   const char **sets = calloc((size_t)argc + 16, sizeof(char *)); /* + k_single below */
   int n_sets = 0, rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
@@ -77,6 +160,15 @@ int mt_plan_main(int argc, char **argv) {
     else if (!strcmp(a, "--overlap-param-gather")) opt.overlap_param_gather = 1;
     else if (!strcmp(a, "--overlap-p2p-comm")) opt.overlap_p2p_comm = 1;
     else if (!strcmp(a, "--moe-shared-expert-overlap")) opt.moe_shared_expert_overlap = 1;
+    else if (!strcmp(a, "--fp8-format") && val) f8.format = argv[++i];
+    else if (!strcmp(a, "--fp8-recipe") && val) f8.recipe = argv[++i];
+    else if (!strcmp(a, "--no-fp8-wgrad")) f8.no_wgrad = 1;
+    else if (!strcmp(a, "--fp8-param-gather")) f8.param_gather = 1;
+    else if (!strcmp(a, "--num-layers-at-start-in-bf16") && val) {
+      if ((f8.at_start = count_arg(a, argv[++i])) < 0) rc = 2;
+    } else if (!strcmp(a, "--num-layers-at-end-in-bf16") && val) {
+      if ((f8.at_end = count_arg(a, argv[++i])) < 0) rc = 2;
+    }
     else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
       usage(stdout);
       free(sets);
@@ -122,6 +214,10 @@ int mt_plan_main(int argc, char **argv) {
   free(sets);
   if (rc) {
     fprintf(stderr, "megatrain plan: error: %s\n", err);
+    return rc;
+  }
+  if ((rc = apply_fp8(&cfg, &f8)) != 0) {
+    mt_config_free(&cfg);
     return rc;
   }
   if (!sweep && cfg.notes[0] && !json) fprintf(stdout, "note: %s\n", cfg.notes);

@@ -3,7 +3,9 @@
  * {"name": "A100-SXM4-80GB", "source": "...", "peak_tflops_bf16": 312, ...,
  *  "efficiency": {"gemm_max": .., "gemm_dim_half": .., "hbm": .., "link": ..,
  *                 "overhead_per_iter_ms": ..}}
- * Every numeric key is required and must be > 0 (overhead_per_iter_ms >= 0);
+ * Every numeric key is required and must be > 0 (overhead_per_iter_ms >= 0),
+ * except peak_tflops_fp8 (dense FP8 tensor-core peak), which a GPU without
+ * FP8 tensor cores leaves out (or sets to 0);
  * unknown keys are errors, as in training configs. docs/planner.md.
  */
 #include <cjson/cJSON.h>
@@ -22,12 +24,14 @@ typedef struct {
   size_t off;
   int is_int;
   int allow_zero;
+  int optional; /* may be left out: 0 then (peak_tflops_fp8: no FP8 tensor cores) */
 } hw_key;
 
-#define HWF(k, f, i, z) {k, offsetof(mt_hardware, f), i, z}
+#define HWF(k, f, i, z) {k, offsetof(mt_hardware, f), i, z, 0}
 static const hw_key k_top[] = {
     HWF("peak_tflops_bf16", peak_tflops_bf16, 0, 0),
     HWF("peak_tflops_fp32", peak_tflops_fp32, 0, 0),
+    {"peak_tflops_fp8", offsetof(mt_hardware, peak_tflops_fp8), 0, 1, 1},
     HWF("hbm_gib", hbm_gib, 0, 0),
     HWF("hbm_gbs", hbm_gbs, 0, 0),
     HWF("intra_node_gbs", intra_node_gbs, 0, 0),
@@ -60,6 +64,7 @@ static int read_keys(const cJSON *o, const hw_key *t, size_t nt, const char *sec
   for (size_t i = 0; i < nt; i++) {
     snprintf(name, sizeof name, "%s%s", section, t[i].key);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, t[i].key);
+    if (!v && t[i].optional) continue;
     if (!v) return fail(err, n, path, "missing key \"%s\" (see docs/planner.md)", name);
     double d = cJSON_IsNumber(v) ? v->valuedouble : -1;
     /* an integer key is range-checked before the cast (a double beyond int is undefined) */
@@ -96,7 +101,7 @@ int mt_hardware_load(mt_hardware *out, const char *path, char *err, size_t errle
   if (!text) {
     char m[300];
     snprintf(m, sizeof m, "cannot open hardware file %s: %s (expected a JSON file, or one of "
-             "the shipped names a100-80gb, h100-sxm, h200-sxm)", path, strerror(e));
+             "the shipped names a100-80gb, h100-sxm, h200-sxm, h800-sxm, b200)", path, strerror(e));
     snprintf(err, errlen, "%s", m);
     return 2;
   }

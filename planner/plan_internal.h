@@ -125,11 +125,13 @@ double mt_plan_coll(const mt_hardware *hw, int kind, double n, double bytes, int
  * micro-batch for forward and backward. fwd_pos / bwd_pos: one
  * micro-batch's pass time of each of the stage's n_pos positions; intra[0]:
  * the dp x cp group inside a node, intra[1] the edp group. Sets the exposed
- * and the total seconds (opt: overlap_grad_reduce, overlap_param_gather). */
+ * and the total seconds (opt: overlap_grad_reduce, overlap_param_gather), and
+ * (gather_bytes, may be NULL) the bytes of the parameter all-gathers per
+ * iteration, the full gathered buffers (plan_fp8.c with fp8_param_gather). */
 void mt_plan_dp_overlap(const mt_config *cfg, const mt_plan_dims *d, const mt_hardware *hw,
                         const mt_plan_options *opt, int stage, const double *fwd_pos,
                         const double *bwd_pos, int n_pos, const int intra[2], double *exposed,
-                        double *total);
+                        double *total, double *gather_bytes);
 double mt_plan_overlap_reduce(const mt_plan_bucket *b, const double *cost, int n,
                               const double *bwd_pos, int n_pos, int overlap, double *total);
 double mt_plan_overlap_gather(const mt_plan_bucket *b, const double *cost, int n,
@@ -175,6 +177,39 @@ void mt_plan_build_flat(const mt_plan_dims *d, const mt_plan_chunk *ch, int nc, 
  * unit_seg [n_units + 1]; returns the count (optimizer/distrib_optimizer.c
  * part_segments). */
 int mt_plan_part_segments(const mt_plan_flat *f, int k, int64_t *bounds, int *unit_seg);
+
+/* ---- FP8 (planner/plan_fp8.c; docs/planner.md "FP8") ---- */
+
+/* 1 when the plan runs FP8 linears (training.fp8_format set). */
+int mt_plan_fp8_on(const mt_config *cfg);
+/* 1 when global layer l's linears stay bf16 (FP8 off, or kept by
+ * first_last_layers_bf16). */
+int mt_plan_fp8_layer_bf16(const mt_config *cfg, int l);
+/* Dense and MoE layers of stage r whose linears stay bf16. */
+void mt_plan_fp8_stage_bf16_layers(const mt_config *cfg, const mt_plan_dims *d, int r,
+                                   int *n_dense, int *n_moe);
+/* Bytes moved per element by one FP8 quantization of a bf16 tensor under
+ * `recipe` (weight: a weight's; param_gather: the weight is FP8 already). */
+double mt_plan_fp8_quant_bytes(const char *recipe, int weight, int param_gather);
+/* FP8 linear weights on one rank of stage r: elements w[] and tensors
+ * (one scale each) of the dense part [0] and the experts [1]. */
+void mt_plan_fp8_stage_weights(const mt_config *cfg, const mt_plan_dims *d, int r, double w[2],
+                               double tensors[2]);
+/* fp8_param_gather: the FP8 weights held as 1 byte + a 4-byte scale per
+ * tensor in bytes[MT_PM_PARAM] of stage r. */
+void mt_plan_fp8_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r,
+                              double bytes[MT_PM_N]);
+/* Bytes of the parameter all-gathers of part (0 dense, 1 experts) of
+ * stage r that gather `elems` elements: elems e, or with fp8_param_gather
+ * elems e - W8 (e - 1) + 4 T8. */
+double mt_plan_fp8_gather_bytes(const mt_config *cfg, const mt_plan_dims *d, int r, int part,
+                                double elems);
+
+/* The FP8 keys the planner reads (training.fp8_format, fp8_recipe,
+ * fp8_wgrad, fp8_param_gather, first_last_layers_bf16 and its two counts)
+ * from src into dst (`--sweep` reloads each layout from the base's JSON,
+ * which the --fp8-* flags are not in). */
+void mt_plan_fp8_copy(mt_config *dst, const mt_config *src);
 
 /* 1 when global layer l is an MoE layer. */
 static inline int mt_plan_is_moe_layer(const mt_plan_dims *d, int l) {

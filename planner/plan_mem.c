@@ -206,6 +206,7 @@ void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double byt
   mt_plan_stage_info info;
   mt_plan_dims_from(cfg, world, &d);
   mt_plan_stage_memory(cfg, &d, stage, bytes, &info);
+  mt_plan_fp8_stage_memory(cfg, &d, stage, bytes); /* fp8_param_gather's 1-byte weights */
 }
 
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
@@ -224,6 +225,7 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
     double c[MT_PM_N], tot = 0;
     mt_plan_stage_info info;
     mt_plan_stage_memory(cfg, &d, k, c, &info);
+    mt_plan_fp8_stage_memory(cfg, &d, k, c); /* fp8_param_gather's 1-byte weights */
     for (int i = 0; i < MT_PM_N; i++) tot += c[i];
     if (tot > best) {
       best = tot;

@@ -108,8 +108,9 @@ static void mirror(mt_plan_bucket *dst, const mt_plan_bucket *src, int n, int n_
 void mt_plan_dp_overlap(const mt_config *cfg, const mt_plan_dims *d, const mt_hardware *hw,
                         const mt_plan_options *opt, int stage, const double *fwd_pos,
                         const double *bwd_pos, int n_pos, const int intra[2], double *exposed,
-                        double *total) {
+                        double *total, double *gather_bytes) {
   *exposed = *total = 0;
+  if (gather_bytes) *gather_bytes = 0;
   mt_plan_bucket *b = NULL;
   int np = 0;
   const int n = mt_plan_stage_buckets(cfg, d, stage, &b, &np);
@@ -118,12 +119,22 @@ void mt_plan_dp_overlap(const mt_config *cfg, const mt_plan_dims *d, const mt_ha
     return;
   }
   double *rs = mt_xcalloc((size_t)n, sizeof(double)), *ag = mt_xcalloc((size_t)n, sizeof(double));
+  /* gathered bytes per element of each part: d->e, or with fp8_param_gather
+   * the part's FP8 bytes (plan_fp8.c) spread over its buckets by elements */
+  double part_elems[2] = {0, 0}, bpe[2] = {d->e, d->e};
+  for (int k = 0; k < n; k++) part_elems[b[k].expert] += b[k].elems;
+  for (int q = 0; q < 2 && mt_plan_fp8_on(cfg) && cfg->training.fp8_param_gather; q++)
+    if (part_elems[q] > 0)
+      bpe[q] = mt_plan_fp8_gather_bytes(cfg, d, stage, q, part_elems[q]) / part_elems[q];
   for (int k = 0; k < n; k++) {
     const double N = b[k].expert ? d->edp : d->d * d->c;
     const int in = intra[b[k].expert];
     rs[k] = mt_plan_coll(hw, d->zero ? MT_PLAN_RS : MT_PLAN_AR, N, b[k].elems * 4, in);
-    ag[k] = d->zero ? mt_plan_coll(hw, MT_PLAN_AG, N, b[k].elems * d->e, in) : 0;
+    ag[k] = d->zero ? mt_plan_coll(hw, MT_PLAN_AG, N, b[k].elems * bpe[b[k].expert], in) : 0;
   }
+  if (gather_bytes && d->zero)
+    *gather_bytes = (d->zero == 3 ? 2 * d->m : 1) *
+                    (part_elems[0] * bpe[0] + part_elems[1] * bpe[1]);
   const int ovr = opt->overlap_grad_reduce, ovg = opt->overlap_param_gather;
   const double m = d->m;
   double tot = 0;

@@ -104,6 +104,19 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
             q->shared_tp_bytes, q->shared_tp_s);
   }
   const mt_plan_time *t = &p->time;
+  if (p->fp8.on) {
+    const mt_plan_fp8_info *q = &p->fp8;
+    const mt_training_config *tc = &cfg->training;
+    fprintf(f,
+            "\"fp8\":{\"format\":\"%s\",\"recipe\":\"%s\",\"wgrad\":%s,\"param_gather\":%s,"
+            "\"peak_tflops\":%.6g,\"fp8_layers\":%d,\"bf16_layers\":%d,\"gemm_s\":%.6g,"
+            "\"quantize_s\":%.6g,\"quantize_bytes\":%.0f,\"weights_per_rank\":%.0f,"
+            "\"weight_tensors_per_rank\":%.0f,\"dp_gather_bytes\":%.0f},",
+            tc->fp8_format, tc->fp8_recipe, tc->fp8_wgrad ? "true" : "false",
+            tc->fp8_param_gather ? "true" : "false", q->peak_tflops, q->fp8_layers,
+            q->bf16_layers, q->gemm_s, q->quant_s, q->quant_bytes, q->weights, q->tensors,
+            t->dp_gather_bytes);
+  }
   fprintf(f, "\"time\":{\"iteration_s\":%.6g,\"breakdown_s\":{", t->t_iter);
   for (int i = 0; i < MT_PT_N; i++)
     fprintf(f, "%s\"%s\":%.6g", i ? "," : "", mt_plan_time_name(i), t->comp[i]);
@@ -214,6 +227,21 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
       fprintf(f, ", shared expert TP %.3g MiB (%.3g ms)", q->shared_tp_bytes / 1048576.0,
               1e3 * q->shared_tp_s);
     fprintf(f, "\n");
+  }
+  if (p->fp8.on) {
+    const mt_plan_fp8_info *q = &p->fp8;
+    const mt_training_config *tc = &cfg->training;
+    fprintf(f, "  fp8 (%s, %s): the linears of %d of %d layers at the FP8 peak %.0f TFLOP/s "
+            "(fprop, dgrad%s), their GEMMs %.4g s; quantization %.4g s (%.3g GiB moved, in "
+            "elementwise)\n", tc->fp8_format, tc->fp8_recipe, q->fp8_layers,
+            q->fp8_layers + q->bf16_layers, q->peak_tflops, tc->fp8_wgrad ? ", wgrad" : "; wgrad bf16",
+            q->gemm_s, q->quant_s, q->quant_bytes / GIB);
+    if (t->dp_gather_bytes > 0)
+      fprintf(f, "  parameter all-gather: %.4g GiB per iteration%s (%.0f FP8 weights in %.0f "
+              "tensors on the rank)\n", t->dp_gather_bytes / GIB,
+              tc->fp8_param_gather ? ", FP8 weights as 1 byte + a 4-byte scale per tensor"
+                                   : ", bf16 (fp8_param_gather off)",
+              q->weights, q->tensors);
   }
   fprintf(f, "\nthroughput: %.1f TFLOP/s per GPU (model FLOPs, %s formula; %.1f with "
           "recomputation), MFU %.1f%%, HFU %.1f%%, %.4g tokens/s\n", t->tflops_per_gpu,

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "planner/plan.h"
+#include "planner/plan_internal.h"
 
 enum { MAX_SETS = 24 };
 typedef struct {
@@ -84,6 +85,7 @@ static void try_layout(sweep_state *st, int tp, int cp, int pp, int v, int mbs, 
     if (!dup) snprintf(k.sets[k.n_sets++], 96, "%.90s=null", off[i]);
   }
   snprintf(cfg.source_path, sizeof cfg.source_path, "%s", st->base->source_path);
+  mt_plan_fp8_copy(&cfg, st->base); /* the --fp8-* flags are not in the base's JSON */
   int bad = mt_plan_compute(&cfg, st->world, st->hw, st->opt, &k.p, e2, sizeof e2);
   mt_config_free(&cfg);
   if (bad) return;

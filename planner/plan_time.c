@@ -61,6 +61,14 @@ typedef struct {
   double peak;  /* FLOP/s */
   double hbm;   /* bytes/s achievable */
   int shared_overlap; /* moe_shared_expert_overlap */
+  /* FP8 linears (planner/plan_fp8.c; 0 / 1 for a bf16 layer): r_fd, r_w
+   * scale the linears' bf16 GEMM time of fprop + dgrad and of wgrad
+   * (peak_bf16 / peak_fp8, the same efficiency curve); qa, qw bytes per
+   * element of a quantization of an activation or gradient and of a weight
+   * (once per iteration: TE keeps a weight's FP8 copy over the micro-batches,
+   * Megatron's is_first_microbatch); m micro-batches per iteration */
+  int fp8;
+  double r_fd, r_w, qa, qw, m;
 } ctx_t;
 
 static double gemm(const ctx_t *c, double M, double N, double K, double batch) {
@@ -70,6 +78,18 @@ static double gemm(const ctx_t *c, double M, double N, double K, double batch) {
 }
 
 static double mem(const ctx_t *c, double bytes) { return bytes / c->hbm; }
+
+/* A linear layer's GEMM (Y [M, N] = X [M, K] W^T, `batch` of them), as
+ * gemm(); acc[0] sums its time, acc[1..3] the elements of X, W and dY that
+ * an FP8 layer quantizes. */
+static double lin(const ctx_t *c, double *acc, double M, double N, double K, double batch) {
+  const double g = gemm(c, M, N, K, batch);
+  acc[0] += g;
+  acc[1] += M * K * batch;
+  acc[2] += N * K * batch;
+  acc[3] += M * N * batch;
+  return g;
+}
 
 enum { C_AR = MT_PLAN_AR, C_AG = MT_PLAN_AG, C_RS = MT_PLAN_RS, C_A2A = MT_PLAN_A2A,
        C_P2P = MT_PLAN_P2P };
@@ -100,6 +120,8 @@ typedef struct {
   double gemm, attn, elem, tp, cp, ep, rc; /* fwd + bwd + recompute, exposed comm */
   double fwd, bwd;                         /* totals of the two passes */
   double tpt, cpt, ept;                    /* communication, all of it (hidden or not) */
+  double q8, q8_bytes, lin8;               /* FP8: quantization seconds (in elem) and
+                                              bytes, the FP8 linears' GEMM seconds */
 } piece;
 
 static void add(piece *a, const piece *b, double k) {
@@ -107,6 +129,7 @@ static void add(piece *a, const piece *b, double k) {
   a->tp += k * b->tp; a->cp += k * b->cp; a->ep += k * b->ep; a->rc += k * b->rc;
   a->fwd += k * b->fwd; a->bwd += k * b->bwd;
   a->tpt += k * b->tpt; a->cpt += k * b->cpt; a->ept += k * b->ept;
+  a->q8 += k * b->q8; a->q8_bytes += k * b->q8_bytes; a->lin8 += k * b->lin8;
 }
 
 /* The context-parallel ring of one layer and micro-batch (cp > 1; zeros
@@ -187,19 +210,21 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
   double x = M * h, xs = d->sp ? x / t : x;
   /* linear_qkv [h -> (a + 2 ng) hn / t], linear_proj [a hn / t -> h] (MLA: below) */
   double q = d->a * d->hn, qkv = (d->a + 2 * d->ng) * d->hn;
-  double g_attn_lin = gemm(c, M, qkv / t, h, 1) + gemm(c, M, h, q / t, 1);
+  double L8[4] = {0, 0, 0, 0}; /* the linears' GEMM seconds, X / W / dY elements */
+  double g_attn_lin = lin(c, L8, M, qkv / t, h, 1) + lin(c, L8, M, h, q / t, 1);
   if (d->mla) { /* down projections on the rank's rows, up projections and linear_proj by heads */
     const double Ml = d->sp ? M / t : M, npl = d->a / t, hq = d->dn + d->dr;
-    g_attn_lin = (d->qr > 0 ? gemm(c, Ml, d->qr, h, 1) + gemm(c, M, npl * hq, d->qr, 1)
-                            : gemm(c, M, npl * hq, h, 1)) +
-                 gemm(c, Ml, d->kr + d->dr, h, 1) + gemm(c, M, npl * (d->dn + d->dv), d->kr, 1) +
-                 gemm(c, M, h, npl * d->dv, 1);
+    memset(L8, 0, sizeof L8);
+    g_attn_lin = (d->qr > 0 ? lin(c, L8, Ml, d->qr, h, 1) + lin(c, L8, M, npl * hq, d->qr, 1)
+                            : lin(c, L8, M, npl * hq, h, 1)) +
+                 lin(c, L8, Ml, d->kr + d->dr, h, 1) +
+                 lin(c, L8, M, npl * (d->dn + d->dv), d->kr, 1) + lin(c, L8, M, h, npl * d->dv, 1);
   }
   double g_mlp, mlp_elem, ep_f = 0, tp_blocks = 2, tp_extra = 0, shared_f = 0;
   /* fc1 has g = 2 halves with SwiGLU; the activation reads g + (bias) and
    * writes one [M, f/t] tensor */
   if (!moe) {
-    g_mlp = gemm(c, M, d->g * d->f / t, h, 1) + gemm(c, M, h, d->f / t, 1);
+    g_mlp = lin(c, L8, M, d->g * d->f / t, h, 1) + lin(c, L8, M, h, d->f / t, 1);
     mlp_elem = (d->g + 1) * M * d->f / t * e;
   } else {
     const double n_loc = d->sp ? M / t : M, etp = d->etp > 1 ? d->etp : 1, El = d->E / d->ep;
@@ -207,17 +232,17 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
     mt_plan_moe_rows(d, &s_rows, &r_rows);
     if (d->cap <= 0) r_rows = s_rows; /* balanced: a rank receives what it sends */
     const double rx = etp * r_rows, Fx = d->fm / etp;
-    g_mlp = gemm(c, n_loc, d->E, h, 1) + gemm(c, rx / El, d->g * Fx, h, El) +
-            gemm(c, rx / El, h, Fx, El);
+    g_mlp = gemm(c, n_loc, d->E, h, 1) + lin(c, L8, rx / El, d->g * Fx, h, El) +
+            lin(c, L8, rx / El, h, Fx, El); /* the router GEMM stays bf16 */
     mlp_elem = (d->g + 1) * rx * Fx * e + 2 * n_loc * d->topk * h * e;
     mt_plan_moe_comm mc;
     moe_comm(hw, d, pl, &mc);
     ep_f = (mc.a2a_s + mc.etp_s) / 2; /* forward half; backward the same */
     tp_blocks = 1;
     if (d->S > 0) {
-      shared_f = gemm(c, M, d->g * d->S / t, h, 1) + gemm(c, M, h, d->S / t, 1) +
-                 mem(c, (d->g + 1) * M * d->S / t * e);
-      g_mlp += gemm(c, M, d->g * d->S / t, h, 1) + gemm(c, M, h, d->S / t, 1);
+      const double gs = lin(c, L8, M, d->g * d->S / t, h, 1) + lin(c, L8, M, h, d->S / t, 1);
+      shared_f = (c->fp8 ? gs * c->r_fd : gs) + mem(c, (d->g + 1) * M * d->S / t * e);
+      g_mlp += gs;
       mlp_elem += (d->g + 1) * M * d->S / t * e;
       tp_blocks = 2;
     }
@@ -243,13 +268,27 @@ static piece layer(const ctx_t *c, const mt_plan_dims *d, int moe, const place_t
       tp_b = tp_f;
     }
   }
-  double gf = g_attn_lin + g_mlp;
+  double gf = g_attn_lin + g_mlp, gw = gf;
   piece p;
   memset(&p, 0, sizeof p);
   p.gemm = 3 * gf;
   p.attn = 3 * attn_g + 3 * attn_m;
   p.elem = 3 * elem_f;
-  p.tp = tp_f + fmax(0, tp_b - gf); /* backward collectives hide behind wgrad GEMMs */
+  if (c->fp8) {
+    /* FP8 linears: fprop and dgrad (and wgrad with fp8_wgrad) at the FP8
+     * peak; forward quantizes X (and W, once per iteration), backward dY */
+    const double dfd = L8[0] * (c->r_fd - 1), dw = L8[0] * (c->r_w - 1);
+    const double qf_b = c->qa * L8[1] + c->qw * L8[2] / c->m, qb_b = c->qa * L8[3];
+    p.q8 = mem(c, qf_b) + mem(c, qb_b);
+    p.q8_bytes = qf_b + qb_b;
+    p.lin8 = L8[0] * (2 * c->r_fd + c->r_w);
+    p.gemm = 3 * gf + 2 * dfd + dw;
+    p.elem += p.q8;
+    gw = gf + dw;
+    gf += dfd;
+    elem_f += mem(c, qf_b);
+  }
+  p.tp = tp_f + fmax(0, tp_b - gw); /* backward collectives hide behind wgrad GEMMs */
   p.cp = cp_f + cp_b;
   p.ep = 2 * ep_f;
   p.tpt = tp_f + tp_b;
@@ -373,10 +412,34 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   mt_plan_memory_compute(cfg, world, hw, &out->mem);
 
   ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
-             hw->hbm_gbs * 1e9 * hw->hbm_eff, opt && opt->moe_shared_expert_overlap};
+             hw->hbm_gbs * 1e9 * hw->hbm_eff, opt && opt->moe_shared_expert_overlap,
+             0, 1, 1, 0, 0, d.m};
   piece dense = layer(&c, &d, 0, &pl), moe;
   memset(&moe, 0, sizeof moe);
   if (d.E > 0) moe = layer(&c, &d, 1, &pl);
+  /* FP8 (plan_fp8.c): the layers whose linears run in FP8 get their own
+   * pieces; dense / moe above stay the bf16-kept layers' */
+  const int fp8 = mt_plan_fp8_on(cfg);
+  piece dense8 = dense, moe8 = moe;
+  if (fp8) {
+    if (!(hw->peak_tflops_fp8 > 0) || d.e != 2) {
+      snprintf(err, errlen, d.e != 2 ? "training.fp8_format \"%s\" needs training.precision "
+               "bf16 (expected precision bf16, or fp8_format null)"
+               : "training.fp8_format \"%s\" on hardware %s (%s): it has no peak_tflops_fp8 "
+               "(no FP8 tensor cores; expected a hardware file with peak_tflops_fp8)",
+               cfg->training.fp8_format, hw->name, hw->source_path);
+      return 2;
+    }
+    const mt_training_config *tc = &cfg->training;
+    ctx_t c8 = c;
+    c8.fp8 = 1;
+    c8.r_fd = hw->peak_tflops_bf16 / hw->peak_tflops_fp8;
+    c8.r_w = tc->fp8_wgrad ? c8.r_fd : 1;
+    c8.qa = mt_plan_fp8_quant_bytes(tc->fp8_recipe, 0, 0);
+    c8.qw = mt_plan_fp8_quant_bytes(tc->fp8_recipe, 1, tc->fp8_param_gather);
+    dense8 = layer(&c8, &d, 0, &pl);
+    if (d.E > 0) moe8 = layer(&c8, &d, 1, &pl);
+  }
   /* pipeline p2p per micro-batch on one stage: v chunks, activation forward
    * and gradient backward, scatter/gather over the tp ranks */
   double p2p = 0;
@@ -387,14 +450,19 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   /* every stage with its own layers (uneven stages, a moe_layer_freq list) */
   double t_max = 0, t_sum = 0;
   piece worst = dense;
-  int np = (int)d.p, worst_moe = 0, worst_k = 0, worst_nl = 0;
+  int np = (int)d.p, worst_moe = 0, worst_k = 0, worst_nl = 0, worst_bd = 0, worst_bm = 0;
   for (int k = 0; k < np; k++) {
-    int nl, nm;
+    int nl, nm, bd = 0, bm = 0;
     mt_plan_stage_layer_counts(cfg, &d, k, &nl, &nm);
     piece st, en = ends(&c, &d, k == 0, k == np - 1, out->tp_intra);
     memset(&st, 0, sizeof st);
-    add(&st, &dense, nl - nm);
-    add(&st, &moe, nm);
+    if (fp8) {
+      mt_plan_fp8_stage_bf16_layers(cfg, &d, k, &bd, &bm);
+      add(&st, &dense8, nl - nm - bd);
+      add(&st, &moe8, nm - bm);
+    }
+    add(&st, &dense, fp8 ? bd : nl - nm);
+    add(&st, &moe, fp8 ? bm : nm);
     add(&st, &en, 1);
     double tk = st.fwd + st.bwd + p2p;
     t_sum += tk;
@@ -404,6 +472,8 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
       worst_moe = nm;
       worst_k = k;
       worst_nl = nl;
+      worst_bd = bd;
+      worst_bm = bm;
     }
   }
   double t_mean = t_sum / d.p;
@@ -451,8 +521,12 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
     double *bp = mt_xcalloc((size_t)n_pos + 1, sizeof(double));
     piece lay;
     memset(&lay, 0, sizeof lay);
-    add(&lay, &dense, worst_nl - worst_moe);
-    add(&lay, &moe, worst_moe);
+    if (fp8) {
+      add(&lay, &dense8, worst_nl - worst_moe - worst_bd);
+      add(&lay, &moe8, worst_moe - worst_bm);
+    }
+    add(&lay, &dense, fp8 ? worst_bd : worst_nl - worst_moe);
+    add(&lay, &moe, fp8 ? worst_bm : worst_moe);
     for (int q = 0; q < n_pos; q++) {
       piece pq = lay;
       double k = 1.0 / (worst_nl > 0 ? worst_nl : 1);
@@ -465,7 +539,7 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
     }
     const int intra[2] = {out->dp_intra, edp_intra};
     mt_plan_dp_overlap(cfg, &d, hw, opt ? opt : &(mt_plan_options){0}, worst_k, fp, bp, n_pos,
-                       intra, &dp_t, &dp_total);
+                       intra, &dp_t, &dp_total, &T->dp_gather_bytes);
     free(fp);
     free(bp);
   }
@@ -493,6 +567,20 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
   T->hw_tflops_per_gpu = T->hw_flops / T->t_iter / world / 1e12;
   T->mfu = T->model_flops / T->t_iter / world / peak;
   T->hfu = T->hw_flops / T->t_iter / world / peak;
+  if (fp8) { /* what the FP8 terms add up to on the worst stage (planner/plan_fp8.c) */
+    mt_plan_fp8_info *f = &out->fp8;
+    double w[2], nt[2];
+    f->on = 1;
+    f->peak_tflops = hw->peak_tflops_fp8;
+    for (int l = 0; l < cfg->model.num_layers; l++) f->bf16_layers += mt_plan_fp8_layer_bf16(cfg, l);
+    f->fp8_layers = cfg->model.num_layers - f->bf16_layers;
+    f->gemm_s = m * worst.lin8;
+    f->quant_s = m * worst.q8;
+    f->quant_bytes = m * worst.q8_bytes;
+    mt_plan_fp8_stage_weights(cfg, &d, worst_k, w, nt);
+    f->weights = w[0] + w[1];
+    f->tensors = nt[0] + nt[1];
+  }
   T->tokens_per_s = cfg->training.global_batch_size * d.s / T->t_iter;
   return 0;
 }

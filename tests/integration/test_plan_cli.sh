@@ -2,7 +2,8 @@
 # tests/integration/test_plan_cli.sh — `megatrain plan` from the command line:
 # human table and --json for a paper config, --sweep ranks layouts that fit,
 # and bad inputs (unknown hardware file, layout that cannot divide the world,
-# missing arguments) exit 2 with a message naming the problem.
+# missing arguments, bad --fp8-* flags) exit 2 with a message naming the
+# problem; the --fp8-* flags add the FP8 line and JSON object.
 set -u
 cd "$(dirname "$0")/../.."
 bin="${MEGATRAIN:-./megatrain}"
@@ -105,6 +106,42 @@ assert 0 < b["exposed_communication_s"] < a["exposed_communication_s"], (a, b)
 assert b["iteration_s"] < a["iteration_s"]
 assert abs(b["breakdown_s"]["dp_comm"] - b["exposed_communication_s"]) < 1e-12
 ' "$tmp/ov" "$tmp/ov1"; then ok overlap_exposed; else bad overlap_exposed; cat "$tmp/ovt" | tail -5; fi
+
+# issue 32: the --fp8-* flags (Megatron's names) plan FP8 linears: one fp8
+# line and a JSON fp8 object; fp8_param_gather shrinks the gather by 1 byte
+# per FP8 weight less 4 per tensor; bad combinations exit 2 naming the flag
+fp8p=(--config tests/configs/gpt-test.json --world-size 2 --hardware h100-sxm
+      --set parallel.zero_stage=1 --set 'training.precision="bf16"')
+"$bin" plan "${fp8p[@]}" --fp8-format hybrid --fp8-recipe blockwise --num-layers-at-start-in-bf16 0 \
+  --num-layers-at-end-in-bf16 1 >"$tmp/f8t" 2>&1
+"$bin" plan "${fp8p[@]}" --json >"$tmp/f16" 2>&1
+"$bin" plan "${fp8p[@]}" --fp8-format e4m3 --fp8-param-gather --json >"$tmp/f8j" 2>&1
+if grep -q "^  fp8 (hybrid, blockwise): the linears of 1 of 2 layers at the FP8 peak 1979" "$tmp/f8t" &&
+   /usr/bin/python3 -c '
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert "fp8" not in a, a.keys()
+f = b["fp8"]
+assert f["param_gather"] and f["recipe"] == "delayed" and f["fp8_layers"] == 2
+# 2 bytes per gathered element, less 1 per FP8 weight, plus 4 per FP8 tensor
+assert f["dp_gather_bytes"] == a["memory"]["bytes"]["parameters"] - f["weights_per_rank"] + 4 * f["weight_tensors_per_rank"], f
+# faster GEMMs, more elementwise traffic (on this tiny model the casts cost
+# more than FP8 saves)
+ta, tb = a["time"]["breakdown_s"], b["time"]["breakdown_s"]
+assert tb["gemm"] < ta["gemm"] and tb["elementwise"] > ta["elementwise"], (ta, tb)
+' "$tmp/f16" "$tmp/f8j"; then ok fp8_flags; else bad fp8_flags; cat "$tmp/f8t" "$tmp/f8j" | tail -5; fi
+# the sweep plans every layout with the flags (it reloads each from the JSON)
+"$bin" plan "${fp8p[@]}" --fp8-format hybrid --sweep --top 2 --json >"$tmp/f8s" 2>&1
+if /usr/bin/python3 -c '
+import json, sys
+L = json.load(open(sys.argv[1]))["layouts"]
+assert L and all(x["fp8"]["format"] == "hybrid" for x in L), L
+' "$tmp/f8s"; then ok fp8_sweep; else bad fp8_sweep; head -c 600 "$tmp/f8s"; fi
+expect2 fp8_format "--fp8-format bogus (expected e4m3 or hybrid)" -- "${fp8p[@]}" --fp8-format bogus
+expect2 fp8_alone "without FP8" -- "${fp8p[@]}" --fp8-recipe tensorwise
+expect2 fp8_a100 "peak_tflops_fp8" -- "${fp8p[@]/h100-sxm/a100-80gb}" --fp8-format hybrid
+expect2 fp8_pg_zero0 "zero_stage >= 1" -- "${fp8p[@]/zero_stage=1/zero_stage=0}" --fp8-format hybrid --fp8-param-gather
+expect2 fp8_layers "exceed model.num_layers" -- "${fp8p[@]}" --fp8-format hybrid --num-layers-at-start-in-bf16 2 --num-layers-at-end-in-bf16 1
 
 [ $fails -eq 0 ] && echo "all plan CLI checks passed"
 exit $([ $fails -eq 0 ] && echo 0 || echo 1)

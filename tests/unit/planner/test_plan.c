@@ -397,9 +397,14 @@ static void test_bad_inputs(void **state) {
                           sizeof err);
   assert_int_equal(rc, 2);
   assert_non_null(strstr(err, "world size 60"));
-  /* all three shipped hardware files load */
-  const char *files[] = {HW_A100, "configs/hardware/h100-sxm.json", "configs/hardware/h200-sxm.json"};
-  for (int i = 0; i < 3; i++) EXPECT_EQ(mt_hardware_load(&hw, files[i], err, sizeof err), 0, "%s: %s", files[i], err);
+  /* the shipped GPU hardware files load; the FP8 peak (dense) where the GPU has one */
+  const char *files[] = {HW_A100, "configs/hardware/h100-sxm.json", "configs/hardware/h200-sxm.json",
+                         "configs/hardware/h800-sxm.json", "configs/hardware/b200.json"};
+  const double fp8[] = {0, 1979, 1979, 1979, 4500};
+  for (int i = 0; i < 5; i++) {
+    EXPECT_EQ(mt_hardware_load(&hw, files[i], err, sizeof err), 0, "%s: %s", files[i], err);
+    EXPECT_EQ(hw.peak_tflops_fp8 == fp8[i], 1, "%s: peak_tflops_fp8 %g", files[i], hw.peak_tflops_fp8);
+  }
 }
 
 /* ---- sanity: monotonic behaviour the sweep relies on ---- */
