@@ -133,6 +133,16 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_
   return g;
 }
 
+int mt_gpt_infer_mla_absorb(mt_gpt_infer *g, char *err, size_t errlen) {
+  if (!g->mla) {
+    snprintf(err, errlen, "weight absorption needs a model with multi-latent attention "
+             "(model.multi_latent_attention is false)");
+    return -1;
+  }
+  mt_infer_mla_absorb(g->mla);
+  return 0;
+}
+
 void mt_gpt_infer_destroy(mt_gpt_infer *g) {
   if (!g) return;
   mt_backend *be = g->be;

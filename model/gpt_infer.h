@@ -57,6 +57,12 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_
                                   char *err, size_t errlen);
 void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
 
+/* Multi-latent attention decoding with weight absorption (model/gpt_infer_mla.h:
+ * the attention over the cached latents, W_UK folded into the queries and
+ * W_UV applied after; the same logits within rounding). Returns 0, or -1
+ * with a message in err when the model has no multi-latent attention. */
+int mt_gpt_infer_mla_absorb(mt_gpt_infer *g, char *err, size_t errlen);
+
 /* KV cache bytes per token of model m, all its layers (num_layers, not this
  * stage's), in the backend's storage dtype: *cache what this module's cache
  * holds, *full what a cache of the full keys and values holds. Standard
