@@ -15,8 +15,8 @@
 #     checkpoint) tokens equal and logits within 2e-2 up to the first step
 #     where cpu's two best logits are closer than twice the logits'
 #     difference (rounding may then pick either; the step is printed). CI
-#     runs the KV cache on cuda; MEGATRAIN_TEST_FULL=1 adds --no-kv-cache on
-#     cuda in both precisions.
+#     runs the KV cache on cuda; MEGATRAIN_TEST_FULL=1 adds --no-kv-cache and
+#     --mla-absorb (weight absorption) on cuda in both precisions.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
 source "$(dirname "$0")/cuda_emu_lib.sh"
@@ -100,10 +100,11 @@ MLA=(--config tests/configs/gpt-mla-test.json --set training.train_iters=4 --set
 for prec in fp32 bf16; do
   emu_run mla_train_$prec 1 "$MT" cpu "${MLA[@]}" --set training.precision=$prec \
     --set checkpoint.save="$TMP/ck_mla_$prec" || exit 1
-  runs="cpu cuda"; [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] && runs="cpu cuda cuda_nokv"
+  runs="cpu cuda"; [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] && runs="cpu cuda cuda_nokv cuda_absorb"
   for r in $runs; do
     bin=$MT; d=cpu; nk=(); [ $r != cpu ] && { bin=$EMU_MT; d=cuda; }
     [ $r = cuda_nokv ] && nk=(--no-kv-cache)
+    [ $r = cuda_absorb ] && nk=(--mla-absorb)
     timeout 600 "$bin" generate --load "$TMP/ck_mla_$prec" --prompt "First Citizen: Before we proceed" \
       --max-new-tokens 12 --temperature 0 --print-ids --device $d "${nk[@]}" \
       --dump-logits "$TMP/mla_$prec.$r.f32" >"$TMP/mla_$prec.$r.out" 2>"$TMP/mla_$prec.$r.err" ||
