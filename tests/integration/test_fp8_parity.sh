@@ -15,12 +15,16 @@ command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
 BASE=(--config $CFG --set training.precision=bf16 --set training.train_iters=4
       --set logging.log_interval=1 --set training.eval_interval=0 --set training.fp8_format=hybrid)
+go() { # name np cmd...: cmd on np ranks, its output in $TMP/name.log
+  local name=$1 np=$2; shift 2
+  if [ "$np" = 1 ]; then "$@" >"$TMP/$name.log" 2>&1; else $MPI -np "$np" "$@" >"$TMP/$name.log" 2>&1; fi ||
+    { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+}
 run() { # name np recipe args...
   local name=$1 np=$2 r=$3; shift 3
   local cmd=("$MT" "${BASE[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@")
   case "$name" in one-delayed|pp2-delayed) cmd+=(--set checkpoint.save="$TMP/$name") ;; esac
-  if [ "$np" = 1 ]; then "${cmd[@]}" >"$TMP/$name.log" 2>&1; else $MPI -np "$np" "${cmd[@]}" >"$TMP/$name.log" 2>&1; fi ||
-    { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+  go "$name" "$np" "${cmd[@]}"
 }
 declare -A LAYOUT=(
   [tp2sp]="--set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true"
@@ -145,9 +149,7 @@ MOE=(--config tests/configs/gpt-moe-test.json --set training.precision=bf16
      --set training.fp8_format=hybrid --set model.add_bias_linear=false)
 run_moe() { # name np recipe args...
   local name=$1 np=$2 r=$3; shift 3
-  local cmd=("$MT" "${MOE[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@")
-  if [ "$np" = 1 ]; then "${cmd[@]}" >"$TMP/$name.log" 2>&1; else $MPI -np "$np" "${cmd[@]}" >"$TMP/$name.log" 2>&1; fi ||
-    { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+  go "$name" "$np" "$MT" "${MOE[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@"
 }
 declare -A MLAYOUT=(
   [ep2]="--set parallel.expert_model_parallel_size=2"
@@ -182,9 +184,7 @@ DS=(--config tests/configs/deepseek-tiny-test.json --set training.precision=bf16
     --set training.fp8_format=hybrid)
 run_ds() { # name np recipe args...
   local name=$1 np=$2 r=$3; shift 3
-  local cmd=("$MT" "${DS[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@")
-  if [ "$np" = 1 ]; then "${cmd[@]}" >"$TMP/$name.log" 2>&1; else $MPI -np "$np" "${cmd[@]}" >"$TMP/$name.log" 2>&1; fi ||
-    { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
+  go "$name" "$np" "$MT" "${DS[@]}" --set training.fp8_recipe=$r --set logging.metrics_file="$TMP/$name.jsonl" "$@"
 }
 declare -A DLAYOUT=(
   [tp2sp]="2 --set parallel.tensor_model_parallel_size=2 --set parallel.sequence_parallel=true"

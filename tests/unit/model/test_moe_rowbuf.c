@@ -13,17 +13,13 @@
 
 #include <cmocka.h>
 
-#include "backends/registry.h"
 #include "model/moe_rowbuf.h"
 #include "tests/unit/check.h"
+#include "tests/unit/cpu_test_common.h"
 
 static void test_grow_keep(void **state) {
   (void)state;
-  char err[256];
-  mt_backend_options o = {.device = "cpu", .num_threads = 0, .dtype = MT_F32};
-  mt_backends_process_init(&o);
-  mt_backend *be = mt_backend_create(&o, err, sizeof err);
-  assert_non_null(be);
+  mt_backend *be = tc_backend();
   const size_t act0 = be->mem.live[MT_MEM_ACT], ws0 = be->mem.live[MT_MEM_WORKSPACE];
   mt_moe_rowbuf *g = mt_moe_rowbuf_create(be, 0, 100);
   float *a = NULL, *w = NULL;
