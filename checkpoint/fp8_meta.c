@@ -6,20 +6,23 @@
 
 #include "core/util.h"
 
-int mt_ckpt_fp8_buffers(mt_gpt *m, mt_ckpt_buffer **out) {
+int mt_ckpt_fp8_buffers(mt_gpt *m, int experts, mt_ckpt_buffer **out) {
   *out = NULL;
   char name[MT_PARAM_NAME_MAX];
   float *d;
   int64_t len;
-  int n = 0;
-  while (mt_gpt_fp8_meta(m, n, name, sizeof name, &d, &len)) n++;
+  int n = 0, nall = 0, ex;
+  while (mt_gpt_fp8_meta(m, nall, name, sizeof name, &d, &len, &ex)) n += ex == experts, nall++;
   if (n == 0) return 0;
   mt_ckpt_buffer *b = mt_xcalloc((size_t)n, sizeof *b);
-  for (int i = 0; i < n; i++) {
-    mt_gpt_fp8_meta(m, i, b[i].name, sizeof b[i].name, &d, &len);
-    b[i].data = d;
-    b[i].numel = len;
-    b[i].dtype = MT_F32;
+  for (int i = 0, k = 0; i < nall; i++) {
+    mt_gpt_fp8_meta(m, i, name, sizeof name, &d, &len, &ex);
+    if (ex != experts) continue;
+    snprintf(b[k].name, sizeof b[k].name, "%s", name);
+    b[k].data = d;
+    b[k].numel = len;
+    b[k].dtype = MT_F32;
+    k++;
   }
   *out = b;
   return n;

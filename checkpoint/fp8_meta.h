@@ -5,7 +5,11 @@
  * most recent first] (model/gpt.h mt_gpt_fp8_meta). The amaxes are reduced
  * over tp and cp (and dp unless tp_only_amax_red), so the state is one
  * global value per tensor: saved once (tp rank 0, data-parallel rank 0 of
- * each stage), loaded by every rank under any layout. */
+ * each stage), loaded by every rank under any layout. A routed expert's
+ * ("decoder.layers.L.mlp.experts.E.linear_fc1.fp8_meta.input", global
+ * expert E, as its weight's name) is reduced over its ETP group and its
+ * expert-data-parallel group: saved by the ETP and expert-data-parallel
+ * rank 0 holding expert E, loaded under any ep / etp. */
 #ifndef MT_CHECKPOINT_FP8_META_H
 #define MT_CHECKPOINT_FP8_META_H
 
@@ -16,8 +20,9 @@
 #include "model/gpt.h"
 
 /* This rank's delayed-scaling states as checkpoint buffers (host fp32, in
- * place); *out allocated (free it), NULL when none. Returns the count. */
-int mt_ckpt_fp8_buffers(mt_gpt *m, mt_ckpt_buffer **out);
+ * place): the routed experts' (experts 1) or all others (experts 0); *out
+ * allocated (free it), NULL when none. Returns the count. */
+int mt_ckpt_fp8_buffers(mt_gpt *m, int experts, mt_ckpt_buffer **out);
 
 /* Before loading c into views v[0..n): a state view whose tensor c lacks (a
  * checkpoint saved without the delayed recipe, e.g. in bf16, or before the

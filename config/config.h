@@ -195,8 +195,9 @@ int mt_config_keys_switched_off(const mt_config *before, const mt_config *after,
                                 char (*names)[96], int max);
 
 /* 0, or 2 with a message naming the keys when this process cannot train
- * the config (model.multi_latent_attention on device cuda or with FP8; bf16
- * on the cpu backend was refused until issue 19). */
+ * the config (MLA on device cuda and MLA with FP8 were refused here until
+ * issues 31 / 32, bf16 on the cpu backend until issue 19; nothing is
+ * refused today: the hook stays for what a build cannot train). */
 int mt_config_check_trainable(const mt_config *cfg, char *err, size_t errlen);
 
 /* Release what mt_config_load allocated. */

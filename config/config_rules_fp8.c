@@ -37,50 +37,7 @@ static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
   return 0;
 }
 
-/* The delayed-scaling states that are keyed by weight address rather than
- * by (layer, linear) (model/fp8_linear.c): the MoE experts (one state per
- * expert), the shared experts, MTP's eh_proj and MLA's projections. They are not saved in
- * checkpoints (checkpoint/fp8_meta.h) and ZeRO-3's gathers change their
- * weights' addresses at every use (measured before the keys: 36 histories
- * instead of 8 on the 2-layer test model, 2.8e-3 off the zero_stage 0 run).
- * NULL: none in this model. */
-static const char *delayed_unkeyed(const mt_config *cfg) {
-  if (!cfg->training.fp8_format[0] || strcmp(cfg->training.fp8_recipe, "delayed")) return NULL;
-  if (cfg->model.num_experts > 0) return "the MoE experts' (model.num_experts > 0)";
-  if (cfg->model.mtp_num_layers > 0) return "MTP's eh_proj (model.mtp_num_layers > 0)";
-  if (cfg->model.multi_latent_attention)
-    return "MLA's projections' (model.multi_latent_attention)";
-  return NULL;
-}
-
-static int r_fp8_resume(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  const char *what = delayed_unkeyed(cfg);
-  if (!what || !cfg->checkpoint.load[0] || cfg->training.finetune) return 0;
-  return mt_cfg_fail(c, key("checkpoint.load"),
-                     "\"%s\" with training.fp8_recipe \"delayed\": %s amax histories are not "
-                     "saved in checkpoints yet, so the run would not continue as saved (expected "
-                     "fp8_recipe tensorwise, blockwise or mxfp8 to resume, or training.finetune)",
-                     cfg->checkpoint.load, what);
-}
-
-static int r_fp8_delayed_zero3(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  const char *what = delayed_unkeyed(cfg);
-  if (!what || cfg->parallel.zero_stage < 3) return 0;
-  return mt_cfg_fail(c, key("training.fp8_recipe"),
-                     "\"delayed\" with parallel.zero_stage 3 is not supported with %s FP8 "
-                     "linears: their amax histories are kept per weight address, which ZeRO-3's "
-                     "gathers do not keep (expected fp8_recipe tensorwise, blockwise or mxfp8, "
-                     "or zero_stage 2 or less)", what);
-}
-
 static const mt_cfg_rule k_fp8[] = {
-    {"training.fp8_recipe", r_fp8_delayed_zero3,
-     "`training.fp8_recipe` `delayed` with MoE experts, MTP or MLA needs `parallel.zero_stage` ≤ 2 "
-     "(those amax histories are kept per weight address, which ZeRO-3's gathers change)",
-     "2: training.precision=bf16; training.fp8_format=e4m3; parallel.zero_stage=3; "
-     "model.num_experts=4", 0, 0},
     {"training.num_layers_at_start_in_bf16", r_bf16_layers,
      "`training.num_layers_at_start_in_bf16` + `num_layers_at_end_in_bf16` ≤ `model.num_layers` "
      "(with `first_last_layers_bf16`)",
@@ -91,12 +48,6 @@ static const mt_cfg_rule k_fp8[] = {
      "so far, docs/fp8.md)",
      "1: training.precision=bf16; training.fp8_format=hybrid; training.fp8_param_gather=true",
      0, 0},
-    {"checkpoint.load", r_fp8_resume,
-     "`checkpoint.load` with `training.fp8_recipe` `delayed` and MoE experts, MTP or MLA is "
-     "refused "
-     "(those amax histories are not in checkpoints yet), except with `training.finetune`",
-     "1: training.precision=bf16; training.fp8_format=e4m3; checkpoint.load=ckpt; "
-     "model.num_experts=4", 0, 0},
 };
 
 const mt_cfg_rule *mt_cfg_rules_fp8(int *n) {

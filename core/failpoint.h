@@ -14,6 +14,11 @@
  *   freeze:RANK:ITER      rank RANK stops at iteration ITER (hang test)
  *   stop:RANK:ITER        rank RANK sends itself SIGSTOP inside its first
  *                         collective of iteration ITER (hang test)
+ *   moe_route_skew        every MoE router adds 100 to the logits of experts
+ *                         0 .. k-1 before routing (read when the model is
+ *                         built): every token's slots go to those experts,
+ *                         the dropless worst case of the receive buffers
+ *                         (tests/integration/test_moe_skew.sh)
  * The variable is read at each call (no state is kept); malformed tokens
  * are ignored (they match nothing). */
 #ifndef MT_CORE_FAILPOINT_H

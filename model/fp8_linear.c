@@ -11,8 +11,7 @@
  * meta[r] = [scale the next use takes, history[0..L) most recent first]
  * (the checkpoint's layout, mt_fp8_linear_meta). */
 typedef struct {
-  int key;                  /* the caller's key (mt_fp8_linear_select), or -1: keyed by w */
-  const void *w;            /* the weight it belongs to (key -1) */
+  int key;                  /* the caller's key (mt_fp8_linear_select) */
   float *meta[3];           /* [1 + history_len] each */
   float used[3];            /* the scale the last use took (x, w: reused by the backward) */
   /* training forwards awaiting their backward, oldest first: the x and w
@@ -71,10 +70,11 @@ void mt_fp8_linear_destroy(mt_fp8_linear *f) {
 
 void mt_fp8_linear_select(mt_fp8_linear *f, int key) { f->next_key = key; }
 
-/* The state of key (>= 0), else of the weight w. */
-static fp8_state *state_of(mt_fp8_linear *f, int key, const void *w) {
+/* The state of key (>= 0), created empty if new. */
+static fp8_state *state_of(mt_fp8_linear *f, int key) {
+  MT_ASSERT(key >= 0);
   for (int i = 0; i < f->nst; i++)
-    if (key >= 0 ? f->st[i].key == key : f->st[i].key < 0 && f->st[i].w == w) return &f->st[i];
+    if (f->st[i].key == key) return &f->st[i];
   if (f->nst == f->capst) {
     f->capst = f->capst ? 2 * f->capst : 16;
     f->st = realloc(f->st, (size_t)f->capst * sizeof *f->st);
@@ -82,7 +82,7 @@ static fp8_state *state_of(mt_fp8_linear *f, int key, const void *w) {
   }
   fp8_state *s = &f->st[f->nst++];
   memset(s, 0, sizeof *s);
-  s->key = key, s->w = key >= 0 ? NULL : w;
+  s->key = key;
   for (int r = 0; r < 3; r++) {
     s->meta[r] = calloc((size_t)f->o.history_len + 1, sizeof(float)); /* empty history */
     if (!s->meta[r]) mt_fatal("fp8 linear: out of host memory");
@@ -91,20 +91,30 @@ static fp8_state *state_of(mt_fp8_linear *f, int key, const void *w) {
   return s;
 }
 
-/* The state of the next call: its selected key (consumed), else w. */
-static fp8_state *state_next(mt_fp8_linear *f, const void *w) {
+/* The state of the next call: its selected key (consumed). A delayed call
+ * without one is a caller's bug: the state would have no identity that
+ * survives re-pointed weights or a checkpoint. */
+static fp8_state *state_next(mt_fp8_linear *f) {
   const int key = f->next_key;
   f->next_key = -1;
-  return state_of(f, key, w);
+  if (key < 0) mt_fatal("fp8 linear: delayed-scaling call without a key (mt_fp8_linear_select)");
+  return state_of(f, key);
 }
 
 float *mt_fp8_linear_meta(mt_fp8_linear *f, int key, int role) {
-  return state_of(f, key, NULL)->meta[role];
+  return state_of(f, key)->meta[role];
 }
 
 int64_t mt_fp8_linear_meta_len(const mt_fp8_linear *f) { return (int64_t)f->o.history_len + 1; }
 
 void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp) { f->red[2] = dp; }
+
+int64_t mt_fp8_linear_group_rows(mt_fp8_linear *f, int64_t n) {
+  if (f->o.recipe != MT_FP8_RECIPE_DELAYED || !f->red[2]) return n;
+  int64_t tot = n;
+  mt_allreduce(f->red[2], &tot, 1, MT_I64, MT_OP_SUM);
+  return tot;
+}
 
 void mt_fp8_linear_set_pass(mt_fp8_linear *f, mt_fp8_pass pass) {
   if (f) f->pass = pass;
@@ -263,7 +273,7 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
                        int64_t M, int64_t out, int64_t in) {
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
-  fp8_state *st = delayed ? state_next(f, w) : NULL;
+  fp8_state *st = delayed ? state_next(f) : NULL;
   f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, 1);
   const int lt = use_fp8_gemm(f); /* codes of x and w both kept: two scratches */
@@ -314,7 +324,7 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   mt_backend *be = f->be;
   const int delayed = f->o.recipe == MT_FP8_RECIPE_DELAYED;
   const int gfmt = f->o.hybrid ? MT_FP8_E5M2 : MT_FP8_E4M3;
-  fp8_state *st = delayed ? state_next(f, w) : NULL;
+  fp8_state *st = delayed ? state_next(f) : NULL;
   f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, M * out);
   const int lt = use_fp8_gemm(f); /* dy's codes kept apart from W's / x's */

@@ -18,7 +18,8 @@
  *     rows; wgrad: 128×1 along the tokens), W in 128×128 blocks, power-of-2
  *     scales (TE's Float8BlockScaling);
  *   mxfp8: 32-element blocks along the contraction, e8m0 scales.
- * Delayed scaling keeps an amax history and a scale per (weight, role):
+ * Delayed scaling keeps an amax history and a scale per (key, role), the
+ * key naming the linear (mt_fp8_linear_select):
  * the scale in use comes from the history before this use; this use's amax
  * then enters the history (most recent first) and the next scale is
  * computed (TE's DelayedScaling, one update per use = per micro-batch;
@@ -83,11 +84,20 @@ void mt_fp8_linear_destroy(mt_fp8_linear *f);
 /* dp: the data-parallel amax reduction group of the delayed recipe (NULL:
  * none; docs/fp8.md "Amax reductions"). */
 void mt_fp8_linear_set_dp(mt_fp8_linear *f, mt_group *dp);
+/* The rows n of this rank's next call summed over that data-parallel group
+ * (delayed recipe with one set; else n itself). A caller that skips a call
+ * without rows (an expert no token chose) asks first: a rank whose total
+ * is not 0 must still make the call (with M = 0), which takes part in the
+ * amax reductions, so every replica records the same history. Collective
+ * over the group. */
+int64_t mt_fp8_linear_group_rows(mt_fp8_linear *f, int64_t n);
 
 /* Key (>= 0) of the delayed-scaling state the next forward or backward call
- * uses (consumed by that call); a call without one keys the state by its
- * weight pointer. The model passes (global layer, linear) so the state
- * survives re-pointed weights (ZeRO-3 gathers) and can be named. */
+ * uses (consumed by that call). With the delayed recipe every call needs
+ * one (mt_fatal otherwise); the other recipes keep no state and ignore it.
+ * The model passes its global identity (layer, linear, expert; model/gpt.h
+ * mt_gpt_fp8_key) so the state survives re-pointed weights (ZeRO-3
+ * gathers), any layout, and can be named in checkpoints. */
 void mt_fp8_linear_select(mt_fp8_linear *f, int key);
 /* The delayed-scaling state of key and role (0 input, 1 weight, 2
  * grad_output), created empty (scale 1, history zeros, as TE) if new:

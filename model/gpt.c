@@ -331,6 +331,7 @@ mt_gpt *mt_gpt_create(mt_backend *be, const mt_gpt_config *cfg) {
                                  rows are whole on every ETP rank; with EP it lives on one) */
     m->moe.fp8 = mt_fp8_linear_create(be, &cfg->fp8_options,
                                       c->etp_size > 1 ? c->etp_group : NULL, NULL);
+  if (m->moe.fp8 && cfg->fp8_edp_group) mt_fp8_linear_set_dp(m->moe.fp8, cfg->fp8_edp_group);
   return m;
 }
 
@@ -408,6 +409,13 @@ void mt_gpt_release_flat_buffers(mt_gpt *m, int params, int grads) {
 
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m) {
   return m->moe.ctx ? mt_moe_get_stats(m->moe.ctx) : NULL;
+}
+
+int mt_gpt_moe_buffer_rows(const mt_gpt *m, int64_t *recv, int64_t *expert, int64_t *worst) {
+  *recv = *expert = *worst = 0;
+  if (!m->moe.ctx) return 0;
+  mt_moe_buffer_rows(m->moe.ctx, recv, expert, worst);
+  return 1;
 }
 
 void mt_gpt_moe_stats_reset(mt_gpt *m) {

@@ -120,6 +120,9 @@ typedef struct {
   /* the delayed recipe's data-parallel amax reduction group (NULL: none,
    * dp 1 or tp_only_amax_red; docs/fp8.md "Amax reductions") */
   mt_group *fp8_dp_group;
+  /* the same for the routed experts: their expert-data-parallel group
+   * (every rank holding the same expert shard; NULL: none) */
+  mt_group *fp8_edp_group;
 } mt_gpt_config;
 
 typedef struct mt_gpt mt_gpt;
@@ -219,6 +222,11 @@ int mt_gpt_moe_layer_index(const mt_gpt_config *c, int l);
 int mt_gpt_num_moe_layers(const mt_gpt_config *c);
 const mt_moe_stats *mt_gpt_moe_stats(const mt_gpt *m);
 void mt_gpt_moe_stats_reset(mt_gpt *m);
+/* The MoE buffers' rows on this rank (model/moe_layer.h mt_moe_buffer_rows:
+ * the high-water marks of the rows received and of the rows the experts
+ * saw, and the dropless worst case). Returns 0 (all three 0) for a dense
+ * model, else 1. */
+int mt_gpt_moe_buffer_rows(const mt_gpt *m, int64_t *recv, int64_t *expert, int64_t *worst);
 
 /* ---- aux-loss-free load balancing (moe_router_enable_expert_bias; Wang et
  * al. 2024, arXiv:2408.15664; DeepSeek-V3 §2.1.2; Megatron's
@@ -254,17 +262,36 @@ void mt_gpt_moe_update_expert_bias(mt_gpt *m, const int64_t *counts);
  * of their own stage's layers). */
 int mt_gpt_moe_layer_is_local(const mt_gpt *m, int moe_layer);
 
-/* FP8 delayed-scaling state (model/gpt_fp8.c): the key of linear k of global
- * layer l (mt_fp8_linear_select), and this rank's states one by one: for
- * i = 0, 1, ... the i-th (layer, linear, role) of its chunks' FP8 layers,
- * with its checkpoint name "<linear prefix>.fp8_meta.<role>" (e.g.
- * "decoder.layers.3.self_attention.linear_qkv.fp8_meta.input"; roles
- * input, weight, grad_output as TE's fp8 meta) and its host fp32 data
- * [*numel] = [scale, amax history] (mt_fp8_linear_meta). Returns 1, or 0
- * past the last one (and always 0 without the delayed recipe). */
-enum { MT_GPT_FP8_QKV = 0, MT_GPT_FP8_PROJ, MT_GPT_FP8_FC1, MT_GPT_FP8_FC2 };
-static inline int mt_gpt_fp8_key(int l, int k) { return 4 * l + k; }
-int mt_gpt_fp8_meta(mt_gpt *m, int i, char *name, size_t n, float **data, int64_t *numel);
+/* FP8 delayed-scaling state (model/gpt_fp8.c; docs/fp8.md "Checkpoints").
+ * Every state is keyed by its global identity (mt_fp8_linear_select), the
+ * same under every layout: linear k of global layer l (MTP depth d is layer
+ * num_layers + d, after the main layers, its eh_proj included), and routed
+ * expert e (global index, the same under any ep / etp) of layer l, fc1
+ * (fc 0) or fc2 (fc 1). mt_gpt_fp8_meta lists this rank's states one by
+ * one: for i = 0, 1, ... the i-th (linear, role) of its chunks' FP8 layers
+ * and MTP depths, with its checkpoint name "<linear prefix>.fp8_meta.<role>"
+ * (e.g. "decoder.layers.3.self_attention.linear_qkv.fp8_meta.input",
+ * "decoder.layers.3.mlp.experts.5.linear_fc1.fp8_meta.weight",
+ * "mtp.layers.0.eh_proj.fp8_meta.grad_output"; roles input, weight,
+ * grad_output as TE's fp8 meta), *expert 1 for a routed expert's (saved by
+ * the expert-data-parallel, ETP rank 0), and its host fp32 data [*numel] =
+ * [scale, amax history] (mt_fp8_linear_meta). Returns 1, or 0 past the
+ * last one (and always 0 without the delayed recipe). */
+enum {
+  MT_GPT_FP8_QKV = 0, MT_GPT_FP8_PROJ, MT_GPT_FP8_FC1, MT_GPT_FP8_FC2,
+  MT_GPT_FP8_SHARED_FC1, MT_GPT_FP8_SHARED_FC2,   /* mlp.shared_experts.linear_fc{1,2} */
+  MT_GPT_FP8_Q_PROJ, MT_GPT_FP8_Q_DOWN, MT_GPT_FP8_Q_UP, /* MLA (self_attention.linear_*) */
+  MT_GPT_FP8_KV_DOWN, MT_GPT_FP8_KV_UP,
+  MT_GPT_FP8_EH_PROJ,                             /* mtp.layers.d.eh_proj (l = num_layers + d) */
+  MT_GPT_FP8_NLIN = 16
+};
+static inline int mt_gpt_fp8_key(int l, int k) { return MT_GPT_FP8_NLIN * l + k; }
+static inline int mt_gpt_fp8_expert_key(const mt_gpt_config *c, int l, int fc, int e) {
+  const int nl = c->model.num_layers + c->model.mtp_num_layers;
+  return MT_GPT_FP8_NLIN * nl + (2 * l + fc) * c->model.num_experts + e;
+}
+int mt_gpt_fp8_meta(mt_gpt *m, int i, char *name, size_t n, float **data, int64_t *numel,
+                    int *expert);
 
 /* Multi-token prediction (model.mtp_num_layers D; DeepSeek-V3 §2.2,
  * docs/model.md): this rank's training losses since the last reset, per

@@ -256,9 +256,12 @@ static void fp8_pass(mt_gpt *m) {
   mt_fp8_linear_set_pass(m->moe.fp8, p);
 }
 
-/* The next FP8 linear call's delayed-scaling state: (layer l, linear k). */
-static void fp8_key(mt_tp_ctx *tp, int l, int k) {
-  if (tp->fp8 && tp->fp8_on) mt_fp8_linear_select(tp->fp8, mt_gpt_fp8_key(l, k));
+
+/* The FP8 keys of this rank's first local expert of layer l (global expert
+ * ep_rank·E/ep; local expert le takes key + le). */
+static void expert_keys(const mt_gpt_config *c, int l, mt_moe_weights *mw) {
+  const int e0 = c->ep_rank * (c->model.num_experts / c->ep_size);
+  for (int fc = 0; fc < 2; fc++) mw->fp8_key[fc] = mt_gpt_fp8_expert_key(c, l, fc, e0);
 }
 
 void mt_gpt_layer_forward(mt_gpt *m, int ci, mt_slot *sl, int lc) {
@@ -282,13 +285,14 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   const mt_attention_tensors *wa = &w->self_attention;
   const int64_t h = c->model.hidden_size;
   tp->fp8_on = fp8_layer(c, l);
+  m->fp8_l = l;
   fp8_pass(m);
 
   /* attention block: norm -> ColumnParallel(qkv) -> [q/k norm] -> [RoPE] ->
    * core attention -> RowParallel(proj) */
   mt_gpt_norm_fwd(m, a->ln1, a->ln1_mean, a->ln1_rstd, resid[0], w->input_layernorm.weight,
                   w->input_layernorm.bias, m->rows_l);
-  if (!m->mla) fp8_key(tp, l, MT_GPT_FP8_QKV); /* MLA's projections: keyed by address */
+  if (!m->mla) mt_gpt_fp8_select(m, l, MT_GPT_FP8_QKV); /* MLA: its projections' own keys */
   if (m->mla) {
     mt_gpt_mla_forward(m, li, a); /* a->qkv with RoPE applied */
   } else if (c->model.qk_layernorm) {
@@ -304,7 +308,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
   }
   if (m->pos == MT_POS_ROPE && !m->mla) rope_apply(m, a->qkv, 0);
   core_attention_fwd(m, l, a);
-  fp8_key(tp, l, MT_GPT_FP8_PROJ);
+  mt_gpt_fp8_select(m, l, MT_GPT_FP8_PROJ);
   mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->ctx, wa->linear_proj.weight, wa->linear_proj.bias,
                              h, m->hl);
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
@@ -317,6 +321,7 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
     mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l)); /* selection only */
     mw.fp8 = tp->fp8_on ? m->moe.fp8 : NULL; /* the experts in FP8 (the router in T) */
+    expert_keys(c, l, &mw);
     /* global_aux_loss: the previous global batch's counts (all zero on step 1) */
     mw.global_tokens_per_expert = mt_gpt_moe_bias_counts(m, mt_gpt_moe_layer_index(c, l));
     /* every CP rank routes the whole micro-batch: CP rank 0 records it */
@@ -335,14 +340,14 @@ void mt_gpt_block_forward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *cons
     mt_gpt_dropout_add_fwd(m, &dd, resid[1], m->ws.tmp_h, a->x1);
     return;
   }
-  fp8_key(tp, l, MT_GPT_FP8_FC1);
+  mt_gpt_fp8_select(m, l, MT_GPT_FP8_FC1);
   mt_column_parallel_linear_fwd(tp, a->fc1, a->ln2, w->mlp.linear_fc1.weight,
                                 w->mlp.linear_fc1.bias, m->glu * m->fl, h);
   if (m->glu == 2)
     be->ops->swiglu_fwd(be, a->act, a->fc1, m->rows, m->fl);
   else
     be->ops->gelu_fwd(be, a->act, a->fc1, m->rows * m->fl);
-  fp8_key(tp, l, MT_GPT_FP8_FC2);
+  mt_gpt_fp8_select(m, l, MT_GPT_FP8_FC2);
   mt_row_parallel_linear_fwd(tp, m->ws.tmp_h, a->act, w->mlp.linear_fc2.weight,
                              w->mlp.linear_fc2.bias, h, m->fl);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
@@ -357,6 +362,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
   const mt_attention_tensors *wa = &w->self_attention, *ga = &g->self_attention;
   const int64_t h = c->model.hidden_size;
   tp->fp8_on = fp8_layer(c, l);
+  m->fp8_l = l;
 
   /* MLP block: resid[l+1] = x1 + dropout(fc2(act(fc1(norm2(x1))))) */
   mt_dropout_desc dd = hidden_dropout_desc(m, l, "hidden_dropout.mlp");
@@ -368,6 +374,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
     mt_moe_weights mw = mt_gpt_moe_weights(m, li);
     mw.expert_bias = mt_gpt_moe_expert_bias(m, mt_gpt_moe_layer_index(c, l));
     mw.fp8 = tp->fp8_on ? m->moe.fp8 : NULL;
+    expert_keys(c, l, &mw);
     mt_moe_grads mg = moe_grads(m, li);
     const float aux = m->pass.loss_scale * (float)m->pass.loss_tokens;
     if (c->model.moe_shared_expert_overlap) {
@@ -385,7 +392,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
     }
   } else {
     const mt_mlp_tensors *wm = &w->mlp, *gm = &g->mlp;
-    fp8_key(tp, l, MT_GPT_FP8_FC2);
+    mt_gpt_fp8_select(m, l, MT_GPT_FP8_FC2);
     if (m->glu == 2) {
       mt_row_parallel_linear_bwd(tp, m->ws.dact, gm->linear_fc2.weight, gm->linear_fc2.bias,
                                  m->ws.dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
@@ -395,7 +402,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
                                  m->ws.dtmp_h, a->act, wm->linear_fc2.weight, h, m->fl);
       be->ops->gelu_bwd(be, m->ws.dffn, a->fc1, m->ws.dffn, m->rows * m->fl);
     }
-    fp8_key(tp, l, MT_GPT_FP8_FC1);
+    mt_gpt_fp8_select(m, l, MT_GPT_FP8_FC1);
     mt_column_parallel_linear_bwd(tp, m->ws.dtmp_h, gm->linear_fc1.weight, gm->linear_fc1.bias,
                                   m->ws.dffn, a->ln2, wm->linear_fc1.weight, m->glu * m->fl, h);
   }
@@ -411,7 +418,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
     core_attention_fwd(m, l, a);
   dd = hidden_dropout_desc(m, l, "hidden_dropout.attention");
   mt_gpt_dropout_bwd(m, &dd, m->ws.dtmp_h, m->ws.dresid);
-  fp8_key(tp, l, MT_GPT_FP8_PROJ);
+  mt_gpt_fp8_select(m, l, MT_GPT_FP8_PROJ);
   mt_row_parallel_linear_bwd(tp, m->ws.dctx, ga->linear_proj.weight, ga->linear_proj.bias,
                              m->ws.dtmp_h, a->ctx, wa->linear_proj.weight, h, m->hl);
   core_attention_bwd(m, l, a);
@@ -431,7 +438,7 @@ void mt_gpt_block_backward(mt_gpt *m, int l, int li, mt_layer_acts *a, void *con
                         wa->q_layernorm.weight, wa->k_layernorm.weight, a->qk_mean, a->qk_rstd);
     dlin = m->ws.dqkv2;
   }
-  fp8_key(tp, l, MT_GPT_FP8_QKV);
+  mt_gpt_fp8_select(m, l, MT_GPT_FP8_QKV);
   mt_column_parallel_linear_bwd(tp, m->ws.dtmp_h, ga->linear_qkv.weight, ga->linear_qkv.bias, dlin,
                                 a->ln1, wa->linear_qkv.weight, m->qkvl, h);
   mt_gpt_norm_bwd(m, m->ws.dresid, g->input_layernorm.weight, g->input_layernorm.bias, m->ws.dtmp_h,

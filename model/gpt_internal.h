@@ -213,6 +213,8 @@ struct mt_gpt {
 
   /* tensor and context parallelism */
   mt_tp_ctx tp;
+  int fp8_l;                 /* global layer of the running block forward / backward (the
+                                FP8 keys of its linears, mt_gpt_fp8_select) */
   mt_cp_layout cpl;          /* CP token layout (identity when cp_size 1) */
   mt_cp_attn *cp_attn;       /* ring attention (NULL when cp_size 1) */
 
@@ -354,6 +356,12 @@ void mt_gpt_mla_destroy(mt_gpt *m);
 void mt_gpt_mla_alloc_acts(mt_gpt *m, mt_layer_acts *a);
 void mt_gpt_mla_free_acts(mt_gpt *m, mt_layer_acts *a);
 void mt_gpt_mla_attn_desc(const mt_gpt *m, mt_attn_desc *d);
+/* The next FP8 linear call on m->tp (when its layer runs in FP8) takes the
+ * delayed-scaling state of linear k (MT_GPT_FP8_*) of global layer l
+ * (model/gpt_fp8.c; mt_gpt_fp8_key). */
+static inline void mt_gpt_fp8_select(mt_gpt *m, int l, int k) {
+  if (m->tp.fp8 && m->tp.fp8_on) mt_fp8_linear_select(m->tp.fp8, mt_gpt_fp8_key(l, k));
+}
 void mt_gpt_mla_forward(mt_gpt *m, int li, mt_layer_acts *a);
 void mt_gpt_mla_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dln1);
 

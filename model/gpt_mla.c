@@ -19,11 +19,16 @@
  * likewise. Backward: the heads' k_pe gradients are summed over the local
  * heads, then over TP (reduce-scatter to the shard under sequence
  * parallelism, all-reduce without), since every head of every rank reads
- * the one k_pe. Packing: model/gpt_mla.h. */
+ * the one k_pe. With FP8 (training.fp8_format) all six projections are
+ * FP8 linears keyed (layer, MT_GPT_FP8_Q_PROJ .. KV_UP) as Megatron's TE spec
+ * builds them as TE linears; linear_kv_down_proj is one FP8 linear over
+ * its whole weight; norms, RoPE and core attention stay in T
+ * (docs/fp8.md "Multi-latent attention"). Packing: model/gpt_mla.h. */
 #include "core/rope_freq.h"
 #include "core/util.h"
 #include "model/gpt_internal.h"
 #include "model/gpt_mla.h"
+#include "model/fp8_linear.h"
 #include "model/linear.h"
 #include "parallel/mappings.h"
 
@@ -92,6 +97,49 @@ static void rope(mt_gpt *m, void *r, int backward) {
 
 static size_t es(const mt_gpt *m) { return mt_dtype_size(m->be->dtype); }
 
+/* The layer runs its linears in FP8 (Megatron's TE spec: all six MLA
+ * projections are TE linears; model/fp8_linear.h). */
+static int fp8_on(const mt_gpt *m) { return m->tp.fp8 && m->tp.fp8_on; }
+
+/* A replicated down projection (TELinear, parallel_mode "duplicated") on
+ * this rank's rows: y [rl, out] = x [rl, in] W^T, in FP8 as linear k of the
+ * layer (amaxes reduced over tp and cp: under sequence parallelism each
+ * rank sees [s/tp] rows, so every rank quantizes with the whole tensor's
+ * scale, as one process; docs/fp8.md "MLA"). */
+static void down_fwd(mt_gpt *m, int k, void *y, const void *x, const void *w, int64_t out,
+                     int64_t in) {
+  if (!fp8_on(m)) {
+    mt_linear_fwd(m->be, y, x, w, NULL, m->rows_l, out, in);
+    return;
+  }
+  mt_gpt_fp8_select(m, m->fp8_l, k);
+  mt_fp8_linear_fwd(m->tp.fp8, y, x, w, NULL, m->rows_l, out, in);
+}
+
+/* Its backward: dW += dy^T x (fp32), dx (overwrite) = dy W. */
+static void down_bwd(mt_gpt *m, int k, void *dx, float *dw, const void *dy, const void *x,
+                     const void *w, int64_t out, int64_t in) {
+  if (!fp8_on(m)) {
+    mt_linear_bwd(m->be, dx, dw, NULL, dy, x, w, m->rows_l, out, in);
+    return;
+  }
+  mt_gpt_fp8_select(m, m->fp8_l, k);
+  mt_fp8_linear_bwd(m->tp.fp8, dx, dw, NULL, dy, x, w, m->rows_l, out, in);
+}
+
+/* Columns [c0, c0 + n) of wide [rl, ld] to (to_part) or from part [rl, n]. */
+static void cols(mt_gpt *m, void *wide, int64_t ld, int64_t c0, void *part, int64_t n,
+                 int to_part) {
+  const size_t e = es(m);
+  for (int64_t r = 0; r < m->rows_l; r++) {
+    char *pw = (char *)wide + (size_t)(r * ld + c0) * e, *pp = (char *)part + (size_t)(r * n) * e;
+    m->be->ops->memcpy_d2d(m->be, to_part ? pp : pw, to_part ? pw : pp, (size_t)n * e);
+  }
+}
+
+/* The next column-parallel projection is linear k of the layer. */
+static void up_key(mt_gpt *m, int k) { mt_gpt_fp8_select(m, m->fp8_l, k); }
+
 void mt_gpt_mla_forward(mt_gpt *m, int li, mt_layer_acts *a) {
   mt_backend *be = m->be;
   mt_tp_ctx *tp = &m->tp;
@@ -102,22 +150,31 @@ void mt_gpt_mla_forward(mt_gpt *m, int li, mt_layer_acts *a) {
   char *W = x->stage;
   /* q [s, b, np·hq] */
   if (x->qr > 0) {
-    mt_linear_fwd(be, a->q_c, a->ln1, w->linear_q_down_proj.weight, NULL, rl, x->qr, h);
+    down_fwd(m, MT_GPT_FP8_Q_DOWN, a->q_c, a->ln1, w->linear_q_down_proj.weight, x->qr, h);
     if (norm) latent_norm_fwd(m, a->q_cn, a->q_mean, a->q_rstd, a->q_c, &w->q_layernorm, x->qr);
+    up_key(m, MT_GPT_FP8_Q_UP);
     mt_column_parallel_linear_fwd(tp, W, a->q_cn, w->linear_q_up_proj.weight, NULL, np * x->hq,
                                   x->qr);
   } else {
+    up_key(m, MT_GPT_FP8_Q_PROJ);
     mt_column_parallel_linear_fwd(tp, W, a->ln1, w->linear_q_proj.weight, NULL, np * x->hq, h);
   }
   /* kv_c [sl, b, kr], k_pe [sl, b, dr]: the two row blocks of linear_kv_down_proj */
   const char *wd = w->linear_kv_down_proj.weight;
-  mt_linear_fwd(be, a->kv_c, a->ln1, wd, NULL, rl, x->kr, h);
   void *kpe = sp_on(m) ? x->kpe_l : W + x->off_kpe * es(m);
-  mt_linear_fwd(be, kpe, a->ln1, wd + (size_t)x->kr * h * es(m), NULL, rl, x->dr, h);
+  if (fp8_on(m)) { /* one FP8 linear over the whole weight (one tensor, one scale) */
+    down_fwd(m, MT_GPT_FP8_KV_DOWN, x->f8_kv, a->ln1, wd, x->kr + x->dr, h);
+    cols(m, x->f8_kv, x->kr + x->dr, 0, a->kv_c, x->kr, 1);
+    cols(m, x->f8_kv, x->kr + x->dr, x->kr, kpe, x->dr, 1);
+  } else {
+    mt_linear_fwd(be, a->kv_c, a->ln1, wd, NULL, rl, x->kr, h);
+    mt_linear_fwd(be, kpe, a->ln1, wd + (size_t)x->kr * h * es(m), NULL, rl, x->dr, h);
+  }
   if (sp_on(m)) mt_sp_all_gather(m->tp.tp, kpe, W + x->off_kpe * es(m), rl * x->dr,
                                  be->dtype);
   if (norm)
     latent_norm_fwd(m, a->kv_cn, a->kv_mean, a->kv_rstd, a->kv_c, &w->kv_layernorm, x->kr);
+  up_key(m, MT_GPT_FP8_KV_UP);
   mt_column_parallel_linear_fwd(tp, W + x->off_kv * es(m), a->kv_cn, w->linear_kv_up_proj.weight,
                                 NULL, np * (x->dn + x->dv), x->kr);
   /* rotated parts -> R', RoPE, then the fused attention's input */
@@ -151,6 +208,7 @@ void mt_gpt_mla_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dln1) {
   }
   /* q path first: dln1 overwritten */
   if (x->qr > 0) {
+    up_key(m, MT_GPT_FP8_Q_UP);
     mt_column_parallel_linear_bwd(tp, x->d_qcn, g->linear_q_up_proj.weight, NULL, W, a->q_cn,
                                   w->linear_q_up_proj.weight, np * x->hq, x->qr);
     const void *dqc = x->d_qcn;
@@ -159,13 +217,15 @@ void mt_gpt_mla_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dln1) {
                       a->q_rstd, x->qr);
       dqc = x->d_qc;
     }
-    mt_linear_bwd(be, dln1, g->linear_q_down_proj.weight, NULL, dqc, a->ln1,
-                  w->linear_q_down_proj.weight, rl, x->qr, h);
+    down_bwd(m, MT_GPT_FP8_Q_DOWN, dln1, g->linear_q_down_proj.weight, dqc, a->ln1,
+             w->linear_q_down_proj.weight, x->qr, h);
   } else {
+    up_key(m, MT_GPT_FP8_Q_PROJ);
     mt_column_parallel_linear_bwd(tp, dln1, g->linear_q_proj.weight, NULL, W, a->ln1,
                                   w->linear_q_proj.weight, np * x->hq, h);
   }
   /* kv path, accumulated into dln1 */
+  up_key(m, MT_GPT_FP8_KV_UP);
   mt_column_parallel_linear_bwd(tp, x->d_kvcn, g->linear_kv_up_proj.weight, NULL,
                                 W + x->off_kv * es(m), a->kv_cn, w->linear_kv_up_proj.weight,
                                 np * (x->dn + x->dv), x->kr);
@@ -178,6 +238,13 @@ void mt_gpt_mla_backward(mt_gpt *m, int li, mt_layer_acts *a, void *dln1) {
   const char *wd = w->linear_kv_down_proj.weight;
   float *gd = g->linear_kv_down_proj.weight;
   const char *wpe = wd + (size_t)x->kr * h * es(m);
+  if (fp8_on(m)) { /* dy = [dkv_c | dk_pe] through the one FP8 linear; dln1 += dx */
+    cols(m, x->f8_kv, x->kr + x->dr, 0, (void *)dkvc, x->kr, 0);
+    cols(m, x->f8_kv, x->kr + x->dr, x->kr, dkpe, x->dr, 0);
+    down_bwd(m, MT_GPT_FP8_KV_DOWN, x->f8_dx, gd, x->f8_kv, a->ln1, wd, x->kr + x->dr, h);
+    be->ops->add(be, dln1, dln1, x->f8_dx, rl * h);
+    return;
+  }
   mt_linear_bwd(be, NULL, gd, NULL, dkvc, a->ln1, wd, rl, x->kr, h);
   mt_linear_bwd(be, NULL, gd + (size_t)x->kr * h, NULL, dkpe, a->ln1, wpe, rl, x->dr, h);
   /* dln1 += dkv_c W_kv + dk_pe W_pe */

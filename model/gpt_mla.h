@@ -41,6 +41,10 @@ typedef struct mt_gpt_mla {
   void *d_qcn, *d_qc;        /* [sl·b, qr] */
   void *d_kvcn, *d_kvc;      /* [sl·b, kr] */
   int32_t *idx_r, *idx_dr, *idx_p, *idx_dw, *slot_kpe;
+  /* FP8 (cfg.fp8): linear_kv_down_proj as one FP8 linear over its whole
+   * weight: its output / output gradient [sl·b, kr + dr] and input
+   * gradient [sl·b, h]; NULL without FP8 */
+  void *f8_kv, *f8_dx;
   float softmax_scale, attn_factor;
 } mt_gpt_mla;
 

@@ -143,6 +143,10 @@ void mt_gpt_mla_create(mt_gpt *m) {
     x->d_qcn = wsp(m, m->rows_l * x->qr);
     x->d_qc = wsp(m, m->rows_l * x->qr);
   }
+  if (m->cfg.fp8) {
+    x->f8_kv = wsp(m, m->rows_l * (x->kr + x->dr));
+    x->f8_dx = wsp(m, m->rows_l * m->cfg.model.hidden_size);
+  }
   build_tables(m, x);
   /* Megatron: the softmax scale mscale(s, mscale_all_dim)² / √hq with s =
    * rotary_scaling_factor (whatever rope_type); YaRN's cos/sin factor
@@ -157,7 +161,8 @@ void mt_gpt_mla_destroy(mt_gpt *m) {
   if (!x) return;
   mt_backend *be = m->be;
   void *p[] = {x->stage, x->dkpe,   x->kpe_l,  x->d_kvcn, x->d_kvc,   x->d_qcn,
-               x->d_qc,  x->idx_r, x->idx_dr, x->idx_p,  x->idx_dw, x->slot_kpe};
+               x->d_qc,  x->idx_r, x->idx_dr, x->idx_p,  x->idx_dw, x->slot_kpe,
+               x->f8_kv, x->f8_dx};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
   free(x);
   m->mla = NULL;

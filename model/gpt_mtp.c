@@ -284,12 +284,13 @@ static void cat_rows(mt_gpt *m, void *cat, void *a, void *b, int split) {
 /* eh_proj forward: u [rows_l, h] = en W[:, :h]^T + hn W[:, h:]^T (W [h, 2h]);
  * with FP8 one FP8 linear over [en; hn] (amax over tp and cp: the rows are
  * this rank's shard). */
-static void eh_proj_fwd(mt_gpt *m, void *u, const void *en, const void *hn, const void *w) {
+static void eh_proj_fwd(mt_gpt *m, int l, void *u, const void *en, const void *hn, const void *w) {
   const int64_t h = m->cfg.model.hidden_size, M = m->rows_l;
   const size_t es = mt_dtype_size(m->be->dtype);
   if (m->tp.fp8) {
     mt_fp8_linear_set_pass(m->tp.fp8, MT_FP8_PASS_TRAIN); /* MTP runs in training only */
     cat_rows(m, m->ws.mtp_cat, (void *)en, (void *)hn, 0);
+    mt_fp8_linear_select(m->tp.fp8, mt_gpt_fp8_key(l, MT_GPT_FP8_EH_PROJ));
     mt_fp8_linear_fwd(m->tp.fp8, u, m->ws.mtp_cat, w, NULL, M, h, 2 * h);
     return;
   }
@@ -300,12 +301,13 @@ static void eh_proj_fwd(mt_gpt *m, void *u, const void *en, const void *hn, cons
 
 /* Backward: dW[:, :h] += du^T en, dW[:, h:] += du^T hn (fp32); den = du W[:, :h],
  * dhn = du W[:, h:]. */
-static void eh_proj_bwd(mt_gpt *m, void *den, void *dhn, float *dw, const void *du, const void *en,
-                        const void *hn, const void *w) {
+static void eh_proj_bwd(mt_gpt *m, int l, void *den, void *dhn, float *dw, const void *du,
+                        const void *en, const void *hn, const void *w) {
   const int64_t h = m->cfg.model.hidden_size, M = m->rows_l;
   const size_t es = mt_dtype_size(m->be->dtype);
   if (m->tp.fp8) {
     cat_rows(m, m->ws.mtp_cat, (void *)en, (void *)hn, 0);
+    mt_fp8_linear_select(m->tp.fp8, mt_gpt_fp8_key(l, MT_GPT_FP8_EH_PROJ));
     mt_fp8_linear_bwd(m->tp.fp8, m->ws.mtp_dcat, dw, NULL, du, m->ws.mtp_cat, w, M, h, 2 * h);
     cat_rows(m, m->ws.mtp_dcat, den, dhn, 1);
     return;
@@ -340,7 +342,7 @@ void mt_gpt_mtp_forward(mt_gpt *m, mt_slot *sl) {
                     m->rows_l);
     mt_gpt_norm_fwd(m, A->hn, A->hn_mean, A->hn_rstd, hprev, w->hnorm.weight, w->hnorm.bias,
                     m->rows_l);
-    eh_proj_fwd(m, A->resid[0], A->en, A->hn, w->eh_proj.weight);
+    eh_proj_fwd(m, c->model.num_layers + k - 1, A->resid[0], A->en, A->hn, w->eh_proj.weight);
     mt_gpt_block_forward(m, c->model.num_layers + k - 1, m->n_local_layers + k - 1, &A->set,
                          A->resid);
     mt_gpt_norm_fwd(m, A->lnf, A->lnf_mean, A->lnf_rstd, A->resid[1], w->final_layernorm.weight,
@@ -381,8 +383,8 @@ void mt_gpt_mtp_backward(mt_gpt *m, mt_slot *sl, float loss_scale) {
                     A->resid[1], w->final_layernorm.weight, A->lnf_mean, A->lnf_rstd, m->rows_l);
     mt_gpt_block_backward(m, c->model.num_layers + k - 1, m->n_local_layers + k - 1, &A->set,
                           A->resid);
-    eh_proj_bwd(m, ws->mtp_de, ws->mtp_dh, g->eh_proj.weight, ws->dresid, A->en, A->hn,
-                w->eh_proj.weight);
+    eh_proj_bwd(m, c->model.num_layers + k - 1, ws->mtp_de, ws->mtp_dh, g->eh_proj.weight,
+                ws->dresid, A->en, A->hn, w->eh_proj.weight);
     /* hidden-state path: carry = dL/dh_{k-1} */
     be->ops->memset0(be, ws->mtp_carry, bytes);
     mt_gpt_norm_bwd(m, ws->mtp_carry, g->hnorm.weight, g->hnorm.bias, ws->mtp_dh,

@@ -12,32 +12,27 @@ struct mt_moe_etp {
   mt_moe_etp_config c;
   int n;                      /* etp */
   int64_t *el, *el_d;         /* [etp] host: elements per rank, displacements (elements) */
-  void *buf0, *buf1;          /* [etp · r_max, h] T (MT_MEM_WORKSPACE): partial sums, gathered
-                                 output gradient */
+  void *buf0, *buf1;          /* [C, h] T (MT_MEM_WORKSPACE, in c.rows): partial sums,
+                                 gathered output gradient */
 };
 
-static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
-  return be->ops->alloc(be, (size_t)(n > 0 ? n : 1) * mt_dtype_size(t), cat);
-}
-
 mt_moe_etp *mt_moe_etp_create(mt_backend *be, const mt_moe_etp_config *c) {
-  MT_ASSERT(c->etp && mt_group_size(c->etp) >= 2 && c->n_blocks >= 1);
+  MT_ASSERT(c->etp && mt_group_size(c->etp) >= 2 && c->n_blocks >= 1 && c->rows);
   mt_moe_etp *t = mt_xcalloc(1, sizeof *t);
   t->be = be;
   t->c = *c;
   t->n = mt_group_size(c->etp);
   t->el = mt_xcalloc((size_t)t->n, sizeof(int64_t));
   t->el_d = mt_xcalloc((size_t)t->n, sizeof(int64_t));
-  const int64_t rows = t->n * c->r_max;
-  t->buf0 = ws(be, rows * c->h, be->dtype, MT_MEM_WORKSPACE);
-  t->buf1 = ws(be, rows * c->h, be->dtype, MT_MEM_WORKSPACE);
+  mt_moe_rowbuf_add(c->rows, &t->buf0, c->h, be->dtype, MT_MEM_WORKSPACE, NULL);
+  mt_moe_rowbuf_add(c->rows, &t->buf1, c->h, be->dtype, MT_MEM_WORKSPACE, NULL);
   return t;
 }
 
 void mt_moe_etp_destroy(mt_moe_etp *t) {
   if (!t) return;
-  t->be->ops->free(t->be, t->buf0);
-  t->be->ops->free(t->be, t->buf1);
+  mt_moe_rowbuf_remove(t->c.rows, &t->buf0);
+  mt_moe_rowbuf_remove(t->c.rows, &t->buf1);
   free(t->el);
   free(t->el_d);
   free(t);
@@ -50,11 +45,11 @@ void mt_moe_etp_state_init(mt_moe_etp *t, mt_moe_etp_state *s) {
   s->counts = mt_xcalloc((size_t)t->n * t->c.n_blocks, sizeof(int64_t));
   s->rows = mt_xcalloc((size_t)t->n, sizeof(int64_t));
   s->displ = mt_xcalloc((size_t)t->n, sizeof(int64_t));
-  s->x = ws(t->be, t->n * t->c.r_max * t->c.h, t->be->dtype, MT_MEM_ACT);
+  mt_moe_rowbuf_add(t->c.rows, &s->x, t->c.h, t->be->dtype, MT_MEM_ACT, &s->R);
 }
 
 void mt_moe_etp_state_free(mt_moe_etp *t, mt_moe_etp_state *s) {
-  t->be->ops->free(t->be, s->x);
+  mt_moe_rowbuf_remove(t->c.rows, &s->x);
   free(s->counts);
   free(s->rows);
   free(s->displ);
@@ -101,6 +96,7 @@ void mt_moe_etp_experts_forward(mt_moe_etp *t, mt_moe_etp_state *s, mt_moe_exper
     s->R += s->rows[r];
   }
   MT_ASSERT(s->rows[mt_group_rank(t->c.etp)] == R);
+  mt_moe_rowbuf_reserve(t->c.rows, s->R); /* the gathered rows' buffers, before they move */
   /* 2. every ETP rank's rows; 3. this rank's shard of each expert (partial
    * fc2 sums); 4. the sums of this rank's rows */
   gather_rows(t, s, s->x, in);

@@ -46,6 +46,9 @@ typedef struct {
   int n_blocks;               /* count entries of one rank: ep · E/ep */
   int64_t h;                  /* hidden size */
   int64_t r_max;              /* rows one ETP rank may receive from the EP all-to-all */
+  mt_moe_rowbuf *rows;        /* the experts' row group (mt_moe_experts_rowbuf): the gathered
+                                 rows' buffers are C rows, grown to Σ_r R_r after the counts
+                                 all-gather */
 } mt_moe_etp_config;
 
 /* What one layer keeps between forward and backward. */
@@ -53,13 +56,14 @@ typedef struct {
   int64_t *counts;            /* [etp · n_blocks] host: rows per (ETP rank, peer, local expert) */
   int64_t *rows, *displ;      /* [etp] host: rows of each ETP rank, their offset (rows) */
   int64_t R;                  /* Σ rows */
-  void *x;                    /* [etp · r_max, h] T (MT_MEM_ACT): gathered expert input */
+  void *x;                    /* [C, h] T (MT_MEM_ACT): gathered expert input (R used) */
 } mt_moe_etp_state;
 
 typedef struct mt_moe_etp mt_moe_etp;
 
 /* ETP exchange of one model; scratch (MT_MEM_WORKSPACE) for the gathered
- * output gradient and the partial sums, 2 · etp · r_max · h elements. */
+ * output gradient and the partial sums, 2 · C · h elements (C: the rows of
+ * c->rows, the high-water mark of the gathered R). */
 mt_moe_etp *mt_moe_etp_create(mt_backend *be, const mt_moe_etp_config *c);
 void mt_moe_etp_destroy(mt_moe_etp *t);
 /* Rows the experts may see at most: etp · r_max. */

@@ -6,13 +6,16 @@
 #include "core/util.h"
 #include "model/fp8_linear.h"
 #include "model/linear.h"
+#include "model/moe_rowbuf.h"
 
 struct mt_moe_experts {
   mt_backend *be;
   mt_moe_experts_config c;
-  void *d_f;                  /* [r_max, g·F] T: gradient of the fc1 output (GELU: first of
+  mt_moe_rowbuf *rows;        /* buffers of the rows the experts see: [C, ·] each, C = the
+                                 high-water mark of R (c.rows0 at first) */
+  void *d_f;                  /* [C, g·F] T: gradient of the fc1 output (GELU: first of
                                  the fc2 input, in place) */
-  void *d_a;                  /* [r_max, F] T: gradient of the fc2 input (SwiGLU only) */
+  void *d_a;                  /* [C, F] T: gradient of the fc2 input (SwiGLU only) */
   void *gx, *gy, *gd;         /* FP8 with ep_size > 1: one expert's rows gathered (input,
                                  output, output gradient), [r_max, max(g·F, h)] T each;
                                  allocated on first use */
@@ -28,15 +31,19 @@ mt_moe_experts *mt_moe_experts_create(mt_backend *be, const mt_moe_experts_confi
   x->be = be;
   x->c = *c;
   const int64_t g = c->swiglu ? 2 : 1;
-  x->d_f = ws(be, c->r_max * g * c->F, be->dtype, MT_MEM_WORKSPACE);
-  x->d_a = c->swiglu ? ws(be, c->r_max * c->F, be->dtype, MT_MEM_WORKSPACE) : NULL;
+  x->rows = mt_moe_rowbuf_create(be, c->rows0, c->r_max);
+  mt_moe_rowbuf_add(x->rows, &x->d_f, g * c->F, be->dtype, MT_MEM_WORKSPACE, NULL);
+  if (c->swiglu) mt_moe_rowbuf_add(x->rows, &x->d_a, c->F, be->dtype, MT_MEM_WORKSPACE, NULL);
   return x;
 }
 
+mt_moe_rowbuf *mt_moe_experts_rowbuf(mt_moe_experts *x) { return x->rows; }
+
 void mt_moe_experts_destroy(mt_moe_experts *x) {
   if (!x) return;
-  x->be->ops->free(x->be, x->d_f);
-  x->be->ops->free(x->be, x->d_a);
+  mt_moe_rowbuf_remove(x->rows, &x->d_f);
+  if (x->c.swiglu) mt_moe_rowbuf_remove(x->rows, &x->d_a);
+  mt_moe_rowbuf_destroy(x->rows);
   x->be->ops->free(x->be, x->gx);
   x->be->ops->free(x->be, x->gy);
   x->be->ops->free(x->be, x->gd);
@@ -45,14 +52,14 @@ void mt_moe_experts_destroy(mt_moe_experts *x) {
 
 void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a) {
   const int64_t g = x->c.swiglu ? 2 : 1;
-  a->fc1 = ws(x->be, x->c.r_max * g * x->c.F, x->be->dtype, MT_MEM_ACT);
-  a->act = ws(x->be, x->c.r_max * x->c.F, x->be->dtype, MT_MEM_ACT);
+  a->rows = 0;
+  mt_moe_rowbuf_add(x->rows, &a->fc1, g * x->c.F, x->be->dtype, MT_MEM_ACT, &a->rows);
+  mt_moe_rowbuf_add(x->rows, &a->act, x->c.F, x->be->dtype, MT_MEM_ACT, &a->rows);
 }
 
 void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a) {
-  x->be->ops->free(x->be, a->fc1);
-  x->be->ops->free(x->be, a->act);
-  a->fc1 = a->act = NULL;
+  mt_moe_rowbuf_remove(x->rows, &a->fc1);
+  mt_moe_rowbuf_remove(x->rows, &a->act);
 }
 
 /* The same products as grouped GEMMs (moe_grouped_gemm; Megatron-core's
@@ -140,7 +147,7 @@ static void expert_rows(const mt_moe_experts *x, const int64_t *counts, int le, 
  * rows (TE's GroupedLinear quantizes each GEMM of the group with its own
  * scales). With one source peer an expert's rows are one block already;
  * otherwise they are gathered in peer order, and the output scattered back. */
-static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_t *counts,
+static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, int key, const int64_t *counts,
                         void *y, float **dW, float **dB, const void *dy, const void *in,
                         const void **W, const void **B, int64_t out, int64_t inw) {
   mt_backend *be = x->be;
@@ -158,7 +165,10 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_
   for (int le = 0; le < El; le++) {
     int64_t n = 0;
     for (int p = 0; p < P; p++) n += counts[p * El + le];
-    if (!n) continue; /* no rows: no GEMM, nothing recorded */
+    /* no rows on any replica of the expert (delayed: its expert-data-parallel
+     * group): no GEMM, nothing recorded; rows elsewhere: an empty call that
+     * takes part in the amax reductions */
+    if (!mt_fp8_linear_group_rows(f, n)) continue;
     const void *xin = (const char *)in + off * inw * (int64_t)es;
     const void *g = dW ? (const char *)dy + off * out * (int64_t)es : NULL;
     void *yo = (char *)y + off * yw * (int64_t)es;
@@ -167,6 +177,7 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_
       if (dW) expert_rows(x, counts, le, out, (void *)dy, x->gd, 1);
       xin = x->gx, g = x->gd, yo = x->gy;
     }
+    mt_fp8_linear_select(f, key + le); /* global expert ep_rank·E_loc + le */
     if (dW) mt_fp8_linear_bwd(f, yo, dW[le], dB[le], g, xin, W[le], n, out, inw);
     else mt_fp8_linear_fwd(f, yo, xin, W[le], B[le], n, out, inw);
     if (P > 1) expert_rows(x, counts, le, yw, y, x->gy, 0);
@@ -174,16 +185,16 @@ static void fp8_experts(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_
   }
 }
 
-/* One linear layer [out, inw] of each local expert over every (source peer,
- * local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
+/* One linear layer [out, inw] (fc 0: fc1, 1: fc2) of each local expert over
+ * every (source peer, local expert) block of rows. Forward (dW == NULL): y[block] [n, out] =
  * in[block] [n, inw] @ W[le]^T + B[le]. Backward: dW[le], dB[le] accumulate
  * from dy[block] [n, out] and in[block]; y[block] [n, inw] (overwrite) =
  * dy[block] @ W[le]. One GEMM per block, or grouped GEMMs (x->c.grouped). */
-static void per_block(mt_moe_experts *x, struct mt_fp8_linear *f, const int64_t *counts, void *y,
-                      float **dW, float **dB, const void *dy, const void *in, const void **W,
-                      const void **B, int64_t out, int64_t inw) {
-  if (f) {
-    fp8_experts(x, f, counts, y, dW, dB, dy, in, W, B, out, inw);
+static void per_block(mt_moe_experts *x, const mt_moe_expert_weights *w, int fc,
+                      const int64_t *counts, void *y, float **dW, float **dB, const void *dy,
+                      const void *in, const void **W, const void **B, int64_t out, int64_t inw) {
+  if (w->fp8) {
+    fp8_experts(x, w->fp8, w->fp8_key[fc], counts, y, dW, dB, dy, in, W, B, out, inw);
     return;
   }
   if (x->c.grouped) {
@@ -212,13 +223,15 @@ void mt_moe_experts_forward(mt_moe_experts *x, mt_moe_experts_acts *a,
                             const int64_t *counts, int64_t R) {
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, g = x->c.swiglu ? 2 : 1;
+  mt_moe_rowbuf_reserve(x->rows, R); /* this set's old rows are dead: kept, then overwritten */
+  a->rows = R;
   /* one GEMM per (source peer, local expert) block of rows */
-  per_block(x, w->fp8, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
+  per_block(x, w, 0, counts, a->fc1, NULL, NULL, NULL, in, w->fc1_w, w->fc1_b, g * F, h);
   if (R && x->c.swiglu)
     be->ops->swiglu_fwd(be, a->act, a->fc1, R, F);
   else if (R)
     be->ops->gelu_fwd(be, a->act, a->fc1, R * F);
-  per_block(x, w->fp8, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
+  per_block(x, w, 1, counts, y, NULL, NULL, NULL, a->act, w->fc2_w, w->fc2_b, h, F);
 }
 
 void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
@@ -228,11 +241,11 @@ void mt_moe_experts_backward(mt_moe_experts *x, mt_moe_experts_acts *a,
   mt_backend *be = x->be;
   const int64_t h = x->c.h, F = x->c.F, gl = x->c.swiglu ? 2 : 1;
   if (x->c.swiglu) {
-    per_block(x, w->fp8, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    per_block(x, w, 1, counts, x->d_a, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
     if (R) be->ops->swiglu_bwd(be, x->d_f, x->d_a, a->fc1, R, F);
   } else {
-    per_block(x, w->fp8, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
+    per_block(x, w, 1, counts, x->d_f, g->fc2_w, g->fc2_b, dy, a->act, w->fc2_w, NULL, h, F);
     if (R) be->ops->gelu_bwd(be, x->d_f, a->fc1, x->d_f, R * F);
   }
-  per_block(x, w->fp8, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
+  per_block(x, w, 0, counts, dx, g->fc1_w, g->fc1_b, x->d_f, in, w->fc1_w, NULL, gl * F, h);
 }

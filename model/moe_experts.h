@@ -9,7 +9,11 @@
  *
  * Shapes: rows x [R, h] grouped by (source peer p, local expert le) in that
  * order, counts[p · E_loc + le] rows per block (the dispatcher's cnt_recv),
- * R = Σ counts <= r_max. Expert weights: fc1 [g·F, h] + bias [g·F], fc2
+ * R = Σ counts <= r_max. The buffers of R rows (the saved fc1 and
+ * activation outputs of every layer set, the backward scratch) are one
+ * grow-only group (model/moe_rowbuf.h) of C rows, C = the high-water mark
+ * of R (grown by the forward before it writes; docs/moe_parallel.md
+ * "Buffers sized by the routing"). Expert weights: fc1 [g·F, h] + bias [g·F], fc2
  * [h, F] + bias [h] (g = 2 with SwiGLU: gate rows then up rows; biases NULL
  * without add_bias_linear; T = backend storage dtype); their gradients fp32,
  * accumulated.
@@ -31,22 +35,28 @@
 #include <stdint.h>
 
 #include "core/backend.h"
+#include "model/moe_rowbuf.h"
 
 typedef struct {
   int E_loc, ep_size;         /* local experts, source peers */
   int64_t h, F;               /* hidden size, expert ffn width */
   int swiglu;                 /* SwiGLU experts (fc1 gives gate and up halves) */
-  int64_t r_max;              /* rows received at most */
+  int64_t r_max;              /* rows received at most (the worst case) */
+  int64_t rows0;              /* rows the buffers hold from the start: r_max when the rows
+                                 are static (padding to capacity), else 0 (grown) */
   int grouped;                /* moe_grouped_gemm: fc1 / fc2 (and each backward GEMM) as
                                  one grouped GEMM op over all blocks (bitwise equal) */
 } mt_moe_experts_config;
 
 /* Parameter pointers of the local experts, [E_loc] each. fp8: NULL, or
  * this layer's experts run fc1 and fc2 (forward, dgrad, wgrad) as FP8
- * linears (model/fp8_linear.h), one per local expert over all its rows. */
+ * linears (model/fp8_linear.h), one per local expert over all its rows;
+ * local expert le's delayed-scaling state is key fp8_key[0] + le (fc1),
+ * fp8_key[1] + le (fc2). */
 typedef struct {
   const void **fc1_w, **fc1_b, **fc2_w, **fc2_b;
   struct mt_fp8_linear *fp8;
+  int fp8_key[2];
 } mt_moe_expert_weights;
 typedef struct {
   float **fc1_w, **fc1_b, **fc2_w, **fc2_b;
@@ -54,8 +64,9 @@ typedef struct {
 
 /* What the experts of one layer keep for backward (MT_MEM_ACT). */
 typedef struct {
-  void *fc1;                  /* [r_max, g·F] T: fc1 output (activation input) */
-  void *act;                  /* [r_max, F] T: activation output (fc2 input) */
+  void *fc1;                  /* [C, g·F] T: fc1 output (activation input) */
+  void *act;                  /* [C, F] T: activation output (fc2 input) */
+  int64_t rows;               /* rows of the last forward (kept when the buffers grow) */
 } mt_moe_experts_acts;
 
 typedef struct mt_moe_experts mt_moe_experts;
@@ -65,6 +76,9 @@ mt_moe_experts *mt_moe_experts_create(mt_backend *be, const mt_moe_experts_confi
 void mt_moe_experts_destroy(mt_moe_experts *x);
 void mt_moe_experts_acts_init(mt_moe_experts *x, mt_moe_experts_acts *a);
 void mt_moe_experts_acts_free(mt_moe_experts *x, mt_moe_experts_acts *a);
+/* The experts' row group (C = mt_moe_rowbuf_rows): the ETP exchange
+ * (model/moe_etp.c) registers its buffers of the gathered rows in it. */
+mt_moe_rowbuf *mt_moe_experts_rowbuf(mt_moe_experts *x);
 
 /* Forward: y [R, h] (T, overwrite) = fc2(act(fc1(x))) of each block's
  * expert, x [R, h] (T); saves fc1 and activation outputs in a. */

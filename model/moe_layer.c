@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/failpoint.h"
 #include "core/util.h"
 #include "model/linear.h"
 #include "model/moe_etp.h"
@@ -26,6 +27,8 @@ struct mt_moe {
   float *dlogits_dev;                /* [n_loc, E] fp32 */
   void *dlogits_t;                   /* [n_loc, E] T (== dlogits_dev when T is fp32) */
   float *h_logits, *h_dgate, *h_dlogits;
+  int skew;                          /* failpoint moe_route_skew: route every token to experts
+                                        0 .. k-1 (the buffers' worst case; tests only) */
 };
 
 static void *ws(mt_backend *be, int64_t n, mt_dtype t, mt_mem_cat cat) {
@@ -42,6 +45,7 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
   m->c.route.k = c->k;
   m->c.route.round_bf16 = c->router_dtype == MT_MOE_ROUTER_DTYPE_NONE && be->dtype == MT_BF16;
   m->E_loc = c->E / c->ep_size;
+  m->skew = mt_failpoint_get("moe_route_skew", NULL) >= 0;
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
   m->logits_loc = ws(be, c->n_loc * c->E, MT_F32, W);
@@ -51,19 +55,26 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
                                  .t0 = c->t0, .ep = c->ep, .ep_size = c->ep_size};
   if (c->route.pad_to_capacity) dc.pad_capacity = mt_moe_capacity(&m->c.route, c->n_full);
   m->disp = mt_moe_dispatcher_create(be, &dc);
+  const int64_t r_max = mt_moe_dispatcher_recv_capacity(m->disp);
   mt_moe_experts_config xc = {.E_loc = m->E_loc, .ep_size = c->ep_size, .h = c->h, .F = c->F,
-                              .swiglu = c->swiglu, .r_max = mt_moe_dispatcher_recv_capacity(m->disp),
-                              .grouped = c->grouped_gemm};
+                              .swiglu = c->swiglu, .r_max = r_max, .grouped = c->grouped_gemm};
+  const int n_etp = c->etp ? mt_group_size(c->etp) : 1;
   if (c->etp) { /* the experts see etp·ep blocks of rows and F/etp columns */
-    const int n = mt_group_size(c->etp);
-    MT_ASSERT(c->F % n == 0);
-    mt_moe_etp_config tc = {.etp = c->etp, .n_blocks = c->E, .h = c->h, .r_max = xc.r_max};
-    m->etp = mt_moe_etp_create(be, &tc);
-    xc.ep_size *= n;
-    xc.F /= n;
-    xc.r_max = mt_moe_etp_rows_capacity(m->etp);
+    MT_ASSERT(c->F % n_etp == 0);
+    xc.ep_size *= n_etp;
+    xc.F /= n_etp;
+    xc.r_max = n_etp * r_max;
   }
+  /* padded: the rows are static (E·C per rank, etp of them gathered);
+   * dropless: the row buffers start empty and grow to the rows received */
+  xc.rows0 = c->route.pad_to_capacity ? xc.r_max : 0;
   m->experts = mt_moe_experts_create(be, &xc);
+  if (c->etp) {
+    mt_moe_etp_config tc = {.etp = c->etp, .n_blocks = c->E, .h = c->h, .r_max = r_max,
+                            .rows = mt_moe_experts_rowbuf(m->experts)};
+    m->etp = mt_moe_etp_create(be, &tc);
+    MT_ASSERT(mt_moe_etp_rows_capacity(m->etp) == xc.r_max);
+  }
   m->dlogits_dev = ws(be, c->n_loc * c->E, MT_F32, W);
   m->dlogits_t = T == MT_F32 ? (void *)m->dlogits_dev : ws(be, c->n_loc * c->E, T, W);
   m->h_logits = mt_xmalloc(sizeof(float) * (size_t)(c->n_full * c->E));
@@ -85,8 +96,8 @@ mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c) {
 void mt_moe_destroy(mt_moe *m) {
   if (!m) return;
   mt_backend *be = m->be;
+  mt_moe_etp_destroy(m->etp); /* its buffers are in the experts' row group */
   mt_moe_experts_destroy(m->experts);
-  mt_moe_etp_destroy(m->etp);
   mt_moe_dispatcher_destroy(m->disp);
   void *d[] = {m->logits_loc, m->logits_full, m->logits_tp, m->dlogits_dev};
   for (size_t i = 0; i < sizeof d / sizeof *d; i++) be->ops->free(be, d[i]);
@@ -105,6 +116,12 @@ void mt_moe_destroy(mt_moe *m) {
 }
 
 mt_moe_stats *mt_moe_get_stats(mt_moe *m) { return &m->st; }
+
+void mt_moe_buffer_rows(const mt_moe *m, int64_t *recv, int64_t *expert, int64_t *worst) {
+  *recv = mt_moe_dispatcher_recv_rows(m->disp);
+  *expert = mt_moe_rowbuf_rows(mt_moe_experts_rowbuf(m->experts));
+  *worst = mt_moe_dispatcher_recv_capacity(m->disp);
+}
 
 void mt_moe_stats_reset(mt_moe *m) {
   mt_moe_stats *s = &m->st;
@@ -137,7 +154,8 @@ void mt_moe_acts_free(mt_moe *m, mt_moe_acts *a) {
 }
 
 static mt_moe_expert_weights expert_weights(const mt_moe_weights *w) {
-  mt_moe_expert_weights e = {w->fc1_w, w->fc1_b, w->fc2_w, w->fc2_b, w->fp8};
+  mt_moe_expert_weights e = {w->fc1_w, w->fc1_b, w->fc2_w, w->fc2_b, w->fp8,
+                             {w->fp8_key[0], w->fp8_key[1]}};
   return e;
 }
 
@@ -175,6 +193,9 @@ void mt_moe_forward(mt_moe *m, mt_moe_acts *a, const mt_moe_weights *w, void *ou
     lg = m->logits_full;
   }
   be->ops->memcpy_d2h(be, m->h_logits, lg, sizeof(float) * (size_t)(c->n_full * E));
+  if (m->skew) /* experts 0 .. k-1 win every token's top-k: all rows go to EP rank 0 */
+    for (int64_t i = 0; i < c->n_full; i++)
+      for (int e = 0; e < c->k; e++) m->h_logits[i * E + e] += 100.0f;
   mt_moe_route(&c->route, m->h_logits, w->expert_bias, w->global_tokens_per_expert, c->n_full,
                &a->r);
   /* permute and dispatch, local experts, return and combine */

@@ -84,6 +84,8 @@ typedef struct {
                                  step or when unused (moe_router.h step 7) */
   struct mt_fp8_linear *fp8;  /* NULL, or the experts' GEMMs in FP8 (model/moe_experts.h; the
                                  router stays in T with fp32 logits, as Megatron's) */
+  int fp8_key[2];             /* fp8: the delayed-scaling keys of local expert 0's fc1, fc2
+                                 (local expert le: + le; model/gpt.h mt_gpt_fp8_expert_key) */
 } mt_moe_weights;
 typedef struct {
   float *router;
@@ -106,11 +108,18 @@ typedef struct {
 typedef struct mt_moe mt_moe;
 typedef struct mt_moe_acts mt_moe_acts;
 
-/* Context of one model: scratch buffers sized for the worst case (every
- * token of the EP group routed to this rank's experts). */
+/* Context of one model: router and send-side scratch sized by n_loc; the
+ * receive-side buffers and the experts' rows (scratch and every layer
+ * set's saved rows) grow to what the routing sends (model/moe_rowbuf.h). */
 mt_moe *mt_moe_create(mt_backend *be, const mt_moe_config *c);
 void mt_moe_destroy(mt_moe *m);
 mt_moe_stats *mt_moe_get_stats(mt_moe *m);
+/* Rows the grown buffers hold now (the high-water marks so far): *recv the
+ * rows this rank received from the EP all-to-all (the dispatcher's group),
+ * *expert the rows its experts saw (= *recv without ETP; the ETP-gathered
+ * rows with it); *worst the dropless worst case ep · n_loc · k (E·C when
+ * padding, where both are fixed at it). */
+void mt_moe_buffer_rows(const mt_moe *m, int64_t *recv, int64_t *expert, int64_t *worst);
 void mt_moe_stats_reset(mt_moe *m);
 
 /* What one layer keeps for backward (MT_MEM_ACT). */

@@ -26,6 +26,7 @@ void mt_moe_shared_forward_fc1(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts
   if (!w->linear_fc1.weight) return;
   mt_backend *be = m->be;
   const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
+  mt_gpt_fp8_select(m, m->fp8_l, MT_GPT_FP8_SHARED_FC1);
   mt_column_parallel_linear_fwd(&m->tp, a->sh_fc1, a->ln2, w->linear_fc1.weight,
                                 w->linear_fc1.bias, m->glu * Sl, h);
   if (m->glu == 2)
@@ -37,6 +38,7 @@ void mt_moe_shared_forward_fc1(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts
 void mt_moe_shared_forward_fc2(mt_gpt *m, const mt_mlp_tensors *w, mt_layer_acts *a) {
   if (!w->linear_fc1.weight) return;
   const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
+  mt_gpt_fp8_select(m, m->fp8_l, MT_GPT_FP8_SHARED_FC2);
   mt_row_parallel_linear_fwd(&m->tp, m->ws.sh_out, a->sh_act, w->linear_fc2.weight,
                              w->linear_fc2.bias, h, Sl);
 }
@@ -58,6 +60,7 @@ void mt_moe_shared_backward_own(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp
   const int64_t h = m->cfg.model.hidden_size, Sl = m->shl;
   if (!w->linear_fc1.weight) return;
   /* dffn / dact are the dense MLP's workspaces, sized for max(ffn, S) / tp */
+  mt_gpt_fp8_select(m, m->fp8_l, MT_GPT_FP8_SHARED_FC2);
   if (m->glu == 2) {
     mt_row_parallel_linear_bwd(&m->tp, m->ws.dact, g->linear_fc2.weight, g->linear_fc2.bias, dy,
                                a->sh_act, w->linear_fc2.weight, h, Sl);
@@ -68,6 +71,7 @@ void mt_moe_shared_backward_own(mt_gpt *m, const mt_mlp_tensors *w, const mt_mlp
     be->ops->gelu_bwd(be, m->ws.dffn, a->sh_fc1, m->ws.dffn, m->rows * Sl);
   }
   /* dy is consumed: the column-parallel backward overwrites it with dx */
+  mt_gpt_fp8_select(m, m->fp8_l, MT_GPT_FP8_SHARED_FC1);
   mt_column_parallel_linear_bwd(&m->tp, dy, g->linear_fc1.weight, g->linear_fc1.bias, m->ws.dffn,
                                 a->ln2, w->linear_fc1.weight, m->glu * Sl, h);
 }

@@ -7,16 +7,19 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "model/moe_rowbuf.h"
 
 struct mt_moe_dispatcher {
   mt_backend *be;
   mt_moe_dispatcher_config c;
   int E_loc;
   int64_t s_max, r_max;      /* rows sent / received at most: n_loc·k, ep·n_loc·k */
+  mt_moe_rowbuf *recv;       /* receive-side buffers: [C, h] each, C = the high-water mark
+                                of the rows received (E·C fixed when padding) */
   /* scratch (MT_MEM_WORKSPACE) */
-  void *x_send, *y_recv;     /* [s_max, h], [r_max, h] */
-  void *d_yback, *d_yrecv;   /* [s_max, h], [r_max, h] */
-  void *dx_recv, *dx_send;   /* [r_max, h], [s_max, h] */
+  void *x_send, *y_recv;     /* [s_max, h], [C, h] */
+  void *d_yback, *d_yrecv;   /* [s_max, h], [C, h] */
+  void *dx_recv, *dx_send;   /* [C, h], [s_max, h] */
   float *dgate_dev;          /* [n_loc, k] fp32 */
 };
 
@@ -39,11 +42,14 @@ mt_moe_dispatcher *mt_moe_dispatcher_create(mt_backend *be, const mt_moe_dispatc
   }
   const mt_dtype T = be->dtype;
   const mt_mem_cat W = MT_MEM_WORKSPACE;
+  /* padding: static splits, E·C rows always; dropless: grown to the rows
+   * the counts exchange announces (mt_moe_rowbuf) */
+  d->recv = mt_moe_rowbuf_create(be, c->pad_capacity > 0 ? d->r_max : 0, d->r_max);
   d->x_send = ws(be, d->s_max * c->h, T, W);
-  d->y_recv = ws(be, d->r_max * c->h, T, W);
+  mt_moe_rowbuf_add(d->recv, &d->y_recv, c->h, T, W, NULL);
   d->d_yback = ws(be, d->s_max * c->h, T, W);
-  d->d_yrecv = ws(be, d->r_max * c->h, T, W);
-  d->dx_recv = ws(be, d->r_max * c->h, T, W);
+  mt_moe_rowbuf_add(d->recv, &d->d_yrecv, c->h, T, W, NULL);
+  mt_moe_rowbuf_add(d->recv, &d->dx_recv, c->h, T, W, NULL);
   d->dx_send = ws(be, d->s_max * c->h, T, W);
   d->dgate_dev = ws(be, c->n_loc * c->k, MT_F32, W);
   return d;
@@ -52,12 +58,20 @@ mt_moe_dispatcher *mt_moe_dispatcher_create(mt_backend *be, const mt_moe_dispatc
 void mt_moe_dispatcher_destroy(mt_moe_dispatcher *d) {
   if (!d) return;
   mt_backend *be = d->be;
-  void *p[] = {d->x_send, d->y_recv, d->d_yback, d->d_yrecv, d->dx_recv, d->dx_send, d->dgate_dev};
+  void *p[] = {d->x_send, d->d_yback, d->dx_send, d->dgate_dev};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
+  mt_moe_rowbuf_remove(d->recv, &d->y_recv);
+  mt_moe_rowbuf_remove(d->recv, &d->d_yrecv);
+  mt_moe_rowbuf_remove(d->recv, &d->dx_recv);
+  mt_moe_rowbuf_destroy(d->recv);
   free(d);
 }
 
 int64_t mt_moe_dispatcher_recv_capacity(const mt_moe_dispatcher *d) { return d->r_max; }
+
+int64_t mt_moe_dispatcher_recv_rows(const mt_moe_dispatcher *d) {
+  return mt_moe_rowbuf_rows(d->recv);
+}
 
 void mt_moe_dispatch_state_init(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) {
   const mt_moe_dispatcher_config *c = &d->c;
@@ -75,14 +89,15 @@ void mt_moe_dispatch_state_init(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) 
   s->slot = ws(be, c->n_loc * c->k, MT_I32, MT_MEM_ACT);
   s->send_idx = ws(be, c->n_loc * c->k, MT_I32, MT_MEM_ACT);
   s->gate = ws(be, c->n_loc * c->k, MT_F32, MT_MEM_ACT);
-  s->x_recv = ws(be, d->r_max * c->h, be->dtype, MT_MEM_ACT);
+  mt_moe_rowbuf_add(d->recv, &s->x_recv, c->h, be->dtype, MT_MEM_ACT, &s->R);
   s->y_back = ws(be, d->s_max * c->h, be->dtype, MT_MEM_ACT);
 }
 
 void mt_moe_dispatch_state_free(mt_moe_dispatcher *d, mt_moe_dispatch_state *s) {
   mt_backend *be = d->be;
-  void *p[] = {s->slot, s->send_idx, s->gate, s->x_recv, s->y_back};
+  void *p[] = {s->slot, s->send_idx, s->gate, s->y_back};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
+  mt_moe_rowbuf_remove(d->recv, &s->x_recv);
   free(s->slot_h);
   free(s->send_idx_h);
   free(s->cnt_send);
@@ -150,8 +165,11 @@ static void plan_dispatch(mt_moe_dispatcher *d, mt_moe_dispatch_state *a, const 
     so += a->sc[p];
     ro += a->rc[p];
   }
+  MT_ASSERT(a->S <= d->s_max && ro <= d->r_max);
+  /* the receive buffers hold the rows announced (grown before the rows
+   * move; this set's previous rows are kept until R changes below) */
+  mt_moe_rowbuf_reserve(d->recv, ro);
   a->R = ro;
-  MT_ASSERT(a->S <= d->s_max && a->R <= d->r_max);
 }
 
 static void scale_rows(int64_t *dst, const int64_t *src, int n, int64_t h) {

@@ -23,6 +23,20 @@
  * permuted rows go straight to the experts). Errors: more rows than the
  * worst case (n_loc·k sent, ep·n_loc·k received) abort the job.
  *
+ * Receive buffers sized by the routing (Megatron's dispatcher allocates
+ * what the all-to-all's output_splits announce, through PyTorch's caching
+ * allocator): the buffers whose rows are the rows this rank RECEIVES —
+ * each layer set's x_recv and the scratch y_recv, d_yrecv, dx_recv — are
+ * one grow-only group (model/moe_rowbuf.h) of C rows, C = the high-water
+ * mark of R over every layer and micro-batch so far. R is known after the
+ * counts all-to-all and before the token all-to-allv, which is where the
+ * group grows (every buffer of the group at once, live rows kept), so a
+ * step whose routing sends every token of the EP group here (R = ep·n_loc·k,
+ * the dropless worst case) still runs: it grows the buffers to that. The
+ * send side (n_loc·k rows at most) stays fixed. mt_moe_dispatcher_recv_rows
+ * reports C (the run logs it; the planner predicts the allocator's bytes
+ * from it exactly). Results do not depend on C.
+ *
  * Padding to capacity (pad_capacity = C > 0; Megatron's
  * moe_pad_expert_input_to_capacity, token_dispatcher.py drop-and-pad): the
  * send order gives expert e the rows [e·C, (e+1)·C): its kept slots (by
@@ -66,7 +80,8 @@ typedef struct {
   int64_t S_real;             /* kept slots sent (rows gathered from x) */
   int32_t *slot, *send_idx;   /* device copies of slot_h, send_idx_h */
   float *gate;                /* [n_loc·k] fp32 gate weights of this rank's tokens */
-  void *x_recv;               /* [ep·n_loc·k, h] T: expert input rows */
+  void *x_recv;               /* [C, h] T: expert input rows (R used; C = the dispatcher's
+                                 receive high-water mark, mt_moe_dispatcher_recv_rows) */
   void *y_back;               /* [n_loc·k, h] T: expert output rows in send order */
 } mt_moe_dispatch_state;
 
@@ -83,12 +98,15 @@ typedef struct {
 
 typedef struct mt_moe_dispatcher mt_moe_dispatcher;
 
-/* Dispatcher of one model: exchange scratch (MT_MEM_WORKSPACE) sized for the
- * worst case (every token of the EP group routed to this rank's experts). */
+/* Dispatcher of one model: exchange scratch (MT_MEM_WORKSPACE), the send
+ * side for n_loc·k rows, the receive side grown to the rows received. */
 mt_moe_dispatcher *mt_moe_dispatcher_create(mt_backend *be, const mt_moe_dispatcher_config *c);
 void mt_moe_dispatcher_destroy(mt_moe_dispatcher *d);
-/* Rows the experts may receive at most: ep · n_loc · k. */
+/* Rows the experts may receive at most: ep · n_loc · k (E·C padded). */
 int64_t mt_moe_dispatcher_recv_capacity(const mt_moe_dispatcher *d);
+/* Rows the receive buffers hold now: the high-water mark of the rows
+ * received so far (0 before the first dispatch; E·C padded). */
+int64_t mt_moe_dispatcher_recv_rows(const mt_moe_dispatcher *d);
 
 /* Allocate / free one layer's dispatch state (host + MT_MEM_ACT). */
 void mt_moe_dispatch_state_init(mt_moe_dispatcher *d, mt_moe_dispatch_state *s);

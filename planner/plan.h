@@ -57,7 +57,22 @@ typedef struct {
   int overlap_param_gather;     /* ZeRO: parameter all-gathers overlap the forward */
   int overlap_p2p_comm;         /* pipeline send/recv overlap the next chunk's compute */
   int moe_shared_expert_overlap;/* EP all-to-alls overlap the shared expert */
+  /* MoE rows a rank receives without padding to capacity (planner/plan_moe.c,
+   * docs/planner.md "MoE"): balanced routing times moe_load_factor (0 =
+   * MT_PLAN_MOE_LOAD_FACTOR); or, when given (bit 1 of moe_rows_given),
+   * exactly moe_recv_rows received and (bit 2) moe_expert_rows seen by the
+   * experts (else etp · moe_recv_rows): the high-water marks a run logs
+   * (megatrain-mem-peak moe_recv_rows, moe_expert_rows) */
+  double moe_load_factor;
+  int moe_rows_given;
+  int64_t moe_recv_rows, moe_expert_rows;
 } mt_plan_options;
+
+/* The default routing assumption of the MoE buffers: the rank receiving the
+ * most rows gets 1.25 times the balanced n_loc · k (docs/planner.md "MoE":
+ * a capacity factor of 1.25, Switch Transformer's notion, Fedus et al. 2021
+ * §2.2; Megatron's own estimate has no routed-token term). */
+#define MT_PLAN_MOE_LOAD_FACTOR 1.25
 
 /* Memory categories, mirroring the allocator's (core/backend.h mt_mem_cat). */
 enum {
@@ -78,6 +93,11 @@ typedef struct {
   int64_t params_active;                  /* per token: unpadded, k of E routed experts */
   int64_t params_mtp, params_mtp_active;  /* of those, the MTP depths' (they share the
                                              embedding and the output layer) */
+  /* MoE (0 when dense): rows a rank's receive buffers / experts hold under the
+   * routing assumption, the worst case (all tokens routed to one rank), the
+   * load factor used (0 with padding or given rows), and the worst rank's
+   * total under the worst case (= total when the rows are static) */
+  double moe_recv_rows, moe_expert_rows, moe_worst_rows, moe_load_factor, total_worst;
 } mt_plan_memory;
 
 /* Time components of one iteration on the critical path, seconds. */
@@ -168,6 +188,7 @@ typedef struct {
   mt_plan_memory mem;
   mt_plan_time time;
   mt_plan_moe_comm moe;    /* MoE only */
+  mt_plan_options opt;     /* the options it was computed with */
   mt_plan_fp8_info fp8;    /* FP8 only */
 } mt_plan;
 
@@ -183,16 +204,18 @@ double mt_plan_comm_exposed(const mt_plan_time *t);
 int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
                     const mt_plan_options *opt, mt_plan *out, char *err, size_t errlen);
 
-/* Memory part only (used by tests against the allocator). */
+/* Memory part only (used by tests against the allocator); opt: NULL, or
+ * the MoE routing assumption (moe_load_factor, moe_recv_rows, ...). */
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
-                            mt_plan_memory *mem);
+                            const mt_plan_options *opt, mt_plan_memory *mem);
 
 
 /* Bytes by category (MT_PM_*) of one rank of pipeline stage `stage`
  * (0 .. pipeline_model_parallel_size-1) during training. Every rank of a
  * stage gets the same sizes (TP shards, ZeRO shards and vocabulary shards
  * are equal); the CPU backend's own op scratch is not in `workspace`. */
-void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]);
+void mt_plan_memory_stage(const mt_config *cfg, int world, const mt_plan_options *opt, int stage,
+                          double bytes[MT_PM_N]);
 
 /* Hardware FLOPs of one iteration: Megatron's model FLOPs plus the forward
  * work recomputation repeats (selective: the attention core, 4 B s^2 a hn L;

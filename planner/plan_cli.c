@@ -3,7 +3,8 @@
  *
  *   megatrain plan --config FILE --world-size N --hardware H [--set k=v]...
  *                  [--overlap-grad-reduce] [--overlap-param-gather] [--overlap-p2p-comm]
- *                  [--moe-shared-expert-overlap] [--json] [--sweep [--top K]]
+ *                  [--moe-shared-expert-overlap] [--moe-load-factor X]
+ *                  [--moe-recv-rows R [--moe-expert-rows RX]] [--json] [--sweep [--top K]]
  *                  [--fp8-format F [--fp8-recipe R] [--no-fp8-wgrad] [--fp8-param-gather]
  *                   [--num-layers-at-start-in-bf16 N] [--num-layers-at-end-in-bf16 N]]
  * H is a path or a name under configs/hardware/ (a100-80gb, h100-sxm, h200-sxm, h800-sxm,
@@ -23,6 +24,7 @@ static void usage(FILE *f) {
           "usage: megatrain plan --config FILE --world-size N --hardware H [--set k=v]...\n"
           "                      [--overlap-grad-reduce] [--overlap-param-gather]\n"
           "                      [--overlap-p2p-comm] [--moe-shared-expert-overlap]\n"
+          "                      [--moe-load-factor X] [--moe-recv-rows R [--moe-expert-rows RX]]\n"
           "                      [--json] [--sweep [--top K]]\n"
           "                      [--fp8-format e4m3|hybrid [--fp8-recipe R] [--no-fp8-wgrad]\n"
           "                       [--fp8-param-gather] [--num-layers-at-start-in-bf16 N]\n"
@@ -131,6 +133,39 @@ static void resolve_hw(const char *arg, char *out, size_t n) {
   if (access(alt, F_OK) == 0 && len_alt < n) memcpy(out, alt, len_alt + 1);
 }
 
+/* The MoE routing options need a dropless MoE model (padding fixes the
+ * rows at E C); given rows describe one layout, not a sweep's. */
+static int check_moe_opts(const mt_config *cfg, const mt_plan_options *o, int sweep, char *err,
+                          size_t n) {
+  const char *flag = o->moe_load_factor > 0 ? "--moe-load-factor"
+                     : o->moe_rows_given    ? "--moe-recv-rows"
+                                            : NULL;
+  if (!flag) return 0;
+  if (cfg->model.num_experts <= 0) {
+    snprintf(err, n, "%s has no effect: the model has no experts (model.num_experts)", flag);
+    return 2;
+  }
+  if (cfg->model.moe_pad_expert_input_to_capacity) {
+    snprintf(err, n, "%s has no effect: model.moe_pad_expert_input_to_capacity fixes the MoE "
+             "buffers at E x C rows", flag);
+    return 2;
+  }
+  if (o->moe_load_factor > 0 && o->moe_rows_given) {
+    snprintf(err, n, "--moe-load-factor and --moe-recv-rows / --moe-expert-rows exclude each "
+             "other (given rows replace the routing assumption)");
+    return 2;
+  }
+  if (o->moe_rows_given == 2) {
+    snprintf(err, n, "--moe-expert-rows needs --moe-recv-rows");
+    return 2;
+  }
+  if (o->moe_rows_given && sweep) {
+    snprintf(err, n, "--moe-recv-rows describes one layout's run; --sweep changes the layout");
+    return 2;
+  }
+  return 0;
+}
+
 int mt_plan_main(int argc, char **argv) {
   const char *config = NULL, *hw_arg = NULL;
   int world = 0, json = 0, sweep = 0, top = 20;
@@ -160,7 +195,29 @@ int mt_plan_main(int argc, char **argv) {
     else if (!strcmp(a, "--overlap-param-gather")) opt.overlap_param_gather = 1;
     else if (!strcmp(a, "--overlap-p2p-comm")) opt.overlap_p2p_comm = 1;
     else if (!strcmp(a, "--moe-shared-expert-overlap")) opt.moe_shared_expert_overlap = 1;
-    else if (!strcmp(a, "--fp8-format") && val) f8.format = argv[++i];
+    else if (!strcmp(a, "--moe-load-factor") && val) {
+      char *end;
+      opt.moe_load_factor = strtod(argv[++i], &end);
+      if (*end || !(opt.moe_load_factor >= 1) || opt.moe_load_factor > 1e6) {
+        fprintf(stderr, "megatrain plan: error: --moe-load-factor '%s' (expected a number >= 1: "
+                "the busiest rank receives at least the balanced share)\n", argv[i]);
+        rc = 2;
+      }
+    } else if ((!strcmp(a, "--moe-recv-rows") || !strcmp(a, "--moe-expert-rows")) && val) {
+      char *end;
+      long long r = strtoll(argv[++i], &end, 10);
+      if (*end || r < 0) {
+        fprintf(stderr, "megatrain plan: error: %s '%s' (expected an integer >= 0)\n", a,
+                argv[i]);
+        rc = 2;
+      } else if (a[6] == 'r') {
+        opt.moe_recv_rows = r;
+        opt.moe_rows_given |= 1;
+      } else {
+        opt.moe_expert_rows = r;
+        opt.moe_rows_given |= 2;
+      }
+    } else if (!strcmp(a, "--fp8-format") && val) f8.format = argv[++i];
     else if (!strcmp(a, "--fp8-recipe") && val) f8.recipe = argv[++i];
     else if (!strcmp(a, "--no-fp8-wgrad")) f8.no_wgrad = 1;
     else if (!strcmp(a, "--fp8-param-gather")) f8.param_gather = 1;
@@ -214,6 +271,12 @@ int mt_plan_main(int argc, char **argv) {
   free(sets);
   if (rc) {
     fprintf(stderr, "megatrain plan: error: %s\n", err);
+    return rc;
+  }
+  rc = check_moe_opts(&cfg, &opt, sweep, err, sizeof err);
+  if (rc) {
+    fprintf(stderr, "megatrain plan: error: %s\n", err);
+    mt_config_free(&cfg);
     return rc;
   }
   if ((rc = apply_fp8(&cfg, &f8)) != 0) {

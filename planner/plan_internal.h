@@ -28,6 +28,13 @@ typedef struct {
    * parallel/topology.h), shared-expert width S (0 = none), cap = the
    * capacity C rows per expert when padding to capacity (0 = no padding) */
   double E, topk, fm, freq, ep, etp, edp, S, cap;
+  /* MoE rows received without padding (mt_plan_moe_rows): capacity per
+   * expert when moe_expert_capacity_factor drops tokens (0 = dropless); the
+   * routing assumption: load factor lf, or the rows given (r_fix received
+   * when r_given, rx_fix seen by the experts when rx_given), or worst = 1
+   * (every token of the EP group routed to this rank) */
+  double cap_drop, lf, r_fix, rx_fix;
+  int worst, r_given, rx_given;
   double n_moe_layers;                 /* MoE layers of the whole model */
   uint8_t moe_layer[MT_MAX_LAYERS];    /* 1 = layer l is MoE (moe_layer_freq integer or list) */
   double bucket;                       /* ddp_bucket_size, elements */
@@ -43,6 +50,8 @@ typedef struct {
 } mt_plan_dims;
 
 void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d);
+/* Apply the MoE routing assumption of opt (NULL: the default load factor). */
+void mt_plan_dims_moe_opts(mt_plan_dims *d, const mt_plan_options *opt);
 
 /* Parameters held by one rank of pipeline stage `stage` (before ZeRO). */
 double mt_plan_stage_params(const mt_plan_dims *d, int stage);
@@ -66,11 +75,17 @@ void mt_plan_stage_layer_counts(const mt_config *cfg, const mt_plan_dims *d, int
 /* ---- MoE sizes (planner/plan_moe.c; docs/moe_parallel.md "Memory and communication
  * formulas") ---- */
 
-/* Rows of one MoE layer's dispatcher buffers on one rank for one
- * micro-batch: sent s_max = n_loc k (E C with padding) and received
- * r_max = ep n_loc k (E C with padding), n_loc = the rank's tokens (its SP
- * shard); model/moe_token_dispatcher.c. */
+/* Rows of one MoE layer's dispatcher buffers on one rank: sent s_max =
+ * n_loc k (E C with padding) and received r_max (E C with padding; else
+ * the routing assumption of d: the rows given, or ceil(lf n_loc k), at
+ * most the worst case ep n_loc k and, when a capacity factor drops
+ * tokens, E C), n_loc = the rank's tokens (its SP shard);
+ * model/moe_token_dispatcher.c, model/moe_rowbuf.h. */
 void mt_plan_moe_rows(const mt_plan_dims *d, double *s_max, double *r_max);
+/* Rows the experts' buffers hold (r_max of the ETP group gathered: etp ·
+ * r_max, or the rows given), and the received rows' worst case. */
+double mt_plan_moe_expert_rows(const mt_plan_dims *d);
+double mt_plan_moe_worst_rows(const mt_plan_dims *d);
 /* Bytes of the MoE routing state and shared-expert activations of one layer
  * set (model/moe_layer.c mt_moe_acts_create, moe_shared_experts.c); 0 for a
  * dense model. */

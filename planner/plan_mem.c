@@ -79,6 +79,11 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
   d->cap = d->E > 0 && mc->moe_pad_expert_input_to_capacity && mc->moe_expert_capacity_factor > 0
                ? ceil(d->b * d->s * d->topk / d->E * (double)mc->moe_expert_capacity_factor - 1e-9)
                : 0;
+  d->cap_drop = d->E > 0 && !d->cap && mc->moe_expert_capacity_factor > 0
+                    ? ceil(d->b * d->s * d->topk / d->E * (double)mc->moe_expert_capacity_factor -
+                           1e-9)
+                    : 0;
+  d->lf = MT_PLAN_MOE_LOAD_FACTOR;
   /* Megatron's moe_layer_freq = k: layers 0, k, 2k, ... are MoE; or the list form */
   d->n_moe_layers = 0;
   for (int l = 0; l < mc->num_layers && l < MT_MAX_LAYERS; l++) {
@@ -95,6 +100,15 @@ void mt_plan_dims_from(const mt_config *cfg, int world, mt_plan_dims *d) {
     d->dr = mc->qk_pos_emb_head_dim;
     d->dv = mc->v_head_dim;
   }
+}
+
+void mt_plan_dims_moe_opts(mt_plan_dims *d, const mt_plan_options *opt) {
+  if (!opt) return;
+  if (opt->moe_load_factor > 0) d->lf = opt->moe_load_factor;
+  d->r_given = opt->moe_rows_given & 1;
+  d->rx_given = (opt->moe_rows_given & 2) != 0;
+  d->r_fix = (double)opt->moe_recv_rows;
+  d->rx_fix = (double)opt->moe_expert_rows;
 }
 
 double mt_plan_stage_moe_layers(const mt_plan_dims *d) { return d->n_moe_layers / d->p; }
@@ -201,18 +215,37 @@ static double active_params(const mt_plan_dims *d) {
   return mt_plan_total_params(d, 0) - unpicked_experts(d, d->n_moe_layers + d->mtp * d->mtp_moe);
 }
 
-void mt_plan_memory_stage(const mt_config *cfg, int world, int stage, double bytes[MT_PM_N]) {
+void mt_plan_memory_stage(const mt_config *cfg, int world, const mt_plan_options *opt, int stage,
+                          double bytes[MT_PM_N]) {
   mt_plan_dims d;
   mt_plan_stage_info info;
   mt_plan_dims_from(cfg, world, &d);
+  mt_plan_dims_moe_opts(&d, opt);
   mt_plan_stage_memory(cfg, &d, stage, bytes, &info);
   mt_plan_fp8_stage_memory(cfg, &d, stage, bytes); /* fp8_param_gather's 1-byte weights */
 }
 
+/* The worst rank's total with every MoE buffer at the worst case. */
+static double total_worst(const mt_config *cfg, const mt_plan_dims *d0) {
+  mt_plan_dims d = *d0;
+  d.worst = 1;
+  d.r_given = d.rx_given = 0;
+  double best = 0;
+  for (int k = 0; k < (int)d.p; k++) {
+    double c[MT_PM_N], tot = 0;
+    mt_plan_stage_info info;
+    mt_plan_stage_memory(cfg, &d, k, c, &info);
+    for (int i = 0; i < MT_PM_N; i++) tot += c[i];
+    if (tot > best) best = tot;
+  }
+  return best;
+}
+
 void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *hw,
-                            mt_plan_memory *mem) {
+                            const mt_plan_options *opt, mt_plan_memory *mem) {
   mt_plan_dims d;
   mt_plan_dims_from(cfg, world, &d);
+  mt_plan_dims_moe_opts(&d, opt);
   memset(mem, 0, sizeof *mem);
   double best = -1;
   for (int k = 0; k < (int)d.p; k++) {
@@ -243,6 +276,16 @@ void mt_plan_memory_compute(const mt_config *cfg, int world, const mt_hardware *
   mem->params_mtp = (int64_t)llround(mtp_params(&d));
   mem->params_mtp_active =
       (int64_t)llround(mtp_params(&d) - unpicked_experts(&d, d.mtp * d.mtp_moe));
+  mem->total_worst = mem->total;
+  if (d.E > 0) {
+    double s_rows;
+    mt_plan_moe_rows(&d, &s_rows, &mem->moe_recv_rows);
+    mem->moe_expert_rows = mt_plan_moe_expert_rows(&d);
+    mem->moe_worst_rows = mt_plan_moe_worst_rows(&d);
+    const int assumed = d.cap <= 0 && !d.r_given;
+    mem->moe_load_factor = assumed ? d.lf : 0;
+    if (d.cap <= 0) mem->total_worst = total_worst(cfg, &d);
+  }
   mem->capacity = hw ? (hw->hbm_gib - hw->reserved_gib) * 1073741824.0 : INFINITY;
   mem->fits = mem->total <= mem->capacity;
 }

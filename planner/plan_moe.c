@@ -38,14 +38,30 @@ static double n_loc_of(const mt_plan_dims *d) {
   return d->sp ? rows / d->t : rows;
 }
 
-void mt_plan_moe_rows(const mt_plan_dims *d, double *s_max, double *r_max) {
+double mt_plan_moe_worst_rows(const mt_plan_dims *d) {
   const double nk = n_loc_of(d) * d->topk;
+  if (d->cap > 0) return d->cap * d->E;
+  const double w = nk * d->ep;
+  return d->cap_drop > 0 && d->cap_drop * d->E < w ? d->cap_drop * d->E : w;
+}
+
+void mt_plan_moe_rows(const mt_plan_dims *d, double *s_max, double *r_max) {
+  const double nk = n_loc_of(d) * d->topk, worst = mt_plan_moe_worst_rows(d);
   if (d->cap > 0) {
-    *s_max = *r_max = d->cap * d->E;
-  } else {
-    *s_max = nk;
-    *r_max = nk * d->ep;
+    *s_max = *r_max = worst;
+    return;
   }
+  *s_max = nk;
+  if (d->worst) *r_max = worst;
+  else if (d->r_given) *r_max = d->r_fix;
+  else *r_max = fmin(worst, ceil(d->lf * nk - 1e-9));
+}
+
+double mt_plan_moe_expert_rows(const mt_plan_dims *d) {
+  double s_max, r_max;
+  mt_plan_moe_rows(d, &s_max, &r_max);
+  if (d->cap <= 0 && !d->worst && d->rx_given) return d->rx_fix;
+  return (d->etp > 1 ? d->etp : 1) * r_max;
 }
 
 double mt_plan_mlp_ws_width(const mt_plan_dims *d) {
@@ -60,7 +76,7 @@ double mt_plan_moe_set_bytes(const mt_plan_dims *d) {
   const double e = d->e, h = d->h, nk = n_loc_of(d) * d->topk;
   double smax, rmax;
   mt_plan_moe_rows(d, &smax, &rmax);
-  const double etp = d->etp > 1 ? d->etp : 1, rx = etp * rmax, Fx = d->fm / etp;
+  const double etp = d->etp > 1 ? d->etp : 1, rx = mt_plan_moe_expert_rows(d), Fx = d->fm / etp;
   double b = 3 * at_least_1(nk) * 4 +                        /* slot, send_idx, gate */
              (at_least_1(rmax * h) + at_least_1(smax * h)) * e + /* x_recv, y_back */
              (at_least_1(rx * d->g * Fx) + at_least_1(rx * Fx)) * e; /* experts fc1, act */
@@ -78,7 +94,7 @@ double mt_plan_moe_workspace_bytes(const mt_plan_dims *d) {
   const double rows = d->b * d->s_loc;
   double smax, rmax;
   mt_plan_moe_rows(d, &smax, &rmax);
-  const double etp = d->etp > 1 ? d->etp : 1, rx = etp * rmax, Fx = d->fm / etp;
+  const double etp = d->etp > 1 ? d->etp : 1, rx = mt_plan_moe_expert_rows(d), Fx = d->fm / etp;
   /* router logits: local, gathered over the whole micro-batch (SP: TP,
    * then CP; model/moe_layer.c logits_full) and the TP-gathered stage with
    * both; dlogits fp32 (+ in T under bf16) */

@@ -80,11 +80,16 @@ static void print_json(FILE *f, const mt_config *cfg, const mt_hardware *hw, con
           m->inflight_layers, (long long)m->params_per_rank, (long long)m->params_total,
           (long long)m->params_total_unpadded, (long long)m->params_active,
           (long long)m->params_mtp, (long long)m->params_mtp_active);
+  if (cfg->model.num_experts > 0) /* the MoE buffers' rows (docs/planner.md "MoE") */
+    fprintf(f, "\"moe_rows\":{\"received\":%.0f,\"experts\":%.0f,\"worst_case\":%.0f,"
+            "\"load_factor\":%.6g,\"total_worst_case\":%.0f,\"fits_worst_case\":%s},",
+            m->moe_recv_rows, m->moe_expert_rows, m->moe_worst_rows, m->moe_load_factor,
+            m->total_worst, m->total_worst <= m->capacity ? "true" : "false");
   /* every stage (all ranks of a stage have the same sizes) */
   fprintf(f, "\"per_stage\":[");
   for (int k = 0; k < p->pp && k < 1024; k++) {
     double b[MT_PM_N], tot = 0;
-    mt_plan_memory_stage(cfg, p->world, k, b);
+    mt_plan_memory_stage(cfg, p->world, &p->opt, k, b);
     fprintf(f, "%s{\"stage\":%d,\"bytes\":{", k ? "," : "", k);
     for (int i = 0; i < MT_PM_N; i++) {
       fprintf(f, "%s\"%s\":%.0f", i ? "," : "", mt_plan_mem_name(i), b[i]);
@@ -182,6 +187,20 @@ void mt_plan_print(FILE *f, const mt_config *cfg, const mt_hardware *hw, const m
           m->capacity / GIB, m->fits ? "fits" : "DOES NOT FIT");
   fprintf(f, "  (activations: %.1f MiB per layer per micro-batch, %.4g layer-micro-batches "
           "in flight)\n", m->act_layer_bytes / 1048576.0, m->inflight_layers);
+  if (cfg->model.num_experts > 0) {
+    fprintf(f, "  MoE buffers: %.0f rows received, %.0f in the experts per rank (", m->moe_recv_rows,
+            m->moe_expert_rows);
+    if (cfg->model.moe_pad_expert_input_to_capacity)
+      fprintf(f, "padded to capacity: E x C, fixed)\n");
+    else if (m->moe_load_factor > 0)
+      fprintf(f, "balanced routing x load factor %.3g, --moe-load-factor)\n", m->moe_load_factor);
+    else
+      fprintf(f, "given by --moe-recv-rows)\n");
+    if (!cfg->model.moe_pad_expert_input_to_capacity)
+      fprintf(f, "  worst case if all tokens route to one rank: %.0f rows received, total %.2f GiB "
+              "-> %s\n", m->moe_worst_rows, m->total_worst / GIB,
+              m->total_worst <= m->capacity ? "fits" : "DOES NOT FIT");
+  }
   fprintf(f, "\ntime per iteration: %.4g s\n", t->t_iter);
   fprintf(f, "  %-16s %10s %7s\n", "component", "seconds", "share");
   for (int i = 0; i < MT_PT_N; i++)

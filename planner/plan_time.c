@@ -409,7 +409,8 @@ int mt_plan_compute(const mt_config *cfg, int world, const mt_hardware *hw,
     out->moe.etp_intra = pl.etp_intra;
     out->moe.edp_intra = edp_intra;
   }
-  mt_plan_memory_compute(cfg, world, hw, &out->mem);
+  mt_plan_memory_compute(cfg, world, hw, opt, &out->mem);
+  out->opt = *opt;
 
   ctx_t c = {hw, (d.e < 4 ? hw->peak_tflops_bf16 : hw->peak_tflops_fp32) * 1e12,
              hw->hbm_gbs * 1e9 * hw->hbm_eff, opt && opt->moe_shared_expert_overlap,

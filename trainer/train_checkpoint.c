@@ -100,8 +100,11 @@ static int trainer_views(mt_trainer *t, int saving, int optim, mt_dckpt_view **v
   int nb = mt_trainer_moe_ckpt_buffers(t, &bufs);
   mt_ckpt_buffer_views(bufs, nb, saving && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0, v, &n);
   free(bufs);
-  nb = mt_ckpt_fp8_buffers(t->model, &bufs); /* reduced over tp, cp (dp): one global value */
+  nb = mt_ckpt_fp8_buffers(t->model, 0, &bufs); /* reduced over tp, cp (dp): one global value */
   mt_ckpt_buffer_views(bufs, nb, saving && t->ps->tp_rank == 0 && t->ps->dp_cp_rank == 0, v, &n);
+  free(bufs);
+  nb = mt_ckpt_fp8_buffers(t->model, 1, &bufs); /* experts': over etp (edp) */
+  mt_ckpt_buffer_views(bufs, nb, saving && t->ps->etp_rank == 0 && t->ps->edp_rank == 0, v, &n);
   free(bufs);
   return n;
 }

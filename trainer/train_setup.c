@@ -68,6 +68,9 @@ mt_gpt_config mt_trainer_model_config(const mt_config *c, const mt_parallel_stat
     if (g.fp8_options.recipe == MT_FP8_RECIPE_DELAYED && !t->tp_only_amax_red && ps->dp &&
         mt_group_size(ps->dp) > 1)
       g.fp8_dp_group = ps->dp;
+    if (g.fp8_options.recipe == MT_FP8_RECIPE_DELAYED && !t->tp_only_amax_red && ps->edp &&
+        mt_group_size(ps->edp) > 1)
+      g.fp8_edp_group = ps->edp;
   }
   g.first_stage_layers = c->parallel.num_layers_in_first_pipeline_stage;
   g.last_stage_layers = c->parallel.num_layers_in_last_pipeline_stage;
@@ -358,6 +361,12 @@ void mt_trainer_report_peaks(const mt_trainer *t) {
   for (int k = 0; k < MT_MEM_NCAT; k++)
     mt_trainer_say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->peak[k] / 1048576.0);
   mt_trainer_say(t, " | total %.1f\n", ms->peak_total / 1048576.0);
+  int64_t rr, rx, rw;
+  const int moe = mt_gpt_moe_buffer_rows(t->model, &rr, &rx, &rw);
+  if (moe) /* the grown MoE buffers (model/moe_rowbuf.h): `plan --moe-recv-rows` takes them */
+    mt_trainer_say(t, "> MoE buffer rows (high-water, logger rank): received %lld, experts %lld "
+                   "(worst case if all tokens route to one rank: %lld)\n",
+                   (long long)rr, (long long)rx, (long long)rw);
   if (!getenv("MEGATRAIN_MEM_REPORT")) return;
   char line[1024];
   int n = snprintf(line, sizeof line,
@@ -368,8 +377,10 @@ void mt_trainer_report_peaks(const mt_trainer *t) {
     n += snprintf(line + n, sizeof line - (size_t)n, "%s\"%s\":%zu", k ? "," : "",
                   mt_mem_cat_name((mt_mem_cat)k), ms->peak[k]);
   if (n < (int)sizeof line)
-    snprintf(line + n, sizeof line - (size_t)n, "},\"peak_total\":%zu,\"op_scratch\":%zu}",
-             ms->peak_total, ms->op_scratch);
+    snprintf(line + n, sizeof line - (size_t)n,
+             "},\"peak_total\":%zu,\"op_scratch\":%zu,\"moe_recv_rows\":%lld,"
+             "\"moe_expert_rows\":%lld}",
+             ms->peak_total, ms->op_scratch, (long long)rr, (long long)rx);
   fprintf(stderr, "%s\n", line);
   fflush(stderr);
 }

@@ -73,3 +73,34 @@ for it in sorted(a):
 print("metrics agree over %d iterations (worst rel diff %.3e, tolerance %g)" % (len(a), worst, tol))
 PY
 }
+
+# compare_metrics_mtp A B TOL [GNTOL]: compare_metrics over lm_loss, grad_norm
+# and every MTP depth's loss (mtp_loss) at every iteration; GNTOL (default
+# TOL) for the grad norm
+compare_metrics_mtp() {
+  /usr/bin/python3 - "$1" "$2" "$3" "${4:-$3}" <<'PY'
+import json, sys
+def load(p):
+    return {o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o}
+a, b, tol, gtol = load(sys.argv[1]), load(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+assert a.keys() == b.keys() and a, "iterations differ: %s vs %s" % (sorted(a), sorted(b))
+worst, gworst = 0.0, 0.0
+for it in sorted(a):
+    x, y = a[it]["grad_norm"], b[it]["grad_norm"]
+    r = abs(x - y) / max(abs(y), 1e-30)
+    gworst = max(gworst, r)
+    if (gtol == 0 and x != y) or r > gtol:
+        sys.exit("iteration %d grad_norm: %r vs %r (rel %.3e > %g)" % (it, x, y, r, gtol))
+    pairs = [("lm_loss", a[it]["lm_loss"], b[it]["lm_loss"])]
+    ma, mb = a[it].get("mtp_loss", []), b[it].get("mtp_loss", [])
+    assert len(ma) == len(mb) and ma, "iteration %d: mtp_loss %r vs %r" % (it, ma, mb)
+    pairs += [("mtp_loss[%d]" % d, x, y) for d, (x, y) in enumerate(zip(ma, mb))]
+    for k, x, y in pairs:
+        r = abs(x - y) / max(abs(y), 1e-30)
+        worst = max(worst, r)
+        if (tol == 0 and x != y) or r > tol:
+            sys.exit("iteration %d %s: %r vs %r (rel %.3e > %g)" % (it, k, x, y, r, tol))
+print("metrics agree over %d iterations: lm loss and MTP losses worst rel diff %.3e (tolerance "
+      "%g), grad norm %.3e (tolerance %g)" % (len(a), worst, tol, gworst, gtol))
+PY
+}

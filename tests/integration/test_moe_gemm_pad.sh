@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # moe_grouped_gemm and moe_pad_expert_input_to_capacity change no number
 # (tests/configs/gpt-moe-test.json, capacity 1.0 with drops, dropout on,
-# 20 steps, fp32 on cpu):
+# 20 steps (CI: 10), fp32 on cpu):
 #  - one process (2 OpenMP threads, so the grouped op runs groups side by
 #    side): grouped GEMM gives a bitwise identical JSONL (every field but
 #    timings), and its iteration-10 checkpoint (the same per-expert
-#    parameters) resumed without grouped GEMM continues bitwise; padding to
+#    parameters; CI: iteration 5) resumed without grouped GEMM continues bitwise; padding to
 #    capacity gives loss, grad norm, balance losses,
 #    tokens per expert and drops within 1e-6 (bitwise in practice), and the
 #    balance losses are those of the unpadded run (the router never sees the
@@ -20,7 +20,8 @@
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 CFG=tests/configs/gpt-moe-test.json
-COMMON=(--set training.eval_interval=0 --set model.hidden_dropout=0.1
+N=$(full_or 20 10); H=$((N / 2))
+COMMON=(--set training.eval_interval=0 --set training.train_iters=$N --set model.hidden_dropout=0.1
         --set model.attention_dropout=0.1)
 run() { # name np args...
   local name=$1 np=$2; shift 2
@@ -31,15 +32,15 @@ run() { # name np args...
   fi || { echo "run $name failed:"; tail -20 "$TMP/$name.log"; exit 1; }
 }
 cmp() { # a b reltol
-  /usr/bin/python3 - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$1" "$2" "$3" <<'PY'
+  /usr/bin/python3 - "$TMP/$1.jsonl" "$TMP/$2.jsonl" "$1" "$2" "$3" $N <<'PY'
 import json, sys
 SKIP = {"elapsed_ms", "tokens_per_s", "tflops_per_device", "comm_bytes"}
 def load(p):
     return {o["iteration"]: {k: v for k, v in o.items() if k not in SKIP}
             for o in map(json.loads, open(p)) if "lm_loss" in o}
 a, b = load(sys.argv[1]), load(sys.argv[2])
-tol = float(sys.argv[5])
-assert a.keys() == b.keys() and len(a) == 20, (sorted(a), sorted(b))
+tol, n = float(sys.argv[5]), int(sys.argv[6])
+assert a.keys() == b.keys() and len(a) == n, (sorted(a), sorted(b))
 worst, nbit = 0.0, 0
 for it in sorted(a):
     keys = a[it].keys() if tol == 0 else ("lm_loss", "grad_norm", "load_balancing_loss", "z_loss",
@@ -53,28 +54,29 @@ for it in sorted(a):
             worst = max(worst, r)
             if r > tol:
                 sys.exit("%s vs %s iteration %d %s: %r vs %r" % (sys.argv[3], sys.argv[4], it, k, x, y))
-print("%s vs %s: 20 steps agree (tol %g, worst rel %.2e, %d values not bitwise); step 20 lm %.6f "
-      "lb %.6f" % (sys.argv[3], sys.argv[4], tol, worst, nbit, a[20]["lm_loss"],
-                   a[20]["load_balancing_loss"]))
+print("%s vs %s: %d steps agree (tol %g, worst rel %.2e, %d values not bitwise); step %d lm %.6f "
+      "lb %.6f" % (sys.argv[3], sys.argv[4], n, tol, worst, nbit, n, a[n]["lm_loss"],
+                   a[n]["load_balancing_loss"]))
 PY
 }
 run base 1
 run grouped 1 --set model.moe_grouped_gemm=true --set checkpoint.save="$TMP/ck" \
-    --set checkpoint.save_interval=10
+    --set checkpoint.save_interval=$H
 cmp grouped base 0
-# same parameters either way: its iteration-10 checkpoint resumes without it
-echo 10 > "$TMP/ck/latest_checkpointed_iteration.txt"
+# same parameters either way: its iteration-H checkpoint resumes without it
+echo $H > "$TMP/ck/latest_checkpointed_iteration.txt"
 run resumed 1 --set checkpoint.load="$TMP/ck"
-grep -q "resumed from iteration 10" "$TMP/resumed.log" || { echo "did not resume"; exit 1; }
-/usr/bin/python3 - "$TMP/resumed.jsonl" "$TMP/base.jsonl" <<'PY'
+grep -q "resumed from iteration $H" "$TMP/resumed.log" || { echo "did not resume"; exit 1; }
+/usr/bin/python3 - "$TMP/resumed.jsonl" "$TMP/base.jsonl" $H <<'PY'
 import json, sys
 SKIP = {"elapsed_ms", "tokens_per_s", "tflops_per_device", "comm_bytes"}
-a, b = ({o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o} for p in sys.argv[1:])
-assert sorted(a) == list(range(11, 21)), sorted(a)
+a, b = ({o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o} for p in sys.argv[1:3])
+h = int(sys.argv[3])
+assert sorted(a) == list(range(h + 1, 2 * h + 1)), sorted(a)
 bad = [(it, k) for it in a for k in a[it] if k not in SKIP and a[it][k] != b[it][k]]
 assert not bad, bad[:5]
-print("checkpoint of the grouped-GEMM run at iteration 10, resumed with per-expert GEMMs: "
-      "iterations 11-20 bitwise equal to the per-expert run")
+print("checkpoint of the grouped-GEMM run at iteration %d, resumed with per-expert GEMMs: "
+      "iterations %d-%d bitwise equal to the per-expert run" % (h, h + 1, 2 * h))
 PY
 run pad 1 --set model.moe_pad_expert_input_to_capacity=true
 cmp pad base 1e-6

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Router options are layout-free: DeepSeek-style routing (sigmoid scores,
 # group-limited top-k 2 of 4 groups, seq_aux_loss, top-k scaling 2.5,
-# capacity 1.0, dropout on) gives the one-process 20-step curve with
+# capacity 1.0, dropout on) gives the one-process 20-step (CI: 10)
+# curve with
 # tp=2+SP+ep=2 and with cp=2 (the per-sequence loss needs each token's
 # sample, t % b, on the gathered micro-batch); softmax with pre-softmax and
 # global_aux_loss, dropless (f from the previous global batch's counts,
@@ -10,6 +11,7 @@
 # layer), within 1e-5 relative.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
+MOE_ITERS=$(full_or 20 10)  # CI: 10 steps; MEGATRAIN_TEST_FULL=1: 20
 COMMON=(--set training.eval_interval=0 --set model.hidden_dropout=0.1)
 DS=(--set model.moe_router_score_function=sigmoid --set model.moe_router_num_groups=4
     --set model.moe_router_group_topk=2 --set model.moe_router_load_balancing_type=seq_aux_loss

@@ -19,10 +19,10 @@
 # bitwise with byte-identical final checkpoints; loading it with ep=4 (edp 1)
 # resumes it under that layout (layout-free checkpoint). ZeRO-2 with a pipeline
 # stays refused.
-# CI: 10 steps (save at 5, resume 6-10), dp=4 + ep=2 ZeRO-3, etp=2 + dp=4
-# ZeRO-3 and the DeepSeek-style model's dp=4 + ep=2 ZeRO-3 (with its resume
-# and the ep=4 resume) and dp=2 + ep=2 ZeRO-2 (tp=2 + SP + ep with ZeRO-1:
-# test_moe_parity.sh's CI case);
+# CI: 10 steps (save at 5, resume 6-10), dp=4 + ep=2 ZeRO-3 and the
+# DeepSeek-style model's dp=4 + ep=2 ZeRO-3 (with its resume and the ep=4
+# resume); etp with ZeRO-2/3 is test_moe_etp_parity.sh's CI case, tp=2 + SP
+# + ep with ZeRO-1 test_moe_parity.sh's;
 # MEGATRAIN_TEST_FULL=1: 20 steps (save at 10) and every layout above.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/moe_lib.sh"
@@ -65,11 +65,14 @@ cmp_moe tp2sp_ep2_z1 base64
 fi
 # expert tensor parallelism: etp=2 + dp=4 (edp 2: each expert's fc1/fc2
 # shards sharded again over edp) with ZeRO-3, SwiGLU experts without biases
+# (CI: test_moe_etp_parity.sh's tp=2 + SP + etp=2 ZeRO-3 and ZeRO-2 cases)
 NOBIAS=(--set model.add_bias_linear=false --set model.swiglu=true)
+if [ "$FULL" = 1 ]; then
 run base_etp 1 "${NOBIAS[@]}"
 run etp2_dp4_z3 4 "${NOBIAS[@]}" --set parallel.expert_tensor_parallel_size=2 --set parallel.zero_stage=3
 expect_log etp2_dp4_z3 "ZeRO stage 3 over edp=2"
 cmp_moe etp2_dp4_z3 base_etp
+fi
 # DeepSeek-style model (expert bias, shared expert, list moe_layer_freq,
 # sigmoid + groups + seq_aux_loss): dp=4 + ep=2 (edp 2) ZeRO-3, expert_bias
 # values compared per iteration as well; it saves at 10 and 20 (per-rank
@@ -82,9 +85,10 @@ expect_log ds_dp4_ep2_z3 "ZeRO stage 3 over edp=2"
 cmp_moe ds_dp4_ep2_z3 ds_base
 # the issue's dp=2+ep=2 ZeRO-2 and tp=2+SP+ep=4 ZeRO-1 (ep != tp) layouts on
 # the DeepSeek-style model too (expert bias, shared expert compared)
+# (CI: ZeRO-2 with experts is test_moe_etp_parity.sh's z2_etp2)
+if [ "$FULL" = 1 ]; then
 CFG=$DS run ds_dp2_ep2_z2 2 --set parallel.expert_model_parallel_size=2 --set parallel.zero_stage=2
 cmp_moe ds_dp2_ep2_z2 ds_base
-if [ "$FULL" = 1 ]; then
 CFG=$DS run ds_tp2sp_ep4_z1 4 --set parallel.tensor_model_parallel_size=2 \
     --set parallel.sequence_parallel=true --set parallel.expert_model_parallel_size=4 \
     --set parallel.expert_tensor_parallel_size=1 --set parallel.zero_stage=1

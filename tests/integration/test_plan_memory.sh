@@ -9,6 +9,9 @@
 # memory.per_stage[pp_rank]) must EQUAL every rank's allocator peak over the
 # training loop (MEGATRAIN_MEM_REPORT: "megatrain-mem-peak {json}" on stderr)
 # byte for byte for parameters, gradients, optimizer state and activations.
+# Dropless MoE buffers grow to the rows the routing sent (model/moe_rowbuf.h):
+# each rank's prediction is `plan --moe-recv-rows R --moe-expert-rows RX`
+# with the high-water rows that rank logged (megatrain-mem-peak).
 # Workspace: the model's buffers are predicted, the CPU backend's own op
 # scratch (the largest request of any op: the fused attention backward's
 # tiles here, ~90 KiB) is not; every rank reports that scratch
@@ -39,19 +42,35 @@ run() { # name np sets...  (PLAN_MEMORY_ONLY=REGEX runs only the matching cases)
     { echo "plan $name failed:"; cat "$TMP/$name.plan.err"; exit 1; }
   $MPI -np "$np" "$MT" --config $CFG "${sets[@]}" >"$TMP/$name.log" 2>"$TMP/$name.err" ||
     { echo "run $name failed:"; tail -20 "$TMP/$name.log" "$TMP/$name.err"; exit 1; }
-  /usr/bin/python3 - "$name" "$TMP/$name.plan.json" "$TMP/$name.err" "$np" >>"$TMP/table.txt" <<'PY' ||
-import json, sys
+  /usr/bin/python3 - "$name" "$TMP/$name.plan.json" "$TMP/$name.err" "$np" "$MT" --config $CFG \
+      --world-size "$np" --hardware a100-80gb --json "${sets[@]}" >>"$TMP/table.txt" <<'PY' ||
+import json, subprocess, sys
 name, plan_path, err_path, np_ = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+plan_cmd = [sys.argv[5], "plan"] + sys.argv[6:]
 plan = json.load(open(plan_path))
-stages = {s["stage"]: s["bytes"] for s in plan["memory"]["per_stage"]}
 meas = [json.loads(l.split(" ", 1)[1]) for l in open(err_path) if l.startswith("megatrain-mem-peak ")]
 assert len(meas) == np_, "%s: %d memory reports from %d ranks" % (name, len(meas), np_)
+# dropless MoE: the receive buffers and the experts' rows grow to what the
+# routing sent (model/moe_rowbuf.h); the prediction of each rank takes the
+# high-water rows that rank logged (plan --moe-recv-rows / --moe-expert-rows)
+rows = plan["memory"].get("moe_rows")
+per_rows = {}
+def stages_for(m):
+    if not rows or rows["load_factor"] == 0:
+        return {s["stage"]: s["bytes"] for s in plan["memory"]["per_stage"]}
+    key = (m["moe_recv_rows"], m["moe_expert_rows"])
+    assert 0 <= key[0] <= rows["worst_case"], "%s: rows %s beyond the worst case" % (name, key)
+    if key not in per_rows:
+        out = subprocess.run(plan_cmd + ["--moe-recv-rows", str(key[0]), "--moe-expert-rows",
+                             str(key[1])], check=True, capture_output=True, text=True).stdout
+        per_rows[key] = {s["stage"]: s["bytes"] for s in json.loads(out)["memory"]["per_stage"]}
+    return per_rows[key]
 cats = [("parameters", "parameters", 0), ("gradients", "gradients", 0),
         ("optimizer", "optimizer_state", 0), ("activations", "activations", 0),
         ("communication", "communication", None), ("workspace", "workspace", None)]
 bad, seen = [], set()
 for m in sorted(meas, key=lambda m: m["rank"]):
-    pred = stages[m["pp_rank"]]
+    pred = stages_for(m)[m["pp_rank"]]
     row, key = [], []
     state_p = state_m = 0
     for pc, mc, tol in cats:

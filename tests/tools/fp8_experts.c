@@ -61,7 +61,7 @@ int main(int argc, char **argv) {
     gp[le] = dw1 + (size_t)le * F * H, gp[2 * El + le] = dw2 + (size_t)le * H * F;
   }
   mt_fp8_linear *f = mt_fp8_linear_create(be, &o, NULL, NULL);
-  mt_moe_expert_weights w = {wp, wp + El, wp + 2 * El, wp + 3 * El, f};
+  mt_moe_expert_weights w = {wp, wp + El, wp + 2 * El, wp + 3 * El, f, {0, El}};
   mt_moe_expert_grads g = {gp, gp + El, gp + 2 * El, gp + 3 * El};
   mt_moe_experts_forward(ex, &a, &w, y, x, counts, R);
   mt_moe_experts_backward(ex, &a, &w, &g, dx, dy, x, counts, R);

@@ -39,7 +39,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   mt_fp8_linear *f = mt_fp8_linear_create(be, &o, NULL, NULL);
+  mt_fp8_linear_select(f, 0); /* the delayed state of this one linear */
   mt_fp8_linear_fwd(f, y, x, w, NULL, M, out, in);
+  mt_fp8_linear_select(f, 0);
   mt_fp8_linear_bwd(f, dx, dw, NULL, dy, x, w, M, out, in);
   fwrite(y, sizeof(float), ny + nx + nw, stdout);
   mt_fp8_linear_destroy(f);

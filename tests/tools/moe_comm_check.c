@@ -81,7 +81,7 @@ int main(int argc, char **argv) {
         gp[j * El + le] = be->ops->alloc(be, sizeof(float) * (size_t)sz[j], MT_MEM_GRAD);
         be->ops->memset0(be, gp[j * El + le], sizeof(float) * (size_t)sz[j]);
       }
-    mt_moe_weights w = {router, wp, wp + El, wp + 2 * El, wp + 3 * El, NULL, NULL, NULL};
+    mt_moe_weights w = {router, wp, wp + El, wp + 2 * El, wp + 3 * El, NULL, NULL, NULL, {0, 0}};
     mt_moe_grads g = {grouter, gp, gp + El, gp + 2 * El, gp + 3 * El};
     mt_group_reset_counters(ep);
     mt_moe_forward(m, acts, &w, y, x, 0, NULL);

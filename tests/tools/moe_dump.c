@@ -97,7 +97,7 @@ int main(int argc, char **argv) {
   be->ops->memset0(be, gwr, sizeof(float) * (size_t)E * h);
   void *out = be->ops->alloc(be, sizeof(float) * (size_t)N * h, MT_MEM_ACT);
   void *dxo = be->ops->alloc(be, sizeof(float) * (size_t)N * h, MT_MEM_ACT);
-  mt_moe_weights w = {dwr, wp, wp + E, wp + 2 * E, wp + 3 * E, NULL, NULL, NULL};
+  mt_moe_weights w = {dwr, wp, wp + E, wp + 2 * E, wp + 3 * E, NULL, NULL, NULL, {0, 0}};
   mt_moe_grads g = {gwr, gp, gp + E, gp + 2 * E, gp + 3 * E};
   mt_moe_forward(m, a, &w, out, dx_, 0, NULL);
   mt_moe_backward(m, a, &w, &g, dxo, ddy, dx_, aux_scale, NULL);

@@ -85,7 +85,7 @@ static void test_param_counts(void **state) {
     mt_config cfg;
     load_cfg(&cfg, path, k_nar_world[i]);
     mt_plan_memory mem;
-    mt_plan_memory_compute(&cfg, k_nar_world[i], NULL, &mem);
+    mt_plan_memory_compute(&cfg, k_nar_world[i], NULL, NULL, &mem);
     double b = mem.params_total / 1e9;
     printf("%-5s %.1fB (paper %.1fB)\n", k_nar[i], b, k_nar_params[i]);
     /* the table rounds to 0.1B */
@@ -281,7 +281,7 @@ static void check_memory(const char *json, int steps, const char *recompute, int
   if (rc) fprintf(stderr, "%s\n", err);
   assert_int_equal(rc, 0);
   mt_plan_memory pred;
-  mt_plan_memory_compute(&cfg, 1, NULL, &pred);
+  mt_plan_memory_compute(&cfg, 1, NULL, NULL, &pred);
 
   mt_backend_options bo = {.device = "cpu", .num_threads = 1, .dtype = MT_F32};
   mt_backends_process_init(&bo);
@@ -526,11 +526,19 @@ static void test_moe_plan(void **state) {
   moe_plan(pad, 3, 64, &hw, &ppad);
   const double C = ceil(s * k / E * 1.5);
   assert_true(ppad.moe.a2a_bytes == 4 * E * C * h * es);
-  /* the dispatcher's buffers: E C rows instead of n_loc k sent and
-   * ep n_loc k received (3 + 3 of them), the experts' d_f [r, 2F], d_a [r, F] */
-  const double smax = s * k, rmax = 8 * s * k, F = 1024;
+  /* the dispatcher's buffers: E C rows instead of n_loc k sent and, dropless,
+   * r = ceil(1.25 n_loc k) received under the default routing assumption
+   * (3 + 3 of them), the experts' d_f [r, 2F], d_a [r, F] */
+  const double smax = s * k, rmax = ceil(MT_PLAN_MOE_LOAD_FACTOR * s * k), F = 1024;
   const double dws = (3 * (smax - E * C) + 3 * (rmax - E * C)) * h * es + (rmax - E * C) * 3 * F * es;
   assert_true(p8.mem.bytes[MT_PM_WORKSPACE] - ppad.mem.bytes[MT_PM_WORKSPACE] == dws);
+  assert_true(p8.mem.moe_recv_rows == rmax && p8.mem.moe_expert_rows == rmax);
+  assert_true(p8.mem.moe_load_factor == MT_PLAN_MOE_LOAD_FACTOR);
+  /* the worst case (every token of the 8 EP ranks routed to one): ep n_loc k
+   * rows, more memory; padding fixes the rows (worst = planned) */
+  assert_true(p8.mem.moe_worst_rows == 8 * s * k && p8.mem.total_worst > p8.mem.total);
+  assert_true(ppad.mem.moe_recv_rows == E * C && ppad.mem.total_worst == ppad.mem.total);
+  assert_true(ppad.mem.moe_load_factor == 0);
 }
 
 /* Multi-latent attention's parameters (Megatron-core's MLASelfAttention,
@@ -562,7 +570,7 @@ static void test_mla_params(void **state) {
   const int64_t split = n * hq * qr + n * (8 + dv) * kr + h * n * dv + 2 * h * f;
   EXPECT_EQ(mt_plan_num_parameters(&c, 1), L * (rep + split) + Vp * h + h, "%s", "total");
   mt_plan_memory mem;
-  mt_plan_memory_compute(&c, 2, NULL, &mem);
+  mt_plan_memory_compute(&c, 2, NULL, NULL, &mem);
   EXPECT_EQ(mem.params_per_rank, L * (rep + split / 2) + Vp * h / 2 + h, "%s", "tp rank");
   mt_config_free(&c);
   /* without q compression: one linear_q_proj [n hq, h], split by heads */
@@ -572,7 +580,7 @@ static void test_mla_params(void **state) {
   const int64_t rep2 = (kr + 4) * h + kr + 2 * h;
   const int64_t split2 = n * hq * h + n * (8 + dv) * kr + h * n * dv + 2 * h * f;
   EXPECT_EQ(mt_plan_num_parameters(&c, 1), L * (rep2 + split2) + Vp * h + h, "%s", "no q_lora");
-  mt_plan_memory_compute(&c, 2, NULL, &mem);
+  mt_plan_memory_compute(&c, 2, NULL, NULL, &mem);
   EXPECT_EQ(mem.params_per_rank, L * (rep2 + split2 / 2) + Vp * h / 2 + h, "%s", "no q_lora rank");
   mt_config_free(&c);
 }

@@ -270,7 +270,8 @@ static void test_published_fp8_row(void **state) {
                           sizeof err);
   if (rc) fprintf(stderr, "%s\n", err);
   assert_int_equal(rc, 0);
-  mt_plan_options o = {1, 1, 1, 0};
+  mt_plan_options o = {.overlap_grad_reduce = 1, .overlap_param_gather = 1,
+                       .overlap_p2p_comm = 1};
   mt_plan p16, p8;
   assert_int_equal(mt_plan_compute(&cfg, 128, &hw, &o, &p16, err, sizeof err), 0);
   snprintf(cfg.training.fp8_format, sizeof cfg.training.fp8_format, "hybrid");
