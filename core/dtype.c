@@ -8,6 +8,7 @@ size_t mt_dtype_size(mt_dtype t) {
     case MT_I32: return 4;
     case MT_I64: return 8;
     case MT_F64: return 8;
+    case MT_U8: return 1;
   }
   return 0;
 }
@@ -19,6 +20,7 @@ const char *mt_dtype_name(mt_dtype t) {
     case MT_I32: return "int32";
     case MT_I64: return "int64";
     case MT_F64: return "fp64";
+    case MT_U8: return "uint8";
   }
   return "?";
 }

@@ -8,11 +8,13 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2, MT_I64 = 3, MT_F64 = 4 } mt_dtype;
+/* MT_U8: raw bytes (FP8 codes in fp8_param_gather's all-gathers); never an
+ * element type of the backend's tensors or of a reduction. */
+typedef enum { MT_F32 = 0, MT_BF16 = 1, MT_I32 = 2, MT_I64 = 3, MT_F64 = 4, MT_U8 = 5 } mt_dtype;
 
 /* Size in bytes of one element (0 for a value outside the enum). */
 size_t mt_dtype_size(mt_dtype t);
-/* Short name for messages: "fp32", "bf16", "int32", "int64", "fp64" ("?"
+/* Short name for messages: "fp32", "bf16", "int32", "int64", "fp64", "uint8" ("?"
  * outside the enum). */
 const char *mt_dtype_name(mt_dtype t);
 

@@ -32,6 +32,8 @@ struct mt_fp8_linear {
   mt_fp8_pass pass;         /* what the next forwards are (mt_fp8_linear_set_pass) */
   void *ws;                 /* grow-only workspace (MT_MEM_WORKSPACE) */
   size_t ws_bytes;
+  const mt_fp8_wcode *wcode; /* fp8_param_gather: pre-quantized weights (borrowed) */
+  int n_wcode;
 };
 
 int mt_fp8_options_parse(mt_fp8_options *o, const char *format, const char *recipe,
@@ -254,6 +256,44 @@ static mt_fp8_blocking blk_w(const mt_fp8_linear *f, int colwise) {
   return colwise ? blk_col(f) : blk_row(f);
 }
 
+/* fp8_param_gather: dst[out, in] (fp32) = decode(codes of w) · scale_inv
+ * when the optimizer quantized w (mt_fp8_linear_set_weight_codes); 1 if
+ * done, 0 if w has no codes. */
+static int wcode_dq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *w, int64_t out,
+                    int64_t in) {
+  for (int i = 0; i < f->n_wcode; i++) {
+    if (f->wcode[i].w != w) continue;
+    mt_backend *be = f->be;
+    mt_fp8_desc d = {.fmt = MT_FP8_E4M3, .blocking = blk_w(f, 0), .rows = out, .cols = in,
+                     .out_f32 = 1};
+    be->ops->memcpy_h2d(be, s->sinv, f->wcode[i].scale_inv,
+                        (size_t)mt_fp8_n_scales(&d) * sizeof(float));
+    be->ops->fp8_dequantize(be, &d, dst, f->wcode[i].q, s->sinv);
+    return 1;
+  }
+  return 0;
+}
+
+/* The FP8 GEMM path's counterpart of wcode_dq: w's gathered codes copied
+ * into s->q and its scale into s->sinv (one scale: tensorwise), as
+ * fp8_quantize would have left them; 0 when w has none. */
+static int wcode_q(mt_fp8_linear *f, const qscratch *s, const void *w, int64_t out, int64_t in) {
+  for (int i = 0; i < f->n_wcode; i++) {
+    if (f->wcode[i].w != w) continue;
+    mt_backend *be = f->be;
+    be->ops->memcpy_d2d(be, s->q, f->wcode[i].q, (size_t)(out * in));
+    be->ops->memcpy_h2d(be, s->sinv, f->wcode[i].scale_inv, sizeof(float));
+    return 1;
+  }
+  return 0;
+}
+
+void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n) {
+  MT_ASSERT(n == 0 || f->o.recipe == MT_FP8_RECIPE_TENSORWISE ||
+            f->o.recipe == MT_FP8_RECIPE_BLOCKWISE);
+  f->wcode = n > 0 ? tab : NULL, f->n_wcode = n > 0 ? n : 0;
+}
+
 static int64_t max3(int64_t a, int64_t b, int64_t c) {
   return a > b ? (a > c ? a : c) : (b > c ? b : c);
 }
@@ -304,7 +344,8 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
     if (f->pass == MT_FP8_PASS_TRAIN) pend_push(st, st->used[R_X], st->used[R_W]);
   } else {
     qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
-    qdq(f, sw, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
+    if (lt ? !wcode_q(f, sw, w, out, in) : !wcode_dq(f, &s, wq, w, out, in))
+      qdq(f, sw, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
   }
   if (lt) { /* y = Q(x) Q(w)^T (+ bias) on the FP8 GEMM, rounded once to T */
     if (fp8_mm(f, 0, 1, M, out, in, &s, in, MT_FP8_E4M3, sw, in, MT_FP8_E4M3, 0.0f, y, out,
@@ -347,7 +388,8 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
     if (!delayed) qdq(f, sg, gq, dy, M, out, blk_row(f), gfmt, NULL), g_ready = 1;
     if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sw);
-    else qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
+    else if (lt ? !wcode_q(f, &s, w, out, in) : !wcode_dq(f, &s, oq, w, out, in))
+      qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
     if (!lt || fp8_mm(f, 0, 0, M, in, out, sg, out, gfmt, &s, in, MT_FP8_E4M3, 0.0f, dx, in,
                       be->dtype, NULL) != 0) {
       if (lt) { /* no FP8 GEMM for this shape: dequantize */

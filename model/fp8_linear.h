@@ -115,4 +115,21 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
 void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const void *dy,
                        const void *x, const void *w, int64_t M, int64_t out, int64_t in);
 
+/* fp8_param_gather (optimizer/fp8_param_gather.h, docs/fp8.md "FP8
+ * parameter gather"): weights the distributed optimizer has already
+ * quantized. Entry i says that the weight whose T storage starts at w has
+ * the e4m3 codes q [out, in] (device) with scale_inv (host; one value for
+ * the tensorwise recipe, [⌈out/128⌉, ⌈in/128⌉] row-major for blockwise's
+ * 128×128 blocks); the forward and dgrad of that weight then decode those
+ * codes instead of quantizing w (tensorwise and blockwise, whose forward
+ * and dgrad quantize W alike: the codes are exactly what the recipe would
+ * make of w, see the optimizer). The table is borrowed (NULL / n 0: none)
+ * and read at every call. */
+typedef struct {
+  const void *w;
+  const uint8_t *q;
+  const float *scale_inv;
+} mt_fp8_wcode;
+void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n);
+
 #endif

@@ -293,6 +293,16 @@ static inline int mt_gpt_fp8_expert_key(const mt_gpt_config *c, int l, int fc, i
 int mt_gpt_fp8_meta(mt_gpt *m, int i, char *name, size_t n, float **data, int64_t *numel,
                     int *expert);
 
+/* fp8_param_gather (model/gpt_fp8_gather.c, docs/fp8.md "FP8 parameter
+ * gather"): 1 if parameter i is the weight of a dense transformer layer's
+ * FP8 linear (linear_qkv, linear_proj, linear_fc1, linear_fc2 of a layer
+ * that runs in FP8: not kept bf16 by first_last_layers_bf16; not MoE
+ * experts, MLA or MTP, which fp8_param_gather refuses), else 0; and the
+ * FP8 linear those weights go through (NULL without FP8), on which the
+ * optimizer installs their pre-quantized codes. */
+int mt_gpt_fp8_gathered_weight(const mt_gpt *m, int i);
+mt_fp8_linear *mt_gpt_fp8_dense_linear(mt_gpt *m);
+
 /* Multi-token prediction (model.mtp_num_layers D; DeepSeek-V3 §2.2,
  * docs/model.md): this rank's training losses since the last reset, per
  * depth k = 1..D: sum[k-1] the masked cross-entropy sum (nats) of its rows

@@ -51,14 +51,6 @@ static void *dalloc(mt_gpt_infer *g, int64_t n, size_t es, mt_mem_cat cat) {
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
                                   char *err, size_t errlen) {
   const mt_gpt_config *c = &m->cfg;
-  if (c->model.multi_latent_attention && strcmp(m->be->name, "cpu") != 0) {
-    snprintf(err, errlen,
-             "generation of a model with model.multi_latent_attention true runs on the cpu "
-             "backend in this build (got device %s: MLA generation is not checked on it; "
-             "expected --device cpu)",
-             m->be->name);
-    return NULL;
-  }
   if (c->model.num_experts > 0 && (c->tp_size != 1 || c->ep_size != 1 || c->etp_size > 1)) {
     snprintf(err, errlen,
              "generation of a model with experts (model.num_experts %d) runs with tensor, expert "
@@ -139,6 +131,16 @@ mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_
       g->cache[l] = dalloc(g, R * m->ng * 2 * m->hn, (size_t)es, MT_MEM_ACT);
   }
   return g;
+}
+
+int mt_gpt_infer_mla_absorb(mt_gpt_infer *g, char *err, size_t errlen) {
+  if (!g->mla) {
+    snprintf(err, errlen, "weight absorption needs a model with multi-latent attention "
+             "(model.multi_latent_attention is false)");
+    return -1;
+  }
+  mt_infer_mla_absorb(g->mla);
+  return 0;
 }
 
 void mt_gpt_infer_destroy(mt_gpt_infer *g) {

@@ -50,13 +50,18 @@ typedef struct mt_gpt_infer mt_gpt_infer;
  * max_position_embeddings). use_cache: 1 = KV cache, 0 = recompute the
  * prefix every call. Allocates the cache (MT_MEM_ACT) and the buffers for
  * max_len rows (MT_MEM_WORKSPACE) on m's backend. Returns NULL with a
- * message naming the unsupported option (multi-latent attention off the cpu
- * backend, MoE with tp / ep / etp > 1, cp_size > 1, several
- * chunks per stage,
- * sequence_parallel, max_len) in err. No communication. */
+ * message naming the unsupported option (MoE with tp / ep / etp > 1,
+ * cp_size > 1, several chunks per stage, sequence_parallel, max_len) in
+ * err. No communication. */
 mt_gpt_infer *mt_gpt_infer_create(mt_gpt *m, mt_group *pp, int max_len, int use_cache,
                                   char *err, size_t errlen);
 void mt_gpt_infer_destroy(mt_gpt_infer *g); /* NULL is a no-op */
+
+/* Multi-latent attention decoding with weight absorption (model/gpt_infer_mla.h:
+ * the attention over the cached latents, W_UK folded into the queries and
+ * W_UV applied after; the same logits within rounding). Returns 0, or -1
+ * with a message in err when the model has no multi-latent attention. */
+int mt_gpt_infer_mla_absorb(mt_gpt_infer *g, char *err, size_t errlen);
 
 /* KV cache bytes per token of model m, all its layers (num_layers, not this
  * stage's), in the backend's storage dtype: *cache what this module's cache

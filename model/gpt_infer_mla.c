@@ -36,6 +36,10 @@ struct mt_infer_mla {
   float *mean, *rstd;              /* [R] */
   void **cache;                    /* [local layers] x [R, kr + dr] */
   int32_t *t_rt, *t_cache, *t_q, *t_kv; /* gather tables (device) */
+  /* weight absorption (mt_infer_mla_absorb; NULL without) */
+  void *PA, *KVA, *CA;             /* [R, (np + 1)(kr + dr) + kr], [R, kr + dr + kr],
+                                      [R, np, kr] */
+  int32_t *t_pa, *t_kva;           /* gather tables: PA from S, KVA from a cache */
 };
 
 static void *dalloc(mt_gpt *m, int64_t n, size_t es, mt_mem_cat cat) {
@@ -143,8 +147,9 @@ mt_infer_mla *mt_infer_mla_create(mt_gpt *m, int max_len) {
 void mt_infer_mla_destroy(mt_infer_mla *x) {
   if (!x) return;
   mt_backend *be = x->m->be;
-  void *p[] = {x->S,    x->P,    x->KVB,  x->q_c,     x->q_cn, x->kv_c,
-               x->mean, x->rstd, x->t_rt, x->t_cache, x->t_q,  x->t_kv};
+  void *p[] = {x->S,      x->P,     x->KVB, x->q_c, x->q_cn, x->kv_c, x->mean, x->rstd,
+               x->t_rt,   x->t_cache, x->t_q, x->t_kv, x->PA,   x->KVA,  x->CA,
+               x->t_pa,   x->t_kva};
   for (size_t i = 0; i < sizeof p / sizeof *p; i++) be->ops->free(be, p[i]);
   for (int l = 0; l < x->m->n_local_layers; l++) be->ops->free(be, x->cache[l]);
   free(x->cache);
@@ -193,6 +198,90 @@ static void rope(mt_infer_mla *x, int64_t rows, int64_t pos0) {
   m->be->ops->rope_fwd(m->be, &d, (char *)x->S + (size_t)x->oRT * x->es);
 }
 
+/* The fused attention's descriptor of `rows` new queries at pos0 .. over
+ * positions 0 .. pos0 + rows - 1 (MLA's widths and softmax scale). */
+static mt_attn_desc desc(const mt_infer_mla *x, int64_t rows, int64_t pos0) {
+  static const int64_t sample0 = 0;
+  const mt_gpt_config *c = &x->m->cfg;
+  mt_attn_desc d = {0};
+  d.s = (int)rows;
+  d.b = 1;
+  d.np = (int)x->np;
+  d.head_offset = c->tp_rank * (int)x->np;
+  d.n_heads_total = c->model.num_attention_heads;
+  d.sample_ids = &sample0;
+  mt_gpt_mla_attn_desc(x->m, &d); /* hn = hq, hv = dv, ng = np, the softmax scale */
+  d.sq = (int)rows;
+  d.sk = (int)(pos0 + rows);
+  d.q_pos[0] = (int)pos0;
+  d.k_pos[0] = 0;
+  return d;
+}
+
+void mt_infer_mla_absorb(mt_infer_mla *x) {
+  if (x->PA) return;
+  mt_gpt *m = x->m;
+  const int64_t R = x->max_len, np = x->np, kr = x->kr, dr = x->dr, u = x->u, a = kr + dr;
+  const mt_mem_cat W = MT_MEM_WORKSPACE;
+  x->PA = dalloc(m, R * ((np + 1) * a + kr), x->es, W);
+  x->KVA = dalloc(m, R * (a + kr), x->es, W);
+  x->CA = dalloc(m, R * np * kr, x->es, W);
+  /* PA <- per head [q_lat (written by absorbed()'s GEMM afterwards: unit 0
+   * here), RT's rotated q_pe] (k and v slots: unit 0, unread) */
+  const int64_t sw = (np + 1) * a + kr, n_pa = R * sw / u;
+  int32_t *t = mt_xcalloc((size_t)n_pa, sizeof(int32_t));
+  for (int64_t r = 0; r < R; r++)
+    for (int64_t n = 0; n < np; n++) {
+      const int64_t p = r * sw + n * a;
+      for (int64_t c = 0; c < dr; c += u)
+        t[(p + kr + c) / u] = U(x, x->oRT + (r * (np + 2) + n) * dr + c);
+    }
+  x->t_pa = upload(m, t, n_pa);
+  free(t);
+  /* KVA <- the cache row [latent, k_pe] as the key, its latent as the value */
+  const int64_t n_kva = R * (a + kr) / u;
+  t = mt_xcalloc((size_t)n_kva, sizeof(int32_t));
+  for (int64_t j = 0; j < R; j++) {
+    for (int64_t c = 0; c < a; c += u) t[(j * (a + kr) + c) / u] = U(x, j * a + c);
+    for (int64_t c = 0; c < kr; c += u) t[(j * (a + kr) + a + c) / u] = U(x, j * a + c);
+  }
+  x->t_kva = upload(m, t, n_kva);
+  free(t);
+}
+
+/* The absorbed tail (DeepSeek-V2 §2.1.2): per local head n, q_lat = q_nope
+ * W_UK[n] [rows, kr] (W_UK[n] = linear_kv_up_proj's key rows of head n,
+ * [dn, kr]); one-group attention (MQA) of [q_lat, q_pe] over the cached
+ * [latent, k_pe] with the latent as the value (hn = kr + dr, hv = kr, the
+ * MLA softmax scale): CA [rows, np, kr]; ctx[:, n] = CA[:, n] W_UV[n]^T
+ * (W_UV[n] = head n's value rows, [dv, kr]). The same products as the
+ * up-projected path in another order. */
+static void absorbed(mt_infer_mla *x, const mt_attention_tensors *w, const void *cache, void *ctx,
+                     float *lse, int64_t rows, int64_t pos0) {
+  mt_backend *be = x->m->be;
+  const int64_t np = x->np, kr = x->kr, dr = x->dr, dn = x->dn, dv = x->dv, hq = x->hq;
+  const int64_t L = pos0 + rows, u = x->u, a = kr + dr;
+  const size_t es = x->es;
+  const char *wu = w->linear_kv_up_proj.weight;
+  char *S = x->S;
+  const int64_t sw = (np + 1) * a + kr;
+  be->ops->moe_gather_rows(be, x->PA, S, x->t_pa, rows * sw / u, u); /* q_pe */
+  for (int64_t n = 0; n < np; n++) /* q_lat into head n's first kr channels */
+    mt_linear_gemm(be, 0, 0, rows, kr, dn, S + (size_t)(n * hq) * es, np * hq,
+                   wu + (size_t)(n * (dn + dv) * kr) * es, kr, 0.0f,
+                   (char *)x->PA + (size_t)(n * a) * es, sw, be->dtype, NULL);
+  be->ops->moe_gather_rows(be, x->KVA, cache, x->t_kva, L * (a + kr) / u, u);
+  mt_attn_desc d = desc(x, rows, pos0);
+  d.hn = (int)a;
+  d.hv = (int)kr;
+  d.ng = 1;
+  be->ops->flash_attn_fwd(be, &d, x->CA, lse, x->PA, x->KVA);
+  for (int64_t n = 0; n < np; n++)
+    mt_linear_gemm(be, 0, 1, rows, dv, kr, (char *)x->CA + (size_t)(n * kr) * es, np * kr,
+                   wu + (size_t)((n * (dn + dv) + dn) * kr) * es, kr, 0.0f,
+                   (char *)ctx + (size_t)(n * dv) * es, np * dv, be->dtype, NULL);
+}
+
 void mt_infer_mla_attention(mt_infer_mla *x, mt_tp_ctx *tp, int li, const void *ln, void *ctx,
                             float *lse, int64_t rows, int64_t pos0) {
   mt_gpt *m = x->m;
@@ -222,6 +311,10 @@ void mt_infer_mla_attention(mt_infer_mla *x, mt_tp_ctx *tp, int li, const void *
   char *cache = x->cache[li];
   be->ops->moe_gather_rows(be, cache + (size_t)(pos0 * (kr + dr)) * es, S, x->t_cache,
                            rows * (kr + dr) / u, u);
+  if (x->PA) {
+    absorbed(x, w, cache, ctx, lse, rows, pos0);
+    return;
+  }
   /* up-project every cached latent: KVU [L, np, dn + dv] (this rank's heads) */
   be->ops->memcpy_d2d(be, S + x->oC * es, cache, (size_t)(L * (kr + dr)) * es);
   mt_linear_gemm(be, 0, 1, L, np * (x->dn + x->dv), kr, S + x->oC * es, kr + dr,
@@ -230,19 +323,6 @@ void mt_infer_mla_attention(mt_infer_mla *x, mt_tp_ctx *tp, int li, const void *
   /* the fused attention's operands and the attention */
   be->ops->moe_gather_rows(be, x->P, S, x->t_q, rows * np * (2 * x->hq + x->dv) / u, u);
   be->ops->moe_gather_rows(be, x->KVB, S, x->t_kv, L * np * (x->hq + x->dv) / u, u);
-  const mt_gpt_config *c = &m->cfg;
-  int64_t sample0 = 0;
-  mt_attn_desc d = {0};
-  d.s = (int)rows;
-  d.b = 1;
-  d.np = (int)np;
-  d.head_offset = c->tp_rank * (int)np;
-  d.n_heads_total = c->model.num_attention_heads;
-  d.sample_ids = &sample0;
-  mt_gpt_mla_attn_desc(m, &d); /* hn = hq, hv = dv, ng = np, the softmax scale */
-  d.sq = (int)rows;
-  d.sk = (int)L;
-  d.q_pos[0] = (int)pos0;
-  d.k_pos[0] = 0;
+  mt_attn_desc d = desc(x, rows, pos0);
   be->ops->flash_attn_fwd(be, &d, ctx, lse, x->P, x->KVB);
 }

@@ -27,6 +27,15 @@ typedef struct mt_infer_mla mt_infer_mla;
 mt_infer_mla *mt_infer_mla_create(mt_gpt *m, int max_len);
 void mt_infer_mla_destroy(mt_infer_mla *x); /* NULL is a no-op */
 
+/* Switch x to weight absorption (DeepSeek-V2 §2.1.2; docs/attention.md):
+ * later calls fold the key up-projection W_UK into each head's query and
+ * apply the value up-projection W_UV to the attention output, so the
+ * attention runs over the cached latents as one shared key/value head
+ * (hn = kv_lora_rank + qk_pos_emb_head_dim, hv = kv_lora_rank) and the
+ * cache is never up-projected. Allocates its buffers and gather tables
+ * (MT_MEM_WORKSPACE); a second call is a no-op. */
+void mt_infer_mla_absorb(mt_infer_mla *x);
+
 /* Local layer li's attention up to its core: from ln [rows, h] (T, the
  * input norm of rows new tokens at global positions pos0 ..) the queries,
  * the latents of the new rows appended to the cache at pos0 .., and

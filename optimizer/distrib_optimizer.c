@@ -285,15 +285,21 @@ void mt_zero_opt_step(mt_zero_opt *z, float lr, float grad_scale) {
 
 void mt_zero_opt_sync_params(mt_zero_opt *z) {
   if (z->o.stage > 2) return;
-  for (int k = 0; k < z->n_part; k++)
+  for (int k = 0; k < z->n_part; k++) {
+    if (k == 0 && z->dense_gather) {
+      z->dense_gather(z->dense_ctx); /* fp8_param_gather */
+      continue;
+    }
     mt_zero_allgather_flat(z->part[k].group, z->be, &z->part[k].L, mt_gpt_param_buffer(z->model),
                            z->part[k].scratch, z->be->dtype);
+  }
 }
 
 void mt_zero_opt_full_params(mt_zero_opt *z, void *dst) {
   mt_backend *be = z->be;
   size_t es = es_of(z), bytes = (size_t)z->params->numel * es;
   if (z->o.stage <= 2) {
+    if (z->dense_refresh) z->dense_refresh(z->dense_ctx);
     be->ops->memcpy_d2d(be, dst, mt_gpt_param_buffer(z->model), bytes);
     return;
   }

@@ -125,6 +125,13 @@ typedef struct {
    * params-all-gather) */
   mt_timers *timers;
   int gather_timer;
+  /* fp8_param_gather (optimizer/fp8_param_gather.h; NULL: off): stages 1/2
+   * gather the dense part with dense_gather(dense_ctx) instead of the bf16
+   * all-gather, and mt_zero_opt_full_params first runs
+   * dense_refresh(dense_ctx), which brings back the full bf16 copy */
+  void (*dense_gather)(void *ctx);
+  void (*dense_refresh)(void *ctx);
+  void *dense_ctx;
 } mt_zero_opt;
 
 /* Build the layout over the model's flat buffers, allocate the sharded

@@ -11,6 +11,7 @@ MPI_Datatype mt_mpi_dtype(mt_dtype t) {
     case MT_I32: return MPI_INT32_T;
     case MT_I64: return MPI_INT64_T;
     case MT_F64: return MPI_DOUBLE;
+    case MT_U8: return MPI_UINT8_T;
   }
   mt_fatal("unknown dtype %d", (int)t);
 }

@@ -20,6 +20,7 @@ ncclDataType_t mt_nccl_dtype(mt_dtype t) {
     case MT_I32: return ncclInt32;
     case MT_I64: return ncclInt64;
     case MT_F64: return ncclFloat64;
+    case MT_U8: return ncclUint8;
   }
   mt_fatal("unknown dtype %d", (int)t);
 }

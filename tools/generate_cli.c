@@ -24,6 +24,7 @@ typedef struct {
   const char *load, *prompt, *vocab, *merges, *dump_logits, *tok_type, *tok_model;
   const char *device; /* --device: NULL = the checkpoint config's */
   int max_new, no_cache, print_ids;
+  int mla_absorb; /* --mla-absorb: weight absorption in the MLA decode */
   int pp; /* --pipeline-model-parallel-size: stages (the ranks / pp form the TP group) */
   int threads; /* --num-threads: -1 = the config's training.num_threads */
   mt_sample_opts s;
@@ -40,10 +41,12 @@ static const char gen_usage[] =
     "         [--temperature T] [--top-k K] [--top-p P] [--seed S]\n"
     "         [--vocab-file F --merge-file M | --tokenizer-type T --tokenizer-model P]\n"
     "         [--no-kv-cache] [--print-ids] [--pipeline-model-parallel-size P]\n"
-    "         [--num-threads N] [--dump-logits FILE] [--device cpu|cuda]\n"
+    "         [--num-threads N] [--dump-logits FILE] [--device cpu|cuda] [--mla-absorb]\n"
     "  stdout: the text (and the ids with --print-ids); stderr: the speed line\n"
     "  mpirun -np N: P pipeline stages (default 1) of N / P tensor-parallel ranks each\n"
-    "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n";
+    "  --dump-logits FILE: each sampled step's logits, float32, vocab_size per step\n"
+    "  --mla-absorb: multi-latent attention attends over the cached latents with W_UK\n"
+    "    folded into the queries and W_UV after (DeepSeek-V2 2.1.2)\n";
 
 /* Parse an integer of the flag at argv[i + 1] in [lo, hi]; 0 or exit 2. */
 static int int_arg(int argc, char **argv, int i, long long lo, long long hi, long long *out) {
@@ -105,6 +108,8 @@ static int parse(int argc, char **argv, gen_args *a) {
       *str = argv[++i];
     } else if (!strcmp(k, "--no-kv-cache")) {
       a->no_cache = 1;
+    } else if (!strcmp(k, "--mla-absorb")) {
+      a->mla_absorb = 1;
     } else if (!strcmp(k, "--print-ids")) {
       a->print_ids = 1;
     } else if (!strcmp(k, "--max-new-tokens")) {
@@ -361,7 +366,9 @@ static int build_model(gen_run *r, const gen_args *a, int max_len, char *err, si
   if (load_expert_bias(r, err, errlen)) return 1;
   r->inf = mt_gpt_infer_create(r->model, a->pp > 1 ? r->ps->pp : NULL, max_len, !a->no_cache, err,
                                errlen);
-  return r->inf ? 0 : 1;
+  if (!r->inf) return 1;
+  if (a->mla_absorb && mt_gpt_infer_mla_absorb(r->inf, err, errlen)) return 2; /* usage */
+  return 0;
 }
 
 /* The tokenizer of the checkpoint's config (data.tokenizer_type and its

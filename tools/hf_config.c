@@ -22,7 +22,7 @@ static void moe_config_json(const mt_hf_model *m, cJSON *o) {
       cJSON_AddNumberToObject(o, "qk_nope_head_dim", (double)m->dn);
       cJSON_AddNumberToObject(o, "qk_rope_head_dim", (double)m->dr);
       cJSON_AddNumberToObject(o, "v_head_dim", (double)m->dv);
-      cJSON_AddBoolToObject(o, "rope_interleave", 1); /* megatrain's pairs (2i, 2i + 1) */
+      cJSON_AddBoolToObject(o, "rope_interleave", !m->rope_halves); /* see tools/hf_map.h */
     } else {
       cJSON_AddNullToObject(o, "q_lora_rank");
       cJSON_AddNullToObject(o, "kv_lora_rank");
@@ -232,7 +232,7 @@ static void want_null(ctx *c, const char *key, const char *want) {
  * (Qwen3-MoE) which layers are sparse: layer l has experts when it is not in
  * mlp_only_layers and (l + 1) % decoder_sparse_step == 0 (Qwen3MoeDecoderLayer),
  * which must be megatrain's moe_layer_freq pattern. */
-static void deepseek_config_check(ctx *c, const mt_hf_model *m) {
+static void deepseek_config_check(ctx *c, mt_hf_model *m) {
   static const char *const sig[] = {"sigmoid", NULL}, *const noaux[] = {"noaux_tc", NULL};
   if (m->mla) {
     if (m->qr > 0) want_int(c, "q_lora_rank", m->qr, -1);
@@ -242,11 +242,14 @@ static void deepseek_config_check(ctx *c, const mt_hf_model *m) {
     want_int(c, "qk_nope_head_dim", m->dn, -1);
     want_int(c, "qk_rope_head_dim", m->dr, -1);
     want_int(c, "v_head_dim", m->dv, -1);
-    want_bool(c, "rope_interleave", 1, 1);
-    if (c->bad && strstr(c->err, "\"rope_interleave\""))
-      snprintf(c->err + strlen(c->err), c->errlen - strlen(c->err),
-               " (rotate-half over unpermuted channels: importing it needs a row permutation "
-               "of q_b_proj/kv_a_proj_with_mqa's rope rows, not implemented)");
+    /* either value: false permutes the rope rows (rope_halves, tools/hf_map.h) */
+    const cJSON *ri = cJSON_GetObjectItemCaseSensitive(c->o, "rope_interleave");
+    if (!c->bad && ri && !cJSON_IsNull(ri) && !cJSON_IsBool(ri)) {
+      snprintf(c->err, c->errlen, "'%s': \"rope_interleave\" is not a boolean (expected true "
+               "or false)", c->path);
+      c->bad = 1;
+    }
+    m->rope_halves = ri && cJSON_IsFalse(ri);
   } else {
     want_null(c, "q_lora_rank", "the config has standard attention (expected null; "
               "model.multi_latent_attention true gives multi-latent attention)");
@@ -297,7 +300,7 @@ static void yarn_check(ctx *c, const mt_hf_model *m, const cJSON *rs) {
   c->bad = r.bad;
 }
 
-static void moe_config_check(ctx *c, const mt_hf_model *m) {
+static void moe_config_check(ctx *c, mt_hf_model *m) {
   want_int(c, "num_experts_per_tok", m->topk, -1);
   if (m->family == MT_HF_DEEPSEEK_V3) {
     deepseek_config_check(c, m);
@@ -338,7 +341,7 @@ static void moe_config_check(ctx *c, const mt_hf_model *m) {
   }
 }
 
-int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
+int mt_hf_config_check(mt_hf_model *m, const char *json, const char *path, char *err,
                        size_t errlen) {
   char what[600];
   snprintf(what, sizeof what, "'%s' is not valid JSON", path);

@@ -260,6 +260,14 @@ static int64_t sel_rows(const mt_hf_model *m, mt_hf_sel s, int64_t R) {
   }
 }
 
+/* megatrain channel of HF rope channel r: the same with rope_interleave
+ * (pairs (2i, 2i + 1) on both sides); without, HF turns r with r + dr/2, the
+ * pair megatrain keeps at (2r, 2r + 1) (tools/hf_map.h) */
+static int64_t rope_row(const mt_hf_model *m, int64_t r) {
+  if (!m->rope_halves) return r;
+  return r < m->dr / 2 ? 2 * r : 2 * (r - m->dr / 2) + 1;
+}
+
 /* megatrain row of the selection's row i */
 static int64_t src_row(const mt_hf_model *m, mt_hf_sel s, int64_t R, int64_t i) {
   const int64_t hn = m->hn, qpg = m->nh / m->ng, grp = (qpg + 2) * hn;
@@ -277,6 +285,11 @@ static int64_t src_row(const mt_hf_model *m, mt_hf_sel s, int64_t R, int64_t i) 
       return src_row(m, MT_HF_V, R, i - nq - nk);
     }
     case MT_HF_HALF1: return R / 2 + i;
+    case MT_HF_QROPE: {
+      const int64_t hq = m->dn + m->dr, j = i % hq;
+      return i - j + (j < m->dn ? j : m->dn + rope_row(m, j - m->dn));
+    }
+    case MT_HF_KVROPE: return i < m->kr ? i : m->kr + rope_row(m, i - m->kr);
     default: return i;
   }
 }
@@ -369,13 +382,13 @@ static void add_layer(list *li, const mt_hf_model *m, const char *hp, const char
       ADD("self_attn.q_a_layernorm.weight", "self_attention.q_layernorm.weight", 1, m->qr,
           MT_HF_ALL, 0);
       ADD("self_attn.q_b_proj.weight", "self_attention.linear_q_up_proj.weight", n * hq, m->qr,
-          MT_HF_ALL, 0);
+          MT_HF_QROPE, 0);
     } else {
-      ADD("self_attn.q_proj.weight", "self_attention.linear_q_proj.weight", n * hq, h, MT_HF_ALL,
-          0);
+      ADD("self_attn.q_proj.weight", "self_attention.linear_q_proj.weight", n * hq, h,
+          MT_HF_QROPE, 0);
     }
     ADD("self_attn.kv_a_proj_with_mqa.weight", "self_attention.linear_kv_down_proj.weight",
-        m->kr + m->dr, h, MT_HF_ALL, 0);
+        m->kr + m->dr, h, MT_HF_KVROPE, 0);
     ADD("self_attn.kv_a_layernorm.weight", "self_attention.kv_layernorm.weight", 1, m->kr,
         MT_HF_ALL, 0);
     ADD("self_attn.kv_b_proj.weight", "self_attention.linear_kv_up_proj.weight",

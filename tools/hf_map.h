@@ -31,7 +31,7 @@
  * shared expert's linear_fc1 halves and linear_fc2.
  *
  * DeepSeek-V3's multi-latent attention maps tensor for tensor, with no row
- * permutation (docs/checkpoint.md "DeepSeek-V3"): self_attn.q_a_proj =
+ * permutation but RoPE's below (docs/checkpoint.md "DeepSeek-V3"): self_attn.q_a_proj =
  * linear_q_down_proj [qr, h], q_a_layernorm = q_layernorm, q_b_proj =
  * linear_q_up_proj [n(dn + dr), qr] (q_proj = linear_q_proj when q_lora_rank
  * is null), kv_a_proj_with_mqa = linear_kv_down_proj [kr + dr, h],
@@ -39,10 +39,16 @@
  * [n(dn + dv), kr], o_proj = linear_proj; the per-head row order (nope then
  * rope; keys then values; the latent then k_pe) is the same on both sides.
  * RoPE: with "rope_interleave": true (what the export writes and DeepSeek's
- * checkpoints mean) HF views q_pe/k_pe as pairs (2i, 2i + 1), moves them to
- * halves and applies rotate_half: the rotation megatrain's MLA applies to the
- * pairs in place, up to one channel permutation queries and keys share, so
- * q.k is equal and the weights need no permutation. MTP depth k is DeepSeek's
+ * checkpoints mean) HF's apply_rotary_pos_emb_interleave views q_pe/k_pe as
+ * pairs (2i, 2i + 1), moves them to halves and applies rotate_half: the
+ * rotation megatrain's MLA applies to the pairs in place, up to one channel
+ * permutation queries and keys share, so q.k is equal and the weights need no
+ * permutation. With "rope_interleave": false HF's apply_rotary_pos_emb turns
+ * channel i with channel i + dr/2 (frequency i, rotate_half on the
+ * unpermuted channels), so the rope rows are permuted (rope_halves): rope
+ * channel r of a q head (rows dn + r of q_b_proj / q_proj per head) and of
+ * k_pe (rows kr + r of kv_a_proj_with_mqa) is megatrain's channel 2r for
+ * r < dr/2 and 2(r - dr/2) + 1 above (MT_HF_QROPE, MT_HF_KVROPE). MTP depth k is DeepSeek's
  * layer num_hidden_layers + k: embed_tokens (a copy of the embedding), enorm,
  * hnorm, eh_proj, a decoder layer (mtp.layers.k.mtp_model_layer),
  * shared_head.norm (mtp.layers.k.final_layernorm) and shared_head.head (a copy
@@ -94,9 +100,14 @@ typedef struct {
   double yarn_factor, beta_fast, beta_slow, mscale, mscale_all_dim;
   int64_t yarn_orig;          /* original_max_position_embeddings */
   int64_t mtp;                /* num_nextn_predict_layers */
+  int rope_halves;            /* config.json "rope_interleave": false (read on import) */
 } mt_hf_model;
 
-typedef enum { MT_HF_ALL, MT_HF_Q, MT_HF_K, MT_HF_V, MT_HF_QKV, MT_HF_HALF0, MT_HF_HALF1 } mt_hf_sel;
+typedef enum {
+  MT_HF_ALL, MT_HF_Q, MT_HF_K, MT_HF_V, MT_HF_QKV, MT_HF_HALF0, MT_HF_HALF1,
+  MT_HF_QROPE, /* MLA q rows [n, dn + dr]: rope channels permuted when rope_halves */
+  MT_HF_KVROPE /* MLA kv down rows [kr + dr]: the same for k_pe */
+} mt_hf_sel;
 
 /* One Hugging Face tensor and where it comes from. */
 typedef struct {
@@ -144,9 +155,11 @@ char *mt_hf_config_json(const mt_hf_model *m, const char *torch_dtype);
 
 /* Check a Hugging Face config.json (text `json`, read from `path`) against
  * m: model_type, every size, the activation, norm epsilon, RoPE base and
- * scaling, biases and tying — what the tensor shapes cannot show. Returns 0,
- * or -1 with a message naming the config.json key and both values. */
-int mt_hf_config_check(const mt_hf_model *m, const char *json, const char *path, char *err,
+ * scaling, biases and tying — what the tensor shapes cannot show. With
+ * multi-latent attention it reads "rope_interleave" (absent: true, HF's
+ * default) into m->rope_halves. Returns 0, or -1 with a message naming the
+ * config.json key and both values. */
+int mt_hf_config_check(mt_hf_model *m, const char *json, const char *path, char *err,
                        size_t errlen);
 
 /* Family name ("GPT-2", "Llama", "Qwen3", "Qwen3-MoE", "Mixtral", "DeepSeek-V3") for messages. */

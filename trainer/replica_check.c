@@ -35,7 +35,10 @@ static uint64_t param_hash(mt_trainer *t, int only_replicated) {
   uint64_t h = MT_FNV1A64_INIT;
   unsigned char *host = NULL, *full = NULL;
   size_t cap = 0;
-  if (t->zero && t->zero->o.stage == 3) { /* sharded parameters: all-gather over dp */
+  /* sharded parameters (ZeRO-3), or FP8 weights gathered as codes
+   * (fp8_param_gather: their bf16 copies are fresh only in the owned
+   * shard): all-gather over dp */
+  if (t->zero && (t->zero->o.stage == 3 || t->zero->dense_refresh)) {
     full = mt_xmalloc((size_t)pl->numel * es);
     mt_trainer_zero_full_params_host(t, full);
   }

@@ -11,6 +11,7 @@
 #include "checkpoint/async_writer.h"
 #include "checkpoint/lock.h"
 #include "data/tokenizer.h"
+#include "optimizer/fp8_param_gather.h"
 #include "trainer/train_internal.h"
 
 int mt_trainer_eod_token(const mt_config *c, char *err, size_t errlen) {
@@ -343,6 +344,7 @@ void mt_trainer_print_summary(const mt_trainer *t) {
     mt_trainer_say(t, " %s %.1f", mt_mem_cat_name((mt_mem_cat)k), ms->live[k] / 1048576.0);
   mt_trainer_say(t, " | total %.1f\n", ms->live_total / 1048576.0);
   if (t->zero && t->is_logger) mt_zero_opt_print_summary(t->zero, stdout);
+  if (t->zero && t->zero->dense_gather && t->is_logger) mt_fp8pg_print(t->zero->dense_ctx, stdout);
   mt_trainer_say(t, "> FLOPs per iteration (logging.flops_formula %s%s): %.4g GFLOP\n",
                  mt_flops_formula_name(t->flops_shape.formula),
                  c->data.reset_attention_mask && t->flops_shape.formula == MT_FLOPS_MEGATRON

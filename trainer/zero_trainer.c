@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/util.h"
+#include "optimizer/fp8_param_gather.h"
 #include "trainer/train_internal.h"
 
 mt_zero_opt *mt_trainer_zero_create(mt_trainer *t) {
@@ -31,11 +32,14 @@ mt_zero_opt *mt_trainer_zero_create(mt_trainer *t) {
                       .ep = t->topo.ep,
                       .ep_rank = t->ps->ep_rank};
   mt_zero_opt_init(z, t->be, t->model, &g, &o);
+  /* FP8 weights gathered as e4m3 codes (docs/fp8.md "FP8 parameter gather") */
+  if (c->training.fp8_param_gather) mt_fp8pg_create(z, t->ps->tp);
   return z;
 }
 
 void mt_trainer_zero_destroy(mt_zero_opt *z) {
   if (!z) return;
+  if (z->dense_gather) mt_fp8pg_destroy(z->dense_ctx);
   mt_zero_opt_free(z);
   free(z);
 }

@@ -8,7 +8,8 @@
 # MEGATRAIN_TEST_FULL=1 runs every recipe on tp=2+SP, cp=2, pp=2 and dp=2
 # ZeRO-1 (delayed: amaxes reduced over dp too), dp=2 ZeRO-1 delayed with
 # tp_only_amax_red, and one process with ZeRO-3 delayed against one
-# without within 1e-8; MoE with ep=2 (and etp=2, FULL) below. About 40 s.
+# without within 1e-8; MoE with ep=2 (and etp=2, FULL) below;
+# fp8_param_gather (dp=2 ZeRO-1 in CI, and its gather bytes) below. About 50 s.
 source "$(dirname "$0")/lib.sh"
 command -v mpirun >/dev/null || { echo "SKIP: mpirun not found"; exit 77; }
 MPI="mpirun --oversubscribe --bind-to none -x OMPI_MCA_mpi_yield_when_idle -x OPENBLAS_NUM_THREADS -x OMP_NUM_THREADS"
@@ -58,6 +59,79 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
 fi
 # 1F1B runs a second forward before the first backward: each backward takes
 # its own forward's scales, so the histories are one process's bitwise
+# fp8_param_gather (docs/fp8.md "FP8 parameter gather"): ZeRO's parameter
+# all-gather carries the FP8 linears' weights as e4m3 codes. Against one
+# process with fp8_param_gather (ZeRO-1 over dp=1: the same quantization of
+# the same weights): within 1e-6 (tensorwise: dp changes only the fp32
+# reduction order; reading the stale bf16 copies of non-owned FP8 weights
+# instead of the codes measured 1.6e-2, inside the issue's 2e-2); the
+# bytes of the gather, from the dp group's all-gather counter, equal
+# 2(S - F) + F for S sharded and F FP8-weight elements of this shape, and
+# the amax all-reduce 4 bytes per FP8 weight (over dp, and again over tp).
+# CI: dp=2 ZeRO-1 tensorwise; MEGATRAIN_TEST_FULL=1: also dp=2 ZeRO-2,
+# tp=2+SP x dp=2 ZeRO-1, dp=2 ZeRO-1 bitwise the run without
+# fp8_param_gather, and blockwise (dp=2, its bitwise twin, tp=2+SP x dp=2).
+PG=(--set training.fp8_param_gather=true --set training.fp8_recipe=tensorwise)
+pg_bytes() { # log tp dp [blockwise]: the printed bytes against the formula of gpt-test's shape
+  /usr/bin/python3 - "$1" "$2" "$3" "${4:-tensorwise}" <<'PY'
+import re, sys
+log, tp, dp = open(sys.argv[1]).read(), int(sys.argv[2]), int(sys.argv[3])
+block = sys.argv[4] == "blockwise"
+h, L, s = 64, 2, 32                      # gpt-test; vocab 50257 padded to a multiple of 128 * tp
+V = -(-50257 // (128 * tp)) * 128 * tp
+layer = (2 * h + 3 * h * h // tp + 3 * h // tp + h * h // tp + h + 2 * h
+         + 4 * h * h // tp + 4 * h // tp + 4 * h * h // tp + h)
+S = V // tp * h + s * h + L * layer + 2 * h   # tied output layer, final norm
+F = L * (12 * h * h) // tp
+m = re.search(r"fp8_param_gather: (\d+) FP8 weights \((\d+) .*?\), (\d+) of (\d+) sharded.*?"
+              r"over dp=(\d+).*?dp counter (\d+); amax all-reduce (\d+) bytes", log)
+assert m, "no fp8_param_gather line in " + sys.argv[1]
+nw, ns, f, s_, d, counter, amax = map(int, m.groups())
+want = 2 * (S - F) + F
+# scales: one per weight (tensorwise, its amax also reduced over tp), or one
+# per 128x128 block of each weight's tp shard [rows, cols] (blockwise)
+shapes = [(3 * h // tp, h), (h, h // tp), (4 * h // tp, h), (h, 4 * h // tp)]
+blocks = L * sum(-(-r // 128) * -(-c // 128) for r, c in shapes)
+assert (nw, ns, f, s_, d) == (4 * L, blocks if block else 4 * L, F, S, dp), (nw, ns, f, s_, d)
+assert counter == want, "gathered %d bytes, formula %d" % (counter, want)
+assert amax == 4 * ns * (1 + (tp > 1 and not block)), amax
+print("fp8_param_gather bytes (tp %d dp %d): counter %d = 2(S-F)+F (S %d, F %d); bf16 gather "
+      "%d: %.2f%% fewer; amax all-reduce %d" % (tp, dp, counter, S, F, 2 * S, 100 * F / (2 * S), amax))
+PY
+}
+run one-pg 1 tensorwise "${PG[@]}" --set parallel.zero_stage=1
+run dp2z1-pg 2 tensorwise "${PG[@]}" --set parallel.zero_stage=1
+echo -n "dp2 ZeRO-1 fp8_param_gather vs 1 process: "
+compare_metrics "$TMP/dp2z1-pg.jsonl" "$TMP/one-pg.jsonl" 1e-6
+pg_bytes "$TMP/dp2z1-pg.log" 1 2
+if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
+  run dp2z2-pg 2 tensorwise "${PG[@]}" --set parallel.zero_stage=2
+  echo -n "dp2 ZeRO-2 fp8_param_gather vs 1 process: "
+  compare_metrics "$TMP/dp2z2-pg.jsonl" "$TMP/one-pg.jsonl" 1e-6
+  pg_bytes "$TMP/dp2z2-pg.log" 1 2
+  run tp2dp2-pg 4 tensorwise "${PG[@]}" --set parallel.zero_stage=1 ${LAYOUT[tp2sp]}
+  echo -n "tp2+SP x dp2 ZeRO-1 fp8_param_gather vs 1 process: "
+  compare_metrics "$TMP/tp2dp2-pg.jsonl" "$TMP/one-pg.jsonl" 2e-2
+  pg_bytes "$TMP/tp2dp2-pg.log" 2 2
+  [ -f "$TMP/dp2z1-tensorwise.jsonl" ] || run dp2z1-tensorwise 2 tensorwise ${LAYOUT[dp2z1]}
+  echo -n "dp2 ZeRO-1 tensorwise with vs without fp8_param_gather: "
+  compare_metrics "$TMP/dp2z1-pg.jsonl" "$TMP/dp2z1-tensorwise.jsonl" 0
+  # blockwise: 128x128 weight blocks straddle the shard boundary (fc1's
+  # rows 126/127 at dp=2): block amaxes reduced over dp, power-of-2 scales
+  PGB=(--set training.fp8_param_gather=true --set parallel.zero_stage=1)
+  run one-pgb 1 blockwise "${PGB[@]}"
+  run dp2z1-pgb 2 blockwise "${PGB[@]}"
+  echo -n "dp2 ZeRO-1 blockwise fp8_param_gather vs 1 process: "
+  compare_metrics "$TMP/dp2z1-pgb.jsonl" "$TMP/one-pgb.jsonl" 1e-6
+  pg_bytes "$TMP/dp2z1-pgb.log" 1 2 blockwise
+  [ -f "$TMP/dp2z1-blockwise.jsonl" ] || run dp2z1-blockwise 2 blockwise ${LAYOUT[dp2z1]}
+  echo -n "dp2 ZeRO-1 blockwise with vs without fp8_param_gather: "
+  compare_metrics "$TMP/dp2z1-pgb.jsonl" "$TMP/dp2z1-blockwise.jsonl" 0
+  run tp2dp2-pgb 4 blockwise "${PGB[@]}" ${LAYOUT[tp2sp]}
+  echo -n "tp2+SP x dp2 ZeRO-1 blockwise fp8_param_gather vs 1 process: "
+  compare_metrics "$TMP/tp2dp2-pgb.jsonl" "$TMP/one-pgb.jsonl" 2e-2
+  pg_bytes "$TMP/tp2dp2-pgb.log" 2 2 blockwise
+fi
 echo -n "pp2 delayed amax histories vs 1 process:"
 /usr/bin/python3 tests/integration/fp8_meta_check.py same "$TMP/pp2-delayed" "$TMP/one-delayed"
 # MoE (gpt-moe-test cut to 2 layers, layer 0 MoE, no biases as ETP needs; 2

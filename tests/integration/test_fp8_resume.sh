@@ -15,7 +15,8 @@
 #    [4:] of iteration 3's history are iteration 2's [:4]); dp=2: resumed
 #    bitwise (the dp amax reduction keeps the replicas' histories equal);
 #    a bf16 checkpoint resumed with the delayed recipe starts an empty
-#    history (TE's initial state) and says so.
+#    history (TE's initial state) and says so; dp=2 ZeRO-1 with
+#    fp8_param_gather resumed bitwise.
 # CI part: 10 s wall on 2 busy cores (3.5 s CPU).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/ckpt_lib.sh"
@@ -86,6 +87,15 @@ if [ "${MEGATRAIN_TEST_FULL:-0}" = 1 ]; then
   resume a-dp2 b-dp2 2 "${DL[@]}"
   compare_resumed "$TMP/a-dp2.jsonl" "$TMP/b-dp2.jsonl" 3 3 0 "delayed: dp=2 saved, dp=2 resumed"
   same_ckpt "$TMP/a-dp2/iter_0000003" "$TMP/b-dp2/iter_0000003"
+  # fp8_param_gather (dp=2 ZeRO-1, tensorwise): the master shards and the
+  # owned bf16 shards are saved; the resumed run quantizes and gathers
+  # them again and continues bitwise, its checkpoint byte for byte
+  PG=(--set training.fp8_recipe=tensorwise --set training.fp8_param_gather=true
+      --set parallel.zero_stage=1)
+  run a-pg 2 "${PG[@]}"
+  resume a-pg b-pg 2 "${PG[@]}"
+  compare_resumed "$TMP/a-pg.jsonl" "$TMP/b-pg.jsonl" 3 3 0 "fp8_param_gather: dp=2 ZeRO-1 saved, resumed"
+  same_ckpt "$TMP/a-pg/iter_0000003" "$TMP/b-pg/iter_0000003"
   # a checkpoint without FP8 state: the delayed run starts an empty history
   "$MT" --config $CFG --set training.precision=bf16 --set training.train_iters=2 \
     --set training.lr_decay_iters=4 --set training.eval_interval=0 \

@@ -13,7 +13,8 @@
 #  - exported to Hugging Face (fp32) and imported back (`megatrain convert`),
 #    the model generates the same tokens from bitwise the same logits;
 #  - bad input: missing checkpoint, missing tokenizer, prompt longer than
-#    max_position_embeddings (exit 1), unknown flag (exit 2).
+#    max_position_embeddings (exit 1), unknown flag, --mla-absorb without
+#    multi-latent attention (exit 2).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/generate_lib.sh"
 PY=/usr/bin/python3
@@ -128,6 +129,8 @@ long=$(printf 'word %.0s' $(seq 80))
 expect 1 "max_position_embeddings" "$MT" generate --load "$TMP/gpt2" --prompt "$long"
 expect 2 "max-new-tokens" "$MT" generate --load "$TMP/gpt2" --prompt hi --max-new-tokens 100
 expect 2 "unknown argument" "$MT" generate --load "$TMP/gpt2" --prompt hi --bogus
+expect 2 "weight absorption needs a model with multi-latent attention" \
+  "$MT" generate --load "$TMP/gpt2" --prompt hi --max-new-tokens 2 --mla-absorb
 # integer flags are parsed strictly (no truncated fractions)
 for f in --top-k --num-threads --max-new-tokens --seed; do
   expect 2 "$f '2.5': expected an integer" "$MT" generate --load "$TMP/gpt2" --prompt hi $f 2.5

@@ -16,7 +16,9 @@
 #    recompute), logits within 1e-5 of the largest |logit|;
 #  - KV-cache decoding equals --no-kv-cache, which
 #    recomputes the whole sequence every step (tokens identical, logits within
-#    1e-5 of the largest |logit|);
+#    1e-5 of the largest |logit|), and --mla-absorb (weight absorption: the
+#    attention over the cached latents with W_UK folded into the queries and
+#    W_UV after) equals the up-projected cache the same way;
 #  - pp=2 (one stage per rank) gives the tokens of one process (deepseek),
 #    and tp=2 (mla), logits within 1e-5 of the largest;
 #  - the printed cache bytes per token equal the analytic figures from the
@@ -73,6 +75,11 @@ check_model() { # name
     || { echo "$n: generate --no-kv-cache failed"; cat "$d.nc.err"; exit 1; }
   [ "$(ids_of "$d.nc.log")" = "$ids" ] || { echo "$n: --no-kv-cache tokens differ"; exit 1; }
   maxdiff "$d.kv.f32" "$d.nc.f32" "$n: latent KV cache = recompute, tokens identical"
+  "$MT" generate --load "$d" --prompt "$PROMPT" --max-new-tokens $N --temperature 0 \
+    --print-ids --mla-absorb --dump-logits "$d.ab.f32" >"$d.ab.log" 2>"$d.ab.err" \
+    || { echo "$n: generate --mla-absorb failed"; cat "$d.ab.err"; exit 1; }
+  [ "$(ids_of "$d.ab.log")" = "$ids" ] || { echo "$n: --mla-absorb tokens differ"; exit 1; }
+  maxdiff "$d.kv.f32" "$d.ab.f32" "$n: weight absorption = up-projected latents, tokens identical"
   check_bytes "$n"
 }
 

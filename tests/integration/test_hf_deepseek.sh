@@ -12,9 +12,14 @@
 #  - the reader's greedy tokens (8 after a prompt) equal megatrain
 #    generate's (MLA latent KV cache);
 #  - megatrain -> HF -> megatrain and HF -> megatrain -> HF are bitwise;
+#  - "rope_interleave": false: the export with its rope rows moved as HF's
+#    interleave moves q_pe/k_pe gives the reader the same loss and tokens
+#    (rotate_half on the unpermuted channels), and imports bitwise to the
+#    trained checkpoint;
 #  - the MTP layer carries DeepSeek's embed_tokens and shared_head.head
 #    copies: an import whose copy differs is refused; so are a config.json
-#    whose kv_lora_rank, rope_interleave or YaRN factor differ.
+#    whose kv_lora_rank or YaRN factor differ, or whose rope_interleave is not
+#    a boolean.
 # MEGATRAIN_TEST_FULL=1 adds q_lora_rank null (q_proj), tied embeddings,
 # mscale = mscale_all_dim and two MTP depths.
 source "$(dirname "$0")/lib.sh"
@@ -82,6 +87,50 @@ for fam in $FAMS; do
   "$MT" convert --to hf --load $TMP/rt_$fam --output $TMP/hf2_$fam 2>/dev/null
   echo "$fam HF -> megatrain -> HF: $($PY tests/reference/hf_forward.py same $TMP/hf_$fam $TMP/hf2_$fam)"
   cmp $TMP/hf_$fam/config.json $TMP/hf2_$fam/config.json
+  # rope_interleave false: the same model as HF's apply_rotary_pos_emb
+  # (rotate_half on unpermuted channels) sees it, its rope rows moved the way
+  # apply_rotary_pos_emb_interleave moves q_pe/k_pe (pairs (2i, 2i + 1) ->
+  # channels i, i + dr/2), written here from HF's structure, not megatrain's map
+  hf=$TMP/hfhalf_$fam; mkdir -p $hf
+  $PY - $TMP/hf_$fam $hf <<'PY'
+import json, struct, sys, numpy as np
+src, dst = sys.argv[1:3]
+c = json.load(open(src + "/config.json"))
+kr, dn, dr, nh = c["kv_lora_rank"], c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["num_attention_heads"]
+c["rope_interleave"] = False
+json.dump(c, open(dst + "/config.json", "w"), indent=2)
+raw = bytearray(open(src + "/model.safetensors", "rb").read())
+(n,) = struct.unpack("<Q", raw[:8])
+h = json.loads(raw[8:8 + n])
+halves = np.arange(dr).reshape(dr // 2, 2).T.reshape(dr)  # HF's view(.., dr/2, 2).transpose
+done = 0
+for k, e in h.items():
+    if k == "__metadata__" or not k.endswith(("q_b_proj.weight", "self_attn.q_proj.weight",
+                                              "kv_a_proj_with_mqa.weight")):
+        continue
+    assert e["dtype"] == "F32"
+    a, b = e["data_offsets"]
+    w = np.frombuffer(bytes(raw[8 + n + a:8 + n + b]), dtype="<f4").reshape(e["shape"])
+    if k.endswith("kv_a_proj_with_mqa.weight"):
+        rows = np.concatenate([np.arange(kr), kr + halves])
+    else:
+        rows = np.concatenate([hd * (dn + dr) + np.concatenate([np.arange(dn), dn + halves])
+                               for hd in range(nh)])
+    raw[8 + n + a:8 + n + b] = np.ascontiguousarray(w[rows]).tobytes()
+    done += 1
+assert done >= 2 * c["num_hidden_layers"], done
+open(dst + "/model.safetensors", "wb").write(raw)
+PY
+  b=$($PY tests/reference/hf_forward.py loss $hf $TMP/tok.bin $SEQ)
+  relcheck "$fam rope_interleave false: the reader on the permuted checkpoint" "$a" "$b" 1e-5
+  "$MT" convert --from hf --input $hf --output $TMP/rth_$fam --config $TMP/$fam.json 2>/dev/null
+  $TOOL same "$ck" $TMP/rth_$fam  # the import permutes back: bitwise the trained checkpoint
+  "$MT" generate --load $TMP/rth_$fam --prompt "First Citizen:" --max-new-tokens 8 --temperature 0 \
+    --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
+    --print-ids >"$TMP/gh_$fam.log" 2>"$TMP/gh_$fam.err" || { echo "$fam: generate failed"; cat "$TMP/gh_$fam.err"; exit 1; }
+  r=$($PY tests/reference/hf_forward.py greedy $hf "$prompt_ids" 8)
+  [ "$r" = "$(grep '^ids:' "$TMP/gh_$fam.log")" ] || { echo "$fam rope_interleave false: tokens differ: $r"; exit 1; }
+  echo "$fam rope_interleave false: imported bitwise, the reader's greedy tokens = megatrain's ($r)"
 done
 
 # ---- bad input: one message naming the field, exit 1, no output directory
@@ -92,7 +141,7 @@ json.dump(c, open(sys.argv[2], "w"))' $TMP/hf_ds/config.json $TMP/in_$1/config.j
   bad $1 "$3" --from hf --input $TMP/in_$1 --output $TMP/out_$1 --config $TMP/ds.json
 }
 badcfg kv_rank 'c["kv_lora_rank"] = 512' '"kv_lora_rank" is 512 but the config gives 16'
-badcfg interleave 'c["rope_interleave"] = False' '"rope_interleave" is false but the config gives true'
+badcfg interleave 'c["rope_interleave"] = 1' '"rope_interleave" is not a boolean'
 badcfg factor 'c["rope_scaling"]["factor"] = 40' '"factor" is 40 but the config gives 4'
 badcfg mtp 'c["num_nextn_predict_layers"] = 0' '"num_nextn_predict_layers" is 0 but the config gives 1'
 mkdir -p $TMP/in_copy; cp $TMP/hf_ds/config.json $TMP/in_copy/

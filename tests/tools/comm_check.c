@@ -44,6 +44,7 @@ static void put(void *p, mt_dtype t, int64_t i, double v) {
     case MT_I32: ((int32_t *)p)[i] = (int32_t)v; break;
     case MT_I64: ((int64_t *)p)[i] = (int64_t)v; break;
     case MT_F64: ((double *)p)[i] = v; break;
+    case MT_U8: ((int8_t *)p)[i] = (int8_t)v; break; /* raw bytes: copies only */
   }
 }
 
@@ -54,6 +55,7 @@ static double get(const void *p, mt_dtype t, int64_t i) {
     case MT_I32: return ((const int32_t *)p)[i];
     case MT_I64: return (double)((const int64_t *)p)[i];
     case MT_F64: return ((const double *)p)[i];
+    case MT_U8: return ((const int8_t *)p)[i];
   }
   return 0;
 }

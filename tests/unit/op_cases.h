@@ -215,7 +215,7 @@ static const op_case ot_cases[] = {
     /* ---- attention (the op table has only the fused op since issue 15; the
      * unfused reference is tests/tools/attn_unfused.h) ---- */
     /* ---- fused attention (FlashAttention-2): ne {s, b, np, hn}, ip {ng (0 = np),
-     * cp, rank, kr}, fp[0] = dropout p; cp >= 1: rank's chunks {rank, 2cp-1-rank}
+     * cp, rank, kr, hv (0 = hn)}, fp[0] = dropout p; cp >= 1: rank's chunks {rank, 2cp-1-rank}
      * of c = s/2 rows, kr the key block (== rank: kv NULL; other: the kv form;
      * rank + cp: own keys through kv); op_runners_flash.h ---- */
     {"flash_attn_fwd", "ctx", {13, 2, 3, 6}, {0}, {0}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
@@ -283,6 +283,20 @@ static const op_case ot_cases[] = {
     {"flash_attn_ring", "dkv", {6, 2, 4, 5}, {2, 2, 0}, {0.2f, 0.3f}, F32, TG(1e-3), TM(1e-5), 0},
     {"flash_attn_ring", "lse", {4, 1, 2, 3}, {1, 4, 2}, {0.2f, 0.3f}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
     {"flash_attn_ring", "dkv", {4, 1, 2, 3}, {1, 4, 1}, {0.2f, 0.3f}, F32, TG(1e-3), TM(1e-5), 0},
+    /* value width hv != hn (multi-latent attention: ip[4] = hv, the value
+     * head of each query group hv wide, ctx [s, b, np, hv]; op_runners_flash.h):
+     * hv < hn and hv > hn, one key head per query (MLA) and GQA, causal,
+     * dropout, the kv form of a CP block and the ring */
+    {"flash_attn_fwd", "ctx", {13, 2, 3, 6}, {0, 0, 0, 0, 4}, {0.3f}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"flash_attn_fwd", "lse", {13, 2, 3, 6}, {0, 0, 0, 0, 4}, {0.3f}, F32, TF(1e-5, 1e-6), TM(1e-5), 0},
+    {"flash_attn_fwd", "ctx", {11, 2, 4, 5}, {2, 0, 0, 0, 7}, {0.3f}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"flash_attn_fwd", "ctx", {6, 2, 4, 5}, {2, 2, 0, 1, 3}, {0.3f}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"flash_attn_bwd", "dqkv", {9, 2, 3, 5}, {0, 0, 0, 0, 3}, {0.2f}, F32, TG(1e-3), TM(1e-5), DET},
+    {"flash_attn_bwd", "dqkv", {9, 2, 4, 5}, {2, 0, 0, 0, 8}, {0.2f}, F32, TG(1e-3), TM(1e-5), DET},
+    {"flash_attn_bwd", "dqkv", {6, 2, 4, 5}, {2, 2, 0, 1, 7}, {0.2f}, F32, TG(1e-3), TM(1e-5), DET},
+    {"flash_attn_bwd", "dkv", {6, 2, 4, 5}, {2, 2, 0, 1, 7}, {0.2f}, F32, TG(1e-3), TM(1e-5), DET},
+    {"flash_attn_ring", "ctx", {6, 2, 4, 5}, {2, 2, 1, 0, 3}, {0.2f}, F32, TF(1e-5, 1e-6), TM(1e-5), DET},
+    {"attn_merge", "ctx", {13, 2, 3, 6}, {0, 0, 0, 0, 4}, {0.2f}, F32, TM(1e-6), TM(1e-5), DET},
     /* merging two disjoint key blocks = one call over both */
     {"attn_merge", "ctx", {13, 2, 3, 6}, {0}, {0}, F32, TM(1e-6), TM(1e-5), DET},
     {"attn_merge", "lse", {13, 2, 3, 6}, {0}, {0}, F32, TF(1e-6, 1e-6), TM(1e-5), 0},
@@ -310,6 +324,10 @@ static const op_case ot_cases[] = {
     {"flash_attn_bwd", "dqkv", {16, 2, 2, 8}, {0}, {0.1f, 0.2f}, BF16, TX, TM(B5), 0},
     {"flash_attn_bwd", "dqkv", {80, 1, 2, 16}, {1}, {0.1f, 0.03f}, BF16, TX, TM(B5), 0},
     {"flash_attn_bwd", "dkv", {8, 2, 4, 8}, {2, 2, 1, 0}, {0.1f, 0.25f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_fwd", "ctx", {16, 2, 4, 12}, {0, 0, 0, 0, 8}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_fwd", "ctx", {16, 2, 4, 8}, {2, 0, 0, 0, 12}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_bwd", "dqkv", {16, 2, 4, 12}, {0, 0, 0, 0, 8}, {0.1f}, BF16, TX, TM(B5), 0},
+    {"flash_attn_bwd", "dkv", {8, 2, 4, 8}, {2, 2, 1, 0, 12}, {0.1f}, BF16, TX, TM(B5), 0},
     /* ---- dropout: ne {s, b, h}, ip {s_off, s_full, h_off, h_full}, fp {p, unit} ---- */
     {"dropout_add_fwd", "out", {64, 4, 256}, {0, 64, 0, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},
     {"dropout_add_fwd", "out", {24, 4, 80}, {16, 64, 96, 256}, {0.3f, 1}, F32, TX, TM(1e-5), MASK},

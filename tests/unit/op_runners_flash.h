@@ -4,8 +4,11 @@
  * double loop (forward) and central finite differences of it (backward).
  *
  * Every case is a slice of one GLOBAL problem: a qkv tensor G
- * [s_full, b, ng, np/ng + 2, hn] over the whole sequence. ne = {s, b, np,
- * hn} with s the rows of the call; ip = {ng (0 = np), cp, rank, kr};
+ * [s_full, b, ng, np/ng + 2, hn] over the whole sequence (with a value
+ * width hv != hn: [s_full, b, ng, (np/ng + 1) hn + hv], the value head hv
+ * wide, as multi-latent attention packs it; ctx [s, b, np, hv], kv blocks
+ * [sk, b, ng, hn + hv]). ne = {s, b, np, hn} with s the rows of the call;
+ * ip = {ng (0 = np), cp, rank, kr, hv (0 = hn)};
  * fp[0] = attention dropout p; fp[1] > 0: document masking (Megatron's
  * reset_attention_mask): global position p > 0 of row bi starts a new
  * document when a hash of (bi, p) falls below fp[1] (of_doc_starts), and
@@ -28,6 +31,7 @@
 
 typedef struct {
   int s, b, np, ng, npg, hn; /* s: rows of the call                        */
+  int hv;                    /* value width (mt_attn_desc.hv; hn when 0)    */
   int cp, rank, c, s_full;   /* cp 0: plain                                 */
   int32_t *ds;               /* document starts [b, s_full] (host) or NULL   */
   mt_attn_desc d;            /* of the kv == NULL (own-block) call          */
@@ -72,6 +76,7 @@ static of_prob of_problem(const op_case *c) {
   of_prob P;
   memset(&P, 0, sizeof P);
   P.s = (int)c->ne[0], P.b = (int)c->ne[1], P.np = (int)c->ne[2], P.hn = (int)c->ne[3];
+  P.hv = c->ip[4] > 0 ? c->ip[4] : P.hn;
   P.ng = c->ip[0] > 0 ? c->ip[0] : P.np;
   P.npg = P.np / P.ng;
   P.cp = c->ip[1], P.rank = c->ip[2];
@@ -79,6 +84,7 @@ static of_prob of_problem(const op_case *c) {
   P.s_full = P.cp ? P.cp * P.s : P.s;
   P.d = ot_attn_desc(c);
   P.d.s = P.s;
+  P.d.hv = c->ip[4]; /* 0: hn (the descriptor's default) */
   if (P.b > 8) abort(); /* of_sample_ids */
   P.d.sample_ids = of_sample_ids;
   if (P.cp) {
@@ -99,21 +105,33 @@ static mt_attn_desc of_kv_desc(const of_prob *P, int kr) {
   return d;
 }
 
-/* Elements of qkv rows of G (or of the local qkv) and of a kv block. */
-static int64_t of_row(const of_prob *P) { return (int64_t)P->b * P->ng * (P->npg + 2) * P->hn; }
-static int64_t of_kvrow(const of_prob *P) { return (int64_t)P->b * P->ng * 2 * P->hn; }
+/* Elements of one query group's slot of qkv, of qkv rows of G (or of the
+ * local qkv) and of a kv block; the width of slot t (the value head: hv). */
+static int64_t of_grp(const of_prob *P) { return (int64_t)(P->npg + 1) * P->hn + P->hv; }
+static int64_t of_row(const of_prob *P) { return (int64_t)P->b * P->ng * of_grp(P); }
+static int64_t of_kvrow(const of_prob *P) { return (int64_t)P->b * P->ng * (P->hn + P->hv); }
+static int of_width(const of_prob *P, int t) { return t == P->npg + 1 ? P->hv : P->hn; }
 
-/* Offset of (bi, group g, slot) within one qkv row. */
+/* Offset of (bi, group g, slot) within one qkv row (slot npg + 1: the
+ * value head). */
 static int64_t of_slot(const of_prob *P, int bi, int g, int slot) {
-  return (((int64_t)bi * P->ng + g) * (P->npg + 2) + slot) * P->hn;
+  return ((int64_t)bi * P->ng + g) * of_grp(P) + (int64_t)slot * P->hn;
 }
 
-/* ctx [sq, b, np, hn] and lse [b, np, sq] of queries at global rows qpos[]
+/* Offset of (bi, group g, t: 0 key, 1 value) within one kv-block row. */
+static int64_t of_kvslot(const of_prob *P, int bi, int g, int t) {
+  return ((int64_t)bi * P->ng + g) * (P->hn + P->hv) + (int64_t)t * P->hn;
+}
+
+/* Elements of ctx (and dctx) [s, b, np, hv]. */
+static int64_t of_nctx(const of_prob *P) { return (int64_t)P->s * P->b * P->np * P->hv; }
+
+/* ctx [sq, b, np, hv] and lse [b, np, sq] of queries at global rows qpos[]
  * over keys at global rows kpos[] of the global tensor G, in double. */
 static void of_ref(const of_prob *P, const double *G, int sq, const int *qpos, int sk,
                    const int *kpos, double *ctx, double *lse) {
   const mt_attn_desc *d = &P->d;
-  const int b = P->b, np = P->np, hn = P->hn, npg = P->npg;
+  const int b = P->b, np = P->np, hn = P->hn, hv = P->hv, npg = P->npg;
   const int64_t row = of_row(P);
   double *sc = ot_dbl(sk);
   for (int bi = 0; bi < b; bi++)
@@ -132,8 +150,8 @@ static void of_ref(const of_prob *P, const double *G, int sq, const int *qpos, i
         }
         for (int j = 0; j < sk; j++)
           if (of_visible(P, bi, qpos[i], kpos[j])) sum += (sc[j] = exp(sc[j] - mx));
-        double *out = ctx + (((int64_t)i * b + bi) * np + n) * hn;
-        for (int e = 0; e < hn; e++) out[e] = 0;
+        double *out = ctx + (((int64_t)i * b + bi) * np + n) * hv;
+        for (int e = 0; e < hv; e++) out[e] = 0;
         lse[((int64_t)bi * np + n) * sq + i] = sum > 0 ? mx + log(sum) : -INFINITY;
         if (sum == 0) continue;
         for (int j = 0; j < sk; j++) {
@@ -146,7 +164,7 @@ static void of_ref(const of_prob *P, const double *G, int sq, const int *qpos, i
             p = mt_rng_uniform(d->key, ctr) >= d->dropout_p ? p / (1.0 - (double)d->dropout_p) : 0.0;
           }
           const double *V = G + kpos[j] * row + of_slot(P, bi, g, npg + 1);
-          for (int e = 0; e < hn; e++) out[e] += p * V[e];
+          for (int e = 0; e < hv; e++) out[e] += p * V[e];
         }
       }
   free(sc);
@@ -187,7 +205,7 @@ static ot_t *of_local_qkv(ot_run *r, const of_set *S) {
   return q;
 }
 
-/* kv block [s, b, ng, 2, hn] of the key rows kpos of G, on the device. */
+/* kv block [s, b, ng, hn + hv] of the key rows kpos of G, on the device. */
 static ot_t *of_kv_block(ot_run *r, const of_set *S, const int *kpos) {
   const of_prob *P = &S->P;
   ot_t *kv = ot_rnd(r, (int64_t)P->s * of_kvrow(P), r->T, 0, 1);
@@ -195,8 +213,8 @@ static ot_t *of_kv_block(ot_run *r, const of_set *S, const int *kpos) {
     for (int bi = 0; bi < P->b; bi++)
       for (int g = 0; g < P->ng; g++)
         for (int t = 0; t < 2; t++)
-          for (int e = 0; e < P->hn; e++)
-            ot_set(r, kv, j * of_kvrow(P) + (((int64_t)bi * P->ng + g) * 2 + t) * P->hn + e,
+          for (int e = 0; e < of_width(P, P->npg + t); e++)
+            ot_set(r, kv, j * of_kvrow(P) + of_kvslot(P, bi, g, t) + e,
                    S->G->h[kpos[j] * of_row(P) + of_slot(P, bi, g, P->npg + t) + e]);
   ot_put(r, kv);
   return kv;
@@ -239,7 +257,7 @@ static void ot_run_flash_fwd(ot_run *r) {
   of_set S = of_setup(r);
   const of_prob *P = &S.P;
   const int kr = r->c->ip[3], own = !P->cp || kr == P->rank;
-  int64_t nc = (int64_t)P->s * P->b * P->np * P->hn, nl = (int64_t)P->b * P->np * P->s;
+  int64_t nc = of_nctx(P), nl = (int64_t)P->b * P->np * P->s;
   ot_t *qkv = of_local_qkv(r, &S), *ctx = ot_rnd(r, nc, r->T, 0, 1);
   ot_t *lse = ot_rnd(r, nl, MT_F32, 0, 1);
   for (int64_t i = 0; i < nc; i++) ctx->h[i] = NAN;

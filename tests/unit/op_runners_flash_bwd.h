@@ -35,7 +35,7 @@ static double *of_gather_dqkv(const of_set *S, const double *dG, const float *ba
     for (int bi = 0; bi < P->b; bi++)
       for (int g = 0; g < P->ng; g++)
         for (int t = 0; t < P->npg + 2; t++)
-          for (int e = 0; e < P->hn; e++) {
+          for (int e = 0; e < of_width(P, t); e++) {
             int64_t lo = i * row + of_slot(P, bi, g, t) + e;
             double add = !q_only || t < P->npg ? dG[S->qpos[i] * row + of_slot(P, bi, g, t) + e] : 0;
             w[lo] = (base ? base[lo] : 0.0) + add;
@@ -43,7 +43,7 @@ static double *of_gather_dqkv(const of_set *S, const double *dG, const float *ba
   return w;
 }
 
-/* want of a kv-block gradient [nk, b, ng, 2, hn]: base + dG at rows kpos. */
+/* want of a kv-block gradient [nk, b, ng, hn + hv]: base + dG at rows kpos. */
 static double *of_gather_dkv(const of_prob *P, const double *dG, const float *base,
                              const int *kpos, int nk) {
   const int64_t kr = of_kvrow(P);
@@ -52,8 +52,8 @@ static double *of_gather_dkv(const of_prob *P, const double *dG, const float *ba
     for (int bi = 0; bi < P->b; bi++)
       for (int g = 0; g < P->ng; g++)
         for (int t = 0; t < 2; t++)
-          for (int e = 0; e < P->hn; e++) {
-            int64_t lo = j * kr + (((int64_t)bi * P->ng + g) * 2 + t) * P->hn + e;
+          for (int e = 0; e < of_width(P, P->npg + t); e++) {
+            int64_t lo = j * kr + of_kvslot(P, bi, g, t) + e;
             w[lo] = base[lo] + dG[kpos[j] * of_row(P) + of_slot(P, bi, g, P->npg + t) + e];
           }
   return w;
@@ -75,7 +75,7 @@ static void ot_run_flash_bwd(ot_run *r) {
   of_set S = of_setup(r);
   const of_prob *P = &S.P;
   const int kr = r->c->ip[3], own = !P->cp || kr == P->rank;
-  int64_t nc = (int64_t)P->s * P->b * P->np * P->hn, nl = (int64_t)P->b * P->np * P->s;
+  int64_t nc = of_nctx(P), nl = (int64_t)P->b * P->np * P->s;
   int64_t nq = (int64_t)P->s * of_row(P), nk = (int64_t)P->s * of_kvrow(P);
   int *kpos = of_kpos(P, own ? P->rank : kr);
   ot_t *qkv = of_local_qkv(r, &S), *R = ot_rnd(r, nc, r->T, -1, 1);
@@ -127,7 +127,7 @@ static void ot_run_flash_ring(ot_run *r) {
   of_set S = of_setup(r);
   const of_prob *P = &S.P;
   const int cp = P->cp, nb = cp - 1;
-  int64_t nc = (int64_t)P->s * P->b * P->np * P->hn, nl = (int64_t)P->b * P->np * P->s;
+  int64_t nc = of_nctx(P), nl = (int64_t)P->b * P->np * P->s;
   int64_t nq = (int64_t)P->s * of_row(P), nk = (int64_t)P->s * of_kvrow(P);
   ot_t *qkv = of_local_qkv(r, &S), *R = ot_rnd(r, nc, r->T, -1, 1);
   ot_t *ctx = ot_rnd(r, nc, r->T, 0, 1), *lse = ot_rnd(r, nl, MT_F32, 0, 1);
@@ -197,7 +197,7 @@ static void ot_run_attn_merge(ot_run *r) {
   of_set S = of_setup(r);
   const of_prob *P = &S.P;
   const int h = P->s / 2;
-  int64_t nc = (int64_t)P->s * P->b * P->np * P->hn, nl = (int64_t)P->b * P->np * P->s;
+  int64_t nc = of_nctx(P), nl = (int64_t)P->b * P->np * P->s;
   ot_t *qkv = of_local_qkv(r, &S), *ctx = ot_rnd(r, nc, r->T, 0, 1);
   ot_t *lse = ot_rnd(r, nl, MT_F32, 0, 1), *ca = ot_rnd(r, nc, r->T, 0, 1);
   ot_t *la = ot_rnd(r, nl, MT_F32, 0, 1), *c1 = ot_rnd(r, nc, r->T, 0, 1);
@@ -234,7 +234,7 @@ static void ot_run_flash_vs_unfused(ot_run *r) {
   OF_NEED(r, flash_attn_bwd);
   of_set S = of_setup(r);
   const of_prob *P = &S.P;
-  int64_t nc = (int64_t)P->s * P->b * P->np * P->hn, nl = (int64_t)P->b * P->np * P->s;
+  int64_t nc = of_nctx(P), nl = (int64_t)P->b * P->np * P->s;
   int64_t nq = (int64_t)P->s * of_row(P), npb = (int64_t)P->b * P->np * P->s * P->s;
   ot_t *qkv = of_local_qkv(r, &S), *R = ot_rnd(r, nc, r->T, -1, 1);
   ot_t *cf = ot_rnd(r, nc, r->T, 0, 1), *cu = ot_rnd(r, nc, r->T, 0, 1);

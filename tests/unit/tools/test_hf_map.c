@@ -361,7 +361,51 @@ static void test_deepseek_mla(void **state) {
   m2.kr = 8;
   assert_int_equal(mt_hf_config_check(&m2, js, "c.json", err, sizeof err), -1);
   assert_non_null(strstr(err, "\"kv_lora_rank\" is 16 but the config gives 8"));
+  assert_int_equal(m.rope_halves, 0);
+  /* rope_interleave false: HF rope channel r (rotate_half pairs r, r + 4) is
+   * megatrain's 2r (r < 4) or 2(r - 4) + 1 (pairs 2i, 2i + 1), in each q head
+   * (rows 16 + r of 24) and in k_pe (rows 16 + r of kv_a_proj_with_mqa) */
+  char *f = strstr(js, "\"rope_interleave\":\ttrue"), js2[4096];
+  assert_true(strlen(js) + 8 < sizeof js2);
+  assert_non_null(f);
+  const int at = (int)(f - js) + (int)strlen("\"rope_interleave\":\t");
+  snprintf(js2, sizeof js2, "%.*s0%s", at, js, js + at + 4); /* not a boolean */
+  assert_int_equal(mt_hf_config_check(&m, js2, "c.json", err, sizeof err), -1);
+  assert_non_null(strstr(err, "\"rope_interleave\" is not a boolean"));
+  snprintf(js2, sizeof js2, "%.*sfalse%s", at, js, js + at + 4);
+  assert_int_equal(mt_hf_config_check(&m, js2, "c.json", err, sizeof err), 0);
+  assert_int_equal(m.rope_halves, 1);
   free(js);
+  n = mt_hf_entries(&m, &e);
+  float mt[96], hf[96];
+  for (int i = 0; i < 96; i++) mt[i] = (float)i; /* row numbers (one column of q_b_proj) */
+  seen = 0;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(e[i].hf, "model.layers.0.self_attn.q_b_proj.weight")) {
+      mt_hf_entry one = e[i];
+      one.mt_cols = one.hf_cols = 1;
+      mt_hf_export(&m, &one, mt, hf);
+      const float want[24] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                              16, 18, 20, 22, 17, 19, 21, 23};
+      for (int r = 0; r < 24; r++) assert_float_equal(hf[24 + r], 24 + want[r], 0);
+      float back[96] = {0};
+      mt_hf_import(&m, &one, hf, back);
+      assert_memory_equal(back, mt, sizeof mt);
+      seen++;
+    }
+    if (!strcmp(e[i].hf, "model.layers.1.self_attn.kv_a_proj_with_mqa.weight")) {
+      mt_hf_entry one = e[i];
+      one.mt_cols = one.hf_cols = 1;
+      mt_hf_export(&m, &one, mt, hf);
+      assert_float_equal(hf[15], 15, 0);
+      assert_float_equal(hf[16 + 3], 16 + 6, 0);
+      assert_float_equal(hf[16 + 4], 16 + 1, 0);
+      assert_float_equal(hf[16 + 7], 16 + 7, 0);
+      seen++;
+    }
+  }
+  assert_int_equal(seen, 2);
+  free(e);
   c->max_position_embeddings = 128; /* HF's factor would be 8 */
   assert_int_equal(mt_hf_model_of(&cfg, &m, err, sizeof err), -1);
   assert_non_null(strstr(err, "model.rotary_scaling_factor is 4"));
