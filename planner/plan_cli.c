@@ -10,7 +10,8 @@
  * H is a path or a name under configs/hardware/ (a100-80gb, h100-sxm, h200-sxm, h800-sxm,
  * b200). The --fp8-* flags are Megatron's and set the training keys of the same names
  * after the config is loaded: the trainer still refuses FP8 on device cuda and
- * fp8_param_gather (config/config_rules_fp8.c r_fp8_scope), the planner models them.
+ * fp8_param_gather beyond ZeRO-1/2 dense tensorwise/blockwise runs
+ * (config/config_rules_fp8.c), the planner models them.
  */
 #include <stdio.h>
 #include <stdlib.h>

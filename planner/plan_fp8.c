@@ -124,11 +124,13 @@ void mt_plan_fp8_stage_weights(const mt_config *cfg, const mt_plan_dims *d, int 
   free(ch);
 }
 
-/* With fp8_param_gather the model weights of the FP8 linears are TE
- * Float8Tensors (Megatron's fp8_model_init): `_data` 1 byte per element and
- * `_scale_inv` one fp32 per tensor, instead of 2 bytes of bf16. The
- * transposed copy TE makes for the dgrad GEMM on sm_90 is a workspace of the
- * backward and not counted; ZeRO-3's sharded buffers are not adjusted. */
+/* With fp8_param_gather megatrain keeps the bf16 parameter buffer and adds
+ * the gathered e4m3 codes of the FP8 linears' weights, 1 byte per element
+ * (optimizer/fp8_param_gather.c, MT_MEM_PARAM; docs/fp8.md "FP8 parameter
+ * gather"). Megatron instead holds those weights as TE Float8Tensors only
+ * (`_data` 1 byte, `_scale_inv` one fp32 per tensor), W8 - 4 T8 bytes less
+ * than bf16: megatrain does not free the bf16 copies yet. ZeRO-3's sharded
+ * buffers are not adjusted. */
 void mt_plan_fp8_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r,
                               double bytes[MT_PM_N]) {
   /* Megatron gathers FP8 parameters with the distributed optimizer only */
@@ -137,22 +139,27 @@ void mt_plan_fp8_stage_memory(const mt_config *cfg, const mt_plan_dims *d, int r
     return;
   double w[2], n[2];
   mt_plan_fp8_stage_weights(cfg, d, r, w, n);
-  bytes[MT_PM_PARAM] -= (w[0] + w[1]) * (d->e - 1) - 4 * (n[0] + n[1]);
+  (void)n;
+  bytes[MT_PM_PARAM] += w[0] + w[1];
 }
 
 /* Bytes of the data-parallel parameter all-gathers of stage r (the full
  * gathered buffers, part k: 0 dense over dp x cp, 1 experts over edp), from
  * the elements the buckets gather (`elems`, ZeRO padding included) at
- * d->e bytes: with fp8_param_gather each FP8 weight is 1 byte and each
- * FP8 tensor adds its 4-byte scale,
- *   bytes = elems e - W8 (e - 1) + 4 T8. */
+ * d->e bytes: with fp8_param_gather each FP8 weight is 1 byte,
+ *   bytes = elems e - W8 (e - 1),
+ * as the trainer's gather (core/fp8_gather.h: 2 (S - F) + F; it sends no
+ * ZeRO padding, at most dp - 1 elements per bucket, not modelled here). The
+ * scales do not travel in the gather: every rank computes them from an
+ * all-reduce of 4 bytes per scale (not priced). */
 double mt_plan_fp8_gather_bytes(const mt_config *cfg, const mt_plan_dims *d, int r, int part,
                                 double elems) {
   double bytes = elems * d->e;
   if (!mt_plan_fp8_on(cfg) || !cfg->training.fp8_param_gather || d->e != 2) return bytes;
   double w[2], n[2];
   mt_plan_fp8_stage_weights(cfg, d, r, w, n);
-  return bytes - w[part] * (d->e - 1) + 4 * n[part];
+  (void)n;
+  return bytes - w[part] * (d->e - 1);
 }
 
 void mt_plan_fp8_copy(mt_config *dst, const mt_config *src) {

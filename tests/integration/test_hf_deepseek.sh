@@ -21,7 +21,9 @@
 #    whose kv_lora_rank or YaRN factor differ, or whose rope_interleave is not
 #    a boolean.
 # MEGATRAIN_TEST_FULL=1 adds q_lora_rank null (q_proj), tied embeddings,
-# mscale = mscale_all_dim and two MTP depths.
+# mscale = mscale_all_dim and two MTP depths, the greedy tokens of the
+# rope_interleave false import, and the bad YaRN factor, MTP depth count and
+# MTP head copy (CI: the kv_lora_rank and non-boolean rope_interleave cases).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/hf_lib.sh"
 PY=/usr/bin/python3
@@ -125,6 +127,9 @@ PY
   relcheck "$fam rope_interleave false: the reader on the permuted checkpoint" "$a" "$b" 1e-5
   "$MT" convert --from hf --input $hf --output $TMP/rth_$fam --config $TMP/$fam.json 2>/dev/null
   $TOOL same "$ck" $TMP/rth_$fam  # the import permutes back: bitwise the trained checkpoint
+  if [ "${MEGATRAIN_TEST_FULL:-0}" != 1 ]; then # CI: the loss and the bitwise import
+    echo "$fam rope_interleave false: imported bitwise"; continue
+  fi
   "$MT" generate --load $TMP/rth_$fam --prompt "First Citizen:" --max-new-tokens 8 --temperature 0 \
     --vocab-file "$SHARED/gpt2-vocab.json" --merge-file "$SHARED/gpt2-merges.txt" \
     --print-ids >"$TMP/gh_$fam.log" 2>"$TMP/gh_$fam.err" || { echo "$fam: generate failed"; cat "$TMP/gh_$fam.err"; exit 1; }
@@ -142,6 +147,7 @@ json.dump(c, open(sys.argv[2], "w"))' $TMP/hf_ds/config.json $TMP/in_$1/config.j
 }
 badcfg kv_rank 'c["kv_lora_rank"] = 512' '"kv_lora_rank" is 512 but the config gives 16'
 badcfg interleave 'c["rope_interleave"] = 1' '"rope_interleave" is not a boolean'
+[ "${MEGATRAIN_TEST_FULL:-0}" = 1 ] || { echo "test_hf_deepseek OK (CI part)"; exit 0; }
 badcfg factor 'c["rope_scaling"]["factor"] = 40' '"factor" is 40 but the config gives 4'
 badcfg mtp 'c["num_nextn_predict_layers"] = 0' '"num_nextn_predict_layers" is 0 but the config gives 1'
 mkdir -p $TMP/in_copy; cp $TMP/hf_ds/config.json $TMP/in_copy/
