@@ -11,7 +11,7 @@
 # bf16 and an FP8 column: the FP8 column runs bench_gpu with the FP8 recipe
 # $BENCH_GPU_FP8 (default tensorwise, Megatron-Bridge's current scaling;
 # format hybrid) when the config rules accept FP8 on device cuda, and says
-# "n/a (FP8 is cpu-only in this build)" where they refuse it (bench_gpu exits
+# "n/a (refused by the config rules)" where they refuse it (bench_gpu exits
 # 3); "refused" when bench_gpu exits 2; BENCH_GPU_FP8=none skips the column.
 # usage: bash bench/bench_gpu.sh [steps [accum]]   (default 5 timed iterations, 8)
 # env: BENCH_GPU=path of a built bench_gpu (a GPU bundle's bin/bench_gpu);
@@ -52,7 +52,7 @@ for shape in "GPT-124M    12 768  12 1024 8" \
     [ $r -eq 77 ] && { rm -f "${TMPDIR:-/tmp}/bench_gpu.$$"; exit 77; }
     cell=$(sed -n 's/.*| \([0-9.]*\) TFLOP\/s | MFU \([0-9.]*%\).*/\1 TFLOP\/s, MFU \2/p' \
       "${TMPDIR:-/tmp}/bench_gpu.$$")
-    if [ $r -eq 3 ]; then cell="n/a (FP8 is cpu-only in this build)"
+    if [ $r -eq 3 ]; then cell="n/a (refused by the config rules)"
     elif [ $r -eq 2 ]; then cell="refused"
     elif [ $r -ne 0 ] || [ -z "$cell" ]; then echo "bench $name $prec failed (exit $r)"; cell="failed"; rc=1; fi
     row="$row $cell |"

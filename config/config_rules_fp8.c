@@ -25,19 +25,6 @@ static int r_bf16_layers(mt_cfg_ctx *c, mt_config *cfg, int world) {
                      cfg->model.num_layers);
 }
 
-/* What the FP8 linear layers do not cover yet: the cuda backend (no FP8
- * GEMM there). */
-static int r_fp8_scope(mt_cfg_ctx *c, mt_config *cfg, int world) {
-  (void)world;
-  if (!cfg->training.fp8_format[0]) return 0;
-  if (strcmp(cfg->device, "cpu"))
-    return mt_cfg_fail(c, key("training.fp8_format"),
-                       "\"%s\" on device \"%s\": the FP8 linear layers run on the cpu backend "
-                       "only so far (expected device cpu, or fp8_format null)",
-                       cfg->training.fp8_format, cfg->device);
-  return 0;
-}
-
 /* fp8_param_gather (optimizer/fp8_param_gather.h, docs/fp8.md "FP8
  * parameter gather"): Megatron requires the distributed optimizer (or
  * FSDP); built here for ZeRO stages 1 and 2, the tensorwise and blockwise
@@ -94,11 +81,6 @@ static const mt_cfg_rule k_fp8[] = {
      "(with `first_last_layers_bf16`)",
      "1: training.precision=bf16; training.fp8_format=e4m3; training.first_last_layers_bf16=true; "
      "training.num_layers_at_start_in_bf16=2", 0, 0},
-    {"training.fp8_format", r_fp8_scope,
-     "`training.fp8_format` needs device `cpu` (what the FP8 "
-     "linear layers cover so far, docs/fp8.md)",
-     "1: training.precision=bf16; training.fp8_format=hybrid; device=cuda",
-     0, 0},
 };
 
 const mt_cfg_rule *mt_cfg_rules_fp8(int *n) {

@@ -143,6 +143,24 @@ typedef struct {
   int out_f32;              /* fp8_dequantize writes fp32 instead of T */
 } mt_fp8_desc;
 
+/* One GEMM on FP8 operands with one scale each (the per-tensor recipes:
+ * tensorwise, delayed), row-major as mt_gemm_desc:
+ *   C[m, n] = alpha · (a_sinv · b_sinv) · op(A) op(B) (+ beta C) (+ bias)
+ * A, B: fp8 codes (uint8) of formats a_fmt, b_fmt (mt_fp8_format) stored
+ * row-major with leading dimensions lda, ldb (op(A) is [m, k], op(B) [k, n]);
+ * a_sinv, b_sinv: device fp32 scalars, the dequantization scales
+ * (fp8_quantize's scale_inv); fp32 accumulation; C of c_type (T, or fp32);
+ * bias [n] (T) only with beta 0 and c_type T, NULL for none. */
+typedef struct {
+  int trans_a, trans_b;
+  int m, n, k;
+  float alpha, beta;
+  const uint8_t *a; int64_t lda; int a_fmt; const float *a_sinv;
+  const uint8_t *b; int64_t ldb; int b_fmt; const float *b_sinv;
+  void *c; int64_t ldc; mt_dtype c_type;
+  const void *bias;
+} mt_fp8_gemm_desc;
+
 /* Rows and columns of one scale block of d (the whole tensor for
  * MT_FP8_TENSOR), and the number of scales. */
 void mt_fp8_block_dims(const mt_fp8_desc *d, int64_t *bh, int64_t *bw);
@@ -321,6 +339,11 @@ typedef struct {
    * scale_inv_b (fp32 product, rounded once to T). */
   void (*fp8_dequantize)(mt_backend *be, const mt_fp8_desc *d, void *y, const uint8_t *q,
                          const float *scale_inv);
+  /* mt_fp8_gemm_desc on the FP8 tensor cores (cuda: cuBLASLt's FP8 matmul
+   * on compute capability >= 8.9). Returns 0 when enqueued, -1 when the
+   * backend has no FP8 GEMM for the problem (nothing enqueued; the caller
+   * dequantizes and runs `gemm`). NULL on backends without one (cpu). */
+  int (*fp8_gemm)(mt_backend *be, const mt_fp8_gemm_desc *d);
 
   /* ---- normalisation / activations ---- */
   /* LayerNorm over the last dim h (Ba et al. 2016): out = (in - mean) * rstd * w + b.

@@ -36,6 +36,7 @@ static const mt_backend_ops cuda_ops = {
     .fp8_amax = cuda_fp8_amax,
     .fp8_quantize = cuda_fp8_quantize,
     .fp8_dequantize = cuda_fp8_dequantize,
+    .fp8_gemm = cuda_fp8_gemm,
     /* norms (cuda_norm.cu), activations (cuda_activation.cu), RoPE (cuda_rope.cu) */
     .layernorm_fwd = cuda_layernorm_fwd,
     .layernorm_bwd = cuda_layernorm_bwd,
@@ -170,5 +171,6 @@ mt_backend *mt_cuda_backend_create(const mt_backend_options *opt, char *err, siz
     cuda_destroy(be);
     return NULL;
   }
+  im->fp8_gemm = cuda_fp8_gemm_probe(im) == 0;
   return be;
 }

@@ -5,7 +5,8 @@
  * and scales are bitwise cpu/'s.
  * amax: one thread block per scale block, a fixed-tree fmaxf reduction (NaN
  * skipped); quantize / dequantize: one thread per element, the block's scale
- * recomputed from its amax in every thread (a few flops). */
+ * recomputed from its amax in every thread (a few flops); transpose of
+ * fp8 codes (cuBLASLt's TN rule, cuda_fp8_gemm.c). */
 #include "core/fp8.h"
 #include "cuda_dev.cuh"
 
@@ -115,5 +116,39 @@ extern "C" void cuda_fp8_dequantize(mt_backend *be, const mt_fp8_desc *d, void *
   else
     MT_DISPATCH(be->dtype, (MT_LAUNCH(k_fp8_dequantize<T>, grid_for(d->rows * d->cols, TPB), TPB,
                                       0, st)(g, d->fmt, (T *)y, q, scale_inv)));
+  MT_CUDA_LAUNCHED();
+}
+
+/* fp8 codes transposed through a 32x32 shared tile (coalesced reads along
+ * src's rows and writes along dst's rows; +4 bytes of padding per tile row
+ * keep the column reads of the tile off one bank). Block 32 x 8 threads,
+ * each moving 4 bytes; grid ceil(rows/32) (x: tokens may be many) x
+ * ceil(cols/32). */
+#define TR_TILE 32
+#define TR_ROWS 8
+__global__ void k_fp8_transpose(uint8_t *dst, const uint8_t *src, int64_t rows, int64_t cols,
+                                int64_t lds) {
+  __shared__ uint8_t tile[TR_TILE][TR_TILE + 4];
+  const int64_t r0 = (int64_t)blockIdx.x * TR_TILE, c0 = (int64_t)blockIdx.y * TR_TILE;
+  for (int i = threadIdx.y; i < TR_TILE; i += TR_ROWS) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = src[r * lds + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < TR_TILE; i += TR_ROWS) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x; /* dst row c, column r */
+    if (r < rows && c < cols) dst[c * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
+extern "C" void cudak_fp8_transpose(cudaStream_t st, uint8_t *dst, const uint8_t *src,
+                                    int64_t rows, int64_t cols, int64_t lds) {
+  if (rows <= 0 || cols <= 0) return;
+  const int64_t gx = (rows + TR_TILE - 1) / TR_TILE, gy = (cols + TR_TILE - 1) / TR_TILE;
+  if (gy > CUDA_GRID_YZ_MAX)
+    mt_fatal("cuda: fp8 transpose of %lld columns needs %lld column tiles in gridDim.y (at most "
+             "%d)", (long long)cols, (long long)gy, CUDA_GRID_YZ_MAX);
+  MT_LAUNCH(k_fp8_transpose, dim3(grid_x_checked(gx, "fp8 transpose"), (unsigned)gy),
+            dim3(TR_TILE, TR_ROWS), 0, st)(dst, src, rows, cols, lds);
   MT_CUDA_LAUNCHED();
 }

@@ -82,6 +82,9 @@ typedef struct {
   void *cublaslt;           /* cublasLtHandle_t (GEMM epilogues, issue 32) */
   void *lt_workspace;       /* cuBLASLt's workspace, CUDA_LT_WORKSPACE bytes */
   int tf32;                 /* env MEGATRAIN_CUDA_TF32=1: fp32 GEMMs in TF32 */
+  int fp8_gemm;             /* FP8 GEMMs on cuBLASLt: compute capability
+                               >= 8.9, unless env MEGATRAIN_CUDA_FP8_GEMM=0
+                               (cuda_fp8_gemm.c)                           */
   int flash_simt;           /* env MEGATRAIN_CUDA_FLASH_SIMT=1: bf16 fused
                                attention on the FFMA kernels (diagnosis)   */
   void *pool;               /* cudaMemPool_t of the stream-ordered caching
@@ -186,6 +189,15 @@ void cuda_fp8_quantize(mt_backend *be, const mt_fp8_desc *d, uint8_t *q, float *
                        const void *x, const float *amax, const float *scale);
 void cuda_fp8_dequantize(mt_backend *be, const mt_fp8_desc *d, void *y, const uint8_t *q,
                          const float *scale_inv);
+/* FP8 GEMM (cuda_fp8_gemm.c: cuBLASLt's FP8 matmul) */
+int cuda_fp8_gemm(mt_backend *be, const mt_fp8_gemm_desc *d);
+/* dst[cols, rows] (ld rows) = src[rows, cols]^T (ld lds): fp8 codes (the
+ * transposed copies of cuBLASLt's TN rule; cuda_fp8.cu) */
+void cudak_fp8_transpose(cudaStream_t st, uint8_t *dst, const uint8_t *src, int64_t rows,
+                         int64_t cols, int64_t lds);
+/* 0 when the device runs cuBLASLt's FP8 matmul (compute capability >= 8.9)
+ * and env MEGATRAIN_CUDA_FP8_GEMM is not "0" (cuda_fp8_gemm.c) */
+int cuda_fp8_gemm_probe(cuda_impl *im);
 
 /* norms (cuda_norm.cu) */
 void cuda_layernorm_fwd(mt_backend *be, void *out, float *mean, float *rstd, const void *in,

@@ -153,7 +153,7 @@ static void pend_take(fp8_state *s, float *sx, float *sw, int pop) {
 
 /* Carve n fp32-aligned regions of bytes[i] out of the workspace. */
 static void carve(mt_fp8_linear *f, int n, const size_t *bytes, void **p) {
-  size_t tot = 0, off[8];
+  size_t tot = 0, off[16];
   for (int i = 0; i < n; i++) off[i] = tot, tot += (bytes[i] + 255) / 256 * 256;
   if (tot > f->ws_bytes) {
     if (f->ws) f->be->ops->free(f->be, f->ws);
@@ -170,8 +170,10 @@ typedef struct {
 } qscratch;
 
 /* dst[rows, cols] (fp32) = dequantize(quantize(src)) with blocking b and
- * format fmt; `given` (host; tensorwise only) the scale to use, NULL for
- * the current rule. Returns the tensor amax when given (delayed), else 0. */
+ * format fmt (dst NULL: the codes and scales stay in s only, for the
+ * backend's FP8 GEMM); `given` (host; tensorwise only) the scale to use,
+ * NULL for the current rule. Returns the tensor amax when given (delayed),
+ * else 0. */
 static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *src, int64_t rows,
                  int64_t cols, mt_fp8_blocking b, int fmt, const float *given) {
   mt_backend *be = f->be;
@@ -189,8 +191,37 @@ static float qdq(mt_fp8_linear *f, const qscratch *s, float *dst, const void *sr
   } else {
     be->ops->fp8_quantize(be, &d, s->q, s->sinv, src, s->amax, NULL);
   }
-  be->ops->fp8_dequantize(be, &d, dst, s->q, s->sinv);
+  if (dst) be->ops->fp8_dequantize(be, &d, dst, s->q, s->sinv);
   return amax;
+}
+
+/* dst[rows, cols] (fp32) = dequantize(s's per-tensor codes of format fmt). */
+static void deq(mt_fp8_linear *f, const qscratch *s, float *dst, int64_t rows, int64_t cols,
+                int fmt) {
+  mt_fp8_desc d = {.fmt = fmt, .blocking = MT_FP8_TENSOR, .rows = rows, .cols = cols,
+                   .out_f32 = 1};
+  f->be->ops->fp8_dequantize(f->be, &d, dst, s->q, s->sinv);
+}
+
+/* The backend's FP8 GEMM (cuBLASLt's FP8 matmul on cuda) for the per-tensor
+ * recipes (tensorwise, delayed): 1 when the backend has one (the operands
+ * are then quantized into their own scratch and not dequantized). */
+static int use_fp8_gemm(const mt_fp8_linear *f) {
+  return f->be->ops->fp8_gemm &&
+         (f->o.recipe == MT_FP8_RECIPE_TENSORWISE || f->o.recipe == MT_FP8_RECIPE_DELAYED);
+}
+
+/* C = op(A) op(B) (+ beta C) (+ bias) on the codes and scales of sa, sb
+ * (mt_fp8_gemm_desc); 0 when the backend enqueued it, -1 when it has no
+ * FP8 GEMM for the problem (the caller dequantizes). */
+static int fp8_mm(mt_fp8_linear *f, int ta, int tb, int64_t m, int64_t n, int64_t k,
+                  const qscratch *sa, int64_t lda, int fa, const qscratch *sb, int64_t ldb,
+                  int fb, float beta, void *c, int64_t ldc, mt_dtype ct, const void *bias) {
+  mt_fp8_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = (int)m, .n = (int)n, .k = (int)k,
+                        .alpha = 1.0f, .beta = beta, .a = sa->q, .lda = lda, .a_fmt = fa,
+                        .a_sinv = sa->sinv, .b = sb->q, .ldb = ldb, .b_fmt = fb,
+                        .b_sinv = sb->sinv, .c = c, .ldc = ldc, .c_type = ct, .bias = bias};
+  return f->be->ops->fp8_gemm(f->be, &d);
 }
 
 /* Delayed: record this use's amax and compute the next scale. */
@@ -243,6 +274,20 @@ static int wcode_dq(mt_fp8_linear *f, const qscratch *s, float *dst, const void 
   return 0;
 }
 
+/* The FP8 GEMM path's counterpart of wcode_dq: w's gathered codes copied
+ * into s->q and its scale into s->sinv (one scale: tensorwise), as
+ * fp8_quantize would have left them; 0 when w has none. */
+static int wcode_q(mt_fp8_linear *f, const qscratch *s, const void *w, int64_t out, int64_t in) {
+  for (int i = 0; i < f->n_wcode; i++) {
+    if (f->wcode[i].w != w) continue;
+    mt_backend *be = f->be;
+    be->ops->memcpy_d2d(be, s->q, f->wcode[i].q, (size_t)(out * in));
+    be->ops->memcpy_h2d(be, s->sinv, f->wcode[i].scale_inv, sizeof(float));
+    return 1;
+  }
+  return 0;
+}
+
 void mt_fp8_linear_set_weight_codes(mt_fp8_linear *f, const mt_fp8_wcode *tab, int n) {
   MT_ASSERT(n == 0 || f->o.recipe == MT_FP8_RECIPE_TENSORWISE ||
             f->o.recipe == MT_FP8_RECIPE_BLOCKWISE);
@@ -271,12 +316,15 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
   fp8_state *st = delayed ? state_next(f) : NULL;
   f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, 1);
-  void *p[8];
-  const size_t by[8] = {(size_t)(M * in) * 4, (size_t)(out * in) * 4, (size_t)(M * out) * 4,
-                        (size_t)nq, (size_t)nq * 4, (size_t)nq * 4, 4, (size_t)(out + 1) * 4};
-  carve(f, 8, by, p);
-  const qscratch s = {p[3], p[4], p[5], p[6]};
-  float *xq = p[0], *wq = p[1], *c32 = p[2], *b32 = bias ? p[7] : NULL;
+  const int lt = use_fp8_gemm(f); /* codes of x and w both kept: two scratches */
+  void *p[12];
+  const size_t by[12] = {(size_t)(M * in) * 4, (size_t)(out * in) * 4, (size_t)(M * out) * 4,
+                         (size_t)nq, (size_t)nq * 4, (size_t)nq * 4, 4, (size_t)(out + 1) * 4,
+                         lt ? (size_t)nq : 0, 4, 4, 4};
+  carve(f, 12, by, p);
+  const qscratch s = {p[3], p[4], p[5], p[6]}, s2 = {p[8], p[9], p[10], p[11]};
+  const qscratch *sw = lt ? &s2 : &s; /* w's scratch */
+  float *xq = lt ? NULL : p[0], *wq = lt ? NULL : p[1], *c32 = p[2], *b32 = bias ? p[7] : NULL;
   if (delayed && f->pass == MT_FP8_PASS_RECOMPUTE) {
     /* replay the original forward: its scales, no history update (TE's
      * activation recompute restores the forward's fp8 meta and records no
@@ -284,19 +332,28 @@ void mt_fp8_linear_fwd(mt_fp8_linear *f, void *y, const void *x, const void *w, 
     float sc[2];
     pend_take(st, &sc[0], &sc[1], 0);
     qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[0]);
-    qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[1]);
+    qdq(f, sw, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sc[1]);
   } else if (delayed) {
     st->used[R_X] = st->meta[R_X][0];
     delayed_update(f, st, R_X, qdq(f, &s, xq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_X]),
                    MT_FP8_E4M3);
     st->used[R_W] = st->meta[R_W][0];
     delayed_update(f, st, R_W,
-                   qdq(f, &s, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
+                   qdq(f, sw, wq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &st->used[R_W]),
                    MT_FP8_E4M3);
     if (f->pass == MT_FP8_PASS_TRAIN) pend_push(st, st->used[R_X], st->used[R_W]);
   } else {
     qdq(f, &s, xq, x, M, in, blk_row(f), MT_FP8_E4M3, NULL);
-    if (!wcode_dq(f, &s, wq, w, out, in)) qdq(f, &s, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
+    if (lt ? !wcode_q(f, sw, w, out, in) : !wcode_dq(f, &s, wq, w, out, in))
+      qdq(f, sw, wq, w, out, in, blk_w(f, 0), MT_FP8_E4M3, NULL);
+  }
+  if (lt) { /* y = Q(x) Q(w)^T (+ bias) on the FP8 GEMM, rounded once to T */
+    if (fp8_mm(f, 0, 1, M, out, in, &s, in, MT_FP8_E4M3, sw, in, MT_FP8_E4M3, 0.0f, y, out,
+               be->dtype, bias) == 0)
+      return;
+    xq = p[0], wq = p[1]; /* no FP8 GEMM for this shape: dequantize */
+    deq(f, &s, xq, M, in, MT_FP8_E4M3);
+    deq(f, sw, wq, out, in, MT_FP8_E4M3);
   }
   if (b32) be->ops->cast(be, b32, MT_F32, bias, be->dtype, out);
   gemm32(be, 0, 1, M, out, in, xq, in, wq, in, 0.0f, c32, out, b32);
@@ -311,26 +368,39 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
   fp8_state *st = delayed ? state_next(f) : NULL;
   f->next_key = -1;
   const int64_t nq = max3(M * in, out * in, M * out);
-  void *p[7];
-  const size_t by[7] = {(size_t)(M * out) * 4, (size_t)(max3(M * in, out * in, 1)) * 4,
-                        (size_t)(M * in) * 4, (size_t)nq, (size_t)nq * 4, (size_t)nq * 4, 4};
-  carve(f, 7, by, p);
-  const qscratch s = {p[3], p[4], p[5], p[6]};
-  float *gq = p[0], *oq = p[1], *c32 = p[2];
+  const int lt = use_fp8_gemm(f); /* dy's codes kept apart from W's / x's */
+  void *p[11];
+  const size_t by[11] = {(size_t)(M * out) * 4, (size_t)(max3(M * in, out * in, 1)) * 4,
+                         (size_t)(M * in) * 4, (size_t)nq, (size_t)nq * 4, (size_t)nq * 4, 4,
+                         lt ? (size_t)(M * out) : 0, 4, 4, 4};
+  carve(f, 11, by, p);
+  const qscratch s = {p[3], p[4], p[5], p[6]}, s2 = {p[7], p[8], p[9], p[10]};
+  const qscratch *sg = lt ? &s2 : &s; /* dy's scratch */
+  float *gq = lt ? NULL : p[0], *oq = lt ? NULL : p[1], *c32 = p[2];
   if (db) be->ops->bias_grad(be, db, dy, M, out);
   float gscale = 1.0f, sx = 1.0f, sw = 1.0f;
   if (delayed) {
     pend_take(st, &sx, &sw, 1); /* the scales of this micro-batch's forward */
     gscale = st->used[R_G] = st->meta[R_G][0];
-    delayed_update(f, st, R_G, qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
+    delayed_update(f, st, R_G, qdq(f, sg, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale), gfmt);
   }
+  int g_ready = delayed; /* sg holds dy's per-tensor codes (the FP8 GEMM's wgrad reuses them) */
   if (dx) { /* dgrad: dy rowwise along out, W along its rows (out) */
-    if (!delayed) qdq(f, &s, gq, dy, M, out, blk_row(f), gfmt, NULL);
+    if (!delayed) qdq(f, sg, gq, dy, M, out, blk_row(f), gfmt, NULL), g_ready = 1;
     if (delayed) qdq(f, &s, oq, w, out, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sw);
-    else if (!wcode_dq(f, &s, oq, w, out, in))
+    else if (lt ? !wcode_q(f, &s, w, out, in) : !wcode_dq(f, &s, oq, w, out, in))
       qdq(f, &s, oq, w, out, in, blk_w(f, 1), MT_FP8_E4M3, NULL);
-    gemm32(be, 0, 0, M, in, out, gq, out, oq, in, 0.0f, c32, in, NULL);
-    be->ops->cast(be, dx, be->dtype, c32, MT_F32, M * in);
+    if (!lt || fp8_mm(f, 0, 0, M, in, out, sg, out, gfmt, &s, in, MT_FP8_E4M3, 0.0f, dx, in,
+                      be->dtype, NULL) != 0) {
+      if (lt) { /* no FP8 GEMM for this shape: dequantize */
+        gq = p[0], oq = p[1];
+        deq(f, sg, gq, M, out, gfmt);
+        deq(f, &s, oq, out, in, MT_FP8_E4M3);
+      }
+      gemm32(be, 0, 0, M, in, out, gq, out, oq, in, 0.0f, c32, in, NULL);
+      be->ops->cast(be, dx, be->dtype, c32, MT_F32, M * in);
+      if (lt) gq = oq = NULL;
+    }
   }
   if (!f->o.wgrad) { /* wgrad in T: dW += dy^T x */
     mt_gemm_desc d = {.trans_a = 1, .trans_b = 0, .m = (int)out, .n = (int)in, .k = (int)M,
@@ -340,13 +410,22 @@ void mt_fp8_linear_bwd(mt_fp8_linear *f, void *dx, float *dw, float *db, const v
     be->ops->gemm(be, &d);
     return;
   }
-  /* wgrad: both operands along the tokens (columnwise) */
+  /* wgrad: both operands along the tokens (columnwise); per-tensor codes
+   * are the same either way, so the FP8 GEMM reuses dy's from the dgrad */
   if (delayed) {
-    qdq(f, &s, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale);
+    if (!(lt && g_ready)) qdq(f, sg, gq, dy, M, out, MT_FP8_TENSOR, gfmt, &gscale);
     qdq(f, &s, oq, x, M, in, MT_FP8_TENSOR, MT_FP8_E4M3, &sx);
   } else {
-    qdq(f, &s, gq, dy, M, out, blk_col(f), gfmt, NULL);
+    if (!(lt && g_ready)) qdq(f, sg, gq, dy, M, out, blk_col(f), gfmt, NULL);
     qdq(f, &s, oq, x, M, in, blk_col(f), MT_FP8_E4M3, NULL);
+  }
+  if (lt) {
+    if (fp8_mm(f, 1, 0, out, in, M, sg, out, gfmt, &s, in, MT_FP8_E4M3, 1.0f, dw, in, MT_F32,
+               NULL) == 0)
+      return;
+    gq = p[0], oq = p[1]; /* no FP8 GEMM for this shape: dequantize */
+    deq(f, sg, gq, M, out, gfmt);
+    deq(f, &s, oq, M, in, MT_FP8_E4M3);
   }
   gemm32(be, 1, 0, out, in, M, gq, out, oq, in, 1.0f, dw, in, NULL);
 }

@@ -9,7 +9,10 @@
  * on the dequantized operands (decode(q) · scale_inv, in fp32) with fp32
  * accumulation and rounds the result once to T: the FP8 tensor-core GEMM
  * up to the order of the scale multiplications (exact with power-of-2
- * scales: blockwise, mxfp8). Blocks by recipe:
+ * scales: blockwise, mxfp8); for the per-tensor recipes on a backend with
+ * an FP8 GEMM (the backend's fp8_gemm: cuBLASLt on cuda) that GEMM runs on
+ * the codes instead, and the dequantize path is its fallback. Blocks by
+ * recipe:
  *   tensorwise, delayed: one scale per tensor;
  *   blockwise: x and dy in 1×128 tiles along the contraction (fprop, dgrad:
  *     rows; wgrad: 128×1 along the tokens), W in 128×128 blocks, power-of-2

@@ -17,7 +17,8 @@ mkdir -p build-emu
 LOG=build-emu/build.log
 targets=(build-emu/megatrain build-emu/tests/test_ops build-emu/tests/test_cuda_table
          build-emu/tests/test_nccl_api build-emu/tests/tools/cuda_parity
-         build-emu/tests/tools/comm_check build-emu/tests/tools/comm_async_dev_check)
+         build-emu/tests/tools/comm_check build-emu/tests/tools/comm_async_dev_check
+         build-emu/tests/tools/fp8_linear_dev)
 if ! nice make CUDA_EMU=1 -j"${JOBS:-2}" "${targets[@]}" > "$LOG" 2>&1; then
   tail -30 "$LOG"; echo "cuda-emu build FAILED (log: $LOG)"; exit 1
 fi

@@ -76,13 +76,15 @@ else echo "FAIL bad formula name: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); 
 
 # plan takes an MLA config on any device; train takes MLA on both devices
 # (the cuda fused attention takes v_head_dim != the q/k width on its FFMA
-# kernels), with FP8 on the cpu backend only: MLA + FP8 on device cuda is
-# refused by r_fp8_scope (exit 2 naming the key and the device)
+# kernels), with FP8 too since the FP8 linears run on cuda (issue 32): the
+# config rules pass MLA + FP8 on device cuda (no exit 2 naming fp8_format;
+# without a GPU the run then stops at the device, exit 1)
 "$bin" train --config configs/deepseek-tiny.json "${MLA[@]}" --set device=cuda \
-  --set training.precision=bf16 --set training.fp8_format=hybrid >"$tmp/o" 2>&1
+  --set training.precision=bf16 --set training.fp8_format=hybrid \
+  --set training.train_iters=1 >"$tmp/o" 2>&1
 rc=$?
-if [ $rc -eq 2 ] && grep -q "training.fp8_format" "$tmp/o" && grep -q 'device "cuda"' "$tmp/o"; then
-  echo "ok   train refuses MLA with fp8_format on device cuda"
+if [ $rc -ne 2 ] && ! grep -q "training.fp8_format" "$tmp/o"; then
+  echo "ok   train accepts MLA with fp8_format on device cuda (rc $rc: $(grep -m1 -o 'no usable CUDA device' "$tmp/o" || echo ran))"
 else echo "FAIL train with MLA and fp8 on cuda: rc $rc: $(cat "$tmp/o")"; fails=$((fails+1)); fi
 
 [ $fails -eq 0 ]

@@ -446,6 +446,16 @@ static const op_case ot_cases[] = {
     {"fp8_quantize", "y", {9, 100}, {1, 3, 0}, {0}, F32, {1.0 / 8, 0, 1e-5}, TX, DET},
     {"fp8_quantize", "y", {200, 150}, {0, 2, 1}, {0}, BF16, {1.0 / 16, 0, 1e-5}, TX, 0},
     {"fp8_quantize", "y", {9, 100}, {0, 3, 0}, {0}, BF16, {1.0 / 16, 0, 1e-5}, TX, 0},
+    /* ---- fp8_gemm (per-tensor FP8 operands): ne {m, n, k}, ip {trans_a, trans_b, a_fmt,
+     * b_fmt, c_f32, bias}, fp {alpha, beta}: the FP8 linear's forward (TN), dgrad (e5m2 dy,
+     * W transposed for cuBLASLt), wgrad (both transposed, fp32 accumulate); cuda runs
+     * cuBLASLt's FP8 matmul (cpu: the dequantize path), the shape off 16 falls back ---- */
+    {"fp8_gemm", "c", {32, 48, 64}, {0, 1, 0, 0, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"fp8_gemm", "c", {32, 64, 48}, {0, 0, 1, 0, 0, 0}, {1, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"fp8_gemm", "c", {48, 64, 32}, {1, 0, 1, 0, 1, 0}, {1, 1}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"fp8_gemm", "c", {13, 7, 9}, {0, 1, 0, 1, 0, 1}, {0.5f, 0}, F32, TF(1e-5, 1e-5), TM(1e-5), 0},
+    {"fp8_gemm", "c", {32, 48, 64}, {0, 1, 0, 0, 0, 1}, {1, 0}, BF16, TX, TM(B8), 0},
+    {"fp8_gemm", "c", {48, 64, 32}, {1, 0, 1, 0, 1, 0}, {1, 1}, BF16, TX, TM(1e-5), 0},
 };
 
 #define OT_N_CASES (sizeof ot_cases / sizeof *ot_cases)
@@ -476,7 +486,7 @@ static ot_runner ot_runner_of(const char *op) {
       {"moe_gather_rows", ot_run_moe}, {"moe_combine_fwd", ot_run_moe},
       {"moe_combine_bwd", ot_run_moe}, {"adamw", ot_run_adamw},
       {"init_normal", ot_run_init_normal}, {"fill", ot_run_fill_cast}, {"cast", ot_run_fill_cast},
-      {"fp8_quantize", ot_run_fp8_quantize},
+      {"fp8_quantize", ot_run_fp8_quantize}, {"fp8_gemm", ot_run_fp8_gemm},
   };
   for (size_t i = 0; i < sizeof map / sizeof *map; i++)
     if (!strcmp(map[i].op, op)) return map[i].fn;

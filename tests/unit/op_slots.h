@@ -55,6 +55,7 @@ static const ot_slot ot_slots[] = {
     OT_SLOT(fp8_amax, "fp8_quantize", 1),
     OT_SLOT(fp8_quantize, "fp8_quantize", 1),
     OT_SLOT(fp8_dequantize, "fp8_quantize", 1),
+    OT_SLOT(fp8_gemm, "fp8_gemm", 1), /* NULL on cpu: its rows run the dequantize path there */
     /* norms, activations, RoPE */
     OT_SLOT(layernorm_fwd, "layernorm_fwd", 1),
     OT_SLOT(layernorm_bwd, "layernorm_bwd", 1),

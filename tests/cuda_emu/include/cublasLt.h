@@ -1,10 +1,11 @@
 /* tests/cuda_emu/include/cublasLt.h — the stand-in cuBLASLt header of the
  * host emulation (issue 32): the calls cuda/cuda_gemm.c makes for its bias
- * epilogue (handle, matmul descriptor, matrix layouts with strided batches,
- * preference, heuristic, cublasLtMatmul), with cuBLASLt's enum values and
- * prototypes; implemented by tests/cuda_emu/emu_blas.cpp from the
- * documented definition D = alpha op(A) op(B) + beta C (+ bias[row] with
- * CUBLASLT_EPILOGUE_BIAS). */
+ * epilogue and cuda/cuda_fp8_gemm.c for the FP8 matmul (handle, matmul
+ * descriptor with the A/B scale pointers, matrix layouts with strided
+ * batches, preference, heuristic, cublasLtMatmul), with cuBLASLt's enum
+ * values and prototypes; implemented by tests/cuda_emu/emu_blaslt.cpp from
+ * the documented definition D = alpha scale_A scale_B op(A) op(B) + beta C
+ * (+ bias[row] with CUBLASLT_EPILOGUE_BIAS). */
 #ifndef MT_CUDA_EMU_CUBLASLT_H
 #define MT_CUDA_EMU_CUBLASLT_H
 
@@ -44,6 +45,12 @@ typedef enum {
   CUBLASLT_MATMUL_DESC_TRANSB = 4,
   CUBLASLT_MATMUL_DESC_EPILOGUE = 7,
   CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17, /* FP8: device fp32 dequantization scales */
+  CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,
+  CUBLASLT_MATMUL_DESC_C_SCALE_POINTER = 19, /* FP8 C / D / amax: not emulated */
+  CUBLASLT_MATMUL_DESC_D_SCALE_POINTER = 20,
+  CUBLASLT_MATMUL_DESC_AMAX_D_POINTER = 21,
+  CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25,
   CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
 } cublasLtMatmulDescAttributes_t;
 
