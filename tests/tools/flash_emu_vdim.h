@@ -29,6 +29,27 @@ static void vdim_same(const char *what, const std::vector<float> &a, size_t sa,
   printf("\n");
 }
 
+/* One self-form forward + backward of d (cuda_flash_attn_fwd/_bwd) on
+ * device copies of qkv and dctx: ctx [nctx] (prefilled 7), lse [nl] and
+ * dqkv (prefilled NaN, so every element must be written). The caller frees
+ * the five buffers. */
+struct vdim_self {
+  void *q, *dc, *ctx, *dqkv;
+  float *lse;
+};
+static vdim_self vdim_run(mt_backend *be, const mt_attn_desc *d, const std::vector<float> &qkv,
+                          const std::vector<float> &dctx, size_t nctx, size_t nl) {
+  const mt_dtype T = be->dtype;
+  vdim_self r;
+  r.q = dput(qkv, T), r.dc = dput(dctx, T);
+  r.ctx = dput(std::vector<float>(nctx, 7.0f), T);
+  r.dqkv = dput(std::vector<float>(qkv.size(), NAN), T);
+  r.lse = (float *)malloc(nl * 4);
+  cuda_flash_attn_fwd(be, d, r.ctx, r.lse, r.q, NULL);
+  cuda_flash_attn_bwd(be, d, r.dqkv, NULL, r.dc, r.ctx, r.lse, r.q, NULL);
+  return r;
+}
+
 static void vdim_case(mt_backend *be, int S, int b, int np, int ng, int hn, int hv, float p) {
   const mt_dtype T = be->dtype;
   const int npg = np / ng, W = hn > hv ? hn : hv;
@@ -58,20 +79,14 @@ static void vdim_case(mt_backend *be, int S, int b, int np, int ng, int hn, int 
   cuda_impl *im = cuda_impl_of(be);
   const int simt0 = im->flash_simt;
   /* hv form */
-  void *q = dput(qkv, T), *dc = dput(dctx, T);
-  void *c0 = dput(std::vector<float>(rows * np * hv, 7.0f), T);
-  void *d0 = dput(std::vector<float>(nq, NAN), T);
-  float *l0 = (float *)malloc(nl * 4);
-  cuda_flash_attn_fwd(be, &dm, c0, l0, q, NULL);
-  cuda_flash_attn_bwd(be, &dm, d0, NULL, dc, c0, l0, q, NULL);
+  const vdim_self r0 = vdim_run(be, &dm, qkv, dctx, rows * np * hv, nl);
+  void *q = r0.q, *dc = r0.dc, *c0 = r0.ctx, *d0 = r0.dqkv;
+  float *l0 = r0.lse;
   /* padded equal-width form on the FFMA kernels */
   im->flash_simt = 1;
-  void *qpd = dput(qp, T), *dcpd = dput(dcp, T);
-  void *c1 = dput(std::vector<float>(rows * np * W, 7.0f), T);
-  void *d1 = dput(std::vector<float>(npd, NAN), T);
-  float *l1 = (float *)malloc(nl * 4);
-  cuda_flash_attn_fwd(be, &de, c1, l1, qpd, NULL);
-  cuda_flash_attn_bwd(be, &de, d1, NULL, dcpd, c1, l1, qpd, NULL);
+  const vdim_self r1 = vdim_run(be, &de, qp, dcp, rows * np * W, nl);
+  void *qpd = r1.q, *dcpd = r1.dc, *c1 = r1.ctx, *d1 = r1.dqkv;
+  float *l1 = r1.lse;
   im->flash_simt = simt0;
   /* kv form over the same keys */
   std::vector<float> kvh(rows * ng * (hn + hv));
